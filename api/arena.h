@@ -1,0 +1,23 @@
+/*
+ * arena.h - lifetime-scoped memory.
+ *
+ * One arena per HTTP request (and per other unit of work): everything
+ * allocated from it is freed together by ts_arena_free, so an early return
+ * cannot leak. Allocation failure returns NULL.
+ */
+#ifndef TS_API_ARENA_H
+#define TS_API_ARENA_H
+
+#include <stddef.h>
+
+struct ts_arena;
+
+struct ts_arena *ts_arena_new(void);     /* new; NULL on failure */
+void ts_arena_free(struct ts_arena *a);  /* NULL is a no-op */
+void *ts_arena_alloc(struct ts_arena *a, size_t n);  /* 16-byte aligned, zeroed */
+char *ts_arena_strdup(struct ts_arena *a, const char *s);
+char *ts_arena_strndup(struct ts_arena *a, const char *s, size_t n);
+char *ts_arena_printf(struct ts_arena *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif /* TS_API_ARENA_H */

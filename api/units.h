@@ -1,0 +1,33 @@
+/*
+ * units.h - names, byte sizes and durations as people write them.
+ *
+ * Byte sizes: an integer or decimal number and an optional unit:
+ *   B; KiB MiB GiB TiB (powers of 1024); K M G T (also powers of 1024, as
+ *   Slurm and Docker read "32G"); KB MB GB TB (powers of 1000).
+ *   Units are case-sensitive except that "b" is not accepted. No spaces
+ *   inside; surrounding spaces are not accepted either. Results above
+ *   2^62 bytes are refused. "20XB", "", "-1GiB", "1e3GiB" are errors.
+ * Durations: one or more <number><unit> groups, unit s, m, h or d
+ *   ("90s", "1h30m", "8h", "2d"), or a plain integer of seconds.
+ */
+#ifndef TS_API_UNITS_H
+#define TS_API_UNITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* [a-z0-9][a-z0-9-]{0,62} */
+bool ts_name_valid(const char *s);
+
+/* 0 on success, -1 on a malformed or out-of-range size. */
+int ts_bytesize_parse(const char *s, int64_t *out);
+/* Shortest exact form: "20GiB", "1536MiB", "123B". Returns buf. */
+char *ts_bytesize_format(int64_t bytes, char *buf, size_t len);
+
+/* 0 on success, -1 when malformed or over 10 years. */
+int ts_duration_parse(const char *s, int64_t *seconds);
+/* "8h", "1h30m", "45s", "0s". Returns buf. */
+char *ts_duration_format(int64_t seconds, char *buf, size_t len);
+
+#endif /* TS_API_UNITS_H */

@@ -1,0 +1,236 @@
+/*
+ * wire.h - the REST API's wire types and their JSON codecs.
+ *
+ * Each wire type has exactly one decoder and one encoder, here. Decoders are
+ * strict: unknown fields, wrong types, out-of-range numbers and malformed
+ * names are errors naming the field (err->field, a dotted path such as
+ * "quota.gpus" or "gpu.portion"); duplicate keys are refused when the body is
+ * parsed (ts_wire_parse). Decoded strings live in the arena passed in.
+ * Free-form JSON members (command, env, gpu_model, node_selector, labels) are
+ * kept as compact JSON text, validated, ready for a jsonb column.
+ *
+ * Encoders return a new json_t reference (caller decrefs), or NULL when out
+ * of memory.
+ */
+#ifndef TS_API_WIRE_H
+#define TS_API_WIRE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/arena.h"
+#include "api/err.h"
+
+#define TS_NAME_MAX 63  /* names match [a-z0-9][a-z0-9-]{0,62} */
+
+/* ---- parsing --------------------------------------------------------- */
+
+/* Parse a request body that must be one JSON object; rejects duplicate keys,
+ * trailing garbage and non-objects. *out is a new reference. */
+enum ts_err ts_wire_parse(const char *body, size_t len, json_t **out, struct ts_error *err);
+
+/* ---- roles ----------------------------------------------------------- */
+
+enum ts_role { TS_ROLE_VIEWER, TS_ROLE_MEMBER, TS_ROLE_AGENT, TS_ROLE_ADMIN };
+const char *ts_role_name(enum ts_role r);                /* static */
+int ts_role_parse(const char *s, enum ts_role *out);     /* 0, or -1 */
+
+/* ---- quotas, departments, projects ------------------------------------ */
+
+struct ts_quota {
+    double gpus;              /* guaranteed GPUs, >= 0, fractional; default 0 */
+    double over_quota_weight; /* >= 0; default 1 */
+    bool has_limit;           /* JSON "limit": null or absent -> false */
+    double limit;             /* >= gpus when has_limit */
+    int priority;             /* -1000..1000; default 0 */
+};
+
+struct ts_department_spec {
+    char name[TS_NAME_MAX + 1];
+    struct ts_quota quota;
+};
+
+struct ts_project_spec {
+    char name[TS_NAME_MAX + 1];
+    char department[TS_NAME_MAX + 1];
+    struct ts_quota quota;
+};
+
+/* What the scheduler and the jobs say about a project (or a department, as
+ * the sum over its projects). GPU figures are in GPUs, fractional. */
+struct ts_usage {
+    double allocated_gpus;
+    double allocated_nonpreemptible_gpus;
+    double requested_gpus;       /* GPUs asked for by jobs not finished */
+    int64_t pending_jobs;
+    int64_t running_jobs;
+};
+
+struct ts_department {
+    int64_t id;
+    struct ts_department_spec spec;
+    struct ts_usage usage;
+    int64_t project_count;
+    int64_t revision;            /* the ETag */
+    int64_t created_at_us;
+};
+
+struct ts_project {
+    int64_t id;
+    struct ts_project_spec spec;
+    struct ts_usage usage;
+    int64_t revision;            /* the ETag */
+    int64_t created_at_us;
+};
+
+/* "quota": {...}; every member optional, defaults as above. */
+enum ts_err ts_wire_quota_decode(const json_t *in, const char *field, struct ts_quota *out,
+                                 struct ts_error *err);
+json_t *ts_wire_quota_encode(const struct ts_quota *q);
+enum ts_err ts_wire_department_decode(const json_t *in, struct ts_department_spec *out,
+                                      struct ts_error *err);
+json_t *ts_wire_department_encode(const struct ts_department *d);
+enum ts_err ts_wire_project_decode(const json_t *in, struct ts_project_spec *out,
+                                   struct ts_error *err);
+json_t *ts_wire_project_encode(const struct ts_project *p);
+
+/* ---- tokens ------------------------------------------------------------ */
+
+struct ts_token_spec {
+    char name[TS_NAME_MAX + 1];
+    enum ts_role role;
+    const char **projects;       /* arena; project names */
+    size_t nprojects;
+};
+
+struct ts_token {
+    int64_t id;
+    struct ts_token_spec spec;
+    const char *secret;          /* only right after creation, else NULL */
+    int64_t created_at_us;
+    int64_t last_used_at_us;     /* 0: never */
+};
+
+enum ts_err ts_wire_token_decode(const json_t *in, struct ts_arena *a, struct ts_token_spec *out,
+                                 struct ts_error *err);
+json_t *ts_wire_token_encode(const struct ts_token *t);
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+enum ts_job_kind { TS_JOB_TRAIN, TS_JOB_INTERACTIVE, TS_JOB_INFERENCE };
+const char *ts_job_kind_name(enum ts_job_kind k);
+int ts_job_kind_parse(const char *s, enum ts_job_kind *out);
+/* Defaults a kind gives: train 50 preemptible, interactive 100 and
+ * inference 150 not preemptible. */
+int ts_job_kind_default_priority(enum ts_job_kind k);
+bool ts_job_kind_default_preemptible(enum ts_job_kind k);
+
+enum ts_job_state {
+    TS_JOB_PENDING,
+    TS_JOB_SCHEDULED,
+    TS_JOB_RUNNING,
+    TS_JOB_EVICTING,
+    TS_JOB_CANCELLING,
+    TS_JOB_SUCCEEDED,
+    TS_JOB_FAILED,
+    TS_JOB_CANCELLED,
+};
+const char *ts_job_state_name(enum ts_job_state s);
+int ts_job_state_parse(const char *s, enum ts_job_state *out);
+bool ts_job_state_finished(enum ts_job_state s);
+
+enum ts_gpu_kind { TS_GPU_NONE, TS_GPU_COUNT, TS_GPU_PORTION, TS_GPU_MEMORY };
+
+/* Exactly one of count, portion, memory. */
+struct ts_gpu_request {
+    enum ts_gpu_kind kind;
+    int count;                   /* whole GPUs, 1..64 */
+    double portion;              /* (0, 1] of each device */
+    double portion_limit;        /* portion..1; equals portion when not given */
+    int64_t memory_bytes;        /* > 0, per device */
+    int64_t memory_limit_bytes;  /* >= memory_bytes; equals it when not given */
+    int devices;                 /* fractional requests: GPUs of one node, 1..64 */
+};
+/* GPUs the request counts against a quota: count, or portion * devices;
+ * memory requests count 0 until placed (their GPU's size is not known). */
+double ts_gpu_request_gpus(const struct ts_gpu_request *g);
+
+struct ts_job_spec {
+    char name[TS_NAME_MAX + 1];
+    char project[TS_NAME_MAX + 1];
+    enum ts_job_kind kind;
+    int priority;                /* 0..1000; kind's default when absent */
+    bool preemptible;            /* kind's default when absent */
+    const char *command;         /* JSON text: non-empty array of strings */
+    const char *env;             /* JSON text: object of strings; "{}" */
+    const char *working_dir;     /* absolute path, or NULL */
+    struct ts_gpu_request gpu;
+    double cpu;                  /* cores; 0 = not requested */
+    int64_t memory_bytes;        /* host memory; 0 = not requested */
+    const char *gpu_model;       /* JSON text: array of strings; "[]" = any */
+    const char *node_selector;   /* JSON text: object of strings; "{}" */
+    int64_t max_runtime_seconds; /* 0 = no limit */
+};
+
+struct ts_job {
+    int64_t id;
+    struct ts_job_spec spec;
+    enum ts_job_state state;
+    const char *node;            /* NULL when not placed */
+    bool has_exit_code;
+    int exit_code;
+    const char *reason_code;     /* pending reason, or NULL */
+    const char *reason_message;
+    int64_t queue_position;      /* 0 = not queued / unknown */
+    int resume_count;
+    int64_t created_at_us;
+    int64_t updated_at_us;
+    int64_t started_at_us;       /* 0 = never */
+    int64_t finished_at_us;      /* 0 = not finished */
+};
+
+struct ts_job_event {
+    int64_t id;
+    int64_t job_id;
+    int64_t at_us;
+    const char *type;            /* "submitted", "cancelled", ... */
+    const char *message;
+};
+
+enum ts_err ts_wire_job_decode(const json_t *in, struct ts_arena *a, struct ts_job_spec *out,
+                               struct ts_error *err);
+json_t *ts_wire_job_encode(const struct ts_job *j);
+json_t *ts_wire_job_event_encode(const struct ts_job_event *e);
+
+/* ---- nodes ----------------------------------------------------------------- */
+
+struct ts_gpu {
+    int index;
+    const char *uuid;
+    const char *model;
+    int64_t memory_bytes;
+};
+
+struct ts_node {
+    int64_t id;
+    const char *name;
+    const char *state;           /* "ready", "not_ready", "drained" */
+    const char *labels;          /* JSON text: object of strings */
+    double cpu;
+    int64_t memory_bytes;
+    struct ts_gpu *gpus;
+    size_t ngpus;
+    int64_t last_seen_at_us;     /* 0 = never */
+    int64_t created_at_us;
+};
+
+json_t *ts_wire_node_encode(const struct ts_node *n);
+
+/* ---- shared pieces --------------------------------------------------------- */
+
+/* RFC 3339 UTC with microseconds, or JSON null for 0. New reference. */
+json_t *ts_wire_time(int64_t us);
+
+#endif /* TS_API_WIRE_H */

@@ -1,0 +1,53 @@
+/*
+ * db.h - the PostgreSQL connection pool and transactions (libpq).
+ *
+ * All SQL lives under server/store/; other code holds a struct ts_dbconn only
+ * to pass it to store functions. Every statement uses $n parameters.
+ * A connection found broken when acquired is reset before it is handed out.
+ */
+#ifndef TS_SERVER_STORE_DB_H
+#define TS_SERVER_STORE_DB_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+
+#include "api/err.h"
+
+struct ts_db;      /* a pool; thread-safe */
+struct ts_dbconn;  /* one pooled connection, used by one thread at a time */
+
+/* Open `size` connections to conninfo (a libpq URL or key=value string).
+ * *out is new; free with ts_db_close. Fails with TS_ERR_DATABASE. */
+enum ts_err ts_db_open(const char *conninfo, int size, struct ts_db **out, struct ts_error *err);
+void ts_db_close(struct ts_db *db);  /* NULL is a no-op; all connections must be released */
+
+/* Borrow a connection, waiting up to timeout_ms for one to be free.
+ * Returns NULL and fills err (TS_ERR_DATABASE) on timeout or when the
+ * database cannot be reached. Give it back with ts_db_release. */
+struct ts_dbconn *ts_db_acquire(struct ts_db *db, int timeout_ms, struct ts_error *err);
+void ts_db_release(struct ts_db *db, struct ts_dbconn *c);
+
+PGconn *ts_dbconn_pg(struct ts_dbconn *c);  /* borrowed */
+
+enum ts_err ts_db_begin(struct ts_dbconn *c, struct ts_error *err);
+enum ts_err ts_db_commit(struct ts_dbconn *c, struct ts_error *err);
+void ts_db_rollback(struct ts_dbconn *c);  /* no-op outside a transaction */
+
+/*
+ * Run one statement with text parameters (NULL = SQL NULL). On success *res
+ * is a new PGresult (PQclear it) of status COMMAND_OK or TUPLES_OK. On failure
+ * res is NULL and err is filled through ts_db_map_error.
+ */
+enum ts_err ts_db_exec(struct ts_dbconn *c, const char *sql, int nparams,
+                       const char *const *params, PGresult **res, struct ts_error *err);
+
+/* The one place SQLSTATEs become error codes: 23505 (unique) -> ALREADY_EXISTS,
+ * 23503 (foreign key) -> IN_USE or UNKNOWN_REFERENCE, 23514 (check) ->
+ * INVALID_VALUE, 40001/40P01 -> CONFLICT, connection classes (08xxx) ->
+ * DATABASE, anything else -> INTERNAL. The message is kept in err->detail. */
+enum ts_err ts_db_map_error(const PGresult *res, PGconn *pg, struct ts_error *err);
+
+/* SELECT 1 on a pooled connection; TS_OK when the database answers. */
+enum ts_err ts_db_ping(struct ts_db *db, struct ts_error *err);
+
+#endif /* TS_SERVER_STORE_DB_H */

@@ -1,0 +1,285 @@
+/*
+ * http.c - libmicrohttpd glue: daemon lifecycle, the multi-call access
+ * handler, capped bodies, responses, and per-request cleanup.
+ *
+ * Threads: libmicrohttpd's internal thread pool (epoll); each request runs on
+ * one pool thread from its first call to its completion callback.
+ */
+#include "server/http/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/log.h"
+
+struct ts_http {
+    struct MHD_Daemon *daemon;
+    struct ts_http_config cfg;
+    unsigned port;
+};
+
+static atomic_uint_fast64_t request_seq;
+static uint32_t request_salt;
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+const char *ts_http_header(const struct ts_request *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *ts_http_query(const struct ts_request *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+void ts_http_add_header(struct ts_request *r, const char *name, const char *value)
+{
+    if (r->nheaders >= TS_HTTP_MAX_HEADERS)
+        return;
+    r->header_names[r->nheaders] = ts_arena_strdup(r->arena, name);
+    r->header_values[r->nheaders] = ts_arena_strdup(r->arena, value);
+    if (r->header_names[r->nheaders] && r->header_values[r->nheaders])
+        r->nheaders++;
+}
+
+void ts_http_reply_json(struct ts_request *r, int status, json_t *json)
+{
+    if (r->json)
+        json_decref(r->json);
+    r->status = status;
+    r->json = json;
+    r->raw = NULL;
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *c, struct ts_request *r)
+{
+    char *text = NULL;
+    const char *body = r->raw;
+    size_t len = r->raw_len;
+    const char *type = r->content_type;
+    if (r->json) {
+        text = json_dumps(r->json, JSON_COMPACT);
+        if (text == NULL) {
+            r->status = 500;
+            body = "{\"status\":500,\"code\":\"out_of_memory\"}";
+            len = strlen(body);
+            type = "application/problem+json";
+        } else {
+            body = text;
+            len = strlen(text);
+            if (type == NULL)
+                type = "application/json";
+        }
+    }
+    if (body == NULL) {
+        body = "";
+        len = 0;
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    free(text);
+    if (resp == NULL)
+        return MHD_NO;
+    if (type && len > 0)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+    for (int i = 0; i < r->nheaders; i++)
+        MHD_add_response_header(resp, r->header_names[i], r->header_values[i]);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static struct ts_request *request_new(struct ts_http *h, struct MHD_Connection *c,
+                                      const char *url, const char *method)
+{
+    struct ts_request *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    r->arena = ts_arena_new();
+    if (r->arena == NULL) {
+        free(r);
+        return NULL;
+    }
+    r->method = method;
+    r->path = url;
+    r->conn = c;
+    r->route_index = -1;
+    r->started_ns = now_ns();
+    uint64_t seq = atomic_fetch_add(&request_seq, 1) + 1;
+    snprintf(r->request_id, sizeof(r->request_id), "%08x%08llx", request_salt,
+             (unsigned long long)(seq & 0xffffffffULL));
+    ts_buf_init(&r->body, h->cfg.max_body);
+    return r;
+}
+
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
+                                      const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_size,
+                                      void **con_cls)
+{
+    struct ts_http *h = cls;
+    struct ts_request *r = *con_cls;
+    if (r == NULL) {
+        r = request_new(h, c, url, method);
+        if (r == NULL)
+            return MHD_NO;
+        *con_cls = r;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl != NULL) {
+            char *end;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (*end != '\0' || n > h->cfg.max_body)
+                r->body_too_large = true;
+        }
+        if (!r->body_too_large)
+            return MHD_YES; /* wait for the body, if any */
+        /* refuse before reading the body: the client learns at once */
+        ts_log_set_request(r->request_id);
+        h->cfg.dispatch(h->cfg.cls, r);
+        ts_log_set_request(NULL);
+        return send_reply(c, r);
+    }
+    if (*upload_size > 0) {
+        if (!r->body_too_large && ts_buf_append(&r->body, upload_data, *upload_size) != TS_OK)
+            r->body_too_large = true;
+        *upload_size = 0; /* consumed, or discarded once over the cap */
+        return MHD_YES;
+    }
+    if (r->status != 0)
+        return MHD_YES; /* already answered */
+    ts_log_set_request(r->request_id);
+    h->cfg.dispatch(h->cfg.cls, r);
+    ts_log_set_request(NULL);
+    return send_reply(c, r);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    struct ts_http *h = cls;
+    struct ts_request *r = *con_cls;
+    if (r == NULL)
+        return;
+    if (h->cfg.complete)
+        h->cfg.complete(h->cfg.cls, r);
+    if (r->json)
+        json_decref(r->json);
+    ts_buf_free(&r->body);
+    ts_arena_free(r->arena);
+    free(r);
+    *con_cls = NULL;
+}
+
+int ts_http_parse_listen(const char *s, char *host, size_t hostlen, unsigned *port)
+{
+    const char *colon;
+    const char *h = s;
+    size_t hl;
+    if (s[0] == '[') {
+        const char *close = strchr(s, ']');
+        if (close == NULL || close[1] != ':')
+            return -1;
+        h = s + 1;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL)
+            return -1;
+        hl = (size_t)(colon - s);
+    }
+    if (hl == 0 || hl >= hostlen)
+        return -1;
+    char *end;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end != '\0' || p > 65535)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (unsigned)p;
+    return 0;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    line[strcspn(line, "\n")] = '\0';
+    ts_log_warn("http: %s", line);
+}
+
+enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out,
+                          struct ts_error *err)
+{
+    char host[256];
+    unsigned port;
+    if (ts_http_parse_listen(cfg->listen, host, sizeof(host), &port) != 0)
+        return ts_error_set(err, TS_ERR_CONFIG, "invalid listen address: \"%s\": expected HOST:PORT",
+                            cfg->listen);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char portstr[8];
+    snprintf(portstr, sizeof(portstr), "%u", port);
+    int rc = getaddrinfo(host, portstr, &hints, &ai);
+    if (rc != 0)
+        return ts_error_set(err, TS_ERR_CONFIG, "could not resolve listen host \"%s\": %s", host,
+                            gai_strerror(rc));
+    struct ts_http *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        freeaddrinfo(ai);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    h->cfg = *cfg;
+    if (request_salt == 0)
+        request_salt = (uint32_t)now_ns() ^ (uint32_t)getpid();
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    h->daemon = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, access_handler, h,
+        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+        MHD_OPTION_THREAD_POOL_SIZE, cfg->threads,
+        MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (h->daemon == NULL) {
+        free(h);
+        return ts_error_set(err, TS_ERR_CONFIG, "could not listen on %s", cfg->listen);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = info ? info->port : port;
+    *out = h;
+    return TS_OK;
+}
+
+unsigned ts_http_port(const struct ts_http *h)
+{
+    return h->port;
+}
+
+void ts_http_stop(struct ts_http *h)
+{
+    if (h == NULL)
+        return;
+    MHD_stop_daemon(h->daemon);
+    free(h);
+}

@@ -1,0 +1,96 @@
+/*
+ * http.h - the HTTP front end: the only code that includes <microhttpd.h>.
+ *
+ * libmicrohttpd's multi-call access handler is owned by http.c: the first
+ * call allocates a struct ts_request and its arena, body chunks are appended
+ * to a capped buffer (over the cap: 413, never truncated), the last call hands
+ * the request to the dispatcher, and the completion callback frees it all.
+ * Handlers see only struct ts_request and the accessors below.
+ */
+#ifndef TS_SERVER_HTTP_HTTP_H
+#define TS_SERVER_HTTP_HTTP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/arena.h"
+#include "api/buf.h"
+#include "api/err.h"
+
+#define TS_HTTP_MAX_PARAMS 4
+#define TS_HTTP_MAX_HEADERS 8
+
+struct ts_request {
+    struct ts_arena *arena;       /* freed when the request completes */
+    const char *method;           /* borrowed from libmicrohttpd */
+    const char *path;             /* borrowed; no query string */
+    char request_id[20];
+    struct ts_buf body;           /* capped at the configured max body */
+    bool body_too_large;
+    int64_t started_ns;           /* CLOCK_MONOTONIC */
+
+    /* filled by route matching */
+    int route_index;              /* -1: none */
+    const char *params[TS_HTTP_MAX_PARAMS]; /* path parameters, in the arena */
+    int nparams;
+
+    /* response, filled by the handler or the dispatcher */
+    int status;
+    json_t *json;                 /* steals: decref'd at completion */
+    const char *raw;              /* or a raw body (borrowed, must outlive the request) */
+    size_t raw_len;
+    const char *content_type;
+    const char *header_names[TS_HTTP_MAX_HEADERS];
+    const char *header_values[TS_HTTP_MAX_HEADERS];
+    int nheaders;
+
+    void *conn;                   /* struct MHD_Connection *, opaque here */
+    void *user;                   /* the dispatcher's per-request state */
+};
+
+/* Request header or query argument, borrowed from libmicrohttpd for the
+ * lifetime of the request; NULL when absent. */
+const char *ts_http_header(const struct ts_request *r, const char *name);
+const char *ts_http_query(const struct ts_request *r, const char *name);
+
+/* Add a response header; both strings are copied into the arena. */
+void ts_http_add_header(struct ts_request *r, const char *name, const char *value);
+/* Set a JSON response (steals json). */
+void ts_http_reply_json(struct ts_request *r, int status, json_t *json);
+
+/*
+ * The dispatcher: called once per complete request on a libmicrohttpd
+ * thread. It must set r->status and a body (json or raw). A request whose body
+ * was over the cap reaches it with body_too_large set.
+ */
+typedef void (*ts_http_dispatch_fn)(void *cls, struct ts_request *r);
+/* Called when the request completes (response sent or connection closed),
+ * before the request is freed: metrics, releasing per-request resources. */
+typedef void (*ts_http_complete_fn)(void *cls, struct ts_request *r);
+
+struct ts_http_config {
+    const char *listen;           /* "HOST:PORT"; PORT 0 picks a free port */
+    size_t max_body;              /* bytes */
+    unsigned threads;             /* libmicrohttpd thread pool size */
+    unsigned max_connections;
+    unsigned connection_timeout;  /* seconds of inactivity */
+    ts_http_dispatch_fn dispatch;
+    ts_http_complete_fn complete;
+    void *cls;
+};
+
+struct ts_http;
+
+/* Start listening. *out is new; free with ts_http_stop. */
+enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out,
+                          struct ts_error *err);
+/* The port actually bound (useful with port 0). */
+unsigned ts_http_port(const struct ts_http *h);
+void ts_http_stop(struct ts_http *h);  /* NULL is a no-op */
+
+/* Split "HOST:PORT" / "[V6]:PORT"; 0 or -1. host gets at most hostlen-1 bytes. */
+int ts_http_parse_listen(const char *s, char *host, size_t hostlen, unsigned *port);
+
+#endif /* TS_SERVER_HTTP_HTTP_H */

@@ -1,0 +1,39 @@
+/*
+ * options.c - tessera-server's option table: the one source of its flags,
+ * environment variables, config file keys, defaults and --help.
+ */
+#include <stddef.h>
+
+#include "server/server.h"
+
+#define OPT(field) offsetof(struct ts_server_config, field)
+
+const struct ts_option ts_server_options[] = {
+    {"data-dir", TS_OPT_STRING, OPT(data_dir), NULL, "DIR",
+     "folder for server state and the embedded PostgreSQL (required)", 0, 0, NULL, 0},
+    {"listen", TS_OPT_STRING, OPT(listen), "127.0.0.1:8080", "HOST:PORT",
+     "address to serve the API on; port 0 picks a free one", 0, 0, NULL, 0},
+    {"database", TS_OPT_STRING, OPT(database), NULL, "URL",
+     "PostgreSQL URL; without it a private PostgreSQL runs in DIR/pg", 0, 0, NULL, 0},
+    {"admin-token", TS_OPT_STRING, OPT(admin_token), NULL, "SECRET",
+     "bootstrap admin token; without it one is generated into DIR/admin.token", 0, 0, NULL,
+     TS_OPT_SECRET},
+    {"pg-bindir", TS_OPT_STRING, OPT(pg_bindir), NULL, "DIR",
+     "folder with initdb and pg_ctl for the embedded PostgreSQL", 0, 0, NULL, 0},
+    {"log-level", TS_OPT_ENUM, OPT(log_level), "info", "LEVEL", "error, warn, info or debug", 0,
+     0, "error|warn|info|debug", 0},
+    {"max-body", TS_OPT_BYTES, OPT(max_body), "1MiB", "SIZE",
+     "largest request body accepted; larger ones get 413", 1024, 1LL << 30, NULL, 0},
+    {"http-threads", TS_OPT_INT, OPT(http_threads), "8", "N", "HTTP worker threads", 1, 256,
+     NULL, 0},
+    {"max-connections", TS_OPT_INT, OPT(max_connections), "1024", "N",
+     "concurrent HTTP connections", 1, 65536, NULL, 0},
+    {"connection-timeout", TS_OPT_DURATION, OPT(connection_timeout), "60s", "DURATION",
+     "close HTTP connections idle this long", 1, 3600, NULL, 0},
+    {"db-pool", TS_OPT_INT, OPT(db_pool), "8", "N", "PostgreSQL connections", 1, 256, NULL, 0},
+    {"idempotency-ttl", TS_OPT_DURATION, OPT(idempotency_ttl), "24h", "DURATION",
+     "how long Idempotency-Key headers are remembered (at least 24h)", 86400, 86400 * 365,
+     NULL, 0},
+};
+
+const size_t ts_server_options_count = sizeof(ts_server_options) / sizeof(ts_server_options[0]);

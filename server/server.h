@@ -1,0 +1,76 @@
+/*
+ * server.h - tessera-server's configuration, its process-wide state, and the
+ * per-request context handlers receive.
+ */
+#ifndef TS_SERVER_SERVER_H
+#define TS_SERVER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "api/config.h"
+#include "api/err.h"
+#include "api/wire.h"
+#include "server/http/http.h"
+#include "server/store/db.h"
+
+struct ts_server_config {
+    char *data_dir;
+    char *listen;
+    char *database;          /* NULL: the embedded PostgreSQL in data_dir/pg */
+    char *admin_token;       /* secret: environment or config file only */
+    char *pg_bindir;
+    char *log_level;
+    int64_t max_body;        /* bytes */
+    int64_t http_threads;
+    int64_t max_connections;
+    int64_t connection_timeout;  /* seconds */
+    int64_t db_pool;
+    int64_t idempotency_ttl;     /* seconds */
+};
+
+/* The option table behind --help, flags, TESSERA_* and the config file. */
+extern const struct ts_option ts_server_options[];
+extern const size_t ts_server_options_count;
+
+struct ts_metrics;
+struct ts_pgembed;
+
+struct ts_server {
+    struct ts_server_config cfg;
+    struct ts_pgembed *pg;   /* NULL with --database */
+    struct ts_db *db;
+    struct ts_http *http;
+    struct ts_metrics *metrics;
+    time_t started_at;
+};
+
+/* Who is calling: filled by authentication before the handler runs. */
+struct ts_principal {
+    int64_t token_id;
+    char name[TS_NAME_MAX + 1];
+    enum ts_role role;
+    int64_t *project_ids;    /* arena; the projects a member/viewer is limited to */
+    size_t nprojects;        /* 0 with a viewer or admin: all projects */
+};
+
+/* Per-request context: r->user points at it. */
+struct ts_ctx {
+    struct ts_server *srv;
+    struct ts_request *req;
+    struct ts_principal who;
+    bool authenticated;
+    struct ts_dbconn *conn;  /* acquired on first use, released at completion */
+};
+
+/* The request's database connection, acquired on first use (borrowed until
+ * the request completes). NULL with err filled when none can be had. */
+struct ts_dbconn *ts_ctx_db(struct ts_ctx *ctx, struct ts_error *err);
+
+/* Start everything (database, migrations, admin token, HTTP), serve until
+ * SIGINT/SIGTERM, stop everything. Returns the process exit status. */
+int ts_server_run(struct ts_server *srv);
+
+#endif /* TS_SERVER_SERVER_H */

@@ -1,0 +1,151 @@
+/*
+ * store.h - every query the API makes, one function each. Callers pass the
+ * request's connection and arena; results live in the arena. Functions that
+ * write either do all of it in one transaction or one statement, or nothing.
+ * Errors are mapped from SQLSTATEs in one place (ts_db_map_error) and then
+ * given a message that names the thing concerned.
+ */
+#ifndef TS_SERVER_STORE_STORE_H
+#define TS_SERVER_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/arena.h"
+#include "api/err.h"
+#include "api/wire.h"
+#include "server/store/db.h"
+
+/* ---- tokens (store_tokens.c) ---------------------------------------------- */
+
+/* A token with the hash of its secret; unknown project names ->
+ * TS_ERR_UNKNOWN_REFERENCE, a taken name -> TS_ERR_ALREADY_EXISTS.
+ * out->spec.projects points into spec (borrowed). */
+enum ts_err ts_store_token_create(struct ts_dbconn *c, const struct ts_token_spec *spec,
+                                  const char *sha256_hex, struct ts_arena *a,
+                                  struct ts_token *out, struct ts_error *err);
+enum ts_err ts_store_token_list(struct ts_dbconn *c, struct ts_arena *a, struct ts_token **out,
+                                size_t *n, struct ts_error *err);
+enum ts_err ts_store_token_delete(struct ts_dbconn *c, int64_t id, struct ts_error *err);
+
+struct ts_token_auth {
+    int64_t id;
+    char name[TS_NAME_MAX + 1];
+    enum ts_role role;
+    int64_t *project_ids;        /* arena */
+    size_t nprojects;
+};
+/* TS_ERR_NOT_FOUND when no token has this hash. Updates last_used_at at
+ * most once a minute. */
+enum ts_err ts_store_token_authenticate(struct ts_dbconn *c, const char *sha256_hex,
+                                        struct ts_arena *a, struct ts_token_auth *out,
+                                        struct ts_error *err);
+/* The bootstrap admin token "admin". With replace, set its hash (create it if
+ * missing). Without, create it only if no bootstrap token exists:
+ * *created tells whether this call made it. */
+enum ts_err ts_store_token_bootstrap(struct ts_dbconn *c, const char *sha256_hex, bool replace,
+                                     bool *created, struct ts_error *err);
+
+/* ---- departments and projects (store_quota.c) ------------------------------ */
+
+enum ts_err ts_store_department_create(struct ts_dbconn *c, const struct ts_department_spec *s,
+                                       struct ts_department *out, struct ts_error *err);
+enum ts_err ts_store_department_get(struct ts_dbconn *c, const char *name, struct ts_arena *a,
+                                    struct ts_department *out, struct ts_error *err);
+enum ts_err ts_store_department_list(struct ts_dbconn *c, struct ts_arena *a,
+                                     struct ts_department **out, size_t *n,
+                                     struct ts_error *err);
+/* TS_ERR_IN_USE while it has projects. */
+enum ts_err ts_store_department_delete(struct ts_dbconn *c, const char *name,
+                                       struct ts_error *err);
+/* Replace the quota if the revision still is `revision` (-1: any).
+ * TS_ERR_PRECONDITION_FAILED when it moved on, TS_ERR_NOT_FOUND. */
+enum ts_err ts_store_department_set_quota(struct ts_dbconn *c, const char *name,
+                                          const struct ts_quota *q, int64_t revision,
+                                          struct ts_error *err);
+
+/* A department that does not exist -> TS_ERR_UNKNOWN_REFERENCE. */
+enum ts_err ts_store_project_create(struct ts_dbconn *c, const struct ts_project_spec *s,
+                                    struct ts_project *out, struct ts_error *err);
+enum ts_err ts_store_project_get(struct ts_dbconn *c, const char *name, struct ts_arena *a,
+                                 struct ts_project *out, struct ts_error *err);
+/* All projects, or only those in ids[0..nids) when ids != NULL. */
+enum ts_err ts_store_project_list(struct ts_dbconn *c, const int64_t *ids, size_t nids,
+                                  struct ts_arena *a, struct ts_project **out, size_t *n,
+                                  struct ts_error *err);
+/* TS_ERR_IN_USE while it has jobs that have not finished. */
+enum ts_err ts_store_project_delete(struct ts_dbconn *c, const char *name, struct ts_error *err);
+enum ts_err ts_store_project_set_quota(struct ts_dbconn *c, const char *name,
+                                       const struct ts_quota *q, int64_t revision,
+                                       struct ts_error *err);
+/* The id of a project by name; TS_ERR_NOT_FOUND. */
+enum ts_err ts_store_project_id(struct ts_dbconn *c, const char *name, int64_t *id,
+                                struct ts_error *err);
+
+/* ---- jobs (store_jobs.c) ----------------------------------------------------- */
+
+struct ts_job_submit {
+    const struct ts_job_spec *spec;
+    int64_t project_id;
+    int64_t token_id;
+    const char *idempotency_key;     /* NULL: none */
+    const char *request_sha256;      /* with a key: hash of the body */
+    int64_t idempotency_ttl;         /* seconds */
+};
+/* Insert the job and its "submitted" event in one statement. With a key that
+ * was seen before: *replayed = true and out is that job, or
+ * TS_ERR_IDEMPOTENCY_MISMATCH when the body differs. A taken name ->
+ * TS_ERR_ALREADY_EXISTS. */
+enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit *s,
+                                struct ts_arena *a, struct ts_job *out, bool *replayed,
+                                struct ts_error *err);
+/* *project_id gets the job's project (for access checks). */
+enum ts_err ts_store_job_get(struct ts_dbconn *c, int64_t id, struct ts_arena *a,
+                             struct ts_job *out, int64_t *project_id, struct ts_error *err);
+
+struct ts_job_filter {
+    const int64_t *project_ids;      /* NULL: any project */
+    size_t nproject_ids;
+    const char *project;             /* name, NULL: any */
+    int nstates;                     /* 0: any state */
+    enum ts_job_state states[8];
+    bool has_kind;
+    enum ts_job_kind kind;
+    const char *node;                /* NULL: any */
+    int64_t after_id;                /* cursor: ids greater than this */
+    int limit;                       /* 1..1000 */
+};
+/* Jobs by ascending id; *more tells whether another page follows. */
+enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f,
+                              struct ts_arena *a, struct ts_job **out, size_t *n, bool *more,
+                              struct ts_error *err);
+/* Pending/scheduled -> cancelled; running/evicting -> cancelling; already
+ * cancelled or cancelling: unchanged (idempotent). Finished otherwise ->
+ * TS_ERR_CONFLICT. out is the job afterwards. */
+enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by,
+                                struct ts_arena *a, struct ts_job *out, struct ts_error *err);
+enum ts_err ts_store_job_events(struct ts_dbconn *c, int64_t id, struct ts_arena *a,
+                                struct ts_job_event **out, size_t *n, struct ts_error *err);
+/* Delete idempotency keys older than ttl seconds; *deleted may be NULL. */
+enum ts_err ts_store_idempotency_expire(struct ts_dbconn *c, int64_t ttl, int64_t *deleted,
+                                        struct ts_error *err);
+
+/* ---- nodes (store_nodes.c) ----------------------------------------------------- */
+
+enum ts_err ts_store_node_list(struct ts_dbconn *c, struct ts_arena *a, struct ts_node **out,
+                               size_t *n, struct ts_error *err);
+enum ts_err ts_store_node_get(struct ts_dbconn *c, const char *name, struct ts_arena *a,
+                              struct ts_node *out, struct ts_error *err);
+
+/* ---- figures for /metrics (store_stats.c) ---------------------------------------- */
+
+struct ts_job_count {
+    const char *project;
+    const char *state;
+    int64_t count;
+};
+enum ts_err ts_store_job_counts(struct ts_dbconn *c, struct ts_arena *a,
+                                struct ts_job_count **out, size_t *n, struct ts_error *err);
+
+#endif /* TS_SERVER_STORE_STORE_H */

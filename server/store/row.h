@@ -1,0 +1,26 @@
+/*
+ * row.h - reading typed values out of PGresult rows (text format), shared by
+ * the store_*.c files. Timestamps are selected as microseconds since the epoch
+ * with TS_SQL_US(column) so that no timestamp text is ever parsed in C.
+ */
+#ifndef TS_SERVER_STORE_ROW_H
+#define TS_SERVER_STORE_ROW_H
+
+#include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api/arena.h"
+
+#define TS_SQL_US(col) "coalesce((extract(epoch from " col ") * 1000000)::bigint, 0)"
+
+int64_t ts_row_i64(const PGresult *res, int row, int col);       /* NULL -> 0 */
+double ts_row_double(const PGresult *res, int row, int col);     /* NULL -> 0 */
+bool ts_row_bool(const PGresult *res, int row, int col);         /* 't' */
+bool ts_row_null(const PGresult *res, int row, int col);
+/* Copy into the arena; NULL stays NULL. */
+const char *ts_row_text(const PGresult *res, int row, int col, struct ts_arena *a);
+/* Copy into buf (truncating to len-1); NULL -> "". */
+void ts_row_copy(const PGresult *res, int row, int col, char *buf, size_t len);
+
+#endif /* TS_SERVER_STORE_ROW_H */

@@ -1,0 +1,347 @@
+/*
+ * store_jobs.c - job submission (with idempotency keys), reads, listing with
+ * cursors, cancellation, and the job's events.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/store/row.h"
+#include "server/store/store.h"
+
+/* Columns read by read_job, from job j, project p and node n. */
+#define JOB_COLS                                                                     \
+    "j.id, j.name, p.name, j.kind, j.priority, j.preemptible, j.command::text,"      \
+    " j.env::text, j.working_dir, j.gpu_kind, j.gpu_count, j.gpu_portion,"           \
+    " j.gpu_portion_limit, j.gpu_memory_bytes, j.gpu_memory_limit_bytes,"            \
+    " j.gpu_devices, j.cpu, j.memory_bytes, j.gpu_model::text, j.node_selector::text," \
+    " j.max_runtime_seconds, j.state, n.name, j.exit_code, j.reason_code,"           \
+    " j.reason_message, j.queue_position, j.resume_count, " TS_SQL_US("j.created_at") \
+    ", " TS_SQL_US("j.updated_at") ", " TS_SQL_US("j.started_at") ", "                \
+    TS_SQL_US("j.finished_at") ", j.project_id"
+
+#define JOB_FROM " JOIN project p ON p.id = j.project_id LEFT JOIN node n ON n.id = j.node_id"
+
+static const char *const gpu_kinds[] = {"none", "count", "portion", "memory"};
+
+static void read_job(const PGresult *res, int row, struct ts_arena *a, struct ts_job *j)
+{
+    memset(j, 0, sizeof(*j));
+    struct ts_job_spec *s = &j->spec;
+    j->id = ts_row_i64(res, row, 0);
+    ts_row_copy(res, row, 1, s->name, sizeof(s->name));
+    ts_row_copy(res, row, 2, s->project, sizeof(s->project));
+    ts_job_kind_parse(PQgetvalue(res, row, 3), &s->kind);
+    s->priority = (int)ts_row_i64(res, row, 4);
+    s->preemptible = ts_row_bool(res, row, 5);
+    s->command = ts_row_text(res, row, 6, a);
+    s->env = ts_row_text(res, row, 7, a);
+    s->working_dir = ts_row_text(res, row, 8, a);
+    const char *gk = PQgetvalue(res, row, 9);
+    for (int k = 0; k < 4; k++)
+        if (strcmp(gk, gpu_kinds[k]) == 0)
+            s->gpu.kind = (enum ts_gpu_kind)k;
+    s->gpu.count = (int)ts_row_i64(res, row, 10);
+    s->gpu.portion = ts_row_double(res, row, 11);
+    s->gpu.portion_limit = ts_row_double(res, row, 12);
+    s->gpu.memory_bytes = ts_row_i64(res, row, 13);
+    s->gpu.memory_limit_bytes = ts_row_i64(res, row, 14);
+    s->gpu.devices = (int)ts_row_i64(res, row, 15);
+    s->cpu = ts_row_double(res, row, 16);
+    s->memory_bytes = ts_row_i64(res, row, 17);
+    s->gpu_model = ts_row_text(res, row, 18, a);
+    s->node_selector = ts_row_text(res, row, 19, a);
+    s->max_runtime_seconds = ts_row_i64(res, row, 20);
+    ts_job_state_parse(PQgetvalue(res, row, 21), &j->state);
+    j->node = ts_row_text(res, row, 22, a);
+    j->has_exit_code = !ts_row_null(res, row, 23);
+    j->exit_code = (int)ts_row_i64(res, row, 23);
+    j->reason_code = ts_row_text(res, row, 24, a);
+    j->reason_message = ts_row_text(res, row, 25, a);
+    j->queue_position = ts_row_i64(res, row, 26);
+    j->resume_count = (int)ts_row_i64(res, row, 27);
+    j->created_at_us = ts_row_i64(res, row, 28);
+    j->updated_at_us = ts_row_i64(res, row, 29);
+    j->started_at_us = ts_row_i64(res, row, 30);
+    j->finished_at_us = ts_row_i64(res, row, 31);
+}
+
+static const char submit_sql[] =
+    "WITH j AS (INSERT INTO job (project_id, name, kind, priority, preemptible, command, env,"
+    "   working_dir, gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"
+    "   gpu_memory_limit_bytes, gpu_devices, requested_gpus, cpu, memory_bytes, gpu_model,"
+    "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message)"
+    "   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"
+    "   $18, $19, $20, $21, $22, 'not_yet_scheduled',"
+    "   'waiting for the scheduler to consider it') RETURNING *),"
+    " e AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'submitted', $23 FROM j),"
+    " k AS (INSERT INTO idempotency_key (token_id, key, request_sha256, job_id)"
+    "   SELECT $22, $24, $25, id FROM j WHERE $24::text IS NOT NULL)"
+    " SELECT " JOB_COLS " FROM j" JOB_FROM;
+
+/* The key's row: *found, whether it matches, its job; deletes it when
+ * older than ttl (then *found is false). */
+static enum ts_err lookup_key(struct ts_dbconn *c, const struct ts_job_submit *s, bool *found,
+                              bool *same, int64_t *job_id, struct ts_error *err)
+{
+    char tok[24], ttl[24];
+    snprintf(tok, sizeof(tok), "%lld", (long long)s->token_id);
+    snprintf(ttl, sizeof(ttl), "%lld", (long long)s->idempotency_ttl);
+    const char *params[] = {tok, s->idempotency_key, ttl};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c,
+        "WITH old AS (DELETE FROM idempotency_key WHERE token_id = $1 AND key = $2"
+        "   AND created_at < now() - make_interval(secs => $3::bigint) RETURNING 1)"
+        " SELECT request_sha256, job_id, (SELECT count(*) FROM old) FROM idempotency_key"
+        " WHERE token_id = $1 AND key = $2",
+        3, params, &res, err);
+    if (e != TS_OK)
+        return e;
+    *found = PQntuples(res) == 1 && ts_row_i64(res, 0, 2) == 0;
+    if (*found) {
+        *same = strcmp(PQgetvalue(res, 0, 0), s->request_sha256) == 0;
+        *job_id = ts_row_i64(res, 0, 1);
+    }
+    PQclear(res);
+    return TS_OK;
+}
+
+enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit *s,
+                                struct ts_arena *a, struct ts_job *out, bool *replayed,
+                                struct ts_error *err)
+{
+    const struct ts_job_spec *sp = s->spec;
+    char pid[24], prio[16], count[16], portion[32], plimit[32], mem[24], mlimit[24], devices[16];
+    char req[32], cpu[32], hostmem[24], runtime[24], tok[24];
+    snprintf(pid, sizeof(pid), "%lld", (long long)s->project_id);
+    snprintf(prio, sizeof(prio), "%d", sp->priority);
+    snprintf(count, sizeof(count), "%d", sp->gpu.count);
+    snprintf(portion, sizeof(portion), "%.17g", sp->gpu.portion);
+    snprintf(plimit, sizeof(plimit), "%.17g", sp->gpu.portion_limit);
+    snprintf(mem, sizeof(mem), "%lld", (long long)sp->gpu.memory_bytes);
+    snprintf(mlimit, sizeof(mlimit), "%lld", (long long)sp->gpu.memory_limit_bytes);
+    snprintf(devices, sizeof(devices), "%d", sp->gpu.devices);
+    snprintf(req, sizeof(req), "%.17g", ts_gpu_request_gpus(&sp->gpu));
+    snprintf(cpu, sizeof(cpu), "%.17g", sp->cpu);
+    snprintf(hostmem, sizeof(hostmem), "%lld", (long long)sp->memory_bytes);
+    snprintf(runtime, sizeof(runtime), "%lld", (long long)sp->max_runtime_seconds);
+    snprintf(tok, sizeof(tok), "%lld", (long long)s->token_id);
+    char *message = ts_arena_printf(a, "submitted to project \"%s\"", sp->project);
+    const char *params[] = {
+        pid, sp->name, ts_job_kind_name(sp->kind), prio, sp->preemptible ? "true" : "false",
+        sp->command, sp->env ? sp->env : "{}", sp->working_dir, gpu_kinds[sp->gpu.kind], count,
+        portion, plimit, mem, mlimit, devices, req, cpu, hostmem,
+        sp->gpu_model ? sp->gpu_model : "[]", sp->node_selector ? sp->node_selector : "{}",
+        runtime, s->token_id > 0 ? tok : NULL, message, s->idempotency_key, s->request_sha256};
+    *replayed = false;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        PGresult *res = NULL;
+        struct ts_error sub;
+        enum ts_err e = ts_db_exec(c, submit_sql, 25, params, &res, &sub);
+        if (e == TS_OK) {
+            read_job(res, 0, a, out);
+            PQclear(res);
+            return TS_OK;
+        }
+        if (e != TS_ERR_ALREADY_EXISTS) {
+            if (err)
+                *err = sub;
+            return e;
+        }
+        if (s->idempotency_key == NULL)
+            break;
+        bool found = false, same = false;
+        int64_t job_id = 0;
+        e = lookup_key(c, s, &found, &same, &job_id, err);
+        if (e != TS_OK)
+            return e;
+        if (found && !same) {
+            ts_error_set(err, TS_ERR_IDEMPOTENCY_MISMATCH,
+                         "Idempotency-Key \"%s\" was used with a different request",
+                         s->idempotency_key);
+            ts_error_hint(err, "use a new key for a new job");
+            return TS_ERR_IDEMPOTENCY_MISMATCH;
+        }
+        if (found) {
+            *replayed = true;
+            return ts_store_job_get(c, job_id, a, out, NULL, err);
+        }
+        /* an expired key was removed, or the name itself is taken: retry once */
+    }
+    ts_error_field(err, TS_ERR_ALREADY_EXISTS, "name",
+                   "job \"%s\" already exists in project \"%s\"", sp->name, sp->project);
+    ts_error_hint(err, "job names are unique within a project; choose another name");
+    return TS_ERR_ALREADY_EXISTS;
+}
+
+enum ts_err ts_store_job_get(struct ts_dbconn *c, int64_t id, struct ts_arena *a,
+                             struct ts_job *out, int64_t *project_id, struct ts_error *err)
+{
+    char idbuf[24];
+    snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+    const char *params[] = {idbuf};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c, "SELECT " JOB_COLS " FROM job j" JOB_FROM " WHERE j.id = $1", 1,
+                               params, &res, err);
+    if (e != TS_OK)
+        return e;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOT_FOUND, "job %lld does not exist", (long long)id);
+    }
+    read_job(res, 0, a, out);
+    if (project_id)
+        *project_id = ts_row_i64(res, 0, 32);
+    PQclear(res);
+    return TS_OK;
+}
+
+enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f,
+                              struct ts_arena *a, struct ts_job **out, size_t *n, bool *more,
+                              struct ts_error *err)
+{
+    char *ids = NULL, *states = NULL;
+    if (f->project_ids != NULL) {
+        size_t cap = 3 + f->nproject_ids * 21;
+        ids = ts_arena_alloc(a, cap);
+        if (ids == NULL)
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        size_t len = 0;
+        ids[len++] = '{';
+        for (size_t i = 0; i < f->nproject_ids; i++)
+            len += (size_t)snprintf(ids + len, cap - len, "%s%lld", i ? "," : "",
+                                    (long long)f->project_ids[i]);
+        ids[len++] = '}';
+    }
+    if (f->nstates > 0) {
+        states = ts_arena_alloc(a, 16 * 9);
+        if (states == NULL)
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        size_t len = 0;
+        states[len++] = '{';
+        for (int i = 0; i < f->nstates; i++)
+            len += (size_t)snprintf(states + len, 16 * 9 - len, "%s%s", i ? "," : "",
+                                    ts_job_state_name(f->states[i]));
+        states[len++] = '}';
+    }
+    char after[24], limit[16];
+    snprintf(after, sizeof(after), "%lld", (long long)f->after_id);
+    snprintf(limit, sizeof(limit), "%d", f->limit + 1);
+    const char *params[] = {ids, f->project, states,
+                            f->has_kind ? ts_job_kind_name(f->kind) : NULL, f->node, after, limit};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c,
+        "SELECT " JOB_COLS " FROM job j" JOB_FROM
+        " WHERE ($1::bigint[] IS NULL OR j.project_id = ANY($1::bigint[]))"
+        " AND ($2::text IS NULL OR p.name = $2)"
+        " AND ($3::text[] IS NULL OR j.state = ANY($3::text[]))"
+        " AND ($4::text IS NULL OR j.kind = $4)"
+        " AND ($5::text IS NULL OR n.name = $5)"
+        " AND j.id > $6 ORDER BY j.id LIMIT $7",
+        7, params, &res, err);
+    if (e != TS_OK)
+        return e;
+    int rows = PQntuples(res);
+    *more = rows > f->limit;
+    if (*more)
+        rows = f->limit;
+    struct ts_job *v = ts_arena_alloc(a, sizeof(*v) * (size_t)(rows ? rows : 1));
+    if (v == NULL) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < rows; i++)
+        read_job(res, i, a, &v[i]);
+    *out = v;
+    *n = (size_t)rows;
+    PQclear(res);
+    return TS_OK;
+}
+
+enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by,
+                                struct ts_arena *a, struct ts_job *out, struct ts_error *err)
+{
+    char idbuf[24];
+    snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+    const char *params[] = {idbuf, by};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c,
+        "WITH cur AS (SELECT id, state FROM job WHERE id = $1 FOR UPDATE),"
+        " upd AS (UPDATE job SET"
+        "   state = CASE WHEN cur.state IN ('pending', 'scheduled') THEN 'cancelled'"
+        "                ELSE 'cancelling' END,"
+        "   finished_at = CASE WHEN cur.state IN ('pending', 'scheduled') THEN now() END,"
+        "   reason_code = NULL, reason_message = NULL, queue_position = 0, updated_at = now()"
+        "   FROM cur WHERE job.id = cur.id"
+        "   AND cur.state IN ('pending', 'scheduled', 'running', 'evicting')"
+        "   RETURNING job.id, job.state),"
+        " ev AS (INSERT INTO job_event (job_id, type, message)"
+        "   SELECT id, state, CASE WHEN state = 'cancelled' THEN 'cancelled by ' || $2"
+        "     ELSE 'cancel requested by ' || $2 || '; stopping' END FROM upd)"
+        " SELECT (SELECT state FROM cur)",
+        2, params, &res, err);
+    if (e != TS_OK)
+        return e;
+    bool missing = ts_row_null(res, 0, 0);
+    enum ts_job_state before = TS_JOB_PENDING;
+    if (!missing)
+        ts_job_state_parse(PQgetvalue(res, 0, 0), &before);
+    PQclear(res);
+    if (missing)
+        return ts_error_set(err, TS_ERR_NOT_FOUND, "job %lld does not exist", (long long)id);
+    if (before == TS_JOB_SUCCEEDED || before == TS_JOB_FAILED) {
+        return ts_error_set(err, TS_ERR_CONFLICT, "job %lld already finished: %s",
+                            (long long)id, ts_job_state_name(before));
+    }
+    return ts_store_job_get(c, id, a, out, NULL, err);
+}
+
+enum ts_err ts_store_job_events(struct ts_dbconn *c, int64_t id, struct ts_arena *a,
+                                struct ts_job_event **out, size_t *n, struct ts_error *err)
+{
+    char idbuf[24];
+    snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+    const char *params[] = {idbuf};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c,
+        "SELECT id, job_id, " TS_SQL_US("at") ", type, message FROM job_event"
+        " WHERE job_id = $1 ORDER BY id",
+        1, params, &res, err);
+    if (e != TS_OK)
+        return e;
+    int rows = PQntuples(res);
+    struct ts_job_event *v = ts_arena_alloc(a, sizeof(*v) * (size_t)(rows ? rows : 1));
+    if (v == NULL) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < rows; i++) {
+        v[i].id = ts_row_i64(res, i, 0);
+        v[i].job_id = ts_row_i64(res, i, 1);
+        v[i].at_us = ts_row_i64(res, i, 2);
+        v[i].type = ts_row_text(res, i, 3, a);
+        v[i].message = ts_row_text(res, i, 4, a);
+    }
+    *out = v;
+    *n = (size_t)rows;
+    PQclear(res);
+    return TS_OK;
+}
+
+enum ts_err ts_store_idempotency_expire(struct ts_dbconn *c, int64_t ttl, int64_t *deleted,
+                                        struct ts_error *err)
+{
+    char ttlbuf[24];
+    snprintf(ttlbuf, sizeof(ttlbuf), "%lld", (long long)ttl);
+    const char *params[] = {ttlbuf};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c,
+        "DELETE FROM idempotency_key WHERE created_at < now() - make_interval(secs => $1::bigint)",
+        1, params, &res, err);
+    if (e != TS_OK)
+        return e;
+    if (deleted)
+        *deleted = strtoll(PQcmdTuples(res), NULL, 10);
+    PQclear(res);
+    return TS_OK;
+}

@@ -9,22 +9,6 @@
 #include "server/store/row.h"
 #include "server/store/store.h"
 
-/* "{1,2,3}" for an int8[] parameter. */
-static char *id_array(struct ts_arena *a, const int64_t *ids, size_t n)
-{
-    size_t cap = 3 + n * 21;
-    char *s = ts_arena_alloc(a, cap);
-    if (s == NULL)
-        return NULL;
-    size_t len = 0;
-    s[len++] = '{';
-    for (size_t i = 0; i < n; i++)
-        len += (size_t)snprintf(s + len, cap - len, "%s%lld", i ? "," : "", (long long)ids[i]);
-    s[len++] = '}';
-    s[len] = '\0';
-    return s;
-}
-
 /* A text[] literal of names ([a-z0-9-] only, so no quoting is needed). */
 static char *name_array(struct ts_arena *a, const char *const *names, size_t n)
 {

@@ -1,0 +1,123 @@
+/*
+ * auth.c - token secrets, hashing, and the role/route access rules:
+ *   admin   everything
+ *   member  reads, and submits/cancels jobs of its projects
+ *   viewer  reads (of its projects when it was given some)
+ *   agent   only the node endpoints
+ */
+#include "server/auth.h"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/store/store.h"
+
+void ts_auth_sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    static const char hex[] = "0123456789abcdef";
+    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    for (unsigned i = 0; i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[64] = '\0';
+}
+
+enum ts_err ts_auth_new_secret(char out[TS_AUTH_SECRET_LEN], struct ts_error *err)
+{
+    static const char b64url[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    unsigned char raw[33];
+    if (RAND_bytes(raw, 32) != 1)
+        return ts_error_set(err, TS_ERR_INTERNAL, "could not generate a random token");
+    raw[32] = 0;
+    memcpy(out, "tsk_", 4);
+    size_t o = 4;
+    /* 32 bytes -> 43 base64url characters, no padding */
+    for (size_t i = 0; i < 32; i += 3) {
+        unsigned v = (unsigned)raw[i] << 16 | (unsigned)raw[i + 1] << 8 |
+                     (i + 2 < 32 ? raw[i + 2] : 0);
+        out[o++] = b64url[(v >> 18) & 63];
+        out[o++] = b64url[(v >> 12) & 63];
+        out[o++] = b64url[(v >> 6) & 63];
+        if (i + 2 < 32)
+            out[o++] = b64url[v & 63];
+    }
+    out[o] = '\0';
+    return TS_OK;
+}
+
+static bool role_allows(enum ts_role role, enum ts_access access, const char *method)
+{
+    bool read = strcmp(method, "GET") == 0;
+    switch (access) {
+    case TS_ACCESS_PUBLIC:
+        return true;
+    case TS_ACCESS_READ:
+        return role != TS_ROLE_AGENT;
+    case TS_ACCESS_SUBMIT:
+        return role == TS_ROLE_ADMIN || role == TS_ROLE_MEMBER;
+    case TS_ACCESS_NODE:
+        return role == TS_ROLE_ADMIN || role == TS_ROLE_AGENT || (read && role != TS_ROLE_AGENT);
+    case TS_ACCESS_ADMIN:
+        return role == TS_ROLE_ADMIN;
+    }
+    return false;
+}
+
+enum ts_err ts_auth_check(struct ts_ctx *ctx, enum ts_access access, struct ts_error *err)
+{
+    if (access == TS_ACCESS_PUBLIC)
+        return TS_OK;
+    const char *h = ts_http_header(ctx->req, "Authorization");
+    if (h == NULL) {
+        ts_error_set(err, TS_ERR_UNAUTHENTICATED, "missing bearer token");
+        ts_error_hint(err, "send the header \"Authorization: Bearer TOKEN\"");
+        return TS_ERR_UNAUTHENTICATED;
+    }
+    if (strncasecmp(h, "Bearer ", 7) != 0 || h[7] == '\0' || strlen(h + 7) > 256)
+        return ts_error_set(err, TS_ERR_UNAUTHENTICATED,
+                            "malformed Authorization header: expected \"Bearer TOKEN\"");
+    char hash[65];
+    ts_auth_sha256_hex(h + 7, strlen(h + 7), hash);
+    struct ts_dbconn *c = ts_ctx_db(ctx, err);
+    if (c == NULL)
+        return err ? err->code : TS_ERR_DATABASE;
+    struct ts_token_auth t;
+    enum ts_err e = ts_store_token_authenticate(c, hash, ctx->req->arena, &t, err);
+    if (e == TS_ERR_NOT_FOUND)
+        return ts_error_set(err, TS_ERR_UNAUTHENTICATED, "invalid or revoked token");
+    if (e != TS_OK)
+        return e;
+    ctx->who.token_id = t.id;
+    memcpy(ctx->who.name, t.name, sizeof(ctx->who.name));
+    ctx->who.role = t.role;
+    ctx->who.project_ids = t.project_ids;
+    ctx->who.nprojects = t.nprojects;
+    ctx->authenticated = true;
+    if (!role_allows(t.role, access, ctx->req->method)) {
+        return ts_error_set(err, TS_ERR_FORBIDDEN, "token \"%s\" with role %s may not %s %s",
+                            t.name, ts_role_name(t.role), ctx->req->method, ctx->req->path);
+    }
+    return TS_OK;
+}
+
+bool ts_auth_restricted(const struct ts_ctx *ctx)
+{
+    const struct ts_principal *w = &ctx->who;
+    return w->role == TS_ROLE_MEMBER || (w->role == TS_ROLE_VIEWER && w->nprojects > 0);
+}
+
+bool ts_auth_project_allowed(const struct ts_ctx *ctx, int64_t project_id)
+{
+    if (!ts_auth_restricted(ctx))
+        return true;
+    for (size_t i = 0; i < ctx->who.nprojects; i++)
+        if (ctx->who.project_ids[i] == project_id)
+            return true;
+    return false;
+}

@@ -1,0 +1,65 @@
+/*
+ * common.c - small pieces every handler uses: the body, ids in paths,
+ * ETag and If-Match.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/handlers/handlers.h"
+
+enum ts_err ts_h_body(struct ts_request *r, json_t **out, struct ts_error *err)
+{
+    if (r->body.len == 0)
+        return ts_error_set(err, TS_ERR_MISSING_FIELD, "request body is required: a JSON object");
+    return ts_wire_parse(r->body.data, r->body.len, out, err);
+}
+
+enum ts_err ts_h_param_id(struct ts_request *r, int i, const char *what, int64_t *out,
+                          struct ts_error *err)
+{
+    const char *s = r->params[i];
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || v <= 0)
+        return ts_error_set(err, TS_ERR_NOT_FOUND, "%s \"%s\" does not exist", what, s);
+    *out = v;
+    return TS_OK;
+}
+
+void ts_h_etag(struct ts_request *r, int64_t revision)
+{
+    char tag[32];
+    snprintf(tag, sizeof(tag), "\"%lld\"", (long long)revision);
+    ts_http_add_header(r, "ETag", tag);
+}
+
+enum ts_err ts_h_if_match(struct ts_request *r, int64_t *revision, struct ts_error *err)
+{
+    const char *h = ts_http_header(r, "If-Match");
+    if (h == NULL) {
+        ts_error_set(err, TS_ERR_PRECONDITION_REQUIRED, "If-Match header is required");
+        ts_error_hint(err, "GET the resource and send its ETag in If-Match");
+        return TS_ERR_PRECONDITION_REQUIRED;
+    }
+    if (strcmp(h, "*") == 0) {
+        *revision = -1;
+        return TS_OK;
+    }
+    long long v;
+    int used = 0;
+    if (sscanf(h, "\"%lld\"%n", &v, &used) != 1 || h[used] != '\0' || v <= 0)
+        return ts_error_set(err, TS_ERR_PRECONDITION_FAILED,
+                            "If-Match %s matches no revision", h);
+    *revision = v;
+    return TS_OK;
+}
+
+json_t *ts_h_list(json_t *items, const char *key)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, key, items);
+    return o;
+}

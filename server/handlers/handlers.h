@@ -1,0 +1,65 @@
+/*
+ * handlers.h - the REST handlers, thin: decode -> domain/store -> encode.
+ * Each takes the request context (struct ts_ctx *, passed as void *) and
+ * returns TS_OK with a response set, or an error with err filled.
+ */
+#ifndef TS_SERVER_HANDLERS_HANDLERS_H
+#define TS_SERVER_HANDLERS_HANDLERS_H
+
+#include <jansson.h>
+
+#include "server/http/http.h"
+#include "server/server.h"
+
+#define TS_HANDLER(fn) enum ts_err fn(void *ctx, struct ts_request *r, struct ts_error *err)
+
+/* system.c */
+TS_HANDLER(ts_h_healthz);
+TS_HANDLER(ts_h_readyz);
+TS_HANDLER(ts_h_version);
+TS_HANDLER(ts_h_metrics);
+TS_HANDLER(ts_h_openapi);
+/* tokens.c */
+TS_HANDLER(ts_h_token_create);
+TS_HANDLER(ts_h_token_list);
+TS_HANDLER(ts_h_token_delete);
+/* departments.c */
+TS_HANDLER(ts_h_department_create);
+TS_HANDLER(ts_h_department_list);
+TS_HANDLER(ts_h_department_get);
+TS_HANDLER(ts_h_department_delete);
+TS_HANDLER(ts_h_department_quota);
+/* projects.c */
+TS_HANDLER(ts_h_project_create);
+TS_HANDLER(ts_h_project_list);
+TS_HANDLER(ts_h_project_get);
+TS_HANDLER(ts_h_project_delete);
+TS_HANDLER(ts_h_project_quota);
+/* jobs.c */
+TS_HANDLER(ts_h_job_submit);
+TS_HANDLER(ts_h_job_list);
+TS_HANDLER(ts_h_job_get);
+TS_HANDLER(ts_h_job_cancel);
+TS_HANDLER(ts_h_job_events);
+/* nodes.c */
+TS_HANDLER(ts_h_node_list);
+TS_HANDLER(ts_h_node_get);
+
+/* ---- helpers shared by handlers (common.c) ---- */
+
+/* The request body as a JSON object (new reference in *out). An empty body
+ * is TS_ERR_MISSING_FIELD. */
+enum ts_err ts_h_body(struct ts_request *r, json_t **out, struct ts_error *err);
+/* Path parameter i as an id > 0; TS_ERR_NOT_FOUND otherwise (an id that
+ * cannot exist). */
+enum ts_err ts_h_param_id(struct ts_request *r, int i, const char *what, int64_t *out,
+                          struct ts_error *err);
+/* Set an ETag header "\"<revision>\"". */
+void ts_h_etag(struct ts_request *r, int64_t revision);
+/* The If-Match revision: TS_ERR_PRECONDITION_REQUIRED when absent,
+ * TS_ERR_PRECONDITION_FAILED when not one of our ETags; "*" gives -1. */
+enum ts_err ts_h_if_match(struct ts_request *r, int64_t *revision, struct ts_error *err);
+/* A JSON array from a list encoded with enc(item) (steals each result). */
+json_t *ts_h_list(json_t *items, const char *key);
+
+#endif /* TS_SERVER_HANDLERS_HANDLERS_H */

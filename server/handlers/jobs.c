@@ -1,0 +1,250 @@
+/*
+ * jobs.c - POST/GET /jobs, GET/DELETE /jobs/{id}, GET /jobs/{id}/events.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/log.h"
+#include "server/auth.h"
+#include "server/handlers/handlers.h"
+#include "server/store/store.h"
+
+#define MAX_KEY 255
+#define DEFAULT_LIMIT 100
+#define MAX_LIMIT 1000
+
+static enum ts_err forbidden(struct ts_ctx *c, const char *project, struct ts_error *err)
+{
+    return ts_error_set(err, TS_ERR_FORBIDDEN, "token \"%s\" has no access to project \"%s\"",
+                        c->who.name, project);
+}
+
+TS_HANDLER(ts_h_job_submit)
+{
+    struct ts_ctx *c = ctx;
+    const char *key = ts_http_header(r, "Idempotency-Key");
+    if (key != NULL && (key[0] == '\0' || strlen(key) > MAX_KEY))
+        return ts_error_set(err, TS_ERR_BAD_PARAMETER,
+                            "Idempotency-Key must be 1 to %d characters", MAX_KEY);
+    json_t *body = NULL;
+    enum ts_err e = ts_h_body(r, &body, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_job_spec spec;
+    e = ts_wire_job_decode(body, r->arena, &spec, err);
+    /* idempotency compares requests by meaning, not by whitespace or key order */
+    char hash[65];
+    char *canonical = e == TS_OK ? json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (canonical != NULL)
+        ts_auth_sha256_hex(canonical, strlen(canonical), hash);
+    free(canonical);
+    json_decref(body);
+    if (e != TS_OK)
+        return e;
+    if (canonical == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    struct ts_dbconn *conn = ts_ctx_db(c, err);
+    if (conn == NULL)
+        return err->code;
+    int64_t project_id;
+    e = ts_store_project_id(conn, spec.project, &project_id, err);
+    if (e == TS_ERR_NOT_FOUND)
+        return ts_error_field(err, TS_ERR_UNKNOWN_REFERENCE, "project",
+                              "project \"%s\" does not exist", spec.project);
+    if (e != TS_OK)
+        return e;
+    if (!ts_auth_project_allowed(c, project_id))
+        return forbidden(c, spec.project, err);
+    struct ts_job_submit s = {
+        .spec = &spec,
+        .project_id = project_id,
+        .token_id = c->who.token_id,
+        .idempotency_key = key,
+        .request_sha256 = hash,
+        .idempotency_ttl = c->srv->cfg.idempotency_ttl,
+    };
+    struct ts_job job;
+    bool replayed = false;
+    e = ts_store_job_submit(conn, &s, r->arena, &job, &replayed, err);
+    if (e != TS_OK)
+        return e;
+    if (!replayed)
+        ts_log_info("job submitted id=%lld name=%s project=%s by=%s", (long long)job.id,
+                    job.spec.name, job.spec.project, c->who.name);
+    char loc[64];
+    snprintf(loc, sizeof(loc), "/api/v1/jobs/%lld", (long long)job.id);
+    ts_http_add_header(r, "Location", loc);
+    if (replayed)
+        ts_http_add_header(r, "Idempotent-Replayed", "true");
+    ts_http_reply_json(r, replayed ? 200 : 201, ts_wire_job_encode(&job));
+    return TS_OK;
+}
+
+/* "a,b,c" of states into f; TS_ERR_BAD_PARAMETER on an unknown one. */
+static enum ts_err parse_states(const char *s, struct ts_job_filter *f, struct ts_error *err)
+{
+    char buf[256];
+    if (strlen(s) >= sizeof(buf))
+        return ts_error_set(err, TS_ERR_BAD_PARAMETER, "state filter is too long");
+    strcpy(buf, s);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (f->nstates >= 8)
+            return ts_error_set(err, TS_ERR_BAD_PARAMETER, "too many states in the filter");
+        if (ts_job_state_parse(tok, &f->states[f->nstates]) != 0)
+            return ts_error_field(err, TS_ERR_BAD_PARAMETER, "state", "unknown job state: \"%s\"",
+                                  tok);
+        f->nstates++;
+    }
+    return TS_OK;
+}
+
+static enum ts_err parse_int_param(struct ts_request *r, const char *name, long long lo,
+                                   long long hi, long long *out, struct ts_error *err)
+{
+    const char *s = ts_http_query(r, name);
+    if (s == NULL)
+        return TS_OK;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (s[0] == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi)
+        return ts_error_field(err, TS_ERR_BAD_PARAMETER, name,
+                              "%s must be an integer between %lld and %lld: \"%s\"", name, lo, hi,
+                              s);
+    *out = v;
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_job_list)
+{
+    struct ts_ctx *c = ctx;
+    struct ts_job_filter f = {.limit = DEFAULT_LIMIT};
+    long long limit = DEFAULT_LIMIT, after = 0;
+    enum ts_err e = parse_int_param(r, "limit", 1, MAX_LIMIT, &limit, err);
+    if (e != TS_OK)
+        return e;
+    f.limit = (int)limit;
+    const char *cursor = ts_http_query(r, "cursor");
+    if (cursor != NULL) {
+        /* the cursor is opaque to clients: "j" and the last id seen */
+        char *end;
+        errno = 0;
+        after = cursor[0] == 'j' ? strtoll(cursor + 1, &end, 10) : -1;
+        if (cursor[0] != 'j' || cursor[1] == '\0' || *end != '\0' || errno != 0 || after < 0)
+            return ts_error_field(err, TS_ERR_BAD_PARAMETER, "cursor", "invalid cursor: \"%s\"",
+                                  cursor);
+    }
+    f.after_id = after;
+    f.project = ts_http_query(r, "project");
+    const char *state = ts_http_query(r, "state");
+    if (state && (e = parse_states(state, &f, err)) != TS_OK)
+        return e;
+    const char *kind = ts_http_query(r, "kind");
+    if (kind) {
+        if (ts_job_kind_parse(kind, &f.kind) != 0)
+            return ts_error_field(err, TS_ERR_BAD_PARAMETER, "kind", "unknown job kind: \"%s\"",
+                                  kind);
+        f.has_kind = true;
+    }
+    f.node = ts_http_query(r, "node");
+    if (ts_auth_restricted(c)) {
+        f.project_ids = c->who.project_ids;
+        f.nproject_ids = c->who.nprojects;
+    }
+    struct ts_dbconn *conn = ts_ctx_db(c, err);
+    if (conn == NULL)
+        return err->code;
+    if (f.project != NULL && ts_auth_restricted(c)) {
+        int64_t pid;
+        if (ts_store_project_id(conn, f.project, &pid, NULL) == TS_OK &&
+            !ts_auth_project_allowed(c, pid))
+            return forbidden(c, f.project, err);
+    }
+    struct ts_job *v;
+    size_t n;
+    bool more;
+    e = ts_store_job_list(conn, &f, r->arena, &v, &n, &more, err);
+    if (e != TS_OK)
+        return e;
+    json_t *items = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(items, ts_wire_job_encode(&v[i]));
+    json_t *o = ts_h_list(items, "jobs");
+    if (more && n > 0) {
+        char next[32];
+        snprintf(next, sizeof(next), "j%lld", (long long)v[n - 1].id);
+        json_object_set_new(o, "next_cursor", json_string(next));
+    } else {
+        json_object_set_new(o, "next_cursor", json_null());
+    }
+    ts_http_reply_json(r, 200, o);
+    return TS_OK;
+}
+
+/* Load the job of path parameter 0 and check the caller may see it. */
+static enum ts_err load_job(struct ts_ctx *c, struct ts_request *r, struct ts_job *job,
+                            struct ts_error *err)
+{
+    int64_t id, pid;
+    enum ts_err e = ts_h_param_id(r, 0, "job", &id, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(c, err);
+    if (conn == NULL)
+        return err->code;
+    e = ts_store_job_get(conn, id, r->arena, job, &pid, err);
+    if (e != TS_OK)
+        return e;
+    if (!ts_auth_project_allowed(c, pid))
+        return forbidden(c, job->spec.project, err);
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_job_get)
+{
+    struct ts_job job;
+    enum ts_err e = load_job(ctx, r, &job, err);
+    if (e != TS_OK)
+        return e;
+    ts_http_reply_json(r, 200, ts_wire_job_encode(&job));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_job_cancel)
+{
+    struct ts_ctx *c = ctx;
+    struct ts_job job;
+    enum ts_err e = load_job(c, r, &job, err);
+    if (e != TS_OK)
+        return e;
+    char *by = ts_arena_printf(r->arena, "token \"%s\"", c->who.name);
+    e = ts_store_job_cancel(c->conn, job.id, by, r->arena, &job, err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("job cancel id=%lld state=%s by=%s", (long long)job.id,
+                ts_job_state_name(job.state), c->who.name);
+    ts_http_reply_json(r, 200, ts_wire_job_encode(&job));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_job_events)
+{
+    struct ts_ctx *c = ctx;
+    struct ts_job job;
+    enum ts_err e = load_job(c, r, &job, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_job_event *v;
+    size_t n;
+    e = ts_store_job_events(c->conn, job.id, r->arena, &v, &n, err);
+    if (e != TS_OK)
+        return e;
+    json_t *items = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(items, ts_wire_job_event_encode(&v[i]));
+    ts_http_reply_json(r, 200, ts_h_list(items, "events"));
+    return TS_OK;
+}

@@ -1,0 +1,225 @@
+/*
+ * quota.c - departments and projects: create, list, get (with ETag),
+ * delete, and PUT .../quota (If-Match required).
+ */
+#include <stdio.h>
+
+#include "api/log.h"
+#include "server/auth.h"
+#include "server/handlers/handlers.h"
+#include "server/store/store.h"
+
+/* Decode a body with decode(body, spec, err). */
+typedef enum ts_err (*decode_fn)(const json_t *in, void *spec, struct ts_error *err);
+
+static enum ts_err decode_body(struct ts_request *r, decode_fn decode, void *spec,
+                               struct ts_error *err)
+{
+    json_t *body = NULL;
+    enum ts_err e = ts_h_body(r, &body, err);
+    if (e == TS_OK)
+        e = decode(body, spec, err);
+    json_decref(body);
+    return e;
+}
+
+static enum ts_err decode_department(const json_t *in, void *spec, struct ts_error *err)
+{
+    return ts_wire_department_decode(in, spec, err);
+}
+
+static enum ts_err decode_project(const json_t *in, void *spec, struct ts_error *err)
+{
+    return ts_wire_project_decode(in, spec, err);
+}
+
+static enum ts_err decode_quota(const json_t *in, void *spec, struct ts_error *err)
+{
+    return ts_wire_quota_decode(in, "", spec, err);
+}
+
+static void created(struct ts_request *r, const char *kind, const char *name, int64_t revision,
+                    json_t *body)
+{
+    char loc[128];
+    snprintf(loc, sizeof(loc), "/api/v1/%s/%s", kind, name);
+    ts_http_add_header(r, "Location", loc);
+    ts_h_etag(r, revision);
+    ts_http_reply_json(r, 201, body);
+}
+
+/* ---- departments ------------------------------------------------------------- */
+
+TS_HANDLER(ts_h_department_create)
+{
+    struct ts_department_spec spec;
+    enum ts_err e = decode_body(r, decode_department, &spec, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    struct ts_department d;
+    e = ts_store_department_create(conn, &spec, &d, err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("department created name=%s quota_gpus=%g", d.spec.name, d.spec.quota.gpus);
+    created(r, "departments", d.spec.name, d.revision, ts_wire_department_encode(&d));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_department_list)
+{
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    struct ts_department *v;
+    size_t n;
+    enum ts_err e = ts_store_department_list(conn, r->arena, &v, &n, err);
+    if (e != TS_OK)
+        return e;
+    json_t *items = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(items, ts_wire_department_encode(&v[i]));
+    ts_http_reply_json(r, 200, ts_h_list(items, "departments"));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_department_get)
+{
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    struct ts_department d;
+    enum ts_err e = ts_store_department_get(conn, r->params[0], r->arena, &d, err);
+    if (e != TS_OK)
+        return e;
+    ts_h_etag(r, d.revision);
+    ts_http_reply_json(r, 200, ts_wire_department_encode(&d));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_department_delete)
+{
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    enum ts_err e = ts_store_department_delete(conn, r->params[0], err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("department deleted name=%s", r->params[0]);
+    r->status = 204;
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_department_quota)
+{
+    int64_t rev;
+    enum ts_err e = ts_h_if_match(r, &rev, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_quota q;
+    e = decode_body(r, decode_quota, &q, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    e = ts_store_department_set_quota(conn, r->params[0], &q, rev, err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("department quota set name=%s gpus=%g", r->params[0], q.gpus);
+    return ts_h_department_get(ctx, r, err);
+}
+
+/* ---- projects ---------------------------------------------------------------- */
+
+TS_HANDLER(ts_h_project_create)
+{
+    struct ts_project_spec spec;
+    enum ts_err e = decode_body(r, decode_project, &spec, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    struct ts_project p;
+    e = ts_store_project_create(conn, &spec, &p, err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("project created name=%s department=%s quota_gpus=%g", p.spec.name,
+                p.spec.department, p.spec.quota.gpus);
+    created(r, "projects", p.spec.name, p.revision, ts_wire_project_encode(&p));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_project_list)
+{
+    struct ts_ctx *c = ctx;
+    struct ts_dbconn *conn = ts_ctx_db(c, err);
+    if (conn == NULL)
+        return err->code;
+    struct ts_project *v;
+    size_t n;
+    bool limited = ts_auth_restricted(c);
+    enum ts_err e = ts_store_project_list(conn, limited ? c->who.project_ids : NULL,
+                                          c->who.nprojects, r->arena, &v, &n, err);
+    if (e != TS_OK)
+        return e;
+    json_t *items = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(items, ts_wire_project_encode(&v[i]));
+    ts_http_reply_json(r, 200, ts_h_list(items, "projects"));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_project_get)
+{
+    struct ts_ctx *c = ctx;
+    struct ts_dbconn *conn = ts_ctx_db(c, err);
+    if (conn == NULL)
+        return err->code;
+    struct ts_project p;
+    enum ts_err e = ts_store_project_get(conn, r->params[0], r->arena, &p, err);
+    if (e != TS_OK)
+        return e;
+    if (!ts_auth_project_allowed(c, p.id))
+        return ts_error_set(err, TS_ERR_FORBIDDEN, "token \"%s\" has no access to project \"%s\"",
+                            c->who.name, p.spec.name);
+    ts_h_etag(r, p.revision);
+    ts_http_reply_json(r, 200, ts_wire_project_encode(&p));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_project_delete)
+{
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    enum ts_err e = ts_store_project_delete(conn, r->params[0], err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("project deleted name=%s", r->params[0]);
+    r->status = 204;
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_project_quota)
+{
+    int64_t rev;
+    enum ts_err e = ts_h_if_match(r, &rev, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_quota q;
+    e = decode_body(r, decode_quota, &q, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    e = ts_store_project_set_quota(conn, r->params[0], &q, rev, err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("project quota set name=%s gpus=%g", r->params[0], q.gpus);
+    return ts_h_project_get(ctx, r, err);
+}

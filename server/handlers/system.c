@@ -1,0 +1,86 @@
+/*
+ * system.c - /healthz, /readyz, /version, /metrics and the OpenAPI document.
+ */
+#include <string.h>
+
+#include "api/embedded.h"
+#include "server/handlers/handlers.h"
+#include "server/metrics.h"
+#include "server/store/migrate.h"
+#include "server/store/store.h"
+
+extern const struct ts_embedded_file ts_assets_files[];
+extern const size_t ts_assets_count;
+
+TS_HANDLER(ts_h_healthz)
+{
+    ts_http_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_readyz)
+{
+    struct ts_ctx *c = ctx;
+    struct ts_dbconn *conn = ts_ctx_db(c, err);
+    if (conn == NULL)
+        return ts_error_set(err, TS_ERR_NOT_READY, "database unreachable: %s", err->message);
+    int current = 0;
+    enum ts_err e = ts_migrate_check(conn, &current, err);
+    if (e != TS_OK)
+        return ts_error_set(err, TS_ERR_NOT_READY, "database schema is at version %d, need %d",
+                            current, ts_migrate_latest());
+    ts_http_reply_json(r, 200, json_pack("{s:s,s:i}", "status", "ready", "schema_version",
+                                         current));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_version)
+{
+    ts_http_reply_json(r, 200, json_pack("{s:s,s:s,s:i}", "version", TS_VERSION, "api", "v1",
+                                         "schema_version", ts_migrate_latest()));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_openapi)
+{
+    for (size_t i = 0; i < ts_assets_count; i++) {
+        if (strcmp(ts_assets_files[i].name, "openapi.yaml") == 0) {
+            r->status = 200;
+            r->raw = ts_assets_files[i].data;
+            r->raw_len = ts_assets_files[i].len;
+            r->content_type = "application/yaml";
+            return TS_OK;
+        }
+    }
+    return ts_error_set(err, TS_ERR_NOT_FOUND, "openapi.yaml is not built in");
+}
+
+TS_HANDLER(ts_h_metrics)
+{
+    struct ts_ctx *c = ctx;
+    struct ts_dbconn *conn = ts_ctx_db(c, err);
+    if (conn == NULL)
+        return err->code;
+    struct ts_job_count *counts;
+    size_t n;
+    enum ts_err e = ts_store_job_counts(conn, r->arena, &counts, &n, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_buf b;
+    ts_buf_init(&b, 0);
+    ts_metrics_render(c->srv->metrics, &b);
+    ts_buf_printf(&b, "# HELP tessera_jobs Jobs by project and state.\n"
+                      "# TYPE tessera_jobs gauge\n");
+    for (size_t i = 0; i < n; i++)
+        ts_buf_printf(&b, "tessera_jobs{project=\"%s\",state=\"%s\"} %lld\n", counts[i].project,
+                      counts[i].state, (long long)counts[i].count);
+    ts_buf_printf(&b, "# HELP tessera_build_info Version of this server.\n"
+                      "# TYPE tessera_build_info gauge\n"
+                      "tessera_build_info{version=\"%s\"} 1\n", TS_VERSION);
+    r->raw = ts_arena_strndup(r->arena, b.data ? b.data : "", b.len);
+    r->raw_len = b.len;
+    ts_buf_free(&b);
+    r->status = 200;
+    r->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    return TS_OK;
+}

@@ -1,0 +1,48 @@
+/*
+ * routes.c - the route table. Operational endpoints answer both at the root
+ * (where load balancers and Prometheus look) and under /api/v1.
+ */
+#include "server/routes.h"
+
+#include "server/handlers/handlers.h"
+
+#define V1 "/api/v1"
+
+const struct ts_route ts_routes[] = {
+    {"GET", "/healthz", ts_h_healthz, TS_ACCESS_PUBLIC},
+    {"GET", "/readyz", ts_h_readyz, TS_ACCESS_PUBLIC},
+    {"GET", "/metrics", ts_h_metrics, TS_ACCESS_READ},
+    {"GET", "/version", ts_h_version, TS_ACCESS_PUBLIC},
+    {"GET", V1 "/healthz", ts_h_healthz, TS_ACCESS_PUBLIC},
+    {"GET", V1 "/readyz", ts_h_readyz, TS_ACCESS_PUBLIC},
+    {"GET", V1 "/metrics", ts_h_metrics, TS_ACCESS_READ},
+    {"GET", V1 "/version", ts_h_version, TS_ACCESS_PUBLIC},
+    {"GET", V1 "/openapi.yaml", ts_h_openapi, TS_ACCESS_PUBLIC},
+
+    {"POST", V1 "/tokens", ts_h_token_create, TS_ACCESS_ADMIN},
+    {"GET", V1 "/tokens", ts_h_token_list, TS_ACCESS_ADMIN},
+    {"DELETE", V1 "/tokens/{id}", ts_h_token_delete, TS_ACCESS_ADMIN},
+
+    {"POST", V1 "/departments", ts_h_department_create, TS_ACCESS_ADMIN},
+    {"GET", V1 "/departments", ts_h_department_list, TS_ACCESS_READ},
+    {"GET", V1 "/departments/{name}", ts_h_department_get, TS_ACCESS_READ},
+    {"DELETE", V1 "/departments/{name}", ts_h_department_delete, TS_ACCESS_ADMIN},
+    {"PUT", V1 "/departments/{name}/quota", ts_h_department_quota, TS_ACCESS_ADMIN},
+
+    {"POST", V1 "/projects", ts_h_project_create, TS_ACCESS_ADMIN},
+    {"GET", V1 "/projects", ts_h_project_list, TS_ACCESS_READ},
+    {"GET", V1 "/projects/{name}", ts_h_project_get, TS_ACCESS_READ},
+    {"DELETE", V1 "/projects/{name}", ts_h_project_delete, TS_ACCESS_ADMIN},
+    {"PUT", V1 "/projects/{name}/quota", ts_h_project_quota, TS_ACCESS_ADMIN},
+
+    {"POST", V1 "/jobs", ts_h_job_submit, TS_ACCESS_SUBMIT},
+    {"GET", V1 "/jobs", ts_h_job_list, TS_ACCESS_READ},
+    {"GET", V1 "/jobs/{id}", ts_h_job_get, TS_ACCESS_READ},
+    {"DELETE", V1 "/jobs/{id}", ts_h_job_cancel, TS_ACCESS_SUBMIT},
+    {"GET", V1 "/jobs/{id}/events", ts_h_job_events, TS_ACCESS_READ},
+
+    {"GET", V1 "/nodes", ts_h_node_list, TS_ACCESS_NODE},
+    {"GET", V1 "/nodes/{name}", ts_h_node_get, TS_ACCESS_NODE},
+};
+
+const size_t ts_routes_count = sizeof(ts_routes) / sizeof(ts_routes[0]);

@@ -1,0 +1,179 @@
+/*
+ * client.c - libcurl easy handles, one per client, reused for keep-alive.
+ */
+#include "api/client/client.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_RESPONSE (64u << 20)
+
+struct ts_client {
+    CURL *curl;
+    char *base;
+    char *auth; /* "Authorization: Bearer ..." or NULL */
+};
+
+void ts_client_global_init(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+struct ts_client *ts_client_new(const char *base_url, const char *token)
+{
+    struct ts_client *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->curl = curl_easy_init();
+    c->base = strdup(base_url);
+    if (c->curl == NULL || c->base == NULL) {
+        ts_client_free(c);
+        return NULL;
+    }
+    size_t n = strlen(c->base);
+    while (n > 0 && c->base[n - 1] == '/')
+        c->base[--n] = '\0';
+    ts_client_set_token(c, token);
+    return c;
+}
+
+void ts_client_set_token(struct ts_client *c, const char *token)
+{
+    free(c->auth);
+    c->auth = NULL;
+    if (token == NULL)
+        return;
+    size_t n = strlen(token) + 32;
+    c->auth = malloc(n);
+    if (c->auth)
+        snprintf(c->auth, n, "Authorization: Bearer %s", token);
+}
+
+void ts_client_free(struct ts_client *c)
+{
+    if (c == NULL)
+        return;
+    if (c->curl)
+        curl_easy_cleanup(c->curl);
+    free(c->base);
+    free(c->auth);
+    free(c);
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    struct ts_buf *b = ud;
+    return ts_buf_append(b, p, size * n) == TS_OK ? size * n : 0;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+    struct ts_buf *b = ud;
+    /* a new status line starts a new response (after 100 Continue) */
+    if (size * n >= 5 && strncmp(p, "HTTP/", 5) == 0)
+        ts_buf_reset(b);
+    return ts_buf_append(b, p, size * n) == TS_OK ? size * n : 0;
+}
+
+enum ts_err ts_client_do(struct ts_client *c, const char *method, const char *path,
+                         const char *body, size_t len, const char *const *headers,
+                         struct ts_response *out, struct ts_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    ts_buf_init(&out->body, MAX_RESPONSE);
+    ts_buf_init(&out->headers, 1u << 20);
+    size_t urllen = strlen(c->base) + strlen(path) + 1;
+    char *url = malloc(urllen);
+    if (url == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    snprintf(url, urllen, "%s%s", c->base, path);
+    struct curl_slist *hl = NULL;
+    if (c->auth)
+        hl = curl_slist_append(hl, c->auth);
+    if (body != NULL)
+        hl = curl_slist_append(hl, "Content-Type: application/json");
+    hl = curl_slist_append(hl, "Expect:");
+    for (size_t i = 0; headers && headers[i]; i++)
+        hl = curl_slist_append(hl, headers[i]);
+    CURL *h = c->curl;
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &out->body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &out->headers);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    if (body != NULL) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    }
+    CURLcode rc = curl_easy_perform(h);
+    curl_slist_free_all(hl);
+    free(url);
+    if (rc != CURLE_OK) {
+        ts_response_free(out);
+        return ts_error_set(err, TS_ERR_IO, "could not reach the server: %s",
+                            curl_easy_strerror(rc));
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
+    char ct[128];
+    if (out->body.len > 0 && ts_response_header(out, "Content-Type", ct, sizeof(ct)) &&
+        strstr(ct, "json") != NULL)
+        out->json = json_loadb(out->body.data, out->body.len, 0, NULL);
+    return TS_OK;
+}
+
+enum ts_err ts_client_json(struct ts_client *c, const char *method, const char *path,
+                           const json_t *body, const char *const *headers, struct ts_response *out,
+                           struct ts_error *err)
+{
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    if (body && text == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    enum ts_err e = ts_client_do(c, method, path, text, text ? strlen(text) : 0, headers, out, err);
+    free(text);
+    return e;
+}
+
+const char *ts_response_header(const struct ts_response *r, const char *name, char *buf,
+                               size_t len)
+{
+    size_t nl = strlen(name);
+    const char *p = r->headers.data;
+    while (p && *p) {
+        const char *eol = strstr(p, "\r\n");
+        size_t linelen = eol ? (size_t)(eol - p) : strlen(p);
+        if (linelen > nl && p[nl] == ':' && strncasecmp(p, name, nl) == 0) {
+            const char *v = p + nl + 1;
+            while (*v == ' ')
+                v++;
+            size_t vl = (size_t)(p + linelen - v);
+            if (vl >= len)
+                vl = len - 1;
+            memcpy(buf, v, vl);
+            buf[vl] = '\0';
+            return buf;
+        }
+        p = eol ? eol + 2 : NULL;
+    }
+    return NULL;
+}
+
+void ts_response_free(struct ts_response *r)
+{
+    if (r == NULL)
+        return;
+    ts_buf_free(&r->body);
+    ts_buf_free(&r->headers);
+    if (r->json)
+        json_decref(r->json);
+    r->json = NULL;
+}

@@ -1,0 +1,54 @@
+/*
+ * client.h - a small libcurl client for the Tessera REST API, used by the
+ * tests, the benchmarks and the CLI.
+ *
+ * One struct ts_client per thread: it keeps its connection alive between
+ * requests. Call ts_client_global_init once before starting threads.
+ */
+#ifndef TS_API_CLIENT_CLIENT_H
+#define TS_API_CLIENT_CLIENT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "api/buf.h"
+#include "api/err.h"
+
+struct ts_client;
+
+struct ts_response {
+    long status;
+    struct ts_buf body;      /* raw body, NUL-terminated */
+    struct ts_buf headers;   /* raw header lines of the final response */
+    json_t *json;            /* the body parsed when it is JSON, else NULL (owned) */
+};
+
+void ts_client_global_init(void);
+/* base_url like "http://127.0.0.1:8080"; token may be NULL. Strings are
+ * copied. New; NULL when out of memory. */
+struct ts_client *ts_client_new(const char *base_url, const char *token);
+void ts_client_free(struct ts_client *c);  /* NULL is a no-op */
+/* Change the token (copied; NULL: send none). */
+void ts_client_set_token(struct ts_client *c, const char *token);
+
+/*
+ * Send method path (path begins with "/"); body may be NULL. headers: NULL or
+ * a NULL-terminated list of "Name: value". On TS_OK *out holds the response
+ * (whatever its status; free with ts_response_free). A transport failure is
+ * TS_ERR_IO with curl's message.
+ */
+enum ts_err ts_client_do(struct ts_client *c, const char *method, const char *path,
+                         const char *body, size_t len, const char *const *headers,
+                         struct ts_response *out, struct ts_error *err);
+/* Same with a JSON body (borrowed; serialized compactly). */
+enum ts_err ts_client_json(struct ts_client *c, const char *method, const char *path,
+                           const json_t *body, const char *const *headers, struct ts_response *out,
+                           struct ts_error *err);
+
+/* The value of a response header (case-insensitive), copied into buf;
+ * NULL when absent. */
+const char *ts_response_header(const struct ts_response *r, const char *name, char *buf,
+                               size_t len);
+void ts_response_free(struct ts_response *r);
+
+#endif /* TS_API_CLIENT_CLIENT_H */

@@ -11,6 +11,18 @@
  *
  * Encoders return a new json_t reference (caller decrefs), or NULL when out
  * of memory.
+ *
+ * Ownership: every `in` and every struct passed to an encoder is borrowed.
+ * Strings a decoder stores in *out live in the arena `a` (until
+ * ts_arena_free(a)) or are static defaults ("{}", "[]"); names are copied
+ * into the struct. On an error *out holds nothing the caller should use.
+ *
+ * Errors: TS_ERR_WRONG_TYPE (`quota.gpus must be a number`),
+ * TS_ERR_UNKNOWN_FIELD (`unknown field "gpuz" in quota`, field "quota.gpuz"),
+ * TS_ERR_MISSING_FIELD (`name is required`), TS_ERR_INVALID_VALUE for values
+ * out of range or of the wrong form (`gpu.portion must be between 0 and 1:
+ * 1.5`). Array elements are named "command[2]", object members "env.PATH".
+ * JSON null counts as absent for every optional member.
  */
 #ifndef TS_API_WIRE_H
 #define TS_API_WIRE_H
@@ -25,10 +37,25 @@
 
 #define TS_NAME_MAX 63  /* names match [a-z0-9][a-z0-9-]{0,62} */
 
+/* Limits the decoders enforce. */
+#define TS_QUOTA_GPUS_MAX 1000000.0   /* quota.gpus, quota.limit */
+#define TS_QUOTA_WEIGHT_MAX 1000000.0 /* quota.over_quota_weight */
+#define TS_TOKEN_PROJECTS_MAX 1024    /* entries of a token's "projects" */
+#define TS_GPU_DEVICES_MAX 64         /* gpu.count, gpu.devices */
+#define TS_JOB_COMMAND_MAX 1024       /* entries of "command" */
+#define TS_JOB_ENV_MAX 1024           /* entries of "env" */
+#define TS_JOB_GPU_MODELS_MAX 64      /* entries of "gpu_model" */
+#define TS_JOB_NODE_SELECTOR_MAX 64   /* entries of "node_selector" */
+#define TS_JOB_CPU_MAX 4096           /* "cpu", cores */
+#define TS_JOB_PATH_MAX 4095          /* bytes of "working_dir" */
+
 /* ---- parsing --------------------------------------------------------- */
 
 /* Parse a request body that must be one JSON object; rejects duplicate keys,
- * trailing garbage and non-objects. *out is a new reference. */
+ * trailing garbage and non-objects. body is borrowed (len bytes, need not be
+ * NUL-terminated); *out is a new reference, NULL on error.
+ * TS_ERR_MALFORMED_JSON: `could not parse JSON at line 1, column 5: ...`;
+ * TS_ERR_WRONG_TYPE: `request body must be a JSON object`. */
 enum ts_err ts_wire_parse(const char *body, size_t len, json_t **out, struct ts_error *err);
 
 /* ---- roles ----------------------------------------------------------- */
@@ -85,10 +112,13 @@ struct ts_project {
     int64_t created_at_us;
 };
 
-/* "quota": {...}; every member optional, defaults as above. */
+/* "quota": {...}; every member optional, defaults as above; NULL or JSON
+ * null gives the defaults. `field` names the member in messages ("quota"). */
 enum ts_err ts_wire_quota_decode(const json_t *in, const char *field, struct ts_quota *out,
                                  struct ts_error *err);
 json_t *ts_wire_quota_encode(const struct ts_quota *q);
+/* Departments: {"name", "quota"}; projects: {"name", "department",
+ * "quota"}, name and department required. */
 enum ts_err ts_wire_department_decode(const json_t *in, struct ts_department_spec *out,
                                       struct ts_error *err);
 json_t *ts_wire_department_encode(const struct ts_department *d);
@@ -113,6 +143,8 @@ struct ts_token {
     int64_t last_used_at_us;     /* 0: never */
 };
 
+/* {"name" (required), "role" (required), "projects": [names]}; projects
+ * absent: NULL and 0. A name listed twice is an error. */
 enum ts_err ts_wire_token_decode(const json_t *in, struct ts_arena *a, struct ts_token_spec *out,
                                  struct ts_error *err);
 json_t *ts_wire_token_encode(const struct ts_token *t);
@@ -156,6 +188,14 @@ struct ts_gpu_request {
 /* GPUs the request counts against a quota: count, or portion * devices;
  * memory requests count 0 until placed (their GPU's size is not known). */
 double ts_gpu_request_gpus(const struct ts_gpu_request *g);
+/* A job's "gpu": {...}; NULL or JSON null is TS_GPU_NONE. Messages name
+ * "gpu.<member>". */
+enum ts_err ts_wire_gpu_decode(const json_t *in, struct ts_gpu_request *out,
+                               struct ts_error *err);
+/* {"count"} | {"portion", "portion_limit", "devices"} | {"memory",
+ * "memory_bytes", "memory_limit", "memory_limit_bytes", "devices"}, or JSON
+ * null for TS_GPU_NONE. New reference, NULL when out of memory. */
+json_t *ts_wire_gpu_encode(const struct ts_gpu_request *g);
 
 struct ts_job_spec {
     char name[TS_NAME_MAX + 1];

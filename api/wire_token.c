@@ -1,0 +1,121 @@
+/*
+ * wire_token.c - roles and API tokens on the wire.
+ */
+#include "api/wire.h"
+
+#include <string.h>
+
+#include "api/units.h"
+#include "api/wire_dec.h"
+#include "api/wire_enc.h"
+
+static const char *const role_names[] = {
+    [TS_ROLE_VIEWER] = "viewer",
+    [TS_ROLE_MEMBER] = "member",
+    [TS_ROLE_AGENT] = "agent",
+    [TS_ROLE_ADMIN] = "admin",
+};
+#define NROLES (sizeof(role_names) / sizeof(role_names[0]))
+
+static const char *const token_fields[] = {"name", "role", "projects", NULL};
+static const char *const readonly_fields[] = {"id", "token", "created_at", "last_used_at", NULL};
+
+const char *ts_role_name(enum ts_role r)
+{
+    return (unsigned)r < NROLES ? role_names[r] : "unknown";
+}
+
+int ts_role_parse(const char *s, enum ts_role *out)
+{
+    for (size_t i = 0; s != NULL && i < NROLES; i++) {
+        if (strcmp(s, role_names[i]) == 0) {
+            *out = (enum ts_role)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static enum ts_err decode_projects(const json_t *in, struct ts_arena *a,
+                                   struct ts_token_spec *out, struct ts_error *err)
+{
+    json_t *arr = ts_wire_dec_member(in, "projects");
+    if (arr == NULL)
+        return TS_OK;
+    if (!json_is_array(arr))
+        return ts_error_field(err, TS_ERR_WRONG_TYPE, "projects", "projects must be an array");
+    size_t n = json_array_size(arr);
+    if (n > TS_TOKEN_PROJECTS_MAX)
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, "projects",
+                              "projects must have at most %d entries: %zu",
+                              TS_TOKEN_PROJECTS_MAX, n);
+    const char **names = ts_arena_alloc(a, (n + 1) * sizeof(*names));
+    if (names == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(arr, i);
+        char field[TS_WIRE_PATH_MAX], q[80];
+        ts_wire_dec_index(field, sizeof(field), "projects", i);
+        if (!json_is_string(v))
+            return ts_error_field(err, TS_ERR_WRONG_TYPE, field, "%s must be a string", field);
+        const char *s = json_string_value(v);
+        if (!ts_name_valid(s))
+            return ts_error_field(err, TS_ERR_INVALID_VALUE, field,
+                                  "%s must match [a-z0-9][a-z0-9-]{0,62}: %s", field,
+                                  ts_wire_dec_quote(s, q, sizeof(q)));
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(names[j], s) == 0)
+                return ts_error_field(err, TS_ERR_INVALID_VALUE, field,
+                                      "projects lists %s twice", ts_wire_dec_quote(s, q, sizeof(q)));
+        names[i] = ts_arena_strdup(a, s);
+        if (names[i] == NULL)
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    out->projects = names;
+    out->nprojects = n;
+    return TS_OK;
+}
+
+enum ts_err ts_wire_token_decode(const json_t *in, struct ts_arena *a, struct ts_token_spec *out,
+                                 struct ts_error *err)
+{
+    *out = (struct ts_token_spec){.role = TS_ROLE_VIEWER, .projects = NULL, .nprojects = 0};
+    const char *role = NULL;
+    enum ts_err e = ts_wire_dec_object(in, "", "token", token_fields, readonly_fields, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_name(in, "", "name", out->name, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_string(in, "", "role", true, &role, err);
+    if (e == TS_OK && ts_role_parse(role, &out->role) != 0) {
+        char q[80];
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, "role",
+                              "role must be one of viewer, member, agent, admin: %s",
+                              ts_wire_dec_quote(role, q, sizeof(q)));
+    }
+    if (e == TS_OK)
+        e = decode_projects(in, a, out, err);
+    return e;
+}
+
+json_t *ts_wire_token_encode(const struct ts_token *t)
+{
+    bool ok = true;
+    json_t *o = json_object();
+    json_t *projects = json_array();
+    if (o == NULL || projects == NULL) {
+        json_decref(o);
+        json_decref(projects);
+        return NULL;
+    }
+    for (size_t i = 0; i < t->spec.nprojects; i++)
+        ts_wire_enc_append(projects, json_string(t->spec.projects[i]), &ok);
+    ts_wire_enc_set(o, "id", json_integer(t->id), &ok);
+    ts_wire_enc_set(o, "name", json_string(t->spec.name), &ok);
+    ts_wire_enc_set(o, "role", json_string(ts_role_name(t->spec.role)), &ok);
+    ts_wire_enc_set(o, "projects", projects, &ok);
+    ts_wire_enc_set(o, "created_at", ts_wire_time(t->created_at_us), &ok);
+    ts_wire_enc_set(o, "last_used_at", ts_wire_time(t->last_used_at_us), &ok);
+    if (t->secret != NULL)
+        ts_wire_enc_set(o, "token", json_string(t->secret), &ok);
+    return ts_wire_enc_finish(o, ok);
+}

@@ -59,9 +59,12 @@ static enum ts_err route_and_run(struct ts_ctx *ctx, struct ts_request *r, struc
         return e;
     if (r->body.len > 0) {
         const char *ct = ts_http_header(r, "Content-Type");
-        if (ct != NULL && !json_content_type(ct))
-            return ts_error_set(err, TS_ERR_UNSUPPORTED_MEDIA,
-                                "request body must be application/json, not %s", ct);
+        if (ct != NULL && !json_content_type(ct)) {
+            ts_error_set(err, TS_ERR_UNSUPPORTED_MEDIA,
+                         "request body must be application/json, not %s", ct);
+            ts_error_hint(err, "send \"Content-Type: application/json\" (with curl: --json)");
+            return TS_ERR_UNSUPPORTED_MEDIA;
+        }
     }
     return route->handler(ctx, r, err);
 }

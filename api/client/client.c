@@ -4,6 +4,7 @@
 #include "api/client/client.h"
 
 #include <curl/curl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +94,10 @@ enum ts_err ts_client_do(struct ts_client *c, const char *method, const char *pa
     struct curl_slist *hl = NULL;
     if (c->auth)
         hl = curl_slist_append(hl, c->auth);
-    if (body != NULL)
+    bool typed = false;
+    for (size_t i = 0; headers && headers[i]; i++)
+        typed = typed || strncasecmp(headers[i], "Content-Type:", 13) == 0;
+    if (body != NULL && !typed)
         hl = curl_slist_append(hl, "Content-Type: application/json");
     hl = curl_slist_append(hl, "Expect:");
     for (size_t i = 0; headers && headers[i]; i++)

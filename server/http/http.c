@@ -253,12 +253,12 @@ enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out
         flags |= MHD_USE_IPv6;
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)port, NULL, NULL, access_handler, h,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_NOTIFY_COMPLETED, completed, h,
         MHD_OPTION_THREAD_POOL_SIZE, cfg->threads,
         MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_END);
     freeaddrinfo(ai);
     if (h->daemon == NULL) {

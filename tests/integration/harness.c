@@ -147,7 +147,7 @@ void ts_it_cleanup(struct ts_it_server *s)
     if (s->dir[0] == '\0' || strncmp(s->dir, "/tmp/tessera-it-", 16) != 0)
         return;
     /* a PostgreSQL left by a crash test must not outlive the test */
-    char cmd[600];
+    char cmd[1200];
     snprintf(cmd, sizeof(cmd),
              "pid=$(head -1 %s/pg/data/postmaster.pid 2>/dev/null) && kill -INT $pid 2>/dev/null;"
              " for i in $(seq 50); do [ -e %s/pg/data/postmaster.pid ] || break; sleep 0.1; done;"

@@ -143,7 +143,7 @@ static int run_case(const char *file, const json_t *c)
     char path[512];
     expand_path(rawpath, path, sizeof(path));
     const char *headers[8] = {0};
-    char hbuf[8][256];
+    char hbuf[8][1024];
     int nh = 0;
     const char *hk;
     json_t *hv;

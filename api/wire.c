@@ -75,3 +75,8 @@ json_t *ts_wire_time(int64_t us)
              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)frac);
     return json_string(buf);
 }
+
+char *ts_wire_dumps(const json_t *v)
+{
+    return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
+}

@@ -272,5 +272,9 @@ json_t *ts_wire_node_encode(const struct ts_node *n);
 
 /* RFC 3339 UTC with microseconds, or JSON null for 0. New reference. */
 json_t *ts_wire_time(int64_t us);
+/* v (borrowed) as compact JSON text for a response, numbers with 15
+ * significant digits so that 0.7 reads "0.7" (jansson's default, 17, writes
+ * 0.69999999999999996). New string (free()), NULL when out of memory. */
+char *ts_wire_dumps(const json_t *v);
 
 #endif /* TS_API_WIRE_H */

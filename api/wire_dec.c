@@ -85,6 +85,16 @@ json_t *ts_wire_dec_member(const json_t *obj, const char *key)
     return json_is_null(v) ? NULL : v;
 }
 
+/* The number v as given: integers exactly, reals as people read them. */
+static char *given_number(const json_t *v, char *buf, size_t len)
+{
+    if (json_is_integer(v))
+        snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+    else
+        ts_wire_dec_number_text(json_number_value(v), buf, len);
+    return buf;
+}
+
 static enum ts_err wrong_type(struct ts_error *err, const char *field, const char *expected)
 {
     return ts_error_field(err, TS_ERR_WRONG_TYPE, field, "%s must be %s", field, expected);
@@ -181,7 +191,7 @@ enum ts_err ts_wire_dec_number(const json_t *obj, const char *path, const char *
         return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s must be between %s and %s: %s",
                               field, ts_wire_dec_number_text(min, a, sizeof(a)),
                               ts_wire_dec_number_text(max, b, sizeof(b)),
-                              ts_wire_dec_number_text(d, c, sizeof(c)));
+                              given_number(v, c, sizeof(c)));
     }
     *out = d;
     return TS_OK;
@@ -224,7 +234,7 @@ enum ts_err ts_wire_dec_integer(const json_t *obj, const char *path, const char 
     int64_t n;
     char given[32];
     if (integer_value(v, &n) != 0) {
-        ts_wire_dec_number_text(json_number_value(v), given, sizeof(given));
+        given_number(v, given, sizeof(given));
         if (json_number_value(v) == floor(json_number_value(v)))
             return out_of_range(err, field, min, max, given);
         return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s must be an integer: %s",
@@ -277,7 +287,7 @@ enum ts_err ts_wire_dec_bytes(const json_t *obj, const char *path, const char *k
         }
     } else if (json_is_number(v)) {
         double d = json_number_value(v);
-        ts_wire_dec_number_text(d, given, sizeof(given));
+        given_number(v, given, sizeof(given));
         if (d != floor(d))
             return ts_error_field(err, TS_ERR_INVALID_VALUE, field,
                                   "%s must be a whole number of bytes: %s", field, given);

@@ -289,8 +289,7 @@ static json_t *pending_reason_encode(const struct ts_job *j)
         return NULL;
     ts_wire_enc_set(o, "code", json_string(j->reason_code), &ok);
     ts_wire_enc_set(o, "message", ts_wire_enc_string(j->reason_message), &ok);
-    ts_wire_enc_set(o, "queue_position",
-                    j->queue_position > 0 ? json_integer(j->queue_position) : json_null(), &ok);
+    ts_wire_enc_set(o, "queue_position", json_integer(j->queue_position), &ok);
     return ts_wire_enc_finish(o, ok);
 }
 

@@ -1,0 +1,657 @@
+/*
+ * test_wire.c - parsing request bodies, quotas, departments, projects,
+ * tokens, nodes, times and the name tables of api/wire.h. Jobs are in
+ * test_wire_job.c.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api/wire.h"
+
+/* The body as a parsed object; fails the test when it does not parse. */
+static json_t *body(const char *text)
+{
+    json_t *v = NULL;
+    struct ts_error err;
+    enum ts_err e = ts_wire_parse(text, strlen(text), &v, &err);
+    if (e != TS_OK)
+        fail_msg("%s: %s", text, err.message);
+    return v;
+}
+
+static void assert_error(const struct ts_error *err, enum ts_err got, enum ts_err code,
+                         const char *field, const char *message)
+{
+    if (got != code || err->code != code)
+        fail_msg("expected %s, got %s (%s)", ts_err_code(code), ts_err_code(got), err->message);
+    assert_string_equal(err->field, field);
+    if (message != NULL)
+        assert_string_equal(err->message, message);
+}
+
+static enum ts_err project_from(const char *text, struct ts_project_spec *spec,
+                                struct ts_error *err)
+{
+    json_t *v = body(text);
+    enum ts_err e = ts_wire_project_decode(v, spec, err);
+    json_decref(v);
+    return e;
+}
+
+/* The JSON text of an encoded value, compact with sorted keys; freed by the
+ * caller. Steals v. */
+static char *dump(json_t *v)
+{
+    assert_non_null(v);
+    char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    json_decref(v);
+    assert_non_null(s);
+    return s;
+}
+
+static void assert_encoded(json_t *v, const char *expected)
+{
+    char *s = dump(v);
+    json_t *want = json_loads(expected, JSON_DECODE_ANY, NULL);
+    assert_non_null(want);
+    char *w = json_dumps(want, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    json_decref(want);
+    if (strcmp(s, w) != 0)
+        fail_msg("encoded\n  %s\nexpected\n  %s", s, w);
+    free(s);
+    free(w);
+}
+
+/* ---- ts_wire_parse ------------------------------------------------------------ */
+
+static void a_json_object_body_parses(void **state)
+{
+    json_t *v = NULL;
+    struct ts_error err;
+    const char text[] = "{\"name\": \"vision\"}";
+    assert_int_equal(ts_wire_parse(text, strlen(text), &v, &err), TS_OK);
+    assert_true(json_is_object(v));
+    assert_string_equal(json_string_value(json_object_get(v, "name")), "vision");
+    json_decref(v);
+}
+
+static void a_body_need_not_be_nul_terminated(void **state)
+{
+    json_t *v = NULL;
+    struct ts_error err;
+    const char text[] = "{\"a\": 1}GARBAGE";
+    assert_int_equal(ts_wire_parse(text, 8, &v, &err), TS_OK);
+    json_decref(v);
+}
+
+static void duplicate_keys_are_malformed_json_naming_the_key(void **state)
+{
+    json_t *v = (json_t *)1;
+    struct ts_error err;
+    const char text[] = "{\"name\": \"a\", \"name\": \"b\"}";
+    enum ts_err e = ts_wire_parse(text, strlen(text), &v, &err);
+    assert_error(&err, e, TS_ERR_MALFORMED_JSON, "", NULL);
+    assert_null(v);
+    assert_non_null(strstr(err.message, "duplicate key \"name\""));
+    assert_non_null(strstr(err.message, "line 1"));
+}
+
+static void nested_duplicate_keys_are_refused_too(void **state)
+{
+    json_t *v = NULL;
+    struct ts_error err;
+    const char text[] = "{\"quota\": {\"gpus\": 1,\n \"gpus\": 2}}";
+    enum ts_err e = ts_wire_parse(text, strlen(text), &v, &err);
+    assert_error(&err, e, TS_ERR_MALFORMED_JSON, "", NULL);
+    assert_non_null(strstr(err.message, "duplicate key \"gpus\""));
+    assert_non_null(strstr(err.message, "line 2"));
+}
+
+static void syntax_errors_give_line_and_column(void **state)
+{
+    json_t *v = NULL;
+    struct ts_error err;
+    const char text[] = "{\"a\": 1,\n  \"b\": }";
+    enum ts_err e = ts_wire_parse(text, strlen(text), &v, &err);
+    assert_error(&err, e, TS_ERR_MALFORMED_JSON, "", NULL);
+    assert_null(v);
+    assert_memory_equal(err.message, "could not parse JSON at line 2, column ", 39);
+}
+
+static void trailing_garbage_and_empty_bodies_are_malformed(void **state)
+{
+    const char *bad[] = {"{} x", "{}{}", "", "   ", "{\"a\":1", "{'a': 1}", "{\"a\": NaN}",
+                         "{\"a\": Infinity}", "{\"a\": 1e999}", "{\"a\": 99999999999999999999}",
+                         "{\"a\": \"\\u0000\"}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *v = NULL;
+        struct ts_error err;
+        enum ts_err e = ts_wire_parse(bad[i], strlen(bad[i]), &v, &err);
+        if (e != TS_ERR_MALFORMED_JSON)
+            fail_msg("%s: %s", bad[i], ts_err_code(e));
+        assert_memory_equal(err.message, "could not parse JSON at line ", 29);
+        assert_null(v);
+    }
+}
+
+static void a_nul_byte_inside_the_body_is_malformed(void **state)
+{
+    json_t *v = NULL;
+    struct ts_error err;
+    const char text[] = "{\"a\": \"x\0y\"}";
+    assert_int_equal(ts_wire_parse(text, sizeof(text) - 1, &v, &err), TS_ERR_MALFORMED_JSON);
+    assert_null(v);
+}
+
+static void bodies_that_are_not_objects_are_the_wrong_type(void **state)
+{
+    const char *bad[] = {"[]", "[{\"name\": \"a\"}]", "\"text\"", "42", "null", "true"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *v = NULL;
+        struct ts_error err;
+        enum ts_err e = ts_wire_parse(bad[i], strlen(bad[i]), &v, &err);
+        assert_error(&err, e, TS_ERR_WRONG_TYPE, "", "request body must be a JSON object");
+        assert_null(v);
+    }
+}
+
+static void very_deep_nesting_is_refused_without_crashing(void **state)
+{
+    size_t depth = 100000;
+    char *text = malloc(2 * depth + 16);
+    assert_non_null(text);
+    size_t n = 0;
+    text[n++] = '{';
+    memcpy(text + n, "\"a\":", 4);
+    n += 4;
+    for (size_t i = 0; i < depth; i++)
+        text[n++] = '[';
+    for (size_t i = 0; i < depth; i++)
+        text[n++] = ']';
+    text[n++] = '}';
+    json_t *v = NULL;
+    struct ts_error err;
+    assert_int_equal(ts_wire_parse(text, n, &v, &err), TS_ERR_MALFORMED_JSON);
+    assert_null(v);
+    free(text);
+}
+
+static void a_null_error_pointer_is_allowed(void **state)
+{
+    json_t *v = NULL;
+    assert_int_equal(ts_wire_parse("[", 1, &v, NULL), TS_ERR_MALFORMED_JSON);
+    assert_int_equal(ts_wire_parse("[]", 2, &v, NULL), TS_ERR_WRONG_TYPE);
+    json_t *in = json_pack("{s:s}", "name", "BAD");
+    struct ts_project_spec spec;
+    assert_int_equal(ts_wire_project_decode(in, &spec, NULL), TS_ERR_INVALID_VALUE);
+    json_decref(in);
+}
+
+/* ---- quotas and projects ------------------------------------------------------ */
+
+static void a_project_with_a_full_quota_decodes(void **state)
+{
+    struct ts_project_spec p;
+    struct ts_error err;
+    assert_int_equal(project_from("{\"name\": \"vision\", \"department\": \"research\", \"quota\": "
+                                  "{\"gpus\": 2.5, \"over_quota_weight\": 3, \"limit\": 8, "
+                                  "\"priority\": -5}}",
+                                  &p, &err),
+                     TS_OK);
+    assert_string_equal(p.name, "vision");
+    assert_string_equal(p.department, "research");
+    assert_true(p.quota.gpus == 2.5);
+    assert_true(p.quota.over_quota_weight == 3);
+    assert_true(p.quota.has_limit);
+    assert_true(p.quota.limit == 8);
+    assert_int_equal(p.quota.priority, -5);
+}
+
+static void an_absent_quota_takes_the_defaults(void **state)
+{
+    struct ts_project_spec p;
+    struct ts_error err;
+    assert_int_equal(project_from("{\"name\": \"a\", \"department\": \"d\"}", &p, &err), TS_OK);
+    assert_true(p.quota.gpus == 0);
+    assert_true(p.quota.over_quota_weight == 1);
+    assert_false(p.quota.has_limit);
+    assert_int_equal(p.quota.priority, 0);
+    assert_int_equal(project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": "
+                                  "{\"gpus\": 1, \"limit\": null}}",
+                                  &p, &err),
+                     TS_OK);
+    assert_false(p.quota.has_limit);
+    assert_true(p.quota.gpus == 1);
+    assert_int_equal(project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": null}",
+                                  &p, &err),
+                     TS_OK);
+    assert_true(p.quota.over_quota_weight == 1);
+}
+
+static void an_unknown_quota_member_is_refused_naming_its_path(void **state)
+{
+    struct ts_project_spec p;
+    struct ts_error err;
+    enum ts_err e = project_from(
+        "{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"gpuz\": 2}}", &p, &err);
+    assert_error(&err, e, TS_ERR_UNKNOWN_FIELD, "quota.gpuz", "unknown field \"gpuz\" in quota");
+}
+
+static void an_unknown_top_level_member_is_refused_naming_the_type(void **state)
+{
+    struct ts_project_spec p;
+    struct ts_error err;
+    enum ts_err e = project_from("{\"name\": \"a\", \"department\": \"d\", \"colour\": 1}", &p,
+                                 &err);
+    assert_error(&err, e, TS_ERR_UNKNOWN_FIELD, "colour", "unknown field \"colour\" in project");
+}
+
+static void sending_back_a_read_only_member_is_unknown_with_a_hint(void **state)
+{
+    struct ts_project_spec p;
+    struct ts_error err;
+    enum ts_err e = project_from("{\"name\": \"a\", \"department\": \"d\", \"id\": 4}", &p, &err);
+    assert_error(&err, e, TS_ERR_UNKNOWN_FIELD, "id", "unknown field \"id\" in project");
+    assert_string_equal(err.hint, "id is set by the server and cannot be written");
+}
+
+static void a_quota_of_the_wrong_type_is_refused(void **state)
+{
+    struct ts_project_spec p;
+    struct ts_error err;
+    enum ts_err e = project_from(
+        "{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"gpus\": \"2\"}}", &p, &err);
+    assert_error(&err, e, TS_ERR_WRONG_TYPE, "quota.gpus", "quota.gpus must be a number");
+    e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": [1]}", &p, &err);
+    assert_error(&err, e, TS_ERR_WRONG_TYPE, "quota", "quota must be an object");
+    e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"priority\": true}}",
+                     &p, &err);
+    assert_error(&err, e, TS_ERR_WRONG_TYPE, "quota.priority",
+                 "quota.priority must be an integer");
+}
+
+static void a_limit_below_the_quota_is_refused_with_both_numbers(void **state)
+{
+    struct ts_project_spec p;
+    struct ts_error err;
+    enum ts_err e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": "
+                                 "{\"gpus\": 2.5, \"limit\": 1}}",
+                                 &p, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "quota.limit",
+                 "quota.limit must not be below quota.gpus: 1 < 2.5");
+}
+
+static void negative_and_huge_quota_numbers_are_refused(void **state)
+{
+    struct ts_project_spec p;
+    struct ts_error err;
+    enum ts_err e = project_from(
+        "{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"gpus\": -1}}", &p, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "quota.gpus",
+                 "quota.gpus must be between 0 and 1000000: -1");
+    e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"gpus\": 1e300}}", &p,
+                     &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "quota.gpus",
+                 "quota.gpus must be between 0 and 1000000: 1e+300");
+    e = project_from(
+        "{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"over_quota_weight\": -0.5}}", &p,
+        &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "quota.over_quota_weight", NULL);
+    e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"priority\": 1001}}",
+                     &p, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "quota.priority",
+                 "quota.priority must be between -1000 and 1000: 1001");
+    e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"priority\": 1.5}}",
+                     &p, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "quota.priority",
+                 "quota.priority must be an integer: 1.5");
+    e = project_from(
+        "{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"priority\": -9.2e18}}", &p, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "quota.priority", NULL);
+    e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"limit\": -1}}", &p,
+                     &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "quota.limit", NULL);
+}
+
+static void an_integral_real_is_an_integer_and_negative_zero_is_zero(void **state)
+{
+    struct ts_project_spec p;
+    struct ts_error err;
+    assert_int_equal(project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": "
+                                  "{\"priority\": 7.0, \"gpus\": -0.0}}",
+                                  &p, &err),
+                     TS_OK);
+    assert_int_equal(p.quota.priority, 7);
+    assert_false(signbit(p.quota.gpus));
+}
+
+static void project_names_are_required_and_validated(void **state)
+{
+    struct ts_project_spec p;
+    struct ts_error err;
+    enum ts_err e = project_from("{\"department\": \"d\"}", &p, &err);
+    assert_error(&err, e, TS_ERR_MISSING_FIELD, "name", "name is required");
+    e = project_from("{\"name\": null, \"department\": \"d\"}", &p, &err);
+    assert_error(&err, e, TS_ERR_MISSING_FIELD, "name", "name is required");
+    e = project_from("{\"name\": \"a\"}", &p, &err);
+    assert_error(&err, e, TS_ERR_MISSING_FIELD, "department", "department is required");
+    e = project_from("{\"name\": \"Bad_Name\", \"department\": \"d\"}", &p, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "name",
+                 "name must match [a-z0-9][a-z0-9-]{0,62}: \"Bad_Name\"");
+    e = project_from("{\"name\": \"\", \"department\": \"d\"}", &p, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "name",
+                 "name must match [a-z0-9][a-z0-9-]{0,62}: \"\"");
+    e = project_from("{\"name\": 7, \"department\": \"d\"}", &p, &err);
+    assert_error(&err, e, TS_ERR_WRONG_TYPE, "name", "name must be a string");
+    e = project_from("{\"name\": \"a\", \"department\": \"D\"}", &p, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "department", NULL);
+}
+
+static void values_in_messages_are_escaped_and_cut(void **state)
+{
+    struct ts_project_spec p;
+    struct ts_error err;
+    enum ts_err e = project_from("{\"name\": \"a\\\"b\\nc\", \"department\": \"d\"}", &p, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "name",
+                 "name must match [a-z0-9][a-z0-9-]{0,62}: \"a\\\"b\\x0ac\"");
+    char text[600];
+    snprintf(text, sizeof(text), "{\"name\": \"%0300d\", \"department\": \"d\"}", 0);
+    e = project_from(text, &p, &err);
+    assert_int_equal(e, TS_ERR_INVALID_VALUE);
+    assert_true(strlen(err.message) < 150);
+    assert_non_null(strstr(err.message, "...\""));
+}
+
+static void a_quota_decodes_as_a_request_body_of_its_own(void **state)
+{
+    json_t *v = body("{\"gpus\": 4, \"gpuz\": 1}");
+    struct ts_quota q;
+    struct ts_error err;
+    enum ts_err e = ts_wire_quota_decode(v, "", &q, &err);
+    assert_error(&err, e, TS_ERR_UNKNOWN_FIELD, "gpuz", "unknown field \"gpuz\" in quota");
+    json_decref(v);
+    e = ts_wire_quota_decode(NULL, "quota", &q, &err);
+    assert_int_equal(e, TS_OK);
+    assert_true(q.over_quota_weight == 1);
+}
+
+static void departments_decode_name_and_quota(void **state)
+{
+    json_t *v = body("{\"name\": \"research\", \"quota\": {\"gpus\": 16}}");
+    struct ts_department_spec d;
+    struct ts_error err;
+    assert_int_equal(ts_wire_department_decode(v, &d, &err), TS_OK);
+    assert_string_equal(d.name, "research");
+    assert_true(d.quota.gpus == 16);
+    json_decref(v);
+    v = body("{\"name\": \"research\", \"department\": \"x\"}");
+    enum ts_err e = ts_wire_department_decode(v, &d, &err);
+    assert_error(&err, e, TS_ERR_UNKNOWN_FIELD, "department",
+                 "unknown field \"department\" in department");
+    json_decref(v);
+}
+
+static void a_decoder_given_an_array_says_the_body_must_be_an_object(void **state)
+{
+    json_t *v = json_array();
+    struct ts_department_spec d;
+    struct ts_error err;
+    enum ts_err e = ts_wire_department_decode(v, &d, &err);
+    assert_error(&err, e, TS_ERR_WRONG_TYPE, "", "request body must be a JSON object");
+    json_decref(v);
+}
+
+static void projects_encode_with_quota_status_and_time(void **state)
+{
+    struct ts_project p = {
+        .id = 7,
+        .spec = {.name = "vision",
+                 .department = "research",
+                 .quota = {.gpus = 2.5, .over_quota_weight = 1, .has_limit = true, .limit = 8}},
+        .usage = {.allocated_gpus = 1.5, .allocated_nonpreemptible_gpus = 0.5,
+                  .requested_gpus = 3, .pending_jobs = 2, .running_jobs = 1},
+        .created_at_us = 1795255200123456LL,
+    };
+    assert_encoded(ts_wire_project_encode(&p),
+                   "{\"id\":7,\"name\":\"vision\",\"department\":\"research\","
+                   "\"quota\":{\"gpus\":2.5,\"over_quota_weight\":1.0,\"limit\":8.0,\"priority\":0},"
+                   "\"status\":{\"allocated_gpus\":1.5,\"allocated_nonpreemptible_gpus\":0.5,"
+                   "\"requested_gpus\":3.0,\"pending_jobs\":2,\"running_jobs\":1},"
+                   "\"created_at\":\"2026-11-21T10:00:00.123456Z\"}");
+    p.spec.quota.has_limit = false;
+    json_t *v = ts_wire_project_encode(&p);
+    assert_true(json_is_null(json_object_get(json_object_get(v, "quota"), "limit")));
+    json_decref(v);
+}
+
+static void departments_encode_with_a_project_count(void **state)
+{
+    struct ts_department d = {
+        .id = 3,
+        .spec = {.name = "research", .quota = {.gpus = 16, .over_quota_weight = 2}},
+        .project_count = 4,
+        .created_at_us = 0,
+    };
+    assert_encoded(ts_wire_department_encode(&d),
+                   "{\"id\":3,\"name\":\"research\","
+                   "\"quota\":{\"gpus\":16.0,\"over_quota_weight\":2.0,\"limit\":null,\"priority\":0},"
+                   "\"status\":{\"allocated_gpus\":0.0,\"allocated_nonpreemptible_gpus\":0.0,"
+                   "\"requested_gpus\":0.0,\"pending_jobs\":0,\"running_jobs\":0},"
+                   "\"project_count\":4,\"created_at\":null}");
+}
+
+static void a_decoded_project_encodes_back_to_what_was_sent(void **state)
+{
+    const char *sent = "{\"name\":\"vision\",\"department\":\"research\",\"quota\":"
+                       "{\"gpus\":2.5,\"over_quota_weight\":3.0,\"limit\":8.0,\"priority\":10}}";
+    struct ts_project p = {0};
+    struct ts_error err;
+    assert_int_equal(project_from(sent, &p.spec, &err), TS_OK);
+    json_t *v = ts_wire_project_encode(&p);
+    assert_non_null(v);
+    json_object_del(v, "id");
+    json_object_del(v, "status");
+    json_object_del(v, "created_at");
+    assert_encoded(v, sent);
+}
+
+/* ---- tokens ------------------------------------------------------------------ */
+
+static enum ts_err token_from(const char *text, struct ts_arena *a, struct ts_token_spec *spec,
+                              struct ts_error *err)
+{
+    json_t *v = body(text);
+    enum ts_err e = ts_wire_token_decode(v, a, spec, err);
+    json_decref(v);
+    return e;
+}
+
+static void a_token_decodes_its_role_and_projects_into_the_arena(void **state)
+{
+    struct ts_arena *a = ts_arena_new();
+    struct ts_token_spec t;
+    struct ts_error err;
+    assert_int_equal(
+        token_from("{\"name\": \"ci\", \"role\": \"member\", \"projects\": [\"vision\", \"nlp\"]}",
+                   a, &t, &err),
+        TS_OK);
+    assert_string_equal(t.name, "ci");
+    assert_int_equal(t.role, TS_ROLE_MEMBER);
+    assert_int_equal(t.nprojects, 2);
+    assert_string_equal(t.projects[0], "vision");
+    assert_string_equal(t.projects[1], "nlp");
+    assert_int_equal(token_from("{\"name\": \"root\", \"role\": \"admin\"}", a, &t, &err), TS_OK);
+    assert_int_equal(t.role, TS_ROLE_ADMIN);
+    assert_int_equal(t.nprojects, 0);
+    ts_arena_free(a);
+}
+
+static void token_roles_and_project_lists_are_checked(void **state)
+{
+    struct ts_arena *a = ts_arena_new();
+    struct ts_token_spec t;
+    struct ts_error err;
+    enum ts_err e = token_from("{\"name\": \"ci\", \"role\": \"root\"}", a, &t, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "role",
+                 "role must be one of viewer, member, agent, admin: \"root\"");
+    e = token_from("{\"name\": \"ci\"}", a, &t, &err);
+    assert_error(&err, e, TS_ERR_MISSING_FIELD, "role", "role is required");
+    e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"projects\": \"vision\"}", a, &t,
+                   &err);
+    assert_error(&err, e, TS_ERR_WRONG_TYPE, "projects", "projects must be an array");
+    e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"projects\": [\"a\", 1]}", a, &t,
+                   &err);
+    assert_error(&err, e, TS_ERR_WRONG_TYPE, "projects[1]", "projects[1] must be a string");
+    e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"projects\": [\"a\", \"B\"]}", a,
+                   &t, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "projects[1]",
+                 "projects[1] must match [a-z0-9][a-z0-9-]{0,62}: \"B\"");
+    e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"projects\": [\"a\", \"a\"]}", a,
+                   &t, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "projects[1]", "projects lists \"a\" twice");
+    e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"token\": \"s3cret\"}", a, &t,
+                   &err);
+    assert_error(&err, e, TS_ERR_UNKNOWN_FIELD, "token", "unknown field \"token\" in token");
+    ts_arena_free(a);
+}
+
+static void tokens_encode_their_secret_only_when_it_is_there(void **state)
+{
+    const char *projects[] = {"vision", "nlp"};
+    struct ts_token t = {
+        .id = 9,
+        .spec = {.name = "ci", .role = TS_ROLE_MEMBER, .projects = projects, .nprojects = 2},
+        .secret = NULL,
+        .created_at_us = 1000000,
+        .last_used_at_us = 0,
+    };
+    assert_encoded(ts_wire_token_encode(&t),
+                   "{\"id\":9,\"name\":\"ci\",\"role\":\"member\",\"projects\":[\"vision\",\"nlp\"],"
+                   "\"created_at\":\"1970-01-01T00:00:01.000000Z\",\"last_used_at\":null}");
+    t.secret = "ts_abc";
+    json_t *v = ts_wire_token_encode(&t);
+    assert_string_equal(json_string_value(json_object_get(v, "token")), "ts_abc");
+    json_decref(v);
+}
+
+static void roles_have_one_name_each_and_parse_back(void **state)
+{
+    const enum ts_role roles[] = {TS_ROLE_VIEWER, TS_ROLE_MEMBER, TS_ROLE_AGENT, TS_ROLE_ADMIN};
+    const char *names[] = {"viewer", "member", "agent", "admin"};
+    for (size_t i = 0; i < 4; i++) {
+        enum ts_role r;
+        assert_string_equal(ts_role_name(roles[i]), names[i]);
+        assert_int_equal(ts_role_parse(names[i], &r), 0);
+        assert_int_equal(r, roles[i]);
+    }
+    enum ts_role r;
+    assert_int_equal(ts_role_parse("Admin", &r), -1);
+    assert_int_equal(ts_role_parse("", &r), -1);
+    assert_string_equal(ts_role_name((enum ts_role)99), "unknown");
+}
+
+/* ---- nodes, events, times ---------------------------------------------------- */
+
+static void nodes_encode_with_their_gpus_and_labels(void **state)
+{
+    struct ts_gpu gpus[] = {
+        {.index = 0, .uuid = "GPU-1", .model = "H100", .memory_bytes = 80LL << 30},
+        {.index = 1, .uuid = "GPU-2", .model = "H100", .memory_bytes = 80LL << 30},
+    };
+    struct ts_node n = {
+        .id = 1, .name = "node-a", .state = "ready", .labels = "{\"zone\":\"a\"}",
+        .cpu = 64, .memory_bytes = 512LL << 30, .gpus = gpus, .ngpus = 2,
+        .last_seen_at_us = 0, .created_at_us = 1500000,
+    };
+    assert_encoded(ts_wire_node_encode(&n),
+                   "{\"id\":1,\"name\":\"node-a\",\"state\":\"ready\",\"labels\":{\"zone\":\"a\"},"
+                   "\"cpu\":64.0,\"memory_bytes\":549755813888,\"gpus\":["
+                   "{\"index\":0,\"uuid\":\"GPU-1\",\"model\":\"H100\",\"memory_bytes\":85899345920},"
+                   "{\"index\":1,\"uuid\":\"GPU-2\",\"model\":\"H100\",\"memory_bytes\":85899345920}],"
+                   "\"last_seen_at\":null,\"created_at\":\"1970-01-01T00:00:01.500000Z\"}");
+    n.labels = NULL;
+    n.ngpus = 0;
+    json_t *v = ts_wire_node_encode(&n);
+    assert_int_equal(json_object_size(json_object_get(v, "labels")), 0);
+    assert_int_equal(json_array_size(json_object_get(v, "gpus")), 0);
+    json_decref(v);
+}
+
+static void job_events_encode(void **state)
+{
+    struct ts_job_event e = {.id = 5, .job_id = 4, .at_us = 1795255200000001LL,
+                             .type = "submitted", .message = "submitted by ci"};
+    assert_encoded(ts_wire_job_event_encode(&e),
+                   "{\"id\":5,\"job_id\":4,\"at\":\"2026-11-21T10:00:00.000001Z\","
+                   "\"type\":\"submitted\",\"message\":\"submitted by ci\"}");
+}
+
+static void times_are_rfc3339_utc_with_microseconds_and_zero_is_null(void **state)
+{
+    json_t *t = ts_wire_time(1795255200123456LL);
+    assert_string_equal(json_string_value(t), "2026-11-21T10:00:00.123456Z");
+    json_decref(t);
+    t = ts_wire_time(0);
+    assert_true(json_is_null(t));
+    json_decref(t);
+    t = ts_wire_time(-1);
+    assert_string_equal(json_string_value(t), "1969-12-31T23:59:59.999999Z");
+    json_decref(t);
+}
+
+static void encoders_refuse_strings_that_are_not_utf8(void **state)
+{
+    struct ts_job_event e = {.id = 1, .job_id = 1, .at_us = 1, .type = "x",
+                             .message = "\xff\xfe"};
+    assert_null(ts_wire_job_event_encode(&e));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_json_object_body_parses),
+        cmocka_unit_test(a_body_need_not_be_nul_terminated),
+        cmocka_unit_test(duplicate_keys_are_malformed_json_naming_the_key),
+        cmocka_unit_test(nested_duplicate_keys_are_refused_too),
+        cmocka_unit_test(syntax_errors_give_line_and_column),
+        cmocka_unit_test(trailing_garbage_and_empty_bodies_are_malformed),
+        cmocka_unit_test(a_nul_byte_inside_the_body_is_malformed),
+        cmocka_unit_test(bodies_that_are_not_objects_are_the_wrong_type),
+        cmocka_unit_test(very_deep_nesting_is_refused_without_crashing),
+        cmocka_unit_test(a_null_error_pointer_is_allowed),
+        cmocka_unit_test(a_project_with_a_full_quota_decodes),
+        cmocka_unit_test(an_absent_quota_takes_the_defaults),
+        cmocka_unit_test(an_unknown_quota_member_is_refused_naming_its_path),
+        cmocka_unit_test(an_unknown_top_level_member_is_refused_naming_the_type),
+        cmocka_unit_test(sending_back_a_read_only_member_is_unknown_with_a_hint),
+        cmocka_unit_test(a_quota_of_the_wrong_type_is_refused),
+        cmocka_unit_test(a_limit_below_the_quota_is_refused_with_both_numbers),
+        cmocka_unit_test(negative_and_huge_quota_numbers_are_refused),
+        cmocka_unit_test(an_integral_real_is_an_integer_and_negative_zero_is_zero),
+        cmocka_unit_test(project_names_are_required_and_validated),
+        cmocka_unit_test(values_in_messages_are_escaped_and_cut),
+        cmocka_unit_test(a_quota_decodes_as_a_request_body_of_its_own),
+        cmocka_unit_test(departments_decode_name_and_quota),
+        cmocka_unit_test(a_decoder_given_an_array_says_the_body_must_be_an_object),
+        cmocka_unit_test(projects_encode_with_quota_status_and_time),
+        cmocka_unit_test(departments_encode_with_a_project_count),
+        cmocka_unit_test(a_decoded_project_encodes_back_to_what_was_sent),
+        cmocka_unit_test(a_token_decodes_its_role_and_projects_into_the_arena),
+        cmocka_unit_test(token_roles_and_project_lists_are_checked),
+        cmocka_unit_test(tokens_encode_their_secret_only_when_it_is_there),
+        cmocka_unit_test(roles_have_one_name_each_and_parse_back),
+        cmocka_unit_test(nodes_encode_with_their_gpus_and_labels),
+        cmocka_unit_test(job_events_encode),
+        cmocka_unit_test(times_are_rfc3339_utc_with_microseconds_and_zero_is_null),
+        cmocka_unit_test(encoders_refuse_strings_that_are_not_utf8),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+bool ts_it_admin_from_env = true;
+
 static const char *bin_dir(void)
 {
     const char *d = getenv("TS_BIN_DIR");
@@ -71,7 +73,10 @@ int ts_it_start(struct ts_it_server *s, const char *dir, const char *const *extr
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        setenv("TESSERA_ADMIN_TOKEN", TS_IT_ADMIN_TOKEN, 1);
+        if (ts_it_admin_from_env)
+            setenv("TESSERA_ADMIN_TOKEN", TS_IT_ADMIN_TOKEN, 1);
+        else
+            unsetenv("TESSERA_ADMIN_TOKEN");
         execv(exe, (char *const *)argv);
         _exit(127);
     }

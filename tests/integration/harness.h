@@ -23,6 +23,9 @@ struct ts_it_server {
     struct ts_client *admin;  /* a client with TS_IT_ADMIN_TOKEN */
 };
 
+/* When false, servers start without TESSERA_ADMIN_TOKEN (default true). */
+extern bool ts_it_admin_from_env;
+
 /* Start a server: extra_args is NULL or a NULL-terminated list of extra
  * arguments; dir NULL makes a new temporary folder (else reuse dir). Waits
  * until /readyz answers 200. Returns 0, or -1 with a message on stderr. */

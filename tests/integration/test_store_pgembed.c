@@ -90,8 +90,7 @@ static void assert_mode_owner(const char *path, mode_t mode, uid_t uid)
     assert_int_equal(stat(path, &st), 0);
     if ((st.st_mode & 07777) != mode || st.st_uid != uid)
         fprintf(stderr, "%s: mode %04o uid %u, want %04o uid %u\n", path,
-                (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid, (unsigned)mode,
-                (unsigned)uid);
+                (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid, (unsigned)mode, (unsigned)uid);
     assert_int_equal(st.st_mode & 07777, mode);
     assert_int_equal(st.st_uid, uid);
 }

@@ -1,0 +1,183 @@
+-- schema.sql: the whole Tessera database schema as the migrations leave it
+-- (migrations/0001_init.sql, plus the schema_migration table the server
+-- creates to record them). Read it to learn the schema; never apply it to a
+-- database the server will migrate. tests/integration/test_store_migrate.c
+-- fails when this file and the migrated database differ. See README.md.
+--
+-- schema version: 1
+
+-- Applied migrations, created by the server (server/store/migrate.c).
+CREATE TABLE schema_migration (
+    version    integer NOT NULL,
+    name       text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT schema_migration_pkey PRIMARY KEY (version)
+);
+
+CREATE TABLE department (
+    id                bigint GENERATED ALWAYS AS IDENTITY,
+    name              text NOT NULL,
+    quota_gpus        double precision NOT NULL DEFAULT 0,
+    over_quota_weight double precision NOT NULL DEFAULT 1,
+    limit_gpus        double precision,
+    priority          integer NOT NULL DEFAULT 0,
+    revision          bigint NOT NULL DEFAULT 1,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT department_pkey PRIMARY KEY (id),
+    CONSTRAINT department_name_key UNIQUE (name),
+    CONSTRAINT department_name_check CHECK (name ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
+    CONSTRAINT department_quota_check CHECK (quota_gpus >= 0 AND over_quota_weight >= 0),
+    CONSTRAINT department_limit_check CHECK (limit_gpus IS NULL OR limit_gpus >= quota_gpus)
+);
+
+CREATE TABLE project (
+    id                bigint GENERATED ALWAYS AS IDENTITY,
+    name              text NOT NULL,
+    department_id     bigint NOT NULL,
+    quota_gpus        double precision NOT NULL DEFAULT 0,
+    over_quota_weight double precision NOT NULL DEFAULT 1,
+    limit_gpus        double precision,
+    priority          integer NOT NULL DEFAULT 0,
+    revision          bigint NOT NULL DEFAULT 1,
+    created_at        timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT project_pkey PRIMARY KEY (id),
+    CONSTRAINT project_name_key UNIQUE (name),
+    CONSTRAINT project_name_check CHECK (name ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
+    CONSTRAINT project_quota_check CHECK (quota_gpus >= 0 AND over_quota_weight >= 0),
+    CONSTRAINT project_limit_check CHECK (limit_gpus IS NULL OR limit_gpus >= quota_gpus),
+    CONSTRAINT project_department_fkey FOREIGN KEY (department_id)
+        REFERENCES department (id) ON DELETE RESTRICT
+);
+CREATE INDEX project_department_idx ON project (department_id);
+
+-- Bearer tokens: only the SHA-256 of the secret is kept.
+CREATE TABLE api_token (
+    id           bigint GENERATED ALWAYS AS IDENTITY,
+    name         text NOT NULL,
+    role         text NOT NULL,
+    token_sha256 text NOT NULL,
+    bootstrap    boolean NOT NULL DEFAULT false,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    last_used_at timestamptz,
+    CONSTRAINT api_token_pkey PRIMARY KEY (id),
+    CONSTRAINT api_token_name_key UNIQUE (name),
+    CONSTRAINT api_token_sha256_key UNIQUE (token_sha256),
+    CONSTRAINT api_token_role_check CHECK (role IN ('admin', 'member', 'viewer', 'agent')),
+    CONSTRAINT api_token_sha256_check CHECK (token_sha256 ~ '^[0-9a-f]{64}$')
+);
+
+-- The projects a member (or a restricted viewer) token may act on.
+CREATE TABLE api_token_project (
+    token_id   bigint NOT NULL,
+    project_id bigint NOT NULL,
+    CONSTRAINT api_token_project_pkey PRIMARY KEY (token_id, project_id),
+    CONSTRAINT api_token_project_token_fkey FOREIGN KEY (token_id)
+        REFERENCES api_token (id) ON DELETE CASCADE,
+    CONSTRAINT api_token_project_project_fkey FOREIGN KEY (project_id)
+        REFERENCES project (id) ON DELETE CASCADE
+);
+CREATE INDEX api_token_project_project_idx ON api_token_project (project_id);
+
+CREATE TABLE node (
+    id           bigint GENERATED ALWAYS AS IDENTITY,
+    name         text NOT NULL,
+    state        text NOT NULL DEFAULT 'not_ready',
+    labels       jsonb NOT NULL DEFAULT '{}',
+    cpu          double precision NOT NULL DEFAULT 0,
+    memory_bytes bigint NOT NULL DEFAULT 0,
+    last_seen_at timestamptz,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT node_pkey PRIMARY KEY (id),
+    CONSTRAINT node_name_key UNIQUE (name),
+    CONSTRAINT node_state_check CHECK (state IN ('ready', 'not_ready', 'drained'))
+);
+
+CREATE TABLE gpu (
+    id           bigint GENERATED ALWAYS AS IDENTITY,
+    node_id      bigint NOT NULL,
+    idx          integer NOT NULL,
+    uuid         text NOT NULL,
+    model        text NOT NULL,
+    memory_bytes bigint NOT NULL,
+    CONSTRAINT gpu_pkey PRIMARY KEY (id),
+    CONSTRAINT gpu_node_idx_key UNIQUE (node_id, idx),
+    CONSTRAINT gpu_uuid_key UNIQUE (uuid),
+    CONSTRAINT gpu_node_fkey FOREIGN KEY (node_id) REFERENCES node (id) ON DELETE CASCADE
+);
+
+CREATE TABLE job (
+    id                  bigint GENERATED ALWAYS AS IDENTITY,
+    project_id          bigint NOT NULL,
+    name                text NOT NULL,
+    kind                text NOT NULL,
+    priority            integer NOT NULL,
+    preemptible         boolean NOT NULL,
+    command             jsonb NOT NULL,
+    env                 jsonb NOT NULL DEFAULT '{}',
+    working_dir         text,
+    gpu_kind            text NOT NULL DEFAULT 'none',
+    gpu_count           integer NOT NULL DEFAULT 0,
+    gpu_portion         double precision NOT NULL DEFAULT 0,
+    gpu_portion_limit   double precision NOT NULL DEFAULT 0,
+    gpu_memory_bytes    bigint NOT NULL DEFAULT 0,
+    gpu_memory_limit_bytes bigint NOT NULL DEFAULT 0,
+    gpu_devices         integer NOT NULL DEFAULT 0,
+    requested_gpus      double precision NOT NULL DEFAULT 0,
+    cpu                 double precision NOT NULL DEFAULT 0,
+    memory_bytes        bigint NOT NULL DEFAULT 0,
+    gpu_model           jsonb NOT NULL DEFAULT '[]',
+    node_selector       jsonb NOT NULL DEFAULT '{}',
+    max_runtime_seconds bigint NOT NULL DEFAULT 0,
+    state               text NOT NULL DEFAULT 'pending',
+    node_id             bigint,
+    allocated_gpus      double precision NOT NULL DEFAULT 0,
+    exit_code           integer,
+    reason_code         text,
+    reason_message      text,
+    queue_position      bigint NOT NULL DEFAULT 0,
+    resume_count        integer NOT NULL DEFAULT 0,
+    submitted_by        bigint,
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    updated_at          timestamptz NOT NULL DEFAULT now(),
+    started_at          timestamptz,
+    finished_at         timestamptz,
+    CONSTRAINT job_pkey PRIMARY KEY (id),
+    CONSTRAINT job_project_name_key UNIQUE (project_id, name),
+    CONSTRAINT job_name_check CHECK (name ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
+    CONSTRAINT job_kind_check CHECK (kind IN ('train', 'interactive', 'inference')),
+    CONSTRAINT job_gpu_kind_check CHECK (gpu_kind IN ('none', 'count', 'portion', 'memory')),
+    CONSTRAINT job_state_check CHECK (state IN ('pending', 'scheduled', 'running', 'evicting',
+                                                'cancelling', 'succeeded', 'failed', 'cancelled')),
+    CONSTRAINT job_project_fkey FOREIGN KEY (project_id) REFERENCES project (id) ON DELETE CASCADE,
+    CONSTRAINT job_node_fkey FOREIGN KEY (node_id) REFERENCES node (id) ON DELETE SET NULL,
+    CONSTRAINT job_submitted_by_fkey FOREIGN KEY (submitted_by)
+        REFERENCES api_token (id) ON DELETE SET NULL
+);
+CREATE INDEX job_state_idx ON job (state);
+CREATE INDEX job_node_idx ON job (node_id) WHERE node_id IS NOT NULL;
+
+-- What happened to a job, oldest first.
+CREATE TABLE job_event (
+    id      bigint GENERATED ALWAYS AS IDENTITY,
+    job_id  bigint NOT NULL,
+    at      timestamptz NOT NULL DEFAULT now(),
+    type    text NOT NULL,
+    message text NOT NULL,
+    CONSTRAINT job_event_pkey PRIMARY KEY (id),
+    CONSTRAINT job_event_job_fkey FOREIGN KEY (job_id) REFERENCES job (id) ON DELETE CASCADE
+);
+CREATE INDEX job_event_job_idx ON job_event (job_id, id);
+
+-- Idempotency-Key headers of job submissions, per token; kept at least 24 h.
+CREATE TABLE idempotency_key (
+    token_id       bigint NOT NULL,
+    key            text NOT NULL,
+    request_sha256 text NOT NULL,
+    job_id         bigint NOT NULL,
+    created_at     timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT idempotency_key_pkey PRIMARY KEY (token_id, key),
+    CONSTRAINT idempotency_key_token_fkey FOREIGN KEY (token_id)
+        REFERENCES api_token (id) ON DELETE CASCADE,
+    CONSTRAINT idempotency_key_job_fkey FOREIGN KEY (job_id) REFERENCES job (id) ON DELETE CASCADE
+);
+CREATE INDEX idempotency_key_created_idx ON idempotency_key (created_at);

@@ -624,6 +624,8 @@ static const char *metavar(const struct ts_option *o)
 
 #define HELP_COLUMN 30
 
+/* "  --flag META    help" with the help at HELP_COLUMN (on the next line when
+ * the flag is too long), then `extra` on a line of its own. */
 static void usage_line(FILE *f, const char *flag, const char *meta, const char *help,
                        const char *extra)
 {
@@ -631,9 +633,11 @@ static void usage_line(FILE *f, const char *flag, const char *meta, const char *
     int w = snprintf(left, sizeof(left), "  --%s%s%s", flag, meta != NULL ? " " : "",
                      meta != NULL ? meta : "");
     if (w >= HELP_COLUMN - 1)
-        fprintf(f, "%s\n%*s%s%s\n", left, HELP_COLUMN, "", help, extra);
+        fprintf(f, "%s\n%*s%s\n", left, HELP_COLUMN, "", help);
     else
-        fprintf(f, "%-*s%s%s\n", HELP_COLUMN, left, help, extra);
+        fprintf(f, "%-*s%s\n", HELP_COLUMN, left, help);
+    if (extra[0] != '\0')
+        fprintf(f, "%*s%s\n", HELP_COLUMN, "", extra);
 }
 
 void ts_config_usage(const struct ts_option *table, size_t n, const char *usage, void *file)
@@ -645,14 +649,14 @@ void ts_config_usage(const struct ts_option *table, size_t n, const char *usage,
         char env[NAME_MAX_LEN + 16], extra[512];
         env_name(o->name, env, sizeof(env));
         if (o->flags & TS_OPT_SECRET)
-            snprintf(extra, sizeof(extra), " (%s or the config file only)", env);
+            snprintf(extra, sizeof(extra), "(secret: env %s or the config file only)", env);
         else if (o->def != NULL)
-            snprintf(extra, sizeof(extra), " (default %s; %s)", o->def, env);
+            snprintf(extra, sizeof(extra), "(default %s; env %s)", o->def, env);
         else
-            snprintf(extra, sizeof(extra), " (%s)", env);
+            snprintf(extra, sizeof(extra), "(env %s)", env);
         usage_line(f, o->name, o->type == TS_OPT_BOOL ? NULL : metavar(o),
                    o->help != NULL ? o->help : "", extra);
     }
-    usage_line(f, "config", "FILE", "read `name = value` lines from FILE", " (TESSERA_CONFIG)");
+    usage_line(f, "config", "FILE", "read `name = value` lines from FILE", "(env TESSERA_CONFIG)");
     usage_line(f, "help", NULL, "print this help and exit", "");
 }

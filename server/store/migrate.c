@@ -27,7 +27,7 @@ extern const size_t ts_migrations_count;
  * The advisory lock key of migration runs: "tessera" in ASCII followed by 0x01.
  * Other advisory locks of Tessera (the scheduler's leader lock) use other keys.
  */
-#define MIGRATE_LOCK_KEY "8387236824053121281" /* 0x7465737365726101 */
+#define MIGRATE_LOCK_KEY 0x7465737365726101LL
 
 #define SCHEMA_MIGRATION_SQL                                                                       \
     "CREATE TABLE schema_migration ("                                                              \
@@ -230,7 +230,9 @@ enum ts_err ts_migrate_run(struct ts_dbconn *c, int *applied, struct ts_error *e
     int nversions = 0, count = 0;
     bool locked = false;
     const int latest = ts_migrate_latest();
-    const char *key[] = {MIGRATE_LOCK_KEY};
+    char keybuf[24];
+    snprintf(keybuf, sizeof(keybuf), "%lld", MIGRATE_LOCK_KEY);
+    const char *key[] = {keybuf};
     enum ts_err e;
 
     if (applied != NULL)

@@ -1,0 +1,62 @@
+/*
+ * binpack.c - the binpack strategy: fill the fullest node that fits, and on
+ * it the fullest GPUs, so whole nodes and whole GPUs stay free for large
+ * requests. Score: what the node has left after the placement, GPUs and CPU
+ * each as a share of the node's total (lower is better).
+ */
+#include "server/sched/sched_int.h"
+
+double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
+                        const struct node_view *v, const int *chosen, int nchosen)
+{
+    double gfree = 0;
+    for (int k = 0; k < v->ngpus; k++) {
+        const struct gpu_state *g = &c->gpus[v->gpu[k]];
+        gfree += (double)(g->usable - v->used[k]) / (double)g->usable;
+    }
+    for (int i = 0; i < nchosen; i++) {
+        const struct gpu_state *g = &c->gpus[v->gpu[chosen[i]]];
+        gfree -= (double)preq_need(p, g->usable) / (double)g->usable;
+    }
+    double total_cpu = c->snap->nodes[v->node].cpu;
+    double s = v->ngpus > 0 ? gfree / v->ngpus : 0;
+    if (total_cpu > 0)
+        s += (v->cpu_free - p->cpu) / total_cpu;
+    return s;
+}
+
+/* The ndev candidates with the least free bytes (ties: lower index). */
+static void pick_fullest(const struct ts_sched_cluster *c, const struct preq *p,
+                         const struct node_view *v, const int *cand, int ncand, int *out)
+{
+    int tmp[TS_SCHED_MAX_DEVICES * 4];
+    for (int i = 0; i < ncand; i++)
+        tmp[i] = cand[i];
+    for (int i = 1; i < ncand; i++) { /* insertion sort: few GPUs per node */
+        int x = tmp[i], j = i;
+        int64_t fx = c->gpus[v->gpu[x]].usable - v->used[x];
+        while (j > 0) {
+            int y = tmp[j - 1];
+            int64_t fy = c->gpus[v->gpu[y]].usable - v->used[y];
+            if (fy < fx || (fy == fx && y < x))
+                break;
+            tmp[j] = y;
+            j--;
+        }
+        tmp[j] = x;
+    }
+    for (int i = 0; i < p->ndev; i++)
+        out[i] = tmp[i];
+}
+
+static double score(struct ts_sched_cluster *c, const struct preq *p, const struct node_view *v,
+                    const int *chosen, int nchosen)
+{
+    return binpack_leftover(c, p, v, chosen, nchosen);
+}
+
+const struct ts_sched_strategy ts_sched_binpack = {
+    .name = "binpack",
+    .pick = pick_fullest,
+    .score = score,
+};

@@ -1,0 +1,396 @@
+/*
+ * cluster.c - free resources of nodes and GPUs, and the placement API that
+ * tessera-sim's placement replay uses without projects or a cycle.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/sched/sched_int.h"
+
+int cluster_model_id(const struct ts_sched_cluster *c, const char *model)
+{
+    for (int i = 0; i < c->nmodels; i++)
+        if (strcmp(c->models[i], model) == 0)
+            return i;
+    return -1;
+}
+
+void cluster_node_refresh(struct ts_sched_cluster *c, int node)
+{
+    struct node_state *n = &c->nodes[node];
+    n->nwhole = 0;
+    n->max_free = 0;
+    n->max_free_frac = 0;
+    n->free_gpus = 0;
+    for (int k = 0; k < n->ngpus; k++) {
+        const struct gpu_state *g = &c->gpus[c->node_gpus[n->first + k]];
+        int64_t fr = g->usable - g->used;
+        double frac = (double)fr / (double)g->usable;
+        if (g->used == 0)
+            n->nwhole++;
+        if (fr > n->max_free)
+            n->max_free = fr;
+        if (frac > n->max_free_frac)
+            n->max_free_frac = frac;
+        n->free_gpus += frac;
+    }
+    n->frag_valid = false;
+}
+
+double cluster_slots_gpus(const struct ts_sched_cluster *c, const struct ts_sched_slot *slots,
+                          size_t nslots)
+{
+    double g = 0;
+    for (size_t i = 0; i < nslots; i++)
+        g += (double)slots[i].memory_bytes / (double)c->gpus[slots[i].gpu].usable;
+    return g;
+}
+
+static void account(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
+                    size_t nslots, double cpu, int64_t host_mem, int sign)
+{
+    struct node_state *n = &c->nodes[node];
+    for (size_t i = 0; i < nslots; i++)
+        c->gpus[slots[i].gpu].used += sign * slots[i].memory_bytes;
+    n->cpu_free -= sign * cpu;
+    n->mem_free -= sign * host_mem;
+    if (n->ready)
+        c->allocated += sign * cluster_slots_gpus(c, slots, nslots);
+    cluster_node_refresh(c, node);
+}
+
+void cluster_take(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
+                  size_t nslots, double cpu, int64_t host_mem)
+{
+    account(c, node, slots, nslots, cpu, host_mem, 1);
+}
+
+void cluster_give(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
+                  size_t nslots, double cpu, int64_t host_mem)
+{
+    account(c, node, slots, nslots, cpu, host_mem, -1);
+}
+
+static bool label_present(const struct ts_sched_node *n, const struct ts_sched_label *l)
+{
+    for (size_t i = 0; i < n->nlabels; i++)
+        if (strcmp(n->labels[i].key, l->key) == 0)
+            return strcmp(n->labels[i].value, l->value) == 0;
+    return false;
+}
+
+/* Ready, labels, suspension pin: what no amount of freeing changes. */
+bool cluster_node_static_ok(const struct ts_sched_cluster *c, const struct preq *p, int node)
+{
+    if (!c->nodes[node].ready)
+        return false;
+    if (p->only_node >= 0 && p->only_node != node)
+        return false;
+    const struct ts_sched_node *sn = &c->snap->nodes[node];
+    for (size_t i = 0; i < p->r->nnode_selector; i++)
+        if (!label_present(sn, &p->r->node_selector[i]))
+            return false;
+    return true;
+}
+
+bool preq_prepare(const struct ts_sched_cluster *c, const struct ts_sched_request *r,
+                  struct ts_arena *a, struct preq *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->r = r;
+    p->kind = r->kind;
+    p->only_node = -1;
+    p->cpu = r->cpu;
+    p->host_mem = r->host_memory_bytes;
+    if (!(r->cpu >= 0) || r->host_memory_bytes < 0)
+        return false;
+    int dev = r->devices <= 0 ? 1 : r->devices;
+    switch (r->kind) {
+    case TS_SCHED_GPU_NONE:
+        p->ndev = 0;
+        break;
+    case TS_SCHED_GPU_COUNT:
+        if (r->count < 1 || r->count > TS_SCHED_MAX_DEVICES)
+            return false;
+        p->ndev = r->count;
+        p->gpus_estimate = r->count;
+        break;
+    case TS_SCHED_GPU_PORTION:
+        if (!(r->portion > 0 && r->portion <= 1) || dev > TS_SCHED_MAX_DEVICES)
+            return false;
+        p->ndev = dev;
+        p->portion = r->portion;
+        p->gpus_estimate = r->portion * dev;
+        break;
+    case TS_SCHED_GPU_MEMORY:
+        if (r->memory_bytes <= 0 || dev > TS_SCHED_MAX_DEVICES)
+            return false;
+        p->ndev = dev;
+        p->mem = r->memory_bytes;
+        /* before placement it counts as a share of the largest GPU */
+        p->gpus_estimate = c->max_usable > 0
+                               ? fmin(1.0, (double)r->memory_bytes / (double)c->max_usable) * dev
+                               : dev;
+        break;
+    default:
+        return false;
+    }
+    if (r->ngpu_models > 0 && p->ndev > 0) {
+        bool *ok = ts_arena_alloc(a, (size_t)(c->nmodels > 0 ? c->nmodels : 1) * sizeof(bool));
+        if (ok == NULL)
+            return false;
+        for (size_t i = 0; i < r->ngpu_models; i++) {
+            int m = r->gpu_models[i] ? cluster_model_id(c, r->gpu_models[i]) : -1;
+            if (m >= 0)
+                ok[m] = true;
+        }
+        p->model_ok = ok;
+    }
+    return true;
+}
+
+static int cmp_shape(const void *x, const void *y)
+{
+    const struct fshape *a = x, *b = y;
+    if (a->weight != b->weight)
+        return a->weight > b->weight ? -1 : 1;
+    if (a->count != b->count)
+        return a->count < b->count ? -1 : 1;
+    if (a->portion != b->portion)
+        return a->portion < b->portion ? -1 : 1;
+    if (a->cpu != b->cpu)
+        return a->cpu < b->cpu ? -1 : 1;
+    if (a->mem != b->mem)
+        return a->mem < b->mem ? -1 : 1;
+    return 0;
+}
+
+/* Keep the most common shapes making up 95% of the weight (at most 64),
+ * weights normalised to sum 1. */
+static void shapes_finish(struct fshape *s, int *n)
+{
+    qsort(s, (size_t)*n, sizeof(*s), cmp_shape);
+    double total = 0;
+    for (int i = 0; i < *n; i++)
+        total += s[i].weight;
+    if (total <= 0) {
+        *n = 0;
+        return;
+    }
+    double acc = 0;
+    int keep = 0;
+    while (keep < *n && keep < 64 && acc < 0.95 * total - EPS)
+        acc += s[keep++].weight;
+    for (int i = 0; i < keep; i++)
+        s[i].weight /= acc;
+    *n = keep;
+}
+
+static void shapes_from_snapshot(struct ts_sched_cluster *c, struct ts_arena *a)
+{
+    const struct ts_sched_snapshot *snap = c->snap;
+    c->nshapes = 0;
+    if (snap->nshapes == 0)
+        return;
+    c->shapes = ts_arena_alloc(a, snap->nshapes * sizeof(struct fshape));
+    if (c->shapes == NULL)
+        return;
+    for (size_t i = 0; i < snap->nshapes; i++) {
+        const struct ts_sched_shape *s = &snap->shapes[i];
+        if (s->count <= 0 && !(s->portion > 0))
+            continue; /* CPU-only shapes fragment every placement alike */
+        struct fshape *f = &c->shapes[c->nshapes++];
+        f->count = s->count > 0 ? s->count : 0;
+        f->portion = s->count > 0 ? 1.0 : fmin(1.0, s->portion);
+        f->cpu = s->cpu;
+        f->mem = s->host_memory_bytes;
+        f->weight = s->weight > 0 ? s->weight : 0;
+    }
+    shapes_finish(c->shapes, &c->nshapes);
+    c->own_shapes_fixed = true;
+}
+
+void cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *const *reqs, size_t n,
+                             struct ts_arena *a)
+{
+    if (c->own_shapes_fixed || n == 0)
+        return;
+    struct fshape *s = ts_arena_alloc(a, n * sizeof(*s));
+    if (s == NULL)
+        return;
+    int ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct preq *p = reqs[i];
+        struct fshape f = {0};
+        if (p->kind == TS_SCHED_GPU_NONE)
+            continue;
+        if (p->kind == TS_SCHED_GPU_COUNT) {
+            f.count = p->ndev;
+            f.portion = 1.0;
+        } else {
+            double por = p->kind == TS_SCHED_GPU_PORTION
+                             ? p->portion
+                             : (c->max_usable > 0 ? (double)p->mem / (double)c->max_usable : 1);
+            if (p->ndev > 1 || por >= 1.0) {
+                f.count = p->ndev;
+                f.portion = 1.0;
+            } else {
+                f.portion = round(por * 1000.0) / 1000.0;
+            }
+        }
+        f.cpu = p->cpu;
+        f.mem = p->host_mem;
+        int j;
+        for (j = 0; j < ns; j++)
+            if (s[j].count == f.count && s[j].portion == f.portion && s[j].cpu == f.cpu &&
+                s[j].mem == f.mem)
+                break;
+        if (j == ns) {
+            if (ns >= 4096)
+                continue;
+            s[ns++] = f;
+        }
+        s[j].weight += 1;
+    }
+    shapes_finish(s, &ns);
+    c->shapes = s;
+    c->nshapes = ns;
+    for (size_t k = 0; k < c->snap->nnodes; k++)
+        c->nodes[k].frag_valid = false;
+}
+
+struct ts_sched_cluster *cluster_build(const struct ts_sched_snapshot *snap, struct ts_arena *a)
+{
+    struct ts_sched_cluster *c = ts_arena_alloc(a, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->snap = snap;
+    size_t nn = snap->nnodes, ng = snap->ngpus;
+    c->gpus = ts_arena_alloc(a, (ng ? ng : 1) * sizeof(*c->gpus));
+    c->node_gpus = ts_arena_alloc(a, (ng ? ng : 1) * sizeof(int));
+    c->nodes = ts_arena_alloc(a, (nn ? nn : 1) * sizeof(*c->nodes));
+    c->models = ts_arena_alloc(a, (ng ? ng : 1) * sizeof(char *));
+    if (!c->gpus || !c->node_gpus || !c->nodes || !c->models)
+        return NULL;
+    for (size_t i = 0; i < nn; i++) {
+        const struct ts_sched_node *sn = &snap->nodes[i];
+        c->nodes[i].ready = sn->ready;
+        c->nodes[i].cpu_free = sn->cpu;
+        c->nodes[i].mem_free = sn->memory_bytes;
+        c->nodes[i].swap_free = sn->swap_free_bytes;
+    }
+    for (size_t i = 0; i < ng; i++) {
+        const struct ts_sched_gpu *sg = &snap->gpus[i];
+        const char *model = sg->model ? sg->model : "";
+        int m = cluster_model_id(c, model);
+        if (m < 0) {
+            m = c->nmodels++;
+            c->models[m] = model;
+        }
+        c->gpus[i].node = sg->node;
+        c->gpus[i].model = m;
+        c->gpus[i].usable = sg->memory_bytes - sg->reserve_bytes;
+        if (c->gpus[i].usable > c->max_usable)
+            c->max_usable = c->gpus[i].usable;
+        c->nodes[sg->node].ngpus++;
+        if (c->nodes[sg->node].ready)
+            c->capacity += 1;
+    }
+    int acc = 0;
+    for (size_t i = 0; i < nn; i++) {
+        c->nodes[i].first = acc;
+        acc += c->nodes[i].ngpus;
+        c->nodes[i].ngpus = 0;
+    }
+    for (size_t i = 0; i < ng; i++) {
+        struct node_state *n = &c->nodes[snap->gpus[i].node];
+        /* insertion by device index keeps each node's list sorted */
+        int k = n->ngpus++;
+        int *arr = &c->node_gpus[n->first];
+        while (k > 0 && snap->gpus[arr[k - 1]].index > snap->gpus[i].index) {
+            arr[k] = arr[k - 1];
+            k--;
+        }
+        arr[k] = (int)i;
+    }
+    for (size_t i = 0; i < snap->nrunning; i++) {
+        const struct ts_sched_running *j = &snap->running[i];
+        struct node_state *n = &c->nodes[j->node];
+        for (size_t k = 0; k < j->nslots; k++)
+            c->gpus[j->slots[k].gpu].used += j->slots[k].memory_bytes;
+        n->cpu_free -= j->request.cpu;
+        n->mem_free -= j->request.host_memory_bytes;
+        if (n->ready)
+            c->allocated += cluster_slots_gpus(c, j->slots, j->nslots);
+    }
+    for (size_t i = 0; i < snap->npending; i++) {
+        const struct ts_sched_pending *j = &snap->pending[i];
+        if (j->suspended_node >= 0)
+            c->nodes[j->suspended_node].mem_free -= j->request.host_memory_bytes;
+    }
+    for (size_t i = 0; i < nn; i++)
+        cluster_node_refresh(c, (int)i);
+    shapes_from_snapshot(c, a);
+    return c;
+}
+
+/* ---- the public placement API ------------------------------------------ */
+
+struct ts_sched_cluster *ts_sched_cluster_new(const struct ts_sched_snapshot *snap)
+{
+    struct ts_arena *a = ts_arena_new();
+    if (a == NULL)
+        return NULL;
+    struct ts_sched_cluster *c = cluster_build(snap, a);
+    if (c == NULL) {
+        ts_arena_free(a);
+        return NULL;
+    }
+    c->owner = a;
+    return c;
+}
+
+void ts_sched_cluster_free(struct ts_sched_cluster *c)
+{
+    if (c == NULL)
+        return;
+    ts_arena_free(c->owner);
+}
+
+bool ts_sched_cluster_place(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+                            const struct ts_sched_request *req, int *node,
+                            struct ts_sched_slot *slots, size_t *nslots)
+{
+    struct preq p;
+    bool ok_models[256];
+    memset(ok_models, 0, sizeof(ok_models));
+    /* a request's model list is resolved against the interned models */
+    if (req->ngpu_models > 0 && c->nmodels > (int)sizeof(ok_models))
+        return false;
+    struct ts_sched_request plain = *req;
+    plain.ngpu_models = 0;
+    if (!preq_prepare(c, &plain, NULL, &p))
+        return false;
+    p.r = req;
+    if (req->ngpu_models > 0 && p.ndev > 0) {
+        for (size_t i = 0; i < req->ngpu_models; i++) {
+            int m = req->gpu_models[i] ? cluster_model_id(c, req->gpu_models[i]) : -1;
+            if (m >= 0)
+                ok_models[m] = true;
+        }
+        p.model_ok = ok_models;
+    }
+    return place_best(c, st, &p, node, slots, nslots);
+}
+
+void ts_sched_cluster_commit(struct ts_sched_cluster *c, const struct ts_sched_request *req,
+                             int node, const struct ts_sched_slot *slots, size_t nslots)
+{
+    cluster_take(c, node, slots, nslots, req->cpu, req->host_memory_bytes);
+}
+
+double ts_sched_cluster_allocated_gpus(const struct ts_sched_cluster *c)
+{
+    return c->allocated;
+}

@@ -1,0 +1,133 @@
+/*
+ * cycle.h - the state of one scheduling cycle, shared by decide.c (the
+ * driver), order.c, victims.c, reclaim.c, preempt.c and reason.c.
+ */
+#ifndef TS_SERVER_SCHED_CYCLE_H
+#define TS_SERVER_SCHED_CYCLE_H
+
+#include "server/sched/sched_int.h"
+
+/* Why a job is still pending, as found by its last attempt. */
+enum stage {
+    STAGE_NONE,
+    STAGE_INVALID,
+    STAGE_OVER_LIMIT,      /* project limit */
+    STAGE_DEPT_LIMIT,      /* department limit */
+    STAGE_DESERVED,        /* non-preemptible beyond the deserved share */
+    STAGE_NO_ROOM,         /* placement failed; reclaim not allowed or failed */
+};
+
+struct job {
+    int64_t id;
+    const char *name;
+    int project;
+    int priority;
+    bool preemptible;
+    const struct ts_sched_request *req;
+    struct preq p;
+    bool valid;
+    int64_t submitted_at;
+    int64_t started_at;
+    bool running;
+    int node;
+    struct ts_sched_slot *slots; /* current placement; room for ndev */
+    size_t nslots;
+    double gpus;                 /* allocated now */
+    bool orig_running;
+    int orig;                    /* index in the snapshot's running[] or pending[] */
+    bool bound;                  /* placed by this cycle: never a victim */
+    bool evicted;                /* stopped by this cycle */
+    int prev, next;              /* the node's list of running jobs */
+    enum stage stage;
+    bool reclaim_tried;
+    int64_t position;
+};
+
+struct proj {
+    double alloc;       /* GPUs allocated now */
+    double alloc_np;    /* of which non-preemptible */
+    double demand;
+    double deserved;
+    double fair;
+    int64_t min_runtime;
+    int heap_pos;
+    int *queue;         /* this pass's pending jobs, in order */
+    size_t nqueue, qhead;
+    int touched;        /* victims.c scratch */
+    double removed;     /* victims.c scratch */
+};
+
+struct decision_buf {
+    struct ts_sched_decision *v;
+    size_t n, cap;
+};
+
+struct cycle {
+    const struct ts_sched_snapshot *snap;
+    struct ts_arena *a;
+    struct ts_sched_cluster *c;
+    const struct ts_sched_strategy *st;
+    struct job *jobs;
+    size_t njobs;
+    struct proj *projs;
+    double *dep_alloc;
+    int *node_head;          /* first running job on each node, -1 */
+    struct decision_buf dec;
+    size_t pass_decisions;
+    int64_t free_epoch;      /* bumps when resources are freed */
+    struct memo *fail_memo;  /* placement failures, valid within a free_epoch */
+    struct memo *reclaim_memo; /* reclaim failures, valid within a pass */
+    struct order *order;     /* this pass's queue */
+    struct diag_cache *diag; /* reason.c: node scans by request signature */
+    bool nomem;
+};
+
+/* decide.c */
+void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots,
+                size_t nslots, const char *code, const char *msg);
+void cycle_stop(struct cycle *cy, int v, int for_job, const char *code, const char *msg);
+bool cycle_protected(const struct cycle *cy, const struct job *v);
+const char *cycle_printf(struct cycle *cy, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* order.c: the pass's queue */
+struct order;
+struct order *order_new(struct cycle *cy);
+int order_next(struct order *o);            /* job index, or -1 at the end */
+void order_update(struct order *o, int project);
+void order_free(struct order *o);
+
+/* victims.c: fewest, lowest-priority, most recently started victims on one
+ * node that make room for job j; accept() filters candidates; min_free is
+ * what the victims of j's own project must free (limits). */
+struct victim_rule {
+    bool (*accept)(struct cycle *cy, int j, int v, const struct victim_rule *r);
+    double min_free;        /* GPUs the victims must free (preempt under a limit) */
+    double reclaimer_excess;/* reclaim: j's project's excess over fair share after */
+    bool reclaim;
+    int protected_seen;     /* out: candidates skipped for protection */
+};
+bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *node, int *victims,
+                  int *nvictims);
+
+/* reclaim.c, preempt.c: try; on success the decisions are made */
+bool reclaim_try(struct cycle *cy, int j);
+bool preempt_try(struct cycle *cy, int j, double min_free);
+
+/* reason.c: the pending reason of job j in the final state */
+struct diag_cache *diag_cache_new(size_t n);
+void diag_cache_free(struct diag_cache *d);
+void reason_of(struct cycle *cy, int j, const char **code, const char **msg);
+const char *fmt_gpus(char *buf, size_t len, double g);
+const char *fmt_bytes(char *buf, size_t len, int64_t b);
+
+/* memo.c: a set of request signatures */
+struct memo;
+struct memo *memo_new(void);
+void memo_free(struct memo *m);
+void memo_clear(struct memo *m);
+bool memo_has(const struct memo *m, uint64_t key);
+void memo_add(struct memo *m, uint64_t key);
+uint64_t preq_signature(const struct preq *p, uint64_t salt);
+
+#endif /* TS_SERVER_SCHED_CYCLE_H */

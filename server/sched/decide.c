@@ -1,0 +1,470 @@
+/*
+ * decide.c - one scheduling cycle: ts_sched_decide.
+ *
+ * Fair share for every project (fairshare.c); then passes over the pending
+ * jobs in order (order.c): each job is placed (place.c) if its project's
+ * limits allow, else room is made by reclaim (reclaim.c) and then by preempt
+ * (preempt.c). Jobs stopped by a pass join the queue of the next. Passes
+ * repeat until one makes no decision (at most config.max_passes): the
+ * state the decisions produce is then one on which a new cycle decides
+ * nothing, so it never evicts what it just placed or undoes its own work.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/sched/cycle.h"
+
+const char *cycle_printf(struct cycle *cy, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    const char *s = ts_arena_strdup(cy->a, buf);
+    if (s == NULL) {
+        cy->nomem = true;
+        return "";
+    }
+    return s;
+}
+
+static void push_decision(struct cycle *cy, const struct ts_sched_decision *d)
+{
+    struct decision_buf *b = &cy->dec;
+    if (b->n == b->cap) {
+        size_t ncap = b->cap ? b->cap * 2 : 64;
+        struct ts_sched_decision *nv = realloc(b->v, ncap * sizeof(*nv));
+        if (nv == NULL) {
+            cy->nomem = true;
+            return;
+        }
+        b->v = nv;
+        b->cap = ncap;
+    }
+    b->v[b->n++] = *d;
+    cy->pass_decisions++;
+}
+
+static void list_add(struct cycle *cy, int j)
+{
+    struct job *J = &cy->jobs[j];
+    J->prev = -1;
+    J->next = cy->node_head[J->node];
+    if (J->next >= 0)
+        cy->jobs[J->next].prev = j;
+    cy->node_head[J->node] = j;
+}
+
+static void list_del(struct cycle *cy, int j)
+{
+    struct job *J = &cy->jobs[j];
+    if (J->prev >= 0)
+        cy->jobs[J->prev].next = J->next;
+    else
+        cy->node_head[J->node] = J->next;
+    if (J->next >= 0)
+        cy->jobs[J->next].prev = J->prev;
+    J->prev = J->next = -1;
+}
+
+static void account(struct cycle *cy, const struct job *J, int sign)
+{
+    struct proj *P = &cy->projs[J->project];
+    P->alloc += sign * J->gpus;
+    if (!J->preemptible)
+        P->alloc_np += sign * J->gpus;
+    int d = cy->snap->projects[J->project].department;
+    if (d >= 0)
+        cy->dep_alloc[d] += sign * J->gpus;
+}
+
+void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots,
+                size_t nslots, const char *code, const char *msg)
+{
+    struct job *J = &cy->jobs[j];
+    struct ts_sched_slot *copy = ts_arena_alloc(cy->a, (nslots ? nslots : 1) * sizeof(*copy));
+    if (copy == NULL) {
+        cy->nomem = true;
+        return;
+    }
+    memcpy(copy, slots, nslots * sizeof(*copy));
+    J->slots = copy;
+    J->nslots = nslots;
+    J->node = node;
+    J->running = true;
+    J->bound = true;
+    J->gpus = cluster_slots_gpus(cy->c, slots, nslots);
+    J->started_at = cy->snap->now;
+    cluster_take(cy->c, node, slots, nslots, J->req->cpu,
+                 J->p.host_mem_held ? 0 : J->req->host_memory_bytes);
+    list_add(cy, j);
+    account(cy, J, 1);
+    struct ts_sched_decision d = {
+        .action = TS_SCHED_BIND,
+        .job_id = J->id,
+        .job_was_running = J->orig_running,
+        .job = J->orig,
+        .node = node,
+        .slots = copy,
+        .nslots = nslots,
+        .gpus = J->gpus,
+        .code = code,
+        .message = msg,
+    };
+    push_decision(cy, &d);
+    order_update(cy->order, J->project);
+}
+
+void cycle_stop(struct cycle *cy, int v, int for_job, const char *code, const char *msg)
+{
+    struct job *V = &cy->jobs[v];
+    int node = V->node;
+    int64_t bytes = 0;
+    for (size_t k = 0; k < V->nslots; k++)
+        bytes += V->slots[k].memory_bytes;
+    struct node_state *n = &cy->c->nodes[node];
+    bool suspend = bytes > 0 && n->swap_free >= bytes;
+    if (suspend)
+        n->swap_free -= bytes;
+    cluster_give(cy->c, node, V->slots, V->nslots, V->req->cpu,
+                 suspend ? 0 : V->req->host_memory_bytes);
+    list_del(cy, v);
+    account(cy, V, -1);
+    V->running = false;
+    V->evicted = true;
+    if (suspend) {
+        V->p.only_node = node;
+        V->p.host_mem_held = true;
+    } else {
+        V->p.only_node = -1;
+        V->p.host_mem_held = false;
+    }
+    struct ts_sched_decision d = {
+        .action = suspend ? TS_SCHED_SUSPEND : TS_SCHED_EVICT,
+        .job_id = V->id,
+        .job_was_running = V->orig_running,
+        .job = V->orig,
+        .node = node,
+        .slots = V->slots,
+        .nslots = V->nslots,
+        .gpus = V->gpus,
+        .for_job_id = cy->jobs[for_job].id,
+        .code = code,
+        .message = msg,
+    };
+    V->gpus = 0;
+    push_decision(cy, &d);
+    cy->free_epoch++;
+    memo_clear(cy->fail_memo);
+    order_update(cy->order, V->project);
+}
+
+/* ---- one attempt ---------------------------------------------------------- */
+
+/* GPUs the request may count for, at most: for the limits. */
+static double gpus_at_most(const struct cycle *cy, const struct job *J)
+{
+    if (J->p.kind != TS_SCHED_GPU_MEMORY)
+        return J->p.gpus_estimate;
+    int64_t min_usable = 0;
+    for (size_t g = 0; g < cy->snap->ngpus; g++) {
+        const struct gpu_state *s = &cy->c->gpus[g];
+        if (J->p.model_ok && !J->p.model_ok[s->model])
+            continue;
+        if (s->usable >= J->p.mem && (min_usable == 0 || s->usable < min_usable))
+            min_usable = s->usable;
+    }
+    if (min_usable == 0)
+        return J->p.gpus_estimate;
+    return fmin(1.0, (double)J->p.mem / (double)min_usable) * J->p.ndev;
+}
+
+static void attempt(struct cycle *cy, int j)
+{
+    struct job *J = &cy->jobs[j];
+    J->stage = STAGE_NONE;
+    J->reclaim_tried = false;
+    if (!J->valid) {
+        J->stage = STAGE_INVALID;
+        return;
+    }
+    const struct ts_sched_project *sp = &cy->snap->projects[J->project];
+    struct proj *P = &cy->projs[J->project];
+    double est = gpus_at_most(cy, J);
+    if (!J->preemptible && est > EPS && P->alloc_np + est > P->deserved + 1e-6) {
+        J->stage = STAGE_DESERVED;
+        return;
+    }
+    double short_p = sp->has_limit ? P->alloc + est - sp->limit_gpus : 0;
+    double short_d = 0;
+    if (sp->department >= 0) {
+        const struct ts_sched_department *d = &cy->snap->departments[sp->department];
+        if (d->has_limit)
+            short_d = cy->dep_alloc[sp->department] + est - d->limit_gpus;
+    }
+    double short_all = fmax(short_p, short_d);
+    if (est > EPS && short_all > 1e-6) {
+        if (preempt_try(cy, j, short_all))
+            return;
+        J->stage = short_p >= short_d ? STAGE_OVER_LIMIT : STAGE_DEPT_LIMIT;
+        return;
+    }
+    uint64_t key = preq_signature(&J->p, 0);
+    if (!memo_has(cy->fail_memo, key)) {
+        int node;
+        struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
+        size_t ns = 0;
+        if (place_best(cy->c, cy->st, &J->p, &node, slots, &ns)) {
+            cycle_bind(cy, j, node, slots, ns, "fits",
+                       cycle_printf(cy, "placed on %s by %s", cy->snap->nodes[node].name,
+                                    cy->st->name));
+            return;
+        }
+        memo_add(cy->fail_memo, key);
+    }
+    if (reclaim_try(cy, j))
+        return;
+    if (preempt_try(cy, j, 0))
+        return;
+    J->stage = STAGE_NO_ROOM;
+}
+
+/* ---- the cycle ------------------------------------------------------------ */
+
+static enum ts_err build_jobs(struct cycle *cy)
+{
+    const struct ts_sched_snapshot *snap = cy->snap;
+    cy->njobs = snap->nrunning + snap->npending;
+    cy->jobs = ts_arena_alloc(cy->a, (cy->njobs ? cy->njobs : 1) * sizeof(struct job));
+    cy->node_head = ts_arena_alloc(cy->a, (snap->nnodes ? snap->nnodes : 1) * sizeof(int));
+    if (cy->jobs == NULL || cy->node_head == NULL)
+        return TS_ERR_NOMEM;
+    for (size_t i = 0; i < snap->nnodes; i++)
+        cy->node_head[i] = -1;
+    for (size_t i = 0; i < cy->njobs; i++) {
+        struct job *J = &cy->jobs[i];
+        bool run = i < snap->nrunning;
+        J->orig_running = run;
+        J->orig = run ? (int)i : (int)(i - snap->nrunning);
+        J->prev = J->next = -1;
+        if (run) {
+            const struct ts_sched_running *r = &snap->running[i];
+            J->id = r->id;
+            J->name = r->name ? r->name : "";
+            J->project = r->project;
+            J->priority = r->priority;
+            J->preemptible = r->preemptible;
+            J->req = &r->request;
+            J->started_at = r->started_at;
+            J->submitted_at = r->started_at;
+            J->running = true;
+            J->node = r->node;
+            size_t cap = r->nslots > TS_SCHED_MAX_DEVICES ? r->nslots : TS_SCHED_MAX_DEVICES;
+            J->slots = ts_arena_alloc(cy->a, cap * sizeof(struct ts_sched_slot));
+            if (J->slots == NULL)
+                return TS_ERR_NOMEM;
+            memcpy(J->slots, r->slots, r->nslots * sizeof(struct ts_sched_slot));
+            J->nslots = r->nslots;
+            J->gpus = cluster_slots_gpus(cy->c, r->slots, r->nslots);
+        } else {
+            const struct ts_sched_pending *p = &snap->pending[i - snap->nrunning];
+            J->id = p->id;
+            J->name = p->name ? p->name : "";
+            J->project = p->project;
+            J->priority = p->priority;
+            J->preemptible = p->preemptible;
+            J->req = &p->request;
+            J->submitted_at = p->submitted_at;
+            J->node = -1;
+        }
+        J->valid = preq_prepare(cy->c, J->req, cy->a, &J->p);
+        if (!run) {
+            int sn = snap->pending[i - snap->nrunning].suspended_node;
+            if (sn >= 0 && snap->nodes[sn].ready) {
+                J->p.only_node = sn;
+                J->p.host_mem_held = true;
+            }
+        }
+        if (run)
+            list_add(cy, (int)i);
+    }
+    return TS_OK;
+}
+
+static enum ts_err build_projects(struct cycle *cy)
+{
+    const struct ts_sched_snapshot *snap = cy->snap;
+    size_t np = snap->nprojects;
+    cy->projs = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(struct proj));
+    cy->dep_alloc = ts_arena_alloc(cy->a, (snap->ndepartments + 1) * sizeof(double));
+    double *demand = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
+    double *deserved = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
+    double *fair = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
+    if (!cy->projs || !cy->dep_alloc || !demand || !deserved || !fair)
+        return TS_ERR_NOMEM;
+    for (size_t i = 0; i < cy->njobs; i++) {
+        const struct job *J = &cy->jobs[i];
+        if (J->running)
+            account(cy, J, 1);
+        else if (J->valid)
+            demand[J->project] += J->p.gpus_estimate;
+    }
+    for (size_t p = 0; p < np; p++) {
+        struct proj *P = &cy->projs[p];
+        P->demand = P->alloc + demand[p];
+        demand[p] = P->demand;
+        int64_t m = snap->projects[p].min_runtime_s;
+        P->min_runtime = m >= 0 ? m : snap->config.min_runtime_s;
+    }
+    ts_sched_fairshare(snap->departments, snap->ndepartments, snap->projects, np, demand,
+                       cy->c->capacity, snap->config.usage_half_life_s, deserved, fair);
+    for (size_t p = 0; p < np; p++) {
+        cy->projs[p].deserved = deserved[p];
+        cy->projs[p].fair = fair[p];
+    }
+    return TS_OK;
+}
+
+static void set_fgd_shapes(struct cycle *cy)
+{
+    if (cy->st != &ts_sched_fgd)
+        return;
+    const struct preq **reqs = malloc((cy->njobs ? cy->njobs : 1) * sizeof(*reqs));
+    if (reqs == NULL)
+        return;
+    size_t n = 0;
+    for (size_t i = 0; i < cy->njobs; i++)
+        if (!cy->jobs[i].running && cy->jobs[i].valid)
+            reqs[n++] = &cy->jobs[i].p;
+    cluster_set_shapes_from(cy->c, reqs, n, cy->a);
+    free(reqs);
+}
+
+static int cmp_reason(const void *x, const void *y)
+{
+    const struct ts_sched_pending_reason *a = x, *b = y;
+    if (a->queue_position != b->queue_position)
+        return a->queue_position < b->queue_position ? -1 : 1;
+    return a->job_id < b->job_id ? -1 : a->job_id > b->job_id;
+}
+
+static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_result *r)
+{
+    const struct ts_sched_snapshot *snap = cy->snap;
+    r->passes = passes;
+    r->ndecisions = cy->dec.n;
+    r->decisions = ts_arena_alloc(cy->a, (cy->dec.n ? cy->dec.n : 1) * sizeof(*r->decisions));
+    if (r->decisions == NULL)
+        return TS_ERR_NOMEM;
+    if (cy->dec.n)
+        memcpy(r->decisions, cy->dec.v, cy->dec.n * sizeof(*r->decisions));
+    size_t np = 0;
+    for (size_t i = 0; i < cy->njobs; i++)
+        if (!cy->jobs[i].running)
+            np++;
+    r->pending = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(*r->pending));
+    cy->diag = diag_cache_new(np);
+    if (r->pending == NULL || cy->diag == NULL)
+        return TS_ERR_NOMEM;
+    for (size_t i = 0; i < cy->njobs; i++) {
+        struct job *J = &cy->jobs[i];
+        if (J->running)
+            continue;
+        struct ts_sched_pending_reason *pr = &r->pending[r->npending++];
+        pr->job_id = J->id;
+        pr->job = J->orig_running ? -1 : J->orig;
+        pr->queue_position = J->position;
+        reason_of(cy, (int)i, &pr->code, &pr->message);
+    }
+    qsort(r->pending, r->npending, sizeof(*r->pending), cmp_reason);
+    r->nshares = snap->nprojects;
+    r->shares = ts_arena_alloc(cy->a, (r->nshares ? r->nshares : 1) * sizeof(*r->shares));
+    if (r->shares == NULL)
+        return TS_ERR_NOMEM;
+    for (size_t p = 0; p < r->nshares; p++) {
+        const struct proj *P = &cy->projs[p];
+        r->shares[p] = (struct ts_sched_share){snap->projects[p].id, P->demand, P->deserved,
+                                               P->fair, P->alloc};
+    }
+    return cy->nomem ? TS_ERR_NOMEM : TS_OK;
+}
+
+enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sched_result **out,
+                            struct ts_error *err)
+{
+    *out = NULL;
+    enum ts_err rc = ts_sched_snapshot_validate(snap, err);
+    if (rc != TS_OK)
+        return rc;
+    struct ts_arena *a = ts_arena_new();
+    if (a == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "could not allocate the scheduler's arena");
+    struct ts_sched_result *r = ts_arena_alloc(a, sizeof(*r));
+    struct cycle *cy = ts_arena_alloc(a, sizeof(*cy));
+    if (r == NULL || cy == NULL) {
+        ts_arena_free(a);
+        return ts_error_set(err, TS_ERR_NOMEM, "could not allocate the scheduler's state");
+    }
+    r->arena = a;
+    cy->snap = snap;
+    cy->a = a;
+    cy->st = ts_sched_strategy_find(snap->config.strategy);
+    cy->c = cluster_build(snap, a);
+    cy->fail_memo = memo_new();
+    cy->reclaim_memo = memo_new();
+    rc = TS_ERR_NOMEM;
+    if (cy->c == NULL || cy->fail_memo == NULL || cy->reclaim_memo == NULL)
+        goto out;
+    if ((rc = build_jobs(cy)) != TS_OK || (rc = build_projects(cy)) != TS_OK)
+        goto out;
+    set_fgd_shapes(cy);
+    int max_passes = snap->config.max_passes > 0 ? snap->config.max_passes : 8;
+    int pass = 0;
+    while (pass < max_passes) {
+        pass++;
+        cy->pass_decisions = 0;
+        memo_clear(cy->reclaim_memo);
+        cy->order = order_new(cy);
+        if (cy->order == NULL && cy->njobs > 0) {
+            rc = TS_ERR_NOMEM;
+            goto out;
+        }
+        int64_t pos = 0;
+        for (int j; (j = order_next(cy->order)) >= 0;) {
+            attempt(cy, j);
+            if (!cy->jobs[j].running)
+                cy->jobs[j].position = ++pos;
+        }
+        order_free(cy->order);
+        cy->order = NULL;
+        if (cy->nomem) {
+            rc = TS_ERR_NOMEM;
+            goto out;
+        }
+        if (cy->pass_decisions == 0)
+            break;
+    }
+    rc = build_result(cy, pass, r);
+out:
+    memo_free(cy->fail_memo);
+    memo_free(cy->reclaim_memo);
+    free(cy->dec.v);
+    diag_cache_free(cy->diag);
+    if (rc != TS_OK) {
+        ts_arena_free(a);
+        return ts_error_set(err, rc, "could not decide: out of memory");
+    }
+    *out = r;
+    return TS_OK;
+}
+
+void ts_sched_result_free(struct ts_sched_result *r)
+{
+    if (r == NULL)
+        return;
+    ts_arena_free(r->arena);
+}

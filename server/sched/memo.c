@@ -1,0 +1,137 @@
+/*
+ * memo.c - a growable hash set of 64-bit request signatures, so that a cycle
+ * does not search the cluster twice for the same request when nothing has
+ * been freed in between.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/sched/cycle.h"
+
+struct memo {
+    uint64_t *slot;
+    size_t cap, n;
+};
+
+struct memo *memo_new(void)
+{
+    struct memo *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return NULL;
+    m->cap = 256;
+    m->slot = calloc(m->cap, sizeof(uint64_t));
+    if (m->slot == NULL) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void memo_free(struct memo *m)
+{
+    if (m == NULL)
+        return;
+    free(m->slot);
+    free(m);
+}
+
+void memo_clear(struct memo *m)
+{
+    if (m == NULL || m->n == 0)
+        return;
+    memset(m->slot, 0, m->cap * sizeof(uint64_t));
+    m->n = 0;
+}
+
+static uint64_t fix(uint64_t k)
+{
+    return k == 0 ? 1 : k;
+}
+
+bool memo_has(const struct memo *m, uint64_t key)
+{
+    if (m == NULL)
+        return false;
+    key = fix(key);
+    for (size_t i = key & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (m->slot[i] == 0)
+            return false;
+        if (m->slot[i] == key)
+            return true;
+    }
+}
+
+void memo_add(struct memo *m, uint64_t key)
+{
+    if (m == NULL)
+        return;
+    key = fix(key);
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t ncap = m->cap * 2;
+        uint64_t *ns = calloc(ncap, sizeof(uint64_t));
+        if (ns == NULL)
+            return; /* a memo that cannot grow only costs time */
+        for (size_t i = 0; i < m->cap; i++) {
+            uint64_t k = m->slot[i];
+            if (k == 0)
+                continue;
+            size_t j = k & (ncap - 1);
+            while (ns[j] != 0)
+                j = (j + 1) & (ncap - 1);
+            ns[j] = k;
+        }
+        free(m->slot);
+        m->slot = ns;
+        m->cap = ncap;
+    }
+    size_t i = key & (m->cap - 1);
+    while (m->slot[i] != 0) {
+        if (m->slot[i] == key)
+            return;
+        i = (i + 1) & (m->cap - 1);
+    }
+    m->slot[i] = key;
+    m->n++;
+}
+
+static uint64_t mix(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static uint64_t mix_str(uint64_t h, const char *s)
+{
+    if (s == NULL)
+        s = "";
+    return mix(h, s, strlen(s) + 1);
+}
+
+uint64_t preq_signature(const struct preq *p, uint64_t salt)
+{
+    uint64_t h = 14695981039346656037ULL;
+    int kind = (int)p->kind;
+    h = mix(h, &salt, sizeof(salt));
+    h = mix(h, &kind, sizeof(kind));
+    h = mix(h, &p->ndev, sizeof(p->ndev));
+    h = mix(h, &p->portion, sizeof(p->portion));
+    h = mix(h, &p->mem, sizeof(p->mem));
+    h = mix(h, &p->cpu, sizeof(p->cpu));
+    h = mix(h, &p->host_mem, sizeof(p->host_mem));
+    h = mix(h, &p->only_node, sizeof(p->only_node));
+    unsigned char held = p->host_mem_held;
+    h = mix(h, &held, 1);
+    const struct ts_sched_request *r = p->r;
+    for (size_t i = 0; i < r->ngpu_models; i++)
+        h = mix_str(h, r->gpu_models[i]);
+    h = mix(h, "|", 1);
+    for (size_t i = 0; i < r->nnode_selector; i++) {
+        h = mix_str(h, r->node_selector[i].key);
+        h = mix_str(h, r->node_selector[i].value);
+    }
+    return h;
+}

@@ -1,0 +1,207 @@
+/*
+ * order.c - the order in which one pass looks at pending jobs.
+ *
+ * Projects furthest below their fair share go first: the key is
+ * allocated / fair share (a project with no fair share comes after all that
+ * have one, by allocation), then project priority (higher first), then
+ * project id. Within a project: job priority (higher first), then
+ * submission time (older first), then job id. The key is taken again after
+ * every attempt, so a project that gets a GPU makes room for the next one.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "server/sched/cycle.h"
+
+struct order {
+    struct cycle *cy;
+    int *heap; /* project indexes with jobs left */
+    size_t n;
+    int *buf;  /* every project's queue, one after the other */
+};
+
+static bool before(const struct cycle *cy, int a, int b)
+{
+    const struct proj *pa = &cy->projs[a], *pb = &cy->projs[b];
+    double ka = pa->fair > EPS ? pa->alloc / pa->fair : INFINITY;
+    double kb = pb->fair > EPS ? pb->alloc / pb->fair : INFINITY;
+    if (ka < kb - 1e-12)
+        return true;
+    if (ka > kb + 1e-12)
+        return false;
+    if (pa->alloc < pb->alloc - 1e-12)
+        return true;
+    if (pa->alloc > pb->alloc + 1e-12)
+        return false;
+    const struct ts_sched_project *sa = &cy->snap->projects[a], *sb = &cy->snap->projects[b];
+    if (sa->priority != sb->priority)
+        return sa->priority > sb->priority;
+    return sa->id < sb->id;
+}
+
+static void swap(struct order *o, size_t i, size_t j)
+{
+    int t = o->heap[i];
+    o->heap[i] = o->heap[j];
+    o->heap[j] = t;
+    o->cy->projs[o->heap[i]].heap_pos = (int)i;
+    o->cy->projs[o->heap[j]].heap_pos = (int)j;
+}
+
+static void sift_up(struct order *o, size_t i)
+{
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!before(o->cy, o->heap[i], o->heap[p]))
+            break;
+        swap(o, i, p);
+        i = p;
+    }
+}
+
+static void sift_down(struct order *o, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < o->n && before(o->cy, o->heap[l], o->heap[m]))
+            m = l;
+        if (r < o->n && before(o->cy, o->heap[r], o->heap[m]))
+            m = r;
+        if (m == i)
+            break;
+        swap(o, i, m);
+        i = m;
+    }
+}
+
+static int cmp_job(const struct cycle *cy, int x, int y)
+{
+    const struct job *a = &cy->jobs[x], *b = &cy->jobs[y];
+    if (a->project != b->project)
+        return a->project < b->project ? -1 : 1;
+    if (a->priority != b->priority)
+        return a->priority > b->priority ? -1 : 1;
+    if (a->submitted_at != b->submitted_at)
+        return a->submitted_at < b->submitted_at ? -1 : 1;
+    if (a->id != b->id)
+        return a->id < b->id ? -1 : 1;
+    return 0;
+}
+
+static void sort_jobs(struct cycle *cy, int *idx, size_t n)
+{
+    /* a merge sort: stable, and no global context as qsort would need */
+    if (n < 2)
+        return;
+    int *tmp = malloc(n * sizeof(int));
+    if (tmp == NULL) {
+        cy->nomem = true;
+        return;
+    }
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                tmp[k++] = cmp_job(cy, idx[j], idx[i]) < 0 ? idx[j++] : idx[i++];
+            while (i < mid)
+                tmp[k++] = idx[i++];
+            while (j < hi)
+                tmp[k++] = idx[j++];
+        }
+        for (size_t i = 0; i < n; i++)
+            idx[i] = tmp[i];
+    }
+    free(tmp);
+}
+
+struct order *order_new(struct cycle *cy)
+{
+    struct order *o = calloc(1, sizeof(*o));
+    size_t np = cy->snap->nprojects;
+    int *idx = malloc((cy->njobs ? cy->njobs : 1) * sizeof(int));
+    if (o == NULL || idx == NULL) {
+        free(o);
+        free(idx);
+        cy->nomem = true;
+        return NULL;
+    }
+    o->cy = cy;
+    o->heap = malloc((np ? np : 1) * sizeof(int));
+    if (o->heap == NULL) {
+        free(o);
+        free(idx);
+        cy->nomem = true;
+        return NULL;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < cy->njobs; i++)
+        if (!cy->jobs[i].running)
+            idx[n++] = (int)i;
+    sort_jobs(cy, idx, n);
+    for (size_t p = 0; p < np; p++) {
+        cy->projs[p].nqueue = 0;
+        cy->projs[p].qhead = 0;
+        cy->projs[p].heap_pos = -1;
+    }
+    /* one buffer, split per project: idx is sorted by project first */
+    for (size_t i = 0; i < n;) {
+        int p = cy->jobs[idx[i]].project;
+        size_t k = i;
+        while (k < n && cy->jobs[idx[k]].project == p)
+            k++;
+        cy->projs[p].queue = &idx[i];
+        cy->projs[p].nqueue = k - i;
+        i = k;
+    }
+    o->n = 0;
+    for (size_t p = 0; p < np; p++)
+        if (cy->projs[p].nqueue > 0) {
+            o->heap[o->n] = (int)p;
+            cy->projs[p].heap_pos = (int)o->n;
+            o->n++;
+            sift_up(o, o->n - 1);
+        }
+    o->buf = idx;
+    return o;
+}
+
+int order_next(struct order *o)
+{
+    if (o == NULL || o->n == 0)
+        return -1;
+    int p = o->heap[0];
+    struct proj *pr = &o->cy->projs[p];
+    int j = pr->queue[pr->qhead++];
+    if (pr->qhead == pr->nqueue) {
+        /* the project is done for this pass: drop it from the heap */
+        o->n--;
+        pr->heap_pos = -1;
+        if (o->n > 0) {
+            o->heap[0] = o->heap[o->n];
+            o->cy->projs[o->heap[0]].heap_pos = 0;
+            sift_down(o, 0);
+        }
+    }
+    return j;
+}
+
+void order_update(struct order *o, int project)
+{
+    if (o == NULL)
+        return;
+    int i = o->cy->projs[project].heap_pos;
+    if (i < 0)
+        return;
+    sift_up(o, (size_t)i);
+    sift_down(o, (size_t)o->cy->projs[project].heap_pos);
+}
+
+void order_free(struct order *o)
+{
+    if (o == NULL)
+        return;
+    free(o->heap);
+    free(o->buf);
+    free(o);
+}

@@ -1,0 +1,146 @@
+/*
+ * place.c - placement: which nodes and GPUs can take a request, and the
+ * driver that asks a strategy (binpack.c, spread.c, fgd.c) to choose.
+ *
+ * A node fits when it is ready, carries the selector's labels, has the CPU
+ * and host memory free, and has enough GPUs of an accepted model that can
+ * take the request: whole GPUs must be empty; a portion or a memory size must
+ * fit in the GPU's free bytes (its memory less reserve less what is packed).
+ */
+#include <string.h>
+
+#include "server/sched/sched_int.h"
+
+void node_view_of(const struct ts_sched_cluster *c, int node, int64_t *used_buf,
+                  struct node_view *v)
+{
+    const struct node_state *n = &c->nodes[node];
+    v->node = node;
+    v->gpu = &c->node_gpus[n->first];
+    v->ngpus = n->ngpus;
+    for (int k = 0; k < n->ngpus; k++)
+        used_buf[k] = c->gpus[v->gpu[k]].used;
+    v->used = used_buf;
+    v->cpu_free = n->cpu_free;
+    v->mem_free = n->mem_free;
+    v->scratch = false;
+}
+
+int place_candidates(const struct ts_sched_cluster *c, const struct preq *p,
+                     const struct node_view *v, int *cand)
+{
+    if (v->cpu_free + 1e-9 < p->cpu)
+        return -1;
+    if (!p->host_mem_held && v->mem_free < p->host_mem)
+        return -1;
+    if (p->ndev == 0)
+        return 0;
+    int n = 0;
+    for (int k = 0; k < v->ngpus; k++) {
+        const struct gpu_state *g = &c->gpus[v->gpu[k]];
+        if (p->model_ok && !p->model_ok[g->model])
+            continue;
+        if (preq_gpu_fits(p, g->usable, v->used[k]))
+            cand[n++] = k;
+    }
+    return n;
+}
+
+bool place_on_view(const struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+                   const struct preq *p, const struct node_view *v, int *out)
+{
+    int cand[TS_SCHED_MAX_DEVICES * 4];
+    if (v->ngpus > (int)(sizeof(cand) / sizeof(cand[0])))
+        return false;
+    int n = place_candidates(c, p, v, cand);
+    if (n < 0 || n < p->ndev)
+        return false;
+    if (p->ndev == 0)
+        return true;
+    if (p->kind == TS_SCHED_GPU_COUNT || n == p->ndev) {
+        memcpy(out, cand, (size_t)p->ndev * sizeof(int));
+        return true;
+    }
+    st->pick(c, p, v, cand, n, out);
+    return true;
+}
+
+/* Cheap test on the node's summary: false when it surely cannot fit now. */
+static bool summary_may_fit(const struct ts_sched_cluster *c, const struct preq *p, int node)
+{
+    const struct node_state *n = &c->nodes[node];
+    if (n->cpu_free + 1e-9 < p->cpu)
+        return false;
+    if (!p->host_mem_held && n->mem_free < p->host_mem)
+        return false;
+    switch (p->kind) {
+    case TS_SCHED_GPU_COUNT:
+        return n->nwhole >= p->ndev;
+    case TS_SCHED_GPU_PORTION:
+        return n->ngpus >= p->ndev && n->max_free_frac + 1e-6 >= p->portion;
+    case TS_SCHED_GPU_MEMORY:
+        return n->ngpus >= p->ndev && n->max_free >= p->mem;
+    default:
+        return true;
+    }
+}
+
+bool place_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+                const struct preq *p, int *node, struct ts_sched_slot *slots, size_t *nslots)
+{
+    const struct ts_sched_snapshot *snap = c->snap;
+    int best = -1;
+    double best_score = 0;
+    int best_pick[TS_SCHED_MAX_DEVICES];
+    int pick[TS_SCHED_MAX_DEVICES];
+    int64_t used[TS_SCHED_MAX_DEVICES * 4];
+    int lo = 0, hi = (int)snap->nnodes;
+    if (p->only_node >= 0) {
+        lo = p->only_node;
+        hi = lo + 1;
+    }
+    for (int i = lo; i < hi; i++) {
+        if (c->nodes[i].ngpus > (int)(sizeof(used) / sizeof(used[0])))
+            continue;
+        if (!summary_may_fit(c, p, i) || !cluster_node_static_ok(c, p, i))
+            continue;
+        struct node_view v;
+        node_view_of(c, i, used, &v);
+        if (!place_on_view(c, st, p, &v, pick))
+            continue;
+        double s = st->score(c, p, &v, pick, p->ndev);
+        if (best < 0 || s < best_score - 1e-12 ||
+            (s <= best_score + 1e-12 && snap->nodes[i].id < snap->nodes[best].id)) {
+            best = i;
+            best_score = s;
+            memcpy(best_pick, pick, (size_t)p->ndev * sizeof(int));
+        }
+    }
+    if (best < 0)
+        return false;
+    *node = best;
+    const struct node_state *n = &c->nodes[best];
+    for (int k = 0; k < p->ndev; k++) {
+        int g = c->node_gpus[n->first + best_pick[k]];
+        slots[k].gpu = g;
+        slots[k].memory_bytes = preq_need(p, c->gpus[g].usable);
+    }
+    *nslots = (size_t)p->ndev;
+    return true;
+}
+
+const struct ts_sched_strategy *ts_sched_strategy_find(const char *name)
+{
+    if (name == NULL || strcmp(name, "binpack") == 0)
+        return &ts_sched_binpack;
+    if (strcmp(name, "spread") == 0)
+        return &ts_sched_spread;
+    if (strcmp(name, "fgd") == 0)
+        return &ts_sched_fgd;
+    return NULL;
+}
+
+const char *ts_sched_strategy_name(const struct ts_sched_strategy *st)
+{
+    return st->name;
+}

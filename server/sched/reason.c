@@ -1,0 +1,376 @@
+/*
+ * reason.c - why a job is still pending: a stable code and a sentence with
+ * the numbers, found on the state the cycle ends with.
+ *
+ * Codes: invalid_request, over_limit, quota_exhausted, node_unavailable (no
+ * ready node matches the labels, models or suspension node), too_large (no
+ * matching node could hold it even empty), waiting_for_reclaim (its project
+ * is below its fair share, but nothing can be reclaimed now), fragmented
+ * (enough GPU is free on matching nodes, but not in one place), no_fit (not
+ * enough is free). The node scan behind the last four is cached per request
+ * shape, so 10,000 pending jobs of a few shapes cost a few scans.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/sched/cycle.h"
+
+const char *fmt_gpus(char *buf, size_t len, double g)
+{
+    snprintf(buf, len, "%.2f", g + 0.0);
+    char *dot = strchr(buf, '.');
+    if (dot != NULL) {
+        char *e = buf + strlen(buf) - 1;
+        while (e > dot && *e == '0')
+            *e-- = '\0';
+        if (e == dot)
+            *e = '\0';
+    }
+    if (strcmp(buf, "-0") == 0)
+        snprintf(buf, len, "0");
+    return buf;
+}
+
+const char *fmt_bytes(char *buf, size_t len, int64_t b)
+{
+    const int64_t gib = INT64_C(1) << 30, mib = INT64_C(1) << 20;
+    if (b >= gib && b % gib == 0)
+        snprintf(buf, len, "%lld GiB", (long long)(b / gib));
+    else if (b >= gib)
+        snprintf(buf, len, "%.1f GiB", (double)b / (double)gib);
+    else if (b >= mib && b % mib == 0)
+        snprintf(buf, len, "%lld MiB", (long long)(b / mib));
+    else
+        snprintf(buf, len, "%lld bytes", (long long)b);
+    return buf;
+}
+
+struct diag {
+    int not_ready, selector, model, small, matching;
+    int max_gpus;          /* most GPUs of an accepted model, over nodes */
+    int64_t max_usable;
+    double max_cpu;
+    int64_t max_mem;
+    int gpu_fit_nodes;     /* matching nodes whose GPUs can take it now */
+    int best_count, best_count_node;
+    int64_t best_free;
+    double best_frac;
+    int best_free_node;
+    double best_cpu;
+    int best_cpu_node;
+    int64_t best_mem;
+    int best_mem_node;
+    double free_total;
+};
+
+struct diag_entry {
+    uint64_t key;
+    struct diag d;
+};
+
+struct diag_cache {
+    struct diag_entry *e;
+    size_t cap;
+};
+
+struct diag_cache *diag_cache_new(size_t n)
+{
+    struct diag_cache *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->cap = 64;
+    while (c->cap < n * 2)
+        c->cap *= 2;
+    c->e = calloc(c->cap, sizeof(*c->e));
+    if (c->e == NULL) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void diag_cache_free(struct diag_cache *c)
+{
+    if (c == NULL)
+        return;
+    free(c->e);
+    free(c);
+}
+
+static void scan(struct cycle *cy, const struct preq *p, struct diag *d)
+{
+    const struct ts_sched_cluster *c = cy->c;
+    const struct ts_sched_snapshot *snap = cy->snap;
+    memset(d, 0, sizeof(*d));
+    d->best_count_node = d->best_free_node = d->best_cpu_node = d->best_mem_node = -1;
+    d->best_cpu = -1;
+    d->best_mem = -1;
+    d->best_count = -1;
+    d->best_free = -1;
+    for (size_t i = 0; i < snap->nnodes; i++) {
+        if (p->only_node >= 0 && (int)i != p->only_node)
+            continue;
+        const struct node_state *n = &c->nodes[i];
+        if (!n->ready) {
+            d->not_ready++;
+            continue;
+        }
+        if (!cluster_node_static_ok(c, p, (int)i)) {
+            d->selector++;
+            continue;
+        }
+        int nm = 0, nbig = 0, nnow = 0;
+        int64_t best_free = -1;
+        double best_frac = 0, free_sum = 0;
+        for (int k = 0; k < n->ngpus; k++) {
+            const struct gpu_state *g = &c->gpus[c->node_gpus[n->first + k]];
+            if (p->model_ok && !p->model_ok[g->model])
+                continue;
+            nm++;
+            if (g->usable > d->max_usable)
+                d->max_usable = g->usable;
+            if (preq_need(p, g->usable) <= g->usable)
+                nbig++;
+            if (preq_gpu_fits(p, g->usable, g->used))
+                nnow++;
+            int64_t fr = g->usable - g->used;
+            if (fr > best_free) {
+                best_free = fr;
+                best_frac = (double)fr / (double)g->usable;
+            }
+            free_sum += (double)fr / (double)g->usable;
+        }
+        if (p->ndev > 0 && nm == 0) {
+            d->model++;
+            continue;
+        }
+        const struct ts_sched_node *sn = &snap->nodes[i];
+        if (nm > d->max_gpus)
+            d->max_gpus = nm;
+        if (sn->cpu > d->max_cpu)
+            d->max_cpu = sn->cpu;
+        if (sn->memory_bytes > d->max_mem)
+            d->max_mem = sn->memory_bytes;
+        if (nbig < p->ndev || sn->cpu + 1e-9 < p->cpu ||
+            (!p->host_mem_held && sn->memory_bytes < p->host_mem)) {
+            d->small++;
+            continue;
+        }
+        d->matching++;
+        d->free_total += free_sum;
+        if (nnow >= p->ndev)
+            d->gpu_fit_nodes++;
+        if (nnow > d->best_count) {
+            d->best_count = nnow;
+            d->best_count_node = (int)i;
+        }
+        if (best_free > d->best_free) {
+            d->best_free = best_free;
+            d->best_frac = best_frac;
+            d->best_free_node = (int)i;
+        }
+        if (n->cpu_free > d->best_cpu) {
+            d->best_cpu = n->cpu_free;
+            d->best_cpu_node = (int)i;
+        }
+        if (n->mem_free > d->best_mem) {
+            d->best_mem = n->mem_free;
+            d->best_mem_node = (int)i;
+        }
+    }
+}
+
+static const struct diag *diag_of(struct cycle *cy, const struct preq *p)
+{
+    struct diag_cache *c = cy->diag;
+    uint64_t key = preq_signature(p, 0x44494147ULL);
+    if (key == 0)
+        key = 1;
+    size_t i = key & (c->cap - 1);
+    while (c->e[i].key != 0 && c->e[i].key != key)
+        i = (i + 1) & (c->cap - 1);
+    if (c->e[i].key == 0) {
+        c->e[i].key = key;
+        scan(cy, p, &c->e[i].d);
+    }
+    return &c->e[i].d;
+}
+
+static const char *node_name(const struct cycle *cy, int n)
+{
+    return n >= 0 ? cy->snap->nodes[n].name : "none";
+}
+
+static void unavailable(struct cycle *cy, const struct job *J, const struct diag *d,
+                        const char **msg)
+{
+    const struct ts_sched_request *r = J->req;
+    char parts[640] = "";
+    size_t used = 0;
+    int total = (int)cy->snap->nnodes;
+    if (J->p.only_node >= 0) {
+        *msg = cycle_printf(cy, "suspended on %s, which is not ready or lacks its labels",
+                            node_name(cy, J->p.only_node));
+        return;
+    }
+    if (d->not_ready > 0)
+        used += (size_t)snprintf(parts + used, sizeof(parts) - used, "%s%d of %d nodes are not ready",
+                                 used ? ", " : "", d->not_ready, total);
+    if (d->selector > 0 && r->nnode_selector > 0 && used < sizeof(parts))
+        used += (size_t)snprintf(parts + used, sizeof(parts) - used, "%s%d lack label %s=%s%s",
+                                 used ? ", " : "", d->selector, r->node_selector[0].key,
+                                 r->node_selector[0].value,
+                                 r->nnode_selector > 1 ? " or another" : "");
+    if (d->model > 0 && r->ngpu_models > 0 && used < sizeof(parts))
+        used += (size_t)snprintf(parts + used, sizeof(parts) - used, "%s%d have no %s GPU",
+                                 used ? ", " : "", d->model, r->gpu_models[0]);
+    if (total == 0)
+        snprintf(parts, sizeof(parts), "the cluster has no nodes");
+    *msg = cycle_printf(cy, "no ready node matches: %s", parts);
+}
+
+static void too_large(struct cycle *cy, const struct job *J, const struct diag *d,
+                      const char **msg)
+{
+    const struct preq *p = &J->p;
+    char a[32], b[32];
+    if (p->ndev > d->max_gpus)
+        *msg = cycle_printf(cy, "no node has %d GPUs%s; the largest matching node has %d",
+                            p->ndev, p->model_ok ? " of the accepted models" : "", d->max_gpus);
+    else if (p->kind == TS_SCHED_GPU_MEMORY && p->mem > d->max_usable)
+        *msg = cycle_printf(cy, "no GPU can hold %s; the largest matching GPU has %s usable",
+                            fmt_bytes(a, sizeof(a), p->mem), fmt_bytes(b, sizeof(b), d->max_usable));
+    else if (p->cpu > d->max_cpu + 1e-9)
+        *msg = cycle_printf(cy, "no matching node has %s cpu cores; the largest has %s",
+                            fmt_gpus(a, sizeof(a), p->cpu), fmt_gpus(b, sizeof(b), d->max_cpu));
+    else if (p->host_mem > d->max_mem)
+        *msg = cycle_printf(cy, "no matching node has %s of memory; the largest has %s",
+                            fmt_bytes(a, sizeof(a), p->host_mem), fmt_bytes(b, sizeof(b), d->max_mem));
+    else
+        *msg = cycle_printf(cy, "no matching node has the GPUs, %s cpu cores and %s of memory "
+                                "the job asks for together",
+                            fmt_gpus(a, sizeof(a), p->cpu), fmt_bytes(b, sizeof(b), p->host_mem));
+}
+
+static void no_room(struct cycle *cy, const struct job *J, const struct diag *d,
+                    const char **code, const char **msg)
+{
+    const struct preq *p = &J->p;
+    char a[32], b[32], t[32];
+    if (d->gpu_fit_nodes > 0 || p->ndev == 0) {
+        *code = "no_fit";
+        if (d->best_cpu + 1e-9 < p->cpu)
+            *msg = cycle_printf(cy, "no matching node has %s cpu cores free; the most is %s on %s",
+                                fmt_gpus(a, sizeof(a), p->cpu), fmt_gpus(b, sizeof(b), d->best_cpu),
+                                node_name(cy, d->best_cpu_node));
+        else if (!p->host_mem_held && d->best_mem < p->host_mem)
+            *msg = cycle_printf(cy, "no matching node has %s of memory free; the most is %s on %s",
+                                fmt_bytes(a, sizeof(a), p->host_mem),
+                                fmt_bytes(b, sizeof(b), d->best_mem < 0 ? 0 : d->best_mem),
+                                node_name(cy, d->best_mem_node));
+        else
+            *msg = cycle_printf(cy, "no matching node has the GPUs, cpu cores and memory free "
+                                    "together");
+        return;
+    }
+    bool frag = d->free_total + 1e-9 >= p->gpus_estimate;
+    *code = frag ? "fragmented" : "no_fit";
+    char head[96] = "";
+    if (frag)
+        snprintf(head, sizeof(head), "%s GPUs are free on matching nodes, but ",
+                 fmt_gpus(t, sizeof(t), d->free_total));
+    int bc = d->best_count < 0 ? 0 : d->best_count;
+    if (p->kind == TS_SCHED_GPU_COUNT)
+        *msg = cycle_printf(cy, "%sno node has %d free GPU%s; the most is %d on %s", head,
+                            p->ndev, p->ndev == 1 ? "" : "s", bc, node_name(cy, d->best_count_node));
+    else if (p->ndev > 1 && p->kind == TS_SCHED_GPU_MEMORY)
+        *msg = cycle_printf(cy, "%sno node has %d GPUs with %s free each; the most is %d on %s",
+                            head, p->ndev, fmt_bytes(a, sizeof(a), p->mem), bc,
+                            node_name(cy, d->best_count_node));
+    else if (p->ndev > 1)
+        *msg = cycle_printf(cy, "%sno node has %d GPUs with %s of a GPU free each; the most is %d "
+                                "on %s",
+                            head, p->ndev, fmt_gpus(a, sizeof(a), p->portion), bc,
+                            node_name(cy, d->best_count_node));
+    else if (p->kind == TS_SCHED_GPU_MEMORY)
+        *msg = cycle_printf(cy, "%sno node has a GPU with %s free; the largest is %s on %s", head,
+                            fmt_bytes(a, sizeof(a), p->mem),
+                            fmt_bytes(b, sizeof(b), d->best_free < 0 ? 0 : d->best_free),
+                            node_name(cy, d->best_free_node));
+    else
+        *msg = cycle_printf(cy, "%sno node has a GPU with %s of it free; the most is %s on %s",
+                            head, fmt_gpus(a, sizeof(a), p->portion),
+                            fmt_gpus(b, sizeof(b), d->best_frac), node_name(cy, d->best_free_node));
+}
+
+void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
+{
+    const struct job *J = &cy->jobs[j];
+    const struct ts_sched_project *sp = &cy->snap->projects[J->project];
+    const struct proj *P = &cy->projs[J->project];
+    char a[32], b[32], c[32];
+    switch (J->stage) {
+    case STAGE_INVALID:
+        *code = "invalid_request";
+        *msg = cycle_printf(cy, "the request cannot be placed as written: gpu kind %d, count %d, "
+                                "portion %g, memory %lld bytes, devices %d",
+                            (int)J->req->kind, J->req->count, J->req->portion,
+                            (long long)J->req->memory_bytes, J->req->devices);
+        return;
+    case STAGE_OVER_LIMIT:
+        *code = "over_limit";
+        if (P->alloc + 1e-9 >= sp->limit_gpus)
+            *msg = cycle_printf(cy, "project \"%s\" is at its limit: %s of %s GPUs in use", sp->name,
+                                fmt_gpus(a, sizeof(a), P->alloc),
+                                fmt_gpus(b, sizeof(b), sp->limit_gpus));
+        else
+            *msg = cycle_printf(cy, "project \"%s\" would pass its limit: %s of %s GPUs in use and "
+                                    "the job asks for %s",
+                                sp->name, fmt_gpus(a, sizeof(a), P->alloc),
+                                fmt_gpus(b, sizeof(b), sp->limit_gpus),
+                                fmt_gpus(c, sizeof(c), J->p.gpus_estimate));
+        return;
+    case STAGE_DEPT_LIMIT: {
+        const struct ts_sched_department *d = &cy->snap->departments[sp->department];
+        double used = cy->dep_alloc[sp->department];
+        *code = "over_limit";
+        *msg = cycle_printf(cy, "department \"%s\" %s its limit: %s of %s GPUs in use and the job "
+                                "asks for %s",
+                            d->name, used + 1e-9 >= d->limit_gpus ? "is at" : "would pass",
+                            fmt_gpus(a, sizeof(a), used), fmt_gpus(b, sizeof(b), d->limit_gpus),
+                            fmt_gpus(c, sizeof(c), J->p.gpus_estimate));
+        return;
+    }
+    case STAGE_DESERVED:
+        *code = "quota_exhausted";
+        *msg = cycle_printf(cy, "non-preemptible jobs may only use the deserved share: project "
+                                "\"%s\" deserves %s, has %s in use",
+                            sp->name, fmt_gpus(a, sizeof(a), P->deserved),
+                            fmt_gpus(b, sizeof(b), P->alloc_np));
+        return;
+    default:
+        break;
+    }
+    const struct diag *d = diag_of(cy, &J->p);
+    if (d->matching == 0 && d->small == 0) {
+        *code = "node_unavailable";
+        unavailable(cy, J, d, msg);
+        return;
+    }
+    if (d->matching == 0) {
+        *code = "too_large";
+        too_large(cy, J, d, msg);
+        return;
+    }
+    if (J->reclaim_tried) {
+        *code = "waiting_for_reclaim";
+        *msg = cycle_printf(cy, "project \"%s\" is below its fair share (%s of %s GPUs) but no "
+                                "preemptible job of a project above its share can make room now",
+                            sp->name, fmt_gpus(a, sizeof(a), P->alloc),
+                            fmt_gpus(b, sizeof(b), P->fair));
+        return;
+    }
+    no_room(cy, J, d, code, msg);
+}

@@ -1,0 +1,183 @@
+/*
+ * sched_int.h - the scheduler core's internal types, shared by its files only.
+ *
+ * The cluster (cluster.c) keeps free resources per GPU and per node and a
+ * summary per node for quick rejection. A prepared request (struct preq)
+ * caches what placement needs. Strategies (binpack.c, spread.c, fgd.c)
+ * implement struct ts_sched_strategy; place.c drives them. The cycle
+ * (decide.c) adds projects and jobs on top (struct cycle).
+ */
+#ifndef TS_SERVER_SCHED_SCHED_INT_H
+#define TS_SERVER_SCHED_SCHED_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api/arena.h"
+#include "server/sched/sched.h"
+
+#define EPS 1e-9
+
+/* ---- cluster ---------------------------------------------------------- */
+
+struct gpu_state {
+    int node;
+    int model;          /* interned model id */
+    int64_t usable;     /* memory less reserve */
+    int64_t used;       /* bytes packed by requests */
+};
+
+struct node_state {
+    int first;          /* into cluster.node_gpus */
+    int ngpus;
+    bool ready;
+    double cpu_free;
+    int64_t mem_free;
+    int64_t swap_free;
+    int nwhole;         /* GPUs with nothing on them */
+    int64_t max_free;   /* most free bytes on one GPU */
+    double max_free_frac;
+    double free_gpus;   /* sum of free fractions */
+    double frag;        /* fgd: cached fragmentation */
+    bool frag_valid;
+};
+
+/* A typical shape for fgd, in the cluster's terms. */
+struct fshape {
+    int count;
+    double portion;
+    double cpu;
+    int64_t mem;
+    double weight;
+};
+
+struct ts_sched_cluster {
+    const struct ts_sched_snapshot *snap;
+    struct gpu_state *gpus;   /* snapshot order */
+    int *node_gpus;           /* GPU indexes grouped by node, by device index */
+    struct node_state *nodes; /* snapshot order */
+    const char **models;      /* interned model names */
+    int nmodels;
+    int64_t max_usable;       /* largest usable GPU memory */
+    struct fshape *shapes;
+    int nshapes;
+    bool own_shapes_fixed;    /* shapes came from the snapshot */
+    double capacity;          /* GPUs on ready nodes */
+    double allocated;         /* GPUs allocated on ready nodes */
+    struct ts_arena *owner;   /* ts_sched_cluster_new's arena; NULL inside a cycle */
+};
+
+/* A request made ready for placement. */
+struct preq {
+    const struct ts_sched_request *r;
+    enum ts_sched_gpu_kind kind;
+    int ndev;                 /* GPUs needed on the node (0 for CPU-only) */
+    double portion;
+    int64_t mem;              /* MEMORY: bytes per GPU */
+    double cpu;
+    int64_t host_mem;
+    const bool *model_ok;     /* per interned model; NULL: any */
+    int only_node;            /* -1, or the node it must go to */
+    bool host_mem_held;       /* suspended: its host memory is already counted */
+    double gpus_estimate;     /* GPUs it counts for before placement */
+};
+
+/* Bytes a request packs on a GPU of this usable size. */
+static inline int64_t preq_need(const struct preq *p, int64_t usable)
+{
+    switch (p->kind) {
+    case TS_SCHED_GPU_COUNT:
+        return usable;
+    case TS_SCHED_GPU_PORTION: {
+        if (p->portion >= 1.0)
+            return usable;
+        int64_t n = (int64_t)(p->portion * (double)usable + 1e-6);
+        return n < 1 ? 1 : n;
+    }
+    case TS_SCHED_GPU_MEMORY:
+        return p->mem;
+    default:
+        return 0;
+    }
+}
+
+/* Whether GPU state (usable, used) can take the request. */
+static inline bool preq_gpu_fits(const struct preq *p, int64_t usable, int64_t used)
+{
+    if (p->kind == TS_SCHED_GPU_COUNT)
+        return used == 0;
+    return usable - used >= preq_need(p, usable);
+}
+
+/* cluster.c */
+struct ts_sched_cluster *cluster_build(const struct ts_sched_snapshot *snap, struct ts_arena *a);
+int cluster_model_id(const struct ts_sched_cluster *c, const char *model);
+bool cluster_node_static_ok(const struct ts_sched_cluster *c, const struct preq *p, int node);
+void cluster_node_refresh(struct ts_sched_cluster *c, int node);
+void cluster_take(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
+                  size_t nslots, double cpu, int64_t host_mem);
+void cluster_give(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
+                  size_t nslots, double cpu, int64_t host_mem);
+double cluster_slots_gpus(const struct ts_sched_cluster *c, const struct ts_sched_slot *slots,
+                          size_t nslots);
+/* Fill p from r; model_ok is allocated from a (NULL a: a static buffer is not
+ * used; the caller passes an arena). Returns false when the request is malformed. */
+bool preq_prepare(const struct ts_sched_cluster *c, const struct ts_sched_request *r,
+                  struct ts_arena *a, struct preq *p);
+void cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *const *reqs, size_t n,
+                             struct ts_arena *a);
+
+/* ---- strategies (place.c, binpack.c, spread.c, fgd.c) ------------------ */
+
+/* A view of one node while deciding: its GPUs' used bytes may be a scratch copy. */
+struct node_view {
+    int node;
+    const int *gpu;           /* snapshot GPU indexes, ngpus of them */
+    int ngpus;
+    const int64_t *used;      /* used bytes per local GPU */
+    double cpu_free;
+    int64_t mem_free;
+    bool scratch;             /* used[] is not the node's real state */
+};
+
+struct ts_sched_strategy {
+    const char *name;
+    /* Choose p->ndev of the ncand fitting local GPUs cand[] (fractional
+     * requests only; whole GPUs take the lowest free indexes). */
+    void (*pick)(const struct ts_sched_cluster *c, const struct preq *p,
+                 const struct node_view *v, const int *cand, int ncand, int *out);
+    /* Score the node with the chosen local GPUs; lower is better. */
+    double (*score)(struct ts_sched_cluster *c, const struct preq *p, const struct node_view *v,
+                    const int *chosen, int nchosen);
+};
+
+extern const struct ts_sched_strategy ts_sched_binpack;
+extern const struct ts_sched_strategy ts_sched_spread;
+extern const struct ts_sched_strategy ts_sched_fgd;
+
+/* Local GPUs of the view that can take the request; -1 when the node's CPU
+ * or memory cannot. cand has room for v->ngpus entries. */
+int place_candidates(const struct ts_sched_cluster *c, const struct preq *p,
+                     const struct node_view *v, int *cand);
+/* Choose GPUs on the view: true when it fits; out gets p->ndev local GPUs. */
+bool place_on_view(const struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+                   const struct preq *p, const struct node_view *v, int *out);
+/* Best node for p; false when none. slots gets p->ndev entries. */
+bool place_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+                const struct preq *p, int *node, struct ts_sched_slot *slots, size_t *nslots);
+void node_view_of(const struct ts_sched_cluster *c, int node, int64_t *used_buf,
+                  struct node_view *v);
+
+/* binpack.c: the node's share of GPU and CPU left free after placing p on
+ * chosen[] (0 = full); the base of binpack's and spread's scores. */
+double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
+                        const struct node_view *v, const int *chosen, int nchosen);
+
+/* fgd.c: fragmentation of a node view against the cluster's shapes. */
+double fgd_fragmentation(const struct ts_sched_cluster *c, const struct node_view *v);
+
+/* fairshare.c */
+double fairshare_usage_factor(double usage, double total_usage, double weight,
+                              double total_weight);
+
+#endif /* TS_SERVER_SCHED_SCHED_INT_H */

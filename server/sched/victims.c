@@ -1,0 +1,213 @@
+/*
+ * victims.c - choosing the jobs to stop so that a pending job fits.
+ *
+ * On each node that could hold the job, candidates (running, preemptible,
+ * past their minimum runtime, not placed by this cycle, and accepted by the
+ * rule: reclaim or preempt) are taken in order of lowest priority, then most
+ * recently started, then highest id, until the job fits; then every victim
+ * that is not needed after all is given back, the highest priority first.
+ * Among nodes the set with the fewest victims wins, then the lowest highest
+ * priority, the lowest priority sum, the most recent start, the lowest node
+ * id. A victim on a node with swap room for its GPU memory is suspended, not
+ * evicted: it keeps its host memory, so the room it makes is counted so.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/sched/cycle.h"
+
+#define MAXG (TS_SCHED_MAX_DEVICES * 4)
+#define MAXV 256 /* candidates looked at per node */
+
+bool cycle_protected(const struct cycle *cy, const struct job *v)
+{
+    int64_t min = cy->projs[v->project].min_runtime;
+    return min > 0 && cy->snap->now - v->started_at < min;
+}
+
+struct scratch {
+    struct node_view v;
+    int64_t used[MAXG];
+    int64_t swap;
+    double freed;
+};
+
+static int64_t job_bytes(const struct job *v)
+{
+    int64_t b = 0;
+    for (size_t k = 0; k < v->nslots; k++)
+        b += v->slots[k].memory_bytes;
+    return b;
+}
+
+static void scratch_init(struct cycle *cy, int node, struct scratch *s)
+{
+    node_view_of(cy->c, node, s->used, &s->v);
+    s->v.scratch = true;
+    s->swap = cy->c->nodes[node].swap_free;
+    s->freed = 0;
+}
+
+static void scratch_release(struct cycle *cy, struct scratch *s, const struct job *v)
+{
+    for (size_t k = 0; k < v->nslots; k++)
+        for (int l = 0; l < s->v.ngpus; l++)
+            if (s->v.gpu[l] == v->slots[k].gpu)
+                s->used[l] -= v->slots[k].memory_bytes;
+    s->v.cpu_free += v->req->cpu;
+    int64_t b = job_bytes(v);
+    if (b > 0 && s->swap >= b)
+        s->swap -= b; /* suspended: its host memory stays */
+    else
+        s->v.mem_free += v->req->host_memory_bytes;
+    s->freed += v->gpus;
+}
+
+static bool scratch_fits(struct cycle *cy, const struct preq *p, const struct scratch *s)
+{
+    int cand[MAXG];
+    int n = place_candidates(cy->c, p, &s->v, cand);
+    return n >= 0 && n >= p->ndev;
+}
+
+struct vset {
+    int n;
+    int maxprio;
+    long sumprio;
+    int64_t minstart;
+};
+
+static struct vset vset_of(const struct cycle *cy, const int *v, int n)
+{
+    struct vset s = {n, 0, 0, INT64_MAX};
+    for (int i = 0; i < n; i++) {
+        const struct job *x = &cy->jobs[v[i]];
+        if (i == 0 || x->priority > s.maxprio)
+            s.maxprio = x->priority;
+        s.sumprio += x->priority;
+        if (x->started_at < s.minstart)
+            s.minstart = x->started_at;
+    }
+    return s;
+}
+
+static bool vset_better(const struct vset *a, const struct vset *b)
+{
+    if (a->n != b->n)
+        return a->n < b->n;
+    if (a->maxprio != b->maxprio)
+        return a->maxprio < b->maxprio;
+    if (a->sumprio != b->sumprio)
+        return a->sumprio < b->sumprio;
+    return a->minstart > b->minstart;
+}
+
+/* lowest priority, then latest start, then highest id first */
+static bool cand_before(const struct job *a, const struct job *b)
+{
+    if (a->priority != b->priority)
+        return a->priority < b->priority;
+    if (a->started_at != b->started_at)
+        return a->started_at > b->started_at;
+    return a->id > b->id;
+}
+
+/* Room after releasing set[0..n) except skip (-1: none); checks fit and min_free. */
+static bool set_fits(struct cycle *cy, const struct preq *p, int node, const int *set, int n,
+                     int skip, double min_free)
+{
+    struct scratch s;
+    scratch_init(cy, node, &s);
+    for (int i = 0; i < n; i++)
+        if (i != skip)
+            scratch_release(cy, &s, &cy->jobs[set[i]]);
+    return s.freed >= min_free - EPS && scratch_fits(cy, p, &s);
+}
+
+bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *out_node, int *victims,
+                  int *nvictims)
+{
+    const struct job *J = &cy->jobs[j];
+    const struct ts_sched_snapshot *snap = cy->snap;
+    int best_node = -1;
+    struct vset best = {0};
+    int cand[MAXV], chosen[MAXV];
+    int *touched = malloc((snap->nprojects ? snap->nprojects : 1) * sizeof(int));
+    if (touched == NULL) {
+        cy->nomem = true;
+        return false;
+    }
+    for (size_t node = 0; node < snap->nnodes; node++) {
+        if (cy->node_head[node] < 0 || !cluster_node_static_ok(cy->c, &J->p, (int)node))
+            continue;
+        if (cy->c->nodes[node].ngpus < J->p.ndev || cy->c->nodes[node].ngpus > MAXG)
+            continue;
+        int nc = 0;
+        for (int v = cy->node_head[node]; v >= 0 && nc < MAXV; v = cy->jobs[v].next) {
+            const struct job *x = &cy->jobs[v];
+            if (!x->preemptible || x->bound || v == j)
+                continue;
+            if (cycle_protected(cy, x)) {
+                r->protected_seen++;
+                continue;
+            }
+            if (!r->accept(cy, j, v, r))
+                continue;
+            int k = nc++;
+            while (k > 0 && cand_before(x, &cy->jobs[cand[k - 1]])) {
+                cand[k] = cand[k - 1];
+                k--;
+            }
+            cand[k] = v;
+        }
+        if (nc == 0)
+            continue;
+        struct scratch s;
+        scratch_init(cy, (int)node, &s);
+        int nchosen = 0, ntouched = 0;
+        bool fit = false;
+        for (int i = 0; i < nc && !fit; i++) {
+            const struct job *x = &cy->jobs[cand[i]];
+            if (r->reclaim) {
+                struct proj *pv = &cy->projs[x->project];
+                /* anti-loop: the victim's project stays at least as far above
+                 * its fair share as the reclaimer will be */
+                if (pv->alloc - pv->removed - x->gpus - pv->fair < r->reclaimer_excess - EPS)
+                    continue;
+                if (pv->touched == 0)
+                    touched[ntouched++] = x->project;
+                pv->touched = 1;
+                pv->removed += x->gpus;
+            }
+            scratch_release(cy, &s, x);
+            chosen[nchosen++] = cand[i];
+            fit = s.freed >= r->min_free - EPS && scratch_fits(cy, &J->p, &s);
+        }
+        for (int t = 0; t < ntouched; t++) {
+            cy->projs[touched[t]].touched = 0;
+            cy->projs[touched[t]].removed = 0;
+        }
+        if (!fit)
+            continue;
+        /* give back what is not needed, the highest priority first */
+        for (int k = nchosen - 1; k >= 0 && nchosen > 1; k--) {
+            if (set_fits(cy, &J->p, (int)node, chosen, nchosen, k, r->min_free)) {
+                memmove(&chosen[k], &chosen[k + 1], (size_t)(nchosen - k - 1) * sizeof(int));
+                nchosen--;
+            }
+        }
+        struct vset vs = vset_of(cy, chosen, nchosen);
+        if (best_node < 0 || vset_better(&vs, &best) ||
+            (!vset_better(&best, &vs) && snap->nodes[node].id < snap->nodes[best_node].id)) {
+            best_node = (int)node;
+            best = vs;
+            memcpy(victims, chosen, (size_t)nchosen * sizeof(int));
+            *nvictims = nchosen;
+        }
+    }
+    free(touched);
+    if (best_node < 0)
+        return false;
+    *out_node = best_node;
+    return true;
+}

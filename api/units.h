@@ -14,6 +14,10 @@
  *   ("90s", "1h30m", "8h", "2d"), or a plain integer of seconds. Numbers are
  *   whole; units come largest first, each at most once ("30m1h" and "1h1h"
  *   are errors). Durations over 10 years (TS_DURATION_MAX_SECONDS) are refused.
+ *
+ * Every string argument is borrowed; parsers write *out only on success;
+ * formatters write into the caller's buf (truncated to len, always
+ * NUL-terminated when len > 0) and return it.
  */
 #ifndef TS_API_UNITS_H
 #define TS_API_UNITS_H

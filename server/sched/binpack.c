@@ -6,6 +6,8 @@
  */
 #include "server/sched/sched_int.h"
 
+#define GPU_WEIGHT 10.0
+
 double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
                         const struct node_view *v, const int *chosen, int nchosen)
 {
@@ -19,7 +21,7 @@ double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
         gfree -= (double)preq_need(p, g->usable) / (double)g->usable;
     }
     double total_cpu = c->snap->nodes[v->node].cpu;
-    double s = v->ngpus > 0 ? gfree / v->ngpus : 0;
+    double s = v->ngpus > 0 ? GPU_WEIGHT * gfree / v->ngpus : 0;
     if (total_cpu > 0)
         s += (v->cpu_free - p->cpu) / total_cpu;
     return s;

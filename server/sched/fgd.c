@@ -9,7 +9,8 @@
  *   - if the shape cannot run on the node at all (CPU, host memory, not
  *     enough empty GPUs for whole-GPU shapes, no GPU with room for a
  *     portion), all of the node's free GPU counts;
- *   - otherwise the free part of every GPU that cannot take the shape counts.
+ *   - otherwise the free part of every GPU that cannot take the shape counts
+ *     (nothing for a CPU-only shape: it only wastes GPUs by not fitting).
  * A placement is scored by how much it changes the node's fragmentation
  * (lower is better: the placement that wastes the least of what typical jobs
  * need); ties go to binpack's score. On a node, the GPUs for a fractional
@@ -45,7 +46,9 @@ static double frag_of(const struct ts_sched_cluster *c, const struct node_view *
         const struct fshape *m = &c->shapes[s];
         bool run = cpu_free + 1e-9 >= m->cpu && mem_free >= m->mem;
         double lost = 0;
-        if (run && m->count > 0) {
+        if (m->count == 0 && m->portion <= 0) {
+            /* a CPU-only shape wastes the node's GPUs only when it cannot run */
+        } else if (run && m->count > 0) {
             run = nwhole >= m->count;
             if (run)
                 lost = total - nwhole; /* partly used GPUs cannot take a whole-GPU job */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "server/authcache.h"
 #include "server/store/store.h"
 
 void ts_auth_sha256_hex(const void *data, size_t len, char out[65])
@@ -84,15 +85,18 @@ enum ts_err ts_auth_check(struct ts_ctx *ctx, enum ts_access access, struct ts_e
                             "malformed Authorization header: expected \"Bearer TOKEN\"");
     char hash[65];
     ts_auth_sha256_hex(h + 7, strlen(h + 7), hash);
-    struct ts_dbconn *c = ts_ctx_db(ctx, err);
-    if (c == NULL)
-        return err ? err->code : TS_ERR_DATABASE;
     struct ts_token_auth t;
-    enum ts_err e = ts_store_token_authenticate(c, hash, ctx->req->arena, &t, err);
-    if (e == TS_ERR_NOT_FOUND)
-        return ts_error_set(err, TS_ERR_UNAUTHENTICATED, "invalid or revoked token");
-    if (e != TS_OK)
-        return e;
+    if (!ts_authcache_get(ctx->srv->auth_cache, hash, ctx->req->arena, &t)) {
+        struct ts_dbconn *c = ts_ctx_db(ctx, err);
+        if (c == NULL)
+            return err ? err->code : TS_ERR_DATABASE;
+        enum ts_err e = ts_store_token_authenticate(c, hash, ctx->req->arena, &t, err);
+        if (e == TS_ERR_NOT_FOUND)
+            return ts_error_set(err, TS_ERR_UNAUTHENTICATED, "invalid or revoked token");
+        if (e != TS_OK)
+            return e;
+        ts_authcache_put(ctx->srv->auth_cache, hash, &t);
+    }
     ctx->who.token_id = t.id;
     memcpy(ctx->who.name, t.name, sizeof(ctx->who.name));
     ctx->who.role = t.role;
@@ -120,4 +124,13 @@ bool ts_auth_project_allowed(const struct ts_ctx *ctx, int64_t project_id)
         if (ctx->who.project_ids[i] == project_id)
             return true;
     return false;
+}
+
+const int64_t *ts_auth_project_ids(const struct ts_ctx *ctx, size_t *n)
+{
+    static const int64_t none[1];
+    *n = ctx->who.nprojects;
+    if (!ts_auth_restricted(ctx))
+        return NULL;
+    return ctx->who.project_ids ? ctx->who.project_ids : none;
 }

@@ -31,5 +31,9 @@ bool ts_auth_project_allowed(const struct ts_ctx *ctx, int64_t project_id);
 /* ctx->who limits reads to a set of projects (a member, or a viewer given
  * projects). */
 bool ts_auth_restricted(const struct ts_ctx *ctx);
+/* The ids a restricted caller is limited to (never NULL then, even when it
+ * has none: a member without projects sees nothing), or NULL when the caller
+ * sees every project. Borrowed for the request. */
+const int64_t *ts_auth_project_ids(const struct ts_ctx *ctx, size_t *n);
 
 #endif /* TS_SERVER_AUTH_H */

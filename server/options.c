@@ -34,6 +34,9 @@ const struct ts_option ts_server_options[] = {
     {"idempotency-ttl", TS_OPT_DURATION, OPT(idempotency_ttl), "24h", "DURATION",
      "how long Idempotency-Key headers are remembered (at least 24h)", 86400, 86400 * 365,
      NULL, 0},
+    {"auth-cache-ttl", TS_OPT_INT, OPT(auth_cache_ttl), "2000", "MS",
+     "milliseconds a checked token is trusted before it is checked again; 0: every request",
+     0, 60000, NULL, 0},
 };
 
 const size_t ts_server_options_count = sizeof(ts_server_options) / sizeof(ts_server_options[0]);

@@ -16,6 +16,7 @@
 
 #include "api/log.h"
 #include "server/auth.h"
+#include "server/authcache.h"
 #include "server/dispatch.h"
 #include "server/metrics.h"
 #include "server/store/migrate.h"
@@ -139,6 +140,7 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
     srv->metrics = ts_metrics_new();
     if (srv->metrics == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    srv->auth_cache = ts_authcache_new(srv->cfg.auth_cache_ttl);
     struct ts_http_config hc = {
         .listen = srv->cfg.listen,
         .max_body = (size_t)srv->cfg.max_body,
@@ -169,6 +171,8 @@ static void stop(struct ts_server *srv)
     srv->pg = NULL;
     ts_metrics_free(srv->metrics);
     srv->metrics = NULL;
+    ts_authcache_free(srv->auth_cache);
+    srv->auth_cache = NULL;
 }
 
 int ts_server_run(struct ts_server *srv)

@@ -29,6 +29,7 @@ struct ts_server_config {
     int64_t connection_timeout;  /* seconds */
     int64_t db_pool;
     int64_t idempotency_ttl;     /* seconds */
+    int64_t auth_cache_ttl;      /* milliseconds; 0: off */
 };
 
 /* The option table behind --help, flags, TESSERA_* and the config file. */
@@ -36,6 +37,7 @@ extern const struct ts_option ts_server_options[];
 extern const size_t ts_server_options_count;
 
 struct ts_metrics;
+struct ts_authcache;
 struct ts_pgembed;
 
 struct ts_server {
@@ -44,6 +46,7 @@ struct ts_server {
     struct ts_db *db;
     struct ts_http *http;
     struct ts_metrics *metrics;
+    struct ts_authcache *auth_cache; /* NULL: off */
     time_t started_at;
 };
 

@@ -48,18 +48,11 @@ TS_HANDLER(ts_h_job_submit)
     struct ts_dbconn *conn = ts_ctx_db(c, err);
     if (conn == NULL)
         return err->code;
-    int64_t project_id;
-    e = ts_store_project_id(conn, spec.project, &project_id, err);
-    if (e == TS_ERR_NOT_FOUND)
-        return ts_error_field(err, TS_ERR_UNKNOWN_REFERENCE, "project",
-                              "project \"%s\" does not exist", spec.project);
-    if (e != TS_OK)
-        return e;
-    if (!ts_auth_project_allowed(c, project_id))
-        return forbidden(c, spec.project, err);
+    size_t nallowed;
     struct ts_job_submit s = {
         .spec = &spec,
-        .project_id = project_id,
+        .allowed_projects = ts_auth_project_ids(c, &nallowed),
+        .nallowed = nallowed,
         .token_id = c->who.token_id,
         .idempotency_key = key,
         .request_sha256 = hash,
@@ -68,6 +61,8 @@ TS_HANDLER(ts_h_job_submit)
     struct ts_job job;
     bool replayed = false;
     e = ts_store_job_submit(conn, &s, r->arena, &job, &replayed, err);
+    if (e == TS_ERR_FORBIDDEN)
+        return forbidden(c, spec.project, err);
     if (e != TS_OK)
         return e;
     if (!replayed)
@@ -150,10 +145,7 @@ TS_HANDLER(ts_h_job_list)
         f.has_kind = true;
     }
     f.node = ts_http_query(r, "node");
-    if (ts_auth_restricted(c)) {
-        f.project_ids = c->who.project_ids;
-        f.nproject_ids = c->who.nprojects;
-    }
+    f.project_ids = ts_auth_project_ids(c, &f.nproject_ids);
     struct ts_dbconn *conn = ts_ctx_db(c, err);
     if (conn == NULL)
         return err->code;

@@ -161,9 +161,9 @@ TS_HANDLER(ts_h_project_list)
         return err->code;
     struct ts_project *v;
     size_t n;
-    bool limited = ts_auth_restricted(c);
-    enum ts_err e = ts_store_project_list(conn, limited ? c->who.project_ids : NULL,
-                                          c->who.nprojects, r->arena, &v, &n, err);
+    size_t nids;
+    const int64_t *ids = ts_auth_project_ids(c, &nids);
+    enum ts_err e = ts_store_project_list(conn, ids, nids, r->arena, &v, &n, err);
     if (e != TS_OK)
         return e;
     json_t *items = json_array();

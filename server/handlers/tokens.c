@@ -6,6 +6,7 @@
 
 #include "api/log.h"
 #include "server/auth.h"
+#include "server/authcache.h"
 #include "server/handlers/handlers.h"
 #include "server/store/store.h"
 
@@ -78,6 +79,7 @@ TS_HANDLER(ts_h_token_delete)
     e = ts_store_token_delete(conn, id, err);
     if (e != TS_OK)
         return e;
+    ts_authcache_clear(c->srv->auth_cache);
     ts_log_info("token revoked id=%lld by=%s", (long long)id, c->who.name);
     r->status = 204;
     return TS_OK;

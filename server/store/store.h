@@ -87,7 +87,8 @@ enum ts_err ts_store_project_id(struct ts_dbconn *c, const char *name, int64_t *
 
 struct ts_job_submit {
     const struct ts_job_spec *spec;
-    int64_t project_id;
+    const int64_t *allowed_projects; /* NULL: any project; else the caller's */
+    size_t nallowed;
     int64_t token_id;
     const char *idempotency_key;     /* NULL: none */
     const char *request_sha256;      /* with a key: hash of the body */
@@ -96,7 +97,8 @@ struct ts_job_submit {
 /* Insert the job and its "submitted" event in one statement. With a key that
  * was seen before: *replayed = true and out is that job, or
  * TS_ERR_IDEMPOTENCY_MISMATCH when the body differs. A taken name ->
- * TS_ERR_ALREADY_EXISTS. */
+ * TS_ERR_ALREADY_EXISTS; an unknown project -> TS_ERR_UNKNOWN_REFERENCE; a
+ * project outside allowed_projects -> TS_ERR_FORBIDDEN. */
 enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit *s,
                                 struct ts_arena *a, struct ts_job *out, bool *replayed,
                                 struct ts_error *err);

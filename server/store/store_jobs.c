@@ -71,9 +71,10 @@ static const char submit_sql[] =
     "   working_dir, gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"
     "   gpu_memory_limit_bytes, gpu_devices, requested_gpus, cpu, memory_bytes, gpu_model,"
     "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message)"
-    "   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"
-    "   $18, $19, $20, $21, $22, 'not_yet_scheduled',"
-    "   'waiting for the scheduler to consider it') RETURNING *),"
+    "   SELECT p.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"
+    "   $18, $19, $20, $21, $22, 'not_yet_scheduled', 'waiting for the scheduler to consider it'"
+    "   FROM project p WHERE p.name = $1 AND ($26::bigint[] IS NULL OR p.id = ANY($26::bigint[]))"
+    "   RETURNING *),"
     " e AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'submitted', $23 FROM j),"
     " k AS (INSERT INTO idempotency_key (token_id, key, request_sha256, job_id)"
     "   SELECT $22, $24, $25, id FROM j WHERE $24::text IS NOT NULL)"
@@ -111,9 +112,21 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
                                 struct ts_error *err)
 {
     const struct ts_job_spec *sp = s->spec;
-    char pid[24], prio[16], count[16], portion[32], plimit[32], mem[24], mlimit[24], devices[16];
+    char prio[16], count[16], portion[32], plimit[32], mem[24], mlimit[24], devices[16];
     char req[32], cpu[32], hostmem[24], runtime[24], tok[24];
-    snprintf(pid, sizeof(pid), "%lld", (long long)s->project_id);
+    char *allowed = NULL;
+    if (s->allowed_projects != NULL) {
+        size_t cap = 3 + s->nallowed * 21;
+        allowed = ts_arena_alloc(a, cap);
+        if (allowed == NULL)
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        size_t len = 0;
+        allowed[len++] = '{';
+        for (size_t i = 0; i < s->nallowed; i++)
+            len += (size_t)snprintf(allowed + len, cap - len, "%s%lld", i ? "," : "",
+                                    (long long)s->allowed_projects[i]);
+        allowed[len++] = '}';
+    }
     snprintf(prio, sizeof(prio), "%d", sp->priority);
     snprintf(count, sizeof(count), "%d", sp->gpu.count);
     snprintf(portion, sizeof(portion), "%.17g", sp->gpu.portion);
@@ -128,20 +141,34 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
     snprintf(tok, sizeof(tok), "%lld", (long long)s->token_id);
     char *message = ts_arena_printf(a, "submitted to project \"%s\"", sp->project);
     const char *params[] = {
-        pid, sp->name, ts_job_kind_name(sp->kind), prio, sp->preemptible ? "true" : "false",
+        sp->project, sp->name, ts_job_kind_name(sp->kind), prio, sp->preemptible ? "true" : "false",
         sp->command, sp->env ? sp->env : "{}", sp->working_dir, gpu_kinds[sp->gpu.kind], count,
         portion, plimit, mem, mlimit, devices, req, cpu, hostmem,
         sp->gpu_model ? sp->gpu_model : "[]", sp->node_selector ? sp->node_selector : "{}",
-        runtime, s->token_id > 0 ? tok : NULL, message, s->idempotency_key, s->request_sha256};
+        runtime, s->token_id > 0 ? tok : NULL, message, s->idempotency_key, s->request_sha256,
+        allowed};
     *replayed = false;
     for (int attempt = 0; attempt < 2; attempt++) {
         PGresult *res = NULL;
         struct ts_error sub;
-        enum ts_err e = ts_db_exec(c, submit_sql, 25, params, &res, &sub);
-        if (e == TS_OK) {
+        enum ts_err e = ts_db_exec(c, submit_sql, 26, params, &res, &sub);
+        if (e == TS_OK && PQntuples(res) == 1) {
             read_job(res, 0, a, out);
             PQclear(res);
             return TS_OK;
+        }
+        if (e == TS_OK) {
+            /* no row: the project is unknown, or not the caller's */
+            PQclear(res);
+            int64_t id;
+            e = ts_store_project_id(c, sp->project, &id, err);
+            if (e == TS_ERR_NOT_FOUND)
+                return ts_error_field(err, TS_ERR_UNKNOWN_REFERENCE, "project",
+                                      "project \"%s\" does not exist", sp->project);
+            if (e != TS_OK)
+                return e;
+            return ts_error_field(err, TS_ERR_FORBIDDEN, "project",
+                                  "no access to project \"%s\"", sp->project);
         }
         if (e != TS_ERR_ALREADY_EXISTS) {
             if (err)

@@ -3,7 +3,7 @@
  * tests/data/http/ holds {"cases": [...]}, run in order against one real
  * server seeded with a known world (see seed()). A case:
  *
- *   {"name": "sentence", "token": "admin|member|viewer|agent|none|bad",
+ *   {"name": "sentence", "token": "admin|member|viewer|agent|loner|none|bad",
  *    "method": "POST", "path": "/api/v1/jobs",
  *    "headers": {"If-Match": "\"1\""},
  *    "body": {...} | "body_text": "raw text" | "body_size": 2000000,
@@ -11,7 +11,7 @@
  *    "detail_contains": "between 0 and 1", "response": {subset},
  *    "response_headers": {"Allow": "GET, POST"}}
  *
- * "{job}" in a path is the seeded job's id. Every case answering 4xx or 5xx
+ * loner is a member of no project. "{job}" in a path is the seeded job's id. Every case answering 4xx or 5xx
  * must leave every table exactly as it was: bad input changes nothing.
  */
 #include <dirent.h>
@@ -27,7 +27,7 @@
 #include "tests/integration/harness.h"
 
 static struct ts_it_server srv;
-static char member[128], viewer[128], agent[128];
+static char member[128], viewer[128], agent[128], loner[128];
 static long long seed_job;
 
 static const char *token_for(const char *who)
@@ -40,6 +40,8 @@ static const char *token_for(const char *who)
         return viewer;
     if (strcmp(who, "agent") == 0)
         return agent;
+    if (strcmp(who, "loner") == 0)
+        return loner;
     if (strcmp(who, "bad") == 0)
         return "tsk_not-a-real-token";
     return NULL; /* "none" */
@@ -75,7 +77,8 @@ static int seed(void)
     snprintf(member, sizeof(member), "%s", ts_it_token(&srv, "member", "member", "[\"vision\"]"));
     snprintf(viewer, sizeof(viewer), "%s", ts_it_token(&srv, "viewer", "viewer", NULL));
     snprintf(agent, sizeof(agent), "%s", ts_it_token(&srv, "agent", "agent", NULL));
-    if (!member[0] || !viewer[0] || !agent[0])
+    snprintf(loner, sizeof(loner), "%s", ts_it_token(&srv, "loner", "member", NULL));
+    if (!member[0] || !viewer[0] || !agent[0] || !loner[0])
         return -1;
     struct ts_response r;
     must(ts_it_req(a, "POST", "/api/v1/jobs",

@@ -370,6 +370,21 @@ static void values_in_messages_are_escaped_and_cut(void **state)
     assert_non_null(strstr(err.message, "...\""));
 }
 
+static void a_cut_value_in_a_message_stays_valid_utf8(void **state)
+{
+    char text[1024] = "{\"department\": \"d\", \"name\": \"";
+    for (int i = 0; i < 100; i++)
+        strcat(text, "\xc3\xa9"); /* e acute, two bytes */
+    strcat(text, "\"}");
+    struct ts_project_spec p;
+    struct ts_error err;
+    assert_int_equal(project_from(text, &p, &err), TS_ERR_INVALID_VALUE);
+    assert_non_null(strstr(err.message, "...\""));
+    json_t *s = json_string(err.message); /* NULL unless valid UTF-8 */
+    assert_non_null(s);
+    json_decref(s);
+}
+
 static void a_quota_decodes_as_a_request_body_of_its_own(void **state)
 {
     json_t *v = body("{\"gpus\": 4, \"gpuz\": 1}");
@@ -638,6 +653,7 @@ int main(void)
         cmocka_unit_test(an_integral_real_is_an_integer_and_negative_zero_is_zero),
         cmocka_unit_test(project_names_are_required_and_validated),
         cmocka_unit_test(values_in_messages_are_escaped_and_cut),
+        cmocka_unit_test(a_cut_value_in_a_message_stays_valid_utf8),
         cmocka_unit_test(a_quota_decodes_as_a_request_body_of_its_own),
         cmocka_unit_test(departments_decode_name_and_quota),
         cmocka_unit_test(a_decoder_given_an_array_says_the_body_must_be_an_object),

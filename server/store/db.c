@@ -7,7 +7,9 @@
  * bounded by the caller's timeout). A connection that libpq reports broken is
  * reset outside the mutex before it is handed out, so one dead server does not
  * stall every thread. A connection released inside a transaction is rolled back
- * so the next borrower starts clean.
+ * so the next borrower starts clean. ts_db_exec prepares each distinct
+ * SELECT/INSERT/UPDATE/DELETE/WITH text once per connection (forgotten on
+ * reset).
  */
 #include "server/store/db.h"
 

@@ -41,6 +41,16 @@ static int project_of(const struct ts_sched_snapshot *s, const struct ts_sched_d
     return d->job_was_running ? s->running[d->job].project : s->pending[d->job].project;
 }
 
+/* Whether the job of bind i was suspended earlier in the result: its host
+ * memory is already counted on the node. */
+static bool stopped_suspended(const struct ts_sched_result *res, size_t i, int64_t id)
+{
+    for (size_t k = 0; k < i; k++)
+        if (res->decisions[k].job_id == id && res->decisions[k].action == TS_SCHED_SUSPEND)
+            return true;
+    return false;
+}
+
 enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sched_result *res,
                            struct ts_error *err)
 {
@@ -179,7 +189,8 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
             used[d->slots[k].gpu] += d->slots[k].memory_bytes;
             touched_gpu[d->slots[k].gpu] = true;
         }
-        bool resumed = !d->job_was_running && s->pending[d->job].suspended_node >= 0;
+        bool resumed = d->job_was_running ? stopped_suspended(res, i, d->job_id)
+                                          : s->pending[d->job].suspended_node >= 0;
         cpu[d->node] += r->cpu;
         if (!resumed)
             mem[d->node] += r->host_memory_bytes;

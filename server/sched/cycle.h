@@ -35,7 +35,13 @@ struct job {
     double gpus;                 /* allocated now */
     bool orig_running;
     int orig;                    /* index in the snapshot's running[] or pending[] */
-    bool bound;                  /* placed by this cycle: never a victim */
+    bool bound;                  /* placed by this cycle */
+    bool unbindable;             /* placed by this cycle and preemptible: a later
+                                    victim search may take the placement back */
+    int bind_dec;                /* its bind decision, -1 */
+    bool was_unbound;            /* taken back once: its next placement stays */
+    int saved_only_node;         /* its pending pin, restored when unbound */
+    bool saved_held;
     bool evicted;                /* stopped by this cycle */
     int prev, next;              /* the node's list of running jobs */
     enum stage stage;

@@ -97,6 +97,10 @@ void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *s
     J->node = node;
     J->running = true;
     J->bound = true;
+    J->unbindable = J->preemptible && !J->was_unbound;
+    J->saved_only_node = J->p.only_node;
+    J->saved_held = J->p.host_mem_held;
+    J->bind_dec = (int)cy->dec.n;
     J->gpus = cluster_slots_gpus(cy->c, slots, nslots);
     J->started_at = cy->snap->now;
     cluster_take(cy->c, node, slots, nslots, J->req->cpu,
@@ -119,9 +123,44 @@ void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *s
     order_update(cy->order, J->project);
 }
 
+/* Take back a placement this cycle made: its bind decision is cancelled and
+ * the job is pending again, as it was. Jobs stopped to make room for it now
+ * make room for for_job, which takes its place. */
+static void unbind(struct cycle *cy, int v, int for_job)
+{
+    struct job *V = &cy->jobs[v];
+    for (size_t i = 0; i < cy->dec.n; i++) {
+        struct ts_sched_decision *d = &cy->dec.v[i];
+        if (d->action != TS_SCHED_BIND && d->code != NULL && d->for_job_id == V->id)
+            d->for_job_id = cy->jobs[for_job].id;
+    }
+    cluster_give(cy->c, V->node, V->slots, V->nslots, V->req->cpu,
+                 V->saved_held ? 0 : V->req->host_memory_bytes);
+    list_del(cy, v);
+    account(cy, V, -1);
+    cy->dec.v[V->bind_dec].code = NULL; /* cancelled: dropped from the result */
+    V->running = false;
+    V->bound = false;
+    V->unbindable = false;
+    V->was_unbound = true;
+    V->bind_dec = -1;
+    V->gpus = 0;
+    V->node = -1;
+    V->p.only_node = V->saved_only_node;
+    V->p.host_mem_held = V->saved_held;
+    cy->pass_decisions++;
+    cy->free_epoch++;
+    memo_clear(cy->fail_memo);
+    order_update(cy->order, V->project);
+}
+
 void cycle_stop(struct cycle *cy, int v, int for_job, const char *code, const char *msg)
 {
     struct job *V = &cy->jobs[v];
+    if (V->bound) {
+        unbind(cy, v, for_job);
+        return;
+    }
     int node = V->node;
     int64_t bytes = 0;
     for (size_t k = 0; k < V->nslots; k++)
@@ -251,6 +290,7 @@ static enum ts_err build_jobs(struct cycle *cy)
         J->orig_running = run;
         J->orig = run ? (int)i : (int)(i - snap->nrunning);
         J->prev = J->next = -1;
+        J->bind_dec = -1;
         if (run) {
             const struct ts_sched_running *r = &snap->running[i];
             J->id = r->id;
@@ -356,12 +396,12 @@ static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_re
 {
     const struct ts_sched_snapshot *snap = cy->snap;
     r->passes = passes;
-    r->ndecisions = cy->dec.n;
     r->decisions = ts_arena_alloc(cy->a, (cy->dec.n ? cy->dec.n : 1) * sizeof(*r->decisions));
     if (r->decisions == NULL)
         return TS_ERR_NOMEM;
-    if (cy->dec.n)
-        memcpy(r->decisions, cy->dec.v, cy->dec.n * sizeof(*r->decisions));
+    for (size_t i = 0; i < cy->dec.n; i++)
+        if (cy->dec.v[i].code != NULL)
+            r->decisions[r->ndecisions++] = cy->dec.v[i];
     size_t np = 0;
     for (size_t i = 0; i < cy->njobs; i++)
         if (!cy->jobs[i].running)
@@ -422,7 +462,7 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
     if ((rc = build_jobs(cy)) != TS_OK || (rc = build_projects(cy)) != TS_OK)
         goto out;
     set_fgd_shapes(cy);
-    int max_passes = snap->config.max_passes > 0 ? snap->config.max_passes : 8;
+    int max_passes = snap->config.max_passes > 0 ? snap->config.max_passes : 16;
     int pass = 0;
     while (pass < max_passes) {
         pass++;

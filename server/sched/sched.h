@@ -142,7 +142,7 @@ struct ts_sched_config {
     const char *strategy;         /* "binpack" (NULL), "spread" or "fgd" */
     int64_t min_runtime_s;        /* default protection; 0: none */
     double usage_half_life_s;     /* > 0: usage lowers the over-quota weight */
-    int max_passes;               /* 0: 8 */
+    int max_passes;               /* 0: 16 */
 };
 
 struct ts_sched_snapshot {

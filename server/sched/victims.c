@@ -2,8 +2,9 @@
  * victims.c - choosing the jobs to stop so that a pending job fits.
  *
  * On each node that could hold the job, candidates (running, preemptible,
- * past their minimum runtime, not placed by this cycle, and accepted by the
- * rule: reclaim or preempt) are taken in order of lowest priority, then most
+ * past their minimum runtime, accepted by the rule: reclaim or preempt; a job
+ * this cycle placed counts too, and taking it is not an eviction: its
+ * placement is taken back) are taken in order of lowest priority, then most
  * recently started, then highest id, until the job fits; then every victim
  * that is not needed after all is given back, the highest priority first.
  * Among nodes the set with the fewest victims wins, then the lowest highest
@@ -56,7 +57,12 @@ static void scratch_release(struct cycle *cy, struct scratch *s, const struct jo
                 s->used[l] -= v->slots[k].memory_bytes;
     s->v.cpu_free += v->req->cpu;
     int64_t b = job_bytes(v);
-    if (b > 0 && s->swap >= b)
+    if (v->bound) {
+        /* a placement taken back: no swap, its host memory returns unless
+         * it was held for a suspended job */
+        if (!v->saved_held)
+            s->v.mem_free += v->req->host_memory_bytes;
+    } else if (b > 0 && s->swap >= b)
         s->swap -= b; /* suspended: its host memory stays */
     else
         s->v.mem_free += v->req->host_memory_bytes;
@@ -145,7 +151,7 @@ bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *out_node,
         int nc = 0;
         for (int v = cy->node_head[node]; v >= 0 && nc < MAXV; v = cy->jobs[v].next) {
             const struct job *x = &cy->jobs[v];
-            if (!x->preemptible || x->bound || v == j)
+            if (!x->preemptible || (x->bound && !x->unbindable) || v == j)
                 continue;
             if (cycle_protected(cy, x)) {
                 r->protected_seen++;

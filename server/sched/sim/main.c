@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "server/sched/sched_json.h"
 #include "server/sched/sim/sim.h"
 
 #define MAX_FILE (512u << 20)
@@ -141,6 +144,64 @@ void sim_request(int num_gpu, int gpu_milli, int64_t cpu_milli, int64_t memory_m
     }
 }
 
+/* `tessera-sim decide SNAPSHOT.json [--strategy S] [--next]`: one cycle on a
+ * snapshot in the fixture format; --next also prints the cycle after it. */
+static int decide_main(int argc, char **argv)
+{
+    const char *path = NULL, *strategy = NULL;
+    bool next = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--strategy") == 0 && i + 1 < argc)
+            strategy = argv[++i];
+        else if (strcmp(argv[i], "--next") == 0)
+            next = true;
+        else
+            path = argv[i];
+    }
+    if (path == NULL) {
+        fprintf(stderr, "tessera-sim decide: a snapshot file is needed\n");
+        return 2;
+    }
+    json_error_t je;
+    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (j == NULL) {
+        fprintf(stderr, "tessera-sim decide: %s:%d: %s\n", path, je.line, je.text);
+        return 1;
+    }
+    struct ts_arena *a = ts_arena_new();
+    struct ts_sched_snapshot s, nx;
+    struct ts_error err = {0};
+    struct ts_sched_result *r = NULL, *r2 = NULL;
+    int rc = 1;
+    if (ts_sched_snapshot_from_json(j, a, &s, &err) != TS_OK)
+        goto out;
+    if (strategy)
+        s.config.strategy = strategy;
+    if (ts_sched_decide(&s, &r, &err) != TS_OK)
+        goto out;
+    json_t *o = ts_sched_result_to_json(&s, r);
+    json_dumpf(o, stdout, JSON_INDENT(2));
+    printf("\n");
+    json_decref(o);
+    if (next) {
+        if (ts_sched_apply(&s, r, a, &nx, &err) != TS_OK || ts_sched_decide(&nx, &r2, &err) != TS_OK)
+            goto out;
+        o = ts_sched_result_to_json(&nx, r2);
+        json_dumpf(o, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(o);
+    }
+    rc = 0;
+out:
+    if (rc != 0)
+        fprintf(stderr, "tessera-sim decide: %s\n", err.message);
+    ts_sched_result_free(r);
+    ts_sched_result_free(r2);
+    ts_arena_free(a);
+    json_decref(j);
+    return rc;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -149,7 +210,8 @@ static void usage(FILE *f)
             "       tessera-sim replay --nodes NODES.csv --projects PROJECTS.csv --jobs JOBS.csv "
             "[--strategy S] [--min-runtime S] [--interval S] [-o text|json]\n"
             "       tessera-sim generate --out DIR [--seed N] [--nodes N] [--gpus-per-node N] "
-            "[--projects N] [--jobs N] [--hours H] [--load F]\n");
+            "[--projects N] [--jobs N] [--hours H] [--load F]\n"
+            "       tessera-sim decide SNAPSHOT.json [--strategy S] [--next]\n");
 }
 
 int main(int argc, char **argv)
@@ -162,6 +224,8 @@ int main(int argc, char **argv)
         return sim_placement_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "replay") == 0)
         return sim_replay_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "decide") == 0)
+        return decide_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "generate") == 0)
         return sim_generate_main(argc - 1, argv + 1);
     fprintf(stderr, "tessera-sim: unknown command \"%s\"\n", argv[1]);

@@ -25,6 +25,11 @@ bool reclaim_try(struct cycle *cy, int j)
     struct proj *P = &cy->projs[J->project];
     if (!(P->alloc + EPS < P->fair))
         return false;
+    bool any = false; /* a project above its fair share to take from */
+    for (size_t q = 0; q < cy->snap->nprojects && !any; q++)
+        any = (int)q != J->project && cy->projs[q].alloc > cy->projs[q].fair + EPS;
+    if (!any)
+        return false;
     J->reclaim_tried = true;
     uint64_t key = preq_signature(&J->p, 0x5245434cULL + (uint64_t)J->project);
     if (memo_has(cy->reclaim_memo, key))

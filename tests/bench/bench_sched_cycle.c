@@ -1,0 +1,186 @@
+/*
+ * bench_sched_cycle.c - the scheduler core's cycle time.
+ *
+ *  1. one full cycle at 1,000 nodes x 8 GPUs with 5,000 running and 10,000
+ *     pending jobs (goal: 50 ms or less), for each strategy;
+ *  2. filling an empty 8,000-GPU cluster from a queue of 8,000 one-GPU jobs.
+ *
+ * Prints the best and median of 5 runs. Usage: bench_sched_cycle [runs]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/sched/sched.h"
+
+#define NODES 1000
+#define GPN 8
+#define GIB (INT64_C(1) << 30)
+
+static uint64_t rs = 12345;
+
+static unsigned rnd(unsigned n)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (unsigned)(rs % n);
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void request(struct ts_sched_request *r, unsigned kind)
+{
+    memset(r, 0, sizeof(*r));
+    switch (kind % 4) {
+    case 0:
+    case 1:
+        r->kind = TS_SCHED_GPU_COUNT;
+        r->count = 1;
+        break;
+    case 2:
+        r->kind = TS_SCHED_GPU_PORTION;
+        r->portion = 0.5;
+        r->devices = 1;
+        break;
+    default:
+        r->kind = TS_SCHED_GPU_COUNT;
+        r->count = 2 + 2 * (int)(kind % 2);
+        break;
+    }
+    r->cpu = 4;
+    r->host_memory_bytes = 32 * GIB;
+}
+
+static double time_cycle(const struct ts_sched_snapshot *s, int runs, size_t *binds,
+                         size_t *evictions, double *median)
+{
+    double *t = calloc((size_t)runs, sizeof(double));
+    for (int k = 0; k < runs; k++) {
+        struct ts_sched_result *r = NULL;
+        struct ts_error err = {0};
+        double t0 = now_ms();
+        if (ts_sched_decide(s, &r, &err) != TS_OK) {
+            fprintf(stderr, "bench_sched_cycle: %s\n", err.message);
+            exit(1);
+        }
+        t[k] = now_ms() - t0;
+        *binds = *evictions = 0;
+        for (size_t i = 0; i < r->ndecisions; i++) {
+            if (r->decisions[i].action == TS_SCHED_BIND)
+                (*binds)++;
+            else
+                (*evictions)++;
+        }
+        ts_sched_result_free(r);
+    }
+    qsort(t, (size_t)runs, sizeof(double), cmp_d);
+    double best = t[0];
+    *median = t[runs / 2];
+    free(t);
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    int runs = argc > 1 ? atoi(argv[1]) : 5;
+    if (runs < 1)
+        runs = 1;
+    static struct ts_sched_node nodes[NODES];
+    static struct ts_sched_gpu gpus[NODES * GPN];
+    static struct ts_sched_project projs[10];
+    static char names[NODES][16];
+    static const char *pnames[10] = {"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9"};
+    for (int i = 0; i < NODES; i++) {
+        snprintf(names[i], sizeof(names[i]), "node-%04d", i);
+        nodes[i] = (struct ts_sched_node){i + 1, names[i], true, 128, 1024 * GIB, NULL, 0, 0};
+        for (int k = 0; k < GPN; k++)
+            gpus[i * GPN + k] = (struct ts_sched_gpu){i, k, "h100", 80 * GIB, 2 * GIB};
+    }
+    for (int p = 0; p < 10; p++)
+        projs[p] = (struct ts_sched_project){p + 1, pnames[p], -1, 800, 1, false, 0, 0, 0, -1};
+    struct ts_sched_snapshot s = {0};
+    s.now = 100000;
+    s.nodes = nodes;
+    s.nnodes = NODES;
+    s.gpus = gpus;
+    s.ngpus = NODES * GPN;
+    s.projects = projs;
+    s.nprojects = 10;
+
+    /* 1. a loaded cluster: 5,000 running (placed by binpack), 10,000 pending */
+    struct ts_sched_running *run = calloc(5000, sizeof(*run));
+    struct ts_sched_slot(*slots)[TS_SCHED_MAX_DEVICES] = calloc(5000, sizeof(*slots));
+    struct ts_sched_pending *pen = calloc(10000, sizeof(*pen));
+    struct ts_sched_cluster *c = ts_sched_cluster_new(&s);
+    const struct ts_sched_strategy *bp = ts_sched_strategy_find("binpack");
+    size_t nr = 0;
+    for (int i = 0; nr < 5000 && i < 20000; i++) {
+        struct ts_sched_running *j = &run[nr];
+        request(&j->request, rnd(4));
+        int node;
+        size_t ns;
+        if (!ts_sched_cluster_place(c, bp, &j->request, &node, slots[nr], &ns))
+            continue;
+        ts_sched_cluster_commit(c, &j->request, node, slots[nr], ns);
+        *j = (struct ts_sched_running){(int64_t)nr + 1, "r", (int)rnd(10), 50, rnd(5) != 0,
+                                       j->request, node, slots[nr], ns, (int64_t)rnd(90000)};
+        nr++;
+    }
+    double allocated = ts_sched_cluster_allocated_gpus(c);
+    ts_sched_cluster_free(c);
+    for (int i = 0; i < 10000; i++) {
+        pen[i] = (struct ts_sched_pending){100000 + i, "q", (int)rnd(10), 10 * (int)rnd(10),
+                                           rnd(5) != 0, {0}, (int64_t)rnd(100000), -1};
+        request(&pen[i].request, rnd(4));
+    }
+    s.running = run;
+    s.nrunning = nr;
+    s.pending = pen;
+    s.npending = 10000;
+    printf("cycle: %d nodes x %d GPUs, %zu running (%.0f GPUs allocated), 10000 pending, %d runs\n",
+           NODES, GPN, nr, allocated, runs);
+    const char *st[] = {"binpack", "spread", "fgd"};
+    for (int k = 0; k < 3; k++) {
+        size_t b, e;
+        double med;
+        s.config.strategy = st[k];
+        double best = time_cycle(&s, runs, &b, &e, &med);
+        printf("  %-8s best %8.1f ms  median %8.1f ms  (%zu binds, %zu evictions)\n", st[k], best,
+               med, b, e);
+    }
+
+    /* 2. fill an empty 8,000-GPU cluster from 8,000 one-GPU jobs */
+    for (int i = 0; i < 8000; i++) {
+        pen[i] = (struct ts_sched_pending){100000 + i, "q", i % 10, 50, true, {0}, i, -1};
+        pen[i].request.kind = TS_SCHED_GPU_COUNT;
+        pen[i].request.count = 1;
+    }
+    s.running = NULL;
+    s.nrunning = 0;
+    s.npending = 8000;
+    printf("fill: %d GPUs from 8000 one-GPU jobs\n", NODES * GPN);
+    for (int k = 0; k < 3; k++) {
+        size_t b, e;
+        double med;
+        s.config.strategy = st[k];
+        double best = time_cycle(&s, runs, &b, &e, &med);
+        printf("  %-8s best %8.1f ms  median %8.1f ms  (%zu binds)\n", st[k], best, med, b);
+    }
+    free(run);
+    free(slots);
+    free(pen);
+    return 0;
+}

@@ -13,12 +13,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     char s[257];
     memcpy(s, data, size);
-    s[size] = '\0';
+    s[size] = '\0'; /* C sees the text up to the first NUL byte, as callers pass it */
     int64_t v = -1;
     char buf[48];
     if (ts_duration_parse(s, &v) == 0) {
         FUZZ_CHECK(v >= 0 && v <= TS_DURATION_MAX_SECONDS);
-        FUZZ_CHECK(strlen(s) == size);
         int64_t again = -1;
         FUZZ_CHECK(ts_duration_parse(ts_duration_format(v, buf, sizeof(buf)), &again) == 0);
         FUZZ_CHECK(again == v);

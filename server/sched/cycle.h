@@ -81,7 +81,9 @@ struct cycle {
     struct decision_buf dec;
     size_t pass_decisions;
     int64_t free_epoch;      /* bumps when resources are freed */
-    struct memo *fail_memo;  /* placement failures, valid within a free_epoch */
+    struct memo *fail_memo;  /* placement failures: signature -> freed[] length then */
+    int *freed;              /* nodes where resources were freed, in order */
+    size_t nfreed, capfreed;
     struct memo *reclaim_memo; /* reclaim failures, valid within a pass */
     struct order *order;     /* this pass's queue */
     struct diag_cache *diag; /* reason.c: node scans by request signature */
@@ -133,7 +135,9 @@ struct memo *memo_new(void);
 void memo_free(struct memo *m);
 void memo_clear(struct memo *m);
 bool memo_has(const struct memo *m, uint64_t key);
+bool memo_get(const struct memo *m, uint64_t key, uint64_t *val);
 void memo_add(struct memo *m, uint64_t key);
+void memo_put(struct memo *m, uint64_t key, uint64_t val);
 uint64_t preq_signature(const struct preq *p, uint64_t salt);
 
 #endif /* TS_SERVER_SCHED_CYCLE_H */

@@ -126,15 +126,35 @@ void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *s
 /* Take back a placement this cycle made: its bind decision is cancelled and
  * the job is pending again, as it was. Jobs stopped to make room for it now
  * make room for for_job, which takes its place. */
+/* Node `node` has more room than before: placements that failed may now fit
+ * there (and only there). */
+static void cycle_freed(struct cycle *cy, int node)
+{
+    cy->free_epoch++;
+    if (cy->nfreed == cy->capfreed) {
+        size_t ncap = cy->capfreed ? cy->capfreed * 2 : 256;
+        int *nv = realloc(cy->freed, ncap * sizeof(int));
+        if (nv == NULL) {
+            memo_clear(cy->fail_memo); /* cannot track: forget every failure */
+            cy->nfreed = 0;
+            return;
+        }
+        cy->freed = nv;
+        cy->capfreed = ncap;
+    }
+    cy->freed[cy->nfreed++] = node;
+}
+
 static void unbind(struct cycle *cy, int v, int for_job)
 {
     struct job *V = &cy->jobs[v];
+    int node_was = V->node;
     for (size_t i = 0; i < cy->dec.n; i++) {
         struct ts_sched_decision *d = &cy->dec.v[i];
         if (d->action != TS_SCHED_BIND && d->code != NULL && d->for_job_id == V->id)
             d->for_job_id = cy->jobs[for_job].id;
     }
-    cluster_give(cy->c, V->node, V->slots, V->nslots, V->req->cpu,
+    cluster_give(cy->c, node_was, V->slots, V->nslots, V->req->cpu,
                  V->saved_held ? 0 : V->req->host_memory_bytes);
     list_del(cy, v);
     account(cy, V, -1);
@@ -149,8 +169,7 @@ static void unbind(struct cycle *cy, int v, int for_job)
     V->p.only_node = V->saved_only_node;
     V->p.host_mem_held = V->saved_held;
     cy->pass_decisions++;
-    cy->free_epoch++;
-    memo_clear(cy->fail_memo);
+    cycle_freed(cy, node_was);
     order_update(cy->order, V->project);
 }
 
@@ -197,8 +216,7 @@ void cycle_stop(struct cycle *cy, int v, int for_job, const char *code, const ch
     };
     V->gpus = 0;
     push_decision(cy, &d);
-    cy->free_epoch++;
-    memo_clear(cy->fail_memo);
+    cycle_freed(cy, node);
     order_update(cy->order, V->project);
 }
 
@@ -252,18 +270,23 @@ static void attempt(struct cycle *cy, int j)
         J->stage = short_p >= short_d ? STAGE_OVER_LIMIT : STAGE_DEPT_LIMIT;
         return;
     }
-    uint64_t key = preq_signature(&J->p, 0);
-    if (!memo_has(cy->fail_memo, key)) {
+    /* a request that found no room needs a look only at the nodes freed since */
+    uint64_t key = preq_signature(&J->p, 0), since = 0;
+    bool seen = memo_get(cy->fail_memo, key, &since);
+    if (!seen || since < cy->nfreed) {
         int node;
         struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
         size_t ns = 0;
-        if (place_best(cy->c, cy->st, &J->p, &node, slots, &ns)) {
+        bool ok = seen ? place_best_among(cy->c, cy->st, &J->p, cy->freed + since,
+                                          cy->nfreed - since, &node, slots, &ns)
+                       : place_best(cy->c, cy->st, &J->p, &node, slots, &ns);
+        if (ok) {
             cycle_bind(cy, j, node, slots, ns, "fits",
                        cycle_printf(cy, "placed on %s by %s", cy->snap->nodes[node].name,
                                     cy->st->name));
             return;
         }
-        memo_add(cy->fail_memo, key);
+        memo_put(cy->fail_memo, key, cy->nfreed);
     }
     if (reclaim_try(cy, j))
         return;
@@ -493,6 +516,7 @@ out:
     memo_free(cy->fail_memo);
     memo_free(cy->reclaim_memo);
     free(cy->dec.v);
+    free(cy->freed);
     diag_cache_free(cy->diag);
     if (rc != TS_OK) {
         ts_arena_free(a);

@@ -1,7 +1,7 @@
 /*
- * memo.c - a growable hash set of 64-bit request signatures, so that a cycle
- * does not search the cluster twice for the same request when nothing has
- * been freed in between.
+ * memo.c - a growable hash map of 64-bit request signatures to a value, so
+ * that a cycle does not search the whole cluster again for a request that
+ * found no room: only the nodes freed since need a look.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,7 @@
 
 struct memo {
     uint64_t *slot;
+    uint64_t *val;
     size_t cap, n;
 };
 
@@ -20,7 +21,10 @@ struct memo *memo_new(void)
         return NULL;
     m->cap = 256;
     m->slot = calloc(m->cap, sizeof(uint64_t));
-    if (m->slot == NULL) {
+    m->val = calloc(m->cap, sizeof(uint64_t));
+    if (m->slot == NULL || m->val == NULL) {
+        free(m->slot);
+        free(m->val);
         free(m);
         return NULL;
     }
@@ -32,6 +36,7 @@ void memo_free(struct memo *m)
     if (m == NULL)
         return;
     free(m->slot);
+    free(m->val);
     free(m);
 }
 
@@ -48,7 +53,7 @@ static uint64_t fix(uint64_t k)
     return k == 0 ? 1 : k;
 }
 
-bool memo_has(const struct memo *m, uint64_t key)
+bool memo_get(const struct memo *m, uint64_t key, uint64_t *val)
 {
     if (m == NULL)
         return false;
@@ -56,21 +61,32 @@ bool memo_has(const struct memo *m, uint64_t key)
     for (size_t i = key & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         if (m->slot[i] == 0)
             return false;
-        if (m->slot[i] == key)
+        if (m->slot[i] == key) {
+            if (val)
+                *val = m->val[i];
             return true;
+        }
     }
 }
 
-void memo_add(struct memo *m, uint64_t key)
+bool memo_has(const struct memo *m, uint64_t key)
+{
+    return memo_get(m, key, NULL);
+}
+
+void memo_put(struct memo *m, uint64_t key, uint64_t val)
 {
     if (m == NULL)
         return;
     key = fix(key);
     if ((m->n + 1) * 2 > m->cap) {
         size_t ncap = m->cap * 2;
-        uint64_t *ns = calloc(ncap, sizeof(uint64_t));
-        if (ns == NULL)
+        uint64_t *ns = calloc(ncap, sizeof(uint64_t)), *nv = calloc(ncap, sizeof(uint64_t));
+        if (ns == NULL || nv == NULL) {
+            free(ns);
+            free(nv);
             return; /* a memo that cannot grow only costs time */
+        }
         for (size_t i = 0; i < m->cap; i++) {
             uint64_t k = m->slot[i];
             if (k == 0)
@@ -79,19 +95,30 @@ void memo_add(struct memo *m, uint64_t key)
             while (ns[j] != 0)
                 j = (j + 1) & (ncap - 1);
             ns[j] = k;
+            nv[j] = m->val[i];
         }
         free(m->slot);
+        free(m->val);
         m->slot = ns;
+        m->val = nv;
         m->cap = ncap;
     }
     size_t i = key & (m->cap - 1);
     while (m->slot[i] != 0) {
-        if (m->slot[i] == key)
+        if (m->slot[i] == key) {
+            m->val[i] = val;
             return;
+        }
         i = (i + 1) & (m->cap - 1);
     }
     m->slot[i] = key;
+    m->val[i] = val;
     m->n++;
+}
+
+void memo_add(struct memo *m, uint64_t key)
+{
+    memo_put(m, key, 0);
 }
 
 static uint64_t mix(uint64_t h, const void *p, size_t n)

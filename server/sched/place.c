@@ -88,6 +88,13 @@ static bool summary_may_fit(const struct ts_sched_cluster *c, const struct preq 
 bool place_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                 const struct preq *p, int *node, struct ts_sched_slot *slots, size_t *nslots)
 {
+    return place_best_among(c, st, p, NULL, 0, node, slots, nslots);
+}
+
+bool place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+                      const struct preq *p, const int *list, size_t nlist, int *node,
+                      struct ts_sched_slot *slots, size_t *nslots)
+{
     const struct ts_sched_snapshot *snap = c->snap;
     int best = -1;
     double best_score = 0;
@@ -95,11 +102,17 @@ bool place_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
     int pick[TS_SCHED_MAX_DEVICES];
     int64_t used[TS_SCHED_MAX_DEVICES * 4];
     int lo = 0, hi = (int)snap->nnodes;
-    if (p->only_node >= 0) {
+    if (list != NULL) {
+        lo = 0;
+        hi = (int)nlist;
+    } else if (p->only_node >= 0) {
         lo = p->only_node;
         hi = lo + 1;
     }
-    for (int i = lo; i < hi; i++) {
+    for (int k = lo; k < hi; k++) {
+        int i = list ? list[k] : k;
+        if (p->only_node >= 0 && i != p->only_node)
+            continue;
         if (c->nodes[i].ngpus > (int)(sizeof(used) / sizeof(used[0])))
             continue;
         if (!summary_may_fit(c, p, i) || !cluster_node_static_ok(c, p, i))

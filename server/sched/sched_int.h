@@ -162,6 +162,10 @@ int place_candidates(const struct ts_sched_cluster *c, const struct preq *p,
 /* Choose GPUs on the view: true when it fits; out gets p->ndev local GPUs. */
 bool place_on_view(const struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                    const struct preq *p, const struct node_view *v, int *out);
+/* Best node for p among nodes[0..n) (NULL: all); false when none. */
+bool place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+                      const struct preq *p, const int *nodes, size_t n, int *node,
+                      struct ts_sched_slot *slots, size_t *nslots);
 /* Best node for p; false when none. slots gets p->ndev entries. */
 bool place_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                 const struct preq *p, int *node, struct ts_sched_slot *slots, size_t *nslots);

@@ -74,8 +74,7 @@ static void env_name(const char *name, char *buf, size_t len)
 }
 
 /* How the option is named in the source a value came from. */
-static void source_name(const struct ts_option *o, const struct source *src, char *buf,
-                        size_t len)
+static void source_name(const struct ts_option *o, const struct source *src, char *buf, size_t len)
 {
     switch (src->kind) {
     case SRC_ENV:
@@ -396,8 +395,8 @@ static int line_value(char *p, char **out)
     return 0;
 }
 
-static enum ts_err apply_file(const struct ts_option *table, size_t n, void *cfg,
-                              const char *path, struct ts_error *err)
+static enum ts_err apply_file(const struct ts_option *table, size_t n, void *cfg, const char *path,
+                              struct ts_error *err)
 {
     char *data = read_file(path, err);
     if (data == NULL)
@@ -428,8 +427,8 @@ static enum ts_err apply_file(const struct ts_option *table, size_t n, void *cfg
             break;
         }
         char shown[NAME_MAX_LEN + 4];
-        snprintf(shown, sizeof(shown), "%.*s", (int)(name_len < NAME_MAX_LEN ? name_len : NAME_MAX_LEN),
-                 name);
+        snprintf(shown, sizeof(shown), "%.*s",
+                 (int)(name_len < NAME_MAX_LEN ? name_len : NAME_MAX_LEN), name);
         size_t index;
         const struct ts_option *o = find_option(table, n, name, name_len, &index);
         if (o == NULL) {
@@ -450,9 +449,9 @@ static enum ts_err apply_file(const struct ts_option *table, size_t n, void *cfg
 struct cmdline {
     struct flag_value *flags;
     size_t nflags;
-    const char *config;  /* --config FILE, borrowed */
+    const char *config; /* --config FILE, borrowed */
     bool help;
-    int rest;            /* index of the first positional argument */
+    int rest; /* index of the first positional argument */
     bool failed;
     struct ts_error error;
 };
@@ -507,8 +506,9 @@ static void scan_args(const struct ts_option *table, size_t n, int argc, char **
         if (o != NULL && (o->flags & TS_OPT_SECRET)) {
             char env[NAME_MAX_LEN + 16];
             env_name(o->name, env, sizeof(env));
-            cmd_fail(c, "--%s cannot be given on the command line, where other users could read it: "
-                        "set %s or %s in the config file",
+            cmd_fail(c,
+                     "--%s cannot be given on the command line, where other users could read it: "
+                     "set %s or %s in the config file",
                      o->name, env, o->name);
             if (value == NULL && i + 1 < argc)
                 i++; /* do not read the secret as a positional argument */
@@ -532,8 +532,8 @@ static void scan_args(const struct ts_option *table, size_t n, int argc, char **
 }
 
 enum ts_config_result ts_config_load(const struct ts_option *table, size_t n, void *cfg,
-                                     const char *usage, int argc, char **argv,
-                                     int *rest_argc, char ***rest_argv, struct ts_error *err)
+                                     const char *usage, int argc, char **argv, int *rest_argc,
+                                     char ***rest_argv, struct ts_error *err)
 {
     ts_error_clear(err);
     for (size_t i = 0; i < n; i++)

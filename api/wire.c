@@ -45,8 +45,9 @@ enum ts_err ts_wire_parse(const char *body, size_t len, json_t **out, struct ts_
         if (json_error_code(&je) == json_error_duplicate_key)
             duplicate_key_message(&je, err);
         else
-            ts_error_set(err, TS_ERR_MALFORMED_JSON, "could not parse JSON at line %d, column %d: %s",
-                         je.line, je.column, je.text);
+            ts_error_set(err, TS_ERR_MALFORMED_JSON,
+                         "could not parse JSON at line %d, column %d: %s", je.line, je.column,
+                         je.text);
         return TS_ERR_MALFORMED_JSON;
     }
     if (!json_is_object(v)) {

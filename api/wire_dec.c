@@ -120,8 +120,7 @@ enum ts_err ts_wire_dec_object(const json_t *v, const char *path, const char *wh
     bool top = path == NULL || path[0] == '\0';
     if (!json_is_object(v)) {
         if (top)
-            return ts_error_field(err, TS_ERR_WRONG_TYPE, "",
-                                  "request body must be a JSON object");
+            return ts_error_field(err, TS_ERR_WRONG_TYPE, "", "request body must be a JSON object");
         return wrong_type(err, path, "an object");
     }
     const char *key;
@@ -140,8 +139,8 @@ enum ts_err ts_wire_dec_object(const json_t *v, const char *path, const char *wh
     return TS_OK;
 }
 
-enum ts_err ts_wire_dec_string(const json_t *obj, const char *path, const char *key,
-                               bool required, const char **out, struct ts_error *err)
+enum ts_err ts_wire_dec_string(const json_t *obj, const char *path, const char *key, bool required,
+                               const char **out, struct ts_error *err)
 {
     char field[TS_WIRE_PATH_MAX];
     ts_wire_dec_path(field, sizeof(field), path, key);
@@ -172,9 +171,8 @@ enum ts_err ts_wire_dec_name(const json_t *obj, const char *path, const char *ke
     return TS_OK;
 }
 
-enum ts_err ts_wire_dec_number(const json_t *obj, const char *path, const char *key,
-                               double min, double max, bool *present, double *out,
-                               struct ts_error *err)
+enum ts_err ts_wire_dec_number(const json_t *obj, const char *path, const char *key, double min,
+                               double max, bool *present, double *out, struct ts_error *err)
 {
     char field[TS_WIRE_PATH_MAX];
     ts_wire_dec_path(field, sizeof(field), path, key);
@@ -211,16 +209,15 @@ static int integer_value(const json_t *v, int64_t *out)
     return 0;
 }
 
-static enum ts_err out_of_range(struct ts_error *err, const char *field, int64_t min,
-                                int64_t max, const char *given)
+static enum ts_err out_of_range(struct ts_error *err, const char *field, int64_t min, int64_t max,
+                                const char *given)
 {
     return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s must be between %lld and %lld: %s",
                           field, (long long)min, (long long)max, given);
 }
 
-enum ts_err ts_wire_dec_integer(const json_t *obj, const char *path, const char *key,
-                                int64_t min, int64_t max, bool *present, int64_t *out,
-                                struct ts_error *err)
+enum ts_err ts_wire_dec_integer(const json_t *obj, const char *path, const char *key, int64_t min,
+                                int64_t max, bool *present, int64_t *out, struct ts_error *err)
 {
     char field[TS_WIRE_PATH_MAX];
     ts_wire_dec_path(field, sizeof(field), path, key);
@@ -237,8 +234,8 @@ enum ts_err ts_wire_dec_integer(const json_t *obj, const char *path, const char 
         given_number(v, given, sizeof(given));
         if (json_number_value(v) == floor(json_number_value(v)))
             return out_of_range(err, field, min, max, given);
-        return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s must be an integer: %s",
-                              field, given);
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s must be an integer: %s", field,
+                              given);
     }
     if (n < min || n > max) {
         snprintf(given, sizeof(given), "%lld", (long long)n);
@@ -248,8 +245,8 @@ enum ts_err ts_wire_dec_integer(const json_t *obj, const char *path, const char 
     return TS_OK;
 }
 
-enum ts_err ts_wire_dec_bool(const json_t *obj, const char *path, const char *key,
-                             bool *present, bool *out, struct ts_error *err)
+enum ts_err ts_wire_dec_bool(const json_t *obj, const char *path, const char *key, bool *present,
+                             bool *out, struct ts_error *err)
 {
     char field[TS_WIRE_PATH_MAX];
     ts_wire_dec_path(field, sizeof(field), path, key);
@@ -264,8 +261,8 @@ enum ts_err ts_wire_dec_bool(const json_t *obj, const char *path, const char *ke
     return TS_OK;
 }
 
-enum ts_err ts_wire_dec_bytes(const json_t *obj, const char *path, const char *key,
-                              int64_t min, bool *present, int64_t *out, struct ts_error *err)
+enum ts_err ts_wire_dec_bytes(const json_t *obj, const char *path, const char *key, int64_t min,
+                              bool *present, int64_t *out, struct ts_error *err)
 {
     char field[TS_WIRE_PATH_MAX];
     ts_wire_dec_path(field, sizeof(field), path, key);
@@ -279,8 +276,7 @@ enum ts_err ts_wire_dec_bytes(const json_t *obj, const char *path, const char *k
     if (json_is_string(v)) {
         ts_wire_dec_quote(json_string_value(v), given, sizeof(given));
         if (ts_bytesize_parse(json_string_value(v), &n) != 0) {
-            ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s is not a size: %s", field,
-                           given);
+            ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s is not a size: %s", field, given);
             ts_error_hint(err, "sizes are written like 20GiB, 512MiB, 32G or 1.5TB, "
                                "at most 4194304TiB");
             return TS_ERR_INVALID_VALUE;
@@ -302,11 +298,10 @@ enum ts_err ts_wire_dec_bytes(const json_t *obj, const char *path, const char *k
     }
     if (n < min) {
         if (min == 1)
-            return ts_error_field(err, TS_ERR_INVALID_VALUE, field,
-                                  "%s must be greater than 0: %s", field, given);
+            return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s must be greater than 0: %s",
+                                  field, given);
         return ts_error_field(err, TS_ERR_INVALID_VALUE, field,
-                              "%s must be at least %lld bytes: %s", field, (long long)min,
-                              given);
+                              "%s must be at least %lld bytes: %s", field, (long long)min, given);
     }
     *out = n;
     return TS_OK;

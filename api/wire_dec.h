@@ -51,25 +51,23 @@ enum ts_err ts_wire_dec_object(const json_t *v, const char *path, const char *wh
 json_t *ts_wire_dec_member(const json_t *obj, const char *key);
 
 /* A string member; *out is borrowed from obj. */
-enum ts_err ts_wire_dec_string(const json_t *obj, const char *path, const char *key,
-                               bool required, const char **out, struct ts_error *err);
+enum ts_err ts_wire_dec_string(const json_t *obj, const char *path, const char *key, bool required,
+                               const char **out, struct ts_error *err);
 /* A required name ([a-z0-9][a-z0-9-]{0,62}) copied into out[TS_NAME_MAX + 1]. */
 enum ts_err ts_wire_dec_name(const json_t *obj, const char *path, const char *key, char *out,
                              struct ts_error *err);
 /* A number in [min, max] (negative zero becomes zero). */
-enum ts_err ts_wire_dec_number(const json_t *obj, const char *path, const char *key,
-                               double min, double max, bool *present, double *out,
-                               struct ts_error *err);
+enum ts_err ts_wire_dec_number(const json_t *obj, const char *path, const char *key, double min,
+                               double max, bool *present, double *out, struct ts_error *err);
 /* An integer in [min, max]; a number with a fraction is not one, 50.0 is. */
-enum ts_err ts_wire_dec_integer(const json_t *obj, const char *path, const char *key,
-                                int64_t min, int64_t max, bool *present, int64_t *out,
-                                struct ts_error *err);
-enum ts_err ts_wire_dec_bool(const json_t *obj, const char *path, const char *key,
-                             bool *present, bool *out, struct ts_error *err);
+enum ts_err ts_wire_dec_integer(const json_t *obj, const char *path, const char *key, int64_t min,
+                                int64_t max, bool *present, int64_t *out, struct ts_error *err);
+enum ts_err ts_wire_dec_bool(const json_t *obj, const char *path, const char *key, bool *present,
+                             bool *out, struct ts_error *err);
 /* A byte size: a string in api/units.h syntax or an integer of bytes, in
  * [min, TS_BYTESIZE_MAX]. */
-enum ts_err ts_wire_dec_bytes(const json_t *obj, const char *path, const char *key,
-                              int64_t min, bool *present, int64_t *out, struct ts_error *err);
+enum ts_err ts_wire_dec_bytes(const json_t *obj, const char *path, const char *key, int64_t min,
+                              bool *present, int64_t *out, struct ts_error *err);
 /* A duration: a string in api/units.h syntax or an integer of seconds. */
 enum ts_err ts_wire_dec_duration(const json_t *obj, const char *path, const char *key,
                                  bool *present, int64_t *out, struct ts_error *err);

@@ -10,8 +10,8 @@
 #include "api/wire_dec.h"
 #include "api/wire_enc.h"
 
-static const char *const gpu_fields[] = {"count", "portion", "portion_limit", "memory",
-                                         "memory_limit", "devices", NULL};
+static const char *const gpu_fields[] = {
+    "count", "portion", "portion_limit", "memory", "memory_limit", "devices", NULL};
 static const char *const gpu_readonly[] = {"memory_bytes", "memory_limit_bytes", NULL};
 
 double ts_gpu_request_gpus(const struct ts_gpu_request *g)
@@ -36,22 +36,20 @@ static enum ts_err refuse_beside(const json_t *gpu, const char *key, const char 
         return TS_OK;
     char field[TS_WIRE_PATH_MAX];
     snprintf(field, sizeof(field), "gpu.%s", key);
-    return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s cannot be given with gpu.%s",
-                          field, kind);
+    return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s cannot be given with gpu.%s", field,
+                          kind);
 }
 
-static enum ts_err decode_devices(const json_t *gpu, struct ts_gpu_request *g,
-                                  struct ts_error *err)
+static enum ts_err decode_devices(const json_t *gpu, struct ts_gpu_request *g, struct ts_error *err)
 {
     int64_t devices = 1;
-    enum ts_err e = ts_wire_dec_integer(gpu, "gpu", "devices", 1, TS_GPU_DEVICES_MAX, NULL,
-                                        &devices, err);
+    enum ts_err e =
+        ts_wire_dec_integer(gpu, "gpu", "devices", 1, TS_GPU_DEVICES_MAX, NULL, &devices, err);
     g->devices = (int)devices;
     return e;
 }
 
-static enum ts_err decode_portion(const json_t *gpu, struct ts_gpu_request *g,
-                                  struct ts_error *err)
+static enum ts_err decode_portion(const json_t *gpu, struct ts_gpu_request *g, struct ts_error *err)
 {
     char a[32], b[32];
     g->kind = TS_GPU_PORTION;
@@ -101,8 +99,7 @@ static enum ts_err decode_gpu_memory(const json_t *gpu, struct ts_gpu_request *g
     return decode_devices(gpu, g, err);
 }
 
-enum ts_err ts_wire_gpu_decode(const json_t *gpu, struct ts_gpu_request *g,
-                               struct ts_error *err)
+enum ts_err ts_wire_gpu_decode(const json_t *gpu, struct ts_gpu_request *g, struct ts_error *err)
 {
     *g = (struct ts_gpu_request){.kind = TS_GPU_NONE};
     if (gpu == NULL || json_is_null(gpu))

@@ -82,13 +82,14 @@ bool ts_job_state_finished(enum ts_job_state s)
 /* ---- decoding -------------------------------------------------------------- */
 
 static const char *const job_fields[] = {
-    "name", "project", "kind", "priority", "preemptible", "command", "env", "working_dir",
-    "gpu", "cpu", "memory", "gpu_model", "node_selector", "max_runtime", NULL,
-};
-static const char *const job_readonly[] = {
-    "id", "state", "node", "exit_code", "pending_reason", "resume_count", "created_at",
-    "updated_at", "started_at", "finished_at", "memory_bytes", "max_runtime_seconds", NULL,
-};
+    "name", "project", "kind",   "priority",  "preemptible",   "command",     "env", "working_dir",
+    "gpu",  "cpu",     "memory", "gpu_model", "node_selector", "max_runtime", NULL};
+static const char *const job_readonly[] = {"id",          "state",          "node",
+                                           "exit_code",   "pending_reason", "resume_count",
+                                           "created_at",  "updated_at",     "started_at",
+                                           "finished_at", "memory_bytes",   "max_runtime_seconds",
+                                           NULL};
+
 static enum ts_err nomem(struct ts_error *err)
 {
     return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
@@ -108,8 +109,7 @@ static enum ts_err decode_command(const json_t *in, struct ts_arena *a, struct t
         return ts_error_field(err, TS_ERR_INVALID_VALUE, "command", "command must not be empty");
     if (n > TS_JOB_COMMAND_MAX)
         return ts_error_field(err, TS_ERR_INVALID_VALUE, "command",
-                              "command must have at most %d entries: %zu", TS_JOB_COMMAND_MAX,
-                              n);
+                              "command must have at most %d entries: %zu", TS_JOB_COMMAND_MAX, n);
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(arr, i);
         char field[TS_WIRE_PATH_MAX];
@@ -117,8 +117,7 @@ static enum ts_err decode_command(const json_t *in, struct ts_arena *a, struct t
         if (!json_is_string(v))
             return ts_error_field(err, TS_ERR_WRONG_TYPE, field, "%s must be a string", field);
         if (json_string_length(v) == 0)
-            return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s must not be empty",
-                                  field);
+            return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s must not be empty", field);
     }
     out->command = ts_wire_dec_dump(arr, a);
     return out->command != NULL ? TS_OK : nomem(err);
@@ -136,9 +135,8 @@ static bool env_name_valid(const char *s)
 }
 
 /* An object of strings (env, node_selector); absent is "{}". */
-static enum ts_err decode_string_map(const json_t *in, const char *key, size_t max,
-                                     bool env_names, struct ts_arena *a, const char **out,
-                                     struct ts_error *err)
+static enum ts_err decode_string_map(const json_t *in, const char *key, size_t max, bool env_names,
+                                     struct ts_arena *a, const char **out, struct ts_error *err)
 {
     json_t *obj = ts_wire_dec_member(in, key);
     *out = "{}";
@@ -160,8 +158,8 @@ static enum ts_err decode_string_map(const json_t *in, const char *key, size_t m
                                   "%s name must match [A-Za-z_][A-Za-z0-9_]*: %s", key,
                                   ts_wire_dec_quote(name, q, sizeof(q)));
         if (!env_names && name[0] == '\0')
-            return ts_error_field(err, TS_ERR_INVALID_VALUE, field,
-                                  "%s keys must not be empty", key);
+            return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s keys must not be empty",
+                                  key);
         if (!json_is_string(v))
             return ts_error_field(err, TS_ERR_WRONG_TYPE, field, "%s must be a string", field);
     }
@@ -182,8 +180,8 @@ static enum ts_err decode_gpu_model(const json_t *in, struct ts_arena *a, const 
     size_t n = json_array_size(arr);
     if (n > TS_JOB_GPU_MODELS_MAX)
         return ts_error_field(err, TS_ERR_INVALID_VALUE, "gpu_model",
-                              "gpu_model must have at most %d entries: %zu",
-                              TS_JOB_GPU_MODELS_MAX, n);
+                              "gpu_model must have at most %d entries: %zu", TS_JOB_GPU_MODELS_MAX,
+                              n);
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(arr, i);
         char field[TS_WIRE_PATH_MAX];
@@ -191,8 +189,7 @@ static enum ts_err decode_gpu_model(const json_t *in, struct ts_arena *a, const 
         if (!json_is_string(v))
             return ts_error_field(err, TS_ERR_WRONG_TYPE, field, "%s must be a string", field);
         if (json_string_length(v) == 0)
-            return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s must not be empty",
-                                  field);
+            return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s must not be empty", field);
     }
     *out = ts_wire_dec_dump(arr, a);
     return *out != NULL ? TS_OK : nomem(err);
@@ -316,12 +313,12 @@ json_t *ts_wire_job_encode(const struct ts_job *j)
     ts_wire_enc_set(o, "memory_bytes", json_integer(s->memory_bytes), &ok);
     ts_wire_enc_set(o, "gpu_model", ts_wire_enc_text(s->gpu_model, "[]"), &ok);
     ts_wire_enc_set(o, "node_selector", ts_wire_enc_text(s->node_selector, "{}"), &ok);
-    ts_wire_enc_set(o, "max_runtime",
-                    s->max_runtime_seconds > 0
-                        ? json_string(ts_duration_format(s->max_runtime_seconds, runtime,
-                                                         sizeof(runtime)))
-                        : json_null(),
-                    &ok);
+    ts_wire_enc_set(
+        o, "max_runtime",
+        s->max_runtime_seconds > 0
+            ? json_string(ts_duration_format(s->max_runtime_seconds, runtime, sizeof(runtime)))
+            : json_null(),
+        &ok);
     ts_wire_enc_set(o, "max_runtime_seconds", json_integer(s->max_runtime_seconds), &ok);
     ts_wire_enc_set(o, "state", json_string(ts_job_state_name(j->state)), &ok);
     ts_wire_enc_set(o, "node", ts_wire_enc_string(j->node), &ok);

@@ -8,13 +8,11 @@
 #include "api/wire_dec.h"
 #include "api/wire_enc.h"
 
-static const char *const quota_fields[] = {"gpus", "over_quota_weight", "limit", "priority",
-                                           NULL};
+static const char *const quota_fields[] = {"gpus", "over_quota_weight", "limit", "priority", NULL};
 static const char *const department_fields[] = {"name", "quota", NULL};
 static const char *const project_fields[] = {"name", "department", "quota", NULL};
 /* Members the encoders write that a client may send back by mistake. */
-static const char *const readonly_fields[] = {"id", "status", "created_at", "project_count",
-                                              NULL};
+static const char *const readonly_fields[] = {"id", "status", "created_at", "project_count", NULL};
 
 enum ts_err ts_wire_quota_decode(const json_t *in, const char *field, struct ts_quota *out,
                                  struct ts_error *err)
@@ -65,8 +63,8 @@ enum ts_err ts_wire_department_decode(const json_t *in, struct ts_department_spe
                                       struct ts_error *err)
 {
     *out = (struct ts_department_spec){0};
-    enum ts_err e = ts_wire_dec_object(in, "", "department", department_fields,
-                                       readonly_fields, err);
+    enum ts_err e =
+        ts_wire_dec_object(in, "", "department", department_fields, readonly_fields, err);
     if (e == TS_OK)
         e = ts_wire_dec_name(in, "", "name", out->name, err);
     if (e == TS_OK)
@@ -95,8 +93,8 @@ static json_t *usage_encode(const struct ts_usage *u)
     if (o == NULL)
         return NULL;
     ts_wire_enc_set(o, "allocated_gpus", json_real(u->allocated_gpus), &ok);
-    ts_wire_enc_set(o, "allocated_nonpreemptible_gpus",
-                    json_real(u->allocated_nonpreemptible_gpus), &ok);
+    ts_wire_enc_set(o, "allocated_nonpreemptible_gpus", json_real(u->allocated_nonpreemptible_gpus),
+                    &ok);
     ts_wire_enc_set(o, "requested_gpus", json_real(u->requested_gpus), &ok);
     ts_wire_enc_set(o, "pending_jobs", json_integer(u->pending_jobs), &ok);
     ts_wire_enc_set(o, "running_jobs", json_integer(u->running_jobs), &ok);

@@ -36,8 +36,8 @@ int ts_role_parse(const char *s, enum ts_role *out)
     return -1;
 }
 
-static enum ts_err decode_projects(const json_t *in, struct ts_arena *a,
-                                   struct ts_token_spec *out, struct ts_error *err)
+static enum ts_err decode_projects(const json_t *in, struct ts_arena *a, struct ts_token_spec *out,
+                                   struct ts_error *err)
 {
     json_t *arr = ts_wire_dec_member(in, "projects");
     if (arr == NULL)
@@ -47,8 +47,8 @@ static enum ts_err decode_projects(const json_t *in, struct ts_arena *a,
     size_t n = json_array_size(arr);
     if (n > TS_TOKEN_PROJECTS_MAX)
         return ts_error_field(err, TS_ERR_INVALID_VALUE, "projects",
-                              "projects must have at most %d entries: %zu",
-                              TS_TOKEN_PROJECTS_MAX, n);
+                              "projects must have at most %d entries: %zu", TS_TOKEN_PROJECTS_MAX,
+                              n);
     const char **names = ts_arena_alloc(a, (n + 1) * sizeof(*names));
     if (names == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
@@ -65,8 +65,8 @@ static enum ts_err decode_projects(const json_t *in, struct ts_arena *a,
                                   ts_wire_dec_quote(s, q, sizeof(q)));
         for (size_t j = 0; j < i; j++)
             if (strcmp(names[j], s) == 0)
-                return ts_error_field(err, TS_ERR_INVALID_VALUE, field,
-                                      "projects lists %s twice", ts_wire_dec_quote(s, q, sizeof(q)));
+                return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "projects lists %s twice",
+                                      ts_wire_dec_quote(s, q, sizeof(q)));
         names[i] = ts_arena_strdup(a, s);
         if (names[i] == NULL)
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");

@@ -45,9 +45,10 @@ static void check_round_trip(const struct ts_job_spec *s, struct ts_arena *a)
     struct ts_job j = {.id = 1, .spec = *s, .state = TS_JOB_PENDING};
     json_t *v = ts_wire_job_encode(&j);
     FUZZ_CHECK(v != NULL);
-    static const char *const out_only[] = {
-        "id", "state", "node", "exit_code", "pending_reason", "resume_count", "created_at",
-        "updated_at", "started_at", "finished_at", "memory_bytes", "max_runtime_seconds"};
+    static const char *const out_only[] = {"id",          "state",          "node",
+                                           "exit_code",   "pending_reason", "resume_count",
+                                           "created_at",  "updated_at",     "started_at",
+                                           "finished_at", "memory_bytes",   "max_runtime_seconds"};
     for (size_t i = 0; i < sizeof(out_only) / sizeof(out_only[0]); i++)
         json_object_del(v, out_only[i]);
     json_t *gpu = json_object_get(v, "gpu");

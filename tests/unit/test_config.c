@@ -34,14 +34,13 @@ static const struct ts_option table[] = {
     {"listen", TS_OPT_HOSTPORT, OPT(listen), "127.0.0.1:8080", "HOST:PORT", "address to serve on",
      0, 0, NULL, 0},
     {"data-dir", TS_OPT_STRING, OPT(data_dir), NULL, "DIR", "state folder", 0, 0, NULL, 0},
-    {"password", TS_OPT_STRING, OPT(password), "hunter2", "SECRET", "database password", 0, 0,
-     NULL, TS_OPT_SECRET},
+    {"password", TS_OPT_STRING, OPT(password), "hunter2", "SECRET", "database password", 0, 0, NULL,
+     TS_OPT_SECRET},
     {"workers", TS_OPT_INT, OPT(workers), "4", "N", "worker threads", 1, 64, NULL, 0},
     {"verbose", TS_OPT_BOOL, OPT(verbose), "false", NULL, "say more", 0, 0, NULL, 0},
-    {"max-body", TS_OPT_BYTES, OPT(max_body), "1MiB", "SIZE", "largest body", 1024, 1LL << 30,
-     NULL, 0},
-    {"timeout", TS_OPT_DURATION, OPT(timeout), "60s", "DURATION", "idle timeout", 1, 3600, NULL,
+    {"max-body", TS_OPT_BYTES, OPT(max_body), "1MiB", "SIZE", "largest body", 1024, 1LL << 30, NULL,
      0},
+    {"timeout", TS_OPT_DURATION, OPT(timeout), "60s", "DURATION", "idle timeout", 1, 3600, NULL, 0},
     {"resolver", TS_OPT_ENUM, OPT(resolver), "wait", NULL, "collision resolver", 0, 0,
      "wait|priority|swap", 0},
     {"offset", TS_OPT_INT, OPT(offset), NULL, "N", "any integer", 0, 0, NULL, 0},
@@ -142,10 +141,10 @@ static void the_file_beats_defaults_env_beats_the_file_and_flags_beat_env(void *
     setenv("TESSERA_TIMEOUT", "3m", 1);
     setenv("TESSERA_RESOLVER", "priority", 1);
     assert_int_equal(LOAD(f, "--config", f->path, "--resolver=wait"), TS_CONFIG_OK);
-    assert_int_equal(f->cfg.workers, 5);          /* file */
-    assert_int_equal(f->cfg.timeout, 180);        /* env over file */
-    assert_string_equal(f->cfg.resolver, "wait"); /* flag over env */
-    assert_int_equal(f->cfg.max_body, 2 << 20);   /* file */
+    assert_int_equal(f->cfg.workers, 5);                  /* file */
+    assert_int_equal(f->cfg.timeout, 180);                /* env over file */
+    assert_string_equal(f->cfg.resolver, "wait");         /* flag over env */
+    assert_int_equal(f->cfg.max_body, 2 << 20);           /* file */
     assert_string_equal(f->cfg.listen, "127.0.0.1:8080"); /* default */
 }
 
@@ -282,8 +281,9 @@ static void a_config_file_cannot_name_another(void **state)
 static void a_missing_config_file_is_an_error_naming_it(void **state)
 {
     struct fixture *f = *state;
-    assert_config_error(f, LOAD(f, "--config=/nonexistent/t.conf"),
-                        "could not open config file /nonexistent/t.conf: No such file or directory");
+    assert_config_error(
+        f, LOAD(f, "--config=/nonexistent/t.conf"),
+        "could not open config file /nonexistent/t.conf: No such file or directory");
 }
 
 static void the_config_flag_beats_tessera_config_and_an_empty_one_is_none(void **state)
@@ -356,8 +356,8 @@ static void host_and_port_are_checked(void **state)
         if (LOAD(f, arg) != TS_CONFIG_OK)
             fail_msg("%s: %s", good[i], f->err.message);
     }
-    const char *bad[] = {"x", "8080", "host:", "host:http", "host:65536", "[::1]", "::1:80",
-                         "a b:80", "[]:80", "host:-1"};
+    const char *bad[] = {"x",     "8080",   "host:",  "host:http", "host:65536",
+                         "[::1]", "::1:80", "a b:80", "[]:80",     "host:-1"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char arg[64], want[128];
         snprintf(arg, sizeof(arg), "--listen=%s", bad[i]);
@@ -412,9 +412,9 @@ static void positional_arguments_start_at_the_first_non_option_or_after_dashes(v
     struct fixture *f = *state;
     int rc = -1;
     char **rv = NULL;
-    assert_int_equal(load_rest(f, &rc, &rv,
-                               (const char *const[]){"--workers=2", "run", "--verbose", NULL}),
-                     TS_CONFIG_OK);
+    assert_int_equal(
+        load_rest(f, &rc, &rv, (const char *const[]){"--workers=2", "run", "--verbose", NULL}),
+        TS_CONFIG_OK);
     assert_int_equal(rc, 2);
     assert_string_equal(rv[0], "run");
     assert_string_equal(rv[1], "--verbose");
@@ -473,7 +473,8 @@ static void a_bad_secret_value_is_not_echoed(void **state)
     assert_int_equal(ts_config_load(t, 1, &f->cfg, "usage", 1, argv, NULL, NULL, &f->err),
                      TS_CONFIG_ERROR);
     unsetenv("TESSERA_PIN");
-    assert_string_equal(f->err.message, "invalid value for TESSERA_PIN: must be between 0 and 9999");
+    assert_string_equal(f->err.message,
+                        "invalid value for TESSERA_PIN: must be between 0 and 9999");
 }
 
 static void strings_are_null_after_an_error_and_free_is_idempotent(void **state)

@@ -77,7 +77,7 @@ static void the_derived_tables_agree_with_the_list(void **state)
     }
     assert_int_equal(ts_err_from_code("no_such_code"), TS_ERR__COUNT);
     assert_int_equal(ts_err_http_status(TS_ERR__COUNT), 500);
-    assert_string_equal(ts_err_code((enum ts_err)-1), "internal");
+    assert_string_equal(ts_err_code((enum ts_err) - 1), "internal");
 }
 
 /* ---- api/openapi.yaml ------------------------------------------------------------ */

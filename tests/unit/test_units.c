@@ -129,7 +129,7 @@ static void a_fraction_of_a_byte_is_rounded_up_with_a_unit_and_refused_without(v
 
 static void malformed_sizes_are_refused(void **state)
 {
-    const char *bad[] = {"",     "20XB", "-1GiB", "1e3GiB", "GiB",   " 1GiB", "1GiB ",
+    const char *bad[] = {"",      "20XB", "-1GiB", "1e3GiB", "GiB",   " 1GiB", "1GiB ",
                          "1 GiB", "1gib", "1b",    "1kB",    "1.GiB", ".5GiB", "1..5GiB",
                          "+1GiB", "1Gi",  "1GiBB", "0x10",   "1,5GiB"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -171,8 +171,17 @@ static void sizes_format_in_the_largest_exact_binary_unit(void **state)
 
 static void formatted_sizes_read_back_as_the_same_number(void **state)
 {
-    const int64_t samples[] = {0, 1, 1023, 1024, 1025, 1000, 1536LL << 20, 20LL << 30,
-                               (20LL << 30) + 1, 3000000000LL, TS_BYTESIZE_MAX,
+    const int64_t samples[] = {0,
+                               1,
+                               1023,
+                               1024,
+                               1025,
+                               1000,
+                               1536LL << 20,
+                               20LL << 30,
+                               (20LL << 30) + 1,
+                               3000000000LL,
+                               TS_BYTESIZE_MAX,
                                TS_BYTESIZE_MAX - 1};
     char buf[32];
     for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++)
@@ -207,8 +216,8 @@ static void a_plain_integer_is_seconds(void **state)
 
 static void malformed_durations_are_refused(void **state)
 {
-    const char *bad[] = {"",    "h",    "-1s", "1x",   "1.5h", "1h 30m", " 1h",
-                         "1h ", "30m1h", "1h1h", "1H", "1hm", "s1",   "1ms",    "+1s"};
+    const char *bad[] = {"",      "h",    "-1s", "1x",  "1.5h", "1h 30m", " 1h", "1h ",
+                         "30m1h", "1h1h", "1H",  "1hm", "s1",   "1ms",    "+1s"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         assert_duration_refused(bad[i]);
     int64_t v;
@@ -240,12 +249,11 @@ static void durations_format_in_days_hours_minutes_and_seconds(void **state)
 
 static void formatted_durations_read_back_as_the_same_number(void **state)
 {
-    const int64_t samples[] = {0, 1, 59, 60, 61, 3599, 3600, 86399, 86400, 93784,
-                               TS_DURATION_MAX_SECONDS};
+    const int64_t samples[] = {
+        0, 1, 59, 60, 61, 3599, 3600, 86399, 86400, 93784, TS_DURATION_MAX_SECONDS};
     char buf[32];
     for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++)
-        assert_int_equal(duration_of(ts_duration_format(samples[i], buf, sizeof(buf))),
-                         samples[i]);
+        assert_int_equal(duration_of(ts_duration_format(samples[i], buf, sizeof(buf))), samples[i]);
 }
 
 int main(void)

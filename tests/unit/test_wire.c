@@ -128,8 +128,16 @@ static void syntax_errors_give_line_and_column(void **state)
 
 static void trailing_garbage_and_empty_bodies_are_malformed(void **state)
 {
-    const char *bad[] = {"{} x", "{}{}", "", "   ", "{\"a\":1", "{'a': 1}", "{\"a\": NaN}",
-                         "{\"a\": Infinity}", "{\"a\": 1e999}", "{\"a\": 99999999999999999999}",
+    const char *bad[] = {"{} x",
+                         "{}{}",
+                         "",
+                         "   ",
+                         "{\"a\":1",
+                         "{'a': 1}",
+                         "{\"a\": NaN}",
+                         "{\"a\": Infinity}",
+                         "{\"a\": 1e999}",
+                         "{\"a\": 99999999999999999999}",
                          "{\"a\": \"\\u0000\"}"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         json_t *v = NULL;
@@ -230,9 +238,8 @@ static void an_absent_quota_takes_the_defaults(void **state)
                      TS_OK);
     assert_false(p.quota.has_limit);
     assert_true(p.quota.gpus == 1);
-    assert_int_equal(project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": null}",
-                                  &p, &err),
-                     TS_OK);
+    assert_int_equal(
+        project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": null}", &p, &err), TS_OK);
     assert_true(p.quota.over_quota_weight == 1);
 }
 
@@ -249,8 +256,8 @@ static void an_unknown_top_level_member_is_refused_naming_the_type(void **state)
 {
     struct ts_project_spec p;
     struct ts_error err;
-    enum ts_err e = project_from("{\"name\": \"a\", \"department\": \"d\", \"colour\": 1}", &p,
-                                 &err);
+    enum ts_err e =
+        project_from("{\"name\": \"a\", \"department\": \"d\", \"colour\": 1}", &p, &err);
     assert_error(&err, e, TS_ERR_UNKNOWN_FIELD, "colour", "unknown field \"colour\" in project");
 }
 
@@ -274,8 +281,7 @@ static void a_quota_of_the_wrong_type_is_refused(void **state)
     assert_error(&err, e, TS_ERR_WRONG_TYPE, "quota", "quota must be an object");
     e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"priority\": true}}",
                      &p, &err);
-    assert_error(&err, e, TS_ERR_WRONG_TYPE, "quota.priority",
-                 "quota.priority must be an integer");
+    assert_error(&err, e, TS_ERR_WRONG_TYPE, "quota.priority", "quota.priority must be an integer");
 }
 
 static void a_limit_below_the_quota_is_refused_with_both_numbers(void **state)
@@ -309,12 +315,12 @@ static void negative_and_huge_quota_numbers_are_refused(void **state)
                      &p, &err);
     assert_error(&err, e, TS_ERR_INVALID_VALUE, "quota.priority",
                  "quota.priority must be between -1000 and 1000: 1001");
-    e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"priority\": 1.5}}",
-                     &p, &err);
+    e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"priority\": 1.5}}", &p,
+                     &err);
     assert_error(&err, e, TS_ERR_INVALID_VALUE, "quota.priority",
                  "quota.priority must be an integer: 1.5");
-    e = project_from(
-        "{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"priority\": -9.2e18}}", &p, &err);
+    e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"priority\": -9.2e18}}",
+                     &p, &err);
     assert_error(&err, e, TS_ERR_INVALID_VALUE, "quota.priority", NULL);
     e = project_from("{\"name\": \"a\", \"department\": \"d\", \"quota\": {\"limit\": -1}}", &p,
                      &err);
@@ -431,16 +437,20 @@ static void projects_encode_with_quota_status_and_time(void **state)
         .spec = {.name = "vision",
                  .department = "research",
                  .quota = {.gpus = 2.5, .over_quota_weight = 1, .has_limit = true, .limit = 8}},
-        .usage = {.allocated_gpus = 1.5, .allocated_nonpreemptible_gpus = 0.5,
-                  .requested_gpus = 3, .pending_jobs = 2, .running_jobs = 1},
+        .usage = {.allocated_gpus = 1.5,
+                  .allocated_nonpreemptible_gpus = 0.5,
+                  .requested_gpus = 3,
+                  .pending_jobs = 2,
+                  .running_jobs = 1},
         .created_at_us = 1795255200123456LL,
     };
-    assert_encoded(ts_wire_project_encode(&p),
-                   "{\"id\":7,\"name\":\"vision\",\"department\":\"research\","
-                   "\"quota\":{\"gpus\":2.5,\"over_quota_weight\":1.0,\"limit\":8.0,\"priority\":0},"
-                   "\"status\":{\"allocated_gpus\":1.5,\"allocated_nonpreemptible_gpus\":0.5,"
-                   "\"requested_gpus\":3.0,\"pending_jobs\":2,\"running_jobs\":1},"
-                   "\"created_at\":\"2026-11-21T10:00:00.123456Z\"}");
+    assert_encoded(
+        ts_wire_project_encode(&p),
+        "{\"id\":7,\"name\":\"vision\",\"department\":\"research\","
+        "\"quota\":{\"gpus\":2.5,\"over_quota_weight\":1.0,\"limit\":8.0,\"priority\":0},"
+        "\"status\":{\"allocated_gpus\":1.5,\"allocated_nonpreemptible_gpus\":0.5,"
+        "\"requested_gpus\":3.0,\"pending_jobs\":2,\"running_jobs\":1},"
+        "\"created_at\":\"2026-11-21T10:00:00.123456Z\"}");
     p.spec.quota.has_limit = false;
     json_t *v = ts_wire_project_encode(&p);
     assert_true(json_is_null(json_object_get(json_object_get(v, "quota"), "limit")));
@@ -455,12 +465,13 @@ static void departments_encode_with_a_project_count(void **state)
         .project_count = 4,
         .created_at_us = 0,
     };
-    assert_encoded(ts_wire_department_encode(&d),
-                   "{\"id\":3,\"name\":\"research\","
-                   "\"quota\":{\"gpus\":16.0,\"over_quota_weight\":2.0,\"limit\":null,\"priority\":0},"
-                   "\"status\":{\"allocated_gpus\":0.0,\"allocated_nonpreemptible_gpus\":0.0,"
-                   "\"requested_gpus\":0.0,\"pending_jobs\":0,\"running_jobs\":0},"
-                   "\"project_count\":4,\"created_at\":null}");
+    assert_encoded(
+        ts_wire_department_encode(&d),
+        "{\"id\":3,\"name\":\"research\","
+        "\"quota\":{\"gpus\":16.0,\"over_quota_weight\":2.0,\"limit\":null,\"priority\":0},"
+        "\"status\":{\"allocated_gpus\":0.0,\"allocated_nonpreemptible_gpus\":0.0,"
+        "\"requested_gpus\":0.0,\"pending_jobs\":0,\"running_jobs\":0},"
+        "\"project_count\":4,\"created_at\":null}");
 }
 
 static void a_decoded_project_encodes_back_to_what_was_sent(void **state)
@@ -525,15 +536,14 @@ static void token_roles_and_project_lists_are_checked(void **state)
     e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"projects\": [\"a\", 1]}", a, &t,
                    &err);
     assert_error(&err, e, TS_ERR_WRONG_TYPE, "projects[1]", "projects[1] must be a string");
-    e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"projects\": [\"a\", \"B\"]}", a,
-                   &t, &err);
+    e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"projects\": [\"a\", \"B\"]}", a, &t,
+                   &err);
     assert_error(&err, e, TS_ERR_INVALID_VALUE, "projects[1]",
                  "projects[1] must match [a-z0-9][a-z0-9-]{0,62}: \"B\"");
-    e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"projects\": [\"a\", \"a\"]}", a,
-                   &t, &err);
-    assert_error(&err, e, TS_ERR_INVALID_VALUE, "projects[1]", "projects lists \"a\" twice");
-    e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"token\": \"s3cret\"}", a, &t,
+    e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"projects\": [\"a\", \"a\"]}", a, &t,
                    &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "projects[1]", "projects lists \"a\" twice");
+    e = token_from("{\"name\": \"ci\", \"role\": \"member\", \"token\": \"s3cret\"}", a, &t, &err);
     assert_error(&err, e, TS_ERR_UNKNOWN_FIELD, "token", "unknown field \"token\" in token");
     ts_arena_free(a);
 }
@@ -548,9 +558,10 @@ static void tokens_encode_their_secret_only_when_it_is_there(void **state)
         .created_at_us = 1000000,
         .last_used_at_us = 0,
     };
-    assert_encoded(ts_wire_token_encode(&t),
-                   "{\"id\":9,\"name\":\"ci\",\"role\":\"member\",\"projects\":[\"vision\",\"nlp\"],"
-                   "\"created_at\":\"1970-01-01T00:00:01.000000Z\",\"last_used_at\":null}");
+    assert_encoded(
+        ts_wire_token_encode(&t),
+        "{\"id\":9,\"name\":\"ci\",\"role\":\"member\",\"projects\":[\"vision\",\"nlp\"],"
+        "\"created_at\":\"1970-01-01T00:00:01.000000Z\",\"last_used_at\":null}");
     t.secret = "ts_abc";
     json_t *v = ts_wire_token_encode(&t);
     assert_string_equal(json_string_value(json_object_get(v, "token")), "ts_abc");
@@ -582,16 +593,24 @@ static void nodes_encode_with_their_gpus_and_labels(void **state)
         {.index = 1, .uuid = "GPU-2", .model = "H100", .memory_bytes = 80LL << 30},
     };
     struct ts_node n = {
-        .id = 1, .name = "node-a", .state = "ready", .labels = "{\"zone\":\"a\"}",
-        .cpu = 64, .memory_bytes = 512LL << 30, .gpus = gpus, .ngpus = 2,
-        .last_seen_at_us = 0, .created_at_us = 1500000,
+        .id = 1,
+        .name = "node-a",
+        .state = "ready",
+        .labels = "{\"zone\":\"a\"}",
+        .cpu = 64,
+        .memory_bytes = 512LL << 30,
+        .gpus = gpus,
+        .ngpus = 2,
+        .last_seen_at_us = 0,
+        .created_at_us = 1500000,
     };
-    assert_encoded(ts_wire_node_encode(&n),
-                   "{\"id\":1,\"name\":\"node-a\",\"state\":\"ready\",\"labels\":{\"zone\":\"a\"},"
-                   "\"cpu\":64.0,\"memory_bytes\":549755813888,\"gpus\":["
-                   "{\"index\":0,\"uuid\":\"GPU-1\",\"model\":\"H100\",\"memory_bytes\":85899345920},"
-                   "{\"index\":1,\"uuid\":\"GPU-2\",\"model\":\"H100\",\"memory_bytes\":85899345920}],"
-                   "\"last_seen_at\":null,\"created_at\":\"1970-01-01T00:00:01.500000Z\"}");
+    assert_encoded(
+        ts_wire_node_encode(&n),
+        "{\"id\":1,\"name\":\"node-a\",\"state\":\"ready\",\"labels\":{\"zone\":\"a\"},"
+        "\"cpu\":64.0,\"memory_bytes\":549755813888,\"gpus\":["
+        "{\"index\":0,\"uuid\":\"GPU-1\",\"model\":\"H100\",\"memory_bytes\":85899345920},"
+        "{\"index\":1,\"uuid\":\"GPU-2\",\"model\":\"H100\",\"memory_bytes\":85899345920}],"
+        "\"last_seen_at\":null,\"created_at\":\"1970-01-01T00:00:01.500000Z\"}");
     n.labels = NULL;
     n.ngpus = 0;
     json_t *v = ts_wire_node_encode(&n);
@@ -602,8 +621,11 @@ static void nodes_encode_with_their_gpus_and_labels(void **state)
 
 static void job_events_encode(void **state)
 {
-    struct ts_job_event e = {.id = 5, .job_id = 4, .at_us = 1795255200000001LL,
-                             .type = "submitted", .message = "submitted by ci"};
+    struct ts_job_event e = {.id = 5,
+                             .job_id = 4,
+                             .at_us = 1795255200000001LL,
+                             .type = "submitted",
+                             .message = "submitted by ci"};
     assert_encoded(ts_wire_job_event_encode(&e),
                    "{\"id\":5,\"job_id\":4,\"at\":\"2026-11-21T10:00:00.000001Z\","
                    "\"type\":\"submitted\",\"message\":\"submitted by ci\"}");
@@ -624,8 +646,7 @@ static void times_are_rfc3339_utc_with_microseconds_and_zero_is_null(void **stat
 
 static void encoders_refuse_strings_that_are_not_utf8(void **state)
 {
-    struct ts_job_event e = {.id = 1, .job_id = 1, .at_us = 1, .type = "x",
-                             .message = "\xff\xfe"};
+    struct ts_job_event e = {.id = 1, .job_id = 1, .at_us = 1, .type = "x", .message = "\xff\xfe"};
     assert_null(ts_wire_job_event_encode(&e));
 }
 

@@ -347,8 +347,8 @@ static void a_count_allows_no_other_member(void **state)
                    "gpu.devices", "gpu.devices cannot be given with gpu.count");
     assert_refused(f, "\"gpu\": {\"count\": 2, \"portion_limit\": 0.5}", TS_ERR_INVALID_VALUE,
                    "gpu.portion_limit", "gpu.portion_limit cannot be given with gpu.count");
-    assert_refused(f, "\"gpu\": {\"count\": 2, \"memory_limit\": \"1GiB\"}",
-                   TS_ERR_INVALID_VALUE, "gpu.memory_limit", NULL);
+    assert_refused(f, "\"gpu\": {\"count\": 2, \"memory_limit\": \"1GiB\"}", TS_ERR_INVALID_VALUE,
+                   "gpu.memory_limit", NULL);
 }
 
 static void a_gpu_request_has_exactly_one_of_count_portion_memory(void **state)
@@ -403,12 +403,11 @@ static void portion_of_zero_or_less_is_refused(void **state)
 static void a_portion_limit_lies_between_the_portion_and_one(void **state)
 {
     struct fixture *f = *state;
-    assert_refused(f, "\"gpu\": {\"portion\": 0.5, \"portion_limit\": 0.25}",
-                   TS_ERR_INVALID_VALUE, "gpu.portion_limit",
+    assert_refused(f, "\"gpu\": {\"portion\": 0.5, \"portion_limit\": 0.25}", TS_ERR_INVALID_VALUE,
+                   "gpu.portion_limit",
                    "gpu.portion_limit must not be below gpu.portion: 0.25 < 0.5");
-    assert_refused(f, "\"gpu\": {\"portion\": 0.5, \"portion_limit\": 1.01}",
-                   TS_ERR_INVALID_VALUE, "gpu.portion_limit",
-                   "gpu.portion_limit must be between 0 and 1: 1.01");
+    assert_refused(f, "\"gpu\": {\"portion\": 0.5, \"portion_limit\": 1.01}", TS_ERR_INVALID_VALUE,
+                   "gpu.portion_limit", "gpu.portion_limit must be between 0 and 1: 1.01");
     assert_refused(f, "\"gpu\": {\"portion\": 0.5, \"memory_limit\": \"1GiB\"}",
                    TS_ERR_INVALID_VALUE, "gpu.memory_limit",
                    "gpu.memory_limit cannot be given with gpu.portion");
@@ -537,10 +536,10 @@ static void node_selector_is_an_object_of_strings(void **state)
     struct fixture *f = *state;
     assert_refused(f, "\"node_selector\": [\"zone=a\"]", TS_ERR_WRONG_TYPE, "node_selector",
                    "node_selector must be an object");
-    assert_refused(f, "\"node_selector\": {\"zone\": 1}", TS_ERR_WRONG_TYPE,
-                   "node_selector.zone", "node_selector.zone must be a string");
-    assert_refused(f, "\"node_selector\": {\"\": \"a\"}", TS_ERR_INVALID_VALUE,
-                   "node_selector.", "node_selector keys must not be empty");
+    assert_refused(f, "\"node_selector\": {\"zone\": 1}", TS_ERR_WRONG_TYPE, "node_selector.zone",
+                   "node_selector.zone must be a string");
+    assert_refused(f, "\"node_selector\": {\"\": \"a\"}", TS_ERR_INVALID_VALUE, "node_selector.",
+                   "node_selector keys must not be empty");
     assert_ok(f, "\"node_selector\": {\"gpu.vendor/x\": \"nvidia\"}");
     assert_string_equal(f->spec.node_selector, "{\"gpu.vendor/x\":\"nvidia\"}");
 }
@@ -615,12 +614,16 @@ static void assert_json_equal(char *got, const char *expected)
 static void a_decoded_job_encodes_back_with_its_defaults_filled_in(void **state)
 {
     struct fixture *f = *state;
-    assert_ok(f, "\"gpu\": {\"memory\": \"20GiB\", \"memory_limit\": \"60GiB\"},"
-                 "\"memory\": \"32GiB\", \"max_runtime\": \"8h\", \"env\": {\"B\": \"2\", \"A\": \"1\"}");
-    struct ts_job j = {.id = 12, .spec = f->spec, .state = TS_JOB_PENDING,
+    assert_ok(
+        f, "\"gpu\": {\"memory\": \"20GiB\", \"memory_limit\": \"60GiB\"},"
+           "\"memory\": \"32GiB\", \"max_runtime\": \"8h\", \"env\": {\"B\": \"2\", \"A\": \"1\"}");
+    struct ts_job j = {.id = 12,
+                       .spec = f->spec,
+                       .state = TS_JOB_PENDING,
                        .reason_code = "quota_exhausted",
                        .reason_message = "project \"vision\" is at its limit: 8 of 8 GPUs in use",
-                       .queue_position = 3, .created_at_us = 1795255200000000LL,
+                       .queue_position = 3,
+                       .created_at_us = 1795255200000000LL,
                        .updated_at_us = 1795255200500000LL};
     assert_json_equal(
         encode_text(&j),
@@ -643,9 +646,16 @@ static void a_finished_job_encodes_its_node_exit_code_and_times(void **state)
 {
     struct fixture *f = *state;
     assert_ok(f, "\"gpu\": {\"count\": 4}, \"kind\": \"inference\", \"working_dir\": \"/srv\"");
-    struct ts_job j = {.id = 1, .spec = f->spec, .state = TS_JOB_FAILED, .node = "node-a",
-                       .has_exit_code = true, .exit_code = 137, .resume_count = 2,
-                       .created_at_us = 1, .updated_at_us = 2, .started_at_us = 3,
+    struct ts_job j = {.id = 1,
+                       .spec = f->spec,
+                       .state = TS_JOB_FAILED,
+                       .node = "node-a",
+                       .has_exit_code = true,
+                       .exit_code = 137,
+                       .resume_count = 2,
+                       .created_at_us = 1,
+                       .updated_at_us = 2,
+                       .started_at_us = 3,
                        .finished_at_us = 4};
     json_t *v = ts_wire_job_encode(&j);
     assert_non_null(v);
@@ -699,9 +709,10 @@ static void the_encoded_spec_members_decode_to_the_same_spec(void **state)
     struct ts_job_spec first = f->spec;
     struct ts_job j = {.spec = first};
     json_t *v = ts_wire_job_encode(&j);
-    const char *out_only[] = {"id", "state", "node", "exit_code", "pending_reason",
-                              "resume_count", "created_at", "updated_at", "started_at",
-                              "finished_at", "memory_bytes", "max_runtime_seconds"};
+    const char *out_only[] = {"id",          "state",          "node",
+                              "exit_code",   "pending_reason", "resume_count",
+                              "created_at",  "updated_at",     "started_at",
+                              "finished_at", "memory_bytes",   "max_runtime_seconds"};
     for (size_t i = 0; i < sizeof(out_only) / sizeof(out_only[0]); i++)
         json_object_del(v, out_only[i]);
     char *text = ts_wire_dumps(v);

@@ -127,7 +127,27 @@ static void wait_exit(struct ts_it_server *s, int timeout_ms)
     s->pid = 0;
 }
 
-void ts_it_stop(struct ts_it_server *s)
+/* An ASan/UBSan build of the server reports into its log; a test must fail
+ * on it even though every request looked fine. */
+static int sanitizer_report(const struct ts_it_server *s)
+{
+    char path[300], line[1024];
+    snprintf(path, sizeof(path), "%s/server.log", s->dir);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    int found = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (strstr(line, "Sanitizer") || strstr(line, "runtime error:"))
+            found = 1;
+        if (found)
+            fputs(line, stderr);
+    }
+    fclose(f);
+    return found ? -1 : 0;
+}
+
+int ts_it_stop(struct ts_it_server *s)
 {
     if (s->pid > 0) {
         kill(s->pid, SIGTERM);
@@ -135,6 +155,7 @@ void ts_it_stop(struct ts_it_server *s)
     }
     ts_client_free(s->admin);
     s->admin = NULL;
+    return sanitizer_report(s);
 }
 
 void ts_it_crash(struct ts_it_server *s)

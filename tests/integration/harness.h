@@ -30,8 +30,9 @@ extern bool ts_it_admin_from_env;
  * arguments; dir NULL makes a new temporary folder (else reuse dir). Waits
  * until /readyz answers 200. Returns 0, or -1 with a message on stderr. */
 int ts_it_start(struct ts_it_server *s, const char *dir, const char *const *extra_args);
-/* SIGTERM and wait (SIGKILL after 30 s). */
-void ts_it_stop(struct ts_it_server *s);
+/* SIGTERM and wait (SIGKILL after 30 s). Returns -1 when the server log
+ * holds a sanitizer report (printed to stderr), else 0. */
+int ts_it_stop(struct ts_it_server *s);
 /* SIGKILL the server only (its PostgreSQL keeps running, as after a crash). */
 void ts_it_crash(struct ts_it_server *s);
 /* Remove the data folder (after stop). */

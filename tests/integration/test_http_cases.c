@@ -302,9 +302,9 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    ts_it_stop(&srv);
+    int rc = ts_it_stop(&srv);
     ts_it_cleanup(&srv);
-    return 0;
+    return rc;
 }
 
 int main(void)

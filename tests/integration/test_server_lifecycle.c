@@ -120,7 +120,7 @@ static void the_first_start_writes_a_private_admin_token_that_works(void **state
     c = ts_it_client(&again, token);
     assert_int_equal(ts_it_req(c, "GET", "/api/v1/tokens", NULL, NULL, NULL), 200);
     ts_client_free(c);
-    ts_it_stop(&again);
+    assert_int_equal(ts_it_stop(&again), 0);
     ts_it_cleanup(&again);
 }
 
@@ -146,7 +146,7 @@ static void data_survives_a_restart_and_a_crash_of_the_server(void **state)
     assert_int_equal(access(pidfile, F_OK), 0);
     assert_int_equal(ts_it_start(&s, dir, NULL), 0);
     assert_int_equal(ts_it_req(s.admin, "GET", "/api/v1/departments/keep", NULL, NULL, NULL), 200);
-    ts_it_stop(&s);
+    assert_int_equal(ts_it_stop(&s), 0);
     ts_it_cleanup(&s);
 }
 
@@ -191,7 +191,7 @@ static void servers_starting_together_on_an_external_database_migrate_it_once(vo
     char rm[128];
     snprintf(rm, sizeof(rm), "rm -rf %s", dd);
     assert_int_equal(system(rm), 0);
-    ts_it_stop(&host);
+    assert_int_equal(ts_it_stop(&host), 0);
     ts_it_cleanup(&host);
 }
 
@@ -216,7 +216,7 @@ static void a_config_file_and_the_environment_set_options(void **state)
     body[sizeof(body) - 2] = '}';
     body[sizeof(body) - 1] = '\0';
     assert_int_equal(ts_it_req(s.admin, "POST", "/api/v1/departments", body, NULL, NULL), 413);
-    ts_it_stop(&s);
+    assert_int_equal(ts_it_stop(&s), 0);
     ts_it_cleanup(&s);
 }
 

@@ -1,0 +1,1403 @@
+/*
+ * cuda.c - simgpu's libcuda.so.1: the CUDA driver API over host memory and
+ * the shared state files of state.h.
+ *
+ * Device pointers are host addresses of private mappings (MAP_NORESERVE, so
+ * memory is backed only where it is written); physical allocations of the
+ * virtual memory API are memfd files mapped MAP_SHARED into reserved ranges,
+ * so they keep their contents while unmapped. Every device range used by a
+ * call is checked against this process's table before it is touched: a bad
+ * pointer is CUDA_ERROR_INVALID_VALUE, never a crash. Kernels do not run
+ * code; a launch keeps the GPU busy for a duration (README.md, "Kernels").
+ * Nothing here exits, aborts or prints to stdout.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#pragma GCC visibility push(default)
+#include "agent/abi/cuda.h"
+#pragma GCC visibility pop
+#include "agent/simgpu/state.h"
+
+#define GRANULARITY ((size_t)2 << 20) /* VMM granularity, as on NVIDIA GPUs */
+#define PAGE ((size_t)4096)
+
+struct CUctx_st;
+struct CUstream_st {
+    struct CUctx_st *ctx;
+    _Atomic uint64_t done_ns; /* when the last queued work ends */
+};
+struct CUctx_st {
+    int ordinal; /* visible ordinal */
+    int refs;    /* mu */
+    struct CUstream_st null_stream;
+};
+struct CUevent_st {
+    _Atomic uint64_t at_ns; /* 0 = never recorded */
+};
+struct CUmod_st {
+    char *image; /* NUL-terminated copy when the image is text, else NULL */
+};
+struct CUfunc_st {
+    struct CUmod_st *mod;
+    bool busy_param; /* first kernel parameter is a u64 of nanoseconds */
+};
+
+struct phys {
+    int fd;
+    int ordinal;
+    size_t size;
+    int maps;      /* mu; mappings that use it */
+    bool released; /* mu; cuMemRelease was called */
+};
+
+enum region_kind { REGION_ALLOC, REGION_RESERVE, REGION_MAP };
+struct region {
+    enum region_kind kind;
+    uint64_t va, size; /* ALLOC: the size asked for; the mapping is page-rounded */
+    int ordinal;       /* ALLOC, MAP */
+    struct phys *phys; /* MAP */
+    int prot;          /* MAP: PROT_* set by cuMemSetAccess */
+};
+
+/* Process-wide state, set once by cuInit. */
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static CUresult init_rc = CUDA_ERROR_NOT_INITIALIZED;
+static int ndev;
+static struct ts_simgpu_dev devs[TS_SIMGPU_MAX_GPUS]; /* by visible ordinal */
+static struct CUctx_st ctxs[TS_SIMGPU_MAX_GPUS];
+static uint64_t kernel_ns_default;
+static uint64_t bandwidth_env; /* TESSERA_SIMGPU_BANDWIDTH, 0 = use the file's */
+
+/* Tables of this process, guarded by mu. Handles are checked against them. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct region *regions;
+static size_t nregions, cap_regions;
+/* Handles handed out, one table per kind, so that a bad or stale handle is
+ * CUDA_ERROR_INVALID_HANDLE and never dereferenced. */
+struct table {
+    void **items;
+    size_t n, cap;
+};
+static struct table streams, events, modules, funcs, physs;
+
+static _Thread_local struct CUctx_st *current;
+
+#define FAIL(name, dflt)                                  \
+    do {                                                  \
+        int fail_code_ = ts_simgpu_fail(#name, (dflt));   \
+        if (fail_code_)                                   \
+            return (CUresult)fail_code_;                  \
+    } while (0)
+#define NEED_INIT()                                        \
+    do {                                                   \
+        if (init_rc != CUDA_SUCCESS)                       \
+            return init_rc == CUDA_ERROR_NO_DEVICE         \
+                       ? CUDA_ERROR_NO_DEVICE              \
+                       : CUDA_ERROR_NOT_INITIALIZED;       \
+    } while (0)
+
+static bool grow(void **arr, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return true;
+    size_t ncap = *cap ? *cap * 2 : 64;
+    void *p = realloc(*arr, ncap * elem);
+    if (!p)
+        return false;
+    *arr = p;
+    *cap = ncap;
+    return true;
+}
+
+/* mu held for the three below. */
+static bool table_add(struct table *t, void *h)
+{
+    if (!grow((void **)&t->items, &t->cap, t->n, sizeof *t->items))
+        return false;
+    t->items[t->n++] = h;
+    return true;
+}
+
+static bool table_has(const struct table *t, const void *h)
+{
+    for (size_t i = 0; h && i < t->n; i++)
+        if (t->items[i] == h)
+            return true;
+    return false;
+}
+
+static bool table_del(struct table *t, const void *h)
+{
+    for (size_t i = 0; h && i < t->n; i++)
+        if (t->items[i] == h) {
+            t->items[i] = t->items[--t->n];
+            return true;
+        }
+    return false;
+}
+
+/* table_has under mu. */
+static bool known(const struct table *t, const void *h)
+{
+    pthread_mutex_lock(&mu);
+    bool ok = table_has(t, h);
+    pthread_mutex_unlock(&mu);
+    return ok;
+}
+
+static bool region_add(struct region r)
+{
+    if (!grow((void **)&regions, &cap_regions, nregions, sizeof *regions))
+        return false;
+    regions[nregions++] = r;
+    return true;
+}
+
+static void region_remove(size_t i)
+{
+    regions[i] = regions[--nregions];
+}
+
+/* The ALLOC or accessible MAP region holding va, or NULL. mu held. */
+static struct region *region_at(uint64_t va)
+{
+    for (size_t i = 0; i < nregions; i++) {
+        struct region *r = &regions[i];
+        if (r->kind != REGION_RESERVE && va >= r->va && va - r->va < r->size)
+            return r;
+    }
+    return NULL;
+}
+
+/* 0 when [va, va+n) is device memory this process may write (or read when
+ * !write), contiguous over adjacent mappings; sets *ordinal. */
+static CUresult range_check(uint64_t va, size_t n, bool write, int *ordinal)
+{
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (va + n < va)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&mu);
+    uint64_t pos = va, end = va + n;
+    bool first = true;
+    while (pos < end) {
+        struct region *r = region_at(pos);
+        if (!r || (r->kind == REGION_MAP && !(r->prot & (write ? PROT_WRITE : PROT_READ)))) {
+            rc = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        if (first && ordinal)
+            *ordinal = r->ordinal;
+        first = false;
+        pos = r->va + r->size;
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+static void parse_visible(unsigned nfiles, const char *dir)
+{
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    if (!vis) {
+        for (unsigned i = 0; i < nfiles; i++)
+            if (ts_simgpu_open(dir, i, &devs[ndev]) == 0)
+                ndev++;
+        return;
+    }
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", vis);
+    char *save = NULL;
+    /* As CUDA does: stop at the first entry that is invalid. */
+    for (char *tok = strtok_r(buf, ",", &save); tok && ndev < TS_SIMGPU_MAX_GPUS;
+         tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        int found = -1;
+        if (strncmp(tok, "GPU-", 4) == 0) {
+            for (unsigned i = 0; i < nfiles && found < 0; i++) {
+                struct ts_simgpu_dev d;
+                if (ts_simgpu_open(dir, i, &d) != 0)
+                    continue;
+                char u[48];
+                ts_simgpu_uuid_format(d.st->uuid, u);
+                if (strncmp(u, tok, strlen(tok)) == 0)
+                    found = (int)i;
+                ts_simgpu_close(&d);
+            }
+        } else {
+            char *end;
+            long v = strtol(tok, &end, 10);
+            if (end != tok && *end == '\0' && v >= 0 && (unsigned long)v < nfiles)
+                found = (int)v;
+        }
+        if (found < 0 || ts_simgpu_open(dir, (unsigned)found, &devs[ndev]) != 0)
+            break;
+        ndev++;
+    }
+}
+
+static void init_once_fn(void)
+{
+    const char *dir = getenv("TESSERA_SIMGPU_DIR");
+    const char *k = getenv("TESSERA_SIMGPU_KERNEL_NS");
+    const char *bw = getenv("TESSERA_SIMGPU_BANDWIDTH");
+    kernel_ns_default = k ? strtoull(k, NULL, 10) : 0;
+    bandwidth_env = bw ? strtoull(bw, NULL, 10) : 0;
+    if (!dir || !*dir) {
+        ts_simgpu_log("TESSERA_SIMGPU_DIR is not set: no devices");
+        init_rc = CUDA_ERROR_NO_DEVICE;
+        return;
+    }
+    parse_visible(ts_simgpu_count(dir), dir);
+    for (int i = 0; i < ndev; i++) {
+        ctxs[i].ordinal = i;
+        ctxs[i].null_stream.ctx = &ctxs[i];
+    }
+    init_rc = ndev > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+    ts_simgpu_log("cuInit: %d devices from %s", ndev, dir);
+}
+
+CUresult cuInit(unsigned int flags)
+{
+    FAIL(cuInit, CUDA_ERROR_UNKNOWN);
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_once(&init_once, init_once_fn);
+    return init_rc;
+}
+
+CUresult cuDriverGetVersion(int *v)
+{
+    if (!v)
+        return CUDA_ERROR_INVALID_VALUE;
+    *v = TS_CUDA_API_VERSION;
+    return CUDA_SUCCESS;
+}
+
+static const struct {
+    CUresult code;
+    const char *name, *text;
+} errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"},
+    {CUDA_ERROR_DEVICE_UNAVAILABLE, "CUDA_ERROR_DEVICE_UNAVAILABLE",
+     "CUDA-capable device(s) is/are busy or unavailable"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_MAP_FAILED, "CUDA_ERROR_MAP_FAILED", "mapping of buffer object failed"},
+    {CUDA_ERROR_UNMAP_FAILED, "CUDA_ERROR_UNMAP_FAILED", "unmapping of buffer object failed"},
+    {CUDA_ERROR_ALREADY_MAPPED, "CUDA_ERROR_ALREADY_MAPPED", "resource already mapped"},
+    {CUDA_ERROR_NOT_MAPPED, "CUDA_ERROR_NOT_MAPPED", "resource not mapped"},
+    {CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {CUDA_ERROR_INVALID_SOURCE, "CUDA_ERROR_INVALID_SOURCE", "device kernel image is invalid"},
+    {CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"},
+    {CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE", "primary context active"},
+    {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static CUresult error_lookup(CUresult e, const char **out, bool name)
+{
+    if (!out)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == e) {
+            *out = name ? errors[i].name : errors[i].text;
+            return CUDA_SUCCESS;
+        }
+    *out = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+    return error_lookup(error, pStr, true);
+}
+
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    return error_lookup(error, pStr, false);
+}
+
+/* ---- devices ---- */
+
+#define NEED_DEV(d)                                 \
+    do {                                            \
+        NEED_INIT();                                \
+        if ((d) < 0 || (d) >= ndev)                 \
+            return CUDA_ERROR_INVALID_DEVICE;       \
+    } while (0)
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    FAIL(cuDeviceGet, CUDA_ERROR_UNKNOWN);
+    NEED_INIT();
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= ndev)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+    FAIL(cuDeviceGetCount, CUDA_ERROR_UNKNOWN);
+    NEED_INIT();
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = ndev;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    NEED_DEV(dev);
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "%s", devs[dev].st->name);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    NEED_DEV(dev);
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(uuid->bytes, devs[dev].st->uuid, sizeof uuid->bytes);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    return cuDeviceGetUuid(uuid, dev);
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    NEED_DEV(dev);
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    *bytes = devs[dev].st->total_bytes;
+    return CUDA_SUCCESS;
+}
+
+/* Figures of an NVIDIA H100 SXM (compute capability 9.0). */
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    NEED_DEV(dev);
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    int v;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: v = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: v = 64; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: v = 2147483647; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: v = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: v = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: v = 49152; break;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: v = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: v = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1980000; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = 132; break;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: v = (int)devs[dev].st->index + 1; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: v = 2619000; break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 5120; break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 52428800; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = 2048; break;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: v = 2; break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: v = 0; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    *pi = v;
+    return CUDA_SUCCESS;
+}
+
+/* ---- contexts ---- */
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    FAIL(cuDevicePrimaryCtxRetain, CUDA_ERROR_OUT_OF_MEMORY);
+    NEED_DEV(dev);
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The process shows in NVML's process list from its first context on. */
+    ts_simgpu_lock(&devs[dev]);
+    struct ts_simgpu_proc *me = ts_simgpu_self(&devs[dev], 1);
+    ts_simgpu_unlock(&devs[dev]);
+    if (!me)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&mu);
+    ctxs[dev].refs++;
+    pthread_mutex_unlock(&mu);
+    *pctx = &ctxs[dev];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    NEED_DEV(dev);
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&mu);
+    if (ctxs[dev].refs == 0)
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    else
+        ctxs[dev].refs--;
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    NEED_DEV(dev);
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    *active = ctxs[dev].refs > 0;
+    pthread_mutex_unlock(&mu);
+    *flags = 0;
+    return CUDA_SUCCESS;
+}
+
+static bool ctx_valid(const struct CUctx_st *c)
+{
+    return c >= ctxs && c < ctxs + ndev;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    NEED_INIT();
+    if (ctx && !ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    current = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    NEED_INIT();
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = current;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    NEED_INIT();
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!current)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *device = current->ordinal;
+    return CUDA_SUCCESS;
+}
+
+#define NEED_CTX()                                  \
+    do {                                            \
+        NEED_INIT();                                \
+        if (!current)                               \
+            return CUDA_ERROR_INVALID_CONTEXT;      \
+    } while (0)
+
+/* The stream a handle names in the current context, or NULL if invalid. */
+static struct CUstream_st *stream_of(CUstream s)
+{
+    if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+        return current ? &current->null_stream : NULL;
+    return known(&streams, s) ? s : NULL;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    NEED_CTX();
+    uint64_t until = atomic_load(&current->null_stream.done_ns);
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < streams.n; i++) {
+        struct CUstream_st *s = streams.items[i];
+        if (s->ctx == current)
+            until = max_u64(until, atomic_load(&s->done_ns));
+    }
+    pthread_mutex_unlock(&mu);
+    ts_simgpu_sleep_until(until);
+    return CUDA_SUCCESS;
+}
+
+/* ---- memory ---- */
+
+static size_t round_up(size_t n, size_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    FAIL(cuMemAlloc_v2, CUDA_ERROR_OUT_OF_MEMORY);
+    NEED_CTX();
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t size = round_up(bytesize, PAGE);
+    if (size < bytesize)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    int ord = current->ordinal;
+    if (ts_simgpu_charge(&devs[ord], (int64_t)size) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED) {
+        ts_simgpu_charge(&devs[ord], -(int64_t)size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&mu);
+    /* The region is what was asked for, so copies past it are refused. */
+    bool ok = region_add((struct region){REGION_ALLOC, (uint64_t)(uintptr_t)p, bytesize, ord, NULL, 0});
+    pthread_mutex_unlock(&mu);
+    if (!ok) {
+        munmap(p, size);
+        ts_simgpu_charge(&devs[ord], -(int64_t)size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    FAIL(cuMemFree_v2, CUDA_ERROR_UNKNOWN);
+    NEED_INIT();
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    struct region r = {0};
+    bool found = false;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < nregions; i++)
+        if (regions[i].kind == REGION_ALLOC && regions[i].va == dptr) {
+            r = regions[i];
+            region_remove(i);
+            found = true;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    if (!found)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t size = round_up(r.size, PAGE);
+    munmap((void *)(uintptr_t)r.va, size);
+    ts_simgpu_charge(&devs[r.ordinal], -(int64_t)size);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    FAIL(cuMemGetInfo_v2, CUDA_ERROR_UNKNOWN);
+    NEED_CTX();
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct ts_simgpu_dev *d = &devs[current->ordinal];
+    ts_simgpu_lock(d);
+    ts_simgpu_reap(d);
+    uint64_t used = atomic_load(&d->st->used_bytes);
+    ts_simgpu_unlock(d);
+    *total = d->st->total_bytes;
+    *free_bytes = used < d->st->total_bytes ? d->st->total_bytes - used : 0;
+    return CUDA_SUCCESS;
+}
+
+static uint64_t bandwidth_of(int ord)
+{
+    return bandwidth_env ? bandwidth_env : devs[ord].st->copy_bytes_per_s;
+}
+
+static uint64_t copy_ns(int ord, size_t n)
+{
+    uint64_t bw = bandwidth_of(ord);
+    if (bw == 0)
+        return 0;
+    return (uint64_t)((double)n * 1e9 / (double)bw);
+}
+
+/* Copy n bytes. host_link: the copy crosses the host link and runs at the
+ * configured bandwidth. async: the stream carries the time instead of the
+ * caller (the bytes move now: a correct program cannot tell). */
+static CUresult do_copy(void *dst, const void *src, size_t n, int ord, bool host_link,
+                        CUstream hs, bool async)
+{
+    struct CUstream_st *s = stream_of(hs);
+    if (!s)
+        return async ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
+    if (!async)
+        ts_simgpu_sleep_until(atomic_load(&s->done_ns)); /* the null stream's order */
+    memmove(dst, src, n);
+    uint64_t t = host_link ? copy_ns(ord, n) : 0;
+    if (t == 0)
+        return CUDA_SUCCESS;
+    uint64_t start = max_u64(ts_simgpu_now_ns(), atomic_load(&s->done_ns));
+    if (async)
+        atomic_store(&s->done_ns, start + t);
+    else
+        ts_simgpu_sleep_until(start + t);
+    return CUDA_SUCCESS;
+}
+
+static CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, bool async)
+{
+    NEED_CTX();
+    int ord = 0;
+    if (!src && n)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = range_check(dst, n, true, &ord);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return do_copy((void *)(uintptr_t)dst, src, n, ord, true, s, async);
+}
+
+static CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, bool async)
+{
+    NEED_CTX();
+    int ord = 0;
+    if (!dst && n)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = range_check(src, n, false, &ord);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return do_copy(dst, (const void *)(uintptr_t)src, n, ord, true, s, async);
+}
+
+static CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async)
+{
+    NEED_CTX();
+    int ord = 0;
+    CUresult rc = range_check(dst, n, true, &ord);
+    if (rc == CUDA_SUCCESS)
+        rc = range_check(src, n, false, NULL);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return do_copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, ord, false, s, async);
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t n)
+{
+    FAIL(cuMemcpyHtoD_v2, CUDA_ERROR_UNKNOWN);
+    return copy_htod(dstDevice, srcHost, n, NULL, false);
+}
+
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t n)
+{
+    FAIL(cuMemcpyDtoH_v2, CUDA_ERROR_UNKNOWN);
+    return copy_dtoh(dstHost, srcDevice, n, NULL, false);
+}
+
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t n)
+{
+    FAIL(cuMemcpyDtoD_v2, CUDA_ERROR_UNKNOWN);
+    return copy_dtod(dstDevice, srcDevice, n, NULL, false);
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t n, CUstream s)
+{
+    FAIL(cuMemcpyHtoDAsync_v2, CUDA_ERROR_UNKNOWN);
+    return copy_htod(dstDevice, srcHost, n, s, true);
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t n, CUstream s)
+{
+    FAIL(cuMemcpyDtoHAsync_v2, CUDA_ERROR_UNKNOWN);
+    return copy_dtoh(dstHost, srcDevice, n, s, true);
+}
+
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t n, CUstream s)
+{
+    FAIL(cuMemcpyDtoDAsync_v2, CUDA_ERROR_UNKNOWN);
+    return copy_dtod(dstDevice, srcDevice, n, s, true);
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+    FAIL(cuMemsetD8_v2, CUDA_ERROR_UNKNOWN);
+    NEED_CTX();
+    CUresult rc = range_check(dst, n, true, NULL);
+    if (rc == CUDA_SUCCESS)
+        memset((void *)(uintptr_t)dst, uc, n);
+    return rc;
+}
+
+CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int ui, size_t n)
+{
+    FAIL(cuMemsetD32_v2, CUDA_ERROR_UNKNOWN);
+    NEED_CTX();
+    if (dst % 4 != 0 || n > SIZE_MAX / 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = range_check(dst, n * 4, true, NULL);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint32_t *p = (uint32_t *)(uintptr_t)dst;
+    for (size_t i = 0; i < n; i++)
+        p[i] = ui;
+    return CUDA_SUCCESS;
+}
+
+/* ---- streams and events ---- */
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
+{
+    FAIL(cuStreamCreate, CUDA_ERROR_OUT_OF_MEMORY);
+    NEED_CTX();
+    if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUstream_st *s = calloc(1, sizeof *s);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->ctx = current;
+    pthread_mutex_lock(&mu);
+    bool ok = table_add(&streams, s);
+    pthread_mutex_unlock(&mu);
+    if (!ok) {
+        free(s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *phStream = s;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(CUstream hs)
+{
+    NEED_INIT();
+    pthread_mutex_lock(&mu);
+    bool ok = table_del(&streams, hs);
+    pthread_mutex_unlock(&mu);
+    if (!ok)
+        return CUDA_ERROR_INVALID_HANDLE;
+    /* Work still queued completes: the stream's time is already in the
+     * GPU's busy spans. */
+    free(hs);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream hs)
+{
+    return cuStreamDestroy_v2(hs);
+}
+
+CUresult cuStreamSynchronize(CUstream hs)
+{
+    FAIL(cuStreamSynchronize, CUDA_ERROR_UNKNOWN);
+    NEED_INIT();
+    struct CUstream_st *s = stream_of(hs);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    ts_simgpu_sleep_until(atomic_load(&s->done_ns));
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamQuery(CUstream hs)
+{
+    NEED_INIT();
+    struct CUstream_st *s = stream_of(hs);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return ts_simgpu_now_ns() >= atomic_load(&s->done_ns) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int flags)
+{
+    FAIL(cuEventCreate, CUDA_ERROR_OUT_OF_MEMORY);
+    NEED_CTX();
+    if (!phEvent)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUevent_st *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&mu);
+    bool ok = table_add(&events, e);
+    pthread_mutex_unlock(&mu);
+    if (!ok) {
+        free(e);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *phEvent = e;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(CUevent e)
+{
+    NEED_INIT();
+    pthread_mutex_lock(&mu);
+    bool ok = table_del(&events, e);
+    pthread_mutex_unlock(&mu);
+    if (!ok)
+        return CUDA_ERROR_INVALID_HANDLE;
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent e)
+{
+    return cuEventDestroy_v2(e);
+}
+
+static bool event_ok(CUevent e)
+{
+    return known(&events, e);
+}
+
+CUresult cuEventRecord(CUevent e, CUstream hs)
+{
+    FAIL(cuEventRecord, CUDA_ERROR_UNKNOWN);
+    NEED_INIT();
+    if (!event_ok(e))
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct CUstream_st *s = stream_of(hs);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    atomic_store(&e->at_ns, max_u64(ts_simgpu_now_ns(), atomic_load(&s->done_ns)));
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventQuery(CUevent e)
+{
+    NEED_INIT();
+    if (!event_ok(e))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return ts_simgpu_now_ns() >= atomic_load(&e->at_ns) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuEventSynchronize(CUevent e)
+{
+    NEED_INIT();
+    if (!event_ok(e))
+        return CUDA_ERROR_INVALID_HANDLE;
+    ts_simgpu_sleep_until(atomic_load(&e->at_ns));
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
+{
+    NEED_INIT();
+    if (!ms)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!event_ok(a) || !event_ok(b))
+        return CUDA_ERROR_INVALID_HANDLE;
+    uint64_t ta = atomic_load(&a->at_ns), tb = atomic_load(&b->at_ns);
+    if (ta == 0 || tb == 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    uint64_t now = ts_simgpu_now_ns();
+    if (now < ta || now < tb)
+        return CUDA_ERROR_NOT_READY;
+    *ms = (float)(((double)tb - (double)ta) / 1e6);
+    return CUDA_SUCCESS;
+}
+
+/* ---- virtual memory management ---- */
+
+static bool prop_ok(const CUmemAllocationProp *prop)
+{
+    return prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED &&
+           prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0 &&
+           prop->location.id < ndev;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option)
+{
+    NEED_INIT();
+    if (!granularity || !prop_ok(prop) ||
+        (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        return CUDA_ERROR_INVALID_VALUE;
+    *granularity = GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags)
+{
+    FAIL(cuMemAddressReserve, CUDA_ERROR_OUT_OF_MEMORY);
+    NEED_INIT();
+    if (!ptr || size == 0 || size % GRANULARITY || flags != 0 ||
+        (alignment & (alignment - 1)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (alignment < GRANULARITY)
+        alignment = GRANULARITY;
+    size_t span = size + alignment;
+    char *p = mmap((void *)(uintptr_t)addr, span, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uintptr_t base = ((uintptr_t)p + alignment - 1) & ~(uintptr_t)(alignment - 1);
+    if (base > (uintptr_t)p)
+        munmap(p, base - (uintptr_t)p);
+    if ((uintptr_t)p + span > base + size)
+        munmap((void *)(base + size), (uintptr_t)p + span - (base + size));
+    pthread_mutex_lock(&mu);
+    bool ok = region_add((struct region){REGION_RESERVE, base, size, -1, NULL, 0});
+    pthread_mutex_unlock(&mu);
+    if (!ok) {
+        munmap((void *)base, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *ptr = base;
+    return CUDA_SUCCESS;
+}
+
+/* mu held. Frees a released handle that nothing maps any more. */
+static void phys_put(struct phys *ph)
+{
+    if (!ph->released || ph->maps > 0)
+        return;
+    table_del(&physs, ph);
+    close(ph->fd);
+    ts_simgpu_charge(&devs[ph->ordinal], -(int64_t)ph->size);
+    free(ph);
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    NEED_INIT();
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < nregions; i++)
+        if (regions[i].kind == REGION_RESERVE && regions[i].va == ptr && regions[i].size == size) {
+            rc = CUDA_SUCCESS;
+            region_remove(i);
+            break;
+        }
+    if (rc == CUDA_SUCCESS) {
+        /* Mappings left inside go with the range. */
+        for (size_t i = 0; i < nregions;) {
+            struct region *r = &regions[i];
+            if (r->kind == REGION_MAP && r->va >= ptr && r->va - ptr < size) {
+                struct phys *ph = r->phys;
+                region_remove(i);
+                ph->maps--;
+                phys_put(ph);
+            } else {
+                i++;
+            }
+        }
+        munmap((void *)(uintptr_t)ptr, size);
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    FAIL(cuMemCreate, CUDA_ERROR_OUT_OF_MEMORY);
+    NEED_INIT();
+    if (!handle || size == 0 || size % GRANULARITY || flags != 0 || !prop_ok(prop))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    int ord = prop->location.id;
+    if (ts_simgpu_charge(&devs[ord], (int64_t)size) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct phys *ph = calloc(1, sizeof *ph);
+    int fd = memfd_create("simgpu", MFD_CLOEXEC);
+    if (!ph || fd < 0 || ftruncate(fd, (off_t)size) < 0) {
+        free(ph);
+        if (fd >= 0)
+            close(fd);
+        ts_simgpu_charge(&devs[ord], -(int64_t)size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *ph = (struct phys){.fd = fd, .ordinal = ord, .size = size};
+    pthread_mutex_lock(&mu);
+    bool ok = table_add(&physs, ph);
+    pthread_mutex_unlock(&mu);
+    if (!ok) {
+        close(fd);
+        free(ph);
+        ts_simgpu_charge(&devs[ord], -(int64_t)size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)ph;
+    return CUDA_SUCCESS;
+}
+
+/* mu held: the phys a handle names, or NULL. */
+static struct phys *phys_of(CUmemGenericAllocationHandle h)
+{
+    void *p = (void *)(uintptr_t)h;
+    return table_has(&physs, p) ? p : NULL;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    FAIL(cuMemRelease, CUDA_ERROR_UNKNOWN);
+    NEED_INIT();
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    struct phys *ph = phys_of(handle);
+    if (ph && !ph->released) {
+        ph->released = true;
+        phys_put(ph);
+        rc = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+/* mu held: the reserved range holding all of [va, va+size). */
+static bool reserved(uint64_t va, size_t size)
+{
+    for (size_t i = 0; i < nregions; i++) {
+        const struct region *r = &regions[i];
+        if (r->kind == REGION_RESERVE && va >= r->va && va + size <= r->va + r->size)
+            return true;
+    }
+    return false;
+}
+
+static bool mapped_overlap(uint64_t va, size_t size)
+{
+    for (size_t i = 0; i < nregions; i++) {
+        const struct region *r = &regions[i];
+        if (r->kind == REGION_MAP && va < r->va + r->size && r->va < va + size)
+            return true;
+    }
+    return false;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags)
+{
+    FAIL(cuMemMap, CUDA_ERROR_OUT_OF_MEMORY);
+    NEED_INIT();
+    if (size == 0 || flags != 0 || ptr % GRANULARITY || size % GRANULARITY || offset % GRANULARITY)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&mu);
+    struct phys *ph = phys_of(handle);
+    if (!ph || ph->released || offset > ph->size || size > ph->size - offset ||
+        !reserved(ptr, size)) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if (mapped_overlap(ptr, size)) {
+        rc = CUDA_ERROR_ALREADY_MAPPED;
+        goto out;
+    }
+    if (!grow((void **)&regions, &cap_regions, nregions, sizeof *regions)) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, ph->fd,
+                   (off_t)offset);
+    if (p == MAP_FAILED) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    region_add((struct region){REGION_MAP, ptr, size, ph->ordinal, ph, PROT_NONE});
+    ph->maps++;
+out:
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    FAIL(cuMemUnmap, CUDA_ERROR_UNKNOWN);
+    NEED_INIT();
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&mu);
+    /* Whole mappings only, as CUDA asks. */
+    size_t covered = 0;
+    for (size_t i = 0; i < nregions; i++) {
+        const struct region *r = &regions[i];
+        if (r->kind != REGION_MAP || !(ptr < r->va + r->size && r->va < ptr + size))
+            continue;
+        if (r->va < ptr || r->va + r->size > ptr + size) {
+            rc = CUDA_ERROR_INVALID_VALUE;
+            goto out;
+        }
+        covered += r->size;
+    }
+    if (covered != size) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    /* Put the reservation back over the range, then drop the mappings. */
+    if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
+        rc = CUDA_ERROR_UNMAP_FAILED;
+        goto out;
+    }
+    for (size_t i = 0; i < nregions;) {
+        struct region *r = &regions[i];
+        if (r->kind == REGION_MAP && r->va >= ptr && r->va - ptr < size) {
+            struct phys *ph = r->phys;
+            region_remove(i);
+            ph->maps--;
+            phys_put(ph);
+        } else {
+            i++;
+        }
+    }
+out:
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    FAIL(cuMemSetAccess, CUDA_ERROR_UNKNOWN);
+    NEED_INIT();
+    if (!desc || count == 0 || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    int prot = -1;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id < 0 ||
+            desc[i].location.id >= ndev)
+            return CUDA_ERROR_INVALID_DEVICE;
+        switch (desc[i].flags) {
+        case CU_MEM_ACCESS_FLAGS_PROT_NONE: prot = prot < 0 ? PROT_NONE : prot; break;
+        case CU_MEM_ACCESS_FLAGS_PROT_READ: prot = PROT_READ; break;
+        case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot = PROT_READ | PROT_WRITE; break;
+        default: return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&mu);
+    size_t covered = 0;
+    for (size_t i = 0; i < nregions; i++) {
+        const struct region *r = &regions[i];
+        if (r->kind == REGION_MAP && r->va >= ptr && r->va + r->size <= ptr + size)
+            covered += r->size;
+    }
+    if (covered != size) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if (mprotect((void *)(uintptr_t)ptr, size, prot) < 0) {
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    for (size_t i = 0; i < nregions; i++) {
+        struct region *r = &regions[i];
+        if (r->kind == REGION_MAP && r->va >= ptr && r->va + r->size <= ptr + size)
+            r->prot = prot;
+    }
+out:
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+/* ---- modules and kernels ---- */
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    FAIL(cuModuleLoadData, CUDA_ERROR_INVALID_IMAGE);
+    NEED_CTX();
+    if (!module || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUmod_st *m = calloc(1, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* PTX is text; keep it to check function names. Binary images (cubin,
+     * fatbin: ELF or fatbin magic) are accepted with any function name. */
+    const unsigned char *b = image;
+    bool elf = b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F';
+    bool fatbin = b[0] == 0x50 && b[1] == 0xed && b[2] == 0x55 && b[3] == 0xba;
+    if (!elf && !fatbin) {
+        size_t n = strnlen(image, (size_t)64 << 20);
+        m->image = malloc(n + 1);
+        if (!m->image) {
+            free(m);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(m->image, image, n);
+        m->image[n] = '\0';
+    }
+    pthread_mutex_lock(&mu);
+    bool ok = table_add(&modules, m);
+    pthread_mutex_unlock(&mu);
+    if (!ok) {
+        free(m->image);
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *module = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule m)
+{
+    NEED_INIT();
+    pthread_mutex_lock(&mu);
+    bool ok = table_del(&modules, m);
+    pthread_mutex_unlock(&mu);
+    if (!ok)
+        return CUDA_ERROR_INVALID_HANDLE;
+    free(m->image);
+    free(m);
+    return CUDA_SUCCESS;
+}
+
+/* PTX declares kernels as ".entry NAME(" (or ".entry NAME" then a newline). */
+static bool ptx_has_entry(const char *ptx, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(ptx, ".entry"); p; p = strstr(p + 1, ".entry")) {
+        const char *q = p + 6;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (strncmp(q, name, n) == 0 &&
+            (q[n] == '(' || q[n] == ' ' || q[n] == '\t' || q[n] == '\n' || q[n] == '\r'))
+            return true;
+    }
+    return false;
+}
+
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule m, const char *name)
+{
+    FAIL(cuModuleGetFunction, CUDA_ERROR_NOT_FOUND);
+    NEED_INIT();
+    if (!hfunc || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!known(&modules, m))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (m->image && strstr(m->image, ".entry") && !ptx_has_entry(m->image, name))
+        return CUDA_ERROR_NOT_FOUND;
+    struct CUfunc_st *f = calloc(1, sizeof *f);
+    if (!f)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t n = strlen(name);
+    f->mod = m;
+    f->busy_param = n >= 7 && strcmp(name + n - 7, "busy_ns") == 0;
+    pthread_mutex_lock(&mu);
+    bool ok = table_add(&funcs, f);
+    pthread_mutex_unlock(&mu);
+    if (!ok) {
+        free(f);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *hfunc = f;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                        CUstream hs, void **params, void **extra)
+{
+    FAIL(cuLaunchKernel, CUDA_ERROR_LAUNCH_FAILED);
+    NEED_CTX();
+    if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!known(&funcs, f))
+        return CUDA_ERROR_INVALID_HANDLE;
+    struct CUstream_st *s = stream_of(hs);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    uint64_t dur = kernel_ns_default;
+    if (f->busy_param) {
+        if (!params || !params[0])
+            return CUDA_ERROR_INVALID_VALUE;
+        memcpy(&dur, params[0], sizeof dur);
+    }
+    uint64_t not_before = max_u64(ts_simgpu_now_ns(), atomic_load(&s->done_ns));
+    uint64_t end = ts_simgpu_busy_add(&devs[s->ctx->ordinal], not_before, dur);
+    atomic_store(&s->done_ns, end);
+    return CUDA_SUCCESS;
+}
+
+/* ---- cuGetProcAddress ---- */
+
+static const struct {
+    const char *name;
+    void *fn;
+} procs[] = {
+#define SIMGPU_FN(name) {#name, (void *)name},
+#include "agent/simgpu/cuda_fns.def"
+#undef SIMGPU_FN
+};
+
+static void *proc_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++)
+        if (strcmp(procs[i].name, name) == 0)
+            return procs[i].fn;
+    return NULL;
+}
+
+/*
+ * The newest version of `symbol` (a base name, "cuMemAlloc") that exists at
+ * cudaVersion, as the real driver does: _v2 where we export one, except that
+ * cuGetProcAddress itself is _v2 only from CUDA 12.0. Per-thread-stream
+ * flavours (_ptsz, _ptds) are the same functions here.
+ */
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status)
+{
+    if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pfn = NULL;
+    char name[128];
+    void *fn = NULL;
+    if (!(strcmp(symbol, "cuGetProcAddress") == 0 && cudaVersion < 12000)) {
+        snprintf(name, sizeof name, "%s_v2", symbol);
+        fn = proc_find(name);
+    }
+    if (!fn)
+        fn = proc_find(symbol);
+    if (status)
+        *status = fn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (!fn)
+        return CUDA_ERROR_NOT_FOUND;
+    *pfn = fn;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+}

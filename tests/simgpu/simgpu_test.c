@@ -1,0 +1,695 @@
+/*
+ * simgpu_test.c - checks of simgpu as a job sees it: the program loads
+ * libcuda.so.1 and libnvidia-ml.so.1 with dlopen through LD_LIBRARY_PATH
+ * (set by CTest to build/lib/simgpu), after creating fresh simulated GPUs in
+ * a temporary folder named by TESSERA_SIMGPU_DIR.
+ *
+ * Usage: simgpu_test CASE. Multi-process cases run this program again as a
+ * child with "child-alloc BYTES HOLD".
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/abi/cuda.h"
+#include "agent/abi/nvml.h"
+#include "agent/simgpu/state.h"
+
+#define GiB (1ull << 30)
+#define MiB (1ull << 20)
+
+static int failures;
+static char dir[256];
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                              \
+        }                                                                            \
+    } while (0)
+#define CHECK_RC(expr, want)                                                          \
+    do {                                                                              \
+        long got_ = (long)(expr);                                                     \
+        if (got_ != (long)(want)) {                                                   \
+            fprintf(stderr, "%s:%d: %s returned %ld, wanted %ld\n", __FILE__, __LINE__, \
+                    #expr, got_, (long)(want));                                       \
+            failures++;                                                               \
+        }                                                                             \
+    } while (0)
+#define OK(expr) CHECK_RC(expr, 0)
+
+/* The entry points, looked up with dlsym as a job would. */
+#define CU_FNS(X)                                                                              \
+    X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet)       \
+    X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2)            \
+    X(cuDeviceTotalMem_v2) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)                 \
+    X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)  \
+    X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemGetInfo_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2)  \
+    X(cuMemcpyDtoD_v2) X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuStreamCreate)       \
+    X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuStreamQuery) X(cuEventCreate)             \
+    X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                \
+    X(cuEventElapsedTime) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate)            \
+    X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)                                \
+    X(cuMemGetAllocationGranularity) X(cuModuleLoadData) X(cuModuleGetFunction)                \
+    X(cuLaunchKernel) X(cuGetProcAddress) X(cuGetProcAddress_v2)
+#define NVML_FNS(X)                                                                            \
+    X(nvmlInit_v2) X(nvmlShutdown) X(nvmlDeviceGetCount_v2) X(nvmlDeviceGetHandleByIndex_v2)   \
+    X(nvmlDeviceGetUUID) X(nvmlDeviceGetName) X(nvmlDeviceGetMemoryInfo)                       \
+    X(nvmlDeviceGetMemoryInfo_v2) X(nvmlDeviceGetUtilizationRates)                             \
+    X(nvmlDeviceGetComputeRunningProcesses_v3) X(nvmlErrorString)
+
+#define DECL(name) static __typeof__(name) *p_##name;
+CU_FNS(DECL)
+NVML_FNS(DECL)
+#undef DECL
+
+static void *load(const char *lib)
+{
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "could not load %s: %s\n", lib, dlerror());
+        exit(1);
+    }
+    return h;
+}
+
+static void load_all(void)
+{
+    void *cu = load("libcuda.so.1");
+    void *nv = load("libnvidia-ml.so.1");
+#define LOOK(name)                                                  \
+    if (!(*(void **)&p_##name = dlsym(HANDLE, #name))) {            \
+        fprintf(stderr, "missing symbol %s\n", #name);              \
+        exit(1);                                                    \
+    }
+#define HANDLE cu
+    CU_FNS(LOOK)
+#undef HANDLE
+#define HANDLE nv
+    NVML_FNS(LOOK)
+#undef HANDLE
+#undef LOOK
+}
+
+/* Fresh GPUs in a temporary folder, libraries loaded, device 0 current. */
+static CUcontext setup(unsigned count, uint64_t bytes, uint64_t bw)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/simgpu-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    int rc = ts_simgpu_create(dir, count, bytes, bw);
+    if (rc < 0) {
+        fprintf(stderr, "could not create GPUs: %s\n", strerror(-rc));
+        exit(1);
+    }
+    setenv("TESSERA_SIMGPU_DIR", dir, 1);
+    load_all();
+    OK(p_cuInit(0));
+    CUcontext ctx = NULL;
+    OK(p_cuDevicePrimaryCtxRetain(&ctx, 0));
+    OK(p_cuCtxSetCurrent(ctx));
+    return ctx;
+}
+
+static void cleanup(void)
+{
+    if (!dir[0])
+        return;
+    char path[512];
+    for (unsigned i = 0; i < TS_SIMGPU_MAX_GPUS; i++) {
+        snprintf(path, sizeof path, "%s/gpu%u.state", dir, i);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+static double now_s(void)
+{
+    return (double)ts_simgpu_now_ns() / 1e9;
+}
+
+static size_t free_bytes(void)
+{
+    size_t fr = 0, total = 0;
+    OK(p_cuMemGetInfo_v2(&fr, &total));
+    return fr;
+}
+
+/* ---- cases ---- */
+
+static void device_queries_report_the_configured_gpus(void)
+{
+    setup(2, 80 * GiB, 0);
+    int n = 0, v = 0;
+    OK(p_cuDeviceGetCount(&n));
+    CHECK(n == 2);
+    OK(p_cuDriverGetVersion(&v));
+    CHECK(v >= 12000);
+    CUdevice d0, d1;
+    OK(p_cuDeviceGet(&d0, 0));
+    OK(p_cuDeviceGet(&d1, 1));
+    CHECK_RC(p_cuDeviceGet(&d1, 2), CUDA_ERROR_INVALID_DEVICE);
+    char name[128];
+    OK(p_cuDeviceGetName(name, sizeof name, d0));
+    CHECK(strstr(name, "SimGPU 80GiB") != NULL);
+    size_t total = 0;
+    OK(p_cuDeviceTotalMem_v2(&total, d1));
+    CHECK(total == 80 * GiB);
+    CUuuid u0, u1, u0b;
+    OK(p_cuDeviceGetUuid(&u0, d0));
+    OK(p_cuDeviceGetUuid_v2(&u0b, d0));
+    OK(p_cuDeviceGetUuid(&u1, d1));
+    CHECK(memcmp(u0.bytes, u1.bytes, 16) != 0);
+    CHECK(memcmp(u0.bytes, u0b.bytes, 16) == 0);
+    int major = 0, minor = -1, vmm = 0;
+    OK(p_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d0));
+    OK(p_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d0));
+    OK(p_cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d0));
+    CHECK(major == 9 && minor == 0 && vmm == 1);
+    CUcontext cur = NULL;
+    OK(p_cuCtxGetCurrent(&cur));
+    CHECK(cur != NULL);
+    const char *s = NULL;
+    OK(p_cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &s));
+    CHECK(s && strcmp(s, "CUDA_ERROR_OUT_OF_MEMORY") == 0);
+    OK(p_cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s));
+    CHECK(s && strcmp(s, "out of memory") == 0);
+    CHECK_RC(p_cuGetErrorName((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+    OK(p_cuDevicePrimaryCtxRelease_v2(d0));
+}
+
+static void allocations_are_distinct_and_counted_in_memory_info(void)
+{
+    setup(1, 1 * GiB, 0);
+    size_t fr = 0, total = 0;
+    OK(p_cuMemGetInfo_v2(&fr, &total));
+    CHECK(total == 1 * GiB && fr == 1 * GiB);
+    CUdeviceptr p[8];
+    size_t sizes[8] = {1, 4096, 5000, MiB, 3 * MiB, 100, 64 * MiB, 7};
+    size_t sum = 0;
+    for (int i = 0; i < 8; i++) {
+        OK(p_cuMemAlloc_v2(&p[i], sizes[i]));
+        sum += (sizes[i] + 4095) / 4096 * 4096;
+    }
+    CHECK(free_bytes() == 1 * GiB - sum);
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++)
+            if (i != j)
+                CHECK(p[i] + sizes[i] <= p[j] || p[j] + sizes[j] <= p[i]);
+    CUdeviceptr big;
+    CHECK_RC(p_cuMemAlloc_v2(&big, 1 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
+    for (int i = 0; i < 8; i++)
+        OK(p_cuMemFree_v2(p[i]));
+    CHECK(free_bytes() == 1 * GiB);
+    CHECK_RC(p_cuMemFree_v2(p[0]), CUDA_ERROR_INVALID_VALUE); /* twice */
+    OK(p_cuMemAlloc_v2(&big, 1 * GiB));
+    CHECK(free_bytes() == 0);
+    OK(p_cuMemFree_v2(big));
+    OK(p_cuCtxSetCurrent(NULL));
+    CHECK_RC(p_cuMemAlloc_v2(&big, 4096), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+static void a_large_gpu_is_simulated_without_touching_its_memory(void)
+{
+    setup(1, 80 * GiB, 0);
+    CUdeviceptr a, b;
+    OK(p_cuMemAlloc_v2(&a, 40 * GiB));
+    OK(p_cuMemAlloc_v2(&b, 39 * GiB));
+    CHECK(free_bytes() == 1 * GiB);
+    /* Write and read back at both ends of a 40 GiB buffer. */
+    uint64_t x = 0x0123456789abcdefull, y = 0;
+    OK(p_cuMemcpyHtoD_v2(a + 40 * GiB - 8, &x, 8));
+    OK(p_cuMemcpyDtoH_v2(&y, a + 40 * GiB - 8, 8));
+    CHECK(x == y);
+    OK(p_cuMemFree_v2(a));
+    OK(p_cuMemFree_v2(b));
+}
+
+static void fill(unsigned char *buf, size_t n, unsigned seed)
+{
+    uint32_t s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        buf[i] = (unsigned char)(s >> 24);
+    }
+}
+
+static void copies_are_byte_exact_and_bad_pointers_are_refused(void)
+{
+    setup(1, 1 * GiB, 0);
+    size_t n = 3 * MiB + 17;
+    unsigned char *in = malloc(n), *out = malloc(n);
+    fill(in, n, 1);
+    CUdeviceptr a, b;
+    OK(p_cuMemAlloc_v2(&a, n));
+    OK(p_cuMemAlloc_v2(&b, n));
+    OK(p_cuMemcpyHtoD_v2(a, in, n));
+    OK(p_cuMemcpyDtoD_v2(b, a, n));
+    memset(out, 0, n);
+    OK(p_cuMemcpyDtoH_v2(out, b, n));
+    CHECK(memcmp(in, out, n) == 0);
+    /* Async on a stream, then synchronize. */
+    CUstream s;
+    OK(p_cuStreamCreate(&s, 0));
+    fill(in, n, 2);
+    OK(p_cuMemcpyHtoDAsync_v2(a, in, n, s));
+    memset(out, 0, n);
+    OK(p_cuMemcpyDtoHAsync_v2(out, a, n, s));
+    OK(p_cuStreamSynchronize(s));
+    CHECK(memcmp(in, out, n) == 0);
+    OK(p_cuStreamDestroy_v2(s));
+    /* Past the end, a host pointer, a freed pointer: refused, no crash. */
+    CHECK_RC(p_cuMemcpyHtoD_v2(a + 1, in, n), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(p_cuMemcpyHtoD_v2((CUdeviceptr)(uintptr_t)out, in, 16), CUDA_ERROR_INVALID_VALUE);
+    OK(p_cuMemFree_v2(b));
+    CHECK_RC(p_cuMemcpyDtoH_v2(out, b, 16), CUDA_ERROR_INVALID_VALUE);
+    OK(p_cuMemFree_v2(a));
+    free(in);
+    free(out);
+}
+
+static void copies_run_at_the_configured_bandwidth(void)
+{
+    setup(1, 1 * GiB, 100 * 1000 * 1000); /* 100 MB/s */
+    size_t n = 20 * 1000 * 1000;          /* 200 ms */
+    unsigned char *buf = calloc(1, n);
+    CUdeviceptr a;
+    OK(p_cuMemAlloc_v2(&a, n));
+    double t0 = now_s();
+    OK(p_cuMemcpyHtoD_v2(a, buf, n));
+    double t1 = now_s();
+    CHECK(t1 - t0 >= 0.19 && t1 - t0 < 2.0);
+    CUstream s;
+    OK(p_cuStreamCreate(&s, 0));
+    t0 = now_s();
+    OK(p_cuMemcpyDtoHAsync_v2(buf, a, n, s));
+    CHECK(now_s() - t0 < 0.15); /* the caller does not wait */
+    CHECK_RC(p_cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    OK(p_cuStreamSynchronize(s));
+    CHECK(now_s() - t0 >= 0.19);
+    OK(p_cuStreamDestroy_v2(s));
+    OK(p_cuMemFree_v2(a));
+    free(buf);
+}
+
+static void vmm_keeps_address_and_contents_when_physical_memory_is_unmapped_and_remapped(void)
+{
+    setup(1, 1 * GiB, 0);
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t gran = 0;
+    OK(p_cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CHECK(gran == 2 * MiB);
+    size_t size = 4 * gran;
+    CUdeviceptr va = 0;
+    OK(p_cuMemAddressReserve(&va, size, 0, 0, 0));
+    CHECK(va != 0 && va % gran == 0);
+    CHECK(free_bytes() == 1 * GiB); /* address space costs no memory */
+    CUmemGenericAllocationHandle h1, h2;
+    OK(p_cuMemCreate(&h1, size, &prop, 0));
+    CHECK(free_bytes() == 1 * GiB - size);
+    OK(p_cuMemMap(va, size, 0, h1, 0));
+    unsigned char *in = malloc(size), *out = malloc(size);
+    fill(in, size, 3);
+    /* Not accessible before cuMemSetAccess. */
+    CHECK_RC(p_cuMemcpyHtoD_v2(va, in, size), CUDA_ERROR_INVALID_VALUE);
+    CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    OK(p_cuMemSetAccess(va, size, &acc, 1));
+    OK(p_cuMemcpyHtoD_v2(va, in, size));
+
+    /* 1. The same handle unmapped and mapped again keeps its contents. */
+    OK(p_cuMemUnmap(va, size));
+    CHECK_RC(p_cuMemcpyDtoH_v2(out, va, 16), CUDA_ERROR_INVALID_VALUE);
+    OK(p_cuMemMap(va, size, 0, h1, 0));
+    OK(p_cuMemSetAccess(va, size, &acc, 1));
+    memset(out, 0, size);
+    OK(p_cuMemcpyDtoH_v2(out, va, size));
+    CHECK(memcmp(in, out, size) == 0);
+
+    /* 2. Swap out as issue 5's engine does: copy to host, unmap, release
+     * (the memory is free again), then create, map at the same address,
+     * copy back. */
+    memset(out, 0, size);
+    OK(p_cuMemcpyDtoH_v2(out, va, size));
+    OK(p_cuMemUnmap(va, size));
+    OK(p_cuMemRelease(h1));
+    CHECK(free_bytes() == 1 * GiB);
+    OK(p_cuMemCreate(&h2, size, &prop, 0));
+    /* Mapped in two halves this time. */
+    OK(p_cuMemMap(va, size / 2, 0, h2, 0));
+    OK(p_cuMemMap(va + size / 2, size / 2, size / 2, h2, 0));
+    CHECK_RC(p_cuMemMap(va, gran, 0, h2, 0), CUDA_ERROR_ALREADY_MAPPED);
+    OK(p_cuMemSetAccess(va, size, &acc, 1));
+    OK(p_cuMemcpyHtoD_v2(va, out, size));
+    unsigned char *back = malloc(size);
+    OK(p_cuMemcpyDtoH_v2(back, va, size));
+    CHECK(memcmp(in, back, size) == 0);
+    /* A partial unmap of a mapping is refused; release while mapped keeps
+     * the memory until it is unmapped. */
+    CHECK_RC(p_cuMemUnmap(va, gran), CUDA_ERROR_INVALID_VALUE);
+    OK(p_cuMemRelease(h2));
+    CHECK(free_bytes() == 1 * GiB - size);
+    OK(p_cuMemUnmap(va, size));
+    CHECK(free_bytes() == 1 * GiB);
+    OK(p_cuMemAddressFree(va, size));
+    /* Sizes off the granularity are refused. */
+    CHECK_RC(p_cuMemCreate(&h1, gran + 1, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(p_cuMemCreate(&h1, 2 * GiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    free(in);
+    free(out);
+    free(back);
+}
+
+static void get_proc_address_returns_working_entry_points(void)
+{
+    setup(1, 1 * GiB, 0);
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+    OK(p_cuGetProcAddress_v2("cuMemAlloc", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+    CHECK(st == CU_GET_PROC_ADDRESS_SUCCESS);
+    CHECK(fn == (void *)p_cuMemAlloc_v2);
+    __typeof__(cuMemAlloc_v2) *alloc = (__typeof__(cuMemAlloc_v2) *)fn;
+    CUdeviceptr d;
+    OK(alloc(&d, MiB));
+    CHECK(free_bytes() == 1 * GiB - MiB);
+    OK(p_cuGetProcAddress("cuMemFree", &fn, 11080, CU_GET_PROC_ADDRESS_DEFAULT));
+    OK(((__typeof__(cuMemFree_v2) *)fn)(d));
+    CHECK(free_bytes() == 1 * GiB);
+    OK(p_cuGetProcAddress_v2("cuMemMap", &fn, 12000, 0, &st));
+    CHECK(fn == (void *)p_cuMemMap);
+    OK(p_cuGetProcAddress_v2("cuGetProcAddress", &fn, 12000, 0, &st));
+    CHECK(fn == (void *)p_cuGetProcAddress_v2);
+    OK(p_cuGetProcAddress_v2("cuGetProcAddress", &fn, 11080, 0, &st));
+    CHECK(fn == (void *)p_cuGetProcAddress);
+    CHECK_RC(p_cuGetProcAddress_v2("cuNoSuchThing", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    CHECK(fn == NULL && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+}
+
+static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                          ".visible .entry tessera_busy_ns(\n\t.param .u64 ns\n)\n{\n\tret;\n}\n";
+
+static void kernel_launch_keeps_the_gpu_busy_and_raises_utilization(void)
+{
+    setup(1, 1 * GiB, 0);
+    OK(p_nvmlInit_v2());
+    nvmlDevice_t dev;
+    OK(p_nvmlDeviceGetHandleByIndex_v2(0, &dev));
+    nvmlUtilization_t u = {99, 99};
+    OK(p_nvmlDeviceGetUtilizationRates(dev, &u));
+    CHECK(u.gpu == 0);
+    CUmodule m;
+    CUfunction f;
+    OK(p_cuModuleLoadData(&m, ptx));
+    CHECK_RC(p_cuModuleGetFunction(&f, m, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+    OK(p_cuModuleGetFunction(&f, m, "tessera_busy_ns"));
+    CUstream s;
+    OK(p_cuStreamCreate(&s, 0));
+    CUevent e0, e1;
+    OK(p_cuEventCreate(&e0, 0));
+    OK(p_cuEventCreate(&e1, 0));
+    uint64_t ns = 300 * 1000 * 1000;
+    void *params[] = {&ns};
+    double t0 = now_s();
+    OK(p_cuEventRecord(e0, s));
+    OK(p_cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL));
+    OK(p_cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL));
+    OK(p_cuEventRecord(e1, s));
+    CHECK(now_s() - t0 < 0.1); /* launches are asynchronous */
+    CHECK_RC(p_cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    CHECK_RC(p_cuEventQuery(e1), CUDA_ERROR_NOT_READY);
+    struct timespec ts = {0, 250 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    OK(p_nvmlDeviceGetUtilizationRates(dev, &u));
+    CHECK(u.gpu >= 15); /* >= 250 ms busy of the last second */
+    OK(p_cuEventSynchronize(e1));
+    double waited = now_s() - t0;
+    CHECK(waited >= 0.59 && waited < 2.0);
+    OK(p_cuEventQuery(e1));
+    float ms = 0;
+    OK(p_cuEventElapsedTime(&ms, e0, e1));
+    CHECK(ms >= 599.0f && ms < 700.0f);
+    OK(p_cuStreamQuery(s));
+    OK(p_nvmlDeviceGetUtilizationRates(dev, &u));
+    CHECK(u.gpu >= 55);
+    OK(p_cuCtxSynchronize());
+    OK(p_cuEventDestroy_v2(e0));
+    OK(p_cuEventDestroy_v2(e1));
+    OK(p_cuStreamDestroy_v2(s));
+    CHECK_RC(p_cuStreamDestroy_v2(s), CUDA_ERROR_INVALID_HANDLE);
+    OK(p_nvmlShutdown());
+}
+
+static void injected_failures_hit_the_chosen_call(void)
+{
+    setenv("TESSERA_SIMGPU_FAIL", "cuMemAlloc_v2:3,cuStreamCreate:1:999", 1);
+    setup(1, 1 * GiB, 0);
+    CUdeviceptr p[4];
+    OK(p_cuMemAlloc_v2(&p[0], MiB));
+    OK(p_cuMemAlloc_v2(&p[1], MiB));
+    CHECK_RC(p_cuMemAlloc_v2(&p[2], MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    OK(p_cuMemAlloc_v2(&p[3], MiB));
+    CHECK(free_bytes() == 1 * GiB - 3 * MiB);
+    CUstream s;
+    CHECK_RC(p_cuStreamCreate(&s, 0), CUDA_ERROR_UNKNOWN);
+    OK(p_cuStreamCreate(&s, 0));
+    OK(p_cuStreamDestroy_v2(s));
+    unsetenv("TESSERA_SIMGPU_FAIL");
+}
+
+static void nvml_reports_uuid_name_memory_and_processes(void)
+{
+    setup(2, 16 * GiB, 0);
+    CHECK_RC(p_nvmlDeviceGetCount_v2(&(unsigned){0}), NVML_ERROR_UNINITIALIZED);
+    OK(p_nvmlInit_v2());
+    unsigned n = 0;
+    OK(p_nvmlDeviceGetCount_v2(&n));
+    CHECK(n == 2);
+    nvmlDevice_t dev;
+    OK(p_nvmlDeviceGetHandleByIndex_v2(0, &dev));
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE], name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    OK(p_nvmlDeviceGetUUID(dev, uuid, sizeof uuid));
+    CUuuid cu;
+    OK(p_cuDeviceGetUuid(&cu, 0));
+    char want[48];
+    ts_simgpu_uuid_format((const unsigned char *)cu.bytes, want);
+    CHECK(strcmp(uuid, want) == 0 && strlen(uuid) == 40);
+    CHECK_RC(p_nvmlDeviceGetUUID(dev, uuid, 8), NVML_ERROR_INSUFFICIENT_SIZE);
+    OK(p_nvmlDeviceGetName(dev, name, sizeof name));
+    CHECK(strstr(name, "16GiB") != NULL);
+    CUdeviceptr d;
+    OK(p_cuMemAlloc_v2(&d, 3 * GiB));
+    nvmlMemory_t mem;
+    OK(p_nvmlDeviceGetMemoryInfo(dev, &mem));
+    CHECK(mem.total == 16 * GiB && mem.used == 3 * GiB && mem.free == 13 * GiB);
+    nvmlMemory_v2_t m2 = {0};
+    CHECK_RC(p_nvmlDeviceGetMemoryInfo_v2(dev, &m2), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    m2.version = nvmlMemory_v2;
+    OK(p_nvmlDeviceGetMemoryInfo_v2(dev, &m2));
+    CHECK(m2.used == 3 * GiB && m2.free == 13 * GiB);
+    unsigned count = 0;
+    CHECK_RC(p_nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, NULL),
+             NVML_ERROR_INSUFFICIENT_SIZE);
+    CHECK(count == 1);
+    nvmlProcessInfo_t procs[4];
+    count = 4;
+    OK(p_nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, procs));
+    CHECK(count == 1 && procs[0].pid == (unsigned)getpid() && procs[0].usedGpuMemory == 3 * GiB);
+    nvmlDevice_t dev1;
+    OK(p_nvmlDeviceGetHandleByIndex_v2(1, &dev1));
+    count = 4;
+    OK(p_nvmlDeviceGetComputeRunningProcesses_v3(dev1, &count, procs));
+    CHECK(count == 0);
+    CHECK(strcmp(p_nvmlErrorString(NVML_ERROR_NOT_FOUND), "Not Found") == 0);
+    OK(p_cuMemFree_v2(d));
+    OK(p_nvmlShutdown());
+}
+
+static void cuda_visible_devices_selects_and_orders_gpus(void)
+{
+    /* Create three GPUs first, then restrict the process to "2,0". */
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/simgpu-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir) || ts_simgpu_create(dir, 3, 8 * GiB, 0) < 0) {
+        failures++;
+        return;
+    }
+    setenv("TESSERA_SIMGPU_DIR", dir, 1);
+    setenv("CUDA_VISIBLE_DEVICES", "2,0", 1);
+    load_all();
+    OK(p_cuInit(0));
+    int n = 0;
+    OK(p_cuDeviceGetCount(&n));
+    CHECK(n == 2);
+    struct ts_simgpu_dev g2;
+    OK(ts_simgpu_open(dir, 2, &g2));
+    CUuuid u;
+    OK(p_cuDeviceGetUuid(&u, 0));
+    CHECK(memcmp(u.bytes, g2.st->uuid, 16) == 0);
+    /* Memory taken on ordinal 0 is taken on GPU 2. */
+    CUcontext ctx;
+    OK(p_cuDevicePrimaryCtxRetain(&ctx, 0));
+    OK(p_cuCtxSetCurrent(ctx));
+    CUdeviceptr d;
+    OK(p_cuMemAlloc_v2(&d, GiB));
+    CHECK(g2.st->used_bytes == GiB);
+    OK(p_cuMemFree_v2(d));
+    ts_simgpu_close(&g2);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
+/* Run this program as "child-alloc BYTES HOLD"; returns its pid. The child
+ * writes one byte to the pipe once it has tried its allocation. */
+static pid_t spawn_child(uint64_t bytes, int hold, int *ready_fd)
+{
+    int fds[2];
+    if (pipe(fds) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 3);
+        char b[32], h[8];
+        snprintf(b, sizeof b, "%llu", (unsigned long long)bytes);
+        snprintf(h, sizeof h, "%d", hold);
+        execl("/proc/self/exe", "simgpu_test", "child-alloc", b, h, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    *ready_fd = fds[0];
+    return pid;
+}
+
+/* Child: allocate BYTES on GPU 0, report on fd 3 ('y' granted, 'n' out of
+ * memory, then the free bytes it sees), then hold until killed if HOLD. */
+static int child_alloc(uint64_t bytes, int hold)
+{
+    load_all();
+    if (p_cuInit(0) != CUDA_SUCCESS)
+        return 10;
+    CUcontext ctx;
+    if (p_cuDevicePrimaryCtxRetain(&ctx, 0) || p_cuCtxSetCurrent(ctx))
+        return 11;
+    CUdeviceptr d;
+    CUresult rc = p_cuMemAlloc_v2(&d, bytes);
+    size_t fr = 0, total = 0;
+    p_cuMemGetInfo_v2(&fr, &total);
+    char msg[64];
+    int n = snprintf(msg, sizeof msg, "%c %zu\n", rc == CUDA_SUCCESS ? 'y' : 'n', fr);
+    if (write(3, msg, (size_t)n) != n)
+        return 12;
+    while (hold)
+        pause();
+    return 0;
+}
+
+static int read_child(int fd, char *granted, size_t *fr)
+{
+    char buf[64] = {0};
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n > 0 && sscanf(buf, "%c %zu", granted, fr) == 2 ? 0 : -1;
+}
+
+static void capacity_is_enforced_across_two_processes(void)
+{
+    setup(1, 10 * GiB, 0);
+    CUdeviceptr d;
+    OK(p_cuMemAlloc_v2(&d, 6 * GiB));
+    int fd, status;
+    char granted = '?';
+    size_t fr = 0;
+    pid_t pid = spawn_child(6 * GiB, 0, &fd);
+    OK(read_child(fd, &granted, &fr));
+    waitpid(pid, &status, 0);
+    CHECK(granted == 'n' && fr == 4 * GiB);
+    pid = spawn_child(3 * GiB, 1, &fd);
+    OK(read_child(fd, &granted, &fr));
+    CHECK(granted == 'y' && fr == 1 * GiB);
+    CHECK(free_bytes() == 1 * GiB); /* this process sees the child's 3 GiB */
+    CUdeviceptr e;
+    CHECK_RC(p_cuMemAlloc_v2(&e, 2 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
+    kill(pid, SIGTERM);
+    waitpid(pid, &status, 0);
+    OK(p_cuMemFree_v2(d));
+}
+
+static void memory_of_a_dead_process_is_reclaimed(void)
+{
+    setup(1, 10 * GiB, 0);
+    OK(p_nvmlInit_v2());
+    int fd, status;
+    char granted = '?';
+    size_t fr = 0;
+    pid_t pid = spawn_child(8 * GiB, 1, &fd);
+    OK(read_child(fd, &granted, &fr));
+    CHECK(granted == 'y');
+    nvmlDevice_t dev;
+    OK(p_nvmlDeviceGetHandleByIndex_v2(0, &dev));
+    nvmlMemory_t mem;
+    OK(p_nvmlDeviceGetMemoryInfo(dev, &mem));
+    CHECK(mem.used == 8 * GiB);
+    CHECK(free_bytes() == 2 * GiB);
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    CHECK(free_bytes() == 10 * GiB);
+    OK(p_nvmlDeviceGetMemoryInfo(dev, &mem));
+    CHECK(mem.used == 0);
+    CUdeviceptr d;
+    OK(p_cuMemAlloc_v2(&d, 9 * GiB));
+    OK(p_cuMemFree_v2(d));
+    OK(p_nvmlShutdown());
+}
+
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} cases[] = {
+#define CASE(f) {#f, f},
+    CASE(device_queries_report_the_configured_gpus)
+    CASE(allocations_are_distinct_and_counted_in_memory_info)
+    CASE(a_large_gpu_is_simulated_without_touching_its_memory)
+    CASE(copies_are_byte_exact_and_bad_pointers_are_refused)
+    CASE(copies_run_at_the_configured_bandwidth)
+    CASE(vmm_keeps_address_and_contents_when_physical_memory_is_unmapped_and_remapped)
+    CASE(get_proc_address_returns_working_entry_points)
+    CASE(kernel_launch_keeps_the_gpu_busy_and_raises_utilization)
+    CASE(injected_failures_hit_the_chosen_call)
+    CASE(nvml_reports_uuid_name_memory_and_processes)
+    CASE(cuda_visible_devices_selects_and_orders_gpus)
+    CASE(capacity_is_enforced_across_two_processes)
+    CASE(memory_of_a_dead_process_is_reclaimed)
+#undef CASE
+};
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "child-alloc") == 0)
+        return child_alloc(strtoull(argv[2], NULL, 10), atoi(argv[3]));
+    if (argc != 2) {
+        fprintf(stderr, "usage: simgpu_test CASE\n");
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (strcmp(cases[i].name, argv[1]) == 0) {
+            cases[i].fn();
+            cleanup();
+            if (failures)
+                fprintf(stderr, "%s: %d checks failed\n", argv[1], failures);
+            return failures ? 1 : 0;
+        }
+    fprintf(stderr, "unknown case: %s\n", argv[1]);
+    return 2;
+}

@@ -30,8 +30,7 @@ void ts_auth_sha256_hex(const void *data, size_t len, char out[65])
 
 enum ts_err ts_auth_new_secret(char out[TS_AUTH_SECRET_LEN], struct ts_error *err)
 {
-    static const char b64url[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     unsigned char raw[33];
     if (RAND_bytes(raw, 32) != 1)
         return ts_error_set(err, TS_ERR_INTERNAL, "could not generate a random token");
@@ -40,8 +39,8 @@ enum ts_err ts_auth_new_secret(char out[TS_AUTH_SECRET_LEN], struct ts_error *er
     size_t o = 4;
     /* 32 bytes -> 43 base64url characters, no padding */
     for (size_t i = 0; i < 32; i += 3) {
-        unsigned v = (unsigned)raw[i] << 16 | (unsigned)raw[i + 1] << 8 |
-                     (i + 2 < 32 ? raw[i + 2] : 0);
+        unsigned v =
+            (unsigned)raw[i] << 16 | (unsigned)raw[i + 1] << 8 | (i + 2 < 32 ? raw[i + 2] : 0);
         out[o++] = b64url[(v >> 18) & 63];
         out[o++] = b64url[(v >> 12) & 63];
         out[o++] = b64url[(v >> 6) & 63];

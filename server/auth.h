@@ -13,7 +13,7 @@
 #include "server/http/route.h"
 #include "server/server.h"
 
-#define TS_AUTH_SECRET_LEN 48  /* "tsk_" + 43 + NUL, rounded */
+#define TS_AUTH_SECRET_LEN 48 /* "tsk_" + 43 + NUL, rounded */
 
 /* out gets 64 hex digits and a NUL. */
 void ts_auth_sha256_hex(const void *data, size_t len, char out[65]);

@@ -15,7 +15,7 @@
 struct entry {
     char hash[65];
     int64_t expires_ms;
-    struct ts_token_auth t;       /* project_ids points at ids below */
+    struct ts_token_auth t; /* project_ids points at ids below */
     int64_t ids[MAX_PROJECTS];
 };
 
@@ -82,8 +82,7 @@ bool ts_authcache_get(struct ts_authcache *c, const char *sha256_hex, struct ts_
     return hit;
 }
 
-void ts_authcache_put(struct ts_authcache *c, const char *sha256_hex,
-                      const struct ts_token_auth *t)
+void ts_authcache_put(struct ts_authcache *c, const char *sha256_hex, const struct ts_token_auth *t)
 {
     if (c == NULL || t->nprojects > MAX_PROJECTS)
         return;

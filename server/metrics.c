@@ -23,7 +23,7 @@ struct series {
 };
 
 struct ts_metrics {
-    size_t n;              /* routes + 1 for "no route" */
+    size_t n; /* routes + 1 for "no route" */
     struct series s[];
 };
 

@@ -12,7 +12,7 @@
 
 struct ts_metrics;
 
-struct ts_metrics *ts_metrics_new(void);  /* new; NULL when out of memory */
+struct ts_metrics *ts_metrics_new(void); /* new; NULL when out of memory */
 void ts_metrics_free(struct ts_metrics *m);
 /* route_index -1: no route matched. */
 void ts_metrics_observe(struct ts_metrics *m, int route_index, const char *method, int status,

@@ -42,8 +42,7 @@ static enum ts_err write_file_0600(const char *path, const char *text, struct ts
 
 /* TESSERA_ADMIN_TOKEN replaces the bootstrap admin's hash; without it the
  * first start generates one into DIR/admin.token. */
-static enum ts_err bootstrap_admin(struct ts_server *srv, struct ts_dbconn *c,
-                                   struct ts_error *err)
+static enum ts_err bootstrap_admin(struct ts_server *srv, struct ts_dbconn *c, struct ts_error *err)
 {
     char path[4096], hash[65];
     snprintf(path, sizeof(path), "%s/admin.token", srv->cfg.data_dir);
@@ -156,8 +155,7 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
         return e;
     write_addr(srv);
     ts_log_info("tessera-server %s listening on %s port=%u database=%s", TS_VERSION,
-                srv->cfg.listen, ts_http_port(srv->http),
-                srv->pg ? "embedded" : "external");
+                srv->cfg.listen, ts_http_port(srv->http), srv->pg ? "embedded" : "external");
     return TS_OK;
 }
 

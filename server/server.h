@@ -19,17 +19,17 @@
 struct ts_server_config {
     char *data_dir;
     char *listen;
-    char *database;          /* NULL: the embedded PostgreSQL in data_dir/pg */
-    char *admin_token;       /* secret: environment or config file only */
+    char *database;    /* NULL: the embedded PostgreSQL in data_dir/pg */
+    char *admin_token; /* secret: environment or config file only */
     char *pg_bindir;
     char *log_level;
-    int64_t max_body;        /* bytes */
+    int64_t max_body; /* bytes */
     int64_t http_threads;
     int64_t max_connections;
-    int64_t connection_timeout;  /* seconds */
+    int64_t connection_timeout; /* seconds */
     int64_t db_pool;
-    int64_t idempotency_ttl;     /* seconds */
-    int64_t auth_cache_ttl;      /* milliseconds; 0: off */
+    int64_t idempotency_ttl; /* seconds */
+    int64_t auth_cache_ttl;  /* milliseconds; 0: off */
 };
 
 /* The option table behind --help, flags, TESSERA_* and the config file. */
@@ -42,7 +42,7 @@ struct ts_pgembed;
 
 struct ts_server {
     struct ts_server_config cfg;
-    struct ts_pgembed *pg;   /* NULL with --database */
+    struct ts_pgembed *pg; /* NULL with --database */
     struct ts_db *db;
     struct ts_http *http;
     struct ts_metrics *metrics;
@@ -55,8 +55,8 @@ struct ts_principal {
     int64_t token_id;
     char name[TS_NAME_MAX + 1];
     enum ts_role role;
-    int64_t *project_ids;    /* arena; the projects a member/viewer is limited to */
-    size_t nprojects;        /* 0 with a viewer or admin: all projects */
+    int64_t *project_ids; /* arena; the projects a member/viewer is limited to */
+    size_t nprojects;     /* 0 with a viewer or admin: all projects */
 };
 
 /* Per-request context: r->user points at it. */
@@ -65,7 +65,7 @@ struct ts_ctx {
     struct ts_request *req;
     struct ts_principal who;
     bool authenticated;
-    struct ts_dbconn *conn;  /* acquired on first use, released at completion */
+    struct ts_dbconn *conn; /* acquired on first use, released at completion */
 };
 
 /* The request's database connection, acquired on first use (borrowed until

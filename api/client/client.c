@@ -2,6 +2,7 @@
  * client.c - libcurl easy handles, one per client, reused for keep-alive.
  */
 #include "api/client/client.h"
+#include "api/wire.h"
 
 #include <curl/curl.h>
 #include <stdbool.h>
@@ -139,7 +140,7 @@ enum ts_err ts_client_json(struct ts_client *c, const char *method, const char *
                            const json_t *body, const char *const *headers, struct ts_response *out,
                            struct ts_error *err)
 {
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    char *text = body ? ts_wire_dumps(body) : NULL;
     if (body && text == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     enum ts_err e = ts_client_do(c, method, path, text, text ? strlen(text) : 0, headers, out, err);
@@ -147,8 +148,7 @@ enum ts_err ts_client_json(struct ts_client *c, const char *method, const char *
     return e;
 }
 
-const char *ts_response_header(const struct ts_response *r, const char *name, char *buf,
-                               size_t len)
+const char *ts_response_header(const struct ts_response *r, const char *name, char *buf, size_t len)
 {
     size_t nl = strlen(name);
     const char *p = r->headers.data;

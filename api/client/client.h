@@ -18,16 +18,16 @@ struct ts_client;
 
 struct ts_response {
     long status;
-    struct ts_buf body;      /* raw body, NUL-terminated */
-    struct ts_buf headers;   /* raw header lines of the final response */
-    json_t *json;            /* the body parsed when it is JSON, else NULL (owned) */
+    struct ts_buf body;    /* raw body, NUL-terminated */
+    struct ts_buf headers; /* raw header lines of the final response */
+    json_t *json;          /* the body parsed when it is JSON, else NULL (owned) */
 };
 
 void ts_client_global_init(void);
 /* base_url like "http://127.0.0.1:8080"; token may be NULL. Strings are
  * copied. New; NULL when out of memory. */
 struct ts_client *ts_client_new(const char *base_url, const char *token);
-void ts_client_free(struct ts_client *c);  /* NULL is a no-op */
+void ts_client_free(struct ts_client *c); /* NULL is a no-op */
 /* Change the token (copied; NULL: send none). */
 void ts_client_set_token(struct ts_client *c, const char *token);
 

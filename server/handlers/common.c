@@ -51,8 +51,7 @@ enum ts_err ts_h_if_match(struct ts_request *r, int64_t *revision, struct ts_err
     long long v;
     int used = 0;
     if (sscanf(h, "\"%lld\"%n", &v, &used) != 1 || h[used] != '\0' || v <= 0)
-        return ts_error_set(err, TS_ERR_PRECONDITION_FAILED,
-                            "If-Match %s matches no revision", h);
+        return ts_error_set(err, TS_ERR_PRECONDITION_FAILED, "If-Match %s matches no revision", h);
     *revision = v;
     return TS_OK;
 }

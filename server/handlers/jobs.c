@@ -26,8 +26,8 @@ TS_HANDLER(ts_h_job_submit)
     struct ts_ctx *c = ctx;
     const char *key = ts_http_header(r, "Idempotency-Key");
     if (key != NULL && (key[0] == '\0' || strlen(key) > MAX_KEY))
-        return ts_error_set(err, TS_ERR_BAD_PARAMETER,
-                            "Idempotency-Key must be 1 to %d characters", MAX_KEY);
+        return ts_error_set(err, TS_ERR_BAD_PARAMETER, "Idempotency-Key must be 1 to %d characters",
+                            MAX_KEY);
     json_t *body = NULL;
     enum ts_err e = ts_h_body(r, &body, err);
     if (e != TS_OK)

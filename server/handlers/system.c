@@ -29,15 +29,16 @@ TS_HANDLER(ts_h_readyz)
     if (e != TS_OK)
         return ts_error_set(err, TS_ERR_NOT_READY, "database schema is at version %d, need %d",
                             current, ts_migrate_latest());
-    ts_http_reply_json(r, 200, json_pack("{s:s,s:i}", "status", "ready", "schema_version",
-                                         current));
+    ts_http_reply_json(r, 200,
+                       json_pack("{s:s,s:i}", "status", "ready", "schema_version", current));
     return TS_OK;
 }
 
 TS_HANDLER(ts_h_version)
 {
-    ts_http_reply_json(r, 200, json_pack("{s:s,s:s,s:i}", "version", TS_VERSION, "api", "v1",
-                                         "schema_version", ts_migrate_latest()));
+    ts_http_reply_json(r, 200,
+                       json_pack("{s:s,s:s,s:i}", "version", TS_VERSION, "api", "v1",
+                                 "schema_version", ts_migrate_latest()));
     return TS_OK;
 }
 
@@ -74,9 +75,11 @@ TS_HANDLER(ts_h_metrics)
     for (size_t i = 0; i < n; i++)
         ts_buf_printf(&b, "tessera_jobs{project=\"%s\",state=\"%s\"} %lld\n", counts[i].project,
                       counts[i].state, (long long)counts[i].count);
-    ts_buf_printf(&b, "# HELP tessera_build_info Version of this server.\n"
-                      "# TYPE tessera_build_info gauge\n"
-                      "tessera_build_info{version=\"%s\"} 1\n", TS_VERSION);
+    ts_buf_printf(&b,
+                  "# HELP tessera_build_info Version of this server.\n"
+                  "# TYPE tessera_build_info gauge\n"
+                  "tessera_build_info{version=\"%s\"} 1\n",
+                  TS_VERSION);
     r->raw = ts_arena_strndup(r->arena, b.data ? b.data : "", b.len);
     r->raw_len = b.len;
     ts_buf_free(&b);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "api/log.h"
+#include "api/wire.h"
 
 struct ts_http {
     struct MHD_Daemon *daemon;
@@ -71,7 +72,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct ts_request *r
     size_t len = r->raw_len;
     const char *type = r->content_type;
     if (r->json) {
-        text = json_dumps(r->json, JSON_COMPACT);
+        text = ts_wire_dumps(r->json);
         if (text == NULL) {
             r->status = 500;
             body = "{\"status\":500,\"code\":\"out_of_memory\"}";
@@ -103,8 +104,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct ts_request *r
     return ret;
 }
 
-static struct ts_request *request_new(struct ts_http *h, struct MHD_Connection *c,
-                                      const char *url, const char *method)
+static struct ts_request *request_new(struct ts_http *h, struct MHD_Connection *c, const char *url,
+                                      const char *method)
 {
     struct ts_request *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -128,8 +129,7 @@ static struct ts_request *request_new(struct ts_http *h, struct MHD_Connection *
 
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
                                       const char *method, const char *version,
-                                      const char *upload_data, size_t *upload_size,
-                                      void **con_cls)
+                                      const char *upload_data, size_t *upload_size, void **con_cls)
 {
     struct ts_http *h = cls;
     struct ts_request *r = *con_cls;
@@ -138,8 +138,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         if (r == NULL)
             return MHD_NO;
         *con_cls = r;
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl != NULL) {
             char *end;
             unsigned long long n = strtoull(cl, &end, 10);
@@ -229,8 +229,8 @@ enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out
     char host[256];
     unsigned port;
     if (ts_http_parse_listen(cfg->listen, host, sizeof(host), &port) != 0)
-        return ts_error_set(err, TS_ERR_CONFIG, "invalid listen address: \"%s\": expected HOST:PORT",
-                            cfg->listen);
+        return ts_error_set(err, TS_ERR_CONFIG,
+                            "invalid listen address: \"%s\": expected HOST:PORT", cfg->listen);
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *ai = NULL;
     char portstr[8];
@@ -252,13 +252,10 @@ enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     h->daemon = MHD_start_daemon(
-        flags, (uint16_t)port, NULL, NULL, access_handler, h,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-        MHD_OPTION_THREAD_POOL_SIZE, cfg->threads,
-        MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
+        flags, (uint16_t)port, NULL, NULL, access_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+        NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
+        MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, MHD_OPTION_CONNECTION_LIMIT,
+        cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
         MHD_OPTION_END);
     freeaddrinfo(ai);
     if (h->daemon == NULL) {

@@ -23,31 +23,31 @@
 #define TS_HTTP_MAX_HEADERS 8
 
 struct ts_request {
-    struct ts_arena *arena;       /* freed when the request completes */
-    const char *method;           /* borrowed from libmicrohttpd */
-    const char *path;             /* borrowed; no query string */
+    struct ts_arena *arena; /* freed when the request completes */
+    const char *method;     /* borrowed from libmicrohttpd */
+    const char *path;       /* borrowed; no query string */
     char request_id[20];
-    struct ts_buf body;           /* capped at the configured max body */
+    struct ts_buf body; /* capped at the configured max body */
     bool body_too_large;
-    int64_t started_ns;           /* CLOCK_MONOTONIC */
+    int64_t started_ns; /* CLOCK_MONOTONIC */
 
     /* filled by route matching */
-    int route_index;              /* -1: none */
+    int route_index;                        /* -1: none */
     const char *params[TS_HTTP_MAX_PARAMS]; /* path parameters, in the arena */
     int nparams;
 
     /* response, filled by the handler or the dispatcher */
     int status;
-    json_t *json;                 /* steals: decref'd at completion */
-    const char *raw;              /* or a raw body (borrowed, must outlive the request) */
+    json_t *json;    /* steals: decref'd at completion */
+    const char *raw; /* or a raw body (borrowed, must outlive the request) */
     size_t raw_len;
     const char *content_type;
     const char *header_names[TS_HTTP_MAX_HEADERS];
     const char *header_values[TS_HTTP_MAX_HEADERS];
     int nheaders;
 
-    void *conn;                   /* struct MHD_Connection *, opaque here */
-    void *user;                   /* the dispatcher's per-request state */
+    void *conn; /* struct MHD_Connection *, opaque here */
+    void *user; /* the dispatcher's per-request state */
 };
 
 /* Request header or query argument, borrowed from libmicrohttpd for the
@@ -71,11 +71,11 @@ typedef void (*ts_http_dispatch_fn)(void *cls, struct ts_request *r);
 typedef void (*ts_http_complete_fn)(void *cls, struct ts_request *r);
 
 struct ts_http_config {
-    const char *listen;           /* "HOST:PORT"; PORT 0 picks a free port */
-    size_t max_body;              /* bytes */
-    unsigned threads;             /* libmicrohttpd thread pool size */
+    const char *listen; /* "HOST:PORT"; PORT 0 picks a free port */
+    size_t max_body;    /* bytes */
+    unsigned threads;   /* libmicrohttpd thread pool size */
     unsigned max_connections;
-    unsigned connection_timeout;  /* seconds of inactivity */
+    unsigned connection_timeout; /* seconds of inactivity */
     ts_http_dispatch_fn dispatch;
     ts_http_complete_fn complete;
     void *cls;
@@ -88,7 +88,7 @@ enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out
                           struct ts_error *err);
 /* The port actually bound (useful with port 0). */
 unsigned ts_http_port(const struct ts_http *h);
-void ts_http_stop(struct ts_http *h);  /* NULL is a no-op */
+void ts_http_stop(struct ts_http *h); /* NULL is a no-op */
 
 /* Split "HOST:PORT" / "[V6]:PORT"; 0 or -1. host gets at most hostlen-1 bytes. */
 int ts_http_parse_listen(const char *s, char *host, size_t hostlen, unsigned *port);

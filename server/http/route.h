@@ -17,11 +17,11 @@
 
 /* Who may call a route. */
 enum ts_access {
-    TS_ACCESS_PUBLIC,  /* no token */
-    TS_ACCESS_READ,    /* viewer, member, admin */
-    TS_ACCESS_SUBMIT,  /* member, admin (further limited to the member's projects) */
-    TS_ACCESS_NODE,    /* agent, admin; reads also viewer and member */
-    TS_ACCESS_ADMIN,   /* admin */
+    TS_ACCESS_PUBLIC, /* no token */
+    TS_ACCESS_READ,   /* viewer, member, admin */
+    TS_ACCESS_SUBMIT, /* member, admin (further limited to the member's projects) */
+    TS_ACCESS_NODE,   /* agent, admin; reads also viewer and member */
+    TS_ACCESS_ADMIN,  /* admin */
 };
 
 /* ctx is the server (struct ts_server *). Fill r's response, or return an
@@ -36,10 +36,10 @@ struct ts_route {
 };
 
 struct ts_route_match {
-    int index;                               /* into the table, -1 when none */
-    char values[TS_HTTP_MAX_PARAMS][256];    /* path parameter values */
+    int index;                            /* into the table, -1 when none */
+    char values[TS_HTTP_MAX_PARAMS][256]; /* path parameter values */
     int nvalues;
-    char allow[128];                         /* "GET, DELETE" for a 405 */
+    char allow[128]; /* "GET, DELETE" for a 405 */
 };
 
 /*

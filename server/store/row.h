@@ -14,9 +14,9 @@
 
 #define TS_SQL_US(col) "coalesce((extract(epoch from " col ") * 1000000)::bigint, 0)"
 
-int64_t ts_row_i64(const PGresult *res, int row, int col);       /* NULL -> 0 */
-double ts_row_double(const PGresult *res, int row, int col);     /* NULL -> 0 */
-bool ts_row_bool(const PGresult *res, int row, int col);         /* 't' */
+int64_t ts_row_i64(const PGresult *res, int row, int col);   /* NULL -> 0 */
+double ts_row_double(const PGresult *res, int row, int col); /* NULL -> 0 */
+bool ts_row_bool(const PGresult *res, int row, int col);     /* 't' */
 bool ts_row_null(const PGresult *res, int row, int col);
 /* Copy into the arena; NULL stays NULL. */
 const char *ts_row_text(const PGresult *res, int row, int col, struct ts_arena *a);

@@ -23,8 +23,8 @@
  * TS_ERR_UNKNOWN_REFERENCE, a taken name -> TS_ERR_ALREADY_EXISTS.
  * out->spec.projects points into spec (borrowed). */
 enum ts_err ts_store_token_create(struct ts_dbconn *c, const struct ts_token_spec *spec,
-                                  const char *sha256_hex, struct ts_arena *a,
-                                  struct ts_token *out, struct ts_error *err);
+                                  const char *sha256_hex, struct ts_arena *a, struct ts_token *out,
+                                  struct ts_error *err);
 enum ts_err ts_store_token_list(struct ts_dbconn *c, struct ts_arena *a, struct ts_token **out,
                                 size_t *n, struct ts_error *err);
 enum ts_err ts_store_token_delete(struct ts_dbconn *c, int64_t id, struct ts_error *err);
@@ -33,7 +33,7 @@ struct ts_token_auth {
     int64_t id;
     char name[TS_NAME_MAX + 1];
     enum ts_role role;
-    int64_t *project_ids;        /* arena */
+    int64_t *project_ids; /* arena */
     size_t nprojects;
 };
 /* TS_ERR_NOT_FOUND when no token has this hash. Updates last_used_at at
@@ -54,11 +54,9 @@ enum ts_err ts_store_department_create(struct ts_dbconn *c, const struct ts_depa
 enum ts_err ts_store_department_get(struct ts_dbconn *c, const char *name, struct ts_arena *a,
                                     struct ts_department *out, struct ts_error *err);
 enum ts_err ts_store_department_list(struct ts_dbconn *c, struct ts_arena *a,
-                                     struct ts_department **out, size_t *n,
-                                     struct ts_error *err);
+                                     struct ts_department **out, size_t *n, struct ts_error *err);
 /* TS_ERR_IN_USE while it has projects. */
-enum ts_err ts_store_department_delete(struct ts_dbconn *c, const char *name,
-                                       struct ts_error *err);
+enum ts_err ts_store_department_delete(struct ts_dbconn *c, const char *name, struct ts_error *err);
 /* Replace the quota if the revision still is `revision` (-1: any).
  * TS_ERR_PRECONDITION_FAILED when it moved on, TS_ERR_NOT_FOUND. */
 enum ts_err ts_store_department_set_quota(struct ts_dbconn *c, const char *name,
@@ -90,9 +88,9 @@ struct ts_job_submit {
     const int64_t *allowed_projects; /* NULL: any project; else the caller's */
     size_t nallowed;
     int64_t token_id;
-    const char *idempotency_key;     /* NULL: none */
-    const char *request_sha256;      /* with a key: hash of the body */
-    int64_t idempotency_ttl;         /* seconds */
+    const char *idempotency_key; /* NULL: none */
+    const char *request_sha256;  /* with a key: hash of the body */
+    int64_t idempotency_ttl;     /* seconds */
 };
 /* Insert the job and its "submitted" event in one statement. With a key that
  * was seen before: *replayed = true and out is that job, or
@@ -107,16 +105,16 @@ enum ts_err ts_store_job_get(struct ts_dbconn *c, int64_t id, struct ts_arena *a
                              struct ts_job *out, int64_t *project_id, struct ts_error *err);
 
 struct ts_job_filter {
-    const int64_t *project_ids;      /* NULL: any project */
+    const int64_t *project_ids; /* NULL: any project */
     size_t nproject_ids;
-    const char *project;             /* name, NULL: any */
-    int nstates;                     /* 0: any state */
+    const char *project; /* name, NULL: any */
+    int nstates;         /* 0: any state */
     enum ts_job_state states[8];
     bool has_kind;
     enum ts_job_kind kind;
-    const char *node;                /* NULL: any */
-    int64_t after_id;                /* cursor: ids greater than this */
-    int limit;                       /* 1..1000 */
+    const char *node; /* NULL: any */
+    int64_t after_id; /* cursor: ids greater than this */
+    int limit;        /* 1..1000 */
 };
 /* Jobs by ascending id; *more tells whether another page follows. */
 enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f,
@@ -125,8 +123,8 @@ enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f
 /* Pending/scheduled -> cancelled; running/evicting -> cancelling; already
  * cancelled or cancelling: unchanged (idempotent). Finished otherwise ->
  * TS_ERR_CONFLICT. out is the job afterwards. */
-enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by,
-                                struct ts_arena *a, struct ts_job *out, struct ts_error *err);
+enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by, struct ts_arena *a,
+                                struct ts_job *out, struct ts_error *err);
 enum ts_err ts_store_job_events(struct ts_dbconn *c, int64_t id, struct ts_arena *a,
                                 struct ts_job_event **out, size_t *n, struct ts_error *err);
 /* Delete idempotency keys older than ttl seconds; *deleted may be NULL. */
@@ -147,7 +145,7 @@ struct ts_job_count {
     const char *state;
     int64_t count;
 };
-enum ts_err ts_store_job_counts(struct ts_dbconn *c, struct ts_arena *a,
-                                struct ts_job_count **out, size_t *n, struct ts_error *err);
+enum ts_err ts_store_job_counts(struct ts_dbconn *c, struct ts_arena *a, struct ts_job_count **out,
+                                size_t *n, struct ts_error *err);
 
 #endif /* TS_SERVER_STORE_STORE_H */

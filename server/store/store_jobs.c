@@ -10,15 +10,15 @@
 #include "server/store/store.h"
 
 /* Columns read by read_job, from job j, project p and node n. */
-#define JOB_COLS                                                                     \
-    "j.id, j.name, p.name, j.kind, j.priority, j.preemptible, j.command::text,"      \
-    " j.env::text, j.working_dir, j.gpu_kind, j.gpu_count, j.gpu_portion,"           \
-    " j.gpu_portion_limit, j.gpu_memory_bytes, j.gpu_memory_limit_bytes,"            \
-    " j.gpu_devices, j.cpu, j.memory_bytes, j.gpu_model::text, j.node_selector::text," \
-    " j.max_runtime_seconds, j.state, n.name, j.exit_code, j.reason_code,"           \
-    " j.reason_message, j.queue_position, j.resume_count, " TS_SQL_US("j.created_at") \
-    ", " TS_SQL_US("j.updated_at") ", " TS_SQL_US("j.started_at") ", "                \
-    TS_SQL_US("j.finished_at") ", j.project_id"
+#define JOB_COLS                                                                                   \
+    "j.id, j.name, p.name, j.kind, j.priority, j.preemptible, j.command::text,"                    \
+    " j.env::text, j.working_dir, j.gpu_kind, j.gpu_count, j.gpu_portion,"                         \
+    " j.gpu_portion_limit, j.gpu_memory_bytes, j.gpu_memory_limit_bytes,"                          \
+    " j.gpu_devices, j.cpu, j.memory_bytes, j.gpu_model::text, j.node_selector::text,"             \
+    " j.max_runtime_seconds, j.state, n.name, j.exit_code, j.reason_code,"                         \
+    " j.reason_message, j.queue_position, j.resume_count, " TS_SQL_US(                             \
+        "j.created_at") ", " TS_SQL_US("j.updated_at") ", " TS_SQL_US("j.started_at") ","          \
+                                                                                      " " TS_SQL_US("j.finished_at") ", j.project_id"
 
 #define JOB_FROM " JOIN project p ON p.id = j.project_id LEFT JOIN node n ON n.id = j.node_id"
 
@@ -90,12 +90,13 @@ static enum ts_err lookup_key(struct ts_dbconn *c, const struct ts_job_submit *s
     snprintf(ttl, sizeof(ttl), "%lld", (long long)s->idempotency_ttl);
     const char *params[] = {tok, s->idempotency_key, ttl};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c,
-        "WITH old AS (DELETE FROM idempotency_key WHERE token_id = $1 AND key = $2"
-        "   AND created_at < now() - make_interval(secs => $3::bigint) RETURNING 1)"
-        " SELECT request_sha256, job_id, (SELECT count(*) FROM old) FROM idempotency_key"
-        " WHERE token_id = $1 AND key = $2",
-        3, params, &res, err);
+    enum ts_err e =
+        ts_db_exec(c,
+                   "WITH old AS (DELETE FROM idempotency_key WHERE token_id = $1 AND key = $2"
+                   "   AND created_at < now() - make_interval(secs => $3::bigint) RETURNING 1)"
+                   " SELECT request_sha256, job_id, (SELECT count(*) FROM old) FROM idempotency_key"
+                   " WHERE token_id = $1 AND key = $2",
+                   3, params, &res, err);
     if (e != TS_OK)
         return e;
     *found = PQntuples(res) == 1 && ts_row_i64(res, 0, 2) == 0;
@@ -140,13 +141,32 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
     snprintf(runtime, sizeof(runtime), "%lld", (long long)sp->max_runtime_seconds);
     snprintf(tok, sizeof(tok), "%lld", (long long)s->token_id);
     char *message = ts_arena_printf(a, "submitted to project \"%s\"", sp->project);
-    const char *params[] = {
-        sp->project, sp->name, ts_job_kind_name(sp->kind), prio, sp->preemptible ? "true" : "false",
-        sp->command, sp->env ? sp->env : "{}", sp->working_dir, gpu_kinds[sp->gpu.kind], count,
-        portion, plimit, mem, mlimit, devices, req, cpu, hostmem,
-        sp->gpu_model ? sp->gpu_model : "[]", sp->node_selector ? sp->node_selector : "{}",
-        runtime, s->token_id > 0 ? tok : NULL, message, s->idempotency_key, s->request_sha256,
-        allowed};
+    const char *params[] = {sp->project,
+                            sp->name,
+                            ts_job_kind_name(sp->kind),
+                            prio,
+                            sp->preemptible ? "true" : "false",
+                            sp->command,
+                            sp->env ? sp->env : "{}",
+                            sp->working_dir,
+                            gpu_kinds[sp->gpu.kind],
+                            count,
+                            portion,
+                            plimit,
+                            mem,
+                            mlimit,
+                            devices,
+                            req,
+                            cpu,
+                            hostmem,
+                            sp->gpu_model ? sp->gpu_model : "[]",
+                            sp->node_selector ? sp->node_selector : "{}",
+                            runtime,
+                            s->token_id > 0 ? tok : NULL,
+                            message,
+                            s->idempotency_key,
+                            s->request_sha256,
+                            allowed};
     *replayed = false;
     for (int attempt = 0; attempt < 2; attempt++) {
         PGresult *res = NULL;
@@ -167,8 +187,8 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
                                       "project \"%s\" does not exist", sp->project);
             if (e != TS_OK)
                 return e;
-            return ts_error_field(err, TS_ERR_FORBIDDEN, "project",
-                                  "no access to project \"%s\"", sp->project);
+            return ts_error_field(err, TS_ERR_FORBIDDEN, "project", "no access to project \"%s\"",
+                                  sp->project);
         }
         if (e != TS_ERR_ALREADY_EXISTS) {
             if (err)
@@ -254,18 +274,19 @@ enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f
     char after[24], limit[16];
     snprintf(after, sizeof(after), "%lld", (long long)f->after_id);
     snprintf(limit, sizeof(limit), "%d", f->limit + 1);
-    const char *params[] = {ids, f->project, states,
-                            f->has_kind ? ts_job_kind_name(f->kind) : NULL, f->node, after, limit};
+    const char *params[] = {
+        ids,     f->project, states, f->has_kind ? ts_job_kind_name(f->kind) : NULL,
+        f->node, after,      limit};
     PGresult *res = NULL;
     enum ts_err e = ts_db_exec(c,
-        "SELECT " JOB_COLS " FROM job j" JOB_FROM
-        " WHERE ($1::bigint[] IS NULL OR j.project_id = ANY($1::bigint[]))"
-        " AND ($2::text IS NULL OR p.name = $2)"
-        " AND ($3::text[] IS NULL OR j.state = ANY($3::text[]))"
-        " AND ($4::text IS NULL OR j.kind = $4)"
-        " AND ($5::text IS NULL OR n.name = $5)"
-        " AND j.id > $6 ORDER BY j.id LIMIT $7",
-        7, params, &res, err);
+                               "SELECT " JOB_COLS " FROM job j" JOB_FROM
+                               " WHERE ($1::bigint[] IS NULL OR j.project_id = ANY($1::bigint[]))"
+                               " AND ($2::text IS NULL OR p.name = $2)"
+                               " AND ($3::text[] IS NULL OR j.state = ANY($3::text[]))"
+                               " AND ($4::text IS NULL OR j.kind = $4)"
+                               " AND ($5::text IS NULL OR n.name = $5)"
+                               " AND j.id > $6 ORDER BY j.id LIMIT $7",
+                               7, params, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);
@@ -285,14 +306,15 @@ enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f
     return TS_OK;
 }
 
-enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by,
-                                struct ts_arena *a, struct ts_job *out, struct ts_error *err)
+enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by, struct ts_arena *a,
+                                struct ts_job *out, struct ts_error *err)
 {
     char idbuf[24];
     snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
     const char *params[] = {idbuf, by};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c,
+    enum ts_err e = ts_db_exec(
+        c,
         "WITH cur AS (SELECT id, state FROM job WHERE id = $1 FOR UPDATE),"
         " upd AS (UPDATE job SET"
         "   state = CASE WHEN cur.state IN ('pending', 'scheduled') THEN 'cancelled'"
@@ -317,8 +339,8 @@ enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by,
     if (missing)
         return ts_error_set(err, TS_ERR_NOT_FOUND, "job %lld does not exist", (long long)id);
     if (before == TS_JOB_SUCCEEDED || before == TS_JOB_FAILED) {
-        return ts_error_set(err, TS_ERR_CONFLICT, "job %lld already finished: %s",
-                            (long long)id, ts_job_state_name(before));
+        return ts_error_set(err, TS_ERR_CONFLICT, "job %lld already finished: %s", (long long)id,
+                            ts_job_state_name(before));
     }
     return ts_store_job_get(c, id, a, out, NULL, err);
 }
@@ -330,10 +352,11 @@ enum ts_err ts_store_job_events(struct ts_dbconn *c, int64_t id, struct ts_arena
     snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
     const char *params[] = {idbuf};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c,
-        "SELECT id, job_id, " TS_SQL_US("at") ", type, message FROM job_event"
-        " WHERE job_id = $1 ORDER BY id",
-        1, params, &res, err);
+    enum ts_err e =
+        ts_db_exec(c,
+                   "SELECT id, job_id, " TS_SQL_US("at") ", type, message FROM job_event"
+                                                         " WHERE job_id = $1 ORDER BY id",
+                   1, params, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);
@@ -362,7 +385,8 @@ enum ts_err ts_store_idempotency_expire(struct ts_dbconn *c, int64_t ttl, int64_
     snprintf(ttlbuf, sizeof(ttlbuf), "%lld", (long long)ttl);
     const char *params[] = {ttlbuf};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c,
+    enum ts_err e = ts_db_exec(
+        c,
         "DELETE FROM idempotency_key WHERE created_at < now() - make_interval(secs => $1::bigint)",
         1, params, &res, err);
     if (e != TS_OK)

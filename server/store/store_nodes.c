@@ -6,11 +6,12 @@
 #include "server/store/row.h"
 #include "server/store/store.h"
 
-#define NODE_SQL                                                                      \
-    "SELECT n.id, n.name, n.state, n.labels::text, n.cpu, n.memory_bytes, "           \
-    TS_SQL_US("n.last_seen_at") ", " TS_SQL_US("n.created_at") ","                    \
-    " g.idx, g.uuid, g.model, g.memory_bytes"                                         \
-    " FROM node n LEFT JOIN gpu g ON g.node_id = n.id"
+#define NODE_SQL                                                                                   \
+    "SELECT n.id, n.name, n.state, n.labels::text, n.cpu, n.memory_bytes, " TS_SQL_US(             \
+        "n.last_seen_at") ", " TS_SQL_US("n.created_at") ","                                       \
+                                                         " g.idx, g.uuid, g.model, g.memory_bytes" \
+                                                         " FROM node n LEFT JOIN gpu g ON "        \
+                                                         "g.node_id = n.id"
 
 /* Rows come ordered by node then GPU index; fold them into nodes. */
 static enum ts_err fold(const PGresult *res, struct ts_arena *a, struct ts_node **out, size_t *n,
@@ -68,8 +69,8 @@ enum ts_err ts_store_node_get(struct ts_dbconn *c, const char *name, struct ts_a
 {
     PGresult *res = NULL;
     const char *params[] = {name};
-    enum ts_err e = ts_db_exec(c, NODE_SQL " WHERE n.name = $1 ORDER BY g.idx", 1, params, &res,
-                               err);
+    enum ts_err e =
+        ts_db_exec(c, NODE_SQL " WHERE n.name = $1 ORDER BY g.idx", 1, params, &res, err);
     if (e != TS_OK)
         return e;
     struct ts_node *v;

@@ -9,29 +9,32 @@
 #include "server/store/store.h"
 
 /* Usage per project over jobs that have not finished. */
-#define USAGE_SQL                                                                      \
-    "SELECT project_id, sum(allocated_gpus) AS alloc,"                                 \
-    " coalesce(sum(allocated_gpus) FILTER (WHERE NOT preemptible), 0) AS alloc_np,"    \
-    " sum(requested_gpus) AS req,"                                                     \
-    " count(*) FILTER (WHERE state = 'pending') AS pending,"                           \
-    " count(*) FILTER (WHERE state IN ('running', 'evicting', 'cancelling')) AS running" \
+#define USAGE_SQL                                                                                  \
+    "SELECT project_id, sum(allocated_gpus) AS alloc,"                                             \
+    " coalesce(sum(allocated_gpus) FILTER (WHERE NOT preemptible), 0) AS alloc_np,"                \
+    " sum(requested_gpus) AS req,"                                                                 \
+    " count(*) FILTER (WHERE state = 'pending') AS pending,"                                       \
+    " count(*) FILTER (WHERE state IN ('running', 'evicting', 'cancelling')) AS running"           \
     " FROM job WHERE state NOT IN ('succeeded', 'failed', 'cancelled') GROUP BY project_id"
 
-#define PROJECT_SQL                                                                    \
-    "SELECT p.id, p.name, d.name, p.quota_gpus, p.over_quota_weight, p.limit_gpus,"    \
-    " p.priority, p.revision, " TS_SQL_US("p.created_at") ","                          \
-    " coalesce(u.alloc, 0), coalesce(u.alloc_np, 0), coalesce(u.req, 0),"             \
-    " coalesce(u.pending, 0), coalesce(u.running, 0)"                                  \
-    " FROM project p JOIN department d ON d.id = p.department_id"                      \
-    " LEFT JOIN (" USAGE_SQL ") u ON u.project_id = p.id"
+#define PROJECT_SQL                                                                                \
+    "SELECT p.id, p.name, d.name, p.quota_gpus, p.over_quota_weight, p.limit_gpus,"                \
+    " p.priority, p.revision, " TS_SQL_US(                                                         \
+        "p.created_at") ","                                                                        \
+                        " coalesce(u.alloc, 0), coalesce(u.alloc_np, 0), coalesce(u.req, 0),"      \
+                        " coalesce(u.pending, 0), coalesce(u.running, 0)"                          \
+                        " FROM project p JOIN department d ON d.id = p.department_id"              \
+                        " LEFT JOIN (" USAGE_SQL ") u ON u.project_id = p.id"
 
-#define DEPARTMENT_SQL                                                                 \
-    "SELECT d.id, d.name, d.quota_gpus, d.over_quota_weight, d.limit_gpus,"            \
-    " d.priority, d.revision, " TS_SQL_US("d.created_at") ","                          \
-    " coalesce(sum(u.alloc), 0), coalesce(sum(u.alloc_np), 0), coalesce(sum(u.req), 0)," \
-    " coalesce(sum(u.pending), 0), coalesce(sum(u.running), 0), count(p.id)"           \
-    " FROM department d LEFT JOIN project p ON p.department_id = d.id"                 \
-    " LEFT JOIN (" USAGE_SQL ") u ON u.project_id = p.id"
+#define DEPARTMENT_SQL                                                                             \
+    "SELECT d.id, d.name, d.quota_gpus, d.over_quota_weight, d.limit_gpus,"                        \
+    " d.priority, d.revision, " TS_SQL_US(                                                         \
+        "d.created_at") ","                                                                        \
+                        " coalesce(sum(u.alloc), 0), coalesce(sum(u.alloc_np), 0), "               \
+                        "coalesce(sum(u.req), 0),"                                                 \
+                        " coalesce(sum(u.pending), 0), coalesce(sum(u.running), 0), count(p.id)"   \
+                        " FROM department d LEFT JOIN project p ON p.department_id = d.id"         \
+                        " LEFT JOIN (" USAGE_SQL ") u ON u.project_id = p.id"
 
 static void read_quota(const PGresult *res, int row, int col, struct ts_quota *q)
 {
@@ -98,7 +101,8 @@ enum ts_err ts_store_department_create(struct ts_dbconn *c, const struct ts_depa
     const char *params[] = {s->name, qp.gpus, qp.weight, s->quota.has_limit ? qp.limit : NULL,
                             qp.priority};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c,
+    enum ts_err e = ts_db_exec(
+        c,
         "INSERT INTO department (name, quota_gpus, over_quota_weight, limit_gpus, priority)"
         " VALUES ($1, $2, $3, $4, $5) RETURNING id, revision, " TS_SQL_US("created_at"),
         5, params, &res, err);
@@ -120,8 +124,8 @@ enum ts_err ts_store_department_get(struct ts_dbconn *c, const char *name, struc
 {
     PGresult *res = NULL;
     const char *params[] = {name};
-    enum ts_err e = ts_db_exec(c, DEPARTMENT_SQL " WHERE d.name = $1 GROUP BY d.id", 1, params,
-                               &res, err);
+    enum ts_err e =
+        ts_db_exec(c, DEPARTMENT_SQL " WHERE d.name = $1 GROUP BY d.id", 1, params, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -137,8 +141,8 @@ enum ts_err ts_store_department_list(struct ts_dbconn *c, struct ts_arena *a,
                                      struct ts_department **out, size_t *n, struct ts_error *err)
 {
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c, DEPARTMENT_SQL " GROUP BY d.id ORDER BY d.name", 0, NULL, &res,
-                               err);
+    enum ts_err e =
+        ts_db_exec(c, DEPARTMENT_SQL " GROUP BY d.id ORDER BY d.name", 0, NULL, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);
@@ -155,13 +159,14 @@ enum ts_err ts_store_department_list(struct ts_dbconn *c, struct ts_arena *a,
     return TS_OK;
 }
 
-enum ts_err ts_store_department_delete(struct ts_dbconn *c, const char *name,
-                                       struct ts_error *err)
+enum ts_err ts_store_department_delete(struct ts_dbconn *c, const char *name, struct ts_error *err)
 {
     PGresult *res = NULL;
     const char *params[] = {name};
-    enum ts_err e = ts_db_exec(c,
-        "WITH d AS (SELECT id, (SELECT count(*) FROM project p WHERE p.department_id = department.id) AS n"
+    enum ts_err e = ts_db_exec(
+        c,
+        "WITH d AS (SELECT id, (SELECT count(*) FROM project p WHERE p.department_id = "
+        "department.id) AS n"
         "           FROM department WHERE name = $1),"
         " del AS (DELETE FROM department WHERE id = (SELECT id FROM d WHERE n = 0) RETURNING id)"
         " SELECT (SELECT n FROM d), (SELECT count(*) FROM del)",
@@ -191,7 +196,8 @@ static enum ts_err set_quota(struct ts_dbconn *c, const char *sql, const char *w
     quota_params(q, &qp);
     char rev[24];
     snprintf(rev, sizeof(rev), "%lld", (long long)revision);
-    const char *params[] = {name, qp.gpus, qp.weight, q->has_limit ? qp.limit : NULL,
+    const char *params[] = {name,        qp.gpus,
+                            qp.weight,   q->has_limit ? qp.limit : NULL,
                             qp.priority, revision < 0 ? NULL : rev};
     PGresult *res = NULL;
     enum ts_err e = ts_db_exec(c, sql, 6, params, &res, err);
@@ -213,10 +219,10 @@ static enum ts_err set_quota(struct ts_dbconn *c, const char *sql, const char *w
     return TS_OK;
 }
 
-#define SET_QUOTA_SQL(table)                                                          \
-    "WITH u AS (UPDATE " table " SET quota_gpus = $2, over_quota_weight = $3,"        \
-    "   limit_gpus = $4, priority = $5, revision = revision + 1"                      \
-    "   WHERE name = $1 AND ($6::bigint IS NULL OR revision = $6) RETURNING revision)" \
+#define SET_QUOTA_SQL(table)                                                                       \
+    "WITH u AS (UPDATE " table " SET quota_gpus = $2, over_quota_weight = $3,"                     \
+    "   limit_gpus = $4, priority = $5, revision = revision + 1"                                   \
+    "   WHERE name = $1 AND ($6::bigint IS NULL OR revision = $6) RETURNING revision)"             \
     " SELECT (SELECT revision FROM " table " WHERE name = $1), (SELECT count(*) FROM u)"
 
 enum ts_err ts_store_department_set_quota(struct ts_dbconn *c, const char *name,
@@ -233,10 +239,12 @@ enum ts_err ts_store_project_create(struct ts_dbconn *c, const struct ts_project
 {
     struct quota_params qp;
     quota_params(&s->quota, &qp);
-    const char *params[] = {s->name, s->department, qp.gpus, qp.weight,
-                            s->quota.has_limit ? qp.limit : NULL, qp.priority};
+    const char *params[] = {
+        s->name,    s->department, qp.gpus, qp.weight, s->quota.has_limit ? qp.limit : NULL,
+        qp.priority};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c,
+    enum ts_err e = ts_db_exec(
+        c,
         "INSERT INTO project (name, department_id, quota_gpus, over_quota_weight, limit_gpus,"
         " priority) SELECT $1, d.id, $3, $4, $5, $6 FROM department d WHERE d.name = $2"
         " RETURNING id, revision, " TS_SQL_US("created_at"),
@@ -290,13 +298,13 @@ enum ts_err ts_store_project_list(struct ts_dbconn *c, const int64_t *ids, size_
         size_t len = 0;
         list[len++] = '{';
         for (size_t i = 0; i < nids; i++)
-            len += (size_t)snprintf(list + len, cap - len, "%s%lld", i ? "," : "",
-                                    (long long)ids[i]);
+            len +=
+                (size_t)snprintf(list + len, cap - len, "%s%lld", i ? "," : "", (long long)ids[i]);
         list[len++] = '}';
     }
     const char *params[] = {list};
-    enum ts_err e = ts_db_exec(c,
-        PROJECT_SQL " WHERE $1::bigint[] IS NULL OR p.id = ANY($1::bigint[]) ORDER BY p.name", 1,
+    enum ts_err e = ts_db_exec(
+        c, PROJECT_SQL " WHERE $1::bigint[] IS NULL OR p.id = ANY($1::bigint[]) ORDER BY p.name", 1,
         params, &res, err);
     if (e != TS_OK)
         return e;
@@ -318,7 +326,8 @@ enum ts_err ts_store_project_delete(struct ts_dbconn *c, const char *name, struc
 {
     PGresult *res = NULL;
     const char *params[] = {name};
-    enum ts_err e = ts_db_exec(c,
+    enum ts_err e = ts_db_exec(
+        c,
         "WITH p AS (SELECT id, (SELECT count(*) FROM job j WHERE j.project_id = project.id"
         "           AND j.state NOT IN ('succeeded', 'failed', 'cancelled')) AS n"
         "           FROM project WHERE name = $1),"
@@ -333,8 +342,8 @@ enum ts_err ts_store_project_delete(struct ts_dbconn *c, const char *name, struc
     if (missing)
         return ts_error_set(err, TS_ERR_NOT_FOUND, "project \"%s\" does not exist", name);
     if (active > 0) {
-        ts_error_set(err, TS_ERR_IN_USE, "project \"%s\" still has %lld job%s not finished",
-                     name, (long long)active, active == 1 ? "" : "s");
+        ts_error_set(err, TS_ERR_IN_USE, "project \"%s\" still has %lld job%s not finished", name,
+                     (long long)active, active == 1 ? "" : "s");
         ts_error_hint(err, "cancel its jobs first");
         return TS_ERR_IN_USE;
     }

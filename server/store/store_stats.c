@@ -4,11 +4,12 @@
 #include "server/store/row.h"
 #include "server/store/store.h"
 
-enum ts_err ts_store_job_counts(struct ts_dbconn *c, struct ts_arena *a,
-                                struct ts_job_count **out, size_t *n, struct ts_error *err)
+enum ts_err ts_store_job_counts(struct ts_dbconn *c, struct ts_arena *a, struct ts_job_count **out,
+                                size_t *n, struct ts_error *err)
 {
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c,
+    enum ts_err e = ts_db_exec(
+        c,
         "SELECT p.name, j.state, count(*) FROM job j JOIN project p ON p.id = j.project_id"
         " GROUP BY p.name, j.state ORDER BY p.name, j.state",
         0, NULL, &res, err);

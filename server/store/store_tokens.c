@@ -28,8 +28,8 @@ static char *name_array(struct ts_arena *a, const char *const *names, size_t n)
 }
 
 enum ts_err ts_store_token_create(struct ts_dbconn *c, const struct ts_token_spec *spec,
-                                  const char *sha256_hex, struct ts_arena *a,
-                                  struct ts_token *out, struct ts_error *err)
+                                  const char *sha256_hex, struct ts_arena *a, struct ts_token *out,
+                                  struct ts_error *err)
 {
     PGresult *res = NULL;
     enum ts_err e;
@@ -42,11 +42,12 @@ enum ts_err ts_store_token_create(struct ts_dbconn *c, const struct ts_token_spe
         " missing AS (SELECT n FROM unnest($4::text[]) n WHERE n NOT IN (SELECT name FROM p)),"
         " t AS (INSERT INTO api_token (name, role, token_sha256)"
         "       SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM missing)"
-        "       RETURNING id, " TS_SQL_US("created_at") " AS created_us),"
-        " g AS (INSERT INTO api_token_project (token_id, project_id)"
-        "       SELECT t.id, p.id FROM t, p)"
-        " SELECT t.id, t.created_us, (SELECT min(n) FROM missing) FROM t"
-        " RIGHT JOIN (SELECT 1) one ON true";
+        "       RETURNING id, " TS_SQL_US(
+            "created_at") " AS created_us),"
+                          " g AS (INSERT INTO api_token_project (token_id, project_id)"
+                          "       SELECT t.id, p.id FROM t, p)"
+                          " SELECT t.id, t.created_us, (SELECT min(n) FROM missing) FROM t"
+                          " RIGHT JOIN (SELECT 1) one ON true";
     const char *params[] = {spec->name, ts_role_name(spec->role), sha256_hex, names};
     e = ts_db_exec(c, sql, 4, params, &res, err);
     if (e == TS_ERR_ALREADY_EXISTS) {
@@ -74,11 +75,14 @@ enum ts_err ts_store_token_list(struct ts_dbconn *c, struct ts_arena *a, struct 
 {
     PGresult *res = NULL;
     static const char sql[] =
-        "SELECT t.id, t.name, t.role, " TS_SQL_US("t.created_at") ", " TS_SQL_US("t.last_used_at")
-        ", coalesce((SELECT array_agg(p.name ORDER BY p.name) FROM api_token_project tp"
-        "   JOIN project p ON p.id = tp.project_id WHERE tp.token_id = t.id), '{}')::text[]"
-        ", (SELECT count(*) FROM api_token_project tp WHERE tp.token_id = t.id)"
-        " FROM api_token t ORDER BY t.id";
+        "SELECT t.id, t.name, t.role, " TS_SQL_US("t.created_at") ", " TS_SQL_US(
+            "t.last_used_at") ", coalesce((SELECT array_agg(p.name ORDER BY p.name) FROM "
+                              "api_token_project tp"
+                              "   JOIN project p ON p.id = tp.project_id WHERE tp.token_id = "
+                              "t.id), '{}')::text[]"
+                              ", (SELECT count(*) FROM api_token_project tp WHERE tp.token_id = "
+                              "t.id)"
+                              " FROM api_token t ORDER BY t.id";
     enum ts_err e = ts_db_exec(c, sql, 0, NULL, &res, err);
     if (e != TS_OK)
         return e;
@@ -102,8 +106,8 @@ enum ts_err ts_store_token_list(struct ts_dbconn *c, struct ts_arena *a, struct 
         if (list == NULL || v[i].spec.projects == NULL)
             continue;
         list[strlen(list) - 1] = '\0';
-        for (char *save = NULL, *tok = strtok_r(list + 1, ",", &save); tok && v[i].spec.nprojects < np;
-             tok = strtok_r(NULL, ",", &save))
+        for (char *save = NULL, *tok = strtok_r(list + 1, ",", &save);
+             tok && v[i].spec.nprojects < np; tok = strtok_r(NULL, ",", &save))
             v[i].spec.projects[v[i].spec.nprojects++] = tok;
     }
     *out = v;
@@ -187,16 +191,16 @@ enum ts_err ts_store_token_bootstrap(struct ts_dbconn *c, const char *sha256_hex
 {
     PGresult *res = NULL;
     const char *params[] = {sha256_hex};
-    const char *sql = replace
-        ? "INSERT INTO api_token (name, role, token_sha256, bootstrap)"
-          " VALUES ('admin', 'admin', $1, true)"
-          " ON CONFLICT (name) DO UPDATE SET token_sha256 = EXCLUDED.token_sha256,"
-          "   role = 'admin', bootstrap = true"
-          " RETURNING (xmax = 0)"
-        : "INSERT INTO api_token (name, role, token_sha256, bootstrap)"
-          " SELECT 'admin', 'admin', $1, true"
-          " WHERE NOT EXISTS (SELECT 1 FROM api_token WHERE bootstrap)"
-          " ON CONFLICT DO NOTHING RETURNING true";
+    const char *sql =
+        replace ? "INSERT INTO api_token (name, role, token_sha256, bootstrap)"
+                  " VALUES ('admin', 'admin', $1, true)"
+                  " ON CONFLICT (name) DO UPDATE SET token_sha256 = EXCLUDED.token_sha256,"
+                  "   role = 'admin', bootstrap = true"
+                  " RETURNING (xmax = 0)"
+                : "INSERT INTO api_token (name, role, token_sha256, bootstrap)"
+                  " SELECT 'admin', 'admin', $1, true"
+                  " WHERE NOT EXISTS (SELECT 1 FROM api_token WHERE bootstrap)"
+                  " ON CONFLICT DO NOTHING RETURNING true";
     enum ts_err e = ts_db_exec(c, sql, 1, params, &res, err);
     if (e != TS_OK)
         return e;

@@ -23,7 +23,7 @@ static int healthz_only;
 
 struct worker {
     int id;
-    double *lat;   /* seconds per request */
+    double *lat; /* seconds per request */
     int failures;
 };
 
@@ -104,8 +104,8 @@ int main(int argc, char **argv)
     if (ts_it_start(&srv, NULL, NULL) != 0)
         return 1;
     ts_it_req(srv.admin, "POST", "/api/v1/departments", "{\"name\":\"bench\"}", NULL, NULL);
-    ts_it_req(srv.admin, "POST", "/api/v1/projects", "{\"name\":\"bench\",\"department\":\"bench\"}",
-              NULL, NULL);
+    ts_it_req(srv.admin, "POST", "/api/v1/projects",
+              "{\"name\":\"bench\",\"department\":\"bench\"}", NULL, NULL);
     char fsync[16], sync[16];
     ts_it_sql(&srv, "SHOW fsync", fsync, sizeof(fsync));
     ts_it_sql(&srv, "SHOW synchronous_commit", sync, sizeof(sync));

@@ -16,11 +16,11 @@
 #define TS_IT_ADMIN_TOKEN "it-admin-token-0123456789abcdef"
 
 struct ts_it_server {
-    char dir[256];        /* data folder (removed by stop unless keep) */
-    char url[128];        /* "http://127.0.0.1:PORT" */
-    char conninfo[512];   /* libpq conninfo of its database */
+    char dir[256];      /* data folder (removed by stop unless keep) */
+    char url[128];      /* "http://127.0.0.1:PORT" */
+    char conninfo[512]; /* libpq conninfo of its database */
     pid_t pid;
-    struct ts_client *admin;  /* a client with TS_IT_ADMIN_TOKEN */
+    struct ts_client *admin; /* a client with TS_IT_ADMIN_TOKEN */
 };
 
 /* When false, servers start without TESSERA_ADMIN_TOKEN (default true). */
@@ -57,7 +57,7 @@ int ts_it_db_digest(const struct ts_it_server *s, char out[33]);
 int ts_it_sql(const struct ts_it_server *s, const char *sql, char *buf, size_t len);
 
 /* JSON helpers for assertions. */
-const char *ts_it_str(const json_t *o, const char *key);   /* "" when absent */
-long long ts_it_int(const json_t *o, const char *key);     /* -1 when absent */
+const char *ts_it_str(const json_t *o, const char *key); /* "" when absent */
+long long ts_it_int(const json_t *o, const char *key);   /* -1 when absent */
 
 #endif /* TS_TESTS_INTEGRATION_HARNESS_H */

@@ -43,7 +43,8 @@ static void a_retried_submission_with_the_same_key_returns_the_same_job(void **s
     assert_true(a > 0);
     assert_int_equal(a, b);
     char n[32];
-    assert_int_equal(ts_it_sql(&srv, "SELECT count(*) FROM job WHERE name = 'idem-1'", n, sizeof(n)), 0);
+    assert_int_equal(
+        ts_it_sql(&srv, "SELECT count(*) FROM job WHERE name = 'idem-1'", n, sizeof(n)), 0);
     assert_string_equal(n, "1");
 }
 
@@ -105,8 +106,10 @@ static void expired_keys_are_forgotten(void **state)
     long long a = 0, b = 0;
     assert_int_equal(submit(srv.admin, "old-1", "old-key", &a), 201);
     char n[32];
-    ts_it_sql(&srv, "UPDATE idempotency_key SET created_at = now() - interval '25 hours'"
-                    " WHERE key = 'old-key'", n, sizeof(n));
+    ts_it_sql(&srv,
+              "UPDATE idempotency_key SET created_at = now() - interval '25 hours'"
+              " WHERE key = 'old-key'",
+              n, sizeof(n));
     /* the key is free again: the same body now collides on the job name */
     assert_int_equal(submit(srv.admin, "old-1", "old-key", &b), 409);
     assert_int_equal(submit(srv.admin, "old-2", "old-key", &b), 201);
@@ -129,8 +132,7 @@ static void pages_follow_the_cursor_without_gaps_or_repeats(void **state)
         json_t *jobs = json_object_get(r.json, "jobs");
         size_t i;
         json_t *j;
-        json_array_foreach(jobs, i, j)
-        {
+        json_array_foreach(jobs, i, j) {
             assert_true(ts_it_int(j, "id") > last);
             last = ts_it_int(j, "id");
             seen++;
@@ -146,8 +148,10 @@ static void pages_follow_the_cursor_without_gaps_or_repeats(void **state)
         ts_response_free(&r);
     }
     char n[32];
-    ts_it_sql(&srv, "SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
-                    " WHERE p.name = 'p1'", n, sizeof(n));
+    ts_it_sql(&srv,
+              "SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
+              " WHERE p.name = 'p1'",
+              n, sizeof(n));
     assert_int_equal(seen, atoi(n));
     assert_true(pages >= 3);
 }
@@ -168,8 +172,8 @@ static void a_token_secret_is_shown_once_and_stored_only_as_its_hash(void **stat
     ts_it_sql(&srv, sql, stored, sizeof(stored));
     assert_string_equal(stored, hash);
     /* no column anywhere holds the secret */
-    snprintf(sql, sizeof(sql),
-             "SELECT count(*) FROM api_token t WHERE t::text LIKE '%%%s%%'", secret + 4);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM api_token t WHERE t::text LIKE '%%%s%%'",
+             secret + 4);
     ts_it_sql(&srv, sql, stored, sizeof(stored));
     assert_string_equal(stored, "0");
     /* the list never shows secrets */
@@ -224,7 +228,8 @@ static int setup(void **state)
     ts_client_global_init();
     if (ts_it_start(&srv, NULL, NULL) != 0)
         return -1;
-    if (ts_it_req(srv.admin, "POST", "/api/v1/departments", "{\"name\":\"d1\"}", NULL, NULL) != 201 ||
+    if (ts_it_req(srv.admin, "POST", "/api/v1/departments", "{\"name\":\"d1\"}", NULL, NULL) !=
+            201 ||
         ts_it_req(srv.admin, "POST", "/api/v1/projects", "{\"name\":\"p1\",\"department\":\"d1\"}",
                   NULL, NULL) != 201)
         return -1;

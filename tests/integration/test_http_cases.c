@@ -11,8 +11,8 @@
  *    "detail_contains": "between 0 and 1", "response": {subset},
  *    "response_headers": {"Allow": "GET, POST"}}
  *
- * loner is a member of no project. "{job}" in a path is the seeded job's id. Every case answering 4xx or 5xx
- * must leave every table exactly as it was: bad input changes nothing.
+ * loner is a member of no project. "{job}" in a path is the seeded job's id. Every case answering
+ * 4xx or 5xx must leave every table exactly as it was: bad input changes nothing.
  */
 #include <dirent.h>
 #include <setjmp.h>
@@ -100,8 +100,7 @@ static int subset(const json_t *want, const json_t *got, char *path, size_t len)
             return 0;
         const char *k;
         json_t *v;
-        json_object_foreach((json_t *)want, k, v)
-        {
+        json_object_foreach((json_t *)want, k, v) {
             size_t n = strlen(path);
             snprintf(path + n, len - n, ".%s", k);
             if (!subset(v, json_object_get(got, k), path, len))
@@ -150,8 +149,7 @@ static int run_case(const char *file, const json_t *c)
     int nh = 0;
     const char *hk;
     json_t *hv;
-    json_object_foreach(json_object_get(c, "headers"), hk, hv)
-    {
+    json_object_foreach(json_object_get(c, "headers"), hk, hv) {
         if (nh < 7) {
             snprintf(hbuf[nh], sizeof(hbuf[nh]), "%s: %s", hk, json_string_value(hv));
             headers[nh] = hbuf[nh];
@@ -178,7 +176,8 @@ static int run_case(const char *file, const json_t *c)
     char before[33] = "", after[33] = "";
     if (want >= 400)
         ts_it_db_digest(&srv, before);
-    struct ts_client *cl = ts_it_client(&srv, token_for(json_string_value(json_object_get(c, "token"))));
+    struct ts_client *cl =
+        ts_it_client(&srv, token_for(json_string_value(json_object_get(c, "token"))));
     struct ts_response r;
     struct ts_error err;
     int ok = 1;
@@ -225,11 +224,10 @@ static int run_case(const char *file, const json_t *c)
                 jpath[0] ? jpath : "(top)", r.body.data);
         ok = 0;
     }
-    json_object_foreach(json_object_get(c, "response_headers"), hk, hv)
-    {
+    json_object_foreach(json_object_get(c, "response_headers"), hk, hv) {
         char v[256];
-        if (ok && (!ts_response_header(&r, hk, v, sizeof(v)) ||
-                   strcmp(v, json_string_value(hv)) != 0)) {
+        if (ok &&
+            (!ts_response_header(&r, hk, v, sizeof(v)) || strcmp(v, json_string_value(hv)) != 0)) {
             fprintf(stderr, "%s: %s: header %s is \"%s\", want \"%s\"\n", file, name, hk,
                     ts_response_header(&r, hk, v, sizeof(v)) ? v : "(absent)",
                     json_string_value(hv));
@@ -277,8 +275,7 @@ static void every_case_in_tests_data_http_answers_as_written(void **state)
             }
             json_t *c;
             size_t k;
-            json_array_foreach(json_object_get(doc, "cases"), k, c)
-            {
+            json_array_foreach(json_object_get(doc, "cases"), k, c) {
                 cases++;
                 failed += !run_case(f, c);
             }

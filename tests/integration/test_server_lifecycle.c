@@ -63,10 +63,12 @@ static void help_lists_every_option_with_its_environment_variable(void **state)
     static char out[16384];
     const char *args[] = {"--help", NULL};
     assert_int_equal(run_server(args, NULL, out, sizeof(out), 10), 0);
-    const char *names[] = {"--data-dir", "--listen", "--database", "--pg-bindir", "--log-level",
-                           "--max-body", "--http-threads", "--max-connections",
-                           "--connection-timeout", "--db-pool", "--idempotency-ttl", "--auth-cache-ttl", "--config",
-                           "TESSERA_DATA_DIR", "TESSERA_LISTEN", "TESSERA_ADMIN_TOKEN"};
+    const char *names[] = {"--data-dir",         "--listen",          "--database",
+                           "--pg-bindir",        "--log-level",       "--max-body",
+                           "--http-threads",     "--max-connections", "--connection-timeout",
+                           "--db-pool",          "--idempotency-ttl", "--auth-cache-ttl",
+                           "--config",           "TESSERA_DATA_DIR",  "TESSERA_LISTEN",
+                           "TESSERA_ADMIN_TOKEN"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strstr(out, names[i]) == NULL)
             fail_msg("--help does not mention %s:\n%s", names[i], out);
@@ -128,9 +130,8 @@ static void data_survives_a_restart_and_a_crash_of_the_server(void **state)
 {
     struct ts_it_server s;
     assert_int_equal(ts_it_start(&s, NULL, NULL), 0);
-    assert_int_equal(ts_it_req(s.admin, "POST", "/api/v1/departments", "{\"name\":\"keep\"}", NULL,
-                               NULL),
-                     201);
+    assert_int_equal(
+        ts_it_req(s.admin, "POST", "/api/v1/departments", "{\"name\":\"keep\"}", NULL, NULL), 201);
     char dir[256];
     snprintf(dir, sizeof(dir), "%s", s.dir);
     ts_it_stop(&s);
@@ -174,11 +175,14 @@ static void servers_starting_together_on_an_external_database_migrate_it_once(vo
     assert_true(WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
     struct ts_it_server probe = host;
     snprintf(probe.conninfo, sizeof(probe.conninfo), "%s", url);
-    assert_int_equal(ts_it_sql(&probe, "SELECT count(*) FROM schema_migration", out, sizeof(out)), 0);
+    assert_int_equal(ts_it_sql(&probe, "SELECT count(*) FROM schema_migration", out, sizeof(out)),
+                     0);
     assert_string_equal(out, "1");
     /* a database migrated by a newer server is refused */
-    assert_int_equal(ts_it_sql(&probe, "INSERT INTO schema_migration (version, name)"
-                                       " VALUES (9999, '9999_future.sql')", out, sizeof(out)),
+    assert_int_equal(ts_it_sql(&probe,
+                               "INSERT INTO schema_migration (version, name)"
+                               " VALUES (9999, '9999_future.sql')",
+                               out, sizeof(out)),
                      0);
     static char log[8192];
     char dd[64];

@@ -48,6 +48,48 @@ static void created(struct ts_request *r, const char *kind, const char *name, in
     ts_http_reply_json(r, 201, body);
 }
 
+/* PUT .../{name}/quota: If-Match, a quota body, set(), then answer get(). */
+typedef enum ts_err (*set_quota_fn)(struct ts_dbconn *c, const char *name, const struct ts_quota *q,
+                                    int64_t revision, struct ts_error *err);
+
+static enum ts_err put_quota(void *ctx, struct ts_request *r, const char *what, set_quota_fn set,
+                             ts_route_handler get, struct ts_error *err)
+{
+    int64_t rev;
+    enum ts_err e = ts_h_if_match(r, &rev, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_quota q;
+    e = decode_body(r, decode_quota, &q, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    e = set(conn, r->params[0], &q, rev, err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("%s quota set name=%s gpus=%g", what, r->params[0], q.gpus);
+    return get(ctx, r, err);
+}
+
+/* DELETE .../{name}: 204 when del() removed it. */
+static enum ts_err delete_named(void *ctx, struct ts_request *r, const char *what,
+                                enum ts_err (*del)(struct ts_dbconn *, const char *,
+                                                   struct ts_error *),
+                                struct ts_error *err)
+{
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    enum ts_err e = del(conn, r->params[0], err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("%s deleted name=%s", what, r->params[0]);
+    r->status = 204;
+    return TS_OK;
+}
+
 /* ---- departments ------------------------------------------------------------- */
 
 TS_HANDLER(ts_h_department_create)
@@ -101,35 +143,12 @@ TS_HANDLER(ts_h_department_get)
 
 TS_HANDLER(ts_h_department_delete)
 {
-    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
-    if (conn == NULL)
-        return err->code;
-    enum ts_err e = ts_store_department_delete(conn, r->params[0], err);
-    if (e != TS_OK)
-        return e;
-    ts_log_info("department deleted name=%s", r->params[0]);
-    r->status = 204;
-    return TS_OK;
+    return delete_named(ctx, r, "department", ts_store_department_delete, err);
 }
 
 TS_HANDLER(ts_h_department_quota)
 {
-    int64_t rev;
-    enum ts_err e = ts_h_if_match(r, &rev, err);
-    if (e != TS_OK)
-        return e;
-    struct ts_quota q;
-    e = decode_body(r, decode_quota, &q, err);
-    if (e != TS_OK)
-        return e;
-    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
-    if (conn == NULL)
-        return err->code;
-    e = ts_store_department_set_quota(conn, r->params[0], &q, rev, err);
-    if (e != TS_OK)
-        return e;
-    ts_log_info("department quota set name=%s gpus=%g", r->params[0], q.gpus);
-    return ts_h_department_get(ctx, r, err);
+    return put_quota(ctx, r, "department", ts_store_department_set_quota, ts_h_department_get, err);
 }
 
 /* ---- projects ---------------------------------------------------------------- */
@@ -193,33 +212,10 @@ TS_HANDLER(ts_h_project_get)
 
 TS_HANDLER(ts_h_project_delete)
 {
-    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
-    if (conn == NULL)
-        return err->code;
-    enum ts_err e = ts_store_project_delete(conn, r->params[0], err);
-    if (e != TS_OK)
-        return e;
-    ts_log_info("project deleted name=%s", r->params[0]);
-    r->status = 204;
-    return TS_OK;
+    return delete_named(ctx, r, "project", ts_store_project_delete, err);
 }
 
 TS_HANDLER(ts_h_project_quota)
 {
-    int64_t rev;
-    enum ts_err e = ts_h_if_match(r, &rev, err);
-    if (e != TS_OK)
-        return e;
-    struct ts_quota q;
-    e = decode_body(r, decode_quota, &q, err);
-    if (e != TS_OK)
-        return e;
-    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
-    if (conn == NULL)
-        return err->code;
-    e = ts_store_project_set_quota(conn, r->params[0], &q, rev, err);
-    if (e != TS_OK)
-        return e;
-    ts_log_info("project quota set name=%s gpus=%g", r->params[0], q.gpus);
-    return ts_h_project_get(ctx, r, err);
+    return put_quota(ctx, r, "project", ts_store_project_set_quota, ts_h_project_get, err);
 }

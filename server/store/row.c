@@ -3,6 +3,7 @@
  */
 #include "server/store/row.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,4 +50,18 @@ void ts_row_copy(const PGresult *res, int row, int col, char *buf, size_t len)
         n = len - 1;
     memcpy(buf, PQgetvalue(res, row, col), n);
     buf[n] = '\0';
+}
+
+char *ts_row_id_array(struct ts_arena *a, const int64_t *ids, size_t n)
+{
+    size_t cap = 3 + n * 21;
+    char *s = ts_arena_alloc(a, cap); /* zeroed: stays NUL-terminated */
+    if (s == NULL)
+        return NULL;
+    size_t len = 0;
+    s[len++] = '{';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, "%s%lld", i ? "," : "", (long long)ids[i]);
+    s[len] = '}';
+    return s;
 }

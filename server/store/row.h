@@ -23,4 +23,8 @@ const char *ts_row_text(const PGresult *res, int row, int col, struct ts_arena *
 /* Copy into buf (truncating to len-1); NULL -> "". */
 void ts_row_copy(const PGresult *res, int row, int col, char *buf, size_t len);
 
+/* ids as a bigint[] parameter literal, "{1,2,3}", in the arena; NULL when
+ * out of memory. */
+char *ts_row_id_array(struct ts_arena *a, const int64_t *ids, size_t n);
+
 #endif /* TS_SERVER_STORE_ROW_H */

@@ -10,15 +10,18 @@
 #include "server/store/store.h"
 
 /* Columns read by read_job, from job j, project p and node n. */
-#define JOB_COLS                                                                                   \
-    "j.id, j.name, p.name, j.kind, j.priority, j.preemptible, j.command::text,"                    \
-    " j.env::text, j.working_dir, j.gpu_kind, j.gpu_count, j.gpu_portion,"                         \
-    " j.gpu_portion_limit, j.gpu_memory_bytes, j.gpu_memory_limit_bytes,"                          \
-    " j.gpu_devices, j.cpu, j.memory_bytes, j.gpu_model::text, j.node_selector::text,"             \
-    " j.max_runtime_seconds, j.state, n.name, j.exit_code, j.reason_code,"                         \
-    " j.reason_message, j.queue_position, j.resume_count, " TS_SQL_US(                             \
-        "j.created_at") ", " TS_SQL_US("j.updated_at") ", " TS_SQL_US("j.started_at") ","          \
-                                                                                      " " TS_SQL_US("j.finished_at") ", j.project_id"
+#define JOB_COLS                                                                                     \
+    "j.id, j.name, p.name, j.kind, j.priority, j.preemptible, j.command::text,"                      \
+    " j.env::text, j.working_dir, j.gpu_kind, j.gpu_count, j.gpu_portion,"                           \
+    " j.gpu_portion_limit, j.gpu_memory_bytes, j.gpu_memory_limit_bytes,"                            \
+    " j.gpu_devices, j.cpu, j.memory_bytes, j.gpu_model::text, j.node_selector::text,"               \
+    " j.max_runtime_seconds, j.state, n.name, j.exit_code, j.reason_code,"                           \
+    " j.reason_message, j.queue_position, j.resume_count, " TS_SQL_US(                               \
+        "j.created_at") ", " TS_SQL_US("j.updated_at") ", " TS_SQL_US("j.started_at") ","            \
+                                                                                      " " TS_SQL_US( \
+                                                                                          "j."       \
+                                                                                          "finish"   \
+                                                                                          "ed_at") ", j.project_id"
 
 #define JOB_FROM " JOIN project p ON p.id = j.project_id LEFT JOIN node n ON n.id = j.node_id"
 
@@ -117,16 +120,9 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
     char req[32], cpu[32], hostmem[24], runtime[24], tok[24];
     char *allowed = NULL;
     if (s->allowed_projects != NULL) {
-        size_t cap = 3 + s->nallowed * 21;
-        allowed = ts_arena_alloc(a, cap);
+        allowed = ts_row_id_array(a, s->allowed_projects, s->nallowed);
         if (allowed == NULL)
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-        size_t len = 0;
-        allowed[len++] = '{';
-        for (size_t i = 0; i < s->nallowed; i++)
-            len += (size_t)snprintf(allowed + len, cap - len, "%s%lld", i ? "," : "",
-                                    (long long)s->allowed_projects[i]);
-        allowed[len++] = '}';
     }
     snprintf(prio, sizeof(prio), "%d", sp->priority);
     snprintf(count, sizeof(count), "%d", sp->gpu.count);
@@ -249,16 +245,9 @@ enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f
 {
     char *ids = NULL, *states = NULL;
     if (f->project_ids != NULL) {
-        size_t cap = 3 + f->nproject_ids * 21;
-        ids = ts_arena_alloc(a, cap);
+        ids = ts_row_id_array(a, f->project_ids, f->nproject_ids);
         if (ids == NULL)
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-        size_t len = 0;
-        ids[len++] = '{';
-        for (size_t i = 0; i < f->nproject_ids; i++)
-            len += (size_t)snprintf(ids + len, cap - len, "%s%lld", i ? "," : "",
-                                    (long long)f->project_ids[i]);
-        ids[len++] = '}';
     }
     if (f->nstates > 0) {
         states = ts_arena_alloc(a, 16 * 9);

@@ -291,16 +291,9 @@ enum ts_err ts_store_project_list(struct ts_dbconn *c, const int64_t *ids, size_
     PGresult *res = NULL;
     char *list = NULL;
     if (ids != NULL) {
-        size_t cap = 3 + nids * 21;
-        list = ts_arena_alloc(a, cap);
+        list = ts_row_id_array(a, ids, nids);
         if (list == NULL)
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-        size_t len = 0;
-        list[len++] = '{';
-        for (size_t i = 0; i < nids; i++)
-            len +=
-                (size_t)snprintf(list + len, cap - len, "%s%lld", i ? "," : "", (long long)ids[i]);
-        list[len++] = '}';
     }
     const char *params[] = {list};
     enum ts_err e = ts_db_exec(

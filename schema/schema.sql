@@ -1,10 +1,10 @@
 -- schema.sql: the whole Tessera database schema as the migrations leave it
--- (migrations/0001_init.sql, plus the schema_migration table the server
+-- (migrations/0001_init.sql and 0002_lifecycle.sql, plus the schema_migration table the server
 -- creates to record them). Read it to learn the schema; never apply it to a
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 1
+-- schema version: 2
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -40,6 +40,8 @@ CREATE TABLE project (
     priority          integer NOT NULL DEFAULT 0,
     revision          bigint NOT NULL DEFAULT 1,
     created_at        timestamptz NOT NULL DEFAULT now(),
+    deserved_gpus     double precision NOT NULL DEFAULT 0,
+    fair_share_gpus   double precision NOT NULL DEFAULT 0,
     CONSTRAINT project_pkey PRIMARY KEY (id),
     CONSTRAINT project_name_key UNIQUE (name),
     CONSTRAINT project_name_check CHECK (name ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
@@ -87,9 +89,16 @@ CREATE TABLE node (
     memory_bytes bigint NOT NULL DEFAULT 0,
     last_seen_at timestamptz,
     created_at   timestamptz NOT NULL DEFAULT now(),
+    generation   bigint NOT NULL DEFAULT 1,
+    agent_version text,
+    swap_bytes   bigint NOT NULL DEFAULT 0,
+    gpu_reserve_bytes bigint NOT NULL DEFAULT 0,
+    registered_at timestamptz,
     CONSTRAINT node_pkey PRIMARY KEY (id),
     CONSTRAINT node_name_key UNIQUE (name),
-    CONSTRAINT node_state_check CHECK (state IN ('ready', 'not_ready', 'drained'))
+    CONSTRAINT node_state_check CHECK (state IN ('ready', 'not_ready', 'drained')),
+    CONSTRAINT node_resources_check
+        CHECK (cpu >= 0 AND memory_bytes >= 0 AND swap_bytes >= 0 AND gpu_reserve_bytes >= 0)
 );
 
 CREATE TABLE gpu (
@@ -99,10 +108,15 @@ CREATE TABLE gpu (
     uuid         text NOT NULL,
     model        text NOT NULL,
     memory_bytes bigint NOT NULL,
+    utilization  double precision NOT NULL DEFAULT 0,
+    memory_used_bytes bigint NOT NULL DEFAULT 0,
+    sampled_at   timestamptz,
     CONSTRAINT gpu_pkey PRIMARY KEY (id),
     CONSTRAINT gpu_node_idx_key UNIQUE (node_id, idx),
     CONSTRAINT gpu_uuid_key UNIQUE (uuid),
-    CONSTRAINT gpu_node_fkey FOREIGN KEY (node_id) REFERENCES node (id) ON DELETE CASCADE
+    CONSTRAINT gpu_node_fkey FOREIGN KEY (node_id) REFERENCES node (id) ON DELETE CASCADE,
+    CONSTRAINT gpu_sample_check CHECK (utilization >= 0 AND utilization <= 1
+                                       AND memory_used_bytes >= 0)
 );
 
 CREATE TABLE job (
@@ -141,6 +155,17 @@ CREATE TABLE job (
     updated_at          timestamptz NOT NULL DEFAULT now(),
     started_at          timestamptz,
     finished_at         timestamptz,
+    attempt             integer NOT NULL DEFAULT 0,
+    grace_seconds       integer NOT NULL DEFAULT 30,
+    checkpoint_dir      text,
+    pid                 integer,
+    attempt_started_at  timestamptz,
+    stop_reason         text,
+    gpu_utilization     double precision NOT NULL DEFAULT 0,
+    gpu_memory_used_bytes bigint NOT NULL DEFAULT 0,
+    sampled_at          timestamptz,
+    last_active_at      timestamptz,
+    log_bytes           bigint NOT NULL DEFAULT 0,
     CONSTRAINT job_pkey PRIMARY KEY (id),
     CONSTRAINT job_project_name_key UNIQUE (project_id, name),
     CONSTRAINT job_name_check CHECK (name ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
@@ -151,7 +176,8 @@ CREATE TABLE job (
     CONSTRAINT job_project_fkey FOREIGN KEY (project_id) REFERENCES project (id) ON DELETE CASCADE,
     CONSTRAINT job_node_fkey FOREIGN KEY (node_id) REFERENCES node (id) ON DELETE SET NULL,
     CONSTRAINT job_submitted_by_fkey FOREIGN KEY (submitted_by)
-        REFERENCES api_token (id) ON DELETE SET NULL
+        REFERENCES api_token (id) ON DELETE SET NULL,
+    CONSTRAINT job_grace_check CHECK (grace_seconds >= 0 AND grace_seconds <= 86400)
 );
 CREATE INDEX job_state_idx ON job (state);
 CREATE INDEX job_node_idx ON job (node_id) WHERE node_id IS NOT NULL;
@@ -181,3 +207,93 @@ CREATE TABLE idempotency_key (
     CONSTRAINT idempotency_key_job_fkey FOREIGN KEY (job_id) REFERENCES job (id) ON DELETE CASCADE
 );
 CREATE INDEX idempotency_key_created_idx ON idempotency_key (created_at);
+
+-- The GPUs a scheduled or running job holds, and the bytes packed on each.
+CREATE TABLE job_gpu (
+    job_id       bigint NOT NULL,
+    gpu_id       bigint NOT NULL,
+    memory_bytes bigint NOT NULL,
+    CONSTRAINT job_gpu_pkey PRIMARY KEY (job_id, gpu_id),
+    CONSTRAINT job_gpu_memory_check CHECK (memory_bytes > 0),
+    CONSTRAINT job_gpu_job_fkey FOREIGN KEY (job_id) REFERENCES job (id) ON DELETE CASCADE,
+    CONSTRAINT job_gpu_gpu_fkey FOREIGN KEY (gpu_id) REFERENCES gpu (id) ON DELETE CASCADE
+);
+CREATE INDEX job_gpu_gpu_idx ON job_gpu (gpu_id);
+
+-- A job's output as its agents shipped it: chunks at byte offsets within one
+-- attempt's output. Read in (attempt, offset_bytes) order.
+CREATE TABLE job_log (
+    job_id       bigint NOT NULL,
+    attempt      integer NOT NULL,
+    offset_bytes bigint NOT NULL,
+    data         bytea NOT NULL,
+    at           timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT job_log_pkey PRIMARY KEY (job_id, attempt, offset_bytes),
+    CONSTRAINT job_log_offset_check CHECK (offset_bytes >= 0),
+    CONSTRAINT job_log_job_fkey FOREIGN KEY (job_id) REFERENCES job (id) ON DELETE CASCADE
+);
+
+-- Time series of allocation and utilization. One row per scope, key and
+-- bucket at one resolution (seconds); coarser resolutions are averages of
+-- finer ones. scope: cluster (key ''), project (name), node (name), gpu
+-- ("node/index"). capacity: GPUs there (a project: its quota).
+CREATE TABLE metric_point (
+    resolution_s      integer NOT NULL,
+    scope             text NOT NULL,
+    key               text NOT NULL,
+    at                timestamptz NOT NULL,
+    capacity          double precision NOT NULL DEFAULT 0,
+    allocated         double precision NOT NULL DEFAULT 0,
+    utilized          double precision NOT NULL DEFAULT 0,
+    memory_used_bytes double precision NOT NULL DEFAULT 0,
+    running_jobs      double precision NOT NULL DEFAULT 0,
+    pending_jobs      double precision NOT NULL DEFAULT 0,
+    samples           integer NOT NULL DEFAULT 1,
+    CONSTRAINT metric_point_pkey PRIMARY KEY (resolution_s, scope, key, at),
+    CONSTRAINT metric_point_scope_check CHECK (scope IN ('cluster', 'project', 'node', 'gpu'))
+);
+CREATE INDEX metric_point_at_idx ON metric_point (resolution_s, at);
+
+-- Wake the scheduler (channel tessera_sched) on anything that can change its
+-- decisions, and the agents (channel tessera_node, payload the node id) when
+-- their desired state changes. NOTIFY is delivered at commit, once per
+-- distinct payload per transaction.
+CREATE FUNCTION tessera_job_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.node_id IS NOT NULL THEN
+        UPDATE node SET generation = generation + 1 WHERE id = OLD.node_id;
+        PERFORM pg_notify('tessera_node', OLD.node_id::text);
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.node_id IS NOT NULL
+       AND (TG_OP = 'INSERT' OR NEW.node_id IS DISTINCT FROM OLD.node_id) THEN
+        UPDATE node SET generation = generation + 1 WHERE id = NEW.node_id;
+        PERFORM pg_notify('tessera_node', NEW.node_id::text);
+    END IF;
+    PERFORM pg_notify('tessera_sched', '');
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER job_insert_delete_notify AFTER INSERT OR DELETE ON job
+    FOR EACH ROW EXECUTE FUNCTION tessera_job_changed();
+CREATE TRIGGER job_update_notify AFTER UPDATE ON job
+    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state
+                       OR OLD.node_id IS DISTINCT FROM NEW.node_id)
+    EXECUTE FUNCTION tessera_job_changed();
+
+CREATE FUNCTION tessera_sched_wake() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('tessera_sched', '');
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER project_quota_notify AFTER INSERT OR DELETE OR UPDATE OF quota_gpus,
+    over_quota_weight, limit_gpus, priority, department_id ON project
+    FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();
+CREATE TRIGGER department_quota_notify AFTER INSERT OR DELETE OR UPDATE OF quota_gpus,
+    over_quota_weight, limit_gpus, priority ON department
+    FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();
+CREATE TRIGGER node_state_notify AFTER INSERT OR DELETE OR UPDATE OF state, cpu, memory_bytes,
+    labels, swap_bytes, gpu_reserve_bytes ON node
+    FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();
+CREATE TRIGGER gpu_notify AFTER INSERT OR DELETE OR UPDATE OF memory_bytes, model ON gpu
+    FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();

@@ -4,6 +4,7 @@
  * external database shared by servers starting together, a database newer
  * than the server, and the option table (--help, flags, environment, file).
  */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +24,24 @@ static char exe[512];
 /* Run tessera-server with args and env (NULL-terminated "K=V" list), capture
  * stdout+stderr into out; returns the exit status (or -1). Gives up after
  * timeout seconds. */
+/* The migrations the server embeds: the .sql files of migrations/. */
+static int migration_files(void)
+{
+    char dir[512];
+    const char *src = getenv("TS_SOURCE_DIR");
+    snprintf(dir, sizeof(dir), "%s/migrations", src ? src : ".");
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        n += len > 4 && strcmp(e->d_name + len - 4, ".sql") == 0;
+    }
+    closedir(d);
+    return n;
+}
+
 static int run_server(const char *const *args, const char *const *env, char *out, size_t len,
                       int timeout)
 {
@@ -177,7 +196,9 @@ static void servers_starting_together_on_an_external_database_migrate_it_once(vo
     snprintf(probe.conninfo, sizeof(probe.conninfo), "%s", url);
     assert_int_equal(ts_it_sql(&probe, "SELECT count(*) FROM schema_migration", out, sizeof(out)),
                      0);
-    assert_string_equal(out, "1");
+    char nmig[16];
+    snprintf(nmig, sizeof(nmig), "%d", migration_files());
+    assert_string_equal(out, nmig); /* every migration applied, each once */
     /* a database migrated by a newer server is refused */
     assert_int_equal(ts_it_sql(&probe,
                                "INSERT INTO schema_migration (version, name)"

@@ -22,6 +22,15 @@ struct ts_dbconn *ts_ctx_db(struct ts_ctx *ctx, struct ts_error *err)
     return ctx->conn;
 }
 
+void ts_ctx_db_release(struct ts_ctx *ctx)
+{
+    if (ctx->conn != NULL) {
+        ts_db_rollback(ctx->conn);
+        ts_db_release(ctx->srv->db, ctx->conn);
+        ctx->conn = NULL;
+    }
+}
+
 static bool json_content_type(const char *ct)
 {
     /* application/json, application/problem+json, with parameters */

@@ -40,9 +40,18 @@ const struct ts_route ts_routes[] = {
     {"GET", V1 "/jobs/{id}", ts_h_job_get, TS_ACCESS_READ},
     {"DELETE", V1 "/jobs/{id}", ts_h_job_cancel, TS_ACCESS_SUBMIT},
     {"GET", V1 "/jobs/{id}/events", ts_h_job_events, TS_ACCESS_READ},
+    {"GET", V1 "/jobs/{id}/logs", ts_h_job_logs, TS_ACCESS_READ},
+    {"GET", V1 "/queue", ts_h_queue, TS_ACCESS_READ},
+    {"GET", V1 "/metrics/query", ts_h_metrics_query, TS_ACCESS_READ},
 
     {"GET", V1 "/nodes", ts_h_node_list, TS_ACCESS_NODE},
     {"GET", V1 "/nodes/{name}", ts_h_node_get, TS_ACCESS_NODE},
+    {"PUT", V1 "/nodes/{name}", ts_h_node_register, TS_ACCESS_AGENT},
+    {"POST", V1 "/nodes/{name}/drain", ts_h_node_drain, TS_ACCESS_ADMIN},
+    {"POST", V1 "/nodes/{name}/undrain", ts_h_node_undrain, TS_ACCESS_ADMIN},
+    {"GET", V1 "/nodes/{name}/desired", ts_h_node_desired, TS_ACCESS_AGENT},
+    {"POST", V1 "/nodes/{name}/report", ts_h_node_report, TS_ACCESS_AGENT},
+    {"POST", V1 "/nodes/{name}/logs", ts_h_node_logs, TS_ACCESS_AGENT},
 };
 
 const size_t ts_routes_count = sizeof(ts_routes) / sizeof(ts_routes[0]);

@@ -19,6 +19,8 @@
 #include "server/authcache.h"
 #include "server/dispatch.h"
 #include "server/metrics.h"
+#include "server/notify.h"
+#include "server/series.h"
 #include "server/store/migrate.h"
 #include "server/store/pgembed.h"
 #include "server/store/store.h"
@@ -121,6 +123,9 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
             return e;
         conninfo = ts_pgembed_conninfo(srv->pg);
     }
+    srv->conninfo = strdup(conninfo);
+    if (srv->conninfo == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     e = ts_db_open(conninfo, (int)srv->cfg.db_pool, &srv->db, err);
     if (e != TS_OK)
         return e;
@@ -140,6 +145,10 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
     if (srv->metrics == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     srv->auth_cache = ts_authcache_new(srv->cfg.auth_cache_ttl);
+    static const char *const channels[] = {"tessera_node", "tessera_sched", "tessera_log"};
+    e = ts_notify_start(conninfo, channels, 3, &srv->notify, err);
+    if (e != TS_OK)
+        return e;
     struct ts_http_config hc = {
         .listen = srv->cfg.listen,
         .max_body = (size_t)srv->cfg.max_body,
@@ -153,6 +162,9 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
     e = ts_http_start(&hc, &srv->http, err);
     if (e != TS_OK)
         return e;
+    e = ts_series_start(srv, err);
+    if (e != TS_OK)
+        return e;
     write_addr(srv);
     ts_log_info("tessera-server %s listening on %s port=%u database=%s", TS_VERSION,
                 srv->cfg.listen, ts_http_port(srv->http), srv->pg ? "embedded" : "external");
@@ -161,12 +173,17 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
 
 static void stop(struct ts_server *srv)
 {
+    ts_series_stop(srv);
     ts_http_stop(srv->http);
     srv->http = NULL;
+    ts_notify_stop(srv->notify);
+    srv->notify = NULL;
     ts_db_close(srv->db);
     srv->db = NULL;
     ts_pgembed_stop(srv->pg);
     srv->pg = NULL;
+    free(srv->conninfo);
+    srv->conninfo = NULL;
     ts_metrics_free(srv->metrics);
     srv->metrics = NULL;
     ts_authcache_free(srv->auth_cache);

@@ -39,6 +39,8 @@ extern const size_t ts_server_options_count;
 struct ts_metrics;
 struct ts_authcache;
 struct ts_pgembed;
+struct ts_notify;
+struct ts_schedloop;
 
 struct ts_server {
     struct ts_server_config cfg;
@@ -47,6 +49,9 @@ struct ts_server {
     struct ts_http *http;
     struct ts_metrics *metrics;
     struct ts_authcache *auth_cache; /* NULL: off */
+    struct ts_notify *notify;        /* LISTEN: tessera_node, tessera_sched, tessera_log */
+    struct ts_schedloop *loop;       /* the scheduler loop (runs while leader) */
+    char *conninfo;                  /* the database this server uses */
     time_t started_at;
 };
 
@@ -71,6 +76,9 @@ struct ts_ctx {
 /* The request's database connection, acquired on first use (borrowed until
  * the request completes). NULL with err filled when none can be had. */
 struct ts_dbconn *ts_ctx_db(struct ts_ctx *ctx, struct ts_error *err);
+/* Give the request's connection back before a long wait (long-polls,
+ * followed logs); a later ts_ctx_db acquires another. */
+void ts_ctx_db_release(struct ts_ctx *ctx);
 
 /* Start everything (database, migrations, admin token, HTTP), serve until
  * SIGINT/SIGTERM, stop everything. Returns the process exit status. */

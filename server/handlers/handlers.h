@@ -41,9 +41,18 @@ TS_HANDLER(ts_h_job_list);
 TS_HANDLER(ts_h_job_get);
 TS_HANDLER(ts_h_job_cancel);
 TS_HANDLER(ts_h_job_events);
+TS_HANDLER(ts_h_job_logs);     /* logs.c */
+TS_HANDLER(ts_h_queue);
+TS_HANDLER(ts_h_metrics_query); /* series.c */
 /* nodes.c */
 TS_HANDLER(ts_h_node_list);
 TS_HANDLER(ts_h_node_get);
+TS_HANDLER(ts_h_node_register); /* agent.c: the agent protocol */
+TS_HANDLER(ts_h_node_drain);
+TS_HANDLER(ts_h_node_undrain);
+TS_HANDLER(ts_h_node_desired);
+TS_HANDLER(ts_h_node_report);
+TS_HANDLER(ts_h_node_logs); /* logs.c */
 
 /* ---- helpers shared by handlers (common.c) ---- */
 

@@ -22,6 +22,7 @@ enum ts_access {
     TS_ACCESS_SUBMIT, /* member, admin (further limited to the member's projects) */
     TS_ACCESS_NODE,   /* agent, admin; reads also viewer and member */
     TS_ACCESS_ADMIN,  /* admin */
+    TS_ACCESS_AGENT,  /* agent, admin: the agent protocol (commands, env) */
 };
 
 /* ctx is the server (struct ts_server *). Fill r's response, or return an

@@ -1,0 +1,218 @@
+/*
+ * notify.c - one LISTEN connection per server and the counts waiters watch.
+ *
+ * Counts live in a fixed table per channel indexed by a hash of the key: two
+ * keys sharing a slot only cost a waiter a spurious wake-up (it re-reads and
+ * waits again), never a missed one.
+ */
+#include "server/notify.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/log.h"
+
+#define MAX_CHANNELS 8
+#define SLOTS 1024
+
+struct ts_notify {
+    char *conninfo;
+    char channels[MAX_CHANNELS][64];
+    int nchannels;
+    uint64_t counts[MAX_CHANNELS][SLOTS]; /* under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    pthread_t thread;
+    atomic_bool stop;
+    PGconn *pg;
+};
+
+static size_t slot_of(int64_t key)
+{
+    uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ULL;
+    return (size_t)(h >> 54) % SLOTS;
+}
+
+static int channel_index(const struct ts_notify *nt, const char *channel)
+{
+    for (int i = 0; i < nt->nchannels; i++)
+        if (strcmp(nt->channels[i], channel) == 0)
+            return i;
+    return -1;
+}
+
+static PGconn *connect_and_listen(struct ts_notify *nt)
+{
+    PGconn *pg = PQconnectdb(nt->conninfo);
+    if (PQstatus(pg) != CONNECTION_OK) {
+        ts_log_warn("notify: cannot connect: %s", PQerrorMessage(pg));
+        PQfinish(pg);
+        return NULL;
+    }
+    for (int i = 0; i < nt->nchannels; i++) {
+        char sql[96];
+        snprintf(sql, sizeof(sql), "LISTEN %s", nt->channels[i]);
+        PGresult *res = PQexec(pg, sql);
+        bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+        PQclear(res);
+        if (!ok) {
+            ts_log_warn("notify: %s failed: %s", sql, PQerrorMessage(pg));
+            PQfinish(pg);
+            return NULL;
+        }
+    }
+    return pg;
+}
+
+/* Everything may have changed while we were not listening. */
+static void bump_all(struct ts_notify *nt)
+{
+    pthread_mutex_lock(&nt->mu);
+    for (int c = 0; c < nt->nchannels; c++)
+        for (size_t s = 0; s < SLOTS; s++)
+            nt->counts[c][s]++;
+    pthread_cond_broadcast(&nt->cond);
+    pthread_mutex_unlock(&nt->mu);
+}
+
+static void drain(struct ts_notify *nt)
+{
+    PGnotify *n;
+    bool any = false;
+    pthread_mutex_lock(&nt->mu);
+    while ((n = PQnotifies(nt->pg)) != NULL) {
+        int c = channel_index(nt, n->relname);
+        if (c >= 0) {
+            nt->counts[c][slot_of(strtoll(n->extra, NULL, 10))]++;
+            any = true;
+        }
+        PQfreemem(n);
+    }
+    if (any)
+        pthread_cond_broadcast(&nt->cond);
+    pthread_mutex_unlock(&nt->mu);
+}
+
+static void *run(void *arg)
+{
+    struct ts_notify *nt = arg;
+    while (!atomic_load(&nt->stop)) {
+        if (nt->pg == NULL) {
+            nt->pg = connect_and_listen(nt);
+            if (nt->pg == NULL) {
+                struct timespec ts = {0, 500 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+                continue;
+            }
+            bump_all(nt);
+        }
+        struct pollfd p = {.fd = PQsocket(nt->pg), .events = POLLIN};
+        int rc = poll(&p, 1, 200);
+        if (rc < 0 && errno != EINTR)
+            break;
+        if (rc > 0 && !PQconsumeInput(nt->pg)) {
+            ts_log_warn("notify: connection lost: %s", PQerrorMessage(nt->pg));
+            PQfinish(nt->pg);
+            nt->pg = NULL;
+            continue;
+        }
+        drain(nt);
+    }
+    return NULL;
+}
+
+enum ts_err ts_notify_start(const char *conninfo, const char *const *channels, int n,
+                            struct ts_notify **out, struct ts_error *err)
+{
+    if (n > MAX_CHANNELS)
+        return ts_error_set(err, TS_ERR_INTERNAL, "too many notification channels: %d", n);
+    struct ts_notify *nt = calloc(1, sizeof(*nt));
+    if (nt == NULL || (nt->conninfo = strdup(conninfo)) == NULL) {
+        free(nt);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        snprintf(nt->channels[i], sizeof(nt->channels[i]), "%s", channels[i]);
+    nt->nchannels = n;
+    pthread_mutex_init(&nt->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&nt->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    nt->pg = connect_and_listen(nt);
+    if (nt->pg == NULL) {
+        ts_notify_stop(nt);
+        return ts_error_set(err, TS_ERR_DATABASE, "cannot LISTEN for notifications");
+    }
+    if (pthread_create(&nt->thread, NULL, run, nt) != 0) {
+        PQfinish(nt->pg);
+        nt->pg = NULL;
+        ts_notify_stop(nt);
+        return ts_error_set(err, TS_ERR_INTERNAL, "cannot start the notification thread");
+    }
+    *out = nt;
+    return TS_OK;
+}
+
+void ts_notify_stop(struct ts_notify *nt)
+{
+    if (nt == NULL)
+        return;
+    if (nt->thread) {
+        atomic_store(&nt->stop, true);
+        pthread_join(nt->thread, NULL);
+    }
+    if (nt->pg)
+        PQfinish(nt->pg);
+    pthread_cond_destroy(&nt->cond);
+    pthread_mutex_destroy(&nt->mu);
+    free(nt->conninfo);
+    free(nt);
+}
+
+uint64_t ts_notify_seq(struct ts_notify *nt, const char *channel, int64_t key)
+{
+    int c = channel_index(nt, channel);
+    if (c < 0)
+        return 0;
+    pthread_mutex_lock(&nt->mu);
+    uint64_t v = nt->counts[c][slot_of(key)];
+    pthread_mutex_unlock(&nt->mu);
+    return v;
+}
+
+bool ts_notify_wait(struct ts_notify *nt, const char *channel, int64_t key, uint64_t seen,
+                    int timeout_ms)
+{
+    int c = channel_index(nt, channel);
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    size_t s = slot_of(key);
+    bool moved = false;
+    pthread_mutex_lock(&nt->mu);
+    while (c >= 0 && !(moved = nt->counts[c][s] != seen))
+        if (pthread_cond_timedwait(&nt->cond, &nt->mu, &deadline) == ETIMEDOUT)
+            break;
+    if (c >= 0)
+        moved = nt->counts[c][s] != seen;
+    pthread_mutex_unlock(&nt->mu);
+    if (c < 0) { /* an unknown channel never moves: just wait out the time */
+        struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return moved;
+}

@@ -152,7 +152,6 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
     struct ts_http_config hc = {
         .listen = srv->cfg.listen,
         .max_body = (size_t)srv->cfg.max_body,
-        .threads = (unsigned)srv->cfg.http_threads,
         .max_connections = (unsigned)srv->cfg.max_connections,
         .connection_timeout = (unsigned)srv->cfg.connection_timeout,
         .dispatch = ts_dispatch,

@@ -24,7 +24,6 @@ struct ts_server_config {
     char *pg_bindir;
     char *log_level;
     int64_t max_body; /* bytes */
-    int64_t http_threads;
     int64_t max_connections;
     int64_t connection_timeout; /* seconds */
     int64_t db_pool;

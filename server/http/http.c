@@ -2,8 +2,9 @@
  * http.c - libmicrohttpd glue: daemon lifecycle, the multi-call access
  * handler, capped bodies, responses, and per-request cleanup.
  *
- * Threads: libmicrohttpd's internal thread pool (epoll); each request runs on
- * one pool thread from its first call to its completion callback.
+ * Threads: one per connection (libmicrohttpd's MHD_USE_THREAD_PER_CONNECTION),
+ * so a handler may block: long-polls and followed logs wait on their own
+ * thread without holding up other connections. --max-connections bounds them.
  */
 #include "server/http/http.h"
 
@@ -247,16 +248,15 @@ enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out
     h->cfg = *cfg;
     if (request_salt == 0)
         request_salt = (uint32_t)now_ns() ^ (uint32_t)getpid();
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_AUTO | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)port, NULL, NULL, access_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
         NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-        MHD_OPTION_THREAD_POOL_SIZE, cfg->threads, MHD_OPTION_CONNECTION_LIMIT,
-        cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
-        MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        cfg->connection_timeout, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (h->daemon == NULL) {
         free(h);

@@ -73,7 +73,6 @@ typedef void (*ts_http_complete_fn)(void *cls, struct ts_request *r);
 struct ts_http_config {
     const char *listen; /* "HOST:PORT"; PORT 0 picks a free port */
     size_t max_body;    /* bytes */
-    unsigned threads;   /* libmicrohttpd thread pool size */
     unsigned max_connections;
     unsigned connection_timeout; /* seconds of inactivity */
     ts_http_dispatch_fn dispatch;

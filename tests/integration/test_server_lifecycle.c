@@ -84,7 +84,7 @@ static void help_lists_every_option_with_its_environment_variable(void **state)
     assert_int_equal(run_server(args, NULL, out, sizeof(out), 10), 0);
     const char *names[] = {"--data-dir",         "--listen",          "--database",
                            "--pg-bindir",        "--log-level",       "--max-body",
-                           "--http-threads",     "--max-connections", "--connection-timeout",
+                           "--max-connections", "--connection-timeout",
                            "--db-pool",          "--idempotency-ttl", "--auth-cache-ttl",
                            "--config",           "TESSERA_DATA_DIR",  "TESSERA_LISTEN",
                            "TESSERA_ADMIN_TOKEN"};

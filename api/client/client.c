@@ -148,6 +148,73 @@ enum ts_err ts_client_json(struct ts_client *c, const char *method, const char *
     return e;
 }
 
+struct stream {
+    CURL *h;
+    ts_client_data_fn on_data;
+    void *ud;
+    struct ts_buf *body; /* a non-2xx body is kept here */
+    bool stopped;
+};
+
+static size_t on_stream(char *p, size_t size, size_t n, void *ud)
+{
+    struct stream *s = ud;
+    long status = 0;
+    curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
+    if (status < 200 || status >= 300)
+        return ts_buf_append(s->body, p, size * n) == TS_OK ? size * n : 0;
+    if (s->on_data(p, size * n, s->ud) != 0) {
+        s->stopped = true;
+        return 0; /* ends the transfer with CURLE_WRITE_ERROR */
+    }
+    return size * n;
+}
+
+enum ts_err ts_client_stream(struct ts_client *c, const char *path, const char *const *headers,
+                             ts_client_data_fn on_data, void *ud, struct ts_response *out,
+                             struct ts_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    ts_buf_init(&out->body, MAX_RESPONSE);
+    ts_buf_init(&out->headers, 1u << 20);
+    size_t urllen = strlen(c->base) + strlen(path) + 1;
+    char *url = malloc(urllen);
+    if (url == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    snprintf(url, urllen, "%s%s", c->base, path);
+    struct curl_slist *hl = NULL;
+    if (c->auth)
+        hl = curl_slist_append(hl, c->auth);
+    for (size_t i = 0; headers && headers[i]; i++)
+        hl = curl_slist_append(hl, headers[i]);
+    CURL *h = c->curl;
+    struct stream s = {.h = h, .on_data = on_data, .ud = ud, .body = &out->body};
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_stream);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &s);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &out->headers);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
+    CURLcode rc = curl_easy_perform(h);
+    curl_slist_free_all(hl);
+    free(url);
+    if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && s.stopped)) {
+        ts_response_free(out);
+        return ts_error_set(err, TS_ERR_IO, "could not reach the server: %s",
+                            curl_easy_strerror(rc));
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
+    char ct[128];
+    if (out->body.len > 0 && ts_response_header(out, "Content-Type", ct, sizeof(ct)) &&
+        strstr(ct, "json") != NULL)
+        out->json = json_loadb(out->body.data, out->body.len, 0, NULL);
+    return TS_OK;
+}
+
 const char *ts_response_header(const struct ts_response *r, const char *name, char *buf, size_t len)
 {
     size_t nl = strlen(name);

@@ -45,6 +45,19 @@ enum ts_err ts_client_json(struct ts_client *c, const char *method, const char *
                            const json_t *body, const char *const *headers, struct ts_response *out,
                            struct ts_error *err);
 
+/*
+ * A GET whose successful (2xx) body is handed to on_data as it arrives
+ * instead of being kept: for streams such as a followed job log. There is no
+ * overall timeout. A response of any other status is kept in out->body (and
+ * out->json) as ts_client_do keeps it. on_data gets borrowed bytes and
+ * returns 0 to go on or -1 to stop reading; stopping is not an error.
+ * On TS_OK *out holds the status and headers (free with ts_response_free).
+ */
+typedef int (*ts_client_data_fn)(const char *data, size_t len, void *ud);
+enum ts_err ts_client_stream(struct ts_client *c, const char *path, const char *const *headers,
+                             ts_client_data_fn on_data, void *ud, struct ts_response *out,
+                             struct ts_error *err);
+
 /* The value of a response header (case-insensitive), copied into buf;
  * NULL when absent. */
 const char *ts_response_header(const struct ts_response *r, const char *name, char *buf,

@@ -1,0 +1,786 @@
+/*
+ * cmd_jobs.c - jobs after submission: list, describe job, why, logs,
+ * cancel, suspend, resume, events, queue; and finding a job by its name.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/cli/cli.h"
+#include "api/cli/out.h"
+#include "api/cli/req.h"
+#include "api/cli/table.h"
+#include "api/units.h"
+#include "api/wire.h"
+
+#define PAGE_SIZE 500
+#define EVENTS_JOBS 50 /* events without a job: of the newest this many jobs */
+
+/* ---- fetching and finding jobs ------------------------------------------------ */
+
+int ts_cmd_jobs_fetch(struct ts_cli *cli, const char *query, long long page_size, json_t **jobs,
+                      char **raw)
+{
+    *jobs = json_array();
+    *raw = NULL;
+    char path[1024], cursor[128] = "";
+    for (int page = 0;; page++) {
+        snprintf(path, sizeof(path), "/api/v1/jobs?%s%slimit=%lld%s%s", query, query[0] ? "&" : "",
+                 page_size, cursor[0] ? "&cursor=" : "", cursor);
+        struct ts_response r;
+        int rc = ts_req(cli, "GET", path, NULL, NULL, 0, &r);
+        if (rc != TS_EXIT_OK) {
+            free(*raw);
+            *raw = NULL;
+            return rc;
+        }
+        json_array_extend(*jobs, json_object_get(r.json, "jobs"));
+        const char *next = json_string_value(json_object_get(r.json, "next_cursor"));
+        if (page == 0 && next == NULL)
+            *raw = strdup(r.body.data ? r.body.data : "");
+        if (next != NULL) {
+            char esc[128];
+            snprintf(cursor, sizeof(cursor), "%s", ts_req_escape(next, esc, sizeof(esc)));
+        }
+        ts_response_free(&r);
+        if (next == NULL)
+            return TS_EXIT_OK;
+    }
+}
+
+static bool all_digits(const char *s)
+{
+    if (s[0] == '\0')
+        return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9')
+            return false;
+    return true;
+}
+
+int ts_cmd_jobs_resolve(struct ts_cli *cli, const struct ts_args *a, const char *job, long long *id)
+{
+    if (all_digits(job)) {
+        *id = strtoll(job, NULL, 10);
+        return TS_EXIT_OK;
+    }
+    if (!ts_name_valid(job))
+        return ts_cli_usage_error(cli, "JOB must be a job's id or name: \"%s\"", job);
+    const char *project = ts_cli_project(cli, a);
+    char query[256] = "", esc[200];
+    if (project)
+        snprintf(query, sizeof(query), "project=%s", ts_req_escape(project, esc, sizeof(esc)));
+    json_t *jobs;
+    char *raw;
+    int rc = ts_cmd_jobs_fetch(cli, query, PAGE_SIZE, &jobs, &raw);
+    free(raw);
+    if (rc != TS_EXIT_OK) {
+        json_decref(jobs);
+        return rc;
+    }
+    /* the newest job of that name in each project */
+    json_t *found = json_object();
+    size_t i;
+    json_t *j;
+    json_array_foreach(jobs, i, j) {
+        const char *name = json_string_value(json_object_get(j, "name"));
+        const char *proj = json_string_value(json_object_get(j, "project"));
+        if (name && proj && strcmp(name, job) == 0)
+            json_object_set(found, proj, json_object_get(j, "id"));
+    }
+    json_decref(jobs);
+    size_t n = json_object_size(found);
+    if (n == 1) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(found, k, v)
+            *id = json_integer_value(v);
+        json_decref(found);
+        return TS_EXIT_OK;
+    }
+    if (n == 0) {
+        json_decref(found);
+        if (project)
+            fprintf(stderr, "error: no job named \"%s\" in project \"%s\"\n", job, project);
+        else
+            fprintf(stderr, "error: no job named \"%s\"\n", job);
+        return TS_EXIT_NOT_FOUND;
+    }
+    fprintf(stderr, "error: jobs named \"%s\" are in %zu projects:", job, n);
+    const char *k;
+    json_t *v;
+    json_object_foreach(found, k, v)
+        fprintf(stderr, " %s", k);
+    fprintf(stderr, "\nhint: give -p PROJECT, or the job's id\n");
+    json_decref(found);
+    return TS_EXIT_USAGE;
+}
+
+/* GET /api/v1/jobs/{id}[suffix] into *r. */
+static int get_job(struct ts_cli *cli, long long id, const char *suffix, struct ts_response *r)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld%s", id, suffix);
+    return ts_req(cli, "GET", path, NULL, NULL, 0, r);
+}
+
+/* The pending reason of a job or a queue item: "pending_reason" (jobs) or
+ * "reason" and "queue_position" (GET /queue). Borrowed. */
+static const json_t *reason_of(const json_t *j, long long *position)
+{
+    const json_t *r = json_object_get(j, "pending_reason");
+    if (!json_is_object(r))
+        r = json_object_get(j, "reason");
+    const json_t *pos = json_object_get(j, "queue_position");
+    if (!json_is_integer(pos))
+        pos = json_object_get(r, "queue_position");
+    *position = json_is_integer(pos) ? json_integer_value(pos) : 0;
+    return json_is_object(r) ? r : NULL;
+}
+
+/* ---- list ---------------------------------------------------------------------- */
+
+static const struct ts_col list_cols[] = {
+    {"ID", 0, true},   {"NAME", 12, false}, {"PROJECT", 8, false},      {"STATE", 0, false},
+    {"GPU", 0, false}, {"AGE", 0, true},    {"NODE/REASON", 12, false},
+};
+static const struct ts_col wide_cols[] = {
+    {"ID", 0, true},       {"NAME", 12, false},    {"PROJECT", 8, false}, {"KIND", 0, false},
+    {"PRI", 0, true},      {"PREEMPT", 0, false},  {"STATE", 0, false},   {"GPU", 0, false},
+    {"CPU", 0, true},      {"MEMORY", 0, true},    {"NODE", 8, false},    {"AGE", 0, true},
+    {"REASON", 16, false}, {"COMMAND", 12, false},
+};
+
+static void list_row(struct ts_table *t, const json_t *j, bool wide)
+{
+    char buf[1024];
+    long long pos;
+    const json_t *reason = reason_of(j, &pos);
+    ts_table_add(t, ts_out_member(j, "id", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(j, "name", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(j, "project", buf, sizeof(buf)));
+    if (wide) {
+        ts_table_add(t, ts_out_member(j, "kind", buf, sizeof(buf)));
+        ts_table_add(t, ts_out_member(j, "priority", buf, sizeof(buf)));
+        ts_table_add(t, json_is_true(json_object_get(j, "preemptible")) ? "yes" : "no");
+    }
+    ts_table_add(t, ts_out_member(j, "state", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_gpu(json_object_get(j, "gpu"), buf, sizeof(buf)));
+    if (wide) {
+        const json_t *cpu = json_object_get(j, "cpu");
+        ts_table_add(t, json_number_value(cpu) > 0 ? ts_out_num(cpu, buf, sizeof(buf)) : "-");
+        const json_t *mem = json_object_get(j, "memory_bytes");
+        ts_table_add(t, json_integer_value(mem) > 0 ? ts_out_bytes(mem, buf, sizeof(buf)) : "-");
+        ts_table_add(t, ts_out_member(j, "node", buf, sizeof(buf)));
+        ts_table_add(t, ts_out_age(json_object_get(j, "created_at"), buf, sizeof(buf)));
+        if (reason)
+            ts_table_addf(t, "%s: %s", json_string_value(json_object_get(reason, "code")),
+                          json_string_value(json_object_get(reason, "message")));
+        else
+            ts_table_add(t, "-");
+        char *cmd = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&cmd, &len);
+        size_t i;
+        json_t *w;
+        json_array_foreach(json_object_get(j, "command"), i, w)
+            fprintf(m, "%s%s", i ? " " : "", json_string_value(w));
+        fclose(m);
+        ts_table_add(t, cmd);
+        free(cmd);
+        return;
+    }
+    ts_table_add(t, ts_out_age(json_object_get(j, "created_at"), buf, sizeof(buf)));
+    const char *node = json_string_value(json_object_get(j, "node"));
+    if (node)
+        ts_table_add(t, node);
+    else if (reason)
+        ts_table_addf(t, "(%s)", json_string_value(json_object_get(reason, "code")));
+    else
+        ts_table_add(t, "-");
+}
+
+static const struct ts_opt list_opts[] = {
+    {"all-projects", 'A', NULL, "every project the token sees", false},
+    TS_OPT_PROJECT,
+    {"state", 0, "STATE", "only these states: pending,running,... (comma-separated)", false},
+    {"kind", 0, "KIND", "only this kind: train, interactive or inference", false},
+    {"node", 0, "NODE", "only jobs on this node", false},
+    TS_OPT_OUTPUT,
+    {"page-size", 0, "N", "jobs per request while following the pages (default 500)", false},
+    TS_OPT_END,
+};
+
+static int cmd_list(struct ts_cli *cli, const struct ts_args *a)
+{
+    int fmt = ts_cli_format(cli, a);
+    if (fmt < 0)
+        return TS_EXIT_USAGE;
+    if (ts_args_has(a, "all-projects") && ts_args_has(a, "project"))
+        return ts_cli_usage_error(cli, "give -A or -p, not both");
+    long long page = PAGE_SIZE;
+    struct ts_error err;
+    ts_error_clear(&err);
+    if (ts_args_int(a, "page-size", 1, 1000, &page, &err) != 0)
+        return ts_cli_usage_error(cli, "%s", err.message);
+    char query[1024] = "", esc[300];
+    size_t n = 0;
+    const char *project = ts_args_has(a, "all-projects") ? NULL : ts_cli_project(cli, a);
+    const char *filters[][2] = {{"project", project},
+                                {"state", ts_args_get(a, "state")},
+                                {"kind", ts_args_get(a, "kind")},
+                                {"node", ts_args_get(a, "node")}};
+    for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++)
+        if (filters[i][1])
+            n += (size_t)snprintf(query + n, sizeof(query) - n, "%s%s=%s", n ? "&" : "",
+                                  filters[i][0], ts_req_escape(filters[i][1], esc, sizeof(esc)));
+    if (n >= sizeof(query))
+        return ts_cli_usage_error(cli, "filters are too long");
+    json_t *jobs;
+    char *raw;
+    int rc = ts_cmd_jobs_fetch(cli, query, page, &jobs, &raw);
+    if (rc == TS_EXIT_OK && fmt == TS_OUT_JSON) {
+        if (raw) {
+            printf("%s\n", raw);
+        } else {
+            json_t *o = json_pack("{s:O, s:n}", "jobs", jobs, "next_cursor");
+            ts_out_json(o);
+            json_decref(o);
+        }
+    } else if (rc == TS_EXIT_OK) {
+        bool wide = fmt == TS_OUT_WIDE;
+        struct ts_table *t =
+            wide ? ts_table_new(wide_cols, sizeof(wide_cols) / sizeof(wide_cols[0]))
+                 : ts_table_new(list_cols, sizeof(list_cols) / sizeof(list_cols[0]));
+        size_t i;
+        json_t *j;
+        json_array_foreach(jobs, i, j)
+            list_row(t, j, wide);
+        ts_table_print(t, stdout, cli->columns);
+        ts_table_free(t);
+    }
+    free(raw);
+    json_decref(jobs);
+    return rc;
+}
+
+/* ---- describe job, why ------------------------------------------------------------ */
+
+static void print_events_table(const json_t *events, int columns, bool with_job)
+{
+    static const struct ts_col cols[] = {
+        {"TIME", 0, false}, {"TYPE", 0, false}, {"MESSAGE", 20, false}};
+    static const struct ts_col job_cols[] = {
+        {"TIME", 0, false}, {"JOB", 0, true}, {"TYPE", 0, false}, {"MESSAGE", 20, false}};
+    struct ts_table *t = with_job ? ts_table_new(job_cols, 4) : ts_table_new(cols, 3);
+    size_t i;
+    json_t *e;
+    char buf[1024];
+    json_array_foreach(events, i, e) {
+        ts_table_add(t, ts_out_time(json_object_get(e, "at"), buf, sizeof(buf)));
+        if (with_job)
+            ts_table_add(t, ts_out_member(e, "job_id", buf, sizeof(buf)));
+        ts_table_add(t, ts_out_member(e, "type", buf, sizeof(buf)));
+        ts_table_add(t, ts_out_member(e, "message", buf, sizeof(buf)));
+    }
+    ts_table_print(t, stdout, columns);
+    ts_table_free(t);
+}
+
+/* "K=V K=V" of an object of strings, "-" when empty. */
+static char *pairs_text(const json_t *o, char *buf, size_t len)
+{
+    size_t n = 0;
+    const char *k;
+    json_t *v;
+    buf[0] = '\0';
+    json_object_foreach((json_t *)o, k, v) {
+        if (n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s=%s", n ? " " : "", k,
+                                  json_string_value(v) ? json_string_value(v) : "");
+    }
+    if (buf[0] == '\0')
+        snprintf(buf, len, "-");
+    return buf;
+}
+
+/* Words of an array of strings joined by spaces, "-" when empty. */
+static char *words_text(const json_t *arr, char *buf, size_t len)
+{
+    size_t n = 0;
+    size_t i;
+    json_t *v;
+    buf[0] = '\0';
+    json_array_foreach(arr, i, v) {
+        if (n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? " " : "",
+                                  json_string_value(v) ? json_string_value(v) : "");
+    }
+    if (buf[0] == '\0')
+        snprintf(buf, len, "-");
+    return buf;
+}
+
+static const struct ts_opt job_opts[] = {TS_OPT_PROJECT, TS_OPT_OUTPUT, TS_OPT_END};
+
+static int cmd_describe_job(struct ts_cli *cli, const struct ts_args *a)
+{
+    int fmt = ts_cli_format(cli, a);
+    if (fmt < 0)
+        return TS_EXIT_USAGE;
+    long long id;
+    int rc = ts_cmd_jobs_resolve(cli, a, a->pos[0], &id);
+    if (rc != TS_EXIT_OK)
+        return rc;
+    struct ts_response r, ev;
+    if ((rc = get_job(cli, id, "", &r)) != TS_EXIT_OK)
+        return rc;
+    if (fmt == TS_OUT_JSON) {
+        ts_out_raw(&r);
+        ts_response_free(&r);
+        return TS_EXIT_OK;
+    }
+    const json_t *j = r.json;
+    char b1[4096], b2[256];
+    ts_out_kv("Job", "%lld (%s)", id, ts_out_member(j, "name", b1, sizeof(b1)));
+    ts_out_kv("Project", "%s", ts_out_member(j, "project", b1, sizeof(b1)));
+    ts_out_kv("Kind", "%s", ts_out_member(j, "kind", b1, sizeof(b1)));
+    ts_out_kv("State", "%s", ts_out_member(j, "state", b1, sizeof(b1)));
+    long long pos;
+    const json_t *reason = reason_of(j, &pos);
+    if (reason) {
+        ts_out_kv("Reason", "%s: %s", ts_out_member(reason, "code", b1, sizeof(b1)),
+                  ts_out_member(reason, "message", b2, sizeof(b2)));
+        if (pos > 0)
+            ts_out_kv("Queue position", "%lld", pos);
+    }
+    ts_out_kv("Priority", "%s (%s)", ts_out_member(j, "priority", b1, sizeof(b1)),
+              json_is_true(json_object_get(j, "preemptible")) ? "preemptible" : "not preemptible");
+    ts_out_kv("GPU", "%s", ts_out_gpu(json_object_get(j, "gpu"), b1, sizeof(b1)));
+    const json_t *cpu = json_object_get(j, "cpu");
+    ts_out_kv("CPU", "%s", json_number_value(cpu) > 0 ? ts_out_num(cpu, b1, sizeof(b1)) : "-");
+    ts_out_kv("Memory", "%s", ts_out_member(j, "memory", b1, sizeof(b1)));
+    ts_out_kv("Command", "%s", words_text(json_object_get(j, "command"), b1, sizeof(b1)));
+    ts_out_kv("Environment", "%s", pairs_text(json_object_get(j, "env"), b1, sizeof(b1)));
+    ts_out_kv("Working dir", "%s", ts_out_member(j, "working_dir", b1, sizeof(b1)));
+    ts_out_kv("GPU model", "%s", words_text(json_object_get(j, "gpu_model"), b1, sizeof(b1)));
+    ts_out_kv("Node selector", "%s",
+              pairs_text(json_object_get(j, "node_selector"), b1, sizeof(b1)));
+    ts_out_kv("Max runtime", "%s", ts_out_member(j, "max_runtime", b1, sizeof(b1)));
+    ts_out_kv("Node", "%s", ts_out_member(j, "node", b1, sizeof(b1)));
+    ts_out_kv("Exit code", "%s", ts_out_member(j, "exit_code", b1, sizeof(b1)));
+    ts_out_kv("Resumes", "%s", ts_out_member(j, "resume_count", b1, sizeof(b1)));
+    ts_out_kv("Created", "%s", ts_out_time(json_object_get(j, "created_at"), b1, sizeof(b1)));
+    ts_out_kv("Started", "%s", ts_out_time(json_object_get(j, "started_at"), b1, sizeof(b1)));
+    ts_out_kv("Finished", "%s", ts_out_time(json_object_get(j, "finished_at"), b1, sizeof(b1)));
+    ts_response_free(&r);
+    if ((rc = get_job(cli, id, "/events", &ev)) != TS_EXIT_OK)
+        return rc;
+    printf("Events:\n");
+    print_events_table(json_object_get(ev.json, "events"), cli->columns, false);
+    ts_response_free(&ev);
+    return TS_EXIT_OK;
+}
+
+/* What would make a job pending for reason code run. */
+static const struct {
+    const char *code, *advice;
+} advice[] = {
+    {"quota_exhausted", "the project has used its quota: wait for its running jobs to end, or "
+                        "ask an admin to raise the quota (tessera project set-quota)"},
+    {"over_limit", "the project is at its limit: wait for its running jobs to end, or ask an "
+                   "admin to raise the limit (tessera project set-quota --limit)"},
+    {"no_fit", "no node has room for the request: ask for less (fewer GPUs, a smaller portion or "
+               "less memory, CPU or host memory), or wait for jobs to end"},
+    {"fragmented", "the free GPU capacity is spread over several GPUs or nodes: ask for a "
+                   "smaller portion or fewer devices, or wait for jobs to end"},
+    {"waiting_for_reclaim", "GPUs are being taken back for it from projects over their fair "
+                            "share: it should start soon"},
+    {"lower_priority", "jobs of higher priority come first: wait, or submit with a higher "
+                       "--priority"},
+    {"node_unavailable", "no ready node matches its --gpu-model and --selector: check them, or "
+                         "ask an admin whether the nodes are drained or down"},
+};
+
+static int cmd_why(struct ts_cli *cli, const struct ts_args *a)
+{
+    int fmt = ts_cli_format(cli, a);
+    if (fmt < 0)
+        return TS_EXIT_USAGE;
+    long long id;
+    int rc = ts_cmd_jobs_resolve(cli, a, a->pos[0], &id);
+    if (rc != TS_EXIT_OK)
+        return rc;
+    struct ts_response r;
+    if ((rc = get_job(cli, id, "", &r)) != TS_EXIT_OK)
+        return rc;
+    if (fmt == TS_OUT_JSON) {
+        ts_out_raw(&r);
+        ts_response_free(&r);
+        return TS_EXIT_OK;
+    }
+    const json_t *j = r.json;
+    char name[128], state[32], project[128], b[512];
+    ts_out_member(j, "name", name, sizeof(name));
+    ts_out_member(j, "state", state, sizeof(state));
+    ts_out_member(j, "project", project, sizeof(project));
+    printf("job %lld (%s) in project %s is %s", id, name, project, state);
+    const char *node = json_string_value(json_object_get(j, "node"));
+    if (node)
+        printf(" on node %s", node);
+    printf("\n");
+    long long pos;
+    const json_t *reason = reason_of(j, &pos);
+    const char *code = json_string_value(json_object_get(reason, "code"));
+    if (reason) {
+        printf("reason:   %s\n", code ? code : "-");
+        printf("message:  %s\n", ts_out_member(reason, "message", b, sizeof(b)));
+        if (pos > 0)
+            printf("position: %lld in the queue\n", pos);
+    }
+    if (strcmp(state, "pending") == 0) {
+        const char *what = NULL;
+        for (size_t i = 0; code && i < sizeof(advice) / sizeof(advice[0]); i++)
+            if (strcmp(advice[i].code, code) == 0)
+                what = advice[i].advice;
+        if (reason == NULL)
+            what = "the scheduler has not looked at it yet: wait a moment (is a scheduler "
+                   "running?)";
+        printf("to run:   %s\n", what ? what : "wait; 'tessera describe job' shows its events");
+    } else if (strcmp(state, "failed") == 0 || strcmp(state, "succeeded") == 0) {
+        printf("exit code: %s\n", ts_out_member(j, "exit_code", b, sizeof(b)));
+    }
+    ts_response_free(&r);
+    return TS_EXIT_OK;
+}
+
+/* ---- logs -------------------------------------------------------------------------- */
+
+static int write_out(const char *data, size_t len, void *ud)
+{
+    if (fwrite(data, 1, len, stdout) != len)
+        return -1;
+    fflush(stdout);
+    return 0;
+}
+
+static const struct ts_opt logs_opts[] = {
+    TS_OPT_PROJECT,
+    {"follow", 'f', NULL, "keep printing the log as it grows, until the job ends", false},
+    {"tail", 0, "N", "only the last N lines", false},
+    TS_OPT_END,
+};
+
+static int cmd_logs(struct ts_cli *cli, const struct ts_args *a)
+{
+    long long tail = -1;
+    struct ts_error err;
+    ts_error_clear(&err);
+    if (ts_args_int(a, "tail", 0, 100000000, &tail, &err) != 0)
+        return ts_cli_usage_error(cli, "%s", err.message);
+    long long id;
+    int rc = ts_cmd_jobs_resolve(cli, a, a->pos[0], &id);
+    if (rc != TS_EXIT_OK)
+        return rc;
+    char path[160], t[40] = "";
+    if (tail >= 0)
+        snprintf(t, sizeof(t), "&tail=%lld", tail);
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld/logs?follow=%s%s", id,
+             ts_args_has(a, "follow") ? "true" : "false", t);
+    return ts_req_stream(cli, path, write_out, NULL);
+}
+
+/* ---- cancel, suspend, resume ----------------------------------------------------------- */
+
+static const struct ts_opt project_opts[] = {TS_OPT_PROJECT, TS_OPT_END};
+
+/* POST or DELETE on a job; print "job ID (NAME): STATE". */
+static int act(struct ts_cli *cli, const struct ts_args *a, const char *job, const char *method,
+               const char *suffix, const char *verb)
+{
+    long long id;
+    int rc = ts_cmd_jobs_resolve(cli, a, job, &id);
+    if (rc != TS_EXIT_OK)
+        return rc;
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld%s", id, suffix);
+    struct ts_response r;
+    if ((rc = ts_req(cli, method, path, NULL, NULL, TS_REQ_RETRY, &r)) != TS_EXIT_OK)
+        return rc;
+    char name[128], state[32];
+    printf("job %lld (%s) %s: %s\n", id, ts_out_member(r.json, "name", name, sizeof(name)), verb,
+           ts_out_member(r.json, "state", state, sizeof(state)));
+    ts_response_free(&r);
+    return TS_EXIT_OK;
+}
+
+static int cmd_cancel(struct ts_cli *cli, const struct ts_args *a)
+{
+    int worst = TS_EXIT_OK;
+    for (int i = 0; i < a->npos; i++) {
+        int rc = act(cli, a, a->pos[i], "DELETE", "", "cancel");
+        if (worst == TS_EXIT_OK)
+            worst = rc;
+    }
+    return worst;
+}
+
+static int cmd_suspend(struct ts_cli *cli, const struct ts_args *a)
+{
+    return act(cli, a, a->pos[0], "POST", "/suspend", "suspend");
+}
+
+static int cmd_resume(struct ts_cli *cli, const struct ts_args *a)
+{
+    return act(cli, a, a->pos[0], "POST", "/resume", "resume");
+}
+
+/* ---- events ------------------------------------------------------------------------------ */
+
+static int by_time(const void *x, const void *y)
+{
+    const json_t *a = *(json_t *const *)x, *b = *(json_t *const *)y;
+    const char *ta = json_string_value(json_object_get(a, "at"));
+    const char *tb = json_string_value(json_object_get(b, "at"));
+    int c = strcmp(ta ? ta : "", tb ? tb : "");
+    if (c != 0)
+        return c;
+    json_int_t ia = json_integer_value(json_object_get(a, "id"));
+    json_int_t ib = json_integer_value(json_object_get(b, "id"));
+    return (ia > ib) - (ia < ib);
+}
+
+/* The events of the newest jobs in scope, oldest first (new array). */
+static int recent_events(struct ts_cli *cli, const struct ts_args *a, json_t **events)
+{
+    *events = NULL;
+    char query[256] = "", esc[200];
+    const char *project = ts_args_has(a, "all-projects") ? NULL : ts_cli_project(cli, a);
+    if (project)
+        snprintf(query, sizeof(query), "project=%s", ts_req_escape(project, esc, sizeof(esc)));
+    json_t *jobs;
+    char *raw;
+    int rc = ts_cmd_jobs_fetch(cli, query, PAGE_SIZE, &jobs, &raw);
+    free(raw);
+    if (rc != TS_EXIT_OK) {
+        json_decref(jobs);
+        return rc;
+    }
+    size_t n = json_array_size(jobs), from = n > EVENTS_JOBS ? n - EVENTS_JOBS : 0;
+    json_t *all = json_array();
+    for (size_t i = from; i < n && rc == TS_EXIT_OK; i++) {
+        struct ts_response r;
+        long long id = json_integer_value(json_object_get(json_array_get(jobs, i), "id"));
+        rc = get_job(cli, id, "/events", &r);
+        if (rc == TS_EXIT_NOT_FOUND) /* deleted meanwhile */
+            rc = TS_EXIT_OK;
+        else if (rc == TS_EXIT_OK)
+            json_array_extend(all, json_object_get(r.json, "events"));
+        ts_response_free(&r);
+    }
+    json_decref(jobs);
+    if (rc != TS_EXIT_OK) {
+        json_decref(all);
+        return rc;
+    }
+    size_t m = json_array_size(all);
+    json_t **v = calloc(m ? m : 1, sizeof(*v));
+    *events = json_array();
+    if (v == NULL || *events == NULL) {
+        free(v);
+        json_decref(all);
+        return TS_EXIT_SERVER;
+    }
+    for (size_t i = 0; i < m; i++)
+        v[i] = json_array_get(all, i);
+    qsort(v, m, sizeof(*v), by_time);
+    for (size_t i = 0; i < m; i++)
+        json_array_append(*events, v[i]);
+    free(v);
+    json_decref(all);
+    return TS_EXIT_OK;
+}
+
+static const struct ts_opt events_opts[] = {
+    {"all-projects", 'A', NULL, "without JOB: jobs of every project the token sees", false},
+    TS_OPT_PROJECT,
+    TS_OPT_OUTPUT,
+    TS_OPT_END,
+};
+
+static int cmd_events(struct ts_cli *cli, const struct ts_args *a)
+{
+    int fmt = ts_cli_format(cli, a);
+    if (fmt < 0)
+        return TS_EXIT_USAGE;
+    if (a->npos == 1) {
+        long long id;
+        int rc = ts_cmd_jobs_resolve(cli, a, a->pos[0], &id);
+        struct ts_response r;
+        if (rc != TS_EXIT_OK || (rc = get_job(cli, id, "/events", &r)) != TS_EXIT_OK)
+            return rc;
+        if (fmt == TS_OUT_JSON)
+            ts_out_raw(&r);
+        else
+            print_events_table(json_object_get(r.json, "events"), cli->columns, false);
+        ts_response_free(&r);
+        return TS_EXIT_OK;
+    }
+    json_t *events;
+    int rc = recent_events(cli, a, &events);
+    if (rc != TS_EXIT_OK)
+        return rc;
+    if (fmt == TS_OUT_JSON) {
+        json_t *o = json_pack("{s:O}", "events", events);
+        ts_out_json(o);
+        json_decref(o);
+    } else {
+        print_events_table(events, cli->columns, true);
+    }
+    json_decref(events);
+    return TS_EXIT_OK;
+}
+
+/* ---- queue ------------------------------------------------------------------------------- */
+
+static int by_position(const void *x, const void *y)
+{
+    long long pa, pb;
+    reason_of(*(json_t *const *)x, &pa);
+    reason_of(*(json_t *const *)y, &pb);
+    if (pa <= 0)
+        pa = (long long)1 << 62;
+    if (pb <= 0)
+        pb = (long long)1 << 62;
+    if (pa != pb)
+        return (pa > pb) - (pa < pb);
+    json_int_t ia = json_integer_value(json_object_get(*(json_t *const *)x, "id"));
+    json_int_t ib = json_integer_value(json_object_get(*(json_t *const *)y, "id"));
+    return (ia > ib) - (ia < ib);
+}
+
+static const struct ts_col queue_cols[] = {
+    {"POS", 0, true}, {"ID", 0, true},   {"NAME", 12, false}, {"PROJECT", 8, false},
+    {"PRI", 0, true}, {"GPU", 0, false}, {"AGE", 0, true},    {"REASON", 20, false},
+};
+
+static const struct ts_opt queue_opts[] = {
+    {"all-projects", 'A', NULL, "every project (the default without -p)", false},
+    TS_OPT_PROJECT,
+    TS_OPT_OUTPUT,
+    TS_OPT_END,
+};
+
+static int cmd_queue(struct ts_cli *cli, const struct ts_args *a)
+{
+    int fmt = ts_cli_format(cli, a);
+    if (fmt < 0)
+        return TS_EXIT_USAGE;
+    const char *project = ts_args_has(a, "all-projects") ? NULL : ts_args_get(a, "project");
+    char path[300] = "/api/v1/queue", esc[200];
+    if (project)
+        snprintf(path, sizeof(path), "/api/v1/queue?project=%s",
+                 ts_req_escape(project, esc, sizeof(esc)));
+    struct ts_response r;
+    json_t *items = NULL;
+    int rc = ts_req(cli, "GET", path, NULL, NULL, TS_REQ_KEEP, &r);
+    if (rc == TS_EXIT_OK) {
+        if (fmt == TS_OUT_JSON) {
+            ts_out_raw(&r);
+            ts_response_free(&r);
+            return TS_EXIT_OK;
+        }
+        /* {"jobs": [...]}; {"items": [...]} in an early draft */
+        items = json_object_get(r.json, "jobs");
+        if (!json_is_array(items))
+            items = json_object_get(r.json, "items");
+        items = json_is_array(items) ? json_incref(items) : json_array();
+    } else if (r.status == 404 && json_string_value(json_object_get(r.json, "code")) &&
+               strcmp(json_string_value(json_object_get(r.json, "code")), "route_not_found") == 0) {
+        /* a server without GET /queue: the pending jobs and their reasons */
+        char query[300] = "state=pending";
+        if (project)
+            snprintf(query, sizeof(query), "state=pending&project=%s",
+                     ts_req_escape(project, esc, sizeof(esc)));
+        char *raw;
+        rc = ts_cmd_jobs_fetch(cli, query, PAGE_SIZE, &items, &raw);
+        free(raw);
+    } else if (r.status) {
+        ts_req_print_problem(&r);
+    }
+    ts_response_free(&r);
+    if (rc != TS_EXIT_OK) {
+        json_decref(items);
+        return rc;
+    }
+    size_t n = json_array_size(items);
+    json_t **v = calloc(n ? n : 1, sizeof(*v));
+    if (v == NULL) {
+        json_decref(items);
+        return TS_EXIT_SERVER;
+    }
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_array_get(items, i);
+    qsort(v, n, sizeof(*v), by_position);
+    if (fmt == TS_OUT_JSON) {
+        json_t *o = json_pack("{s:[]}", "items");
+        for (size_t i = 0; i < n; i++)
+            json_array_append(json_object_get(o, "items"), v[i]);
+        ts_out_json(o);
+        json_decref(o);
+    } else {
+        struct ts_table *t = ts_table_new(queue_cols, sizeof(queue_cols) / sizeof(queue_cols[0]));
+        char buf[1024];
+        for (size_t i = 0; i < n; i++) {
+            long long pos;
+            const json_t *reason = reason_of(v[i], &pos);
+            if (pos > 0)
+                ts_table_addf(t, "%lld", pos);
+            else
+                ts_table_add(t, "-");
+            ts_table_add(t, ts_out_member(v[i], "id", buf, sizeof(buf)));
+            ts_table_add(t, ts_out_member(v[i], "name", buf, sizeof(buf)));
+            ts_table_add(t, ts_out_member(v[i], "project", buf, sizeof(buf)));
+            ts_table_add(t, ts_out_member(v[i], "priority", buf, sizeof(buf)));
+            ts_table_add(t, ts_out_gpu(json_object_get(v[i], "gpu"), buf, sizeof(buf)));
+            ts_table_add(t, ts_out_age(json_object_get(v[i], "created_at"), buf, sizeof(buf)));
+            if (reason)
+                ts_table_addf(t, "%s: %s", json_string_value(json_object_get(reason, "code")),
+                              json_string_value(json_object_get(reason, "message")));
+            else
+                ts_table_add(t, "-");
+        }
+        ts_table_print(t, stdout, cli->columns);
+        ts_table_free(t);
+    }
+    free(v);
+    json_decref(items);
+    return TS_EXIT_OK;
+}
+
+const struct ts_cmd ts_cmds_jobs[] = {
+    {"list", "[-A | -p PROJECT] [--state STATE] [--kind KIND] [--node NODE] [-o table|wide|json]",
+     "list jobs (of the default project, or -p, or -A for all)",
+     "Follows the API's pages; -o json prints the API's JSON (one object with every job).",
+     list_opts, 0, 0, false, false, cmd_list},
+    {"describe job", "JOB [-p PROJECT] [-o table|json]", "show a job and its events",
+     "JOB is an id, or a name in the project of -p or the default one.", job_opts, 1, 1, false,
+     false, cmd_describe_job},
+    {"why", "JOB [-p PROJECT] [-o table|json]",
+     "say why a job waits, its place in the queue, and what would make it run", NULL, job_opts, 1,
+     1, false, false, cmd_why},
+    {"logs", "JOB [-p PROJECT] [-f] [--tail N]", "print a job's output", NULL, logs_opts, 1, 1,
+     false, false, cmd_logs},
+    {"cancel", "JOB... [-p PROJECT]", "cancel jobs (a running one stops first)", NULL, project_opts,
+     1, -1, false, false, cmd_cancel},
+    {"suspend", "JOB [-p PROJECT]", "suspend a running job, freeing its GPUs", NULL, project_opts,
+     1, 1, false, false, cmd_suspend},
+    {"resume", "JOB [-p PROJECT]", "resume a suspended job", NULL, project_opts, 1, 1, false, false,
+     cmd_resume},
+    {"events", "[JOB] [-A | -p PROJECT] [-o table|json]",
+     "what happened to a job, or to the newest 50 jobs of a project", NULL, events_opts, 0, 1,
+     false, false, cmd_events},
+    {"queue", "[-A | -p PROJECT] [-o table|json]", "pending jobs in queue order with their reasons",
+     NULL, queue_opts, 0, 0, false, false, cmd_queue},
+};
+const size_t ts_cmds_jobs_count = sizeof(ts_cmds_jobs) / sizeof(ts_cmds_jobs[0]);

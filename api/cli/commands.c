@@ -1,0 +1,268 @@
+/*
+ * commands.c - the command table and the dispatcher: find the command from
+ * its words, read its options, answer --help, load the configuration, run.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/cli/cli.h"
+#include "api/cli/out.h"
+#include "api/cli/table.h"
+#include "api/client/client.h"
+
+/* Options every command knows (besides -h, --help). */
+static const struct ts_opt global_opts[] = {
+    {"server", 0, "URL", "the API server (else TESSERA_SERVER, the config file)", false},
+    {"token", 0, "TOKEN", "the API token (else TESSERA_TOKEN, the config file)", false},
+    TS_OPT_END,
+};
+
+struct group {
+    const struct ts_cmd *cmds;
+    const size_t *count;
+};
+
+/* Every command, in the order the top-level --help lists them. */
+static const struct group groups[] = {
+    {ts_cmds_session, &ts_cmds_session_count}, {ts_cmds_submit, &ts_cmds_submit_count},
+    {ts_cmds_jobs, &ts_cmds_jobs_count},       {ts_cmds_cluster, &ts_cmds_cluster_count},
+    {ts_cmds_admin, &ts_cmds_admin_count},
+};
+#define NGROUPS (sizeof(groups) / sizeof(groups[0]))
+
+/* The command named exactly name ("project create"), or NULL. */
+static const struct ts_cmd *find(const char *name)
+{
+    for (size_t g = 0; g < NGROUPS; g++)
+        for (size_t i = 0; i < *groups[g].count; i++)
+            if (strcmp(groups[g].cmds[i].name, name) == 0)
+                return &groups[g].cmds[i];
+    return NULL;
+}
+
+/* Whether some command's first word is word and it has a second. */
+static bool is_group(const char *word)
+{
+    size_t n = strlen(word);
+    for (size_t g = 0; g < NGROUPS; g++)
+        for (size_t i = 0; i < *groups[g].count; i++)
+            if (strncmp(groups[g].cmds[i].name, word, n) == 0 && groups[g].cmds[i].name[n] == ' ')
+                return true;
+    return false;
+}
+
+static void print_commands(FILE *f, const char *prefix)
+{
+    size_t n = prefix ? strlen(prefix) : 0;
+    for (size_t g = 0; g < NGROUPS; g++)
+        for (size_t i = 0; i < *groups[g].count; i++) {
+            const struct ts_cmd *c = &groups[g].cmds[i];
+            if (prefix && (strncmp(c->name, prefix, n) != 0 || c->name[n] != ' '))
+                continue;
+            fprintf(f, "  %-20s %s\n", c->name, c->summary);
+        }
+}
+
+static void print_top_help(FILE *f)
+{
+    fprintf(f, "usage: tessera [--server URL] [--token TOKEN] COMMAND [ARGS...]\n\n"
+               "Tessera shares GPUs between projects: submit jobs, see the queue and why a\n"
+               "job waits, and (admins) manage quotas, nodes and tokens.\n\ncommands:\n");
+    print_commands(f, NULL);
+    fprintf(f, "\n'tessera COMMAND --help' describes a command. Server and token come from\n"
+               "--server/--token, TESSERA_SERVER/TESSERA_TOKEN, or the config file written by\n"
+               "'tessera login'. Exit status: 0 ok, 1 usage, 2 server or network, 3 not found,\n"
+               "4 conflict or precondition, 5 authentication or permission.\n");
+}
+
+static void print_group_help(FILE *f, const char *word)
+{
+    fprintf(f, "usage: tessera %s SUBCOMMAND [ARGS...]\n\nsubcommands:\n", word);
+    print_commands(f, word);
+    fprintf(f, "\n'tessera %s SUBCOMMAND --help' describes one.\n", word);
+}
+
+static void print_opts(FILE *f, const struct ts_opt *opts)
+{
+    for (const struct ts_opt *o = opts; o && o->name; o++) {
+        char left[64], sh[8] = "    ";
+        if (o->short_name)
+            snprintf(sh, sizeof(sh), "-%c, ", o->short_name);
+        snprintf(left, sizeof(left), "%s--%s%s%s", sh, o->name, o->metavar ? " " : "",
+                 o->metavar ? o->metavar : "");
+        fprintf(f, "  %-30s %s%s\n", left, o->help, o->repeat ? " (repeat for more)" : "");
+    }
+}
+
+static void print_cmd_help(FILE *f, const struct ts_cmd *c)
+{
+    fprintf(f, "usage: tessera %s%s%s\n\n%s\n", c->name, c->synopsis[0] ? " " : "", c->synopsis,
+            c->summary);
+    if (c->help)
+        fprintf(f, "\n%s\n", c->help);
+    if (c->opts && c->opts->name) {
+        fprintf(f, "\noptions:\n");
+        print_opts(f, c->opts);
+    }
+    fprintf(f, "\nglobal options:\n");
+    print_opts(f, global_opts);
+    fprintf(f, "  -h, --help                     show this help\n");
+}
+
+int ts_cli_usage_error(const struct ts_cli *cli, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    if (cli && cli->cmd)
+        fprintf(stderr, "usage: tessera %s %s\ntry 'tessera %s --help'\n", cli->cmd->name,
+                cli->cmd->synopsis, cli->cmd->name);
+    else
+        fprintf(stderr, "try 'tessera --help'\n");
+    return TS_EXIT_USAGE;
+}
+
+struct ts_client *ts_cli_client(struct ts_cli *cli)
+{
+    if (cli->client == NULL) {
+        cli->client = ts_client_new(cli->conf.server, cli->conf.token);
+        if (cli->client == NULL)
+            fprintf(stderr, "error: out of memory\n");
+    }
+    return cli->client;
+}
+
+const char *ts_cli_project(const struct ts_cli *cli, const struct ts_args *a)
+{
+    const char *p = ts_args_get(a, "project");
+    return p && p[0] ? p : cli->conf.project;
+}
+
+int ts_cli_format(const struct ts_cli *cli, const struct ts_args *a)
+{
+    int f = ts_out_format_parse(ts_args_get(a, "output"));
+    if (f < 0)
+        ts_cli_usage_error(cli, "-o must be table, wide or json: \"%s\"", ts_args_get(a, "output"));
+    return f;
+}
+
+/* The number of leading arguments that are global options with values. */
+static int leading_globals(int argc, char **argv)
+{
+    int i = 0;
+    while (i < argc) {
+        const char *s = argv[i];
+        if (strcmp(s, "--server") == 0 || strcmp(s, "--token") == 0)
+            i += 2;
+        else if (strncmp(s, "--server=", 9) == 0 || strncmp(s, "--token=", 8) == 0)
+            i += 1;
+        else
+            break;
+    }
+    return i < argc ? i : argc;
+}
+
+static int run(const struct ts_cmd *c, int argc, char **argv)
+{
+    struct ts_cli cli = {.cmd = c};
+    struct ts_args a;
+    struct ts_error err;
+    ts_error_clear(&err);
+    int rc = TS_EXIT_USAGE;
+    enum ts_err e = ts_args_parse(&a, c->opts, global_opts, argc, argv, &err);
+    if (a.help) {
+        print_cmd_help(stdout, c);
+        rc = TS_EXIT_OK;
+        goto out;
+    }
+    if (e != TS_OK) {
+        rc = ts_cli_usage_error(&cli, "%s", err.message);
+        goto out;
+    }
+    if (a.npos < c->min_pos) {
+        rc = ts_cli_usage_error(&cli, "too few arguments");
+        goto out;
+    }
+    if (c->max_pos >= 0 && a.npos > c->max_pos) {
+        rc = ts_cli_usage_error(&cli, "unexpected argument \"%s\"", a.pos[c->max_pos]);
+        goto out;
+    }
+    if (c->command && a.nrest == 0) {
+        rc = ts_cli_usage_error(&cli, "no command to run: give it after --");
+        goto out;
+    }
+    if (!c->command && a.rest != NULL) {
+        rc = ts_cli_usage_error(&cli, "unexpected arguments after --");
+        goto out;
+    }
+    if (ts_conf_load(&cli.conf, ts_args_get(&a, "server"), ts_args_get(&a, "token"), &err) !=
+        TS_OK) {
+        fprintf(stderr, "error: %s\n", err.message);
+        goto out;
+    }
+    cli.columns = ts_table_width();
+    rc = c->run(&cli, &a);
+out:
+    fflush(stdout);
+    ts_client_free(cli.client);
+    ts_conf_free(&cli.conf);
+    ts_args_free(&a);
+    return rc;
+}
+
+int ts_cli_main(int argc, char **argv)
+{
+    ts_client_global_init();
+    int first = 1 + leading_globals(argc - 1, argv + 1);
+    if (first >= argc) {
+        print_top_help(stderr);
+        return TS_EXIT_USAGE;
+    }
+    const char *w1 = argv[first];
+    if (strcmp(w1, "-h") == 0 || strcmp(w1, "--help") == 0 || strcmp(w1, "help") == 0) {
+        print_top_help(stdout);
+        return TS_EXIT_OK;
+    }
+    if (strcmp(w1, "--version") == 0 || strcmp(w1, "version") == 0) {
+        printf("tessera %s\n", TS_VERSION);
+        return TS_EXIT_OK;
+    }
+    const struct ts_cmd *c = NULL;
+    int words = 1;
+    if (is_group(w1)) {
+        const char *w2 = first + 1 < argc ? argv[first + 1] : NULL;
+        if (w2 == NULL || strcmp(w2, "-h") == 0 || strcmp(w2, "--help") == 0) {
+            print_group_help(w2 ? stdout : stderr, w1);
+            return w2 ? TS_EXIT_OK : TS_EXIT_USAGE;
+        }
+        char name[128];
+        snprintf(name, sizeof(name), "%s %s", w1, w2);
+        c = find(name);
+        if (c == NULL) {
+            fprintf(stderr, "error: unknown command \"tessera %s %s\"\n", w1, w2);
+            print_group_help(stderr, w1);
+            return TS_EXIT_USAGE;
+        }
+        words = 2;
+    } else if ((c = find(w1)) == NULL) {
+        fprintf(stderr, "error: unknown command \"%s\"\ntry 'tessera --help'\n", w1);
+        return TS_EXIT_USAGE;
+    }
+    /* the global options before the command, then what follows its words */
+    int nargs = (first - 1) + (argc - first - words);
+    char **args = calloc((size_t)nargs + 1, sizeof(char *));
+    if (args == NULL) {
+        fprintf(stderr, "error: out of memory\n");
+        return TS_EXIT_SERVER;
+    }
+    memcpy(args, argv + 1, (size_t)(first - 1) * sizeof(char *));
+    memcpy(args + first - 1, argv + first + words, (size_t)(argc - first - words) * sizeof(char *));
+    int rc = run(c, nargs, args);
+    free(args);
+    return rc;
+}

@@ -1,0 +1,39 @@
+/*
+ * table.h - tables sized to the terminal.
+ *
+ * Columns are as wide as their widest cell, two spaces apart. When the
+ * table is wider than the terminal, the flexible columns (names, messages)
+ * give up width first, widest first, down to their minimum; then the others,
+ * down to their header's width; a line still too wide is cut. A cut cell
+ * ends with an ellipsis. Widths count characters (UTF-8 code points);
+ * control characters in a cell show as spaces.
+ */
+#ifndef TS_API_CLI_TABLE_H
+#define TS_API_CLI_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+struct ts_col {
+    const char *header; /* upper case: "NAME" */
+    int min;            /* flexible columns: narrowest width; 0: not flexible */
+    bool right;         /* align to the right (numbers) */
+};
+
+struct ts_table;
+
+/* New table over cols (borrowed; must outlive it); NULL when out of memory. */
+struct ts_table *ts_table_new(const struct ts_col *cols, size_t ncols);
+/* Append the next cell, row by row (copied; NULL shows as "-"). */
+void ts_table_add(struct ts_table *t, const char *text);
+void ts_table_addf(struct ts_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print to f within width characters (width < 1: no limit). */
+void ts_table_print(const struct ts_table *t, FILE *f, int width);
+void ts_table_free(struct ts_table *t); /* NULL is a no-op */
+
+/* The width to print in: the terminal's (TIOCGWINSZ on stdout), else
+ * $COLUMNS, else 80. */
+int ts_table_width(void);
+
+#endif /* TS_API_CLI_TABLE_H */

@@ -48,6 +48,8 @@
 #define TS_JOB_NODE_SELECTOR_MAX 64   /* entries of "node_selector" */
 #define TS_JOB_CPU_MAX 4096           /* "cpu", cores */
 #define TS_JOB_PATH_MAX 4095          /* bytes of "working_dir" */
+#define TS_JOB_GRACE_DEFAULT 30       /* seconds from SIGTERM to SIGKILL */
+#define TS_JOB_GRACE_MAX 86400
 
 /* ---- parsing --------------------------------------------------------- */
 
@@ -212,6 +214,13 @@ struct ts_job_spec {
     const char *gpu_model;       /* JSON text: array of strings; "[]" = any */
     const char *node_selector;   /* JSON text: object of strings; "{}" */
     int64_t max_runtime_seconds; /* 0 = no limit */
+    int grace_seconds;           /* SIGTERM to SIGKILL when stopped; default 30 */
+};
+
+/* A GPU a placed job holds: its index on the job's node, the bytes packed. */
+struct ts_job_slot {
+    int index;
+    int64_t memory_bytes;
 };
 
 struct ts_job {
@@ -229,6 +238,17 @@ struct ts_job {
     int64_t updated_at_us;
     int64_t started_at_us;       /* 0 = never */
     int64_t finished_at_us;      /* 0 = not finished */
+    int attempt;                 /* placements so far */
+    const char *checkpoint_dir;  /* or NULL before the first placement */
+    const char *stop_reason;     /* evicted, cancelled, ... while stopping, or NULL */
+    double allocated_gpus;       /* while placed */
+    const struct ts_job_slot *slots; /* while placed */
+    size_t nslots;
+    double gpu_utilization;      /* last sample, 0..1 */
+    int64_t gpu_memory_used_bytes;
+    int64_t last_active_at_us;   /* last sample with utilization > 0; 0 = never */
+    double project_deserved_gpus;   /* the project's, at the last scheduler cycle */
+    double project_fair_share_gpus;
 };
 
 struct ts_job_event {
@@ -251,6 +271,13 @@ struct ts_gpu {
     const char *uuid;
     const char *model;
     int64_t memory_bytes;
+    /* read side only (the store fills them; registration ignores them) */
+    int64_t allocated_bytes;     /* packed by jobs placed here */
+    double utilization;          /* last sample, 0..1 */
+    int64_t memory_used_bytes;   /* last sample */
+    int64_t sampled_at_us;       /* 0 = never */
+    const int64_t *jobs;         /* ids of the jobs placed here */
+    size_t njobs;
 };
 
 struct ts_node {
@@ -264,9 +291,69 @@ struct ts_node {
     size_t ngpus;
     int64_t last_seen_at_us;     /* 0 = never */
     int64_t created_at_us;
+    int64_t swap_bytes;
+    int64_t gpu_reserve_bytes;
+    const char *agent_version;   /* or NULL */
+    int64_t generation;
+    int64_t registered_at_us;    /* 0 = never */
+    int running_jobs;            /* scheduled, running or stopping here */
 };
 
 json_t *ts_wire_node_encode(const struct ts_node *n);
+
+/* ---- the agent protocol (wire_agent.c) ------------------------------------- */
+
+#define TS_NODE_GPUS_MAX 64
+#define TS_NODE_LABELS_MAX 64
+#define TS_REPORT_JOBS_MAX 4096
+
+/* PUT /nodes/{name}: what an agent registers. */
+struct ts_node_reg {
+    const char *labels;          /* JSON text: object of strings; "{}" */
+    double cpu;
+    int64_t memory_bytes;
+    int64_t swap_bytes;
+    int64_t gpu_reserve_bytes;
+    const char *agent_version;   /* or NULL */
+    struct ts_gpu gpus[TS_NODE_GPUS_MAX];
+    size_t ngpus;
+};
+
+enum ts_report_state { TS_REPORT_RUNNING, TS_REPORT_EXITED, TS_REPORT_FAILED_TO_START };
+
+struct ts_report_job {
+    int64_t id;
+    int attempt;
+    enum ts_report_state state;
+    int pid;                      /* 0 = not given */
+    bool has_exit_code;
+    int exit_code;
+    int signal;                   /* 0 = none */
+    const char *message;          /* or NULL */
+    bool has_usage;
+    double gpu_utilization;       /* 0..1 */
+    int64_t gpu_memory_used_bytes;
+};
+
+struct ts_report_gpu {
+    int index;
+    double utilization;
+    int64_t memory_used_bytes;
+};
+
+/* POST /nodes/{name}/report. Arrays live in the caller's arena. */
+struct ts_node_report {
+    struct ts_report_job *jobs;
+    size_t njobs;
+    struct ts_report_gpu *gpus;
+    size_t ngpus;
+};
+
+/* Strict decoders: GPU indexes distinct and in 0..63, UUIDs distinct. */
+enum ts_err ts_wire_node_reg_decode(const json_t *in, struct ts_arena *a, struct ts_node_reg *out,
+                                    struct ts_error *err);
+enum ts_err ts_wire_node_report_decode(const json_t *in, struct ts_arena *a,
+                                       struct ts_node_report *out, struct ts_error *err);
 
 /* ---- shared pieces --------------------------------------------------------- */
 

@@ -72,6 +72,11 @@ enum ts_err ts_wire_dec_bytes(const json_t *obj, const char *path, const char *k
 enum ts_err ts_wire_dec_duration(const json_t *obj, const char *path, const char *key,
                                  bool *present, int64_t *out, struct ts_error *err);
 
+/* An object of strings (env, node_selector, labels) as compact JSON text in
+ * *out; absent is "{}". env_names: keys must match [A-Za-z_][A-Za-z0-9_]*;
+ * else keys must not be empty. At most max entries. */
+enum ts_err ts_wire_dec_string_map(const json_t *in, const char *key, size_t max, bool env_names,
+                                   struct ts_arena *a, const char **out, struct ts_error *err);
 /* v (borrowed) as compact JSON text, keys sorted, copied into arena a.
  * NULL when out of memory. */
 const char *ts_wire_dec_dump(const json_t *v, struct ts_arena *a);

@@ -82,12 +82,28 @@ bool ts_job_state_finished(enum ts_job_state s)
 /* ---- decoding -------------------------------------------------------------- */
 
 static const char *const job_fields[] = {
-    "name", "project", "kind",   "priority",  "preemptible",   "command",     "env", "working_dir",
-    "gpu",  "cpu",     "memory", "gpu_model", "node_selector", "max_runtime", NULL};
-static const char *const job_readonly[] = {"id",          "state",          "node",
-                                           "exit_code",   "pending_reason", "resume_count",
-                                           "created_at",  "updated_at",     "started_at",
-                                           "finished_at", "memory_bytes",   "max_runtime_seconds",
+    "name",          "project",     "kind",         "priority", "preemptible", "command",
+    "env",           "working_dir", "gpu",          "cpu",      "memory",      "gpu_model",
+    "node_selector", "max_runtime", "grace_period", NULL};
+static const char *const job_readonly[] = {"id",
+                                           "state",
+                                           "node",
+                                           "exit_code",
+                                           "pending_reason",
+                                           "resume_count",
+                                           "created_at",
+                                           "updated_at",
+                                           "started_at",
+                                           "finished_at",
+                                           "memory_bytes",
+                                           "max_runtime_seconds",
+                                           "attempt",
+                                           "grace_seconds",
+                                           "checkpoint_dir",
+                                           "allocation",
+                                           "usage",
+                                           "fair_share",
+                                           "stop_reason",
                                            NULL};
 
 static enum ts_err nomem(struct ts_error *err)
@@ -134,9 +150,8 @@ static bool env_name_valid(const char *s)
     return true;
 }
 
-/* An object of strings (env, node_selector); absent is "{}". */
-static enum ts_err decode_string_map(const json_t *in, const char *key, size_t max, bool env_names,
-                                     struct ts_arena *a, const char **out, struct ts_error *err)
+enum ts_err ts_wire_dec_string_map(const json_t *in, const char *key, size_t max, bool env_names,
+                                   struct ts_arena *a, const char **out, struct ts_error *err)
 {
     json_t *obj = ts_wire_dec_member(in, key);
     *out = "{}";
@@ -235,7 +250,10 @@ static enum ts_err decode_kind(const json_t *in, struct ts_job_spec *out, struct
 enum ts_err ts_wire_job_decode(const json_t *in, struct ts_arena *a, struct ts_job_spec *out,
                                struct ts_error *err)
 {
-    *out = (struct ts_job_spec){.env = "{}", .gpu_model = "[]", .node_selector = "{}"};
+    *out = (struct ts_job_spec){.env = "{}",
+                                .gpu_model = "[]",
+                                .node_selector = "{}",
+                                .grace_seconds = TS_JOB_GRACE_DEFAULT};
     enum ts_err e = ts_wire_dec_object(in, "", "job", job_fields, job_readonly, err);
     if (e == TS_OK)
         e = ts_wire_dec_name(in, "", "name", out->name, err);
@@ -255,7 +273,7 @@ enum ts_err ts_wire_job_decode(const json_t *in, struct ts_arena *a, struct ts_j
     if (e == TS_OK)
         e = decode_command(in, a, out, err);
     if (e == TS_OK)
-        e = decode_string_map(in, "env", TS_JOB_ENV_MAX, true, a, &out->env, err);
+        e = ts_wire_dec_string_map(in, "env", TS_JOB_ENV_MAX, true, a, &out->env, err);
     if (e == TS_OK)
         e = decode_working_dir(in, a, &out->working_dir, err);
     if (e == TS_OK)
@@ -267,10 +285,18 @@ enum ts_err ts_wire_job_decode(const json_t *in, struct ts_arena *a, struct ts_j
     if (e == TS_OK)
         e = decode_gpu_model(in, a, &out->gpu_model, err);
     if (e == TS_OK)
-        e = decode_string_map(in, "node_selector", TS_JOB_NODE_SELECTOR_MAX, false, a,
-                              &out->node_selector, err);
+        e = ts_wire_dec_string_map(in, "node_selector", TS_JOB_NODE_SELECTOR_MAX, false, a,
+                                   &out->node_selector, err);
     if (e == TS_OK)
         e = ts_wire_dec_duration(in, "", "max_runtime", NULL, &out->max_runtime_seconds, err);
+    int64_t grace = out->grace_seconds;
+    if (e == TS_OK)
+        e = ts_wire_dec_duration(in, "", "grace_period", NULL, &grace, err);
+    if (e == TS_OK && grace > TS_JOB_GRACE_MAX)
+        e = ts_error_field(err, TS_ERR_INVALID_VALUE, "grace_period",
+                           "grace_period must be at most %d seconds: %lld", TS_JOB_GRACE_MAX,
+                           (long long)grace);
+    out->grace_seconds = (int)grace;
     return e;
 }
 
@@ -290,6 +316,53 @@ static json_t *pending_reason_encode(const struct ts_job *j)
     return ts_wire_enc_finish(o, ok);
 }
 
+/* {"gpus": 1.5, "devices": [{"index", "memory_bytes"}]} while placed, else null */
+static json_t *allocation_encode(const struct ts_job *j)
+{
+    if (j->nslots == 0 && j->allocated_gpus == 0)
+        return json_null();
+    bool ok = true;
+    json_t *o = json_object();
+    json_t *devs = json_array();
+    if (o == NULL || devs == NULL) {
+        json_decref(o);
+        json_decref(devs);
+        return NULL;
+    }
+    for (size_t i = 0; i < j->nslots; i++) {
+        json_t *d = json_object();
+        ts_wire_enc_set(d, "index", json_integer(j->slots[i].index), &ok);
+        ts_wire_enc_set(d, "memory_bytes", json_integer(j->slots[i].memory_bytes), &ok);
+        ts_wire_enc_append(devs, d, &ok);
+    }
+    ts_wire_enc_set(o, "gpus", json_real(j->allocated_gpus), &ok);
+    ts_wire_enc_set(o, "devices", devs, &ok);
+    return ts_wire_enc_finish(o, ok);
+}
+
+static json_t *usage_encode(const struct ts_job *j)
+{
+    bool ok = true;
+    json_t *o = json_object();
+    if (o == NULL)
+        return NULL;
+    ts_wire_enc_set(o, "gpu_utilization", json_real(j->gpu_utilization), &ok);
+    ts_wire_enc_set(o, "gpu_memory_used_bytes", json_integer(j->gpu_memory_used_bytes), &ok);
+    ts_wire_enc_set(o, "last_active_at", ts_wire_time(j->last_active_at_us), &ok);
+    return ts_wire_enc_finish(o, ok);
+}
+
+static json_t *fair_share_encode(const struct ts_job *j)
+{
+    bool ok = true;
+    json_t *o = json_object();
+    if (o == NULL)
+        return NULL;
+    ts_wire_enc_set(o, "project_deserved_gpus", json_real(j->project_deserved_gpus), &ok);
+    ts_wire_enc_set(o, "project_fair_share_gpus", json_real(j->project_fair_share_gpus), &ok);
+    return ts_wire_enc_finish(o, ok);
+}
+
 json_t *ts_wire_job_encode(const struct ts_job *j)
 {
     const struct ts_job_spec *s = &j->spec;
@@ -297,7 +370,7 @@ json_t *ts_wire_job_encode(const struct ts_job *j)
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
-    char runtime[32];
+    char runtime[32], grace[32];
     ts_wire_enc_set(o, "id", json_integer(j->id), &ok);
     ts_wire_enc_set(o, "name", json_string(s->name), &ok);
     ts_wire_enc_set(o, "project", json_string(s->project), &ok);
@@ -330,6 +403,15 @@ json_t *ts_wire_job_encode(const struct ts_job *j)
     ts_wire_enc_set(o, "updated_at", ts_wire_time(j->updated_at_us), &ok);
     ts_wire_enc_set(o, "started_at", ts_wire_time(j->started_at_us), &ok);
     ts_wire_enc_set(o, "finished_at", ts_wire_time(j->finished_at_us), &ok);
+    ts_wire_enc_set(o, "attempt", json_integer(j->attempt), &ok);
+    ts_wire_enc_set(o, "grace_period",
+                    json_string(ts_duration_format(s->grace_seconds, grace, sizeof(grace))), &ok);
+    ts_wire_enc_set(o, "grace_seconds", json_integer(s->grace_seconds), &ok);
+    ts_wire_enc_set(o, "checkpoint_dir", ts_wire_enc_string(j->checkpoint_dir), &ok);
+    ts_wire_enc_set(o, "stop_reason", ts_wire_enc_string(j->stop_reason), &ok);
+    ts_wire_enc_set(o, "allocation", allocation_encode(j), &ok);
+    ts_wire_enc_set(o, "usage", usage_encode(j), &ok);
+    ts_wire_enc_set(o, "fair_share", fair_share_encode(j), &ok);
     return ts_wire_enc_finish(o, ok);
 }
 

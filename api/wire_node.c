@@ -1,10 +1,15 @@
 /*
  * wire_node.c - nodes and their GPUs on the wire (encoding only: agents
- * register through their own protocol).
+ * register with wire_agent.c's decoder).
  */
 #include "api/wire.h"
 
 #include "api/wire_enc.h"
+
+static double gpu_allocated(const struct ts_gpu *g)
+{
+    return g->memory_bytes > 0 ? (double)g->allocated_bytes / (double)g->memory_bytes : 0;
+}
 
 static json_t *gpu_encode(const struct ts_gpu *g)
 {
@@ -16,6 +21,15 @@ static json_t *gpu_encode(const struct ts_gpu *g)
     ts_wire_enc_set(o, "uuid", ts_wire_enc_string(g->uuid), &ok);
     ts_wire_enc_set(o, "model", ts_wire_enc_string(g->model), &ok);
     ts_wire_enc_set(o, "memory_bytes", json_integer(g->memory_bytes), &ok);
+    ts_wire_enc_set(o, "allocated", json_real(gpu_allocated(g)), &ok);
+    ts_wire_enc_set(o, "allocated_bytes", json_integer(g->allocated_bytes), &ok);
+    ts_wire_enc_set(o, "utilization", json_real(g->utilization), &ok);
+    ts_wire_enc_set(o, "memory_used_bytes", json_integer(g->memory_used_bytes), &ok);
+    ts_wire_enc_set(o, "sampled_at", ts_wire_time(g->sampled_at_us), &ok);
+    json_t *jobs = json_array();
+    for (size_t i = 0; jobs != NULL && i < g->njobs; i++)
+        ts_wire_enc_append(jobs, json_integer(g->jobs[i]), &ok);
+    ts_wire_enc_set(o, "jobs", jobs, &ok);
     return ts_wire_enc_finish(o, ok);
 }
 
@@ -29,15 +43,27 @@ json_t *ts_wire_node_encode(const struct ts_node *n)
         json_decref(gpus);
         return NULL;
     }
-    for (size_t i = 0; i < n->ngpus; i++)
+    double allocated = 0, utilized = 0;
+    for (size_t i = 0; i < n->ngpus; i++) {
         ts_wire_enc_append(gpus, gpu_encode(&n->gpus[i]), &ok);
+        allocated += gpu_allocated(&n->gpus[i]);
+        utilized += n->gpus[i].utilization;
+    }
     ts_wire_enc_set(o, "id", json_integer(n->id), &ok);
     ts_wire_enc_set(o, "name", ts_wire_enc_string(n->name), &ok);
     ts_wire_enc_set(o, "state", ts_wire_enc_string(n->state), &ok);
     ts_wire_enc_set(o, "labels", ts_wire_enc_text(n->labels, "{}"), &ok);
     ts_wire_enc_set(o, "cpu", json_real(n->cpu), &ok);
     ts_wire_enc_set(o, "memory_bytes", json_integer(n->memory_bytes), &ok);
+    ts_wire_enc_set(o, "swap_bytes", json_integer(n->swap_bytes), &ok);
+    ts_wire_enc_set(o, "gpu_reserve_bytes", json_integer(n->gpu_reserve_bytes), &ok);
+    ts_wire_enc_set(o, "agent_version", ts_wire_enc_string(n->agent_version), &ok);
+    ts_wire_enc_set(o, "generation", json_integer(n->generation), &ok);
     ts_wire_enc_set(o, "gpus", gpus, &ok);
+    ts_wire_enc_set(o, "allocated_gpus", json_real(allocated), &ok);
+    ts_wire_enc_set(o, "utilized_gpus", json_real(utilized), &ok);
+    ts_wire_enc_set(o, "running_jobs", json_integer(n->running_jobs), &ok);
+    ts_wire_enc_set(o, "registered_at", ts_wire_time(n->registered_at_us), &ok);
     ts_wire_enc_set(o, "last_seen_at", ts_wire_time(n->last_seen_at_us), &ok);
     ts_wire_enc_set(o, "created_at", ts_wire_time(n->created_at_us), &ok);
     return ts_wire_enc_finish(o, ok);

@@ -93,12 +93,16 @@ CREATE TABLE metric_point (
 );
 CREATE INDEX metric_point_at_idx ON metric_point (resolution_s, at);
 
--- Wake the scheduler (channel tessera_sched) on anything that can change its
--- decisions, and the agents (channel tessera_node, payload the node id) when
+-- Free a job's GPUs when it leaves them; wake the scheduler (channel
+-- tessera_sched) on anything that can change its decisions, and the agents (channel tessera_node, payload the node id) when
 -- their desired state changes. NOTIFY is delivered at commit, once per
 -- distinct payload per transaction.
 CREATE FUNCTION tessera_job_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    -- a job holds GPUs only while scheduled, running or stopping
+    IF TG_OP = 'UPDATE' AND NEW.state IN ('pending', 'succeeded', 'failed', 'cancelled') THEN
+        DELETE FROM job_gpu WHERE job_id = NEW.id;
+    END IF;
     IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.node_id IS NOT NULL THEN
         UPDATE node SET generation = generation + 1 WHERE id = OLD.node_id;
         PERFORM pg_notify('tessera_node', OLD.node_id::text);

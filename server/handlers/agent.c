@@ -1,43 +1,239 @@
 /*
  * agent.c - the agent protocol: register (PUT /nodes/{name}), desired state
  * (long-polled GET /nodes/{name}/desired), report (POST /nodes/{name}/report),
- * and the admin's drain and undrain.
+ * and the admin's drain and undrain. See api/openapi.yaml for the contract.
+ *
+ * The long-poll holds no database connection while it waits: it reads the
+ * node's generation, gives the connection back, and waits on the
+ * tessera_node notification for that node (server/notify.h) until the
+ * generation moves or the wait is over.
  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/log.h"
+#include "api/units.h"
 #include "server/handlers/handlers.h"
+#include "server/notify.h"
+#include "server/store/store.h"
+
+#define WAIT_DEFAULT_S 30
+#define WAIT_MAX_S 60
+
+static enum ts_err node_name(struct ts_request *r, const char **out, struct ts_error *err)
+{
+    *out = r->params[0];
+    if (!ts_name_valid(*out))
+        return ts_error_set(err, TS_ERR_NOT_FOUND, "node \"%s\" does not exist", *out);
+    return TS_OK;
+}
+
+static enum ts_err reply_node(struct ts_request *r, const struct ts_node *n, struct ts_error *err)
+{
+    json_t *v = ts_wire_node_encode(n);
+    if (v == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    ts_http_reply_json(r, 200, v);
+    return TS_OK;
+}
 
 TS_HANDLER(ts_h_node_register)
 {
-    (void)ctx;
-    (void)r;
-    return ts_error_set(err, TS_ERR_INTERNAL, "not built yet");
+    const char *name;
+    enum ts_err e = node_name(r, &name, err);
+    if (e != TS_OK) /* a name that cannot be a node is a bad value here */
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, "name",
+                              "node names must match [a-z0-9][a-z0-9-]{0,62}: \"%s\"", name);
+    json_t *body = NULL;
+    if ((e = ts_h_body(r, &body, err)) != TS_OK)
+        return e;
+    struct ts_node_reg *reg = ts_arena_alloc(r->arena, sizeof(*reg));
+    if (reg == NULL) {
+        json_decref(body);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    e = ts_wire_node_reg_decode(body, r->arena, reg, err);
+    json_decref(body);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    struct ts_node node;
+    e = ts_store_node_register(conn, name, reg, r->arena, &node, err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("node registered name=%s gpus=%zu", name, reg->ngpus);
+    return reply_node(r, &node, err);
 }
+
+static enum ts_err drain(void *ctx, struct ts_request *r, bool on, struct ts_error *err)
+{
+    const char *name;
+    enum ts_err e = node_name(r, &name, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    struct ts_node node;
+    e = ts_store_node_drain(conn, name, on, r->arena, &node, err);
+    if (e != TS_OK)
+        return e;
+    return reply_node(r, &node, err);
+}
+
 TS_HANDLER(ts_h_node_drain)
 {
-    (void)ctx;
-    (void)r;
-    return ts_error_set(err, TS_ERR_INTERNAL, "not built yet");
+    return drain(ctx, r, true, err);
 }
+
 TS_HANDLER(ts_h_node_undrain)
 {
-    (void)ctx;
-    (void)r;
-    return ts_error_set(err, TS_ERR_INTERNAL, "not built yet");
+    return drain(ctx, r, false, err);
 }
+
+/* ---- desired state ------------------------------------------------------- */
+
+static json_t *desired_job_encode(const struct ts_desired_job *j)
+{
+    json_t *o = json_object();
+    json_t *gpus = json_array();
+    for (size_t i = 0; i < j->ngpus; i++) {
+        const struct ts_desired_gpu *g = &j->gpus[i];
+        json_array_append_new(gpus,
+                              json_pack("{s:i, s:s, s:I, s:I}", "index", g->index, "uuid", g->uuid,
+                                        "memory_bytes", (json_int_t)g->memory_bytes,
+                                        "memory_limit_bytes", (json_int_t)g->memory_limit_bytes));
+    }
+    json_object_set_new(o, "id", json_integer(j->id));
+    json_object_set_new(o, "attempt", json_integer(j->attempt));
+    json_object_set_new(o, "name", json_string(j->name));
+    json_object_set_new(o, "project", json_string(j->project));
+    json_object_set_new(o, "kind", json_string(j->kind));
+    json_object_set_new(o, "priority", json_integer(j->priority));
+    json_object_set_new(o, "action", json_string(j->stop ? "stop" : "run"));
+    json_object_set_new(o, "stop_reason",
+                        j->stop_reason ? json_string(j->stop_reason) : json_null());
+    json_object_set_new(o, "command", json_loads(j->command ? j->command : "[]", 0, NULL));
+    json_object_set_new(o, "env", json_loads(j->env ? j->env : "{}", 0, NULL));
+    json_object_set_new(o, "working_dir",
+                        j->working_dir ? json_string(j->working_dir) : json_null());
+    json_object_set_new(o, "gpus", gpus);
+    json_object_set_new(o, "cpu", json_real(j->cpu));
+    json_object_set_new(o, "memory_bytes", json_integer(j->memory_bytes));
+    json_object_set_new(o, "grace_seconds", json_integer(j->grace_seconds));
+    json_object_set_new(o, "max_runtime_seconds", json_integer(j->max_runtime_seconds));
+    json_object_set_new(o, "checkpoint_dir",
+                        j->checkpoint_dir ? json_string(j->checkpoint_dir) : json_null());
+    json_object_set_new(o, "resume_count", json_integer(j->resume_count));
+    return o;
+}
+
+static enum ts_err parse_wait(struct ts_request *r, int64_t *generation, int64_t *wait_s,
+                              struct ts_error *err)
+{
+    *generation = -1;
+    *wait_s = WAIT_DEFAULT_S;
+    const char *g = ts_http_query(r, "generation");
+    if (g != NULL) {
+        char *end;
+        long long v = strtoll(g, &end, 10);
+        if (*g == '\0' || *end != '\0' || v < 0)
+            return ts_error_field(err, TS_ERR_BAD_PARAMETER, "generation",
+                                  "generation must be a whole number: \"%s\"", g);
+        *generation = v;
+    }
+    const char *w = ts_http_query(r, "wait");
+    if (w != NULL && (ts_duration_parse(w, wait_s) != 0 || *wait_s > WAIT_MAX_S))
+        return ts_error_field(err, TS_ERR_BAD_PARAMETER, "wait",
+                              "wait must be a duration of at most %ds: \"%s\"", WAIT_MAX_S, w);
+    return TS_OK;
+}
+
 TS_HANDLER(ts_h_node_desired)
 {
-    (void)ctx;
-    (void)r;
-    return ts_error_set(err, TS_ERR_INTERNAL, "not built yet");
+    struct ts_ctx *c = ctx;
+    const char *name;
+    int64_t want, wait_s;
+    enum ts_err e = node_name(r, &name, err);
+    if (e == TS_OK)
+        e = parse_wait(r, &want, &wait_s, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(c, err);
+    if (conn == NULL)
+        return err->code;
+    int64_t node_id, generation;
+    if ((e = ts_store_node_generation(conn, name, &node_id, &generation, err)) != TS_OK)
+        return e;
+    if (generation == want && wait_s > 0) {
+        /* read the count first, then the generation again: a change in
+         * between moves the count, so the wait below cannot miss it */
+        struct ts_notify *nt = c->srv->notify;
+        uint64_t seen = ts_notify_seq(nt, "tessera_node", node_id);
+        if ((e = ts_store_node_generation(conn, name, &node_id, &generation, err)) != TS_OK)
+            return e;
+        ts_ctx_db_release(c);
+        int64_t left_ms = wait_s * 1000;
+        while (generation == want && left_ms > 0) {
+            int step = left_ms > 1000 ? 1000 : (int)left_ms;
+            left_ms -= step;
+            if (!ts_notify_wait(nt, "tessera_node", node_id, seen, step))
+                continue;
+            seen = ts_notify_seq(nt, "tessera_node", node_id);
+            if ((conn = ts_ctx_db(c, err)) == NULL)
+                return err->code;
+            e = ts_store_node_generation(conn, name, &node_id, &generation, err);
+            ts_ctx_db_release(c);
+            if (e != TS_OK)
+                return e;
+        }
+        if ((conn = ts_ctx_db(c, err)) == NULL)
+            return err->code;
+    }
+    struct ts_desired d;
+    if ((e = ts_store_node_desired(conn, name, r->arena, &d, err)) != TS_OK)
+        return e;
+    json_t *jobs = json_array();
+    for (size_t i = 0; i < d.njobs; i++)
+        json_array_append_new(jobs, desired_job_encode(&d.jobs[i]));
+    json_t *o = json_pack("{s:s, s:s, s:I, s:o}", "node", d.node, "state", d.state, "generation",
+                          (json_int_t)d.generation, "jobs", jobs);
+    if (o == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    ts_http_reply_json(r, 200, o);
+    return TS_OK;
 }
+
+/* ---- reports -------------------------------------------------------------- */
+
 TS_HANDLER(ts_h_node_report)
 {
-    (void)ctx;
-    (void)r;
-    return ts_error_set(err, TS_ERR_INTERNAL, "not built yet");
-}
-TS_HANDLER(ts_h_queue)
-{
-    (void)ctx;
-    (void)r;
-    return ts_error_set(err, TS_ERR_INTERNAL, "not built yet");
+    const char *name;
+    enum ts_err e = node_name(r, &name, err);
+    if (e != TS_OK)
+        return e;
+    json_t *body = NULL;
+    if ((e = ts_h_body(r, &body, err)) != TS_OK)
+        return e;
+    struct ts_node_report rep;
+    e = ts_wire_node_report_decode(body, r->arena, &rep, err);
+    json_decref(body);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    struct ts_report_result res;
+    if ((e = ts_store_node_report(conn, name, &rep, r->arena, &res, err)) != TS_OK)
+        return e;
+    json_t *ignored = json_array();
+    for (size_t i = 0; i < res.nignored; i++)
+        json_array_append_new(ignored, json_integer(res.ignored[i]));
+    ts_http_reply_json(
+        r, 200,
+        json_pack("{s:I, s:o}", "generation", (json_int_t)res.generation, "ignored", ignored));
+    return TS_OK;
 }

@@ -120,6 +120,11 @@ struct ts_job_filter {
 enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f,
                               struct ts_arena *a, struct ts_job **out, size_t *n, bool *more,
                               struct ts_error *err);
+/* Pending jobs in scheduling order (queue position; not yet ordered ones
+ * last, oldest first), at most 10000; project and project_ids filter. */
+enum ts_err ts_store_queue(struct ts_dbconn *c, const char *project, const int64_t *project_ids,
+                           size_t nproject_ids, struct ts_arena *a, struct ts_job **out, size_t *n,
+                           struct ts_error *err);
 /* Pending/scheduled -> cancelled; running/evicting -> cancelling; already
  * cancelled or cancelling: unchanged (idempotent). Finished otherwise ->
  * TS_ERR_CONFLICT. out is the job afterwards. */
@@ -137,6 +142,66 @@ enum ts_err ts_store_node_list(struct ts_dbconn *c, struct ts_arena *a, struct t
                                size_t *n, struct ts_error *err);
 enum ts_err ts_store_node_get(struct ts_dbconn *c, const char *name, struct ts_arena *a,
                               struct ts_node *out, struct ts_error *err);
+
+/* ---- the agent protocol (store_agent.c) ---------------------------------------- */
+
+/* Insert or update the node and its GPUs (GPUs it no longer lists are
+ * removed); it becomes ready unless drained. A GPU UUID registered on
+ * another node -> TS_ERR_CONFLICT. */
+enum ts_err ts_store_node_register(struct ts_dbconn *c, const char *name,
+                                   const struct ts_node_reg *r, struct ts_arena *a,
+                                   struct ts_node *out, struct ts_error *err);
+/* drain: state drained; undrain: ready. Unknown -> TS_ERR_NOT_FOUND. */
+enum ts_err ts_store_node_drain(struct ts_dbconn *c, const char *name, bool drain,
+                                struct ts_arena *a, struct ts_node *out, struct ts_error *err);
+enum ts_err ts_store_node_generation(struct ts_dbconn *c, const char *name, int64_t *id,
+                                     int64_t *generation, struct ts_error *err);
+
+struct ts_desired_gpu {
+    int index;
+    const char *uuid;
+    int64_t memory_bytes;       /* the guaranteed request packed there */
+    int64_t memory_limit_bytes; /* the burst limit */
+};
+struct ts_desired_job {
+    int64_t id;
+    int attempt;
+    const char *name, *project, *kind;
+    int priority;
+    bool stop;                  /* evicting or cancelling */
+    const char *stop_reason;    /* evicted, cancelled, max_runtime, ... or NULL */
+    const char *command;        /* JSON text */
+    const char *env;            /* JSON text */
+    const char *working_dir;    /* or NULL */
+    struct ts_desired_gpu *gpus;
+    size_t ngpus;
+    double cpu;
+    int64_t memory_bytes;
+    int grace_seconds;
+    int64_t max_runtime_seconds;
+    const char *checkpoint_dir; /* or NULL */
+    int resume_count;
+};
+struct ts_desired {
+    int64_t node_id;
+    const char *node, *state;
+    int64_t generation;
+    struct ts_desired_job *jobs; /* by id */
+    size_t njobs;
+};
+/* The jobs the node should run or stop now. */
+enum ts_err ts_store_node_desired(struct ts_dbconn *c, const char *name, struct ts_arena *a,
+                                  struct ts_desired *out, struct ts_error *err);
+
+struct ts_report_result {
+    int64_t generation;
+    int64_t *ignored; /* jobs named in the report that are not this node's attempt */
+    size_t nignored;
+};
+/* Heartbeat, job states and samples, in one transaction. */
+enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
+                                 const struct ts_node_report *rep, struct ts_arena *a,
+                                 struct ts_report_result *out, struct ts_error *err);
 
 /* ---- figures for /metrics (store_stats.c) ---------------------------------------- */
 

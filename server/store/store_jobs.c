@@ -10,22 +10,48 @@
 #include "server/store/store.h"
 
 /* Columns read by read_job, from job j, project p and node n. */
-#define JOB_COLS                                                                                     \
-    "j.id, j.name, p.name, j.kind, j.priority, j.preemptible, j.command::text,"                      \
-    " j.env::text, j.working_dir, j.gpu_kind, j.gpu_count, j.gpu_portion,"                           \
-    " j.gpu_portion_limit, j.gpu_memory_bytes, j.gpu_memory_limit_bytes,"                            \
-    " j.gpu_devices, j.cpu, j.memory_bytes, j.gpu_model::text, j.node_selector::text,"               \
-    " j.max_runtime_seconds, j.state, n.name, j.exit_code, j.reason_code,"                           \
-    " j.reason_message, j.queue_position, j.resume_count, " TS_SQL_US(                               \
-        "j.created_at") ", " TS_SQL_US("j.updated_at") ", " TS_SQL_US("j.started_at") ","            \
-                                                                                      " " TS_SQL_US( \
-                                                                                          "j."       \
-                                                                                          "finish"   \
-                                                                                          "ed_at") ", j.project_id"
+/* clang-format off */
+#define JOB_COLS                                                                                   \
+    "j.id, j.name, p.name, j.kind, j.priority, j.preemptible, j.command::text,"                    \
+    " j.env::text, j.working_dir, j.gpu_kind, j.gpu_count, j.gpu_portion,"                         \
+    " j.gpu_portion_limit, j.gpu_memory_bytes, j.gpu_memory_limit_bytes,"                          \
+    " j.gpu_devices, j.cpu, j.memory_bytes, j.gpu_model::text, j.node_selector::text,"             \
+    " j.max_runtime_seconds, j.state, n.name, j.exit_code, j.reason_code,"                         \
+    " j.reason_message, j.queue_position, j.resume_count, "                                        \
+    TS_SQL_US("j.created_at") ", " TS_SQL_US("j.updated_at") ", "                                  \
+    TS_SQL_US("j.started_at") ", " TS_SQL_US("j.finished_at") ", j.project_id,"                    \
+    " j.attempt, j.grace_seconds, j.checkpoint_dir, j.allocated_gpus, j.gpu_utilization,"          \
+    " j.gpu_memory_used_bytes, " TS_SQL_US("j.last_active_at") ","                                 \
+    " (SELECT string_agg(g.idx || ':' || jg.memory_bytes, ',' ORDER BY g.idx)"                     \
+    "   FROM job_gpu jg JOIN gpu g ON g.id = jg.gpu_id WHERE jg.job_id = j.id),"                   \
+    " p.deserved_gpus, p.fair_share_gpus, j.stop_reason"
+/* clang-format on */
 
 #define JOB_FROM " JOIN project p ON p.id = j.project_id LEFT JOIN node n ON n.id = j.node_id"
 
 static const char *const gpu_kinds[] = {"none", "count", "portion", "memory"};
+
+/* "0:1024,3:2048": GPU index and bytes packed there. */
+static void read_alloc(const char *text, struct ts_arena *a, struct ts_job *j)
+{
+    if (text == NULL || *text == '\0')
+        return;
+    size_t n = 1;
+    for (const char *p = text; *p; p++)
+        n += *p == ',';
+    struct ts_job_slot *v = ts_arena_alloc(a, n * sizeof(*v));
+    if (v == NULL)
+        return;
+    const char *p = text;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        v[i].index = (int)strtol(p, &end, 10);
+        v[i].memory_bytes = strtoll(*end == ':' ? end + 1 : end, &end, 10);
+        p = *end == ',' ? end + 1 : end;
+    }
+    j->slots = v;
+    j->nslots = n;
+}
 
 static void read_job(const PGresult *res, int row, struct ts_arena *a, struct ts_job *j)
 {
@@ -67,15 +93,28 @@ static void read_job(const PGresult *res, int row, struct ts_arena *a, struct ts
     j->updated_at_us = ts_row_i64(res, row, 29);
     j->started_at_us = ts_row_i64(res, row, 30);
     j->finished_at_us = ts_row_i64(res, row, 31);
+    j->attempt = (int)ts_row_i64(res, row, 33);
+    s->grace_seconds = (int)ts_row_i64(res, row, 34);
+    j->checkpoint_dir = ts_row_text(res, row, 35, a);
+    j->allocated_gpus = ts_row_double(res, row, 36);
+    j->gpu_utilization = ts_row_double(res, row, 37);
+    j->gpu_memory_used_bytes = ts_row_i64(res, row, 38);
+    j->last_active_at_us = ts_row_i64(res, row, 39);
+    read_alloc(ts_row_null(res, row, 40) ? NULL : PQgetvalue(res, row, 40), a, j);
+    j->project_deserved_gpus = ts_row_double(res, row, 41);
+    j->project_fair_share_gpus = ts_row_double(res, row, 42);
+    j->stop_reason = ts_row_text(res, row, 43, a);
 }
 
 static const char submit_sql[] =
     "WITH j AS (INSERT INTO job (project_id, name, kind, priority, preemptible, command, env,"
     "   working_dir, gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"
     "   gpu_memory_limit_bytes, gpu_devices, requested_gpus, cpu, memory_bytes, gpu_model,"
-    "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message)"
+    "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message,"
+    "   grace_seconds)"
     "   SELECT p.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"
-    "   $18, $19, $20, $21, $22, 'not_yet_scheduled', 'waiting for the scheduler to consider it'"
+    "   $18, $19, $20, $21, $22, 'not_yet_scheduled', 'waiting for the scheduler to consider it',"
+    "   $27"
     "   FROM project p WHERE p.name = $1 AND ($26::bigint[] IS NULL OR p.id = ANY($26::bigint[]))"
     "   RETURNING *),"
     " e AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'submitted', $23 FROM j),"
@@ -117,7 +156,7 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
 {
     const struct ts_job_spec *sp = s->spec;
     char prio[16], count[16], portion[32], plimit[32], mem[24], mlimit[24], devices[16];
-    char req[32], cpu[32], hostmem[24], runtime[24], tok[24];
+    char req[32], cpu[32], hostmem[24], runtime[24], tok[24], grace[16];
     char *allowed = NULL;
     if (s->allowed_projects != NULL) {
         allowed = ts_row_id_array(a, s->allowed_projects, s->nallowed);
@@ -136,6 +175,8 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
     snprintf(hostmem, sizeof(hostmem), "%lld", (long long)sp->memory_bytes);
     snprintf(runtime, sizeof(runtime), "%lld", (long long)sp->max_runtime_seconds);
     snprintf(tok, sizeof(tok), "%lld", (long long)s->token_id);
+    snprintf(grace, sizeof(grace), "%d", sp->grace_seconds);
+    snprintf(grace, sizeof(grace), "%d", sp->grace_seconds);
     char *message = ts_arena_printf(a, "submitted to project \"%s\"", sp->project);
     const char *params[] = {sp->project,
                             sp->name,
@@ -162,12 +203,13 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
                             message,
                             s->idempotency_key,
                             s->request_sha256,
-                            allowed};
+                            allowed,
+                            grace};
     *replayed = false;
     for (int attempt = 0; attempt < 2; attempt++) {
         PGresult *res = NULL;
         struct ts_error sub;
-        enum ts_err e = ts_db_exec(c, submit_sql, 26, params, &res, &sub);
+        enum ts_err e = ts_db_exec(c, submit_sql, 27, params, &res, &sub);
         if (e == TS_OK && PQntuples(res) == 1) {
             read_job(res, 0, a, out);
             PQclear(res);
@@ -282,6 +324,39 @@ enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f
     *more = rows > f->limit;
     if (*more)
         rows = f->limit;
+    struct ts_job *v = ts_arena_alloc(a, sizeof(*v) * (size_t)(rows ? rows : 1));
+    if (v == NULL) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < rows; i++)
+        read_job(res, i, a, &v[i]);
+    *out = v;
+    *n = (size_t)rows;
+    PQclear(res);
+    return TS_OK;
+}
+
+enum ts_err ts_store_queue(struct ts_dbconn *c, const char *project, const int64_t *project_ids,
+                           size_t nproject_ids, struct ts_arena *a, struct ts_job **out, size_t *n,
+                           struct ts_error *err)
+{
+    char *ids = NULL;
+    if (project_ids != NULL && (ids = ts_row_id_array(a, project_ids, nproject_ids)) == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    const char *params[] = {ids, project};
+    PGresult *res = NULL;
+    enum ts_err e =
+        ts_db_exec(c,
+                   "SELECT " JOB_COLS " FROM job j" JOB_FROM " WHERE j.state = 'pending'"
+                   " AND ($1::bigint[] IS NULL OR j.project_id = ANY($1::bigint[]))"
+                   " AND ($2::text IS NULL OR p.name = $2)"
+                   " ORDER BY j.queue_position = 0, j.queue_position, j.created_at,"
+                   " j.id LIMIT 10000",
+                   2, params, &res, err);
+    if (e != TS_OK)
+        return e;
+    int rows = PQntuples(res);
     struct ts_job *v = ts_arena_alloc(a, sizeof(*v) * (size_t)(rows ? rows : 1));
     if (v == NULL) {
         PQclear(res);

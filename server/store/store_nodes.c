@@ -1,17 +1,115 @@
 /*
  * store_nodes.c - nodes and their GPUs as agents registered them.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/store/row.h"
 #include "server/store/store.h"
 
+/* One row per node and GPU; columns 12.. are the new node and GPU figures. */
 #define NODE_SQL                                                                                   \
     "SELECT n.id, n.name, n.state, n.labels::text, n.cpu, n.memory_bytes, " TS_SQL_US(             \
         "n.last_seen_at") ", " TS_SQL_US("n.created_at") ","                                       \
-                                                         " g.idx, g.uuid, g.model, g.memory_bytes" \
-                                                         " FROM node n LEFT JOIN gpu g ON "        \
-                                                         "g.node_id = n.id"
+                                                         " g.idx, g.uuid, g.model, "               \
+                                                         "g.memory_bytes,"                         \
+                                                         " n.swap_bytes, n.gpu_reserve_bytes, "    \
+                                                         "n.agent_version, "                       \
+                                                         "n.generation, " TS_SQL_US(               \
+                                                             "n.registered_at") ","                \
+                                                                                " (SELECT "        \
+                                                                                "count(*) FROM "   \
+                                                                                "job j WHERE "     \
+                                                                                "j.node_id = n.id" \
+                                                                                "   AND j.state "  \
+                                                                                "IN "              \
+                                                                                "('scheduled', "   \
+                                                                                "'running', "      \
+                                                                                "'evicting', "     \
+                                                                                "'cancelling')),"  \
+                                                                                " coalesce(a."     \
+                                                                                "bytes, 0), "      \
+                                                                                "g.utilization, "  \
+                                                                                "g.memory_used_"   \
+                                                                                "bytes,"           \
+                                                                                " " TS_SQL_US(     \
+                                                                                    "g.sampled_"   \
+                                                                                    "at") ","      \
+                                                                                          " a."    \
+                                                                                          "jobs"   \
+                                                                                          " FROM " \
+                                                                                          "node "  \
+                                                                                          "n "     \
+                                                                                          "LEFT "  \
+                                                                                          "JOIN "  \
+                                                                                          "gpu g " \
+                                                                                          "ON "    \
+                                                                                          "g."     \
+                                                                                          "node_"  \
+                                                                                          "id = "  \
+                                                                                          "n.id"   \
+                                                                                          " LEFT " \
+                                                                                          "JOIN "  \
+                                                                                          "LATERA" \
+                                                                                          "L "     \
+                                                                                          "(SELEC" \
+                                                                                          "T "     \
+                                                                                          "sum("   \
+                                                                                          "jg."    \
+                                                                                          "memory" \
+                                                                                          "_bytes" \
+                                                                                          ") AS "  \
+                                                                                          "bytes," \
+                                                                                          "   "    \
+                                                                                          "string" \
+                                                                                          "_agg("  \
+                                                                                          "jg."    \
+                                                                                          "job_"   \
+                                                                                          "id::"   \
+                                                                                          "text, " \
+                                                                                          "',' "   \
+                                                                                          "ORDER " \
+                                                                                          "BY "    \
+                                                                                          "jg."    \
+                                                                                          "job_"   \
+                                                                                          "id) "   \
+                                                                                          "AS "    \
+                                                                                          "jobs"   \
+                                                                                          "   "    \
+                                                                                          "FROM "  \
+                                                                                          "job_"   \
+                                                                                          "gpu "   \
+                                                                                          "jg "    \
+                                                                                          "WHERE " \
+                                                                                          "jg."    \
+                                                                                          "gpu_"   \
+                                                                                          "id = "  \
+                                                                                          "g.id) " \
+                                                                                          "a ON "  \
+                                                                                          "true"
+
+/* "3,7,12" into an arena array. */
+static void parse_ids(const char *text, struct ts_arena *a, struct ts_gpu *g)
+{
+    g->jobs = NULL;
+    g->njobs = 0;
+    if (text == NULL || *text == '\0')
+        return;
+    size_t n = 1;
+    for (const char *p = text; *p; p++)
+        n += *p == ',';
+    int64_t *ids = ts_arena_alloc(a, n * sizeof(*ids));
+    if (ids == NULL)
+        return;
+    const char *p = text;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        ids[i] = strtoll(p, &end, 10);
+        p = *end == ',' ? end + 1 : end;
+    }
+    g->jobs = ids;
+    g->njobs = n;
+}
 
 /* Rows come ordered by node then GPU index; fold them into nodes. */
 static enum ts_err fold(const PGresult *res, struct ts_arena *a, struct ts_node **out, size_t *n,
@@ -35,6 +133,12 @@ static enum ts_err fold(const PGresult *res, struct ts_arena *a, struct ts_node 
             nd->memory_bytes = ts_row_i64(res, i, 5);
             nd->last_seen_at_us = ts_row_i64(res, i, 6);
             nd->created_at_us = ts_row_i64(res, i, 7);
+            nd->swap_bytes = ts_row_i64(res, i, 12);
+            nd->gpu_reserve_bytes = ts_row_i64(res, i, 13);
+            nd->agent_version = ts_row_null(res, i, 14) ? NULL : ts_row_text(res, i, 14, a);
+            nd->generation = ts_row_i64(res, i, 15);
+            nd->registered_at_us = ts_row_i64(res, i, 16);
+            nd->running_jobs = (int)ts_row_i64(res, i, 17);
             nd->gpus = &gpus[i];
             nd->ngpus = 0;
         }
@@ -45,6 +149,11 @@ static enum ts_err fold(const PGresult *res, struct ts_arena *a, struct ts_node 
             g->uuid = ts_row_text(res, i, 9, a);
             g->model = ts_row_text(res, i, 10, a);
             g->memory_bytes = ts_row_i64(res, i, 11);
+            g->allocated_bytes = ts_row_i64(res, i, 18);
+            g->utilization = ts_row_double(res, i, 19);
+            g->memory_used_bytes = ts_row_i64(res, i, 20);
+            g->sampled_at_us = ts_row_i64(res, i, 21);
+            parse_ids(ts_row_null(res, i, 22) ? NULL : PQgetvalue(res, i, 22), a, g);
         }
     }
     *out = v;

@@ -588,9 +588,20 @@ static void roles_have_one_name_each_and_parse_back(void **state)
 
 static void nodes_encode_with_their_gpus_and_labels(void **state)
 {
+    (void)state;
+    static const int64_t jobs[] = {7, 9};
     struct ts_gpu gpus[] = {
-        {.index = 0, .uuid = "GPU-1", .model = "H100", .memory_bytes = 80LL << 30},
-        {.index = 1, .uuid = "GPU-2", .model = "H100", .memory_bytes = 80LL << 30},
+        {.index = 0,
+         .uuid = "GPU-1",
+         .model = "H100",
+         .memory_bytes = 80LL << 30,
+         .allocated_bytes = 40LL << 30,
+         .utilization = 0.25,
+         .memory_used_bytes = 1LL << 30,
+         .jobs = jobs,
+         .njobs = 2},
+        {.index = 1, .uuid = "GPU-2", .model = "H100", .memory_bytes = 80LL << 30,
+         .utilization = 0.5},
     };
     struct ts_node n = {
         .id = 1,
@@ -603,13 +614,25 @@ static void nodes_encode_with_their_gpus_and_labels(void **state)
         .ngpus = 2,
         .last_seen_at_us = 0,
         .created_at_us = 1500000,
+        .swap_bytes = 1LL << 30,
+        .gpu_reserve_bytes = 2LL << 30,
+        .agent_version = "0.1.0",
+        .generation = 4,
+        .running_jobs = 2,
     };
     assert_encoded(
         ts_wire_node_encode(&n),
         "{\"id\":1,\"name\":\"node-a\",\"state\":\"ready\",\"labels\":{\"zone\":\"a\"},"
         "\"cpu\":64.0,\"memory_bytes\":549755813888,\"gpus\":["
-        "{\"index\":0,\"uuid\":\"GPU-1\",\"model\":\"H100\",\"memory_bytes\":85899345920},"
-        "{\"index\":1,\"uuid\":\"GPU-2\",\"model\":\"H100\",\"memory_bytes\":85899345920}],"
+        "{\"index\":0,\"uuid\":\"GPU-1\",\"model\":\"H100\",\"memory_bytes\":85899345920,"
+        "\"allocated\":0.5,\"allocated_bytes\":42949672960,\"utilization\":0.25,"
+        "\"memory_used_bytes\":1073741824,\"sampled_at\":null,\"jobs\":[7,9]},"
+        "{\"index\":1,\"uuid\":\"GPU-2\",\"model\":\"H100\",\"memory_bytes\":85899345920,"
+        "\"allocated\":0.0,\"allocated_bytes\":0,\"utilization\":0.5,"
+        "\"memory_used_bytes\":0,\"sampled_at\":null,\"jobs\":[]}],"
+        "\"allocated_gpus\":0.5,\"utilized_gpus\":0.75,\"running_jobs\":2,"
+        "\"swap_bytes\":1073741824,\"gpu_reserve_bytes\":2147483648,\"agent_version\":\"0.1.0\","
+        "\"generation\":4,\"registered_at\":null,"
         "\"last_seen_at\":null,\"created_at\":\"1970-01-01T00:00:01.500000Z\"}");
     n.labels = NULL;
     n.ngpus = 0;

@@ -639,7 +639,11 @@ static void a_decoded_job_encodes_back_with_its_defaults_filled_in(void **state)
         "\"message\":\"project \\\"vision\\\" is at its limit: 8 of 8 GPUs in use\","
         "\"queue_position\":3},\"resume_count\":0,"
         "\"created_at\":\"2026-11-21T10:00:00.000000Z\","
-        "\"updated_at\":\"2026-11-21T10:00:00.500000Z\",\"started_at\":null,\"finished_at\":null}");
+        "\"updated_at\":\"2026-11-21T10:00:00.500000Z\",\"started_at\":null,\"finished_at\":null,"
+        "\"attempt\":0,\"grace_period\":\"30s\",\"grace_seconds\":30,\"checkpoint_dir\":null,"
+        "\"stop_reason\":null,\"allocation\":null,"
+        "\"usage\":{\"gpu_utilization\":0.0,\"gpu_memory_used_bytes\":0,\"last_active_at\":null},"
+        "\"fair_share\":{\"project_deserved_gpus\":0.0,\"project_fair_share_gpus\":0.0}}");
 }
 
 static void a_finished_job_encodes_its_node_exit_code_and_times(void **state)
@@ -712,7 +716,10 @@ static void the_encoded_spec_members_decode_to_the_same_spec(void **state)
     const char *out_only[] = {"id",          "state",          "node",
                               "exit_code",   "pending_reason", "resume_count",
                               "created_at",  "updated_at",     "started_at",
-                              "finished_at", "memory_bytes",   "max_runtime_seconds"};
+                              "finished_at", "memory_bytes",   "max_runtime_seconds",
+                              "attempt",     "grace_seconds",  "checkpoint_dir",
+                              "stop_reason", "allocation",     "usage",
+                              "fair_share"};
     for (size_t i = 0; i < sizeof(out_only) / sizeof(out_only[0]); i++)
         json_object_del(v, out_only[i]);
     char *text = ts_wire_dumps(v);

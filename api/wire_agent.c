@@ -1,0 +1,252 @@
+/*
+ * wire_agent.c - the agent protocol on the wire: registration and reports.
+ * The desired state is encoded by the server from its rows (handlers/agent.c).
+ */
+#include "api/wire.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "api/wire_dec.h"
+
+static const char *const reg_fields[] = {
+    "labels", "cpu", "memory_bytes", "swap_bytes", "gpu_reserve_bytes", "agent_version",
+    "gpus",   NULL};
+static const char *const reg_readonly[] = {"id",
+                                           "name",
+                                           "state",
+                                           "generation",
+                                           "allocated_gpus",
+                                           "utilized_gpus",
+                                           "running_jobs",
+                                           "registered_at",
+                                           "last_seen_at",
+                                           "created_at",
+                                           NULL};
+static const char *const gpu_fields[] = {"index", "uuid", "model", "memory_bytes", NULL};
+static const char *const report_fields[] = {"jobs", "gpus", NULL};
+static const char *const report_job_fields[] = {
+    "id",      "attempt",         "state",
+    "pid",     "exit_code",       "signal",
+    "message", "gpu_utilization", "gpu_memory_used_bytes",
+    NULL};
+static const char *const report_gpu_fields[] = {"index", "utilization", "memory_used_bytes", NULL};
+
+#define BYTES_MAX (1LL << 50) /* 1 PiB: beyond any device or host */
+
+static enum ts_err array_member(const json_t *in, const char *key, bool required, size_t max,
+                                json_t **out, struct ts_error *err)
+{
+    *out = ts_wire_dec_member(in, key);
+    if (*out == NULL)
+        return required ? ts_error_field(err, TS_ERR_MISSING_FIELD, key, "%s is required", key)
+                        : TS_OK;
+    if (!json_is_array(*out))
+        return ts_error_field(err, TS_ERR_WRONG_TYPE, key, "%s must be an array", key);
+    if (json_array_size(*out) > max)
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, key,
+                              "%s must have at most %zu entries: %zu", key, max,
+                              json_array_size(*out));
+    return TS_OK;
+}
+
+static enum ts_err gpu_decode(const json_t *v, const char *path, struct ts_arena *a,
+                              struct ts_gpu *g, struct ts_error *err)
+{
+    int64_t index = 0;
+    const char *uuid = NULL, *model = NULL;
+    enum ts_err e = ts_wire_dec_object(v, path, "gpu", gpu_fields, NULL, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "index", 0, TS_NODE_GPUS_MAX - 1, NULL, &index, err);
+    if (e == TS_OK && ts_wire_dec_member(v, "index") == NULL)
+        e = ts_error_field(err, TS_ERR_MISSING_FIELD, path, "%s.index is required", path);
+    if (e == TS_OK)
+        e = ts_wire_dec_string(v, path, "uuid", true, &uuid, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_string(v, path, "model", true, &model, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "memory_bytes", 1, BYTES_MAX, NULL, &g->memory_bytes, err);
+    if (e == TS_OK && ts_wire_dec_member(v, "memory_bytes") == NULL)
+        e = ts_error_field(err, TS_ERR_MISSING_FIELD, path, "%s.memory_bytes is required", path);
+    if (e != TS_OK)
+        return e;
+    if (uuid[0] == '\0' || strlen(uuid) > 128) {
+        char f[TS_WIRE_PATH_MAX];
+        ts_wire_dec_path(f, sizeof(f), path, "uuid");
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, f, "%s must be 1 to 128 characters", f);
+    }
+    g->index = (int)index;
+    g->uuid = ts_arena_strdup(a, uuid);
+    g->model = ts_arena_strdup(a, strlen(model) > 128 ? "" : model);
+    if (g->uuid == NULL || g->model == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    return TS_OK;
+}
+
+enum ts_err ts_wire_node_reg_decode(const json_t *in, struct ts_arena *a, struct ts_node_reg *out,
+                                    struct ts_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->labels = "{}";
+    json_t *gpus = NULL;
+    const char *version = NULL;
+    enum ts_err e = ts_wire_dec_object(in, "", "node", reg_fields, reg_readonly, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_string_map(in, "labels", TS_NODE_LABELS_MAX, false, a, &out->labels, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_number(in, "", "cpu", 0, 1e6, NULL, &out->cpu, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(in, "", "memory_bytes", 0, BYTES_MAX, NULL, &out->memory_bytes,
+                                err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(in, "", "swap_bytes", 0, BYTES_MAX, NULL, &out->swap_bytes, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(in, "", "gpu_reserve_bytes", 0, BYTES_MAX, NULL,
+                                &out->gpu_reserve_bytes, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_string(in, "", "agent_version", false, &version, err);
+    if (e == TS_OK)
+        e = array_member(in, "gpus", true, TS_NODE_GPUS_MAX, &gpus, err);
+    if (e != TS_OK)
+        return e;
+    if (version != NULL && (out->agent_version = ts_arena_strdup(a, version)) == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    out->ngpus = json_array_size(gpus);
+    for (size_t i = 0; i < out->ngpus; i++) {
+        char path[TS_WIRE_PATH_MAX];
+        ts_wire_dec_index(path, sizeof(path), "gpus", i);
+        struct ts_gpu *g = &out->gpus[i];
+        e = gpu_decode(json_array_get(gpus, i), path, a, g, err);
+        if (e != TS_OK)
+            return e;
+        for (size_t j = 0; j < i; j++) {
+            if (out->gpus[j].index == g->index)
+                return ts_error_field(err, TS_ERR_INVALID_VALUE, path, "%s.index repeats GPU %d",
+                                      path, g->index);
+            if (strcmp(out->gpus[j].uuid, g->uuid) == 0)
+                return ts_error_field(err, TS_ERR_INVALID_VALUE, path,
+                                      "%s.uuid repeats that of gpus[%zu]", path, j);
+        }
+        if (out->gpu_reserve_bytes >= g->memory_bytes)
+            return ts_error_field(err, TS_ERR_INVALID_VALUE, "gpu_reserve_bytes",
+                                  "gpu_reserve_bytes must be below the memory of every GPU: "
+                                  "%lld >= %lld (GPU %d)",
+                                  (long long)out->gpu_reserve_bytes, (long long)g->memory_bytes,
+                                  g->index);
+    }
+    return TS_OK;
+}
+
+static enum ts_err report_state(const json_t *v, const char *path, enum ts_report_state *out,
+                                struct ts_error *err)
+{
+    const char *s = NULL;
+    enum ts_err e = ts_wire_dec_string(v, path, "state", true, &s, err);
+    if (e != TS_OK)
+        return e;
+    if (strcmp(s, "running") == 0)
+        *out = TS_REPORT_RUNNING;
+    else if (strcmp(s, "exited") == 0)
+        *out = TS_REPORT_EXITED;
+    else if (strcmp(s, "failed_to_start") == 0)
+        *out = TS_REPORT_FAILED_TO_START;
+    else {
+        char f[TS_WIRE_PATH_MAX], q[80];
+        ts_wire_dec_path(f, sizeof(f), path, "state");
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, f,
+                              "%s must be running, exited or failed_to_start: %s", f,
+                              ts_wire_dec_quote(s, q, sizeof(q)));
+    }
+    return TS_OK;
+}
+
+static enum ts_err report_job_decode(const json_t *v, const char *path, struct ts_arena *a,
+                                     struct ts_report_job *j, struct ts_error *err)
+{
+    int64_t attempt = 0, pid = 0, code = 0, sig = 0;
+    bool has_util = false, has_mem = false;
+    const char *msg = NULL;
+    enum ts_err e = ts_wire_dec_object(v, path, "job report", report_job_fields, NULL, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "id", 1, INT64_MAX, NULL, &j->id, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "attempt", 0, INT32_MAX, NULL, &attempt, err);
+    if (e == TS_OK && (ts_wire_dec_member(v, "id") == NULL || !ts_wire_dec_member(v, "attempt")))
+        e = ts_error_field(err, TS_ERR_MISSING_FIELD, path, "%s needs id and attempt", path);
+    if (e == TS_OK)
+        e = report_state(v, path, &j->state, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "pid", 0, INT32_MAX, NULL, &pid, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "exit_code", -255, 255, &j->has_exit_code, &code, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "signal", 0, 128, NULL, &sig, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_string(v, path, "message", false, &msg, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_number(v, path, "gpu_utilization", 0, 1, &has_util, &j->gpu_utilization,
+                               err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "gpu_memory_used_bytes", 0, BYTES_MAX, &has_mem,
+                                &j->gpu_memory_used_bytes, err);
+    if (e != TS_OK)
+        return e;
+    j->attempt = (int)attempt;
+    j->pid = (int)pid;
+    j->exit_code = (int)code;
+    j->signal = (int)sig;
+    j->has_usage = has_util || has_mem;
+    if (msg != NULL && (j->message = ts_arena_strndup(a, msg, 1024)) == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    return TS_OK;
+}
+
+enum ts_err ts_wire_node_report_decode(const json_t *in, struct ts_arena *a,
+                                       struct ts_node_report *out, struct ts_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    json_t *jobs = NULL, *gpus = NULL;
+    enum ts_err e = ts_wire_dec_object(in, "", "report", report_fields, NULL, err);
+    if (e == TS_OK)
+        e = array_member(in, "jobs", false, TS_REPORT_JOBS_MAX, &jobs, err);
+    if (e == TS_OK)
+        e = array_member(in, "gpus", false, TS_NODE_GPUS_MAX, &gpus, err);
+    if (e != TS_OK)
+        return e;
+    out->njobs = json_array_size(jobs);
+    out->ngpus = json_array_size(gpus);
+    out->jobs = ts_arena_alloc(a, sizeof(*out->jobs) * (out->njobs + 1));
+    out->gpus = ts_arena_alloc(a, sizeof(*out->gpus) * (out->ngpus + 1));
+    if (out->jobs == NULL || out->gpus == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < out->njobs; i++) {
+        char path[TS_WIRE_PATH_MAX];
+        ts_wire_dec_index(path, sizeof(path), "jobs", i);
+        memset(&out->jobs[i], 0, sizeof(out->jobs[i]));
+        e = report_job_decode(json_array_get(jobs, i), path, a, &out->jobs[i], err);
+        if (e != TS_OK)
+            return e;
+    }
+    for (size_t i = 0; i < out->ngpus; i++) {
+        char path[TS_WIRE_PATH_MAX];
+        ts_wire_dec_index(path, sizeof(path), "gpus", i);
+        const json_t *v = json_array_get(gpus, i);
+        struct ts_report_gpu *g = &out->gpus[i];
+        int64_t index = 0;
+        memset(g, 0, sizeof(*g));
+        e = ts_wire_dec_object(v, path, "gpu sample", report_gpu_fields, NULL, err);
+        if (e == TS_OK)
+            e = ts_wire_dec_integer(v, path, "index", 0, TS_NODE_GPUS_MAX - 1, NULL, &index, err);
+        if (e == TS_OK && ts_wire_dec_member(v, "index") == NULL)
+            e = ts_error_field(err, TS_ERR_MISSING_FIELD, path, "%s.index is required", path);
+        if (e == TS_OK)
+            e = ts_wire_dec_number(v, path, "utilization", 0, 1, NULL, &g->utilization, err);
+        if (e == TS_OK)
+            e = ts_wire_dec_integer(v, path, "memory_used_bytes", 0, BYTES_MAX, NULL,
+                                    &g->memory_used_bytes, err);
+        if (e != TS_OK)
+            return e;
+        g->index = (int)index;
+    }
+    return TS_OK;
+}

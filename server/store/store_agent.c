@@ -1,0 +1,452 @@
+/*
+ * store_agent.c - the agent protocol's queries: registration, drain, the
+ * node's desired state, and reports (heartbeat, job states, samples).
+ *
+ * Job states move here when an agent reports: scheduled -> running;
+ * running -> succeeded | failed; evicting -> pending (requeued, resume_count
+ * + 1) or succeeded when it finished on its own; cancelling -> cancelled. A
+ * report names a job by (id, attempt) and counts only when that attempt is
+ * the job's current one on this node; otherwise it is ignored and named in
+ * the answer. The job trigger (migrations/0002) frees job_gpu rows and wakes
+ * the scheduler and the node's agent.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/store/row.h"
+#include "server/store/store.h"
+
+#define P(fmt, v) ts_arena_printf(a, fmt, v)
+
+static enum ts_err nomem(struct ts_error *err)
+{
+    return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+}
+
+static enum ts_err exec_in_tx(struct ts_dbconn *c, const char *sql, int n, const char *const *p,
+                              PGresult **res, struct ts_error *err)
+{
+    enum ts_err e = ts_db_exec(c, sql, n, p, res, err);
+    if (e != TS_OK)
+        ts_db_rollback(c);
+    return e;
+}
+
+/* ---- registration and drain ------------------------------------------------ */
+
+static enum ts_err upsert_gpus(struct ts_dbconn *c, const char *node_id,
+                               const struct ts_node_reg *r, struct ts_arena *a,
+                               struct ts_error *err)
+{
+    char *idx = ts_arena_alloc(a, 3 + r->ngpus * 4);
+    if (idx == NULL)
+        return nomem(err);
+    size_t len = 0;
+    idx[len++] = '{';
+    for (size_t i = 0; i < r->ngpus; i++) {
+        const struct ts_gpu *g = &r->gpus[i];
+        len += (size_t)snprintf(idx + len, 5, "%s%d", i ? "," : "", g->index);
+        const char *p[] = {node_id, P("%d", g->index), g->uuid, g->model,
+                           P("%lld", (long long)g->memory_bytes)};
+        PGresult *res = NULL;
+        enum ts_err e =
+            exec_in_tx(c,
+                       "INSERT INTO gpu (node_id, idx, uuid, model, memory_bytes)"
+                       " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (node_id, idx) DO UPDATE SET"
+                       " uuid = EXCLUDED.uuid, model = EXCLUDED.model,"
+                       " memory_bytes = EXCLUDED.memory_bytes"
+                       " WHERE (gpu.uuid, gpu.model, gpu.memory_bytes)"
+                       "   IS DISTINCT FROM (EXCLUDED.uuid, EXCLUDED.model, EXCLUDED.memory_bytes)",
+                       5, p, &res, err);
+        PQclear(res);
+        if (e == TS_ERR_ALREADY_EXISTS)
+            return ts_error_set(err, TS_ERR_CONFLICT,
+                                "GPU %s is registered on another node; a GPU belongs to one node",
+                                g->uuid);
+        if (e != TS_OK)
+            return e;
+    }
+    idx[len++] = '}';
+    idx[len] = '\0';
+    const char *p[] = {node_id, idx};
+    PGresult *res = NULL;
+    enum ts_err e = exec_in_tx(c, "DELETE FROM gpu WHERE node_id = $1 AND idx <> ALL($2::int[])", 2,
+                               p, &res, err);
+    PQclear(res);
+    return e;
+}
+
+enum ts_err ts_store_node_register(struct ts_dbconn *c, const char *name,
+                                   const struct ts_node_reg *r, struct ts_arena *a,
+                                   struct ts_node *out, struct ts_error *err)
+{
+    const char *p[] = {name,
+                       r->labels,
+                       P("%.17g", r->cpu),
+                       P("%lld", (long long)r->memory_bytes),
+                       P("%lld", (long long)r->swap_bytes),
+                       P("%lld", (long long)r->gpu_reserve_bytes),
+                       r->agent_version};
+    enum ts_err e = ts_db_begin(c, err);
+    if (e != TS_OK)
+        return e;
+    PGresult *res = NULL;
+    e = exec_in_tx(c,
+                   "INSERT INTO node (name, state, labels, cpu, memory_bytes, swap_bytes,"
+                   " gpu_reserve_bytes, agent_version, registered_at, last_seen_at)"
+                   " VALUES ($1, 'ready', $2::jsonb, $3, $4, $5, $6, $7, now(), now())"
+                   " ON CONFLICT (name) DO UPDATE SET labels = EXCLUDED.labels,"
+                   " cpu = EXCLUDED.cpu, memory_bytes = EXCLUDED.memory_bytes,"
+                   " swap_bytes = EXCLUDED.swap_bytes,"
+                   " gpu_reserve_bytes = EXCLUDED.gpu_reserve_bytes,"
+                   " agent_version = EXCLUDED.agent_version,"
+                   " state = CASE WHEN node.state = 'drained' THEN 'drained' ELSE 'ready' END,"
+                   " registered_at = now(), last_seen_at = now()"
+                   " RETURNING id",
+                   7, p, &res, err);
+    if (e != TS_OK)
+        return e;
+    char *id = ts_arena_strdup(a, PQgetvalue(res, 0, 0));
+    PQclear(res);
+    if (id == NULL) {
+        ts_db_rollback(c);
+        return nomem(err);
+    }
+    e = upsert_gpus(c, id, r, a, err);
+    if (e == TS_OK)
+        e = ts_db_commit(c, err);
+    else
+        ts_db_rollback(c);
+    if (e != TS_OK)
+        return e;
+    return ts_store_node_get(c, name, a, out, err);
+}
+
+enum ts_err ts_store_node_drain(struct ts_dbconn *c, const char *name, bool drain,
+                                struct ts_arena *a, struct ts_node *out, struct ts_error *err)
+{
+    /* undrain: ready; the leader's sweep marks it not_ready again if its
+     * agent has stopped reporting */
+    const char *p[] = {name, drain ? "t" : "f"};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c,
+                               "UPDATE node SET state = CASE WHEN $2::boolean THEN 'drained'"
+                               " ELSE 'ready' END"
+                               " WHERE name = $1 AND (state = 'drained') <> $2::boolean"
+                               " RETURNING id",
+                               2, p, &res, err);
+    PQclear(res);
+    if (e != TS_OK)
+        return e;
+    return ts_store_node_get(c, name, a, out, err);
+}
+
+/* ---- desired state ------------------------------------------------------- */
+
+enum ts_err ts_store_node_generation(struct ts_dbconn *c, const char *name, int64_t *id,
+                                     int64_t *generation, struct ts_error *err)
+{
+    const char *p[] = {name};
+    PGresult *res = NULL;
+    enum ts_err e =
+        ts_db_exec(c, "SELECT id, generation FROM node WHERE name = $1", 1, p, &res, err);
+    if (e != TS_OK)
+        return e;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOT_FOUND, "node \"%s\" is not registered", name);
+    }
+    *id = ts_row_i64(res, 0, 0);
+    *generation = ts_row_i64(res, 0, 1);
+    PQclear(res);
+    return TS_OK;
+}
+
+static const char desired_sql[] =
+    "SELECT n.id, n.name, n.state, n.generation,"
+    " j.id, j.attempt, j.name, p.name, j.kind, j.priority, j.state, j.stop_reason,"
+    " j.command::text, j.env::text, j.working_dir, j.cpu, j.memory_bytes, j.grace_seconds,"
+    " j.max_runtime_seconds, j.checkpoint_dir, j.resume_count,"
+    " g.idx, g.uuid, jg.memory_bytes,"
+    " least(g.memory_bytes, CASE j.gpu_kind"
+    "   WHEN 'portion' THEN greatest(jg.memory_bytes, (j.gpu_portion_limit * "
+    "g.memory_bytes)::bigint)"
+    "   WHEN 'memory' THEN greatest(jg.memory_bytes, j.gpu_memory_limit_bytes)"
+    "   ELSE g.memory_bytes END)"
+    " FROM node n"
+    " LEFT JOIN job j ON j.node_id = n.id"
+    "   AND j.state IN ('scheduled', 'running', 'evicting', 'cancelling')"
+    " LEFT JOIN project p ON p.id = j.project_id"
+    " LEFT JOIN job_gpu jg ON jg.job_id = j.id"
+    " LEFT JOIN gpu g ON g.id = jg.gpu_id"
+    " WHERE n.name = $1 ORDER BY j.id, g.idx";
+
+enum ts_err ts_store_node_desired(struct ts_dbconn *c, const char *name, struct ts_arena *a,
+                                  struct ts_desired *out, struct ts_error *err)
+{
+    const char *p[] = {name};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c, desired_sql, 1, p, &res, err);
+    if (e != TS_OK)
+        return e;
+    int rows = PQntuples(res);
+    if (rows == 0) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOT_FOUND, "node \"%s\" is not registered", name);
+    }
+    memset(out, 0, sizeof(*out));
+    out->node_id = ts_row_i64(res, 0, 0);
+    out->node = ts_row_text(res, 0, 1, a);
+    out->state = ts_row_text(res, 0, 2, a);
+    out->generation = ts_row_i64(res, 0, 3);
+    out->jobs = ts_arena_alloc(a, sizeof(*out->jobs) * (size_t)rows);
+    struct ts_desired_gpu *gpus = ts_arena_alloc(a, sizeof(*gpus) * (size_t)rows);
+    if (out->jobs == NULL || gpus == NULL) {
+        PQclear(res);
+        return nomem(err);
+    }
+    for (int i = 0; i < rows; i++) {
+        if (ts_row_null(res, i, 4))
+            continue; /* a node without jobs */
+        int64_t id = ts_row_i64(res, i, 4);
+        if (out->njobs == 0 || out->jobs[out->njobs - 1].id != id) {
+            struct ts_desired_job *j = &out->jobs[out->njobs++];
+            memset(j, 0, sizeof(*j));
+            j->id = id;
+            j->attempt = (int)ts_row_i64(res, i, 5);
+            j->name = ts_row_text(res, i, 6, a);
+            j->project = ts_row_text(res, i, 7, a);
+            j->kind = ts_row_text(res, i, 8, a);
+            j->priority = (int)ts_row_i64(res, i, 9);
+            const char *state = PQgetvalue(res, i, 10);
+            j->stop = strcmp(state, "evicting") == 0 || strcmp(state, "cancelling") == 0;
+            j->stop_reason = ts_row_text(res, i, 11, a);
+            if (j->stop && j->stop_reason == NULL)
+                j->stop_reason = strcmp(state, "evicting") == 0 ? "evicted" : "cancelled";
+            j->command = ts_row_text(res, i, 12, a);
+            j->env = ts_row_text(res, i, 13, a);
+            j->working_dir = ts_row_text(res, i, 14, a);
+            j->cpu = ts_row_double(res, i, 15);
+            j->memory_bytes = ts_row_i64(res, i, 16);
+            j->grace_seconds = (int)ts_row_i64(res, i, 17);
+            j->max_runtime_seconds = ts_row_i64(res, i, 18);
+            j->checkpoint_dir = ts_row_text(res, i, 19, a);
+            j->resume_count = (int)ts_row_i64(res, i, 20);
+            j->gpus = &gpus[i];
+        }
+        if (!ts_row_null(res, i, 21)) {
+            struct ts_desired_job *j = &out->jobs[out->njobs - 1];
+            struct ts_desired_gpu *g = &j->gpus[j->ngpus++];
+            g->index = (int)ts_row_i64(res, i, 21);
+            g->uuid = ts_row_text(res, i, 22, a);
+            g->memory_bytes = ts_row_i64(res, i, 23);
+            g->memory_limit_bytes = ts_row_i64(res, i, 24);
+        }
+    }
+    PQclear(res);
+    return TS_OK;
+}
+
+/* ---- reports ------------------------------------------------------------- */
+
+static const char *exit_words(const struct ts_report_job *r, struct ts_arena *a)
+{
+    if (r->state == TS_REPORT_FAILED_TO_START)
+        return ts_arena_printf(a, "could not start: %s", r->message ? r->message : "unknown error");
+    if (r->signal > 0)
+        return ts_arena_printf(a, "killed by signal %d (%s)", r->signal, strsignal(r->signal));
+    return ts_arena_printf(a, "exited with status %d", r->exit_code);
+}
+
+static enum ts_err add_event(struct ts_dbconn *c, const char *id, const char *type,
+                             const char *message, struct ts_error *err)
+{
+    const char *p[] = {id, type, message};
+    PGresult *res = NULL;
+    enum ts_err e = exec_in_tx(
+        c, "INSERT INTO job_event (job_id, type, message) VALUES ($1, $2, $3)", 3, p, &res, err);
+    PQclear(res);
+    return e;
+}
+
+/* The job has ended on the node: decide where it goes. */
+static enum ts_err job_ended(struct ts_dbconn *c, const char *id, const char *state,
+                             const char *stop_reason, const char *node,
+                             const struct ts_report_job *r, struct ts_arena *a,
+                             struct ts_error *err)
+{
+    int code = r->signal > 0 ? 128 + r->signal : r->exit_code;
+    bool clean = r->state == TS_REPORT_EXITED && r->signal == 0 && r->exit_code == 0;
+    const char *next, *type, *msg;
+    const char *how = exit_words(r, a);
+    if (strcmp(state, "cancelling") == 0) {
+        bool timeout = stop_reason && strcmp(stop_reason, "max_runtime") == 0;
+        next = timeout ? "failed" : "cancelled";
+        type = next;
+        msg = ts_arena_printf(a, "%s on node %s: %s",
+                              timeout ? "stopped at its maximum runtime" : "stopped", node, how);
+    } else if (strcmp(state, "evicting") == 0 && !clean) {
+        next = "pending";
+        type = "requeued";
+        msg = ts_arena_printf(a, "stopped on node %s (%s) and back in the queue; it resumes later",
+                              node, how);
+    } else {
+        next = clean ? "succeeded" : "failed";
+        type = next;
+        msg = ts_arena_printf(a, "%s on node %s", how, node);
+    }
+    if (msg == NULL || how == NULL)
+        return nomem(err);
+    bool requeue = strcmp(next, "pending") == 0;
+    const char *p[] = {id, next, requeue ? NULL : P("%d", code)};
+    PGresult *res = NULL;
+    enum ts_err e = exec_in_tx(
+        c,
+        "UPDATE job SET state = $2, pid = NULL, updated_at = now(), exit_code = $3::int,"
+        " finished_at = CASE WHEN $2 = 'pending' THEN NULL ELSE now() END,"
+        " node_id = CASE WHEN $2 = 'pending' THEN NULL ELSE node_id END,"
+        " resume_count = resume_count + CASE WHEN $2 = 'pending' THEN 1 ELSE 0 END,"
+        " allocated_gpus = 0, stop_reason = CASE WHEN $2 = 'pending' THEN NULL ELSE stop_reason "
+        "END,"
+        " reason_code = CASE WHEN $2 = 'pending' THEN 'not_yet_scheduled' END,"
+        " reason_message = CASE WHEN $2 = 'pending' THEN 'waiting for the scheduler' END,"
+        " gpu_utilization = 0, gpu_memory_used_bytes = 0"
+        " WHERE id = $1",
+        3, p, &res, err);
+    PQclear(res);
+    if (e == TS_OK)
+        e = add_event(c, id, type, msg, err);
+    return e;
+}
+
+static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const char *node,
+                             const struct ts_report_job *r, struct ts_arena *a, bool *ignored,
+                             struct ts_error *err)
+{
+    const char *id = P("%lld", (long long)r->id);
+    const char *p[] = {id, P("%d", r->attempt), node_id};
+    PGresult *res = NULL;
+    enum ts_err e = exec_in_tx(c,
+                               "SELECT state, stop_reason FROM job WHERE id = $1 AND attempt = $2"
+                               " AND node_id = $3 AND state IN"
+                               " ('scheduled', 'running', 'evicting', 'cancelling') FOR UPDATE",
+                               3, p, &res, err);
+    if (e != TS_OK)
+        return e;
+    *ignored = PQntuples(res) != 1;
+    if (*ignored) {
+        PQclear(res);
+        return TS_OK;
+    }
+    const char *state = ts_row_text(res, 0, 0, a);
+    const char *stop_reason = ts_row_text(res, 0, 1, a);
+    PQclear(res);
+    if (state == NULL)
+        return nomem(err);
+    if (r->state != TS_REPORT_RUNNING)
+        return job_ended(c, id, state, stop_reason, node, r, a, err);
+    const char *u[] = {id, r->pid > 0 ? P("%d", r->pid) : NULL, r->has_usage ? "t" : "f",
+                       P("%.17g", r->gpu_utilization),
+                       P("%lld", (long long)r->gpu_memory_used_bytes)};
+    e = exec_in_tx(c,
+                   "UPDATE job SET pid = coalesce($2::int, pid),"
+                   " gpu_utilization = CASE WHEN $3::boolean THEN $4 ELSE gpu_utilization END,"
+                   " gpu_memory_used_bytes = CASE WHEN $3::boolean THEN $5"
+                   "   ELSE gpu_memory_used_bytes END,"
+                   " sampled_at = CASE WHEN $3::boolean THEN now() ELSE sampled_at END,"
+                   " last_active_at = CASE WHEN $3::boolean AND $4::float8 > 0 THEN now()"
+                   "   ELSE last_active_at END"
+                   " WHERE id = $1",
+                   5, u, &res, err);
+    PQclear(res);
+    if (e != TS_OK || strcmp(state, "scheduled") != 0)
+        return e;
+    e = exec_in_tx(c,
+                   "UPDATE job SET state = 'running', started_at = coalesce(started_at, now()),"
+                   " attempt_started_at = now(), last_active_at = coalesce(last_active_at, now()),"
+                   " updated_at = now() WHERE id = $1",
+                   1, p, &res, err);
+    PQclear(res);
+    if (e != TS_OK)
+        return e;
+    const char *msg = r->pid > 0 ? ts_arena_printf(a, "running on node %s (pid %d)", node, r->pid)
+                                 : ts_arena_printf(a, "running on node %s", node);
+    return msg ? add_event(c, id, "running", msg, err) : nomem(err);
+}
+
+static enum ts_err apply_gpus(struct ts_dbconn *c, const char *node_id,
+                              const struct ts_node_report *rep, struct ts_arena *a,
+                              struct ts_error *err)
+{
+    for (size_t i = 0; i < rep->ngpus; i++) {
+        const struct ts_report_gpu *g = &rep->gpus[i];
+        const char *p[] = {node_id, P("%d", g->index), P("%.17g", g->utilization),
+                           P("%lld", (long long)g->memory_used_bytes)};
+        PGresult *res = NULL;
+        enum ts_err e = exec_in_tx(c,
+                                   "UPDATE gpu SET utilization = $3, memory_used_bytes = $4,"
+                                   " sampled_at = now() WHERE node_id = $1 AND idx = $2",
+                                   4, p, &res, err);
+        PQclear(res);
+        if (e != TS_OK)
+            return e;
+    }
+    return TS_OK;
+}
+
+enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
+                                 const struct ts_node_report *rep, struct ts_arena *a,
+                                 struct ts_report_result *out, struct ts_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    out->ignored = ts_arena_alloc(a, sizeof(*out->ignored) * (rep->njobs + 1));
+    if (out->ignored == NULL)
+        return nomem(err);
+    enum ts_err e = ts_db_begin(c, err);
+    if (e != TS_OK)
+        return e;
+    const char *p[] = {name};
+    PGresult *res = NULL;
+    /* the heartbeat; the state column is written only when it changes, so
+     * that heartbeats do not wake the scheduler */
+    e = exec_in_tx(c, "UPDATE node SET last_seen_at = now() WHERE name = $1 RETURNING id, state", 1,
+                   p, &res, err);
+    if (e != TS_OK)
+        return e;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        ts_db_rollback(c);
+        return ts_error_set(err, TS_ERR_NOT_FOUND, "node \"%s\" is not registered", name);
+    }
+    const char *node_id = ts_row_text(res, 0, 0, a);
+    bool was_lost = strcmp(PQgetvalue(res, 0, 1), "not_ready") == 0;
+    PQclear(res);
+    if (node_id == NULL) {
+        ts_db_rollback(c);
+        return nomem(err);
+    }
+    if (was_lost) {
+        const char *q[] = {node_id};
+        e = exec_in_tx(c, "UPDATE node SET state = 'ready' WHERE id = $1", 1, q, &res, err);
+        PQclear(res);
+    }
+    for (size_t i = 0; e == TS_OK && i < rep->njobs; i++) {
+        bool ignored = false;
+        e = apply_job(c, node_id, name, &rep->jobs[i], a, &ignored, err);
+        if (ignored)
+            out->ignored[out->nignored++] = rep->jobs[i].id;
+    }
+    if (e == TS_OK)
+        e = apply_gpus(c, node_id, rep, a, err);
+    if (e != TS_OK)
+        return e; /* rolled back */
+    e = exec_in_tx(c, "SELECT generation FROM node WHERE id = $1", 1, (const char *[]){node_id},
+                   &res, err);
+    if (e != TS_OK)
+        return e;
+    out->generation = ts_row_i64(res, 0, 0);
+    PQclear(res);
+    return ts_db_commit(c, err);
+}

@@ -161,7 +161,7 @@ static int set_quota(struct ts_cli *cli, const struct ts_args *a, const struct k
     json_decref(q);
     if (r.status == 412) {
         fprintf(stderr,
-                "error: %s %s was changed by someone else after it was read (%s): nothing was "
+                "error: %s %s was changed by someone else since ETag %s was read: nothing was "
                 "written\n",
                 k->word, name, header + 10);
         fprintf(stderr,

@@ -386,20 +386,27 @@ static int cmd_describe_job(struct ts_cli *cli, const struct ts_args *a)
 static const struct {
     const char *code, *advice;
 } advice[] = {
-    {"quota_exhausted", "the project has used its quota: wait for its running jobs to end, or "
-                        "ask an admin to raise the quota (tessera project set-quota)"},
-    {"over_limit", "the project is at its limit: wait for its running jobs to end, or ask an "
-                   "admin to raise the limit (tessera project set-quota --limit)"},
-    {"no_fit", "no node has room for the request: ask for less (fewer GPUs, a smaller portion or "
-               "less memory, CPU or host memory), or wait for jobs to end"},
-    {"fragmented", "the free GPU capacity is spread over several GPUs or nodes: ask for a "
-                   "smaller portion or fewer devices, or wait for jobs to end"},
-    {"waiting_for_reclaim", "GPUs are being taken back for it from projects over their fair "
-                            "share: it should start soon"},
+    {"not_yet_scheduled", "the scheduler has not looked at it yet: wait a moment (if it stays, "
+                          "ask an admin whether the scheduler runs)"},
+    {"quota_exhausted", "non-preemptible jobs may only use the project's quota: wait for the "
+                        "project's running jobs to end, ask an admin to raise the quota (tessera "
+                        "project set-quota), or submit it --preemptible"},
+    {"over_limit", "the project (or its department) is at its limit: wait for its running jobs "
+                   "to end, or ask an admin to raise the limit (tessera project set-quota "
+                   "--limit)"},
+    {"no_fit", "no node has room for it now: ask for less (fewer GPUs, a smaller portion or "
+               "less GPU memory, CPU or host memory), or wait for jobs to end"},
+    {"fragmented", "enough is free in total but not on one GPU or node: ask for a smaller "
+                   "portion or fewer devices, or wait for jobs to end"},
+    {"too_large", "no node could ever hold the request: ask for less"},
+    {"waiting_for_reclaim", "the project is below its fair share and GPUs will be taken back "
+                            "from projects above theirs when their jobs can be preempted: wait"},
     {"lower_priority", "jobs of higher priority come first: wait, or submit with a higher "
                        "--priority"},
     {"node_unavailable", "no ready node matches its --gpu-model and --selector: check them, or "
                          "ask an admin whether the nodes are drained or down"},
+    {"invalid_request", "the request cannot be placed as written: cancel it and submit a valid "
+                        "one"},
 };
 
 static int cmd_why(struct ts_cli *cli, const struct ts_args *a)
@@ -444,8 +451,7 @@ static int cmd_why(struct ts_cli *cli, const struct ts_args *a)
             if (strcmp(advice[i].code, code) == 0)
                 what = advice[i].advice;
         if (reason == NULL)
-            what = "the scheduler has not looked at it yet: wait a moment (is a scheduler "
-                   "running?)";
+            what = advice[0].advice;
         printf("to run:   %s\n", what ? what : "wait; 'tessera describe job' shows its events");
     } else if (strcmp(state, "failed") == 0 || strcmp(state, "succeeded") == 0) {
         printf("exit code: %s\n", ts_out_member(j, "exit_code", b, sizeof(b)));

@@ -160,7 +160,7 @@ void ts_out_kv(const char *key, const char *fmt, ...)
 {
     char k[64];
     snprintf(k, sizeof(k), "%s:", key);
-    printf("%-16s", k);
+    printf("%-18s", k);
     va_list ap;
     va_start(ap, fmt);
     vprintf(fmt, ap);

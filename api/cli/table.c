@@ -143,7 +143,10 @@ void ts_table_print(const struct ts_table *t, FILE *f, int width)
         hard_floor[c] = hw;
         total += w[c] + (c > 0 ? GAP : 0);
     }
+    /* flexible columns to their minimum, then to their header, then all */
     while (width > 0 && total > width && shrink_one(t, w, flex_floor, true))
+        total--;
+    while (width > 0 && total > width && shrink_one(t, w, hard_floor, true))
         total--;
     while (width > 0 && total > width && shrink_one(t, w, hard_floor, false))
         total--;

@@ -3,10 +3,10 @@
  *
  * Columns are as wide as their widest cell, two spaces apart. When the
  * table is wider than the terminal, the flexible columns (names, messages)
- * give up width first, widest first, down to their minimum; then the others,
- * down to their header's width; a line still too wide is cut. A cut cell
- * ends with an ellipsis. Widths count characters (UTF-8 code points);
- * control characters in a cell show as spaces.
+ * give up width first, widest first, down to their minimum, then down to
+ * their header's width; then the others, down to their header's width; a
+ * line still too wide is cut. A cut cell ends with an ellipsis. Widths count
+ * characters (UTF-8 code points); control characters show as spaces.
  */
 #ifndef TS_API_CLI_TABLE_H
 #define TS_API_CLI_TABLE_H

@@ -1,0 +1,475 @@
+/*
+ * agent.c - tessera-agent's main loop: set up (data folder, lock, GPUs,
+ * adoption of the jobs a previous agent left running), then until SIGTERM or
+ * SIGINT: take new desired states and reconcile, watch jobs (status files,
+ * liveness, stop deadlines), reap supervisors, sample GPUs and jobs once a
+ * second, forget jobs the server has fully, and remove their folders after
+ * --keep-finished. Stopping the agent leaves every job running.
+ */
+#include "agent/daemon/agent.h"
+
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/daemon/files.h"
+#include "agent/daemon/proc.h"
+#include "api/log.h"
+#include "api/units.h"
+
+#define TICK_MS 100
+#define SAMPLE_MS 1000
+#define GC_MS 60000
+
+void ts_agent_wake(struct ts_agent *a)
+{
+    uint64_t one = 1;
+    if (write(a->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        ts_log_warn("could not wake the main loop: %s", strerror(errno));
+}
+
+struct ts_ajob *ts_agent_find(struct ts_agent *a, int64_t id, int attempt)
+{
+    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next)
+        if (j->id == id && j->attempt == attempt)
+            return j;
+    return NULL;
+}
+
+/* ---- setup ----------------------------------------------------------------- */
+
+static int check_config(const struct ts_agent_config *c)
+{
+    const char *missing = c->node == NULL           ? "--node"
+                          : c->data_dir == NULL     ? "--data-dir"
+                          : c->desired_file != NULL ? NULL
+                          : c->server == NULL       ? "--server"
+                          : c->token_file == NULL   ? "--token-file"
+                                                    : NULL;
+    if (missing != NULL) {
+        fprintf(stderr, "tessera-agent: %s is required\n", missing);
+        return -1;
+    }
+    if (!ts_name_valid(c->node)) {
+        fprintf(stderr,
+                "tessera-agent: invalid value for --node: \"%.64s\": expected a name of "
+                "lower-case letters, digits and '-' (at most 63)\n",
+                c->node);
+        return -1;
+    }
+    if (c->labels != NULL && c->labels[0] != '\0') {
+        char *copy = strdup(c->labels), *save = NULL;
+        int bad = copy == NULL;
+        for (char *kv = copy ? strtok_r(copy, ",", &save) : NULL; kv != NULL && !bad;
+             kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '=');
+            bad = eq == NULL || eq == kv;
+        }
+        free(copy);
+        if (bad) {
+            fprintf(stderr,
+                    "tessera-agent: invalid value for --labels: \"%.128s\": expected "
+                    "KEY=VALUE,...\n",
+                    c->labels);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ../lib/simgpu beside the agent binary, unless --simgpu-lib-dir */
+static void find_lib_dir(struct ts_agent *a)
+{
+    if (a->cfg.simgpu_lib_dir != NULL) {
+        snprintf(a->lib_dir, sizeof(a->lib_dir), "%s", a->cfg.simgpu_lib_dir);
+        return;
+    }
+    char exe[PATH_MAX], guess[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        snprintf(a->lib_dir, sizeof(a->lib_dir), "lib/simgpu");
+        return;
+    }
+    exe[n] = '\0';
+    snprintf(guess, sizeof(guess), "%s/../lib/simgpu", dirname(exe));
+    if (realpath(guess, a->lib_dir) == NULL &&
+        snprintf(a->lib_dir, sizeof(a->lib_dir), "%s", guess) >= (int)sizeof(a->lib_dir))
+        a->lib_dir[0] = '\0';
+}
+
+static int take_lock(struct ts_agent *a)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/agent.lock", a->cfg.data_dir);
+    a->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (a->lock_fd < 0) {
+        ts_log_error("could not open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(a->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        ts_log_error("another tessera-agent uses %s", a->cfg.data_dir);
+        return -1;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+    if (ftruncate(a->lock_fd, 0) != 0 || write(a->lock_fd, pid, (size_t)n) != n)
+        ts_log_warn("could not write %s", path);
+    return 0;
+}
+
+/* Take over the jobs of an earlier agent: every folder in DATA/jobs that is
+ * not marked reported. Running ones are checked to be the same processes
+ * (pid and start time) and are never started again. */
+static void adopt(struct ts_agent *a)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/jobs", a->cfg.data_dir);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[PATH_MAX], marker[PATH_MAX + 16];
+        if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
+            continue;
+        snprintf(marker, sizeof(marker), "%s/reported", path);
+        if (ts_files_exists(marker))
+            continue;
+        struct ts_ajob *j = ts_ajob_load(path);
+        if (j == NULL) {
+            ts_log_warn("not a job folder, ignored: %s", path);
+            continue;
+        }
+        ts_log_info("adopted job job=%lld attempt=%d state=%s pid=%d", (long long)j->id, j->attempt,
+                    ts_ajob_state_name(j) ? ts_ajob_state_name(j) : "starting", (int)j->pid);
+        j->next = a->jobs;
+        a->jobs = j;
+    }
+    closedir(d);
+}
+
+/* ---- the loop -------------------------------------------------------------- */
+
+static void reap(void)
+{
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+}
+
+/* Per job, what one sample found. */
+struct job_sample {
+    uint64_t mem;
+    double util[TS_GPUS_MAX];
+    bool any_util;
+};
+
+static void sample(struct ts_agent *a)
+{
+    size_t njobs = 0;
+    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next)
+        njobs++;
+    struct job_sample *js = calloc(njobs + 1, sizeof(*js));
+    if (js == NULL)
+        return;
+    struct ts_gpu_sample gs[TS_GPUS_MAX];
+    bool gok[TS_GPUS_MAX] = {false}, procs_ok = a->gpus->count > 0;
+    struct ts_gpu_proc procs[TS_GPU_PROCS_MAX];
+    for (unsigned i = 0; i < a->gpus->count; i++) {
+        struct ts_error err;
+        gok[i] = a->gpus->ops->sample(a->gpus, i, &gs[i], &err) == TS_OK;
+        if (!gok[i])
+            ts_log_debug("%s", err.message);
+        int n = a->gpus->ops->procs(a->gpus, i, procs, TS_GPU_PROCS_MAX);
+        if (n < 0) {
+            procs_ok = false;
+            continue;
+        }
+        for (int p = 0; p < n; p++) {
+            struct ts_proc_stat st;
+            if (ts_proc_stat(procs[p].pid, &st) != 0)
+                continue;
+            size_t k = 0;
+            for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next, k++) {
+                if (j->phase != TS_AJOB_RUNNING || j->pid != st.session)
+                    continue;
+                js[k].mem += procs[p].used_bytes;
+                if (procs[p].has_util) {
+                    js[k].util[i] += procs[p].utilization;
+                    js[k].any_util = true;
+                }
+            }
+        }
+    }
+    pthread_mutex_lock(&a->mu);
+    for (unsigned i = 0; i < a->gpus->count; i++) {
+        if (!gok[i])
+            continue;
+        a->gpu_util_sum[i] += gs[i].utilization;
+        a->gpu_util_n[i]++;
+        a->gpu_mem[i] = gs[i].memory_used_bytes;
+        a->gpu_sampled[i] = true;
+    }
+    size_t k = 0;
+    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next, k++) {
+        if (j->phase != TS_AJOB_RUNNING || !procs_ok)
+            continue;
+        j->mem_used = js[k].mem;
+        j->has_usage = true;
+        if (!js[k].any_util)
+            continue;
+        /* the mean over the job's GPUs of its processes' share of each */
+        double sum = 0;
+        unsigned n = 0;
+        for (unsigned g = 0; g < j->ngpus; g++) {
+            for (unsigned i = 0; i < a->gpus->count; i++)
+                if (a->gpus->info[i].index == j->gpus[g])
+                    sum += js[k].util[i] > 1 ? 1 : js[k].util[i];
+            n++;
+        }
+        if (n == 0) /* no GPU assigned, yet it uses some */
+            for (unsigned i = 0; i < a->gpus->count; i++)
+                if (js[k].util[i] > 0) {
+                    sum += js[k].util[i] > 1 ? 1 : js[k].util[i];
+                    n++;
+                }
+        j->util_sum += n > 0 ? sum / n : 0;
+        j->util_n++;
+    }
+    pthread_mutex_unlock(&a->mu);
+    free(js);
+}
+
+/* Jobs the server has entirely (final state and output) and no longer
+ * names: marked reported and forgotten. */
+static void forget_done(struct ts_agent *a)
+{
+    if (a->desired == NULL)
+        return;
+    const json_t *desired = json_object_get(a->desired, "jobs");
+    pthread_mutex_lock(&a->mu);
+    for (struct ts_ajob **pp = &a->jobs; *pp != NULL;) {
+        struct ts_ajob *j = *pp;
+        bool named = false;
+        size_t i;
+        const json_t *d;
+        json_array_foreach((json_t *)desired, i, d) {
+            if (json_integer_value(json_object_get(d, "id")) == j->id &&
+                json_integer_value(json_object_get(d, "attempt")) == j->attempt)
+                named = true;
+        }
+        if (ts_ajob_final(j) && j->final_reported && j->log_done && !named) {
+            ts_ajob_mark_reported(j);
+            ts_log_debug("job fully reported job=%lld attempt=%d", (long long)j->id, j->attempt);
+            *pp = j->next;
+            ts_ajob_free(j);
+        } else {
+            pp = &j->next;
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Folders of reported jobs older than --keep-finished. */
+static void remove_old(struct ts_agent *a)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/jobs", a->cfg.data_dir);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    time_t now = time(NULL);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char path[PATH_MAX], marker[PATH_MAX + 16];
+        struct stat st;
+        if (e->d_name[0] == '.' ||
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
+            continue;
+        snprintf(marker, sizeof(marker), "%s/reported", path);
+        if (stat(marker, &st) != 0 || now - st.st_mtime < a->cfg.keep_finished)
+            continue;
+        int rc = ts_files_remove_tree(path);
+        if (rc != 0)
+            ts_log_warn("could not remove %s: %s", path, strerror(-rc));
+    }
+    closedir(d);
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void loop(struct ts_agent *a, int sigfd)
+{
+    int64_t next_sample = 0, next_gc = 0;
+    while (!atomic_load(&a->stop)) {
+        struct pollfd p[2] = {{.fd = sigfd, .events = POLLIN},
+                              {.fd = a->wake_fd, .events = POLLIN}};
+        if (poll(p, 2, TICK_MS) < 0 && errno != EINTR) {
+            ts_log_error("poll: %s", strerror(errno));
+            break;
+        }
+        struct signalfd_siginfo si;
+        while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+            if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+                ts_log_info("stopping on %s; jobs keep running",
+                            si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+                atomic_store(&a->stop, true);
+            }
+        }
+        uint64_t v;
+        while (read(a->wake_fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+            ;
+        if (atomic_load(&a->stop))
+            break;
+        reap();
+
+        bool again = false;
+        pthread_mutex_lock(&a->mu);
+        json_t *d = a->desired_new;
+        a->desired_new = NULL;
+        pthread_mutex_unlock(&a->mu);
+        if (d != NULL) {
+            json_decref(a->desired);
+            a->desired = d;
+            again = true;
+        }
+        bool changed = false;
+        int64_t now = ts_ajob_now_ms();
+        pthread_mutex_lock(&a->mu);
+        for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
+            if (ts_ajob_poll(j, now)) {
+                changed = true;
+                if (ts_ajob_final(j))
+                    ts_log_info("job ended job=%lld attempt=%d state=%s exit_code=%d signal=%d",
+                                (long long)j->id, j->attempt, ts_ajob_state_name(j),
+                                j->has_exit_code ? j->exit_code : -1, j->signal);
+            }
+        }
+        if (changed) {
+            a->report_now = true;
+            pthread_cond_broadcast(&a->cond);
+        }
+        pthread_mutex_unlock(&a->mu);
+        if (again || changed)
+            ts_reconcile(a);
+        if (mono_ms() >= next_sample) {
+            next_sample = mono_ms() + SAMPLE_MS;
+            sample(a);
+        }
+        forget_done(a);
+        if (mono_ms() >= next_gc) {
+            next_gc = mono_ms() + GC_MS;
+            remove_old(a);
+        }
+    }
+}
+
+int ts_agent_run(struct ts_agent *a)
+{
+    int status = 1, sigfd = -1;
+    a->lock_fd = -1;
+    a->wake_fd = -1;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cond, NULL);
+    if (check_config(&a->cfg) != 0)
+        goto out;
+    a->file_mode = a->cfg.desired_file != NULL;
+    char jobs[PATH_MAX];
+    snprintf(jobs, sizeof(jobs), "%s/jobs", a->cfg.data_dir);
+    int rc = ts_files_mkdirs(jobs, 0700);
+    if (rc != 0) {
+        ts_log_error("could not create %s: %s", jobs, strerror(-rc));
+        goto out;
+    }
+    if (take_lock(a) != 0)
+        goto out;
+    find_lib_dir(a);
+    struct ts_error err = {0};
+    if (ts_gpus_open(a->cfg.gpus, a->cfg.data_dir, a->lib_dir, &a->gpus, &err) != TS_OK) {
+        ts_log_error("%s%s%s", err.message, err.hint[0] ? "; " : "", err.hint);
+        goto out;
+    }
+    for (unsigned i = 0; i < a->gpus->count; i++)
+        ts_log_info("gpu index=%u uuid=%s model=\"%s\" memory_bytes=%llu", a->gpus->info[i].index,
+                    a->gpus->info[i].uuid, a->gpus->info[i].model,
+                    (unsigned long long)a->gpus->info[i].memory_bytes);
+    a->ctx = (struct ts_ajob_ctx){.data_dir = a->cfg.data_dir,
+                                  .node = a->cfg.node,
+                                  .gpus = a->gpus,
+                                  .supervisor_exe = "/proc/self/exe"};
+    if (a->file_mode) {
+        /* what registration would send, for tests and debugging */
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/node.json", a->cfg.data_dir);
+        json_t *reg = ts_upstream_registration(a);
+        if (reg != NULL)
+            ts_files_write_json(path, reg, 0600);
+        json_decref(reg);
+    }
+    adopt(a);
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (sigfd < 0 || a->wake_fd < 0) {
+        ts_log_error("could not set up signals: %s", strerror(errno));
+        goto out;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    srandom((unsigned)getpid() ^ (unsigned)time(NULL));
+    if (ts_upstream_start(a) != 0) {
+        ts_log_error("could not start threads");
+        goto out;
+    }
+    ts_log_info("agent running node=%s data_dir=%s gpus=%s jobs_adopted=%d", a->cfg.node,
+                a->cfg.data_dir, a->gpus->ops->name, a->jobs != NULL);
+    loop(a, sigfd);
+    status = 0;
+out:
+    atomic_store(&a->stop, true);
+    ts_upstream_join(a);
+    while (a->jobs != NULL) {
+        struct ts_ajob *j = a->jobs;
+        a->jobs = j->next;
+        ts_ajob_free(j);
+    }
+    json_decref(a->desired);
+    json_decref(a->desired_new);
+    ts_gpus_close(a->gpus);
+    if (sigfd >= 0)
+        close(sigfd);
+    if (a->wake_fd >= 0)
+        close(a->wake_fd);
+    if (a->lock_fd >= 0)
+        close(a->lock_fd);
+    pthread_cond_destroy(&a->cond);
+    pthread_mutex_destroy(&a->mu);
+    return status;
+}

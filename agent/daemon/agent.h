@@ -1,0 +1,96 @@
+/*
+ * agent.h - tessera-agent: its options, its process-wide state, and the
+ * pieces of its loop (agent.c, reconcile.c, upstream.c).
+ *
+ * Threads: the main thread owns the job list (starts, stops, adopts, polls
+ * and samples jobs, reconciles); the poll thread fetches desired states
+ * (long-polled from the server, or read from --desired-file) and hands them
+ * over; the ship thread registers the node, sends reports and job output.
+ * `mu` guards the job list's shared fields, the hand-over and the samples.
+ */
+#ifndef TS_AGENT_DAEMON_AGENT_H
+#define TS_AGENT_DAEMON_AGENT_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/daemon/ajob.h"
+#include "agent/daemon/gpus.h"
+#include "api/config.h"
+
+struct ts_agent_config {
+    char *server;
+    char *token_file;
+    char *node;
+    char *data_dir;
+    char *gpus;
+    char *labels;
+    int64_t cpu;             /* 0: the CPUs online */
+    int64_t memory;          /* bytes; 0: MemTotal */
+    int64_t report_interval; /* seconds */
+    int64_t gpu_reserve;     /* bytes */
+    int64_t keep_finished;   /* seconds */
+    int64_t poll_wait;       /* seconds */
+    char *log_level;
+    char *simgpu_lib_dir;
+    char *desired_file;
+};
+
+extern const struct ts_option ts_agent_options[];
+extern const size_t ts_agent_options_count;
+
+struct ts_agent {
+    struct ts_agent_config cfg;
+    struct ts_gpus *gpus;
+    struct ts_ajob_ctx ctx;
+    char lib_dir[PATH_MAX];
+    int lock_fd;
+    int wake_fd; /* eventfd: wakes the main loop */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cond;  /* wakes the ship thread */
+    struct ts_ajob *jobs; /* main thread changes the list, under mu */
+    json_t *desired;      /* main thread: the desired state last applied (or NULL) */
+    json_t *desired_new;  /* mu: handed over by the poll thread */
+    bool report_now;      /* mu: a job changed state */
+    /* mu: GPU samples since the last report */
+    double gpu_util_sum[TS_GPUS_MAX];
+    unsigned gpu_util_n[TS_GPUS_MAX];
+    uint64_t gpu_mem[TS_GPUS_MAX];
+    bool gpu_sampled[TS_GPUS_MAX];
+
+    atomic_bool stop;
+    atomic_bool registered;
+    bool file_mode; /* --desired-file: no server */
+    pthread_t poll_thread, ship_thread;
+    bool threads;
+};
+
+/* Run until SIGTERM or SIGINT; jobs keep running after it returns. The
+ * exit status for main. */
+int ts_agent_run(struct ts_agent *a);
+/* Wake the main loop (any thread). */
+void ts_agent_wake(struct ts_agent *a);
+/* The job (id, attempt) in the list, or NULL. Caller holds mu or is the
+ * main thread. */
+struct ts_ajob *ts_agent_find(struct ts_agent *a, int64_t id, int attempt);
+
+/* Apply a->desired to the job list: start what should run and does not,
+ * stop what should not run. Main thread; idempotent. */
+void ts_reconcile(struct ts_agent *a);
+
+/* Start the poll and ship threads. Returns 0 or -1. */
+int ts_upstream_start(struct ts_agent *a);
+/* Stop and join them (a->stop is set). */
+void ts_upstream_join(struct ts_agent *a);
+/* The NodeRegistration body (new). */
+json_t *ts_upstream_registration(struct ts_agent *a);
+/* A NodeReport body (new), taking the samples since the last one. Caller
+ * holds mu. */
+json_t *ts_upstream_report(struct ts_agent *a);
+
+#endif /* TS_AGENT_DAEMON_AGENT_H */

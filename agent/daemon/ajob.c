@@ -1,0 +1,494 @@
+/*
+ * ajob.c - a job's folder, its start through the supervisor, adoption after
+ * a restart, its state, and stopping it (SIGTERM to its group, SIGKILL after
+ * the grace period).
+ */
+#include "agent/daemon/ajob.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/daemon/files.h"
+#include "agent/daemon/proc.h"
+#include "api/log.h"
+
+#define NOTIFY_WAIT_MS 10000
+#define MAX_GRACE 86400
+
+int64_t ts_ajob_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void job_path(const struct ts_ajob *j, const char *file, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", j->dir, file);
+}
+
+bool ts_ajob_final(const struct ts_ajob *j)
+{
+    return j->phase == TS_AJOB_EXITED || j->phase == TS_AJOB_FAILED;
+}
+
+const char *ts_ajob_state_name(const struct ts_ajob *j)
+{
+    switch (j->phase) {
+    case TS_AJOB_RUNNING:
+        return "running";
+    case TS_AJOB_EXITED:
+        return "exited";
+    case TS_AJOB_FAILED:
+        return "failed_to_start";
+    case TS_AJOB_STARTING:
+        break;
+    }
+    return NULL;
+}
+
+void ts_ajob_free(struct ts_ajob *j)
+{
+    free(j);
+}
+
+static void set_failed(struct ts_ajob *j, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The job cannot start: record it (in status.json and output.log too when
+ * the folder exists, so a restarted agent and the user's log both say so). */
+static void set_failed(struct ts_ajob *j, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->message, sizeof(j->message), fmt, ap);
+    va_end(ap);
+    j->phase = TS_AJOB_FAILED;
+    ts_log_warn("job could not start: %s job=%lld attempt=%d", j->message, (long long)j->id,
+                j->attempt);
+    char path[PATH_MAX];
+    struct stat st;
+    if (stat(j->dir, &st) != 0)
+        return;
+    job_path(j, "output.log", path, sizeof(path));
+    FILE *f = fopen(path, "ae");
+    if (f != NULL) {
+        fprintf(f, "tessera-agent: %s\n", j->message);
+        fclose(f);
+    }
+    json_t *s = json_pack("{s:s, s:s, s:I}", "state", "failed_to_start", "message", j->message,
+                          "finished_at", (json_int_t)time(NULL));
+    job_path(j, "status.json", path, sizeof(path));
+    if (s != NULL)
+        ts_files_write_json(path, s, 0600);
+    json_decref(s);
+}
+
+/* Apply status.json when it exists; returns true when it did. */
+static bool read_status(struct ts_ajob *j)
+{
+    char path[PATH_MAX];
+    job_path(j, "status.json", path, sizeof(path));
+    json_t *st = ts_files_read_json(path);
+    if (st == NULL)
+        return false;
+    const char *state = json_string_value(json_object_get(st, "state"));
+    const char *msg = json_string_value(json_object_get(st, "message"));
+    if (msg != NULL)
+        snprintf(j->message, sizeof(j->message), "%s", msg);
+    if (state != NULL && strcmp(state, "failed_to_start") == 0) {
+        j->phase = TS_AJOB_FAILED;
+    } else {
+        j->phase = TS_AJOB_EXITED;
+        json_t *code = json_object_get(st, "exit_code");
+        json_t *sig = json_object_get(st, "signal");
+        j->has_exit_code = json_is_integer(code);
+        j->exit_code = (int)json_integer_value(code);
+        j->signal = (int)json_integer_value(sig);
+    }
+    json_decref(st);
+    return true;
+}
+
+/* Apply job.json when it exists; returns true when it did. */
+static bool read_pids(struct ts_ajob *j)
+{
+    char path[PATH_MAX];
+    job_path(j, "job.json", path, sizeof(path));
+    json_t *r = ts_files_read_json(path);
+    if (r == NULL)
+        return false;
+    j->pid = (pid_t)json_integer_value(json_object_get(r, "pid"));
+    j->start_ticks = (uint64_t)json_integer_value(json_object_get(r, "start_ticks"));
+    j->sup_pid = (pid_t)json_integer_value(json_object_get(r, "supervisor_pid"));
+    j->sup_ticks = (uint64_t)json_integer_value(json_object_get(r, "supervisor_start_ticks"));
+    json_decref(r);
+    return j->pid > 0;
+}
+
+static void save_stop(const struct ts_ajob *j)
+{
+    char path[PATH_MAX];
+    job_path(j, "stop.json", path, sizeof(path));
+    json_t *s = json_pack("{s:I, s:b}", "deadline_ms", (json_int_t)j->stop_deadline_ms, "killed",
+                          j->killed);
+    if (s != NULL)
+        ts_files_write_json(path, s, 0600);
+    json_decref(s);
+}
+
+/* Signal the job's process group; with SIGKILL also any member of its
+ * session that left the group. Never once status.json says it is over. */
+static void signal_job(struct ts_ajob *j, int sig)
+{
+    char path[PATH_MAX];
+    job_path(j, "status.json", path, sizeof(path));
+    if (j->pid <= 0 || ts_files_exists(path))
+        return;
+    if (kill(-j->pid, sig) != 0 && errno != ESRCH)
+        ts_log_warn("could not signal job: %s job=%lld attempt=%d pgid=%d", strerror(errno),
+                    (long long)j->id, j->attempt, (int)j->pid);
+    if (sig == SIGKILL) {
+        pid_t pids[256];
+        size_t n = ts_proc_session(j->pid, pids, 256);
+        for (size_t i = 0; i < n && i < 256; i++)
+            kill(pids[i], SIGKILL);
+    }
+}
+
+void ts_ajob_stop(struct ts_ajob *j, int grace_seconds, const char *reason)
+{
+    if (ts_ajob_final(j) || j->stopping)
+        return;
+    if (grace_seconds < 0)
+        grace_seconds = 0;
+    if (grace_seconds > MAX_GRACE)
+        grace_seconds = MAX_GRACE;
+    j->stopping = true;
+    j->stop_deadline_ms = ts_ajob_now_ms() + (int64_t)grace_seconds * 1000;
+    ts_log_info("stopping job job=%lld attempt=%d pid=%d grace=%ds reason=\"%s\"", (long long)j->id,
+                j->attempt, (int)j->pid, grace_seconds, reason);
+    if (j->phase == TS_AJOB_RUNNING)
+        signal_job(j, grace_seconds == 0 ? SIGKILL : SIGTERM);
+    if (grace_seconds == 0)
+        j->killed = j->phase == TS_AJOB_RUNNING;
+    save_stop(j);
+}
+
+bool ts_ajob_poll(struct ts_ajob *j, int64_t now_ms)
+{
+    enum ts_ajob_phase old = j->phase;
+    if (ts_ajob_final(j))
+        return false;
+    if (read_status(j))
+        return true;
+    if (j->phase == TS_AJOB_STARTING) {
+        if (read_pids(j)) {
+            j->phase = TS_AJOB_RUNNING;
+            if (j->stopping) /* asked to stop before its pid was known */
+                signal_job(j, now_ms >= j->stop_deadline_ms ? SIGKILL : SIGTERM);
+        } else if (now_ms >= j->starting_deadline_ms) {
+            set_failed(j, "the job's supervisor did not start it within %d s",
+                       TS_AJOB_START_TIMEOUT_MS / 1000);
+        }
+        return j->phase != old;
+    }
+    if (!ts_proc_same(j->pid, j->start_ticks) && !ts_proc_same(j->sup_pid, j->sup_ticks)) {
+        /* both gone: the status was written just now, or it is lost */
+        if (!read_status(j)) {
+            j->phase = TS_AJOB_EXITED;
+            j->has_exit_code = false;
+            snprintf(j->message, sizeof(j->message),
+                     "exit status lost: the job and its supervisor ended without recording it");
+            ts_log_warn("%s job=%lld attempt=%d", j->message, (long long)j->id, j->attempt);
+        }
+        return true;
+    }
+    if (j->stopping && !j->killed && now_ms >= j->stop_deadline_ms) {
+        ts_log_info("grace period over, killing job job=%lld attempt=%d pgid=%d", (long long)j->id,
+                    j->attempt, (int)j->pid);
+        signal_job(j, SIGKILL);
+        j->killed = true;
+        save_stop(j);
+    }
+    return false;
+}
+
+/* ---- starting ------------------------------------------------------------ */
+
+/* The agent's child: setsid, stdio, fd 3 = notify pipe, exec the supervisor.
+ * Only async-signal-safe calls: the agent has threads. */
+static void exec_supervisor(const char *exe, char *const argv[], int devnull, int logfd, int notify)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    setsid();
+    dup2(devnull, 0);
+    dup2(logfd, 1);
+    dup2(logfd, 2);
+    if (notify == 3) {
+        fcntl(3, F_SETFD, 0);
+    } else {
+        dup2(notify, 3);
+    }
+    if (close_range(4, ~0U, 0) != 0)
+        for (int fd = 4; fd < 65536; fd++)
+            close(fd);
+    execv(exe, argv);
+    _exit(127);
+}
+
+/* Wait until the supervisor closes the notify pipe (job.json written, or
+ * the job failed to start), or NOTIFY_WAIT_MS. */
+static void wait_notify(int fd)
+{
+    int64_t deadline = ts_ajob_now_ms() + NOTIFY_WAIT_MS;
+    for (;;) {
+        int64_t left = deadline - ts_ajob_now_ms();
+        if (left <= 0)
+            return;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, (int)left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return;
+        char buf[64];
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+            return;
+    }
+}
+
+static void spawn(struct ts_ajob *j, const struct ts_ajob_ctx *ctx)
+{
+    char logpath[PATH_MAX];
+    job_path(j, "supervisor.log", logpath, sizeof(logpath));
+    int logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int p[2] = {-1, -1};
+    if (logfd < 0 || devnull < 0 || pipe2(p, O_CLOEXEC) != 0) {
+        set_failed(j, "could not prepare the supervisor: %s", strerror(errno));
+        goto out;
+    }
+    char *argv[] = {"tessera-agent", "--supervise", j->dir, NULL};
+    const char *exe = ctx->supervisor_exe != NULL ? ctx->supervisor_exe : "/proc/self/exe";
+    pid_t pid = fork();
+    if (pid < 0) {
+        set_failed(j, "could not fork the supervisor: %s", strerror(errno));
+        goto out;
+    }
+    if (pid == 0)
+        exec_supervisor(exe, argv, devnull, logfd, p[1]);
+    close(p[1]);
+    p[1] = -1;
+    wait_notify(p[0]);
+    j->phase = TS_AJOB_STARTING;
+    j->starting_deadline_ms = ts_ajob_now_ms() + TS_AJOB_START_TIMEOUT_MS;
+    ts_ajob_poll(j, ts_ajob_now_ms());
+    if (j->sup_pid == 0)
+        j->sup_pid = pid;
+out:
+    if (logfd >= 0)
+        close(logfd);
+    if (devnull >= 0)
+        close(devnull);
+    if (p[0] >= 0)
+        close(p[0]);
+    if (p[1] >= 0)
+        close(p[1]);
+}
+
+static void read_spec(struct ts_ajob *j, const json_t *spec)
+{
+    json_t *g = json_object_get(spec, "grace_seconds");
+    j->grace_seconds = json_is_integer(g) ? (int)json_integer_value(g) : TS_AJOB_GRACE_DEFAULT;
+    if (j->grace_seconds < 0 || j->grace_seconds > MAX_GRACE)
+        j->grace_seconds = TS_AJOB_GRACE_DEFAULT;
+    size_t i;
+    json_t *gpu;
+    j->ngpus = 0;
+    json_array_foreach(json_object_get(spec, "gpus"), i, gpu) {
+        json_int_t index = json_integer_value(json_object_get(gpu, "index"));
+        if (j->ngpus < TS_GPUS_MAX && index >= 0 && index < TS_GPUS_MAX)
+            j->gpus[j->ngpus++] = (unsigned)index;
+    }
+}
+
+static json_t *string_list(char **v)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a != NULL && v[i] != NULL; i++)
+        if (json_array_append_new(a, json_string(v[i])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desired,
+                              struct ts_error *err)
+{
+    json_t *jid = json_object_get(desired, "id");
+    json_t *jatt = json_object_get(desired, "attempt");
+    if (!json_is_integer(jid) || json_integer_value(jid) <= 0 || !json_is_integer(jatt) ||
+        json_integer_value(jatt) < 0 || json_integer_value(jatt) > 1000000) {
+        ts_error_set(err, TS_ERR_INVALID_VALUE, "desired job without a valid id and attempt");
+        return NULL;
+    }
+    struct ts_ajob *j = calloc(1, sizeof(*j));
+    if (j == NULL) {
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    j->id = json_integer_value(jid);
+    j->attempt = (int)json_integer_value(jatt);
+    snprintf(j->dir, sizeof(j->dir), "%s/jobs/%lld-%d", ctx->data_dir, (long long)j->id,
+             j->attempt);
+    read_spec(j, desired);
+    char path[PATH_MAX], msg[256];
+    char **env = NULL;
+    json_t *launch = NULL;
+
+    if (mkdir(j->dir, 0700) != 0) {
+        int e = errno;
+        snprintf(j->message, sizeof(j->message), "could not create %.300s: %s", j->dir,
+                 strerror(e));
+        j->phase = TS_AJOB_FAILED;
+        if (e == EEXIST) /* never overwrite a folder of a job that may run */
+            return j;
+        set_failed(j, "could not create %s: %s", j->dir, strerror(e));
+        return j;
+    }
+    job_path(j, "spec.json", path, sizeof(path));
+    int rc = ts_files_write_json(path, desired, 0600);
+    if (rc < 0) {
+        set_failed(j, "could not write %s: %s", path, strerror(-rc));
+        return j;
+    }
+
+    const json_t *cmd = json_object_get(desired, "command");
+    size_t ncmd = json_array_size(cmd);
+    for (size_t i = 0; i < ncmd; i++)
+        if (!json_is_string(json_array_get(cmd, i)) ||
+            json_string_length(json_array_get(cmd, i)) == 0) {
+            ncmd = 0;
+            break;
+        }
+    if (ncmd == 0) {
+        set_failed(j, "the job has no command: command must be a non-empty array of strings");
+        return j;
+    }
+    char ckpt[PATH_MAX];
+    const char *cd = json_string_value(json_object_get(desired, "checkpoint_dir"));
+    if (cd != NULL && cd[0] != '\0')
+        snprintf(ckpt, sizeof(ckpt), "%s", cd);
+    else
+        snprintf(ckpt, sizeof(ckpt), "%s/checkpoints/%lld", ctx->data_dir, (long long)j->id);
+    if ((rc = ts_files_mkdirs(ckpt, 0700)) != 0) {
+        set_failed(j, "could not create checkpoint_dir %s: %s", ckpt, strerror(-rc));
+        return j;
+    }
+    env = ts_ajob_env_build(ctx, desired, ckpt, msg, sizeof(msg));
+    if (env == NULL) {
+        set_failed(j, "%s", msg);
+        return j;
+    }
+    const char *wd = json_string_value(json_object_get(desired, "working_dir"));
+    json_t *envj = string_list(env);
+    /* without a working_dir the job starts in its own folder */
+    launch = json_pack("{s:O, s:o?, s:s}", "argv", cmd, "env", envj, "working_dir",
+                       wd != NULL && wd[0] != '\0' ? wd : j->dir);
+    ts_ajob_env_free(env);
+    job_path(j, "launch.json", path, sizeof(path));
+    if (launch == NULL || envj == NULL || (rc = ts_files_write_json(path, launch, 0600)) != 0) {
+        set_failed(j, "could not write %s: %s", path, rc < 0 ? strerror(-rc) : "out of memory");
+        json_decref(launch);
+        return j;
+    }
+    json_decref(launch);
+    spawn(j, ctx);
+    if (j->phase == TS_AJOB_RUNNING)
+        ts_log_info("job started job=%lld attempt=%d pid=%d", (long long)j->id, j->attempt,
+                    (int)j->pid);
+    return j;
+}
+
+/* ---- adoption ------------------------------------------------------------ */
+
+struct ts_ajob *ts_ajob_load(const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/spec.json", dir);
+    json_t *spec = ts_files_read_json(path);
+    if (spec == NULL)
+        return NULL;
+    json_t *jid = json_object_get(spec, "id"), *jatt = json_object_get(spec, "attempt");
+    if (!json_is_integer(jid) || !json_is_integer(jatt)) {
+        json_decref(spec);
+        return NULL;
+    }
+    struct ts_ajob *j = calloc(1, sizeof(*j));
+    if (j == NULL) {
+        json_decref(spec);
+        return NULL;
+    }
+    j->id = json_integer_value(jid);
+    j->attempt = (int)json_integer_value(jatt);
+    snprintf(j->dir, sizeof(j->dir), "%s", dir);
+    read_spec(j, spec);
+    json_decref(spec);
+
+    snprintf(path, sizeof(path), "%s/log.offset", dir);
+    char *off = ts_files_read(path, 64, NULL);
+    if (off != NULL)
+        j->log_acked = strtoll(off, NULL, 10);
+    free(off);
+
+    snprintf(path, sizeof(path), "%s/stop.json", dir);
+    json_t *stop = ts_files_read_json(path);
+    if (stop != NULL) {
+        j->stopping = true;
+        j->stop_deadline_ms = json_integer_value(json_object_get(stop, "deadline_ms"));
+        j->killed = json_is_true(json_object_get(stop, "killed"));
+        json_decref(stop);
+    }
+
+    j->phase = TS_AJOB_STARTING;
+    j->starting_deadline_ms = ts_ajob_now_ms() + TS_AJOB_START_TIMEOUT_MS;
+    if (read_status(j))
+        return j;
+    if (read_pids(j)) {
+        j->phase = TS_AJOB_RUNNING;
+        ts_ajob_poll(j, ts_ajob_now_ms());
+    }
+    /* else: an agent stopped while starting it; the supervisor may still
+     * write job.json, or the start deadline makes it failed_to_start */
+    return j;
+}
+
+void ts_ajob_save_log_offset(const struct ts_ajob *j)
+{
+    char path[PATH_MAX], text[32];
+    job_path(j, "log.offset", path, sizeof(path));
+    int n = snprintf(text, sizeof(text), "%lld\n", (long long)j->log_acked);
+    ts_files_write_atomic(path, text, (size_t)n, 0600);
+}
+
+void ts_ajob_mark_reported(const struct ts_ajob *j)
+{
+    char path[PATH_MAX];
+    job_path(j, "reported", path, sizeof(path));
+    ts_files_write_atomic(path, "", 0, 0600);
+}

@@ -1,0 +1,169 @@
+/*
+ * ajob_env.c - the environment a job runs with: a few variables of the
+ * agent's own environment, the desired env, then Tessera's variables.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/daemon/ajob.h"
+
+/* Taken from the agent's environment when set; everything else the agent
+ * has (its token, TESSERA_* options, sanitizer settings) stays out. */
+static const char *const inherited[] = {"PATH", "HOME",   "USER", "LOGNAME", "SHELL",
+                                        "LANG", "LC_ALL", "TZ",   "TMPDIR",  NULL};
+
+#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+
+struct envlist {
+    char **v;
+    size_t n, cap;
+    bool failed;
+};
+
+/* Set name=value, replacing an earlier value of name. */
+static void env_set(struct envlist *l, const char *name, const char *value)
+{
+    if (l->failed)
+        return;
+    size_t nl = strlen(name);
+    char *s = malloc(nl + strlen(value) + 2);
+    if (s == NULL) {
+        l->failed = true;
+        return;
+    }
+    sprintf(s, "%s=%s", name, value);
+    for (size_t i = 0; i < l->n; i++) {
+        if (strncmp(l->v[i], name, nl) == 0 && l->v[i][nl] == '=') {
+            free(l->v[i]);
+            l->v[i] = s;
+            return;
+        }
+    }
+    if (l->n + 1 >= l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        char **nv = realloc(l->v, cap * sizeof(*nv));
+        if (nv == NULL) {
+            free(s);
+            l->failed = true;
+            return;
+        }
+        l->v = nv;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+    l->v[l->n] = NULL;
+}
+
+static const char *env_get(const struct envlist *l, const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < l->n; i++)
+        if (strncmp(l->v[i], name, nl) == 0 && l->v[i][nl] == '=')
+            return l->v[i] + nl + 1;
+    return NULL;
+}
+
+void ts_ajob_env_free(char **env)
+{
+    if (env == NULL)
+        return;
+    for (size_t i = 0; env[i] != NULL; i++)
+        free(env[i]);
+    free(env);
+}
+
+static void env_set_int(struct envlist *l, const char *name, long long v)
+{
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%lld", v);
+    env_set(l, name, buf);
+}
+
+char **ts_ajob_env_build(const struct ts_ajob_ctx *ctx, const json_t *desired,
+                         const char *checkpoint_dir, char *msg, size_t msglen)
+{
+    struct envlist l = {0};
+    for (size_t i = 0; inherited[i] != NULL; i++) {
+        const char *v = getenv(inherited[i]);
+        if (v != NULL)
+            env_set(&l, inherited[i], v);
+    }
+    if (env_get(&l, "PATH") == NULL)
+        env_set(&l, "PATH", DEFAULT_PATH);
+
+    const json_t *denv = json_object_get(desired, "env");
+    if (denv != NULL && !json_is_null(denv)) {
+        if (!json_is_object(denv)) {
+            snprintf(msg, msglen, "env must be an object of strings");
+            goto fail;
+        }
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)denv, k, v) {
+            if (!json_is_string(v) || k[0] == '\0' || strchr(k, '=') != NULL) {
+                snprintf(msg, msglen, "env.%.64s must be a string with a name without '='", k);
+                goto fail;
+            }
+            env_set(&l, k, json_string_value(v));
+        }
+    }
+
+    const char *name = json_string_value(json_object_get(desired, "name"));
+    const char *project = json_string_value(json_object_get(desired, "project"));
+    env_set_int(&l, "TESSERA_JOB_ID", json_integer_value(json_object_get(desired, "id")));
+    env_set(&l, "TESSERA_JOB_NAME", name != NULL ? name : "");
+    env_set(&l, "TESSERA_PROJECT", project != NULL ? project : "");
+    env_set_int(&l, "TESSERA_ATTEMPT", json_integer_value(json_object_get(desired, "attempt")));
+    env_set(&l, "TESSERA_CHECKPOINT_DIR", checkpoint_dir);
+    env_set_int(&l, "TESSERA_RESUME_COUNT",
+                json_integer_value(json_object_get(desired, "resume_count")));
+    env_set(&l, "TESSERA_NODE", ctx->node != NULL ? ctx->node : "");
+
+    char devices[TS_GPUS_MAX * 4 + 1] = "";
+    size_t off = 0;
+    const json_t *gpus = json_object_get(desired, "gpus");
+    size_t i;
+    const json_t *g;
+    json_array_foreach((json_t *)gpus, i, g) {
+        json_int_t index = json_integer_value(json_object_get(g, "index"));
+        if (i >= TS_GPUS_MAX)
+            break;
+        off += (size_t)snprintf(devices + off, sizeof(devices) - off, "%s%lld", i ? "," : "",
+                                (long long)index);
+    }
+    env_set(&l, "CUDA_VISIBLE_DEVICES", devices);
+
+    if (ctx->gpus != NULL && ctx->gpus->lib_dir[0] != '\0') {
+        /* simulated GPUs: the job finds simgpu's libcuda.so.1 and
+         * libnvidia-ml.so.1 before anything else */
+        env_set(&l, "TESSERA_SIMGPU_DIR", ctx->gpus->simgpu_dir);
+        const char *old = env_get(&l, "LD_LIBRARY_PATH");
+        size_t n = strlen(ctx->gpus->lib_dir) + (old != NULL ? strlen(old) : 0) + 2;
+        char *lp = malloc(n);
+        if (lp == NULL) {
+            l.failed = true;
+        } else {
+            snprintf(lp, n, "%s%s%s", ctx->gpus->lib_dir, old != NULL && *old ? ":" : "",
+                     old != NULL ? old : "");
+            env_set(&l, "LD_LIBRARY_PATH", lp);
+            free(lp);
+        }
+    } else if (ctx->gpus != NULL && ctx->gpus->count > 0) {
+        /* CUDA numbers devices fastest first unless told; NVML's indices,
+         * which the server hands out, follow the PCI bus order */
+        env_set(&l, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    }
+    if (l.failed) {
+        snprintf(msg, msglen, "out of memory");
+        goto fail;
+    }
+    if (l.v == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        goto fail;
+    }
+    return l.v;
+fail:
+    ts_ajob_env_free(l.v);
+    return NULL;
+}

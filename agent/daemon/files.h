@@ -1,0 +1,29 @@
+/*
+ * files.h - small file helpers for the job folders: atomic writes (a reader
+ * sees the old file or the new one, never a part), whole-file reads, JSON
+ * files, folder trees.
+ */
+#ifndef TS_AGENT_DAEMON_FILES_H
+#define TS_AGENT_DAEMON_FILES_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Write data to path through path.tmp, fsync, rename. Returns 0 or -errno. */
+int ts_files_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
+/* Same with a JSON value (borrowed), serialized compactly. */
+int ts_files_write_json(const char *path, const json_t *v, mode_t mode);
+/* The file's bytes, NUL-terminated (new: free); NULL with errno set when it
+ * cannot be read or is longer than max. *len (may be NULL) gets its length. */
+char *ts_files_read(const char *path, size_t max, size_t *len);
+/* The file parsed as JSON (new reference), or NULL when absent or invalid. */
+json_t *ts_files_read_json(const char *path);
+/* mkdir -p with mode for the folders it creates. Returns 0 or -errno. */
+int ts_files_mkdirs(const char *path, mode_t mode);
+/* rm -r; a missing path is not an error. Returns 0 or -errno. */
+int ts_files_remove_tree(const char *path);
+bool ts_files_exists(const char *path);
+
+#endif /* TS_AGENT_DAEMON_FILES_H */

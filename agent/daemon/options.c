@@ -1,0 +1,49 @@
+/*
+ * options.c - tessera-agent's option table: the one source of its flags,
+ * TESSERA_* environment variables, config file keys, defaults and --help.
+ */
+#include <stddef.h>
+
+#include "agent/daemon/agent.h"
+
+#define OPT(field) offsetof(struct ts_agent_config, field)
+
+const struct ts_option ts_agent_options[] = {
+    {"server", TS_OPT_STRING, OPT(server), NULL, "URL",
+     "the server's address, e.g. http://10.0.0.1:8080 (required without --desired-file)", 0, 0,
+     NULL, 0},
+    {"token-file", TS_OPT_STRING, OPT(token_file), NULL, "FILE",
+     "file holding the agent token (role agent); read again after a 401", 0, 0, NULL, 0},
+    {"node", TS_OPT_STRING, OPT(node), NULL, "NAME", "this node's name (required)", 0, 0, NULL, 0},
+    {"data-dir", TS_OPT_STRING, OPT(data_dir), NULL, "DIR",
+     "folder for job folders and simulated GPUs (required)", 0, 0, NULL, 0},
+    {"gpus", TS_OPT_STRING, OPT(gpus), "nvml", "nvml|none|sim:NxSIZE",
+     "GPU backend: real GPUs through NVML, none, or N simulated GPUs (sim:2x80GiB)", 0, 0, NULL, 0},
+    {"labels", TS_OPT_STRING, OPT(labels), NULL, "K=V,...", "node labels for node selectors", 0, 0,
+     NULL, 0},
+    {"cpu", TS_OPT_INT, OPT(cpu), "0", "N", "CPUs the node offers; 0: the CPUs online", 0, 1 << 20,
+     NULL, 0},
+    {"memory", TS_OPT_BYTES, OPT(memory), "0", "SIZE", "host memory the node offers; 0: MemTotal",
+     0, -1, NULL, 0},
+    {"report-interval", TS_OPT_DURATION, OPT(report_interval), "5s", "DURATION",
+     "how often to report job states and samples (and at once on a job state change)", 1, 3600,
+     NULL, 0},
+    {"gpu-reserve", TS_OPT_BYTES, OPT(gpu_reserve), "2GiB", "SIZE",
+     "memory per GPU held back for contexts, never packed", 0, -1, NULL, 0},
+    {"keep-finished", TS_OPT_DURATION, OPT(keep_finished), "1h", "DURATION",
+     "how long the folder of a finished, fully reported job is kept", 0, 86400 * 365, NULL, 0},
+    {"poll-wait", TS_OPT_DURATION, OPT(poll_wait), "30s", "DURATION",
+     "how long one long-poll of the desired state waits for a change", 1, 60, NULL, 0},
+    {"log-level", TS_OPT_ENUM, OPT(log_level), "info", "LEVEL", "error, warn, info or debug", 0, 0,
+     "error|warn|info|debug", 0},
+    {"simgpu-lib-dir", TS_OPT_STRING, OPT(simgpu_lib_dir), NULL, "DIR",
+     "folder of simgpu's libcuda.so.1 and libnvidia-ml.so.1; default: ../lib/simgpu beside the "
+     "agent binary",
+     0, 0, NULL, 0},
+    {"desired-file", TS_OPT_STRING, OPT(desired_file), NULL, "FILE",
+     "testing: read the desired state from FILE (again when it changes) instead of the server; "
+     "reports go to DIR/report.json",
+     0, 0, NULL, 0},
+};
+
+const size_t ts_agent_options_count = sizeof(ts_agent_options) / sizeof(ts_agent_options[0]);

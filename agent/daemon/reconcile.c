@@ -1,0 +1,113 @@
+/*
+ * reconcile.c - make the node's jobs match the desired state.
+ *
+ * Jobs are told apart by (id, attempt). A desired job with action run that
+ * the node does not have is started, unless an earlier attempt of the same
+ * job still runs here (it is being stopped; the new attempt waits for it, so
+ * two attempts never share the checkpoint folder). Action stop, or a job
+ * running here that the desired state does not name in that attempt, stops
+ * it: SIGTERM, the grace period, SIGKILL. A job this node already ran in
+ * that attempt is never started again; its final state is reported again.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "agent/daemon/agent.h"
+#include "api/log.h"
+
+/* The desired job (id, attempt) in jobs, or NULL. */
+static const json_t *find_desired(const json_t *jobs, int64_t id, int attempt)
+{
+    size_t i;
+    const json_t *d;
+    json_array_foreach((json_t *)jobs, i, d) {
+        if (json_integer_value(json_object_get(d, "id")) == id &&
+            json_integer_value(json_object_get(d, "attempt")) == attempt)
+            return d;
+    }
+    return NULL;
+}
+
+static bool earlier_attempt_runs(struct ts_agent *a, int64_t id, int attempt)
+{
+    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next)
+        if (j->id == id && j->attempt != attempt && !ts_ajob_final(j))
+            return true;
+    return false;
+}
+
+static void add_job(struct ts_agent *a, struct ts_ajob *j)
+{
+    pthread_mutex_lock(&a->mu);
+    j->next = a->jobs;
+    a->jobs = j;
+    a->report_now = true;
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void start(struct ts_agent *a, const json_t *d, int64_t id, int attempt)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/jobs/%lld-%d", a->cfg.data_dir, (long long)id, attempt);
+    struct ts_ajob *j = ts_ajob_load(dir);
+    if (j != NULL) {
+        /* ran here before (its folder was marked reported, or is left from
+         * a start that did not finish): report it again, never rerun it */
+        ts_log_info("job already ran on this node, reporting it again job=%lld attempt=%d",
+                    (long long)id, attempt);
+        add_job(a, j);
+        return;
+    }
+    struct ts_error err = {0};
+    j = ts_ajob_start(&a->ctx, d, &err);
+    if (j == NULL) {
+        ts_log_error("could not start job: %s job=%lld attempt=%d", err.message, (long long)id,
+                     attempt);
+        return;
+    }
+    add_job(a, j);
+}
+
+void ts_reconcile(struct ts_agent *a)
+{
+    if (a->desired == NULL)
+        return; /* never heard from the server: leave every job as it is */
+    const json_t *jobs = json_object_get(a->desired, "jobs");
+    if (jobs != NULL && !json_is_array(jobs)) {
+        ts_log_error("desired state: jobs is not an array; ignored");
+        return;
+    }
+    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
+        if (ts_ajob_final(j))
+            continue;
+        const json_t *d = find_desired(jobs, j->id, j->attempt);
+        const char *action = json_string_value(json_object_get(d, "action"));
+        if (d == NULL) {
+            ts_ajob_stop(j, j->grace_seconds, "not in the desired state");
+        } else if (action != NULL && strcmp(action, "stop") == 0) {
+            json_t *g = json_object_get(d, "grace_seconds");
+            const char *why = json_string_value(json_object_get(d, "stop_reason"));
+            ts_ajob_stop(j, json_is_integer(g) ? (int)json_integer_value(g) : j->grace_seconds,
+                         why != NULL ? why : "stop");
+        }
+    }
+    size_t i;
+    const json_t *d;
+    json_array_foreach((json_t *)jobs, i, d) {
+        const char *action = json_string_value(json_object_get(d, "action"));
+        json_t *jid = json_object_get(d, "id"), *jatt = json_object_get(d, "attempt");
+        if (action == NULL || strcmp(action, "run") != 0)
+            continue;
+        if (!json_is_integer(jid) || !json_is_integer(jatt) || json_integer_value(jid) <= 0 ||
+            json_integer_value(jatt) < 0 || json_integer_value(jatt) > 1000000) {
+            ts_log_error("desired state: a job without a valid id and attempt; ignored");
+            continue;
+        }
+        int64_t id = json_integer_value(jid);
+        int attempt = (int)json_integer_value(jatt);
+        if (ts_agent_find(a, id, attempt) != NULL || earlier_attempt_runs(a, id, attempt))
+            continue;
+        start(a, d, id, attempt);
+    }
+}

@@ -1,0 +1,585 @@
+/*
+ * upstream.c - the agent's two threads that face the server.
+ *
+ * poll: registers the node (PUT /api/v1/nodes/NAME) until it succeeds, then
+ * long-polls GET /nodes/NAME/desired?generation=G&wait=30s and hands each
+ * answer to the main loop; a 404 (the server forgot the node) registers it
+ * again. With --desired-file it reads that file instead, again whenever it
+ * changes.
+ *
+ * ship: every --report-interval, and at once when a job changes state, posts
+ * a NodeReport (POST /nodes/NAME/report); then sends new job output (POST
+ * /nodes/NAME/logs) in base64 chunks, each request body at most 256 KiB,
+ * from the offset the server last acknowledged. With --desired-file reports
+ * go to DATA/report.json and output stays in the job folders.
+ *
+ * Both retry with exponential backoff (0.5 s to 30 s) while the server is
+ * unreachable; jobs are not affected.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/daemon/agent.h"
+#include "agent/daemon/conn.h"
+#include "agent/daemon/files.h"
+#include "api/log.h"
+
+#define BACKOFF_MIN_MS 500
+#define BACKOFF_MAX_MS 30000
+#define LOG_BODY_MAX (256 * 1024)
+/* raw bytes per request: base64 makes 4 of 3, plus room for the JSON */
+#define LOG_RAW_MAX ((LOG_BODY_MAX - 4096) / 4 * 3)
+#define LOG_REQUESTS_PER_ROUND 64
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleep up to ms, returning early when the agent stops or (ship thread)
+ * when kicked. Caller does not hold mu. */
+static void nap(struct ts_agent *a, int64_t ms, bool wake_on_report)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&a->mu);
+    while (!atomic_load(&a->stop) && !(wake_on_report && a->report_now)) {
+        if (pthread_cond_timedwait(&a->cond, &a->mu, &until) == ETIMEDOUT)
+            break;
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static int64_t backoff_next(int64_t cur)
+{
+    int64_t next = cur == 0 ? BACKOFF_MIN_MS : cur * 2;
+    return next > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : next;
+}
+
+/* cur plus or minus a quarter, so that many agents do not retry in step */
+static int64_t jitter(int64_t cur)
+{
+    return cur - cur / 4 + (int64_t)(random() % (cur / 2 + 1));
+}
+
+static const char *problem_message(const json_t *body)
+{
+    const char *d = json_string_value(json_object_get(body, "detail"));
+    if (d == NULL)
+        d = json_string_value(json_object_get(body, "title"));
+    return d != NULL ? d : "";
+}
+
+/* ---- registration ---------------------------------------------------------- */
+
+static long long mem_total(void)
+{
+    FILE *f = fopen("/proc/meminfo", "re");
+    long long kb = 0;
+    char line[256];
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "MemTotal: %lld kB", &kb) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return kb * 1024;
+}
+
+static json_t *labels_json(const char *spec)
+{
+    json_t *o = json_object();
+    if (spec == NULL || o == NULL)
+        return o;
+    char *copy = strdup(spec), *save = NULL;
+    for (char *kv = strtok_r(copy, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (eq == NULL)
+            continue;
+        *eq = '\0';
+        json_object_set_new(o, kv, json_string(eq + 1));
+    }
+    free(copy);
+    return o;
+}
+
+json_t *ts_upstream_registration(struct ts_agent *a)
+{
+    json_t *gpus = json_array();
+    for (unsigned i = 0; gpus != NULL && i < a->gpus->count; i++) {
+        const struct ts_gpu_info *g = &a->gpus->info[i];
+        json_array_append_new(gpus, json_pack("{s:i, s:s, s:s, s:I}", "index", (int)g->index,
+                                              "uuid", g->uuid, "model", g->model, "memory_bytes",
+                                              (json_int_t)g->memory_bytes));
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:s, s:o}", "labels", labels_json(a->cfg.labels),
+                     "cpu", (json_int_t)(a->cfg.cpu > 0 ? a->cfg.cpu : cpus), "memory_bytes",
+                     (json_int_t)(a->cfg.memory > 0 ? a->cfg.memory : mem_total()), "swap_bytes",
+                     (json_int_t)0, "gpu_reserve_bytes", (json_int_t)a->cfg.gpu_reserve,
+                     "agent_version", TS_VERSION, "gpus", gpus);
+}
+
+/* ---- reports ------------------------------------------------------------- */
+
+json_t *ts_upstream_report(struct ts_agent *a)
+{
+    json_t *jobs = json_array(), *gpus = json_array();
+    for (struct ts_ajob *j = a->jobs; j != NULL && jobs != NULL; j = j->next) {
+        const char *state = ts_ajob_state_name(j);
+        if (state == NULL)
+            continue;
+        json_t *o = json_pack("{s:I, s:i, s:s}", "id", (json_int_t)j->id, "attempt", j->attempt,
+                              "state", state);
+        if (o == NULL)
+            continue;
+        if (j->pid > 0)
+            json_object_set_new(o, "pid", json_integer(j->pid));
+        if (j->phase == TS_AJOB_EXITED && j->has_exit_code)
+            json_object_set_new(o, "exit_code", json_integer(j->exit_code));
+        if (j->phase == TS_AJOB_EXITED && j->signal > 0)
+            json_object_set_new(o, "signal", json_integer(j->signal));
+        if (j->message[0] != '\0')
+            json_object_set_new(o, "message", json_string(j->message));
+        if (j->phase == TS_AJOB_RUNNING && j->util_n > 0) {
+            double u = j->util_sum / j->util_n;
+            json_object_set_new(o, "gpu_utilization", json_real(u > 1 ? 1 : u));
+        }
+        if (j->phase == TS_AJOB_RUNNING && j->has_usage)
+            json_object_set_new(o, "gpu_memory_used_bytes", json_integer((json_int_t)j->mem_used));
+        j->util_sum = 0;
+        j->util_n = 0;
+        json_array_append_new(jobs, o);
+    }
+    for (unsigned i = 0; gpus != NULL && i < a->gpus->count; i++) {
+        if (!a->gpu_sampled[i])
+            continue;
+        double u = a->gpu_util_n[i] > 0 ? a->gpu_util_sum[i] / a->gpu_util_n[i] : 0;
+        json_array_append_new(
+            gpus, json_pack("{s:i, s:f, s:I}", "index", (int)a->gpus->info[i].index, "utilization",
+                            u > 1 ? 1.0 : u, "memory_used_bytes", (json_int_t)a->gpu_mem[i]));
+        a->gpu_util_sum[i] = 0;
+        a->gpu_util_n[i] = 0;
+    }
+    return json_pack("{s:o, s:o}", "jobs", jobs, "gpus", gpus);
+}
+
+/* Mark the final jobs of a report accepted: the server has their state. */
+static void reported(struct ts_agent *a, const json_t *report, const json_t *ignored)
+{
+    size_t i, k;
+    const json_t *o, *ig;
+    pthread_mutex_lock(&a->mu);
+    json_array_foreach(json_object_get(report, "jobs"), i, o) {
+        const char *state = json_string_value(json_object_get(o, "state"));
+        if (state == NULL || strcmp(state, "running") == 0)
+            continue;
+        int64_t id = json_integer_value(json_object_get(o, "id"));
+        struct ts_ajob *j =
+            ts_agent_find(a, id, (int)json_integer_value(json_object_get(o, "attempt")));
+        if (j == NULL)
+            continue;
+        j->final_reported = true;
+        json_array_foreach((json_t *)ignored, k, ig) {
+            if (json_integer_value(ig) == id && !a->file_mode)
+                j->log_done = true; /* not this node's any more: nor its output */
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static bool send_report(struct ts_agent *a, struct ts_conn *c, const char *base)
+{
+    pthread_mutex_lock(&a->mu);
+    a->report_now = false;
+    json_t *report = ts_upstream_report(a);
+    pthread_mutex_unlock(&a->mu);
+    if (report == NULL)
+        return false;
+    bool ok = false;
+    if (a->file_mode) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/report.json", a->cfg.data_dir);
+        json_object_set_new(report, "reported_at", json_integer((json_int_t)ts_ajob_now_ms()));
+        ok = ts_files_write_json(path, report, 0600) == 0;
+        if (ok)
+            reported(a, report, NULL);
+        json_decref(report);
+        return ok;
+    }
+    char path[512];
+    snprintf(path, sizeof(path), "%s/report", base);
+    long status;
+    json_t *resp = NULL;
+    struct ts_error err = {0};
+    if (ts_conn_json(c, "POST", path, report, 60, &status, &resp, &err) != TS_OK) {
+        ts_log_warn("could not send report: %s", err.message);
+    } else if (status == 200) {
+        reported(a, report, json_object_get(resp, "ignored"));
+        ok = true;
+    } else {
+        ts_log_warn("report refused: status=%ld %s", status, problem_message(resp));
+        if (status == 404)
+            atomic_store(&a->registered, false);
+    }
+    json_decref(resp);
+    json_decref(report);
+    return ok;
+}
+
+/* ---- job output ---------------------------------------------------------- */
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *base64(const unsigned char *p, size_t n)
+{
+    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+    if (out == NULL)
+        return NULL;
+    size_t i = 0;
+    for (; i + 2 < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
+        *o++ = b64[v >> 18 & 63];
+        *o++ = b64[v >> 12 & 63];
+        *o++ = b64[v >> 6 & 63];
+        *o++ = b64[v & 63];
+    }
+    if (i < n) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0);
+        *o++ = b64[v >> 18 & 63];
+        *o++ = b64[v >> 12 & 63];
+        *o++ = i + 1 < n ? b64[v >> 6 & 63] : '=';
+        *o++ = '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+struct pending_log {
+    int64_t id;
+    int attempt;
+    char path[PATH_MAX];
+    int64_t from;
+    size_t len;
+};
+
+/* One request's worth of output of the jobs that have unsent output. Jobs
+ * whose whole output is acknowledged and that are over are marked done.
+ * Returns the number of entries filled. */
+static size_t collect_logs(struct ts_agent *a, struct pending_log *out, size_t max)
+{
+    size_t n = 0, budget = LOG_RAW_MAX;
+    pthread_mutex_lock(&a->mu);
+    for (struct ts_ajob *j = a->jobs; j != NULL && n < max && budget > 0; j = j->next) {
+        if (j->log_done || j->phase == TS_AJOB_STARTING)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/output.log", j->dir);
+        struct stat st;
+        int64_t size = stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+        if (j->log_acked >= size) {
+            /* over, reported, and everything it wrote is on the server */
+            if (ts_ajob_final(j) && j->final_reported)
+                j->log_done = true;
+            continue;
+        }
+        size_t len = (size_t)(size - j->log_acked);
+        if (len > budget)
+            len = budget;
+        budget -= len;
+        out[n] = (struct pending_log){
+            .id = j->id, .attempt = j->attempt, .from = j->log_acked, .len = len};
+        snprintf(out[n].path, sizeof(out[n].path), "%s", path);
+        n++;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
+static json_t *read_chunk(const struct pending_log *p)
+{
+    int fd = open(p->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    unsigned char *buf = malloc(p->len > 0 ? p->len : 1);
+    ssize_t got = buf != NULL ? pread(fd, buf, p->len, p->from) : -1;
+    close(fd);
+    if (got <= 0) {
+        free(buf);
+        return NULL;
+    }
+    char *text = base64(buf, (size_t)got);
+    free(buf);
+    if (text == NULL)
+        return NULL;
+    json_t *o = json_pack("{s:I, s:i, s:I, s:s}", "id", (json_int_t)p->id, "attempt", p->attempt,
+                          "offset", (json_int_t)p->from, "data", text);
+    free(text);
+    return o;
+}
+
+/* Send what output there is; returns false when the server could not be
+ * reached (try again after a backoff). */
+static bool ship_logs(struct ts_agent *a, struct ts_conn *c, const char *base)
+{
+    struct pending_log pend[64];
+    char path[512];
+    snprintf(path, sizeof(path), "%s/logs", base);
+    for (int round = 0; round < LOG_REQUESTS_PER_ROUND && !atomic_load(&a->stop); round++) {
+        size_t n = collect_logs(a, pend, 64);
+        if (n == 0)
+            return true;
+        json_t *chunks = json_array();
+        for (size_t i = 0; i < n; i++) {
+            json_t *ch = read_chunk(&pend[i]);
+            if (ch != NULL)
+                json_array_append_new(chunks, ch);
+        }
+        json_t *body = json_pack("{s:o}", "chunks", chunks);
+        long status;
+        json_t *resp = NULL;
+        struct ts_error err = {0};
+        enum ts_err e = ts_conn_json(c, "POST", path, body, 60, &status, &resp, &err);
+        json_decref(body);
+        if (e != TS_OK) {
+            ts_log_warn("could not send job output: %s", err.message);
+            return false;
+        }
+        if (status != 200) {
+            ts_log_warn("job output refused: status=%ld %s", status, problem_message(resp));
+            json_decref(resp);
+            if (status >= 500 || status == 401 || status == 403 || status == 404 || status == 429)
+                return false;
+            /* the server will not take these chunks: do not send them forever */
+            pthread_mutex_lock(&a->mu);
+            for (size_t i = 0; i < n; i++) {
+                struct ts_ajob *j = ts_agent_find(a, pend[i].id, pend[i].attempt);
+                if (j != NULL)
+                    j->log_done = true;
+            }
+            pthread_mutex_unlock(&a->mu);
+            continue;
+        }
+        const json_t *acks = json_object_get(resp, "chunks");
+        pthread_mutex_lock(&a->mu);
+        for (size_t i = 0; i < n; i++) {
+            struct ts_ajob *j = ts_agent_find(a, pend[i].id, pend[i].attempt);
+            if (j == NULL)
+                continue;
+            const json_t *ack = NULL, *o;
+            size_t k;
+            json_array_foreach((json_t *)acks, k, o) {
+                if (json_integer_value(json_object_get(o, "id")) == pend[i].id &&
+                    json_integer_value(json_object_get(o, "attempt")) == pend[i].attempt)
+                    ack = o;
+            }
+            json_t *next = json_object_get(ack, "next_offset");
+            if (ack == NULL || !json_is_integer(next)) {
+                j->log_done = true; /* the server does not want this job's output */
+                continue;
+            }
+            j->log_acked = json_integer_value(next);
+            ts_ajob_save_log_offset(j);
+        }
+        pthread_mutex_unlock(&a->mu);
+        json_decref(resp);
+    }
+    return true;
+}
+
+/* ---- threads --------------------------------------------------------------- */
+
+static void node_path(struct ts_agent *a, char *buf, size_t len)
+{
+    snprintf(buf, len, "/api/v1/nodes/%s", a->cfg.node);
+}
+
+static bool do_register(struct ts_agent *a, struct ts_conn *c)
+{
+    char path[512];
+    node_path(a, path, sizeof(path));
+    json_t *body = ts_upstream_registration(a);
+    long status;
+    json_t *resp = NULL;
+    struct ts_error err = {0};
+    bool ok = false;
+    if (body == NULL) {
+        ts_log_error("could not build the registration: out of memory");
+    } else if (ts_conn_json(c, "PUT", path, body, 60, &status, &resp, &err) != TS_OK) {
+        ts_log_warn("could not register: %s", err.message);
+    } else if (status != 200) {
+        ts_log_warn("registration refused: status=%ld %s", status, problem_message(resp));
+    } else {
+        ts_log_info("registered node=%s gpus=%u", a->cfg.node, a->gpus->count);
+        ok = true;
+    }
+    json_decref(resp);
+    json_decref(body);
+    return ok;
+}
+
+static void hand_over(struct ts_agent *a, json_t *desired)
+{
+    pthread_mutex_lock(&a->mu);
+    json_decref(a->desired_new);
+    a->desired_new = desired;
+    pthread_mutex_unlock(&a->mu);
+    ts_agent_wake(a);
+}
+
+static void poll_file(struct ts_agent *a)
+{
+    struct stat last = {0};
+    while (!atomic_load(&a->stop)) {
+        struct stat st;
+        if (stat(a->cfg.desired_file, &st) == 0 &&
+            (st.st_mtim.tv_sec != last.st_mtim.tv_sec ||
+             st.st_mtim.tv_nsec != last.st_mtim.tv_nsec || st.st_ino != last.st_ino ||
+             st.st_size != last.st_size)) {
+            json_t *d = ts_files_read_json(a->cfg.desired_file);
+            if (d != NULL && json_is_object(d)) {
+                last = st;
+                hand_over(a, d);
+            } else {
+                json_decref(d); /* half written: read it again next time */
+            }
+        }
+        nap(a, 100, false);
+    }
+}
+
+static void *poll_main(void *arg)
+{
+    struct ts_agent *a = arg;
+    if (a->file_mode) {
+        poll_file(a);
+        return NULL;
+    }
+    struct ts_conn *c = ts_conn_new(a->cfg.server, a->cfg.token_file, &a->stop);
+    if (c == NULL)
+        return NULL;
+    char base[512], path[640];
+    node_path(a, base, sizeof(base));
+    int64_t generation = -1, backoff = 0;
+    while (!atomic_load(&a->stop)) {
+        if (!atomic_load(&a->registered)) {
+            if (!do_register(a, c)) {
+                backoff = backoff_next(backoff);
+                nap(a, jitter(backoff), false);
+                continue;
+            }
+            atomic_store(&a->registered, true);
+            generation = -1;
+            pthread_mutex_lock(&a->mu);
+            a->report_now = true; /* tell the new server what runs here */
+            pthread_cond_broadcast(&a->cond);
+            pthread_mutex_unlock(&a->mu);
+        }
+        if (generation < 0)
+            snprintf(path, sizeof(path), "%s/desired", base);
+        else
+            snprintf(path, sizeof(path), "%s/desired?generation=%lld&wait=%llds", base,
+                     (long long)generation, (long long)a->cfg.poll_wait);
+        long status;
+        json_t *resp = NULL;
+        struct ts_error err = {0};
+        enum ts_err e =
+            ts_conn_json(c, "GET", path, NULL, a->cfg.poll_wait + 30, &status, &resp, &err);
+        if (atomic_load(&a->stop)) {
+            json_decref(resp);
+            break;
+        }
+        if (e == TS_OK && status == 200 && json_is_object(resp)) {
+            json_t *g = json_object_get(resp, "generation");
+            generation = json_is_integer(g) ? json_integer_value(g) : 0;
+            hand_over(a, resp);
+            backoff = 0;
+            continue;
+        }
+        if (e != TS_OK)
+            ts_log_warn("could not fetch the desired state: %s", err.message);
+        else
+            ts_log_warn("desired state refused: status=%ld %s", status, problem_message(resp));
+        if (e == TS_OK && status == 404)
+            atomic_store(&a->registered, false);
+        json_decref(resp);
+        backoff = backoff_next(backoff);
+        nap(a, jitter(backoff), false);
+    }
+    ts_conn_free(c);
+    return NULL;
+}
+
+static void *ship_main(void *arg)
+{
+    struct ts_agent *a = arg;
+    struct ts_conn *c = NULL;
+    if (!a->file_mode && (c = ts_conn_new(a->cfg.server, a->cfg.token_file, &a->stop)) == NULL)
+        return NULL;
+    char base[512];
+    node_path(a, base, sizeof(base));
+    int64_t next_report = 0, backoff = 0;
+    while (!atomic_load(&a->stop)) {
+        pthread_mutex_lock(&a->mu);
+        bool now = a->report_now;
+        pthread_mutex_unlock(&a->mu);
+        if (a->file_mode || atomic_load(&a->registered)) {
+            if ((now && backoff == 0) || mono_ms() >= next_report) {
+                if (send_report(a, c, base)) {
+                    backoff = 0;
+                    next_report = mono_ms() + a->cfg.report_interval * 1000;
+                } else {
+                    backoff = backoff_next(backoff);
+                    int64_t wait = jitter(backoff);
+                    if (wait > a->cfg.report_interval * 1000)
+                        wait = a->cfg.report_interval * 1000;
+                    next_report = mono_ms() + wait;
+                }
+            }
+            if (!a->file_mode && backoff == 0 && !ship_logs(a, c, base))
+                backoff = backoff_next(backoff);
+        }
+        int64_t left = next_report - mono_ms();
+        nap(a, left < 1000 ? (left > 0 ? left : 1) : 1000, backoff == 0);
+    }
+    ts_conn_free(c);
+    return NULL;
+}
+
+int ts_upstream_start(struct ts_agent *a)
+{
+    if (pthread_create(&a->poll_thread, NULL, poll_main, a) != 0)
+        return -1;
+    if (pthread_create(&a->ship_thread, NULL, ship_main, a) != 0) {
+        atomic_store(&a->stop, true);
+        pthread_join(a->poll_thread, NULL);
+        return -1;
+    }
+    a->threads = true;
+    return 0;
+}
+
+void ts_upstream_join(struct ts_agent *a)
+{
+    if (!a->threads)
+        return;
+    pthread_mutex_lock(&a->mu);
+    pthread_cond_broadcast(&a->cond);
+    pthread_mutex_unlock(&a->mu);
+    pthread_join(a->poll_thread, NULL);
+    pthread_join(a->ship_thread, NULL);
+    a->threads = false;
+}

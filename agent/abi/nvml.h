@@ -77,6 +77,16 @@ typedef struct nvmlProcessInfo_st {
     unsigned int computeInstanceId; /* 0xFFFFFFFF without MIG */
 } nvmlProcessInfo_t;
 
+/* One process's share of a sample period (nvmlDeviceGetProcessUtilization). */
+typedef struct nvmlProcessUtilizationSample_st {
+    unsigned int pid;
+    unsigned long long timeStamp; /* CPU time of the sample, microseconds since the epoch */
+    unsigned int smUtil;          /* percent of the period its kernels ran */
+    unsigned int memUtil;         /* percent of the period it read or wrote device memory */
+    unsigned int encUtil;
+    unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
 nvmlReturn_t nvmlInit_v2(void);
 nvmlReturn_t nvmlShutdown(void);
 const char *nvmlErrorString(nvmlReturn_t result);
@@ -92,6 +102,13 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos);
+/* Samples newer than lastSeenTimeStamp (microseconds; 0: all the driver
+ * keeps), one per process that ran kernels in them. With utilization NULL,
+ * *processSamplesCount receives the number needed. */
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp);
 
 /* Older names the library also exports, for programs built against older
  * headers: same behaviour as the versioned ones above. */

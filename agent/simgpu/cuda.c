@@ -34,8 +34,13 @@ struct CUstream_st {
     _Atomic uint64_t done_ns; /* when the last queued work ends */
 };
 struct CUctx_st {
-    int ordinal; /* visible ordinal */
-    int refs;    /* mu */
+    int ordinal;  /* visible ordinal */
+    bool primary; /* one per device, in ctxs[] */
+    int refs;     /* mu; primary: retain count */
+    /* Created ones (cuCtxCreate) are never freed: a destroyed one is kept
+     * for the next cuCtxCreate, so a stale handle on another thread's stack
+     * reads CUDA_ERROR_CONTEXT_IS_DESTROYED instead of freed memory. */
+    _Atomic bool destroyed;
     struct CUstream_st null_stream;
 };
 struct CUevent_st {
@@ -57,13 +62,17 @@ struct phys {
     bool released; /* mu; cuMemRelease was called */
 };
 
-enum region_kind { REGION_ALLOC, REGION_RESERVE, REGION_MAP };
+/* HOST: page-locked host memory (cuMemHostAlloc, cuMemHostRegister); with
+ * unified addressing the device reaches it at its host address. */
+enum region_kind { REGION_ALLOC, REGION_RESERVE, REGION_MAP, REGION_HOST };
 struct region {
     enum region_kind kind;
-    uint64_t va, size; /* ALLOC: the size asked for; the mapping is page-rounded */
-    int ordinal;       /* ALLOC, MAP */
-    struct phys *phys; /* MAP */
-    int prot;          /* MAP: PROT_* set by cuMemSetAccess */
+    uint64_t va, size;     /* ALLOC, HOST: the size asked for; mappings are page-rounded */
+    int ordinal;           /* ALLOC, MAP, HOST (the context's device: its copy bandwidth) */
+    struct phys *phys;     /* MAP */
+    int prot;              /* MAP: PROT_* set by cuMemSetAccess; HOST: PROT_READ [| WRITE] */
+    struct CUctx_st *ctx;  /* ALLOC: freed with the context when it is a created one */
+    bool registered;       /* HOST: cuMemHostRegister (else cuMemHostAlloc) */
 };
 
 /* Process-wide state, set once by cuInit. */
@@ -86,8 +95,18 @@ struct table {
     size_t n, cap;
 };
 static struct table streams, events, modules, funcs, physs;
+static struct table contexts; /* created contexts alive */
+static struct table ctx_pool; /* destroyed ones, for reuse */
 
-static _Thread_local struct CUctx_st *current;
+/* Each thread's context stack; the current context is its top. */
+#define CTX_STACK_MAX 64
+static _Thread_local struct CUctx_st *ctx_stack[CTX_STACK_MAX];
+static _Thread_local int ctx_depth;
+
+static struct CUctx_st *cur(void)
+{
+    return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
+}
 
 #define FAIL(name, dflt)                                  \
     do {                                                  \
@@ -114,6 +133,11 @@ static bool grow(void **arr, size_t *cap, size_t n, size_t elem)
     *arr = p;
     *cap = ncap;
     return true;
+}
+
+static size_t round_up(size_t n, size_t to)
+{
+    return (n + to - 1) / to * to;
 }
 
 /* mu held for the three below. */
@@ -165,7 +189,7 @@ static void region_remove(size_t i)
     regions[i] = regions[--nregions];
 }
 
-/* The ALLOC or accessible MAP region holding va, or NULL. mu held. */
+/* The ALLOC, MAP or HOST region holding va, or NULL. mu held. */
 static struct region *region_at(uint64_t va)
 {
     for (size_t i = 0; i < nregions; i++) {
@@ -190,7 +214,7 @@ static CUresult range_check(uint64_t va, size_t n, bool write, int *ordinal)
     bool first = true;
     while (pos < end) {
         struct region *r = region_at(pos);
-        if (!r || (r->kind == REGION_MAP && !(r->prot & (write ? PROT_WRITE : PROT_READ)))) {
+        if (!r || (r->kind != REGION_ALLOC && !(r->prot & (write ? PROT_WRITE : PROT_READ)))) {
             rc = CUDA_ERROR_INVALID_VALUE;
             break;
         }
@@ -259,6 +283,7 @@ static void init_once_fn(void)
     parse_visible(ts_simgpu_count(dir), dir);
     for (int i = 0; i < ndev; i++) {
         ctxs[i].ordinal = i;
+        ctxs[i].primary = true;
         ctxs[i].null_stream.ctx = &ctxs[i];
     }
     init_rc = ndev > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
@@ -503,17 +528,28 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
     return CUDA_SUCCESS;
 }
 
-static bool ctx_valid(const struct CUctx_st *c)
+/* A context this thread may make current: a primary one, or a created one
+ * not destroyed. */
+static bool ctx_valid(struct CUctx_st *c)
 {
-    return c >= ctxs && c < ctxs + ndev;
+    if (c >= ctxs && c < ctxs + ndev)
+        return true;
+    return known(&contexts, c);
 }
 
 CUresult cuCtxSetCurrent(CUcontext ctx)
 {
     NEED_INIT();
-    if (ctx && !ctx_valid(ctx))
+    if (!ctx) { /* as CUDA: pops, or nothing on an empty stack */
+        if (ctx_depth > 0)
+            ctx_depth--;
+        return CUDA_SUCCESS;
+    }
+    if (!ctx_valid(ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
-    current = ctx;
+    if (ctx_depth == 0)
+        ctx_depth = 1;
+    ctx_stack[ctx_depth - 1] = ctx;
     return CUDA_SUCCESS;
 }
 
@@ -522,7 +558,109 @@ CUresult cuCtxGetCurrent(CUcontext *pctx)
     NEED_INIT();
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    *pctx = current;
+    *pctx = cur();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    NEED_INIT();
+    if (!ctx || !ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (ctx_depth == CTX_STACK_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx_stack[ctx_depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    NEED_INIT();
+    if (ctx_depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct CUctx_st *c = ctx_stack[--ctx_depth];
+    if (pctx)
+        *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    FAIL(cuCtxCreate_v2, CUDA_ERROR_OUT_OF_MEMORY);
+    NEED_DEV(dev);
+    unsigned sched = flags & CU_CTX_SCHED_MASK;
+    if (!pctx || (flags & ~(unsigned)CU_CTX_FLAGS_MASK) ||
+        (sched != CU_CTX_SCHED_AUTO && sched != CU_CTX_SCHED_SPIN &&
+         sched != CU_CTX_SCHED_YIELD && sched != CU_CTX_SCHED_BLOCKING_SYNC))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ctx_depth == CTX_STACK_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ts_simgpu_lock(&devs[dev]);
+    struct ts_simgpu_proc *me = ts_simgpu_self(&devs[dev], 1);
+    ts_simgpu_unlock(&devs[dev]);
+    if (!me)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&mu);
+    struct CUctx_st *c = NULL;
+    if (ctx_pool.n > 0)
+        c = ctx_pool.items[--ctx_pool.n];
+    else
+        c = calloc(1, sizeof *c);
+    bool ok = c && table_add(&contexts, c);
+    if (c && !ok && !table_add(&ctx_pool, c))
+        free(c);
+    if (ok) {
+        c->ordinal = dev;
+        c->primary = false;
+        c->refs = 0;
+        c->null_stream.ctx = c;
+        atomic_store(&c->null_stream.done_ns, 0);
+        atomic_store(&c->destroyed, false);
+    }
+    pthread_mutex_unlock(&mu);
+    if (!ok)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx_stack[ctx_depth++] = c;
+    *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+/* As CUDA does: the context's streams and memory go with it, and it is
+ * popped if it is current to the calling thread. */
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    NEED_INIT();
+    pthread_mutex_lock(&mu);
+    if (!ctx || !table_del(&contexts, ctx)) {
+        pthread_mutex_unlock(&mu);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    atomic_store(&ctx->destroyed, true);
+    for (size_t i = 0; i < streams.n;) {
+        struct CUstream_st *st = streams.items[i];
+        if (st->ctx == ctx) {
+            table_del(&streams, st);
+            free(st);
+        } else {
+            i++;
+        }
+    }
+    for (size_t i = 0; i < nregions;) {
+        struct region r = regions[i];
+        if (r.kind == REGION_ALLOC && r.ctx == ctx) {
+            region_remove(i);
+            size_t size = round_up(r.size, PAGE);
+            munmap((void *)(uintptr_t)r.va, size);
+            ts_simgpu_charge(&devs[r.ordinal], -(int64_t)size);
+        } else {
+            i++;
+        }
+    }
+    if (!table_add(&ctx_pool, ctx))
+        ts_simgpu_log("cuCtxDestroy: context %p not kept for reuse", (void *)ctx);
+    pthread_mutex_unlock(&mu);
+    if (ctx_depth > 0 && ctx_stack[ctx_depth - 1] == ctx)
+        ctx_depth--;
     return CUDA_SUCCESS;
 }
 
@@ -531,24 +669,30 @@ CUresult cuCtxGetDevice(CUdevice *device)
     NEED_INIT();
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!current)
+    struct CUctx_st *c = cur();
+    if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
-    *device = current->ordinal;
+    if (atomic_load(&c->destroyed))
+        return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    *device = c->ordinal;
     return CUDA_SUCCESS;
 }
 
-#define NEED_CTX()                                  \
-    do {                                            \
-        NEED_INIT();                                \
-        if (!current)                               \
-            return CUDA_ERROR_INVALID_CONTEXT;      \
+#define NEED_CTX()                                                                                 \
+    do {                                                                                           \
+        NEED_INIT();                                                                               \
+        if (!cur())                                                                                \
+            return CUDA_ERROR_INVALID_CONTEXT;                                                     \
+        if (atomic_load(&cur()->destroyed))                                                        \
+            return CUDA_ERROR_CONTEXT_IS_DESTROYED;                                                \
     } while (0)
 
 /* The stream a handle names in the current context, or NULL if invalid. */
 static struct CUstream_st *stream_of(CUstream s)
 {
+    struct CUctx_st *c = cur();
     if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
-        return current ? &current->null_stream : NULL;
+        return c && !atomic_load(&c->destroyed) ? &c->null_stream : NULL;
     return known(&streams, s) ? s : NULL;
 }
 
@@ -560,11 +704,12 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
 CUresult cuCtxSynchronize(void)
 {
     NEED_CTX();
-    uint64_t until = atomic_load(&current->null_stream.done_ns);
+    struct CUctx_st *c = cur();
+    uint64_t until = atomic_load(&c->null_stream.done_ns);
     pthread_mutex_lock(&mu);
     for (size_t i = 0; i < streams.n; i++) {
         struct CUstream_st *s = streams.items[i];
-        if (s->ctx == current)
+        if (s->ctx == c)
             until = max_u64(until, atomic_load(&s->done_ns));
     }
     pthread_mutex_unlock(&mu);
@@ -573,11 +718,6 @@ CUresult cuCtxSynchronize(void)
 }
 
 /* ---- memory ---- */
-
-static size_t round_up(size_t n, size_t to)
-{
-    return (n + to - 1) / to * to;
-}
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
@@ -588,7 +728,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     size_t size = round_up(bytesize, PAGE);
     if (size < bytesize)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    int ord = current->ordinal;
+    struct CUctx_st *c = cur();
+    int ord = c->ordinal;
     if (ts_simgpu_charge(&devs[ord], (int64_t)size) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -599,7 +740,11 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     }
     pthread_mutex_lock(&mu);
     /* The region is what was asked for, so copies past it are refused. */
-    bool ok = region_add((struct region){REGION_ALLOC, (uint64_t)(uintptr_t)p, bytesize, ord, NULL, 0});
+    bool ok = region_add((struct region){.kind = REGION_ALLOC,
+                                         .va = (uint64_t)(uintptr_t)p,
+                                         .size = bytesize,
+                                         .ordinal = ord,
+                                         .ctx = c});
     pthread_mutex_unlock(&mu);
     if (!ok) {
         munmap(p, size);
@@ -641,7 +786,7 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     NEED_CTX();
     if (!free_bytes || !total)
         return CUDA_ERROR_INVALID_VALUE;
-    struct ts_simgpu_dev *d = &devs[current->ordinal];
+    struct ts_simgpu_dev *d = &devs[cur()->ordinal];
     ts_simgpu_lock(d);
     ts_simgpu_reap(d);
     uint64_t used = atomic_load(&d->st->used_bytes);
@@ -784,6 +929,156 @@ CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int ui, size_t n)
     return CUDA_SUCCESS;
 }
 
+/* ---- page-locked host memory ----
+ *
+ * Ordinary host memory (not locked: a container's RLIMIT_MEMLOCK is small),
+ * recorded so that it can be freed, unregistered and, with unified
+ * addressing, used as a device pointer at its own address. Copies from and
+ * to it run at the GPU's copy bandwidth, as pageable copies do here. */
+
+/* mu held: the HOST region starting at p, or NULL. */
+static size_t host_region(const void *p, bool registered)
+{
+    for (size_t i = 0; i < nregions; i++)
+        if (regions[i].kind == REGION_HOST && regions[i].va == (uint64_t)(uintptr_t)p &&
+            regions[i].registered == registered)
+            return i;
+    return SIZE_MAX;
+}
+
+/* mu held: whether [va, va+n) meets any region of this process. */
+static bool any_overlap(uint64_t va, uint64_t n)
+{
+    for (size_t i = 0; i < nregions; i++)
+        if (va < regions[i].va + regions[i].size && regions[i].va < va + n)
+            return true;
+    return false;
+}
+
+static CUresult host_alloc(void **pp, size_t bytesize, unsigned int flags)
+{
+    NEED_CTX();
+    if (!pp || bytesize == 0 ||
+        (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                             CU_MEMHOSTALLOC_WRITECOMBINED)))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t size = round_up(bytesize, PAGE);
+    if (size < bytesize)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&mu);
+    bool ok = region_add((struct region){.kind = REGION_HOST,
+                                         .va = (uint64_t)(uintptr_t)p,
+                                         .size = bytesize,
+                                         .ordinal = cur()->ordinal,
+                                         .prot = PROT_READ | PROT_WRITE});
+    pthread_mutex_unlock(&mu);
+    if (!ok) {
+        munmap(p, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
+{
+    FAIL(cuMemHostAlloc, CUDA_ERROR_OUT_OF_MEMORY);
+    return host_alloc(pp, bytesize, flags);
+}
+
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    FAIL(cuMemAllocHost_v2, CUDA_ERROR_OUT_OF_MEMORY);
+    return host_alloc(pp, bytesize, 0);
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    FAIL(cuMemFreeHost, CUDA_ERROR_UNKNOWN);
+    NEED_INIT();
+    pthread_mutex_lock(&mu);
+    size_t i = host_region(p, false);
+    struct region r = i != SIZE_MAX ? regions[i] : (struct region){0};
+    if (i != SIZE_MAX)
+        region_remove(i);
+    pthread_mutex_unlock(&mu);
+    if (i == SIZE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    munmap(p, round_up(r.size, PAGE));
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags)
+{
+    FAIL(cuMemHostRegister_v2, CUDA_ERROR_OUT_OF_MEMORY);
+    NEED_CTX();
+    uint64_t va = (uint64_t)(uintptr_t)p;
+    if (!p || bytesize == 0 || va + bytesize < va ||
+        (flags & ~(unsigned)(CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                             CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & CU_MEMHOSTREGISTER_IOMEMORY)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    /* The range must be mapped host memory: madvise fails with ENOMEM on a
+     * hole, so a bad range is refused here rather than crashing a copy. */
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(PAGE - 1);
+    size_t span = round_up((size_t)(va + bytesize - lo), PAGE);
+    if (madvise((void *)lo, span, MADV_NORMAL) < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&mu);
+    if (any_overlap(va, bytesize)) {
+        bool host = false;
+        for (size_t i = 0; i < nregions; i++)
+            if (regions[i].kind == REGION_HOST && va < regions[i].va + regions[i].size &&
+                regions[i].va < va + bytesize)
+                host = true;
+        rc = host ? CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED : CUDA_ERROR_INVALID_VALUE;
+    } else if (!region_add((struct region){.kind = REGION_HOST,
+                                           .va = va,
+                                           .size = bytesize,
+                                           .ordinal = cur()->ordinal,
+                                           .prot = (flags & CU_MEMHOSTREGISTER_READ_ONLY)
+                                                       ? PROT_READ
+                                                       : PROT_READ | PROT_WRITE,
+                                           .registered = true})) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+    FAIL(cuMemHostUnregister, CUDA_ERROR_UNKNOWN);
+    NEED_INIT();
+    pthread_mutex_lock(&mu);
+    size_t i = host_region(p, true);
+    if (i != SIZE_MAX)
+        region_remove(i);
+    pthread_mutex_unlock(&mu);
+    return i == SIZE_MAX ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int flags)
+{
+    NEED_CTX();
+    if (!pdptr || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t va = (uint64_t)(uintptr_t)p;
+    pthread_mutex_lock(&mu);
+    struct region *r = region_at(va);
+    bool ok = r && r->kind == REGION_HOST;
+    pthread_mutex_unlock(&mu);
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = va;
+    return CUDA_SUCCESS;
+}
+
 /* ---- streams and events ---- */
 
 CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
@@ -795,7 +1090,7 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
     struct CUstream_st *s = calloc(1, sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    s->ctx = current;
+    s->ctx = cur();
     pthread_mutex_lock(&mu);
     bool ok = table_add(&streams, s);
     pthread_mutex_unlock(&mu);
@@ -976,7 +1271,8 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
     if ((uintptr_t)p + span > base + size)
         munmap((void *)(base + size), (uintptr_t)p + span - (base + size));
     pthread_mutex_lock(&mu);
-    bool ok = region_add((struct region){REGION_RESERVE, base, size, -1, NULL, 0});
+    bool ok = region_add(
+        (struct region){.kind = REGION_RESERVE, .va = base, .size = size, .ordinal = -1});
     pthread_mutex_unlock(&mu);
     if (!ok) {
         munmap((void *)base, size);
@@ -1135,7 +1431,12 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
-    region_add((struct region){REGION_MAP, ptr, size, ph->ordinal, ph, PROT_NONE});
+    region_add((struct region){.kind = REGION_MAP,
+                               .va = ptr,
+                               .size = size,
+                               .ordinal = ph->ordinal,
+                               .phys = ph,
+                               .prot = PROT_NONE});
     ph->maps++;
 out:
     pthread_mutex_unlock(&mu);
@@ -1234,9 +1535,8 @@ out:
 
 /* ---- modules and kernels ---- */
 
-CUresult cuModuleLoadData(CUmodule *module, const void *image)
+static CUresult module_load(CUmodule *module, const void *image)
 {
-    FAIL(cuModuleLoadData, CUDA_ERROR_INVALID_IMAGE);
     NEED_CTX();
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1268,6 +1568,35 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image)
     }
     *module = m;
     return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    FAIL(cuModuleLoadData, CUDA_ERROR_INVALID_IMAGE);
+    return module_load(module, image);
+}
+
+/* Nothing is compiled, so the logs asked for are empty. */
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int n,
+                            CUjit_option *options, void **values)
+{
+    FAIL(cuModuleLoadDataEx, CUDA_ERROR_INVALID_IMAGE);
+    if (n > 0 && (!options || !values))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++) {
+        if ((options[i] == CU_JIT_INFO_LOG_BUFFER || options[i] == CU_JIT_ERROR_LOG_BUFFER) &&
+            values[i]) {
+            /* The size is the next option's value when given. */
+            for (unsigned j = 0; j < n; j++)
+                if (options[j] == options[i] + 1 && (uintptr_t)values[j] > 0)
+                    *(char *)values[i] = '\0';
+        }
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (options[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES ||
+            options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+            values[i] = (void *)(uintptr_t)0;
+    return module_load(module, image);
 }
 
 CUresult cuModuleUnload(CUmodule m)
@@ -1350,6 +1679,98 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
     return CUDA_SUCCESS;
 }
 
+/* ---- per-thread default stream flavours ----
+ *
+ * The null stream of these is CU_STREAM_PER_THREAD. simgpu gives a thread's
+ * default stream the context's null stream (kernels of a GPU run one after
+ * another anyway, so busy time and results are the same); what these
+ * flavours add is their own entry points, exported and handed out by
+ * cuGetProcAddress with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, as a
+ * program built with --default-stream per-thread calls them. Failure
+ * injection counts them with the plain calls. */
+
+static CUstream per_thread(CUstream s)
+{
+    return s ? s : CU_STREAM_PER_THREAD;
+}
+
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t n)
+{
+    FAIL(cuMemcpyHtoD_v2, CUDA_ERROR_UNKNOWN);
+    return copy_htod(dstDevice, srcHost, n, CU_STREAM_PER_THREAD, false);
+}
+
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t n)
+{
+    FAIL(cuMemcpyDtoH_v2, CUDA_ERROR_UNKNOWN);
+    return copy_dtoh(dstHost, srcDevice, n, CU_STREAM_PER_THREAD, false);
+}
+
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t n)
+{
+    FAIL(cuMemcpyDtoD_v2, CUDA_ERROR_UNKNOWN);
+    return copy_dtod(dstDevice, srcDevice, n, CU_STREAM_PER_THREAD, false);
+}
+
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t n,
+                                   CUstream s)
+{
+    return cuMemcpyHtoDAsync_v2(dstDevice, srcHost, n, per_thread(s));
+}
+
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t n, CUstream s)
+{
+    return cuMemcpyDtoHAsync_v2(dstHost, srcDevice, n, per_thread(s));
+}
+
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t n,
+                                   CUstream s)
+{
+    return cuMemcpyDtoDAsync_v2(dstDevice, srcDevice, n, per_thread(s));
+}
+
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+    return cuMemsetD8_v2(dst, uc, n);
+}
+
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int ui, size_t n)
+{
+    return cuMemsetD32_v2(dst, ui, n);
+}
+
+CUresult cuStreamSynchronize_ptsz(CUstream s)
+{
+    return cuStreamSynchronize(per_thread(s));
+}
+
+CUresult cuStreamQuery_ptsz(CUstream s)
+{
+    return cuStreamQuery(per_thread(s));
+}
+
+CUresult cuEventRecord_ptsz(CUevent e, CUstream s)
+{
+    return cuEventRecord(e, per_thread(s));
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                             unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                             CUstream s, void **params, void **extra)
+{
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, per_thread(s), params, extra);
+}
+
+/* The runtime's private tables: simgpu has none. Cheap and safe to call
+ * with any id, as the shim's lazy init expects. */
+CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+{
+    if (!ppExportTable || !pExportTableId)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ppExportTable = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 /* ---- cuGetProcAddress ---- */
 
 static const struct {
@@ -1372,8 +1793,10 @@ static void *proc_find(const char *name)
 /*
  * The newest version of `symbol` (a base name, "cuMemAlloc") that exists at
  * cudaVersion, as the real driver does: _v2 where we export one, except that
- * cuGetProcAddress itself is _v2 only from CUDA 12.0. Per-thread-stream
- * flavours (_ptsz, _ptds) are the same functions here.
+ * cuGetProcAddress itself is _v2 only from CUDA 12.0. With
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, the _ptds or _ptsz flavour
+ * of that version where one exists; without it (DEFAULT, LEGACY_STREAM), the
+ * plain one.
  */
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status)
@@ -1381,14 +1804,25 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
     if (!symbol || !pfn)
         return CUDA_ERROR_INVALID_VALUE;
     *pfn = NULL;
-    char name[128];
+    char name[128], pt[160];
     void *fn = NULL;
     if (!(strcmp(symbol, "cuGetProcAddress") == 0 && cudaVersion < 12000)) {
         snprintf(name, sizeof name, "%s_v2", symbol);
         fn = proc_find(name);
     }
-    if (!fn)
-        fn = proc_find(symbol);
+    if (!fn) {
+        snprintf(name, sizeof name, "%s", symbol);
+        fn = proc_find(name);
+    }
+    if (fn && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) {
+        void *ptfn = NULL;
+        for (int i = 0; i < 2 && !ptfn; i++) {
+            snprintf(pt, sizeof pt, "%s%s", name, i == 0 ? "_ptds" : "_ptsz");
+            ptfn = proc_find(pt);
+        }
+        if (ptfn)
+            fn = ptfn;
+    }
     if (status)
         *status = fn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     if (!fn)

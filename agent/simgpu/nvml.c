@@ -2,19 +2,23 @@
  * nvml.c - simgpu's libnvidia-ml.so.1: NVML over the shared state files of
  * state.h. Like the real NVML it sees every GPU of the node, whatever
  * CUDA_VISIBLE_DEVICES says. Utilization is the share of the last second
- * during which the GPU ran kernels; memory utilization is not simulated (0).
+ * during which the GPU ran kernels, per process the share of a window during
+ * which it ran that process's kernels; memory utilization is not simulated
+ * (0).
  */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #pragma GCC visibility push(default)
 #include "agent/abi/nvml.h"
 #pragma GCC visibility pop
 #include "agent/simgpu/state.h"
 
-#define UTIL_WINDOW_NS 1000000000ull
+#define UTIL_WINDOW_NS 1000000000ull     /* device utilization: the last second */
+#define PROC_UTIL_MAX_NS 10000000000ull  /* per-process utilization: at most 10 s back */
 
 struct nvmlDevice_st {
     struct ts_simgpu_dev dev;
@@ -288,6 +292,66 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned in
     }
     ts_simgpu_unlock(&d->dev);
     rc = n > *count ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    *count = n;
+    return rc;
+}
+
+/*
+ * One sample per process that ran kernels since lastSeen: its busy share of
+ * the time from lastSeen to now (the last second when lastSeen is 0, at most
+ * PROC_UTIL_MAX_NS back), stamped now. The agent passes the previous
+ * sample's timeStamp to get the share since its last look. Memory,
+ * encoder and decoder utilization are 0.
+ */
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
+                                             nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *count, unsigned long long lastSeen)
+{
+    FAIL(nvmlDeviceGetProcessUtilization, NVML_ERROR_UNKNOWN);
+    nvmlReturn_t rc = need_dev(d);
+    if (rc != NVML_SUCCESS)
+        return rc;
+    if (!count)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    unsigned long long now_us = (unsigned long long)rt.tv_sec * 1000000ull +
+                                (unsigned long long)rt.tv_nsec / 1000ull;
+    uint64_t now = ts_simgpu_now_ns();
+    if (lastSeen >= now_us) {
+        *count = 0;
+        return NVML_ERROR_NOT_FOUND;
+    }
+    uint64_t window = lastSeen ? (now_us - lastSeen) * 1000ull : UTIL_WINDOW_NS;
+    if (window > PROC_UTIL_MAX_NS)
+        window = PROC_UTIL_MAX_NS;
+    if (window > now)
+        window = now;
+    uint64_t from = now - window;
+    struct ts_simgpu_state *st = d->dev.st;
+    unsigned n = 0;
+    ts_simgpu_lock(&d->dev);
+    ts_simgpu_reap(&d->dev);
+    for (int i = 0; i < TS_SIMGPU_MAX_PROCS; i++) {
+        pid_t pid = st->procs[i].pid;
+        if (pid == 0)
+            continue;
+        uint64_t busy = ts_simgpu_busy_ns(&d->dev, pid, from, now);
+        if (busy == 0)
+            continue;
+        if (utilization && n < *count)
+            utilization[n] = (nvmlProcessUtilizationSample_t){
+                .pid = (unsigned)pid,
+                .timeStamp = now_us,
+                .smUtil = (unsigned)((busy * 100 + window / 2) / window),
+            };
+        n++;
+    }
+    ts_simgpu_unlock(&d->dev);
+    if (n == 0)
+        rc = NVML_ERROR_NOT_FOUND;
+    else if (!utilization || n > *count)
+        rc = NVML_ERROR_INSUFFICIENT_SIZE;
     *count = n;
     return rc;
 }

@@ -315,11 +315,13 @@ uint64_t ts_simgpu_busy_add(struct ts_simgpu_dev *dev, uint64_t not_before_ns, u
     uint64_t start = not_before_ns > st->busy_until_ns ? not_before_ns : st->busy_until_ns;
     uint64_t end = start + dur_ns;
     if (dur_ns > 0) {
+        int32_t pid = (int32_t)getpid();
         uint32_t last = (st->span_next + TS_SIMGPU_SPANS - 1) % TS_SIMGPU_SPANS;
-        if (st->span_count > 0 && st->spans[last].until_ns >= start) {
+        /* One span per run of kernels of one process without a gap. */
+        if (st->span_count > 0 && st->spans[last].until_ns >= start && st->spans[last].pid == pid) {
             st->spans[last].until_ns = end;
         } else {
-            st->spans[st->span_next] = (struct ts_simgpu_span){start, end};
+            st->spans[st->span_next] = (struct ts_simgpu_span){start, end, pid, 0};
             st->span_next = (st->span_next + 1) % TS_SIMGPU_SPANS;
             if (st->span_count < TS_SIMGPU_SPANS)
                 st->span_count++;
@@ -334,23 +336,33 @@ uint64_t ts_simgpu_busy_add(struct ts_simgpu_dev *dev, uint64_t not_before_ns, u
     return end;
 }
 
-unsigned ts_simgpu_util_percent(struct ts_simgpu_dev *dev, uint64_t window_ns)
+uint64_t ts_simgpu_busy_ns(struct ts_simgpu_dev *dev, pid_t pid, uint64_t from_ns, uint64_t to_ns)
 {
     struct ts_simgpu_state *st = dev->st;
-    uint64_t now = ts_simgpu_now_ns();
-    uint64_t from = now > window_ns ? now - window_ns : 0;
     uint64_t busy = 0;
-    ts_simgpu_lock(dev);
+    /* Newest first; spans are in time order, so stop at the first that
+     * ended before the window. */
     for (uint32_t k = 0; k < st->span_count; k++) {
         uint32_t i = (st->span_next + 2 * TS_SIMGPU_SPANS - 1 - k) % TS_SIMGPU_SPANS;
         const struct ts_simgpu_span *s = &st->spans[i];
-        if (s->until_ns <= from)
+        if (s->until_ns <= from_ns)
             break;
-        uint64_t a = s->from_ns > from ? s->from_ns : from;
-        uint64_t b = s->until_ns < now ? s->until_ns : now;
+        if (pid != 0 && s->pid != pid)
+            continue;
+        uint64_t a = s->from_ns > from_ns ? s->from_ns : from_ns;
+        uint64_t b = s->until_ns < to_ns ? s->until_ns : to_ns;
         if (b > a)
             busy += b - a;
     }
+    return busy;
+}
+
+unsigned ts_simgpu_util_percent(struct ts_simgpu_dev *dev, uint64_t window_ns)
+{
+    uint64_t now = ts_simgpu_now_ns();
+    uint64_t from = now > window_ns ? now - window_ns : 0;
+    ts_simgpu_lock(dev);
+    uint64_t busy = ts_simgpu_busy_ns(dev, 0, from, now);
     ts_simgpu_unlock(dev);
     uint64_t span = now - from;
     return span ? (unsigned)(busy * 100 / span) : 0;

@@ -21,10 +21,10 @@
 #include <sys/types.h>
 
 #define TS_SIMGPU_MAGIC 0x31555047u /* "GPU1" read as little-endian bytes */
-#define TS_SIMGPU_ABI_MAJOR 1
+#define TS_SIMGPU_ABI_MAJOR 2
 #define TS_SIMGPU_ABI_MINOR 0
 #define TS_SIMGPU_MAX_PROCS 128
-#define TS_SIMGPU_SPANS 256
+#define TS_SIMGPU_SPANS 4096
 #define TS_SIMGPU_MAX_GPUS 64
 #define TS_SIMGPU_NAME_LEN 64
 
@@ -37,10 +37,13 @@ struct ts_simgpu_proc {
     uint64_t busy_ns;     /* lock; kernel time this process has queued */
 };
 
-/* A period during which the GPU ran kernels, on CLOCK_MONOTONIC. */
+/* A period during which the GPU ran kernels of one process, on
+ * CLOCK_MONOTONIC. */
 struct ts_simgpu_span {
     uint64_t from_ns;
     uint64_t until_ns;
+    int32_t pid;
+    uint32_t reserved;
 };
 
 struct ts_simgpu_state {
@@ -102,6 +105,10 @@ int ts_simgpu_charge(struct ts_simgpu_dev *dev, int64_t delta);
 uint64_t ts_simgpu_busy_add(struct ts_simgpu_dev *dev, uint64_t not_before_ns, uint64_t dur_ns);
 /* Busy time in [now - window_ns, now], in percent (0..100). Takes the lock. */
 unsigned ts_simgpu_util_percent(struct ts_simgpu_dev *dev, uint64_t window_ns);
+/* Under the lock: nanoseconds of [from_ns, to_ns) during which the GPU ran
+ * kernels of pid (any process when pid is 0), as far back as the span ring
+ * reaches. */
+uint64_t ts_simgpu_busy_ns(struct ts_simgpu_dev *dev, pid_t pid, uint64_t from_ns, uint64_t to_ns);
 
 uint64_t ts_simgpu_now_ns(void);
 /* Sleep until CLOCK_MONOTONIC reaches t_ns. */

@@ -9,11 +9,15 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,17 +63,24 @@ static char dir[256];
     X(cuEventElapsedTime) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate)            \
     X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)                                \
     X(cuMemGetAllocationGranularity) X(cuModuleLoadData) X(cuModuleGetFunction)                \
-    X(cuLaunchKernel) X(cuGetProcAddress) X(cuGetProcAddress_v2)
+    X(cuLaunchKernel) X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuCtxCreate_v2)             \
+    X(cuCtxDestroy_v2) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxGetDevice)          \
+    X(cuMemHostAlloc) X(cuMemAllocHost_v2) X(cuMemFreeHost) X(cuMemHostRegister_v2)            \
+    X(cuMemHostUnregister) X(cuMemHostGetDevicePointer_v2) X(cuMemsetD8_v2)                    \
+    X(cuGetExportTable) X(cuModuleLoadDataEx)
 #define NVML_FNS(X)                                                                            \
     X(nvmlInit_v2) X(nvmlShutdown) X(nvmlDeviceGetCount_v2) X(nvmlDeviceGetHandleByIndex_v2)   \
     X(nvmlDeviceGetUUID) X(nvmlDeviceGetName) X(nvmlDeviceGetMemoryInfo)                       \
     X(nvmlDeviceGetMemoryInfo_v2) X(nvmlDeviceGetUtilizationRates)                             \
-    X(nvmlDeviceGetComputeRunningProcesses_v3) X(nvmlErrorString)
+    X(nvmlDeviceGetComputeRunningProcesses_v3) X(nvmlErrorString)                              \
+    X(nvmlDeviceGetProcessUtilization)
 
 #define DECL(name) static __typeof__(name) *p_##name;
 CU_FNS(DECL)
 NVML_FNS(DECL)
 #undef DECL
+
+static void *cu_lib;
 
 static void *load(const char *lib)
 {
@@ -83,7 +94,7 @@ static void *load(const char *lib)
 
 static void load_all(void)
 {
-    void *cu = load("libcuda.so.1");
+    void *cu = cu_lib = load("libcuda.so.1");
     void *nv = load("libnvidia-ml.so.1");
 #define LOOK(name)                                                  \
     if (!(*(void **)&p_##name = dlsym(HANDLE, #name))) {            \
@@ -145,6 +156,9 @@ static size_t free_bytes(void)
     OK(p_cuMemGetInfo_v2(&fr, &total));
     return fr;
 }
+
+static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                          ".visible .entry tessera_busy_ns(\n\t.param .u64 ns\n)\n{\n\tret;\n}\n";
 
 /* ---- cases ---- */
 
@@ -398,9 +412,6 @@ static void get_proc_address_returns_working_entry_points(void)
     CHECK(fn == NULL && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
 }
 
-static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
-                          ".visible .entry tessera_busy_ns(\n\t.param .u64 ns\n)\n{\n\tret;\n}\n";
-
 static void kernel_launch_keeps_the_gpu_busy_and_raises_utilization(void)
 {
     setup(1, 1 * GiB, 0);
@@ -550,9 +561,10 @@ static void cuda_visible_devices_selects_and_orders_gpus(void)
     unsetenv("CUDA_VISIBLE_DEVICES");
 }
 
-/* Run this program as "child-alloc BYTES HOLD"; returns its pid. The child
- * writes one byte to the pipe once it has tried its allocation. */
-static pid_t spawn_child(uint64_t bytes, int hold, int *ready_fd)
+/* Run this program as "child-alloc BYTES HOLD BUSY_MS"; returns its pid.
+ * The child writes a line to the pipe once it has tried its allocation and
+ * run its kernel. */
+static pid_t spawn_child(uint64_t bytes, int hold, unsigned busy_ms, int *ready_fd)
 {
     int fds[2];
     if (pipe(fds) < 0)
@@ -561,10 +573,11 @@ static pid_t spawn_child(uint64_t bytes, int hold, int *ready_fd)
     if (pid == 0) {
         close(fds[0]);
         dup2(fds[1], 3);
-        char b[32], h[8];
+        char b[32], h[8], k[16];
         snprintf(b, sizeof b, "%llu", (unsigned long long)bytes);
         snprintf(h, sizeof h, "%d", hold);
-        execl("/proc/self/exe", "simgpu_test", "child-alloc", b, h, (char *)NULL);
+        snprintf(k, sizeof k, "%u", busy_ms);
+        execl("/proc/self/exe", "simgpu_test", "child-alloc", b, h, k, (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -572,9 +585,10 @@ static pid_t spawn_child(uint64_t bytes, int hold, int *ready_fd)
     return pid;
 }
 
-/* Child: allocate BYTES on GPU 0, report on fd 3 ('y' granted, 'n' out of
- * memory, then the free bytes it sees), then hold until killed if HOLD. */
-static int child_alloc(uint64_t bytes, int hold)
+/* Child: allocate BYTES on GPU 0, run a kernel of BUSY_MS (if not 0) to its
+ * end, report on fd 3 ('y' granted, 'n' out of memory, then the free bytes
+ * it sees), then hold until killed if HOLD. */
+static int child_alloc(uint64_t bytes, int hold, unsigned busy_ms)
 {
     load_all();
     if (p_cuInit(0) != CUDA_SUCCESS)
@@ -584,6 +598,15 @@ static int child_alloc(uint64_t bytes, int hold)
         return 11;
     CUdeviceptr d;
     CUresult rc = p_cuMemAlloc_v2(&d, bytes);
+    if (busy_ms) {
+        CUmodule m;
+        CUfunction f;
+        uint64_t ns = (uint64_t)busy_ms * 1000000u;
+        void *params[] = {&ns};
+        if (p_cuModuleLoadData(&m, ptx) || p_cuModuleGetFunction(&f, m, "tessera_busy_ns") ||
+            p_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL) || p_cuCtxSynchronize())
+            return 13;
+    }
     size_t fr = 0, total = 0;
     p_cuMemGetInfo_v2(&fr, &total);
     char msg[64];
@@ -611,11 +634,11 @@ static void capacity_is_enforced_across_two_processes(void)
     int fd, status;
     char granted = '?';
     size_t fr = 0;
-    pid_t pid = spawn_child(6 * GiB, 0, &fd);
+    pid_t pid = spawn_child(6 * GiB, 0, 0, &fd);
     OK(read_child(fd, &granted, &fr));
     waitpid(pid, &status, 0);
     CHECK(granted == 'n' && fr == 4 * GiB);
-    pid = spawn_child(3 * GiB, 1, &fd);
+    pid = spawn_child(3 * GiB, 1, 0, &fd);
     OK(read_child(fd, &granted, &fr));
     CHECK(granted == 'y' && fr == 1 * GiB);
     CHECK(free_bytes() == 1 * GiB); /* this process sees the child's 3 GiB */
@@ -633,7 +656,7 @@ static void memory_of_a_dead_process_is_reclaimed(void)
     int fd, status;
     char granted = '?';
     size_t fr = 0;
-    pid_t pid = spawn_child(8 * GiB, 1, &fd);
+    pid_t pid = spawn_child(8 * GiB, 1, 0, &fd);
     OK(read_child(fd, &granted, &fr));
     CHECK(granted == 'y');
     nvmlDevice_t dev;
@@ -649,6 +672,424 @@ static void memory_of_a_dead_process_is_reclaimed(void)
     CHECK(mem.used == 0);
     CUdeviceptr d;
     OK(p_cuMemAlloc_v2(&d, 9 * GiB));
+    OK(p_cuMemFree_v2(d));
+    OK(p_nvmlShutdown());
+}
+
+/* A thread that makes ctx current, then waits for the main thread to
+ * destroy it, then tries to allocate in it. */
+struct stale_ctx {
+    CUcontext ctx;
+    sem_t current, destroyed;
+    CUresult set_rc, alloc_rc, get_rc;
+    CUcontext seen_at_start;
+};
+
+static void *stale_ctx_thread(void *arg)
+{
+    struct stale_ctx *t = arg;
+    p_cuCtxGetCurrent(&t->seen_at_start); /* a new thread starts with none */
+    t->set_rc = p_cuCtxSetCurrent(t->ctx);
+    sem_post(&t->current);
+    sem_wait(&t->destroyed);
+    CUdeviceptr d;
+    t->alloc_rc = p_cuMemAlloc_v2(&d, MiB);
+    CUdevice dev;
+    t->get_rc = p_cuCtxGetDevice(&dev);
+    return NULL;
+}
+
+static void created_contexts_stack_per_thread_and_take_their_memory_with_them(void)
+{
+    CUcontext primary = setup(2, 1 * GiB, 0);
+    CUcontext c1 = NULL, c2 = NULL, got = NULL;
+    OK(p_cuCtxCreate_v2(&c1, CU_CTX_SCHED_AUTO, 0));
+    CHECK(c1 != NULL && c1 != primary);
+    OK(p_cuCtxGetCurrent(&got));
+    CHECK(got == c1); /* created contexts are pushed */
+    CUdeviceptr a, b;
+    OK(p_cuMemAlloc_v2(&a, 64 * MiB));
+    CHECK(free_bytes() == 1 * GiB - 64 * MiB);
+    CUstream s;
+    OK(p_cuStreamCreate(&s, 0));
+
+    /* Push and pop. */
+    OK(p_cuCtxPushCurrent_v2(primary));
+    OK(p_cuCtxGetCurrent(&got));
+    CHECK(got == primary);
+    OK(p_cuCtxPopCurrent_v2(&got));
+    CHECK(got == primary);
+    OK(p_cuCtxGetCurrent(&got));
+    CHECK(got == c1);
+    OK(p_cuCtxPopCurrent_v2(&got));
+    CHECK(got == c1);
+    OK(p_cuCtxGetCurrent(&got));
+    CHECK(got == primary); /* the one setup made current, below */
+    OK(p_cuMemAlloc_v2(&b, 16 * MiB)); /* in the primary context */
+
+    /* A context on the second GPU charges that GPU. */
+    OK(p_cuCtxCreate_v2(&c2, CU_CTX_SCHED_BLOCKING_SYNC, 1));
+    CUdevice dev = -1;
+    OK(p_cuCtxGetDevice(&dev));
+    CHECK(dev == 1);
+    CHECK(free_bytes() == 1 * GiB); /* GPU 1 is empty */
+    CUdeviceptr c;
+    OK(p_cuMemAlloc_v2(&c, 32 * MiB));
+    CHECK(free_bytes() == 1 * GiB - 32 * MiB);
+    OK(p_cuCtxPopCurrent_v2(NULL));
+
+    /* Destroying c1 frees its memory and its streams, not the primary's. */
+    OK(p_cuCtxDestroy_v2(c1));
+    CHECK(free_bytes() == 1 * GiB - 16 * MiB);
+    CHECK_RC(p_cuStreamDestroy_v2(s), CUDA_ERROR_INVALID_HANDLE);
+    CHECK_RC(p_cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(p_cuCtxDestroy_v2(c1), CUDA_ERROR_INVALID_CONTEXT);      /* twice */
+    CHECK_RC(p_cuCtxDestroy_v2(primary), CUDA_ERROR_INVALID_CONTEXT); /* not a created one */
+    CHECK_RC(p_cuCtxPushCurrent_v2(c1), CUDA_ERROR_INVALID_CONTEXT);
+    CHECK_RC(p_cuCtxSetCurrent(c1), CUDA_ERROR_INVALID_CONTEXT);
+    OK(p_cuMemFree_v2(b));
+
+    /* Destroyed while current on another thread: that thread is told so. */
+    struct stale_ctx t = {.ctx = c2};
+    sem_init(&t.current, 0, 0);
+    sem_init(&t.destroyed, 0, 0);
+    pthread_t th;
+    pthread_create(&th, NULL, stale_ctx_thread, &t);
+    sem_wait(&t.current);
+    OK(p_cuCtxDestroy_v2(c2));
+    sem_post(&t.destroyed);
+    pthread_join(th, NULL);
+    CHECK(t.seen_at_start == NULL);
+    OK(t.set_rc);
+    CHECK_RC(t.alloc_rc, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    CHECK_RC(t.get_rc, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    OK(p_cuCtxSetCurrent(primary));
+    CHECK(free_bytes() == 1 * GiB);
+
+    /* Bad arguments; an empty stack. */
+    CHECK_RC(p_cuCtxCreate_v2(&c1, CU_CTX_SCHED_SPIN | CU_CTX_SCHED_YIELD, 0),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(p_cuCtxCreate_v2(&c1, 0x100, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(p_cuCtxCreate_v2(&c1, 0, 7), CUDA_ERROR_INVALID_DEVICE);
+    CHECK_RC(p_cuCtxPushCurrent_v2(NULL), CUDA_ERROR_INVALID_CONTEXT);
+    OK(p_cuCtxPopCurrent_v2(&got));
+    CHECK(got == primary);
+    CHECK_RC(p_cuCtxPopCurrent_v2(&got), CUDA_ERROR_INVALID_CONTEXT);
+    OK(p_cuCtxSetCurrent(NULL)); /* nothing to pop: no error */
+    CHECK_RC(p_cuMemAlloc_v2(&a, MiB), CUDA_ERROR_INVALID_CONTEXT);
+    /* A created context can be made again after one was destroyed. */
+    OK(p_cuCtxCreate_v2(&c1, 0, 0));
+    OK(p_cuMemAlloc_v2(&a, MiB));
+    OK(p_cuCtxDestroy_v2(c1));
+    CHECK_RC(p_cuMemAlloc_v2(&a, MiB), CUDA_ERROR_INVALID_CONTEXT); /* popped */
+}
+
+static void pinned_host_memory_is_allocated_registered_and_copied_through(void)
+{
+    setup(1, 1 * GiB, 0);
+    size_t n = 3 * MiB + 5;
+    unsigned char *src = NULL, *dst = NULL;
+    OK(p_cuMemHostAlloc((void **)&src, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+    OK(p_cuMemAllocHost_v2((void **)&dst, n));
+    CHECK(src && dst && (uintptr_t)src % 4096 == 0);
+    CHECK(free_bytes() == 1 * GiB); /* host memory, not the GPU's */
+    fill(src, n, 7);
+    CUdeviceptr d;
+    OK(p_cuMemAlloc_v2(&d, n));
+    OK(p_cuMemcpyHtoD_v2(d, src, n));
+    OK(p_cuMemcpyDtoH_v2(dst, d, n));
+    CHECK(memcmp(src, dst, n) == 0);
+    /* Async through a stream, from and to pinned memory. */
+    CUstream s;
+    OK(p_cuStreamCreate(&s, 0));
+    fill(src, n, 8);
+    memset(dst, 0, n);
+    OK(p_cuMemcpyHtoDAsync_v2(d, src, n, s));
+    OK(p_cuMemcpyDtoHAsync_v2(dst, d, n, s));
+    OK(p_cuStreamSynchronize(s));
+    CHECK(memcmp(src, dst, n) == 0);
+    OK(p_cuStreamDestroy_v2(s));
+    /* Mapped: the device pointer is the host address; device copies reach it. */
+    CUdeviceptr mapped = 0;
+    OK(p_cuMemHostGetDevicePointer_v2(&mapped, dst + 100, 0));
+    CHECK(mapped == (CUdeviceptr)(uintptr_t)(dst + 100));
+    memset(dst, 0, n);
+    OK(p_cuMemcpyDtoD_v2((CUdeviceptr)(uintptr_t)dst, d, n));
+    CHECK(memcmp(src, dst, n) == 0);
+    CHECK_RC(p_cuMemcpyDtoD_v2((CUdeviceptr)(uintptr_t)dst + 1, d, n), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(p_cuMemHostGetDevicePointer_v2(&mapped, dst, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(p_cuMemFreeHost(src));
+    OK(p_cuMemFreeHost(dst));
+    CHECK_RC(p_cuMemFreeHost(src), CUDA_ERROR_INVALID_VALUE); /* twice */
+    CHECK_RC(p_cuMemHostGetDevicePointer_v2(&mapped, dst, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(p_cuMemcpyDtoD_v2((CUdeviceptr)(uintptr_t)dst, d, 16), CUDA_ERROR_INVALID_VALUE);
+
+    /* Registered memory. */
+    size_t rn = 2 * MiB;
+    unsigned char *reg = aligned_alloc(4096, rn), *ro = aligned_alloc(4096, 4096);
+    void *plain = malloc(64);
+    OK(p_cuMemHostRegister_v2(reg, rn, CU_MEMHOSTREGISTER_DEVICEMAP));
+    CHECK_RC(p_cuMemHostRegister_v2(reg, rn, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHECK_RC(p_cuMemHostRegister_v2(reg + 4096, 4096, 0),
+             CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    CHECK_RC(p_cuMemHostRegister_v2(reg, rn, CU_MEMHOSTREGISTER_IOMEMORY), CUDA_ERROR_NOT_SUPPORTED);
+    CHECK_RC(p_cuMemHostRegister_v2(reg, rn, 0x100), CUDA_ERROR_INVALID_VALUE);
+    fill(reg, rn, 9);
+    OK(p_cuMemcpyHtoD_v2(d, reg, rn));
+    OK(p_cuMemsetD8_v2((CUdeviceptr)(uintptr_t)reg, 0xab, 10)); /* the device writes it */
+    CHECK(reg[0] == 0xab && reg[9] == 0xab);
+    unsigned char back[64];
+    OK(p_cuMemcpyDtoH_v2(back, d + 10, sizeof back));
+    CHECK(memcmp(back, reg + 10, sizeof back) == 0);
+    OK(p_cuMemHostRegister_v2(ro, 4096, CU_MEMHOSTREGISTER_READ_ONLY));
+    CHECK_RC(p_cuMemsetD8_v2((CUdeviceptr)(uintptr_t)ro, 0, 16), CUDA_ERROR_INVALID_VALUE);
+    OK(p_cuMemcpyDtoD_v2(d, (CUdeviceptr)(uintptr_t)ro, 16)); /* reading it is fine */
+    OK(p_cuMemHostUnregister(reg));
+    OK(p_cuMemHostUnregister(ro));
+    CHECK_RC(p_cuMemHostUnregister(reg), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    CHECK_RC(p_cuMemHostUnregister(plain), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    CHECK_RC(p_cuMemFreeHost(plain), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(p_cuMemsetD8_v2((CUdeviceptr)(uintptr_t)reg, 0, 16), CUDA_ERROR_INVALID_VALUE);
+    /* Memory that is not mapped cannot be registered; device memory neither. */
+    void *gone = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    munmap(gone, 8192);
+    CHECK_RC(p_cuMemHostRegister_v2(gone, 8192, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(p_cuMemHostRegister_v2((void *)(uintptr_t)d, 4096, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(p_cuMemHostRegister_v2(NULL, 4096, 0), CUDA_ERROR_INVALID_VALUE);
+    /* Through cuGetProcAddress; and not without a context. */
+    void *fn = NULL;
+    OK(p_cuGetProcAddress_v2("cuMemAllocHost", &fn, 12000, 0, NULL));
+    CHECK(fn == (void *)p_cuMemAllocHost_v2);
+    OK(p_cuGetProcAddress_v2("cuMemHostRegister", &fn, 12000, 0, NULL));
+    CHECK(fn == (void *)p_cuMemHostRegister_v2);
+    OK(p_cuMemFree_v2(d));
+    OK(p_cuCtxSetCurrent(NULL));
+    CHECK_RC(p_cuMemHostAlloc((void **)&src, 4096, 0), CUDA_ERROR_INVALID_CONTEXT);
+    CHECK_RC(p_cuMemHostRegister_v2(reg, rn, 0), CUDA_ERROR_INVALID_CONTEXT);
+    free(reg);
+    free(ro);
+    free(plain);
+}
+
+/* The per-thread default stream flavours and the plain call each stands for. */
+static const struct {
+    const char *pt, *plain, *base;
+} pt_fns[] = {
+    {"cuMemcpyHtoD_v2_ptds", "cuMemcpyHtoD_v2", "cuMemcpyHtoD"},
+    {"cuMemcpyDtoH_v2_ptds", "cuMemcpyDtoH_v2", "cuMemcpyDtoH"},
+    {"cuMemcpyDtoD_v2_ptds", "cuMemcpyDtoD_v2", "cuMemcpyDtoD"},
+    {"cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync"},
+    {"cuMemcpyDtoHAsync_v2_ptsz", "cuMemcpyDtoHAsync_v2", "cuMemcpyDtoHAsync"},
+    {"cuMemcpyDtoDAsync_v2_ptsz", "cuMemcpyDtoDAsync_v2", "cuMemcpyDtoDAsync"},
+    {"cuMemsetD8_v2_ptds", "cuMemsetD8_v2", "cuMemsetD8"},
+    {"cuMemsetD32_v2_ptds", "cuMemsetD32_v2", "cuMemsetD32"},
+    {"cuStreamSynchronize_ptsz", "cuStreamSynchronize", "cuStreamSynchronize"},
+    {"cuStreamQuery_ptsz", "cuStreamQuery", "cuStreamQuery"},
+    {"cuEventRecord_ptsz", "cuEventRecord", "cuEventRecord"},
+    {"cuLaunchKernel_ptsz", "cuLaunchKernel", "cuLaunchKernel"},
+};
+
+static void per_thread_default_stream_flavours_are_exported_and_handed_out(void)
+{
+    setup(1, 1 * GiB, 0);
+    for (size_t i = 0; i < sizeof pt_fns / sizeof pt_fns[0]; i++) {
+        void *pt = dlsym(cu_lib, pt_fns[i].pt), *plain = dlsym(cu_lib, pt_fns[i].plain);
+        void *fn = NULL;
+        CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        CHECK(pt != NULL && plain != NULL && pt != plain);
+        OK(p_cuGetProcAddress_v2(pt_fns[i].base, &fn, 12000,
+                                 CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+        if (fn != pt)
+            fprintf(stderr, "per-thread %s: got %p, wanted %s\n", pt_fns[i].base, fn,
+                    pt_fns[i].pt);
+        CHECK(fn == pt && st == CU_GET_PROC_ADDRESS_SUCCESS);
+        OK(p_cuGetProcAddress(pt_fns[i].base, &fn, 11080,
+                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+        CHECK(fn == pt);
+        OK(p_cuGetProcAddress_v2(pt_fns[i].base, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+        CHECK(fn == plain);
+        OK(p_cuGetProcAddress_v2(pt_fns[i].base, &fn, 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM,
+                                 &st));
+        CHECK(fn == plain);
+    }
+    /* A call without such a flavour is the plain one under either flag. */
+    void *fn = NULL;
+    OK(p_cuGetProcAddress_v2("cuMemAlloc", &fn, 12000,
+                             CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL));
+    CHECK(fn == (void *)p_cuMemAlloc_v2);
+
+    /* They work, with NULL meaning the thread's default stream. */
+#define PT(name) ((__typeof__(name) *)dlsym(cu_lib, #name))
+    size_t n = MiB;
+    unsigned char *in = malloc(n), *out = calloc(1, n);
+    fill(in, n, 11);
+    CUdeviceptr a, b;
+    OK(p_cuMemAlloc_v2(&a, n));
+    OK(p_cuMemAlloc_v2(&b, n));
+    OK(PT(cuMemcpyHtoD_v2_ptds)(a, in, n));
+    OK(PT(cuMemcpyDtoD_v2_ptds)(b, a, n));
+    OK(PT(cuMemcpyDtoH_v2_ptds)(out, b, n));
+    CHECK(memcmp(in, out, n) == 0);
+    OK(PT(cuMemsetD8_v2_ptds)(a, 0x11, 8));
+    OK(PT(cuMemsetD32_v2_ptds)(a + 8, 0x22222222u, 2));
+    OK(PT(cuMemcpyDtoDAsync_v2_ptsz)(b, a, 16, NULL));
+    OK(PT(cuMemcpyHtoDAsync_v2_ptsz)(a, in, n, NULL));
+    memset(out, 0, n);
+    OK(PT(cuMemcpyDtoHAsync_v2_ptsz)(out, b, 16, NULL));
+    OK(PT(cuStreamSynchronize_ptsz)(NULL));
+    CHECK(out[0] == 0x11 && out[7] == 0x11 && out[8] == 0x22 && out[15] == 0x22);
+    CUmodule m;
+    CUfunction f;
+    OK(p_cuModuleLoadData(&m, ptx));
+    OK(p_cuModuleGetFunction(&f, m, "tessera_busy_ns"));
+    CUevent e;
+    OK(p_cuEventCreate(&e, 0));
+    uint64_t ns = 200 * 1000 * 1000;
+    void *params[] = {&ns};
+    double t0 = now_s();
+    OK(PT(cuLaunchKernel_ptsz)(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+    OK(PT(cuEventRecord_ptsz)(e, NULL));
+    CHECK_RC(PT(cuStreamQuery_ptsz)(NULL), CUDA_ERROR_NOT_READY);
+    OK(PT(cuStreamSynchronize_ptsz)(NULL));
+    CHECK(now_s() - t0 >= 0.19);
+    OK(PT(cuStreamQuery_ptsz)(NULL));
+    OK(p_cuEventQuery(e));
+    OK(p_cuEventDestroy_v2(e));
+#undef PT
+    OK(p_cuMemFree_v2(a));
+    OK(p_cuMemFree_v2(b));
+    free(in);
+    free(out);
+}
+
+static void export_tables_and_module_options_are_answered_cleanly(void)
+{
+    setup(1, 1 * GiB, 0);
+    /* Any id, even before cuInit in a real program: NOT_SUPPORTED, no crash. */
+    CUuuid id = {{0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe7, 0x4a, 0x89, 0x87, 0xd9, 0x39, 0x12,
+                  0xfd, 0x9d, 0xf9}};
+    const void *table = (const void *)&id;
+    CHECK_RC(p_cuGetExportTable(&table, &id), CUDA_ERROR_NOT_SUPPORTED);
+    CHECK(table == NULL);
+    CHECK_RC(p_cuGetExportTable(NULL, &id), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(p_cuGetExportTable(&table, NULL), CUDA_ERROR_INVALID_VALUE);
+    void *fn = NULL;
+    OK(p_cuGetProcAddress_v2("cuGetExportTable", &fn, 12000, 0, NULL));
+    CHECK(fn == (void *)p_cuGetExportTable);
+    /* cuModuleLoadDataEx: the JIT log asked for is empty. */
+    char log[64];
+    memset(log, 'x', sizeof log);
+    CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *vals[] = {log, (void *)(uintptr_t)sizeof log};
+    CUmodule m;
+    CUfunction f;
+    OK(p_cuModuleLoadDataEx(&m, ptx, 2, opts, vals));
+    CHECK(log[0] == '\0' && vals[1] == NULL);
+    OK(p_cuModuleGetFunction(&f, m, "tessera_busy_ns"));
+    CHECK_RC(p_cuModuleGetFunction(&f, m, "other"), CUDA_ERROR_NOT_FOUND);
+    CHECK_RC(p_cuModuleLoadDataEx(&m, ptx, 2, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    OK(p_cuModuleLoadDataEx(&m, ptx, 0, NULL, NULL));
+}
+
+static unsigned long long realtime_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000ull;
+}
+
+static void nvml_attributes_memory_and_busy_time_to_each_process(void)
+{
+    setup(1, 10 * GiB, 0);
+    OK(p_nvmlInit_v2());
+    nvmlDevice_t dev;
+    OK(p_nvmlDeviceGetHandleByIndex_v2(0, &dev));
+    unsigned n = 8;
+    nvmlProcessUtilizationSample_t u[8];
+    unsigned long long t0 = realtime_us();
+    CHECK_RC(p_nvmlDeviceGetProcessUtilization(dev, u, &n, 0), NVML_ERROR_NOT_FOUND);
+    CHECK(n == 0);
+
+    /* This process: 2 GiB and a 300 ms kernel; a child: 3 GiB and 100 ms. */
+    CUdeviceptr d;
+    OK(p_cuMemAlloc_v2(&d, 2 * GiB));
+    CUmodule m;
+    CUfunction f;
+    OK(p_cuModuleLoadData(&m, ptx));
+    OK(p_cuModuleGetFunction(&f, m, "tessera_busy_ns"));
+    uint64_t ns = 300 * 1000 * 1000;
+    void *params[] = {&ns};
+    OK(p_cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+    OK(p_cuCtxSynchronize());
+    int fd, status;
+    char granted = '?';
+    size_t fr = 0;
+    pid_t pid = spawn_child(3 * GiB, 1, 100, &fd);
+    OK(read_child(fd, &granted, &fr));
+    CHECK(granted == 'y');
+
+    /* Memory, per process. */
+    nvmlProcessInfo_t procs[4];
+    unsigned count = 4;
+    OK(p_nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, procs));
+    CHECK(count == 2);
+    for (unsigned i = 0; i < count && i < 4; i++) {
+        if (procs[i].pid == (unsigned)getpid())
+            CHECK(procs[i].usedGpuMemory == 2 * GiB);
+        else
+            CHECK(procs[i].pid == (unsigned)pid && procs[i].usedGpuMemory == 3 * GiB);
+    }
+
+    /* Busy time, per process, since t0: 300 ms and 100 ms of the window. */
+    unsigned long long t1 = realtime_us();
+    n = 0;
+    CHECK_RC(p_nvmlDeviceGetProcessUtilization(dev, NULL, &n, t0), NVML_ERROR_INSUFFICIENT_SIZE);
+    CHECK(n == 2);
+    n = 1;
+    CHECK_RC(p_nvmlDeviceGetProcessUtilization(dev, u, &n, t0), NVML_ERROR_INSUFFICIENT_SIZE);
+    CHECK(n == 2);
+    n = 8;
+    OK(p_nvmlDeviceGetProcessUtilization(dev, u, &n, t0));
+    CHECK(n == 2);
+    double window_ms = (double)(realtime_us() - t0) / 1000.0;
+    unsigned mine = 0, child = 0;
+    unsigned long long stamp = 0;
+    for (unsigned i = 0; i < n && i < 8; i++) {
+        if (u[i].pid == (unsigned)getpid())
+            mine = u[i].smUtil;
+        else if (u[i].pid == (unsigned)pid)
+            child = u[i].smUtil;
+        CHECK(u[i].timeStamp >= t1 && u[i].memUtil == 0);
+        stamp = u[i].timeStamp;
+    }
+    double want_mine = 300 * 100 / window_ms, want_child = 100 * 100 / window_ms;
+    if (mine < want_mine - 5 || mine > want_mine + 5 || child < want_child - 5 ||
+        child > want_child + 5)
+        fprintf(stderr, "smUtil %u and %u, wanted about %.0f and %.0f\n", mine, child, want_mine,
+                want_child);
+    CHECK(mine >= want_mine - 5 && mine <= want_mine + 5);
+    CHECK(child >= want_child - 5 && child <= want_child + 5 && child > 0);
+    /* Nothing ran since the last sample. */
+    n = 8;
+    CHECK_RC(p_nvmlDeviceGetProcessUtilization(dev, u, &n, stamp), NVML_ERROR_NOT_FOUND);
+
+    /* The tool lists the same. */
+    const char *tool = getenv("TS_SIMGPU_TOOL");
+    if (tool && *tool) {
+        char cmd[1024], line[256], want[128];
+        snprintf(cmd, sizeof cmd, "'%s' procs '%s'", tool, dir);
+        snprintf(want, sizeof want, "gpu=0 pid=%d used=3GiB busy_ms=100 ", (int)pid);
+        FILE *f2 = popen(cmd, "r");
+        bool found = false;
+        while (f2 && fgets(line, sizeof line, f2))
+            found = found || strncmp(line, want, strlen(want)) == 0;
+        CHECK(f2 && pclose(f2) == 0 && found);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    count = 4;
+    OK(p_nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, procs));
+    CHECK(count == 1 && procs[0].pid == (unsigned)getpid());
     OK(p_cuMemFree_v2(d));
     OK(p_nvmlShutdown());
 }
@@ -671,13 +1112,19 @@ static const struct {
     CASE(cuda_visible_devices_selects_and_orders_gpus)
     CASE(capacity_is_enforced_across_two_processes)
     CASE(memory_of_a_dead_process_is_reclaimed)
+    CASE(created_contexts_stack_per_thread_and_take_their_memory_with_them)
+    CASE(pinned_host_memory_is_allocated_registered_and_copied_through)
+    CASE(per_thread_default_stream_flavours_are_exported_and_handed_out)
+    CASE(export_tables_and_module_options_are_answered_cleanly)
+    CASE(nvml_attributes_memory_and_busy_time_to_each_process)
 #undef CASE
 };
 
 int main(int argc, char **argv)
 {
-    if (argc == 4 && strcmp(argv[1], "child-alloc") == 0)
-        return child_alloc(strtoull(argv[2], NULL, 10), atoi(argv[3]));
+    if (argc == 5 && strcmp(argv[1], "child-alloc") == 0)
+        return child_alloc(strtoull(argv[2], NULL, 10), atoi(argv[3]),
+                           (unsigned)strtoul(argv[4], NULL, 10));
     if (argc != 2) {
         fprintf(stderr, "usage: simgpu_test CASE\n");
         return 2;

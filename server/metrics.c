@@ -1,14 +1,19 @@
 /*
  * metrics.c - tessera_http_requests_total{route,method,code} and
- * tessera_http_request_duration_seconds{route} histograms.
+ * tessera_http_request_duration_seconds{route} histograms; the cluster,
+ * project, node and GPU gauges of allocation and utilization (the figures
+ * the series sampler read last, see server/series.c).
  */
 #include "server/metrics.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "server/routes.h"
+#include "server/store/store.h"
 
 #define NSTATUS 600
 static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
@@ -23,7 +28,10 @@ struct series {
 };
 
 struct ts_metrics {
-    size_t n; /* routes + 1 for "no route" */
+    pthread_mutex_t mu;   /* guards gauges */
+    struct ts_buf gauges; /* Prometheus text of the latest figures */
+    time_t gauges_until;  /* shown until then */
+    size_t n;             /* routes + 1 for "no route" */
     struct series s[];
 };
 
@@ -31,13 +39,20 @@ struct ts_metrics *ts_metrics_new(void)
 {
     size_t n = ts_routes_count + 1;
     struct ts_metrics *m = calloc(1, sizeof(*m) + n * sizeof(struct series));
-    if (m)
+    if (m) {
         m->n = n;
+        pthread_mutex_init(&m->mu, NULL);
+        ts_buf_init(&m->gauges, 0);
+    }
     return m;
 }
 
 void ts_metrics_free(struct ts_metrics *m)
 {
+    if (m == NULL)
+        return;
+    ts_buf_free(&m->gauges);
+    pthread_mutex_destroy(&m->mu);
     free(m);
 }
 
@@ -58,8 +73,115 @@ void ts_metrics_observe(struct ts_metrics *m, int route_index, const char *metho
     atomic_fetch_add(&s->count, 1);
 }
 
+/* A label value with \\, \" and \\n escaped, as the text format wants. */
+static void label(struct ts_buf *b, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n && s[i]; i++) {
+        if (s[i] == '\\' || s[i] == '"')
+            ts_buf_append(b, "\\", 1);
+        if (s[i] == '\n')
+            ts_buf_append(b, "\\n", 2);
+        else
+            ts_buf_append(b, &s[i], 1);
+    }
+}
+
+/* One gauge family over the figures of one scope. */
+struct family {
+    const char *scope;
+    int metric; /* enum ts_series_metric */
+    const char *name;
+    const char *help;
+};
+
+static const struct family families[] = {
+    {"cluster", TS_SERIES_CAPACITY, "tessera_cluster_gpus", "GPUs on ready nodes."},
+    {"cluster", TS_SERIES_ALLOCATED, "tessera_cluster_allocated_gpus",
+     "GPUs allocated to jobs (fractions count by memory)."},
+    {"cluster", TS_SERIES_UTILIZED, "tessera_cluster_utilized_gpus",
+     "Sum of the GPUs' utilization at their latest samples."},
+    {"cluster", TS_SERIES_MEMORY_USED_BYTES, "tessera_cluster_gpu_memory_used_bytes",
+     "GPU memory in use at the latest samples."},
+    {"cluster", TS_SERIES_RUNNING_JOBS, "tessera_cluster_running_jobs", "Jobs running."},
+    {"cluster", TS_SERIES_PENDING_JOBS, "tessera_cluster_pending_jobs", "Jobs pending."},
+    {"project", TS_SERIES_CAPACITY, "tessera_project_quota_gpus", "The project's quota in GPUs."},
+    {"project", TS_SERIES_ALLOCATED, "tessera_project_allocated_gpus",
+     "GPUs allocated to the project's jobs."},
+    {"project", TS_SERIES_UTILIZED, "tessera_project_utilized_gpus",
+     "Sum of the GPU utilization of the project's running jobs."},
+    {"project", TS_SERIES_MEMORY_USED_BYTES, "tessera_project_gpu_memory_used_bytes",
+     "GPU memory the project's running jobs use."},
+    {"node", TS_SERIES_CAPACITY, "tessera_node_gpus", "GPUs of the node."},
+    {"node", TS_SERIES_ALLOCATED, "tessera_node_allocated_gpus",
+     "GPUs of the node allocated to jobs."},
+    {"node", TS_SERIES_UTILIZED, "tessera_node_utilized_gpus",
+     "Sum of the node's GPU utilization at the latest samples."},
+    {"node", TS_SERIES_MEMORY_USED_BYTES, "tessera_node_gpu_memory_used_bytes",
+     "GPU memory in use on the node."},
+    {"node", TS_SERIES_RUNNING_JOBS, "tessera_node_running_jobs", "Jobs running on the node."},
+    {"gpu", TS_SERIES_ALLOCATED, "tessera_gpu_allocated",
+     "Share of the GPU allocated to jobs, 0 to 1."},
+    {"gpu", TS_SERIES_UTILIZED, "tessera_gpu_utilization", "The GPU's latest utilization, 0 to 1."},
+    {"gpu", TS_SERIES_MEMORY_USED_BYTES, "tessera_gpu_memory_used_bytes",
+     "The GPU's memory in use at its latest sample."},
+    {"gpu", TS_SERIES_RUNNING_JOBS, "tessera_gpu_running_jobs", "Running jobs placed on the GPU."},
+};
+
+static void render_figures(struct ts_buf *b, const struct ts_series_figure *f, size_t n, int64_t at)
+{
+    for (size_t k = 0; k < sizeof(families) / sizeof(families[0]); k++) {
+        const struct family *fam = &families[k];
+        ts_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", fam->name, fam->help, fam->name);
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(f[i].scope, fam->scope) != 0)
+                continue;
+            ts_buf_printf(b, "%s", fam->name);
+            const char *key = f[i].key;
+            if (strcmp(fam->scope, "gpu") == 0) {
+                const char *slash = strrchr(key, '/');
+                size_t nl = slash ? (size_t)(slash - key) : strlen(key);
+                ts_buf_printf(b, "{node=\"");
+                label(b, key, nl);
+                ts_buf_printf(b, "\",gpu=\"");
+                label(b, slash ? slash + 1 : "", SIZE_MAX);
+                ts_buf_printf(b, "\"}");
+            } else if (strcmp(fam->scope, "cluster") != 0) {
+                ts_buf_printf(b, "{%s=\"", fam->scope);
+                label(b, key, SIZE_MAX);
+                ts_buf_printf(b, "\"}");
+            }
+            ts_buf_printf(b, " %.15g\n", f[i].v[fam->metric]);
+        }
+    }
+    ts_buf_printf(b,
+                  "# HELP tessera_series_sampled_at_seconds When the figures above were read.\n"
+                  "# TYPE tessera_series_sampled_at_seconds gauge\n"
+                  "tessera_series_sampled_at_seconds %lld\n",
+                  (long long)at);
+}
+
+void ts_metrics_set_figures(struct ts_metrics *m, const struct ts_series_figure *figs, size_t n,
+                            int64_t at, int64_t max_age_s)
+{
+    if (m == NULL)
+        return;
+    struct ts_buf b;
+    ts_buf_init(&b, 0);
+    render_figures(&b, figs, n, at);
+    pthread_mutex_lock(&m->mu);
+    struct ts_buf old = m->gauges;
+    m->gauges = b;
+    m->gauges_until = time(NULL) + (time_t)max_age_s;
+    pthread_mutex_unlock(&m->mu);
+    ts_buf_free(&old);
+}
+
 void ts_metrics_render(struct ts_metrics *m, struct ts_buf *b)
 {
+    pthread_mutex_lock(&m->mu);
+    if (m->gauges.len > 0 && time(NULL) <= m->gauges_until)
+        ts_buf_append(b, m->gauges.data, m->gauges.len);
+    pthread_mutex_unlock(&m->mu);
     ts_buf_printf(b, "# HELP tessera_http_requests_total HTTP requests by route, method and "
                      "status code.\n# TYPE tessera_http_requests_total counter\n");
     for (size_t i = 0; i < m->n; i++) {

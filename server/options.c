@@ -4,6 +4,7 @@
  */
 #include <stddef.h>
 
+#include "api/units.h"
 #include "server/server.h"
 
 #define OPT(field) offsetof(struct ts_server_config, field)
@@ -34,6 +35,16 @@ const struct ts_option ts_server_options[] = {
     {"auth-cache-ttl", TS_OPT_INT, OPT(auth_cache_ttl), "2000", "MS",
      "milliseconds a checked token is trusted before it is checked again; 0: every request", 0,
      60000, NULL, 0},
+    {"log-max-bytes", TS_OPT_BYTES, OPT(log_max_bytes), "8MiB", "SIZE",
+     "job output kept per job; beyond it the oldest chunks are dropped", 4096, 1LL << 40, NULL, 0},
+    {"series-interval", TS_OPT_DURATION, OPT(series_interval), "10s", "DURATION",
+     "seconds between metric points (a divisor of 60s)", 1, 60, NULL, 0},
+    {"series-retention", TS_OPT_DURATION, OPT(series_retention), "24h", "DURATION",
+     "how long metric points at series-interval are kept", 60, TS_DURATION_MAX_SECONDS, NULL, 0},
+    {"series-retention-1m", TS_OPT_DURATION, OPT(series_retention_1m), "7d", "DURATION",
+     "how long 1-minute metric points are kept", 3600, TS_DURATION_MAX_SECONDS, NULL, 0},
+    {"series-retention-1h", TS_OPT_DURATION, OPT(series_retention_1h), "90d", "DURATION",
+     "how long 1-hour metric points are kept", 86400, TS_DURATION_MAX_SECONDS, NULL, 0},
 };
 
 const size_t ts_server_options_count = sizeof(ts_server_options) / sizeof(ts_server_options[0]);

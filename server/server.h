@@ -29,6 +29,13 @@ struct ts_server_config {
     int64_t db_pool;
     int64_t idempotency_ttl; /* seconds */
     int64_t auth_cache_ttl;  /* milliseconds; 0: off */
+
+    /* job output and the metric series */
+    int64_t log_max_bytes;       /* job output kept per job; the oldest goes first */
+    int64_t series_interval;     /* seconds between metric points; divides 60 */
+    int64_t series_retention;    /* seconds points at series_interval are kept */
+    int64_t series_retention_1m; /* seconds 60 s points are kept */
+    int64_t series_retention_1h; /* seconds 3600 s points are kept */
 };
 
 /* The option table behind --help, flags, TESSERA_* and the config file. */

@@ -47,7 +47,8 @@ typedef enum nvmlReturn_enum {
 #define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
 #define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
-#define NVML_STRUCT_VERSION(data, ver) (unsigned int)(sizeof(nvml##data##_v##ver##_t) | ((ver) << 24U))
+#define NVML_STRUCT_VERSION(data, ver)                                                             \
+    (unsigned int)(sizeof(nvml##data##_v##ver##_t) | ((ver) << 24U))
 
 typedef struct nvmlMemory_st {
     unsigned long long total;

@@ -67,12 +67,12 @@ struct phys {
 enum region_kind { REGION_ALLOC, REGION_RESERVE, REGION_MAP, REGION_HOST };
 struct region {
     enum region_kind kind;
-    uint64_t va, size;     /* ALLOC, HOST: the size asked for; mappings are page-rounded */
-    int ordinal;           /* ALLOC, MAP, HOST (the context's device: its copy bandwidth) */
-    struct phys *phys;     /* MAP */
-    int prot;              /* MAP: PROT_* set by cuMemSetAccess; HOST: PROT_READ [| WRITE] */
-    struct CUctx_st *ctx;  /* ALLOC: freed with the context when it is a created one */
-    bool registered;       /* HOST: cuMemHostRegister (else cuMemHostAlloc) */
+    uint64_t va, size;    /* ALLOC, HOST: the size asked for; mappings are page-rounded */
+    int ordinal;          /* ALLOC, MAP, HOST (the context's device: its copy bandwidth) */
+    struct phys *phys;    /* MAP */
+    int prot;             /* MAP: PROT_* set by cuMemSetAccess; HOST: PROT_READ [| WRITE] */
+    struct CUctx_st *ctx; /* ALLOC: freed with the context when it is a created one */
+    bool registered;      /* HOST: cuMemHostRegister (else cuMemHostAlloc) */
 };
 
 /* Process-wide state, set once by cuInit. */
@@ -108,18 +108,17 @@ static struct CUctx_st *cur(void)
     return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
 }
 
-#define FAIL(name, dflt)                                  \
-    do {                                                  \
-        int fail_code_ = ts_simgpu_fail(#name, (dflt));   \
-        if (fail_code_)                                   \
-            return (CUresult)fail_code_;                  \
+#define FAIL(name, dflt)                                                                           \
+    do {                                                                                           \
+        int fail_code_ = ts_simgpu_fail(#name, (dflt));                                            \
+        if (fail_code_)                                                                            \
+            return (CUresult)fail_code_;                                                           \
     } while (0)
-#define NEED_INIT()                                        \
-    do {                                                   \
-        if (init_rc != CUDA_SUCCESS)                       \
-            return init_rc == CUDA_ERROR_NO_DEVICE         \
-                       ? CUDA_ERROR_NO_DEVICE              \
-                       : CUDA_ERROR_NOT_INITIALIZED;       \
+#define NEED_INIT()                                                                                \
+    do {                                                                                           \
+        if (init_rc != CUDA_SUCCESS)                                                               \
+            return init_rc == CUDA_ERROR_NO_DEVICE ? CUDA_ERROR_NO_DEVICE                          \
+                                                   : CUDA_ERROR_NOT_INITIALIZED;                   \
     } while (0)
 
 static bool grow(void **arr, size_t *cap, size_t n, size_t elem)
@@ -331,13 +330,18 @@ static const struct {
     {CUDA_ERROR_INVALID_SOURCE, "CUDA_ERROR_INVALID_SOURCE", "device kernel image is invalid"},
     {CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
     {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
-    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
+     "the operation cannot be performed in the present state"},
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
-    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
-    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
-    {CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"},
-    {CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE", "primary context active"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS",
+     "an illegal memory access was encountered"},
+    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+     "too many resources requested for launch"},
+    {CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT",
+     "the launch timed out and was terminated"},
+    {CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, "CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE",
+     "primary context active"},
     {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
@@ -370,11 +374,11 @@ CUresult cuGetErrorString(CUresult error, const char **pStr)
 
 /* ---- devices ---- */
 
-#define NEED_DEV(d)                                 \
-    do {                                            \
-        NEED_INIT();                                \
-        if ((d) < 0 || (d) >= ndev)                 \
-            return CUDA_ERROR_INVALID_DEVICE;       \
+#define NEED_DEV(d)                                                                                \
+    do {                                                                                           \
+        NEED_INIT();                                                                               \
+        if ((d) < 0 || (d) >= ndev)                                                                \
+            return CUDA_ERROR_INVALID_DEVICE;                                                      \
     } while (0)
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal)
@@ -438,6 +442,8 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     if (!pi)
         return CUDA_ERROR_INVALID_VALUE;
     int v;
+    /* One case a line: a table. */
+    /* clang-format off */
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: v = 1024; break;
@@ -473,6 +479,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: v = 0; break;
     default: return CUDA_ERROR_INVALID_VALUE;
     }
+    /* clang-format on */
     *pi = v;
     return CUDA_SUCCESS;
 }
@@ -590,8 +597,8 @@ CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
     NEED_DEV(dev);
     unsigned sched = flags & CU_CTX_SCHED_MASK;
     if (!pctx || (flags & ~(unsigned)CU_CTX_FLAGS_MASK) ||
-        (sched != CU_CTX_SCHED_AUTO && sched != CU_CTX_SCHED_SPIN &&
-         sched != CU_CTX_SCHED_YIELD && sched != CU_CTX_SCHED_BLOCKING_SYNC))
+        (sched != CU_CTX_SCHED_AUTO && sched != CU_CTX_SCHED_SPIN && sched != CU_CTX_SCHED_YIELD &&
+         sched != CU_CTX_SCHED_BLOCKING_SYNC))
         return CUDA_ERROR_INVALID_VALUE;
     if (ctx_depth == CTX_STACK_MAX)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -812,8 +819,8 @@ static uint64_t copy_ns(int ord, size_t n)
 /* Copy n bytes. host_link: the copy crosses the host link and runs at the
  * configured bandwidth. async: the stream carries the time instead of the
  * caller (the bytes move now: a correct program cannot tell). */
-static CUresult do_copy(void *dst, const void *src, size_t n, int ord, bool host_link,
-                        CUstream hs, bool async)
+static CUresult do_copy(void *dst, const void *src, size_t n, int ord, bool host_link, CUstream hs,
+                        bool async)
 {
     struct CUstream_st *s = stream_of(hs);
     if (!s)
@@ -1244,7 +1251,8 @@ CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocatio
 {
     NEED_INIT();
     if (!granularity || !prop_ok(prop) ||
-        (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
+         option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         return CUDA_ERROR_INVALID_VALUE;
     *granularity = GRANULARITY;
     return CUDA_SUCCESS;
@@ -1255,8 +1263,7 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
 {
     FAIL(cuMemAddressReserve, CUDA_ERROR_OUT_OF_MEMORY);
     NEED_INIT();
-    if (!ptr || size == 0 || size % GRANULARITY || flags != 0 ||
-        (alignment & (alignment - 1)) != 0)
+    if (!ptr || size == 0 || size % GRANULARITY || flags != 0 || (alignment & (alignment - 1)) != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (alignment < GRANULARITY)
         alignment = GRANULARITY;
@@ -1501,10 +1508,17 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
             desc[i].location.id >= ndev)
             return CUDA_ERROR_INVALID_DEVICE;
         switch (desc[i].flags) {
-        case CU_MEM_ACCESS_FLAGS_PROT_NONE: prot = prot < 0 ? PROT_NONE : prot; break;
-        case CU_MEM_ACCESS_FLAGS_PROT_READ: prot = PROT_READ; break;
-        case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot = PROT_READ | PROT_WRITE; break;
-        default: return CUDA_ERROR_INVALID_VALUE;
+        case CU_MEM_ACCESS_FLAGS_PROT_NONE:
+            prot = prot < 0 ? PROT_NONE : prot;
+            break;
+        case CU_MEM_ACCESS_FLAGS_PROT_READ:
+            prot = PROT_READ;
+            break;
+        case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
+            prot = PROT_READ | PROT_WRITE;
+            break;
+        default:
+            return CUDA_ERROR_INVALID_VALUE;
         }
     }
     CUresult rc = CUDA_SUCCESS;
@@ -1712,8 +1726,7 @@ CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size
     return copy_dtod(dstDevice, srcDevice, n, CU_STREAM_PER_THREAD, false);
 }
 
-CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t n,
-                                   CUstream s)
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t n, CUstream s)
 {
     return cuMemcpyHtoDAsync_v2(dstDevice, srcHost, n, per_thread(s));
 }

@@ -17,8 +17,8 @@
 #pragma GCC visibility pop
 #include "agent/simgpu/state.h"
 
-#define UTIL_WINDOW_NS 1000000000ull     /* device utilization: the last second */
-#define PROC_UTIL_MAX_NS 10000000000ull  /* per-process utilization: at most 10 s back */
+#define UTIL_WINDOW_NS 1000000000ull    /* device utilization: the last second */
+#define PROC_UTIL_MAX_NS 10000000000ull /* per-process utilization: at most 10 s back */
 
 struct nvmlDevice_st {
     struct ts_simgpu_dev dev;
@@ -29,11 +29,11 @@ static int init_refs; /* mu */
 static unsigned ndev; /* mu */
 static struct nvmlDevice_st devs[TS_SIMGPU_MAX_GPUS];
 
-#define FAIL(name, dflt)                                 \
-    do {                                                 \
-        int fail_code_ = ts_simgpu_fail(#name, (dflt));  \
-        if (fail_code_)                                  \
-            return (nvmlReturn_t)fail_code_;             \
+#define FAIL(name, dflt)                                                                           \
+    do {                                                                                           \
+        int fail_code_ = ts_simgpu_fail(#name, (dflt));                                            \
+        if (fail_code_)                                                                            \
+            return (nvmlReturn_t)fail_code_;                                                       \
     } while (0)
 
 static nvmlReturn_t need_init(void)
@@ -96,6 +96,8 @@ nvmlReturn_t nvmlShutdown(void)
 
 const char *nvmlErrorString(nvmlReturn_t r)
 {
+    /* One code a line: a table. */
+    /* clang-format off */
     switch (r) {
     case NVML_SUCCESS: return "Success";
     case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
@@ -116,6 +118,7 @@ const char *nvmlErrorString(nvmlReturn_t r)
     case NVML_ERROR_INVALID_STATE: return "Invalid state";
     default: return "Unknown Error";
     }
+    /* clang-format on */
 }
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
@@ -315,8 +318,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
         return NVML_ERROR_INVALID_ARGUMENT;
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
-    unsigned long long now_us = (unsigned long long)rt.tv_sec * 1000000ull +
-                                (unsigned long long)rt.tv_nsec / 1000ull;
+    unsigned long long now_us =
+        (unsigned long long)rt.tv_sec * 1000000ull + (unsigned long long)rt.tv_nsec / 1000ull;
     uint64_t now = ts_simgpu_now_ns();
     if (lastSeen >= now_us) {
         *count = 0;

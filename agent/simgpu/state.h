@@ -30,7 +30,7 @@
 
 /* One process that holds a context or memory on the GPU. */
 struct ts_simgpu_proc {
-    int32_t pid;          /* lock; 0 = free slot */
+    int32_t pid; /* lock; 0 = free slot */
     uint32_t reserved;
     uint64_t start_ticks; /* lock; /proc/PID/stat starttime, tells pid reuse apart */
     uint64_t used_bytes;  /* lock; device memory this process holds */
@@ -58,11 +58,11 @@ struct ts_simgpu_state {
     unsigned char uuid[16];
     char name[TS_SIMGPU_NAME_LEN];
     /* Shared, changing. */
-    _Atomic uint64_t used_bytes; /* == sum of procs[].used_bytes <= total_bytes */
-    _Atomic uint64_t kernels;    /* kernels launched, ever */
-    uint64_t busy_until_ns;      /* lock; end of the last queued kernel */
-    uint32_t span_next;          /* lock; slot the next new span goes to */
-    uint32_t span_count;         /* lock; valid spans, <= TS_SIMGPU_SPANS */
+    _Atomic uint64_t used_bytes;                  /* == sum of procs[].used_bytes <= total_bytes */
+    _Atomic uint64_t kernels;                     /* kernels launched, ever */
+    uint64_t busy_until_ns;                       /* lock; end of the last queued kernel */
+    uint32_t span_next;                           /* lock; slot the next new span goes to */
+    uint32_t span_count;                          /* lock; valid spans, <= TS_SIMGPU_SPANS */
     struct ts_simgpu_span spans[TS_SIMGPU_SPANS]; /* lock; ring, newest at span_next-1 */
     struct ts_simgpu_proc procs[TS_SIMGPU_MAX_PROCS];
 };

@@ -1,11 +1,300 @@
 /*
- * series.c - GET /metrics/query. Placeholder until the metric series land.
+ * series.c - GET /metrics/query?metric=&by=&key=&from=&to=&step=: the
+ * metric time series in step buckets.
+ *
+ * The points are read at the finest resolution still kept for `from`; with
+ * a step they are averaged into step buckets (a step finer than that
+ * resolution is refused), without one the step is the finest resolution
+ * that gives at most 1000 points. A bucket with no point is null. Members
+ * and viewers limited to projects see only their projects' series with
+ * by=project; the cluster, node and GPU series are everyone's.
  */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/units.h"
+#include "server/auth.h"
 #include "server/handlers/handlers.h"
+#include "server/series.h"
+#include "server/store/store.h"
+
+#define MAX_POINTS 1000    /* per series */
+#define MAX_ROWS 1000000   /* points with data in one answer */
+#define DEFAULT_RANGE 3600 /* seconds before `to` when `from` is absent */
+
+static int digits(const char *s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* RFC 3339: 2024-05-01T12:00:00Z, with optional fraction and a numeric
+ * offset; into unix seconds (the fraction dropped). 0, or -1. */
+static int parse_rfc3339(const char *s, int64_t *out)
+{
+    int y, mo, d, h, mi, sec;
+    if (strlen(s) < 20 || digits(s, 4, &y) || s[4] != '-' || digits(s + 5, 2, &mo) || s[7] != '-' ||
+        digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || digits(s + 11, 2, &h) ||
+        s[13] != ':' || digits(s + 14, 2, &mi) || s[16] != ':' || digits(s + 17, 2, &sec))
+        return -1;
+    const char *p = s + 19;
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return -1;
+        while (*p >= '0' && *p <= '9')
+            p++;
+    }
+    int64_t off = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om;
+        if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om) || oh > 23 || om > 59)
+            return -1;
+        off = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
+        p += 6;
+    } else {
+        return -1;
+    }
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 || mi > 59 ||
+        sec > 60)
+        return -1;
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (mo == 2 && d == 29 && !leap)
+        return -1;
+    struct tm tm = {.tm_year = y - 1900,
+                    .tm_mon = mo - 1,
+                    .tm_mday = d,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = sec > 59 ? 59 : sec};
+    *out = (int64_t)timegm(&tm) - off;
+    return 0;
+}
+
+static enum ts_err bad(struct ts_error *err, const char *field, const char *what, const char *given)
+{
+    return ts_error_field(err, TS_ERR_BAD_PARAMETER, field, "%s: \"%s\"", what, given);
+}
+
+static enum ts_err parse_time(struct ts_request *r, const char *name, bool durations, int64_t now,
+                              int64_t *out, struct ts_error *err)
+{
+    const char *s = ts_http_query(r, name);
+    if (s == NULL)
+        return TS_OK;
+    int64_t secs;
+    if (parse_rfc3339(s, out) == 0)
+        return TS_OK;
+    if (durations && ts_duration_parse(s, &secs) == 0) {
+        *out = now - secs;
+        return TS_OK;
+    }
+    enum ts_err e = bad(err, name,
+                        durations ? "from must be an RFC 3339 time or a duration before now"
+                                  : "to must be an RFC 3339 time",
+                        s);
+    ts_error_hint(err, "e.g. 2024-05-01T12:00:00Z%s", durations ? ", or 1h" : "");
+    return e;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return a / b + (a % b != 0 && (a < 0) == (b < 0));
+}
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    return a / b - (a % b != 0 && (a < 0) != (b < 0));
+}
+
+/* The project names a restricted caller may see (arena), or NULL for any. */
+static enum ts_err allowed_projects(struct ts_ctx *c, struct ts_dbconn *conn, struct ts_arena *a,
+                                    const char ***names, size_t *n, struct ts_error *err)
+{
+    size_t nids;
+    const int64_t *ids = ts_auth_project_ids(c, &nids);
+    *names = NULL;
+    *n = 0;
+    if (ids == NULL)
+        return TS_OK;
+    struct ts_project *v = NULL;
+    size_t np = 0;
+    enum ts_err e = nids ? ts_store_project_list(conn, ids, nids, a, &v, &np, err) : TS_OK;
+    if (e != TS_OK)
+        return e;
+    const char **out = ts_arena_alloc(a, (np ? np : 1) * sizeof(*out));
+    if (out == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < np; i++)
+        out[i] = v[i].spec.name;
+    *names = out;
+    *n = np;
+    return TS_OK;
+}
 
 TS_HANDLER(ts_h_metrics_query)
 {
-    (void)ctx;
-    (void)r;
-    return ts_error_set(err, TS_ERR_INTERNAL, "metric series are not built yet");
+    struct ts_ctx *c = ctx;
+    const struct ts_server_config *cfg = &c->srv->cfg;
+    struct ts_series_query q = {.max_rows = MAX_ROWS};
+    const char *metric = ts_http_query(r, "metric");
+    if (metric == NULL) {
+        ts_error_field(err, TS_ERR_BAD_PARAMETER, "metric", "metric is required");
+        ts_error_hint(err, "one of capacity, allocated, utilized, memory_used_bytes, "
+                           "running_jobs, pending_jobs");
+        return TS_ERR_BAD_PARAMETER;
+    }
+    if (ts_series_metric_parse(metric, &q.metric) != 0) {
+        bad(err, "metric", "unknown metric", metric);
+        ts_error_hint(err, "one of capacity, allocated, utilized, memory_used_bytes, "
+                           "running_jobs, pending_jobs");
+        return TS_ERR_BAD_PARAMETER;
+    }
+    const char *by = ts_http_query(r, "by");
+    if (by == NULL)
+        by = "cluster";
+    static const char *const scopes[] = {"cluster", "project", "node", "gpu"};
+    q.scope = NULL;
+    for (size_t i = 0; i < 4; i++)
+        if (strcmp(by, scopes[i]) == 0)
+            q.scope = scopes[i];
+    if (q.scope == NULL)
+        return bad(err, "by", "by must be cluster, project, node or gpu", by);
+    q.key = ts_http_query(r, "key");
+    bool cluster = strcmp(q.scope, "cluster") == 0;
+    if (cluster && q.key != NULL && q.key[0] != '\0')
+        return bad(err, "key", "the cluster has no keys: leave key out", q.key);
+    if (cluster)
+        q.key = "";
+
+    int64_t now = (int64_t)time(NULL);
+    int64_t to = now, from;
+    enum ts_err e = parse_time(r, "to", false, now, &to, err);
+    from = to - DEFAULT_RANGE;
+    if (e == TS_OK)
+        e = parse_time(r, "from", true, now, &from, err);
+    if (e != TS_OK)
+        return e;
+    if (from >= to)
+        return ts_error_field(err, TS_ERR_BAD_PARAMETER, "from",
+                              "from must be before to: %lld is not before %lld", (long long)from,
+                              (long long)to);
+    int64_t step = 0;
+    const char *st = ts_http_query(r, "step");
+    if (st != NULL && (ts_duration_parse(st, &step) != 0 || step <= 0)) {
+        bad(err, "step", "step must be a duration of at least 1s", st);
+        ts_error_hint(err, "e.g. 10s, 5m, 1h");
+        return TS_ERR_BAD_PARAMETER;
+    }
+
+    /* the finest resolution still kept for `from` (a bucket of slack) */
+    struct ts_series_levels lv;
+    ts_series_levels_of(cfg, &lv);
+    int k = lv.n - 1;
+    for (int i = 0; i < lv.n; i++)
+        if (from >= now - lv.retention[i] - lv.resolution[i]) {
+            k = i;
+            break;
+        }
+    if (step == 0) {
+        /* the finest kept resolution that gives at most MAX_POINTS */
+        while (k < lv.n - 1 && ceil_div(to - from, lv.resolution[k]) > MAX_POINTS)
+            k++;
+        step = lv.resolution[k];
+        if (ceil_div(to - floor_div(from, step) * step, step) > MAX_POINTS)
+            step = ceil_div(ceil_div(to - from, MAX_POINTS - 1), step) * step;
+    } else if (step < lv.resolution[k]) {
+        ts_error_field(err, TS_ERR_BAD_PARAMETER, "step",
+                       "step %llds is finer than the points kept for that time: %llds",
+                       (long long)step, (long long)lv.resolution[k]);
+        ts_error_hint(err, "use step=%llds or more, or a later from", (long long)lv.resolution[k]);
+        return TS_ERR_BAD_PARAMETER;
+    }
+    q.resolution = lv.resolution[k];
+    q.step = step;
+    q.start = floor_div(from, step) * step;
+    q.end = to;
+    int64_t npoints = ceil_div(q.end - q.start, step);
+    if (npoints > MAX_POINTS) {
+        ts_error_field(err, TS_ERR_BAD_PARAMETER, "step",
+                       "the answer would hold %lld points per series, more than %d",
+                       (long long)npoints, MAX_POINTS);
+        ts_error_hint(err, "use step=%llds or more, or a shorter range",
+                      (long long)ceil_div(q.end - q.start, MAX_POINTS));
+        return TS_ERR_BAD_PARAMETER;
+    }
+
+    struct ts_dbconn *conn = ts_ctx_db(c, err);
+    if (conn == NULL)
+        return err->code;
+    if (strcmp(q.scope, "project") == 0) {
+        const char **names;
+        size_t nn;
+        if ((e = allowed_projects(c, conn, r->arena, &names, &nn, err)) != TS_OK)
+            return e;
+        if (names != NULL) {
+            q.keys = names;
+            q.nkeys = nn;
+            bool ok = q.key == NULL;
+            for (size_t i = 0; i < nn && !ok; i++)
+                ok = strcmp(names[i], q.key) == 0;
+            if (!ok)
+                return ts_error_set(err, TS_ERR_FORBIDDEN,
+                                    "token \"%s\" has no access to project \"%s\"", c->who.name,
+                                    q.key);
+        }
+    }
+    struct ts_series_row *rows;
+    size_t n;
+    if ((e = ts_store_series_query(conn, &q, r->arena, &rows, &n, err)) != TS_OK)
+        return e;
+
+    json_t *series = json_array();
+    size_t i = 0;
+    /* one series per key with points; a named key (and the cluster) always */
+    bool named = q.key != NULL;
+    while (i < n || named) {
+        const char *key = i < n ? rows[i].key : q.key;
+        json_t *points = json_array();
+        for (int64_t b = 0; b < npoints; b++) {
+            int64_t t = q.start + b * step;
+            json_t *pt = json_array();
+            json_array_append_new(pt, json_integer(t));
+            if (i < n && strcmp(rows[i].key, key) == 0 && rows[i].bucket == t)
+                json_array_append_new(pt, json_real(rows[i++].value));
+            else
+                json_array_append_new(pt, json_null());
+            json_array_append_new(points, pt);
+        }
+        /* buckets the store gave that the loop did not meet (none expected) */
+        while (i < n && strcmp(rows[i].key, key) == 0)
+            i++;
+        json_t *s = json_object();
+        json_object_set_new(s, "key", json_string(key));
+        json_object_set_new(s, "points", points);
+        json_array_append_new(series, s);
+        named = false;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "metric", json_string(ts_series_metric_name(q.metric)));
+    json_object_set_new(o, "by", json_string(q.scope));
+    json_object_set_new(o, "from", ts_wire_time(q.start * 1000000));
+    json_object_set_new(o, "to", ts_wire_time(q.end * 1000000));
+    json_object_set_new(o, "step_seconds", json_integer(step));
+    json_object_set_new(o, "resolution_seconds", json_integer(q.resolution));
+    json_object_set_new(o, "series", series);
+    ts_http_reply_json(r, 200, o);
+    return TS_OK;
 }

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,17 +58,131 @@ void ts_http_add_header(struct ts_request *r, const char *name, const char *valu
         r->nheaders++;
 }
 
+/* ---- streamed responses (ts_http_reply_stream) ---------------------------- */
+
+struct ts_http_stream {
+    ts_http_stream_fn fn;
+    void *cls; /* owned: free_cb(cls) */
+    ts_http_stream_free_fn free_cb;
+    int fd; /* the client's socket, to notice a hang-up; -1: unknown */
+};
+
+static void stream_free(struct ts_http_stream *s)
+{
+    if (s == NULL)
+        return;
+    if (s->free_cb)
+        s->free_cb(s->cls);
+    free(s);
+}
+
 void ts_http_reply_json(struct ts_request *r, int status, json_t *json)
 {
     if (r->json)
         json_decref(r->json);
+    stream_free(r->stream);
+    r->stream = NULL;
     r->status = status;
     r->json = json;
     r->raw = NULL;
 }
 
+void ts_http_reply_stream(struct ts_request *r, int status, const char *content_type,
+                          ts_http_stream_fn fn, void *cls, ts_http_stream_free_fn free_cb)
+{
+    stream_free(r->stream);
+    r->stream = NULL;
+    if (r->json)
+        json_decref(r->json);
+    r->json = NULL;
+    struct ts_http_stream *s = calloc(1, sizeof(*s));
+    const char *type = content_type ? ts_arena_strdup(r->arena, content_type) : NULL;
+    if (s == NULL || (content_type != NULL && type == NULL)) {
+        free(s);
+        if (free_cb)
+            free_cb(cls);
+        r->status = 500;
+        r->raw = "{\"status\":500,\"code\":\"out_of_memory\"}";
+        r->raw_len = strlen(r->raw);
+        r->content_type = "application/problem+json";
+        return;
+    }
+    s->fn = fn;
+    s->cls = cls;
+    s->free_cb = free_cb;
+    s->fd = -1;
+    r->stream = s;
+    r->status = status;
+    r->raw = NULL;
+    r->raw_len = 0;
+    r->content_type = type;
+}
+
+/* Whether the client closed its end: POLLRDHUP without reading anything, so
+ * a pipelined next request is not taken for a hang-up. */
+static bool peer_gone(int fd)
+{
+    if (fd < 0)
+        return false;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct ts_http_stream *s = cls;
+    if (peer_gone(s->fd))
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    ssize_t n = s->fn(s->cls, buf, max);
+    if (n == TS_HTTP_STREAM_END)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (n < 0 || (size_t)n > max)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    return n;
+}
+
+static void stream_done(void *cls)
+{
+    stream_free(cls);
+}
+
+static void stream_headers(struct MHD_Response *resp, const struct ts_request *r, const char *type)
+{
+    if (type)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+    for (int i = 0; i < r->nheaders; i++)
+        MHD_add_response_header(resp, r->header_names[i], r->header_values[i]);
+}
+
+/* The response takes the stream: libmicrohttpd frees it (stream_done) when
+ * it is done with the response, which can be after the request completed. */
+static enum MHD_Result send_stream(struct MHD_Connection *c, struct ts_request *r)
+{
+    struct ts_http_stream *s = r->stream;
+    r->stream = NULL;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    s->fd = ci ? ci->connect_fd : -1;
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, s, stream_done);
+    if (resp == NULL) {
+        stream_free(s);
+        return MHD_NO;
+    }
+    stream_headers(resp, r, r->content_type);
+    /* a followed log can be quiet for long: no idle timeout while it streams */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *c, struct ts_request *r)
 {
+    if (r->stream)
+        return send_stream(c, r);
     char *text = NULL;
     const char *body = r->raw;
     size_t len = r->raw_len;
@@ -180,6 +295,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
         h->cfg.complete(h->cfg.cls, r);
     if (r->json)
         json_decref(r->json);
+    stream_free(r->stream); /* a stream never handed to a response */
     ts_buf_free(&r->body);
     ts_arena_free(r->arena);
     free(r);

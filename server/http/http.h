@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "api/arena.h"
 #include "api/buf.h"
@@ -45,6 +46,7 @@ struct ts_request {
     const char *header_names[TS_HTTP_MAX_HEADERS];
     const char *header_values[TS_HTTP_MAX_HEADERS];
     int nheaders;
+    struct ts_http_stream *stream; /* a streamed body (ts_http_reply_stream), or NULL */
 
     void *conn; /* struct MHD_Connection *, opaque here */
     void *user; /* the dispatcher's per-request state */
@@ -57,8 +59,38 @@ const char *ts_http_query(const struct ts_request *r, const char *name);
 
 /* Add a response header; both strings are copied into the arena. */
 void ts_http_add_header(struct ts_request *r, const char *name, const char *value);
-/* Set a JSON response (steals json). */
+/* Set a JSON response (steals json). Drops a stream set before. */
 void ts_http_reply_json(struct ts_request *r, int status, json_t *json);
+
+/*
+ * Streamed responses (chunked transfer encoding), for bodies that are made
+ * while they are sent (followed job output).
+ *
+ * fn is called on the connection's thread whenever more can be sent. It
+ * writes at most max bytes into buf and returns how many; 0 when nothing is
+ * ready yet (it is called again at once, so it must first block for a
+ * bounded time, about a second, e.g. waiting for a notification);
+ * TS_HTTP_STREAM_END when the body is complete; TS_HTTP_STREAM_ERROR to
+ * abort the connection. The connection's idle timeout is off while a stream
+ * is sent; a client that hangs up ends the stream before fn is called again.
+ * While fn blocks, it holds its thread: under libmicrohttpd's thread pool,
+ * the other connections of that pool thread wait too.
+ *
+ * fn runs after the handler returned and after the request's database
+ * connection went back to the pool, and may outlive the request: cls must
+ * not point into the request's arena. ts_http_reply_stream takes cls:
+ * free_cb(cls) runs exactly once, when the response is done with it (also
+ * when the stream is never sent: an error reply replaced it, the connection
+ * closed first). free_cb may be NULL.
+ */
+#define TS_HTTP_STREAM_END ((ssize_t)-1)
+#define TS_HTTP_STREAM_ERROR ((ssize_t)-2)
+typedef ssize_t (*ts_http_stream_fn)(void *cls, char *buf, size_t max);
+typedef void (*ts_http_stream_free_fn)(void *cls);
+/* content_type is copied. On out of memory cls is freed and the reply is a
+ * 500. */
+void ts_http_reply_stream(struct ts_request *r, int status, const char *content_type,
+                          ts_http_stream_fn fn, void *cls, ts_http_stream_free_fn free_cb);
 
 /*
  * The dispatcher: called once per complete request on a libmicrohttpd

@@ -591,7 +591,7 @@ static void failures_give_the_documented_exit_codes(void)
          TS_GPULOAD_EXIT_FAILED,
          "cuMemcpyDtoH_v2): CUDA_ERROR_UNKNOWN"},
         {"module",
-         "cuModuleLoadData:1",
+         "cuModuleLoadDataEx:1",
          {NULL},
          TS_GPULOAD_EXIT_FAILED,
          "CUDA_ERROR_INVALID_IMAGE"},
@@ -650,22 +650,25 @@ static void a_corrupted_buffer_is_detected_as_data_loss(void)
         dump(&d);
 }
 
+/* clang-format off */
 static const struct {
     const char *name;
     void (*fn)(void);
 } cases[] = {
-#define CASE(f) {#f, f},
-    CASE(times_rates_and_plans_parse_as_documented) CASE(
-        any_window_of_a_pattern_can_be_made_again_and_a_changed_byte_is_found)
-        CASE(checkpoint_round_trips_and_a_damaged_one_is_refused) CASE(
-            train_holds_its_memory_and_keeps_the_gpu_busy)
-            CASE(notebook_runs_short_bursts_between_long_idle_periods) CASE(
-                inference_serves_requests_at_its_rate) CASE(a_restart_resumes_from_the_checkpoint)
-                CASE(sigterm_ends_the_step_writes_the_checkpoint_and_ends_the_process_by_sigterm)
-                    CASE(failures_give_the_documented_exit_codes)
-                        CASE(a_corrupted_buffer_is_detected_as_data_loss)
+#define CASE(f) {#f, f}
+    CASE(times_rates_and_plans_parse_as_documented),
+    CASE(any_window_of_a_pattern_can_be_made_again_and_a_changed_byte_is_found),
+    CASE(checkpoint_round_trips_and_a_damaged_one_is_refused),
+    CASE(train_holds_its_memory_and_keeps_the_gpu_busy),
+    CASE(notebook_runs_short_bursts_between_long_idle_periods),
+    CASE(inference_serves_requests_at_its_rate),
+    CASE(a_restart_resumes_from_the_checkpoint),
+    CASE(sigterm_ends_the_step_writes_the_checkpoint_and_ends_the_process_by_sigterm),
+    CASE(failures_give_the_documented_exit_codes),
+    CASE(a_corrupted_buffer_is_detected_as_data_loss),
 #undef CASE
 };
+/* clang-format on */
 
 int main(int argc, char **argv)
 {

@@ -32,47 +32,99 @@
 static int failures;
 static char dir[256];
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                              \
-        }                                                                            \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
-#define CHECK_RC(expr, want)                                                          \
-    do {                                                                              \
-        long got_ = (long)(expr);                                                     \
-        if (got_ != (long)(want)) {                                                   \
-            fprintf(stderr, "%s:%d: %s returned %ld, wanted %ld\n", __FILE__, __LINE__, \
-                    #expr, got_, (long)(want));                                       \
-            failures++;                                                               \
-        }                                                                             \
+#define CHECK_RC(expr, want)                                                                       \
+    do {                                                                                           \
+        long got_ = (long)(expr);                                                                  \
+        if (got_ != (long)(want)) {                                                                \
+            fprintf(stderr, "%s:%d: %s returned %ld, wanted %ld\n", __FILE__, __LINE__, #expr,     \
+                    got_, (long)(want));                                                           \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 #define OK(expr) CHECK_RC(expr, 0)
 
 /* The entry points, looked up with dlsym as a job would. */
-#define CU_FNS(X)                                                                              \
-    X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet)       \
-    X(cuDeviceGetCount) X(cuDeviceGetName) X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2)            \
-    X(cuDeviceTotalMem_v2) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)                 \
-    X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize)  \
-    X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemGetInfo_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2)  \
-    X(cuMemcpyDtoD_v2) X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuStreamCreate)       \
-    X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuStreamQuery) X(cuEventCreate)             \
-    X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                \
-    X(cuEventElapsedTime) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate)            \
-    X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)                                \
-    X(cuMemGetAllocationGranularity) X(cuModuleLoadData) X(cuModuleGetFunction)                \
-    X(cuLaunchKernel) X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuCtxCreate_v2)             \
-    X(cuCtxDestroy_v2) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxGetDevice)          \
-    X(cuMemHostAlloc) X(cuMemAllocHost_v2) X(cuMemFreeHost) X(cuMemHostRegister_v2)            \
-    X(cuMemHostUnregister) X(cuMemHostGetDevicePointer_v2) X(cuMemsetD8_v2)                    \
-    X(cuGetExportTable) X(cuModuleLoadDataEx)
-#define NVML_FNS(X)                                                                            \
-    X(nvmlInit_v2) X(nvmlShutdown) X(nvmlDeviceGetCount_v2) X(nvmlDeviceGetHandleByIndex_v2)   \
-    X(nvmlDeviceGetUUID) X(nvmlDeviceGetName) X(nvmlDeviceGetMemoryInfo)                       \
-    X(nvmlDeviceGetMemoryInfo_v2) X(nvmlDeviceGetUtilizationRates)                             \
-    X(nvmlDeviceGetComputeRunningProcesses_v3) X(nvmlErrorString)                              \
+#define CU_FNS(X)                                                                                  \
+    X(cuInit)                                                                                      \
+    X(cuDriverGetVersion)                                                                          \
+    X(cuGetErrorName)                                                                              \
+    X(cuGetErrorString)                                                                            \
+    X(cuDeviceGet)                                                                                 \
+    X(cuDeviceGetCount)                                                                            \
+    X(cuDeviceGetName)                                                                             \
+    X(cuDeviceGetUuid)                                                                             \
+    X(cuDeviceGetUuid_v2)                                                                          \
+    X(cuDeviceTotalMem_v2)                                                                         \
+    X(cuDeviceGetAttribute)                                                                        \
+    X(cuDevicePrimaryCtxRetain)                                                                    \
+    X(cuMemGetInfo_v2)                                                                             \
+    X(cuStreamDestroy_v2)                                                                          \
+    X(cuEventElapsedTime)                                                                          \
+    X(cuDevicePrimaryCtxRelease_v2)                                                                \
+    X(cuCtxSetCurrent)                                                                             \
+    X(cuCtxGetCurrent)                                                                             \
+    X(cuCtxSynchronize)                                                                            \
+    X(cuMemAlloc_v2)                                                                               \
+    X(cuMemFree_v2)                                                                                \
+    X(cuMemcpyHtoD_v2)                                                                             \
+    X(cuMemcpyDtoH_v2)                                                                             \
+    X(cuMemcpyDtoD_v2)                                                                             \
+    X(cuMemcpyHtoDAsync_v2)                                                                        \
+    X(cuMemcpyDtoHAsync_v2)                                                                        \
+    X(cuStreamCreate)                                                                              \
+    X(cuStreamSynchronize)                                                                         \
+    X(cuStreamQuery)                                                                               \
+    X(cuEventCreate)                                                                               \
+    X(cuEventDestroy_v2)                                                                           \
+    X(cuEventRecord)                                                                               \
+    X(cuEventQuery)                                                                                \
+    X(cuEventSynchronize)                                                                          \
+    X(cuMemAddressReserve)                                                                         \
+    X(cuMemAddressFree)                                                                            \
+    X(cuMemCreate)                                                                                 \
+    X(cuMemRelease)                                                                                \
+    X(cuMemMap)                                                                                    \
+    X(cuMemUnmap)                                                                                  \
+    X(cuMemSetAccess)                                                                              \
+    X(cuMemGetAllocationGranularity)                                                               \
+    X(cuModuleLoadData)                                                                            \
+    X(cuModuleGetFunction)                                                                         \
+    X(cuLaunchKernel)                                                                              \
+    X(cuGetProcAddress)                                                                            \
+    X(cuGetProcAddress_v2)                                                                         \
+    X(cuCtxCreate_v2)                                                                              \
+    X(cuCtxDestroy_v2)                                                                             \
+    X(cuCtxPushCurrent_v2)                                                                         \
+    X(cuCtxPopCurrent_v2)                                                                          \
+    X(cuCtxGetDevice)                                                                              \
+    X(cuMemHostAlloc)                                                                              \
+    X(cuMemAllocHost_v2)                                                                           \
+    X(cuMemFreeHost)                                                                               \
+    X(cuMemHostRegister_v2)                                                                        \
+    X(cuMemHostUnregister)                                                                         \
+    X(cuMemHostGetDevicePointer_v2)                                                                \
+    X(cuMemsetD8_v2)                                                                               \
+    X(cuGetExportTable)                                                                            \
+    X(cuModuleLoadDataEx)
+#define NVML_FNS(X)                                                                                \
+    X(nvmlInit_v2)                                                                                 \
+    X(nvmlShutdown)                                                                                \
+    X(nvmlDeviceGetCount_v2)                                                                       \
+    X(nvmlDeviceGetHandleByIndex_v2)                                                               \
+    X(nvmlDeviceGetUUID)                                                                           \
+    X(nvmlDeviceGetName)                                                                           \
+    X(nvmlDeviceGetMemoryInfo)                                                                     \
+    X(nvmlDeviceGetMemoryInfo_v2)                                                                  \
+    X(nvmlDeviceGetUtilizationRates)                                                               \
+    X(nvmlDeviceGetComputeRunningProcesses_v3)                                                     \
+    X(nvmlErrorString)                                                                             \
     X(nvmlDeviceGetProcessUtilization)
 
 #define DECL(name) static __typeof__(name) *p_##name;
@@ -96,10 +148,10 @@ static void load_all(void)
 {
     void *cu = cu_lib = load("libcuda.so.1");
     void *nv = load("libnvidia-ml.so.1");
-#define LOOK(name)                                                  \
-    if (!(*(void **)&p_##name = dlsym(HANDLE, #name))) {            \
-        fprintf(stderr, "missing symbol %s\n", #name);              \
-        exit(1);                                                    \
+#define LOOK(name)                                                                                 \
+    if (!(*(void **)&p_##name = dlsym(HANDLE, #name))) {                                           \
+        fprintf(stderr, "missing symbol %s\n", #name);                                             \
+        exit(1);                                                                                   \
     }
 #define HANDLE cu
     CU_FNS(LOOK)
@@ -724,7 +776,7 @@ static void created_contexts_stack_per_thread_and_take_their_memory_with_them(vo
     OK(p_cuCtxPopCurrent_v2(&got));
     CHECK(got == c1);
     OK(p_cuCtxGetCurrent(&got));
-    CHECK(got == primary); /* the one setup made current, below */
+    CHECK(got == primary);             /* the one setup made current, below */
     OK(p_cuMemAlloc_v2(&b, 16 * MiB)); /* in the primary context */
 
     /* A context on the second GPU charges that GPU. */
@@ -832,7 +884,8 @@ static void pinned_host_memory_is_allocated_registered_and_copied_through(void)
     CHECK_RC(p_cuMemHostRegister_v2(reg, rn, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
     CHECK_RC(p_cuMemHostRegister_v2(reg + 4096, 4096, 0),
              CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
-    CHECK_RC(p_cuMemHostRegister_v2(reg, rn, CU_MEMHOSTREGISTER_IOMEMORY), CUDA_ERROR_NOT_SUPPORTED);
+    CHECK_RC(p_cuMemHostRegister_v2(reg, rn, CU_MEMHOSTREGISTER_IOMEMORY),
+             CUDA_ERROR_NOT_SUPPORTED);
     CHECK_RC(p_cuMemHostRegister_v2(reg, rn, 0x100), CUDA_ERROR_INVALID_VALUE);
     fill(reg, rn, 9);
     OK(p_cuMemcpyHtoD_v2(d, reg, rn));
@@ -900,8 +953,7 @@ static void per_thread_default_stream_flavours_are_exported_and_handed_out(void)
         OK(p_cuGetProcAddress_v2(pt_fns[i].base, &fn, 12000,
                                  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
         if (fn != pt)
-            fprintf(stderr, "per-thread %s: got %p, wanted %s\n", pt_fns[i].base, fn,
-                    pt_fns[i].pt);
+            fprintf(stderr, "per-thread %s: got %p, wanted %s\n", pt_fns[i].base, fn, pt_fns[i].pt);
         CHECK(fn == pt && st == CU_GET_PROC_ADDRESS_SUCCESS);
         OK(p_cuGetProcAddress(pt_fns[i].base, &fn, 11080,
                               CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
@@ -1094,31 +1146,33 @@ static void nvml_attributes_memory_and_busy_time_to_each_process(void)
     OK(p_nvmlShutdown());
 }
 
+/* clang-format off */
 static const struct {
     const char *name;
     void (*fn)(void);
 } cases[] = {
-#define CASE(f) {#f, f},
-    CASE(device_queries_report_the_configured_gpus)
-    CASE(allocations_are_distinct_and_counted_in_memory_info)
-    CASE(a_large_gpu_is_simulated_without_touching_its_memory)
-    CASE(copies_are_byte_exact_and_bad_pointers_are_refused)
-    CASE(copies_run_at_the_configured_bandwidth)
-    CASE(vmm_keeps_address_and_contents_when_physical_memory_is_unmapped_and_remapped)
-    CASE(get_proc_address_returns_working_entry_points)
-    CASE(kernel_launch_keeps_the_gpu_busy_and_raises_utilization)
-    CASE(injected_failures_hit_the_chosen_call)
-    CASE(nvml_reports_uuid_name_memory_and_processes)
-    CASE(cuda_visible_devices_selects_and_orders_gpus)
-    CASE(capacity_is_enforced_across_two_processes)
-    CASE(memory_of_a_dead_process_is_reclaimed)
-    CASE(created_contexts_stack_per_thread_and_take_their_memory_with_them)
-    CASE(pinned_host_memory_is_allocated_registered_and_copied_through)
-    CASE(per_thread_default_stream_flavours_are_exported_and_handed_out)
-    CASE(export_tables_and_module_options_are_answered_cleanly)
-    CASE(nvml_attributes_memory_and_busy_time_to_each_process)
+#define CASE(f) {#f, f}
+    CASE(device_queries_report_the_configured_gpus),
+    CASE(allocations_are_distinct_and_counted_in_memory_info),
+    CASE(a_large_gpu_is_simulated_without_touching_its_memory),
+    CASE(copies_are_byte_exact_and_bad_pointers_are_refused),
+    CASE(copies_run_at_the_configured_bandwidth),
+    CASE(vmm_keeps_address_and_contents_when_physical_memory_is_unmapped_and_remapped),
+    CASE(get_proc_address_returns_working_entry_points),
+    CASE(kernel_launch_keeps_the_gpu_busy_and_raises_utilization),
+    CASE(injected_failures_hit_the_chosen_call),
+    CASE(nvml_reports_uuid_name_memory_and_processes),
+    CASE(cuda_visible_devices_selects_and_orders_gpus),
+    CASE(capacity_is_enforced_across_two_processes),
+    CASE(memory_of_a_dead_process_is_reclaimed),
+    CASE(created_contexts_stack_per_thread_and_take_their_memory_with_them),
+    CASE(pinned_host_memory_is_allocated_registered_and_copied_through),
+    CASE(per_thread_default_stream_flavours_are_exported_and_handed_out),
+    CASE(export_tables_and_module_options_are_answered_cleanly),
+    CASE(nvml_attributes_memory_and_busy_time_to_each_process),
 #undef CASE
 };
+/* clang-format on */
 
 int main(int argc, char **argv)
 {

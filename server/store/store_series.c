@@ -1,0 +1,375 @@
+/*
+ * store_series.c - the metric time series: the current figures of the
+ * cluster, each project, node and GPU; writing them as points, rolling them
+ * up, expiring them; and reading them back in step buckets.
+ *
+ * Any number of replicas tick; the one that gets the transaction-level
+ * advisory lock writes. Writing is idempotent (a point already in its bucket
+ * is kept, roll-ups are recomputed from the finer points), so two replicas
+ * ticking one after the other in the same bucket write it once.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/store/row.h"
+#include "server/store/store.h"
+
+/* The series' advisory lock: "tesseras" in ASCII (migrations use
+ * "tessera" 0x01). */
+#define SERIES_LOCK_KEY "8387236820507844979" /* 0x7465737365726173 */
+
+static const char *const metric_names[TS_SERIES_NMETRICS] = {
+    "capacity", "allocated", "utilized", "memory_used_bytes", "running_jobs", "pending_jobs",
+};
+
+const char *ts_series_metric_name(enum ts_series_metric m)
+{
+    return (unsigned)m < TS_SERIES_NMETRICS ? metric_names[m] : "capacity";
+}
+
+int ts_series_metric_parse(const char *s, enum ts_series_metric *out)
+{
+    for (int i = 0; i < TS_SERIES_NMETRICS; i++)
+        if (strcmp(s, metric_names[i]) == 0) {
+            *out = (enum ts_series_metric)i;
+            return 0;
+        }
+    return -1;
+}
+
+/*
+ * Every scope's figures now, as defined in server/README.md: capacity in
+ * GPUs (cluster: GPUs of ready nodes; project: its quota), allocated GPUs
+ * (a GPU's share is the memory packed on it over its memory), utilized GPUs
+ * (the latest samples; a project's: its running jobs' samples), GPU memory
+ * used, running and pending jobs.
+ */
+static const char figures_sql[] =
+    "WITH ga AS ("
+    " SELECT jg.gpu_id, sum(jg.memory_bytes)::float8 AS bytes,"
+    "  count(*) FILTER (WHERE j.state = 'running')::float8 AS running"
+    " FROM job_gpu jg JOIN job j ON j.id = jg.job_id GROUP BY jg.gpu_id),"
+    " g AS ("
+    " SELECT g.node_id, n.name AS node, n.state AS node_state, g.idx,"
+    "  coalesce(coalesce(ga.bytes, 0) / nullif(g.memory_bytes, 0), 0)::float8 AS alloc,"
+    "  g.utilization::float8 AS util, g.memory_used_bytes::float8 AS mem,"
+    "  coalesce(ga.running, 0)::float8 AS running"
+    " FROM gpu g JOIN node n ON n.id = g.node_id LEFT JOIN ga ON ga.gpu_id = g.id),"
+    " gn AS ("
+    " SELECT node_id, count(*)::float8 AS gpus, sum(alloc) AS alloc, sum(util) AS util,"
+    "  sum(mem) AS mem FROM g GROUP BY node_id),"
+    " jn AS ("
+    " SELECT node_id, count(*)::float8 AS running FROM job"
+    " WHERE state = 'running' AND node_id IS NOT NULL GROUP BY node_id),"
+    " jp AS ("
+    " SELECT project_id,"
+    "  count(*) FILTER (WHERE state = 'running')::float8 AS running,"
+    "  count(*) FILTER (WHERE state = 'pending')::float8 AS pending,"
+    "  coalesce(sum(gpu_utilization) FILTER (WHERE state = 'running'), 0)::float8 AS util,"
+    "  coalesce(sum(gpu_memory_used_bytes) FILTER (WHERE state = 'running'), 0)::float8 AS mem"
+    " FROM job WHERE state IN ('running', 'pending') GROUP BY project_id),"
+    " pa AS ("
+    " SELECT j.project_id,"
+    "  sum(coalesce(jg.memory_bytes::float8 / nullif(gg.memory_bytes, 0), 0)) AS alloc"
+    " FROM job_gpu jg JOIN job j ON j.id = jg.job_id JOIN gpu gg ON gg.id = jg.gpu_id"
+    " GROUP BY j.project_id)"
+    " SELECT 'cluster' AS scope, '' AS key,"
+    "  (SELECT count(*) FROM g WHERE node_state = 'ready')::float8,"
+    "  (SELECT coalesce(sum(alloc), 0) FROM g)::float8,"
+    "  (SELECT coalesce(sum(util), 0) FROM g)::float8,"
+    "  (SELECT coalesce(sum(mem), 0) FROM g)::float8,"
+    "  (SELECT count(*) FROM job WHERE state = 'running')::float8,"
+    "  (SELECT count(*) FROM job WHERE state = 'pending')::float8"
+    " UNION ALL"
+    " SELECT 'project', p.name, p.quota_gpus::float8, coalesce(pa.alloc, 0)::float8,"
+    "  coalesce(jp.util, 0), coalesce(jp.mem, 0), coalesce(jp.running, 0),"
+    "  coalesce(jp.pending, 0)"
+    " FROM project p LEFT JOIN pa ON pa.project_id = p.id LEFT JOIN jp ON jp.project_id = p.id"
+    " UNION ALL"
+    " SELECT 'node', n.name, coalesce(gn.gpus, 0), coalesce(gn.alloc, 0), coalesce(gn.util, 0),"
+    "  coalesce(gn.mem, 0), coalesce(jn.running, 0), 0"
+    " FROM node n LEFT JOIN gn ON gn.node_id = n.id LEFT JOIN jn ON jn.node_id = n.id"
+    " UNION ALL"
+    " SELECT 'gpu', node || '/' || idx, 1, alloc, util, mem, running, 0 FROM g"
+    " ORDER BY 1, 2";
+
+static const char *const scopes[] = {"cluster", "project", "node", "gpu"};
+
+static enum ts_err read_figures(struct ts_dbconn *c, struct ts_arena *a,
+                                struct ts_series_figure **out, size_t *n, struct ts_error *err)
+{
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c, figures_sql, 0, NULL, &res, err);
+    if (e != TS_OK)
+        return e;
+    int rows = PQntuples(res);
+    struct ts_series_figure *v = ts_arena_alloc(a, (size_t)(rows ? rows : 1) * sizeof(*v));
+    if (v == NULL) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int r = 0; r < rows; r++) {
+        const char *scope = PQgetvalue(res, r, 0);
+        v[r].scope = scopes[0];
+        for (size_t k = 0; k < sizeof(scopes) / sizeof(scopes[0]); k++)
+            if (strcmp(scope, scopes[k]) == 0)
+                v[r].scope = scopes[k];
+        v[r].key = ts_row_text(res, r, 1, a);
+        for (int m = 0; m < TS_SERIES_NMETRICS; m++)
+            v[r].v[m] = ts_row_double(res, r, 2 + m);
+        if (v[r].key == NULL) {
+            PQclear(res);
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        }
+    }
+    PQclear(res);
+    *out = v;
+    *n = (size_t)rows;
+    return TS_OK;
+}
+
+/* A text[] literal: {"a","b\"c"}. NULL when out of memory. */
+static char *text_array(struct ts_arena *a, const struct ts_series_figure *f, size_t n, bool scope)
+{
+    size_t cap = 3;
+    for (size_t i = 0; i < n; i++)
+        cap += 2 * strlen(scope ? f[i].scope : f[i].key) + 3;
+    char *s = ts_arena_alloc(a, cap);
+    if (s == NULL)
+        return NULL;
+    size_t len = 0;
+    s[len++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            s[len++] = ',';
+        s[len++] = '"';
+        for (const char *p = scope ? f[i].scope : f[i].key; *p; p++) {
+            if (*p == '"' || *p == '\\')
+                s[len++] = '\\';
+            s[len++] = *p;
+        }
+        s[len++] = '"';
+    }
+    s[len] = '}';
+    return s;
+}
+
+/* A float8[] literal of metric m, exact (17 significant digits). */
+static char *number_array(struct ts_arena *a, const struct ts_series_figure *f, size_t n, int m)
+{
+    size_t cap = 3 + n * 26;
+    char *s = ts_arena_alloc(a, cap);
+    if (s == NULL)
+        return NULL;
+    size_t len = 0;
+    s[len++] = '{';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, "%s%.17g", i ? "," : "", f[i].v[m]);
+    s[len] = '}';
+    return s;
+}
+
+static enum ts_err exec1(struct ts_dbconn *c, const char *sql, int n, const char *const *params,
+                         struct ts_error *err)
+{
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c, sql, n, params, &res, err);
+    PQclear(res);
+    return e;
+}
+
+static enum ts_err write_points(struct ts_dbconn *c, int64_t resolution, int64_t at,
+                                const struct ts_series_figure *f, size_t n, struct ts_arena *a,
+                                struct ts_error *err)
+{
+    if (n == 0)
+        return TS_OK;
+    char resbuf[24], atbuf[24];
+    snprintf(resbuf, sizeof(resbuf), "%lld", (long long)resolution);
+    snprintf(atbuf, sizeof(atbuf), "%lld", (long long)at);
+    const char *params[10] = {resbuf, atbuf, text_array(a, f, n, true), text_array(a, f, n, false)};
+    for (int m = 0; m < TS_SERIES_NMETRICS; m++)
+        params[4 + m] = number_array(a, f, n, m);
+    for (int i = 2; i < 10; i++)
+        if (params[i] == NULL)
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    return exec1(c,
+                 "INSERT INTO metric_point (resolution_s, scope, key, at, capacity, allocated,"
+                 " utilized, memory_used_bytes, running_jobs, pending_jobs, samples)"
+                 " SELECT $1::integer, s, k, to_timestamp($2::bigint), v1, v2, v3, v4, v5, v6, 1"
+                 " FROM unnest($3::text[], $4::text[], $5::float8[], $6::float8[], $7::float8[],"
+                 "  $8::float8[], $9::float8[], $10::float8[]) AS t(s, k, v1, v2, v3, v4, v5, v6)"
+                 " ON CONFLICT DO NOTHING",
+                 10, params, err);
+}
+
+/* Recompute the bucket of resolution `coarse` that starts at `bucket` from
+ * the points of resolution `fine` in it. */
+static enum ts_err roll_up(struct ts_dbconn *c, int64_t coarse, int64_t fine, int64_t bucket,
+                           struct ts_error *err)
+{
+    char cbuf[24], fbuf[24], bbuf[24];
+    snprintf(cbuf, sizeof(cbuf), "%lld", (long long)coarse);
+    snprintf(fbuf, sizeof(fbuf), "%lld", (long long)fine);
+    snprintf(bbuf, sizeof(bbuf), "%lld", (long long)bucket);
+    const char *params[] = {cbuf, fbuf, bbuf};
+    return exec1(c,
+                 "INSERT INTO metric_point (resolution_s, scope, key, at, capacity, allocated,"
+                 " utilized, memory_used_bytes, running_jobs, pending_jobs, samples)"
+                 " SELECT $1::integer, scope, key, to_timestamp($3::bigint), avg(capacity),"
+                 "  avg(allocated), avg(utilized), avg(memory_used_bytes), avg(running_jobs),"
+                 "  avg(pending_jobs), count(*)"
+                 " FROM metric_point WHERE resolution_s = $2::integer"
+                 "  AND at >= to_timestamp($3::bigint)"
+                 "  AND at < to_timestamp($3::bigint + $1::integer)"
+                 " GROUP BY scope, key"
+                 " ON CONFLICT (resolution_s, scope, key, at) DO UPDATE SET"
+                 "  capacity = EXCLUDED.capacity, allocated = EXCLUDED.allocated,"
+                 "  utilized = EXCLUDED.utilized, memory_used_bytes = EXCLUDED.memory_used_bytes,"
+                 "  running_jobs = EXCLUDED.running_jobs, pending_jobs = EXCLUDED.pending_jobs,"
+                 "  samples = EXCLUDED.samples",
+                 3, params, err);
+}
+
+static enum ts_err expire(struct ts_dbconn *c, int64_t resolution, int64_t retention,
+                          struct ts_error *err)
+{
+    char rbuf[24], tbuf[24];
+    snprintf(rbuf, sizeof(rbuf), "%lld", (long long)resolution);
+    snprintf(tbuf, sizeof(tbuf), "%lld", (long long)retention);
+    const char *params[] = {rbuf, tbuf};
+    return exec1(c,
+                 "DELETE FROM metric_point WHERE resolution_s = $1::integer"
+                 " AND at < now() - make_interval(secs => $2::bigint)",
+                 2, params, err);
+}
+
+enum ts_err ts_store_series_tick(struct ts_dbconn *c, const struct ts_series_levels *lv,
+                                 struct ts_arena *a, struct ts_series_figure **figs, size_t *n,
+                                 int64_t *at, bool *leader, struct ts_error *err)
+{
+    int64_t base = lv->resolution[0];
+    enum ts_err e = ts_db_begin(c, err);
+    if (e != TS_OK)
+        return e;
+    char basebuf[24];
+    snprintf(basebuf, sizeof(basebuf), "%lld", (long long)base);
+    const char *params[] = {basebuf};
+    PGresult *res = NULL;
+    e = ts_db_exec(c,
+                   "SELECT pg_try_advisory_xact_lock(" SERIES_LOCK_KEY "),"
+                   " floor(extract(epoch FROM now()) / $1::bigint)::bigint * $1::bigint",
+                   1, params, &res, err);
+    if (e == TS_OK) {
+        *leader = ts_row_bool(res, 0, 0);
+        *at = ts_row_i64(res, 0, 1);
+        PQclear(res);
+        e = read_figures(c, a, figs, n, err);
+    }
+    if (e == TS_OK && *leader)
+        e = write_points(c, base, *at, *figs, *n, a, err);
+    /* a bucket of level k is recomputed when this tick completes a bucket
+     * of level k-1 (level 1 at every tick: its current bucket grows) */
+    for (int k = 1; k < lv->n && e == TS_OK && *leader; k++) {
+        int64_t fine = lv->resolution[k - 1], coarse = lv->resolution[k];
+        if (k > 1 && (*at + base) % fine != 0)
+            continue;
+        e = roll_up(c, coarse, fine, *at / coarse * coarse, err);
+    }
+    for (int k = 0; k < lv->n && e == TS_OK && *leader; k++)
+        e = expire(c, lv->resolution[k], lv->retention[k], err);
+    if (e == TS_OK)
+        e = ts_db_commit(c, err);
+    if (e != TS_OK)
+        ts_db_rollback(c);
+    return e;
+}
+
+enum ts_err ts_store_series_query(struct ts_dbconn *c, const struct ts_series_query *q,
+                                  struct ts_arena *a, struct ts_series_row **out, size_t *n,
+                                  struct ts_error *err)
+{
+    char *keys = NULL;
+    if (q->keys != NULL) {
+        size_t cap = 3;
+        for (size_t i = 0; i < q->nkeys; i++)
+            cap += 2 * strlen(q->keys[i]) + 3;
+        keys = ts_arena_alloc(a, cap);
+        if (keys == NULL)
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        size_t len = 0;
+        keys[len++] = '{';
+        for (size_t i = 0; i < q->nkeys; i++) {
+            if (i)
+                keys[len++] = ',';
+            keys[len++] = '"';
+            for (const char *p = q->keys[i]; *p; p++) {
+                if (*p == '"' || *p == '\\')
+                    keys[len++] = '\\';
+                keys[len++] = *p;
+            }
+            keys[len++] = '"';
+        }
+        keys[len] = '}';
+    }
+    char resbuf[24], stepbuf[24], startbuf[24], endbuf[24], limbuf[24];
+    snprintf(resbuf, sizeof(resbuf), "%lld", (long long)q->resolution);
+    snprintf(stepbuf, sizeof(stepbuf), "%lld", (long long)q->step);
+    snprintf(startbuf, sizeof(startbuf), "%lld", (long long)q->start);
+    snprintf(endbuf, sizeof(endbuf), "%lld", (long long)q->end);
+    snprintf(limbuf, sizeof(limbuf), "%zu", q->max_rows + 1);
+    const char *params[] = {ts_series_metric_name(q->metric),
+                            resbuf,
+                            q->scope,
+                            q->key,
+                            keys,
+                            stepbuf,
+                            startbuf,
+                            endbuf,
+                            limbuf};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(
+        c,
+        "SELECT key, (floor(extract(epoch FROM at) / $6::bigint) * $6::bigint)::bigint AS b,"
+        " avg(CASE $1::text WHEN 'capacity' THEN capacity WHEN 'allocated' THEN allocated"
+        "  WHEN 'utilized' THEN utilized WHEN 'memory_used_bytes' THEN memory_used_bytes"
+        "  WHEN 'running_jobs' THEN running_jobs ELSE pending_jobs END)"
+        " FROM metric_point WHERE resolution_s = $2::integer AND scope = $3"
+        " AND ($4::text IS NULL OR key = $4) AND ($5::text[] IS NULL OR key = ANY($5::text[]))"
+        " AND at >= to_timestamp($7::bigint) AND at < to_timestamp($8::bigint)"
+        " GROUP BY 1, 2 ORDER BY 1, 2 LIMIT $9::bigint",
+        9, params, &res, err);
+    if (e != TS_OK)
+        return e;
+    size_t rows = (size_t)PQntuples(res);
+    if (rows > q->max_rows) {
+        PQclear(res);
+        ts_error_set(err, TS_ERR_BAD_PARAMETER,
+                     "the answer would hold more than %zu points: narrow it", q->max_rows);
+        ts_error_hint(err, "name one key, shorten from..to, or give a larger step");
+        return TS_ERR_BAD_PARAMETER;
+    }
+    struct ts_series_row *v = ts_arena_alloc(a, (rows ? rows : 1) * sizeof(*v));
+    if (v == NULL) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    const char *prev = NULL;
+    for (size_t r = 0; r < rows; r++) {
+        const char *key = PQgetvalue(res, (int)r, 0);
+        if (prev == NULL || strcmp(prev, key) != 0)
+            prev = ts_arena_strdup(a, key);
+        if (prev == NULL) {
+            PQclear(res);
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        }
+        v[r].key = prev;
+        v[r].bucket = ts_row_i64(res, (int)r, 1);
+        v[r].value = ts_row_double(res, (int)r, 2);
+    }
+    PQclear(res);
+    *out = v;
+    *n = rows;
+    return TS_OK;
+}

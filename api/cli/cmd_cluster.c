@@ -203,9 +203,9 @@ static json_t *project_utilization(struct ts_cli *cli)
 }
 
 static const struct ts_col project_cols[] = {
-    {"PROJECT", 10, false}, {"DEPARTMENT", 8, false}, {"QUOTA", 0, true},    {"LIMIT", 0, true},
-    {"ALLOCATED", 0, true}, {"NON-PREEMPT", 0, true}, {"UTILIZED", 0, true}, {"REQUESTED", 0, true},
-    {"RUNNING", 0, true},   {"PENDING", 0, true},
+    {"PROJECT", 10, false}, {"QUOTA", 0, true},       {"LIMIT", 0, true},
+    {"ALLOC", 0, true},     {"NON-PREEMPT", 0, true}, {"UTIL", 0, true},
+    {"REQUESTED", 0, true}, {"RUNNING", 0, true},     {"PENDING", 0, true},
 };
 
 static int cmd_top_project(struct ts_cli *cli, const struct ts_args *a)
@@ -231,9 +231,10 @@ static int cmd_top_project(struct ts_cli *cli, const struct ts_args *a)
         const json_t *q = json_object_get(p, "quota"), *s = json_object_get(p, "status");
         const char *name = json_string_value(json_object_get(p, "name"));
         ts_table_add(t, name);
-        ts_table_add(t, ts_out_member(p, "department", buf, sizeof(buf)));
         ts_table_add(t, ts_out_member(q, "gpus", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(q, "limit", buf, sizeof(buf)));
+        ts_table_add(t, json_is_number(json_object_get(q, "limit"))
+                            ? ts_out_member(q, "limit", buf, sizeof(buf))
+                            : "none");
         ts_table_add(t, ts_out_member(s, "allocated_gpus", buf, sizeof(buf)));
         ts_table_add(t, ts_out_member(s, "allocated_nonpreemptible_gpus", buf, sizeof(buf)));
         ts_table_add(t, ts_out_num(name ? json_object_get(util, name) : NULL, buf, sizeof(buf)));
@@ -281,7 +282,7 @@ const struct ts_cmd ts_cmds_cluster[] = {
     {"top gpu", "[-o table|json]", "every GPU: share allocated, utilization, memory used, jobs",
      NULL, output_opts, 0, 0, false, false, cmd_top_gpu},
     {"top project", "[-o table|json]",
-     "projects: quota, allocated (and non-preemptible), utilized, requested, jobs", NULL,
+     "projects: quota, GPUs allocated (and non-preemptible), utilized, requested, jobs", NULL,
      output_opts, 0, 0, false, false, cmd_top_project},
     {"node drain", "NAME", "place nothing new on a node; its jobs keep running (admin)", NULL, NULL,
      1, 1, false, false, cmd_node_drain},

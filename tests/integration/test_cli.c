@@ -1148,11 +1148,27 @@ static void top_project_shows_quota_next_to_allocation(void **state)
     struct run r;
     assert_int_equal(cli(&r, "top", "project", NULL), 0);
     assert_non_null(strstr(r.out, "QUOTA"));
-    assert_non_null(strstr(r.out, "ALLOCATED"));
-    assert_non_null(strstr(r.out, "UTILIZED"));
-    char *line = strstr(r.out, "\np1 ");
+    assert_non_null(strstr(r.out, "ALLOC"));
+    assert_non_null(strstr(r.out, "UTIL"));
+    run_free(&r);
+    /* a project's row: its quota and limit next to its jobs */
+    assert_int_equal(
+        cli(&r, "project", "create", "top-p", "-d", "d1", "--gpus", "1.5", "--limit", "3", NULL),
+        0);
+    run_free(&r);
+    submit_id("top-job", "top-p");
+    assert_int_equal(cli(&r, "top", "project", NULL), 0);
+    char *line = strstr(r.out, "\ntop-p ");
     assert_non_null(line);
-    assert_non_null(strstr(line, "d1"));
+    char f[9][32];
+    assert_int_equal(sscanf(line + 1, "%31s %31s %31s %31s %31s %31s %31s %31s %31s", f[0], f[1],
+                            f[2], f[3], f[4], f[5], f[6], f[7], f[8]),
+                     9);
+    assert_string_equal(f[1], "1.5"); /* quota */
+    assert_string_equal(f[2], "3");   /* limit */
+    assert_string_equal(f[3], "0");   /* allocated */
+    assert_string_equal(f[7], "0");   /* running */
+    assert_string_equal(f[8], "1");   /* pending */
     run_free(&r);
 }
 

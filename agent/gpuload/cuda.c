@@ -49,20 +49,14 @@ enum ts_err ts_gpuload_cuda_load(struct ts_gpuload_cuda *cu, struct ts_error *er
 #define TS_GPULOAD_CUDA_LOOKUP(name)                                                               \
     if (!(*(void **)&cu->name = dlsym(cu->lib, #name))) {                                          \
         ts_error_set(err, TS_ERR_NOT_FOUND, "libcuda.so.1 lacks %s", #name);                       \
-        ts_gpuload_cuda_unload(cu);                                                                \
+        dlclose(cu->lib);                                                                          \
+        *cu = (struct ts_gpuload_cuda){0};                                                         \
         return TS_ERR_NOT_FOUND;                                                                   \
     }
     TS_GPULOAD_CUDA_FNS(TS_GPULOAD_CUDA_LOOKUP)
 #undef TS_GPULOAD_CUDA_LOOKUP
     *(void **)&cu->cuModuleLoadDataEx = dlsym(cu->lib, "cuModuleLoadDataEx");
     return TS_OK;
-}
-
-void ts_gpuload_cuda_unload(struct ts_gpuload_cuda *cu)
-{
-    if (cu->lib)
-        dlclose(cu->lib);
-    *cu = (struct ts_gpuload_cuda){0};
 }
 
 const char *ts_gpuload_cuda_describe(const struct ts_gpuload_cuda *cu, CUresult rc, char *buf,

@@ -127,9 +127,10 @@ struct ts_gpuload_cuda {
 };
 
 /* dlopen libcuda.so.1 and look up every entry point. TS_ERR_NOT_FOUND with
- * the loader's message when the library or a symbol is missing. */
+ * the loader's message when the library or a symbol is missing. The driver
+ * stays loaded until the process exits: drivers are not made to be
+ * unloaded (and their process-wide tables stay reachable). */
 enum ts_err ts_gpuload_cuda_load(struct ts_gpuload_cuda *cu, struct ts_error *err);
-void ts_gpuload_cuda_unload(struct ts_gpuload_cuda *cu);
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" into buf; returns buf. */
 const char *ts_gpuload_cuda_describe(const struct ts_gpuload_cuda *cu, CUresult rc, char *buf,
                                      size_t len);

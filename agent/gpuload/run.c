@@ -444,7 +444,6 @@ static void teardown(struct run *r)
         cu->cuCtxSetCurrent(NULL);
         cu->cuDevicePrimaryCtxRelease_v2(r->dev);
     }
-    ts_gpuload_cuda_unload(cu);
     free(r->bufs);
     free(r->got);
     free(r->want);

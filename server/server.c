@@ -20,6 +20,7 @@
 #include "server/dispatch.h"
 #include "server/metrics.h"
 #include "server/notify.h"
+#include "server/schedloop.h"
 #include "server/series.h"
 #include "server/store/migrate.h"
 #include "server/store/pgembed.h"
@@ -161,6 +162,9 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
     e = ts_http_start(&hc, &srv->http, err);
     if (e != TS_OK)
         return e;
+    e = ts_schedloop_start(srv, err);
+    if (e != TS_OK)
+        return e;
     e = ts_series_start(srv, err);
     if (e != TS_OK)
         return e;
@@ -173,6 +177,7 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
 static void stop(struct ts_server *srv)
 {
     ts_series_stop(srv);
+    ts_schedloop_stop(srv);
     ts_http_stop(srv->http);
     srv->http = NULL;
     ts_notify_stop(srv->notify);

@@ -27,6 +27,12 @@ struct ts_server_config {
     int64_t max_connections;
     int64_t connection_timeout; /* seconds */
     int64_t db_pool;
+    bool scheduler;            /* run for scheduler leader */
+    char *strategy;            /* binpack, spread, fgd */
+    int64_t min_runtime;       /* seconds */
+    int64_t node_timeout;      /* seconds without a report: not ready */
+    int64_t node_lost_timeout; /* seconds without a report: jobs requeued */
+    char *checkpoint_root;     /* NULL: data_dir/checkpoints */
     int64_t idempotency_ttl; /* seconds */
     int64_t auth_cache_ttl;  /* milliseconds; 0: off */
 

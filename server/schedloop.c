@@ -1,0 +1,265 @@
+/*
+ * schedloop.c - leader election and the scheduler cycle (schedloop.h).
+ *
+ * The loop has a pool of one connection of its own: the session that holds
+ * the leader lock. A reset of that connection (ts_db_acquire reconnects a
+ * broken one) ends the session and with it the lock, so the loop notices the
+ * new backend pid and competes again.
+ */
+#include "server/schedloop.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/arena.h"
+#include "api/log.h"
+#include "server/notify.h"
+#include "server/sched/sched.h"
+#include "server/server.h"
+#include "server/store/row.h"
+#include "server/store/store.h"
+
+#define LEADER_LOCK "7594198210366497282" /* 0x6965737365726102: 'tessera' + 2 */
+#define CYCLE_MAX_MS 1000
+
+struct ts_schedloop {
+    struct ts_server *srv;
+    struct ts_db *db; /* one connection: the leader's session */
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_bool leader;
+    atomic_int_fast64_t cycles;
+    int backend_pid; /* of the session holding the lock */
+    char checkpoint_root[4096];
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Which decisions to write now. A bind that needs room made by stopping
+ * jobs waits until they have stopped (they hold the GPUs through their grace
+ * period): it is written by a later cycle, when it simply fits. So are binds
+ * onto a node where a job is being stopped, and the binds of jobs this cycle
+ * stops. Stops are written only while no job is stopping already: one made
+ * now could stop more than needed, since the room of those is about to free. */
+static bool shares_gpu(const struct ts_sched_running *j, const struct ts_sched_decision *d)
+{
+    for (size_t a = 0; a < j->nslots; a++)
+        for (size_t b = 0; b < d->nslots; b++)
+            if (j->slots[a].gpu == d->slots[b].gpu)
+                return true;
+    return false;
+}
+
+static size_t safe_decisions(const struct ts_sched_snapshot *s, const struct ts_sched_rows *rows,
+                             const struct ts_sched_result *r, const struct ts_sched_decision **out,
+                             int64_t *held, size_t *nheld)
+{
+    bool stopping = false;
+    for (size_t i = 0; i < s->nrunning; i++)
+        stopping |= rows->running_stopping[i];
+    size_t n = 0;
+    *nheld = 0;
+    for (size_t i = 0; i < r->ndecisions; i++) {
+        const struct ts_sched_decision *d = &r->decisions[i];
+        if (d->action != TS_SCHED_BIND) {
+            if (!stopping)
+                out[n++] = d;
+            continue;
+        }
+        bool wait = false;
+        for (size_t k = 0; k < i && !wait; k++) {
+            const struct ts_sched_decision *e = &r->decisions[k];
+            if (e->action == TS_SCHED_BIND)
+                continue;
+            wait = e->for_job_id == d->job_id || e->job_id == d->job_id || e->node == d->node;
+        }
+        for (size_t k = 0; k < s->nrunning && !wait; k++)
+            wait = rows->running_stopping[k] && s->running[k].node == d->node &&
+                   s->running[k].nslots > 0 && d->nslots > 0 && shares_gpu(&s->running[k], d);
+        if (wait)
+            held[(*nheld)++] = d->job_id;
+        else
+            out[n++] = d;
+    }
+    return n;
+}
+
+static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, struct ts_error *err)
+{
+    const struct ts_server_config *cfg = &l->srv->cfg;
+    struct ts_sweep_result sw;
+    enum ts_err e = ts_store_sched_sweep(c, cfg->node_timeout, cfg->node_lost_timeout, &sw, err);
+    if (e != TS_OK)
+        return e;
+    if (sw.nodes_not_ready || sw.jobs_requeued || sw.jobs_timed_out)
+        ts_log_info("scheduler sweep nodes_not_ready=%d jobs_requeued=%d jobs_timed_out=%d",
+                    sw.nodes_not_ready, sw.jobs_requeued, sw.jobs_timed_out);
+    struct ts_arena *a = ts_arena_new();
+    if (a == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    int64_t t0 = now_ms();
+    struct ts_sched_snapshot snap = {
+        .config = {.strategy = cfg->strategy, .min_runtime_s = cfg->min_runtime}};
+    struct ts_sched_rows rows;
+    struct ts_sched_result *res = NULL;
+    e = ts_store_sched_snapshot(c, a, &snap, &rows, err);
+    if (e == TS_OK)
+        e = ts_sched_decide(&snap, &res, err);
+    if (e != TS_OK) {
+        ts_arena_free(a);
+        return e;
+    }
+    int64_t t1 = now_ms();
+    const struct ts_sched_decision **ds = ts_arena_alloc(a, sizeof(*ds) * (res->ndecisions + 1));
+    int64_t *held = ts_arena_alloc(a, sizeof(*held) * (res->ndecisions + 1));
+    struct ts_sched_pending_reason *reasons =
+        ts_arena_alloc(a, sizeof(*reasons) * (res->npending + res->ndecisions + 1));
+    if (ds == NULL || held == NULL || reasons == NULL) {
+        ts_sched_result_free(res);
+        ts_arena_free(a);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    size_t nheld = 0, nds = safe_decisions(&snap, &rows, res, ds, held, &nheld);
+    size_t nreasons = 0;
+    for (size_t i = 0; i < res->npending; i++)
+        reasons[nreasons++] = res->pending[i];
+    for (size_t i = 0; i < nheld; i++)
+        reasons[nreasons++] = (struct ts_sched_pending_reason){
+            .job_id = held[i],
+            .job = -1,
+            .code = "waiting_for_reclaim",
+            .message = "waiting for jobs that are stopping to free their GPUs",
+            .queue_position = (int64_t)(res->npending + i + 1),
+        };
+    struct ts_sched_apply ap = {
+        .decisions = ds,
+        .ndecisions = nds,
+        .reasons = reasons,
+        .nreasons = nreasons,
+        .result = res,
+        .checkpoint_root = l->checkpoint_root,
+    };
+    e = ts_store_sched_apply(c, &snap, &rows, &ap, a, err);
+    if (e == TS_OK && nds > 0) {
+        size_t binds = 0;
+        for (size_t i = 0; i < nds; i++)
+            binds += ds[i]->action == TS_SCHED_BIND;
+        ts_log_info("scheduler cycle binds=%zu stops=%zu held=%zu pending=%zu decide_ms=%lld "
+                    "total_ms=%lld",
+                    binds, nds - binds, nheld, snap.npending, (long long)(t1 - t0),
+                    (long long)(now_ms() - t0));
+    }
+    ts_sched_result_free(res);
+    ts_arena_free(a);
+    return e;
+}
+
+/* Try to lead; true while this session holds the lock. */
+static bool lead(struct ts_schedloop *l, struct ts_dbconn *c)
+{
+    int pid = PQbackendPID(ts_dbconn_pg(c));
+    if (atomic_load(&l->leader) && pid == l->backend_pid)
+        return true;
+    if (atomic_load(&l->leader))
+        ts_log_warn("scheduler: lost the leader session; competing again");
+    atomic_store(&l->leader, false);
+    struct ts_error err;
+    PGresult *res = NULL;
+    const char *p[] = {LEADER_LOCK};
+    if (ts_db_exec(c, "SELECT pg_try_advisory_lock($1::bigint)", 1, p, &res, &err) != TS_OK)
+        return false;
+    bool got = ts_row_bool(res, 0, 0);
+    PQclear(res);
+    if (got) {
+        l->backend_pid = pid;
+        atomic_store(&l->leader, true);
+        ts_log_info("scheduler: this replica leads (strategy=%s)", l->srv->cfg.strategy);
+    }
+    return got;
+}
+
+static void *run(void *arg)
+{
+    struct ts_schedloop *l = arg;
+    struct ts_notify *nt = l->srv->notify;
+    while (!atomic_load(&l->stop)) {
+        uint64_t seen = ts_notify_seq(nt, "tessera_sched", 0);
+        struct ts_error err;
+        ts_error_clear(&err);
+        struct ts_dbconn *c = ts_db_acquire(l->db, 1000, &err);
+        bool leader = c != NULL && lead(l, c);
+        if (leader) {
+            enum ts_err e = cycle(l, c, &err);
+            atomic_fetch_add(&l->cycles, 1);
+            if (e == TS_ERR_CONFLICT) {
+                ts_log_debug("scheduler: %s; deciding again", err.message);
+                ts_db_release(l->db, c);
+                continue;
+            }
+            if (e != TS_OK)
+                ts_log_warn("scheduler cycle failed: %s", err.message);
+        }
+        ts_db_release(l->db, c);
+        /* a leader waits for a change or a second; others retry the lock */
+        ts_notify_wait(nt, "tessera_sched", 0, seen, CYCLE_MAX_MS);
+    }
+    return NULL;
+}
+
+enum ts_err ts_schedloop_start(struct ts_server *srv, struct ts_error *err)
+{
+    if (!srv->cfg.scheduler)
+        return TS_OK;
+    struct ts_schedloop *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    l->srv = srv;
+    if (srv->cfg.checkpoint_root != NULL)
+        snprintf(l->checkpoint_root, sizeof(l->checkpoint_root), "%s", srv->cfg.checkpoint_root);
+    else
+        snprintf(l->checkpoint_root, sizeof(l->checkpoint_root), "%s/checkpoints",
+                 srv->cfg.data_dir);
+    enum ts_err e = ts_db_open(srv->conninfo, 1, &l->db, err);
+    if (e != TS_OK) {
+        free(l);
+        return e;
+    }
+    if (pthread_create(&l->thread, NULL, run, l) != 0) {
+        ts_db_close(l->db);
+        free(l);
+        return ts_error_set(err, TS_ERR_INTERNAL, "cannot start the scheduler thread");
+    }
+    srv->loop = l;
+    return TS_OK;
+}
+
+void ts_schedloop_stop(struct ts_server *srv)
+{
+    struct ts_schedloop *l = srv->loop;
+    if (l == NULL)
+        return;
+    atomic_store(&l->stop, true);
+    pthread_join(l->thread, NULL);
+    ts_db_close(l->db); /* ends the session: the lock is free for another replica */
+    free(l);
+    srv->loop = NULL;
+}
+
+bool ts_schedloop_leader(const struct ts_server *srv)
+{
+    return srv->loop != NULL && atomic_load(&srv->loop->leader);
+}
+
+int64_t ts_schedloop_cycles(const struct ts_server *srv)
+{
+    return srv->loop != NULL ? (int64_t)atomic_load(&srv->loop->cycles) : 0;
+}

@@ -1,0 +1,649 @@
+/*
+ * store_sched.c - the scheduler loop's queries: the sweeps (nodes that stopped
+ * reporting, jobs past their maximum runtime), the snapshot the scheduler
+ * core reads, and the transaction that writes its decisions.
+ *
+ * The snapshot is read in one REPEATABLE READ transaction so that every row
+ * comes from the same moment. Decisions are written in one transaction, each
+ * UPDATE guarded by the state the snapshot saw: if any job moved meanwhile
+ * (a cancel, a report), nothing is written and the caller runs another cycle.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/store/row.h"
+#include "server/store/store.h"
+
+#define P(fmt, v) ts_arena_printf(a, fmt, v)
+
+static enum ts_err nomem(struct ts_error *err)
+{
+    return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+}
+
+/* ---- sweeps ---------------------------------------------------------------- */
+
+enum ts_err ts_store_sched_sweep(struct ts_dbconn *c, int64_t not_ready_s, int64_t lost_s,
+                                 struct ts_sweep_result *out, struct ts_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    char nr[24], lost[24];
+    snprintf(nr, sizeof(nr), "%lld", (long long)not_ready_s);
+    snprintf(lost, sizeof(lost), "%lld", (long long)lost_s);
+    const char *p1[] = {nr};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c,
+                               "UPDATE node SET state = 'not_ready' WHERE state = 'ready'"
+                               " AND coalesce(last_seen_at, created_at)"
+                               "   < now() - make_interval(secs => $1::bigint)",
+                               1, p1, &res, err);
+    if (e != TS_OK)
+        return e;
+    out->nodes_not_ready = atoi(PQcmdTuples(res));
+    PQclear(res);
+    const char *p2[] = {lost};
+    e = ts_db_exec(
+        c,
+        "WITH lost AS (SELECT j.id, j.state, n.name FROM job j JOIN node n ON n.id = j.node_id"
+        "   WHERE j.state IN ('scheduled', 'running', 'evicting', 'cancelling')"
+        "   AND n.state <> 'ready'"
+        "   AND coalesce(n.last_seen_at, n.created_at) < now() - make_interval(secs => $1::bigint)"
+        "   FOR UPDATE OF j),"
+        " upd AS (UPDATE job SET"
+        "   state = CASE WHEN lost.state = 'cancelling' THEN 'cancelled' ELSE 'pending' END,"
+        "   node_id = CASE WHEN lost.state = 'cancelling' THEN job.node_id END,"
+        "   finished_at = CASE WHEN lost.state = 'cancelling' THEN now() END,"
+        "   resume_count = job.resume_count + CASE WHEN lost.state = 'cancelling' THEN 0 ELSE 1 "
+        "END,"
+        "   pid = NULL, allocated_gpus = 0, stop_reason = NULL, updated_at = now(),"
+        "   gpu_utilization = 0, gpu_memory_used_bytes = 0,"
+        "   reason_code = CASE WHEN lost.state = 'cancelling' THEN NULL ELSE 'not_yet_scheduled' "
+        "END,"
+        "   reason_message = CASE WHEN lost.state = 'cancelling' THEN NULL"
+        "     ELSE 'waiting for the scheduler' END"
+        "   FROM lost WHERE job.id = lost.id RETURNING job.id, job.state, lost.name)"
+        " INSERT INTO job_event (job_id, type, message)"
+        " SELECT id, 'node_lost', 'node ' || name || ' stopped reporting for '"
+        "   || $1 || 's; ' || CASE WHEN state = 'cancelled' THEN 'counted as cancelled'"
+        "   ELSE 'back in the queue' END FROM upd",
+        1, p2, &res, err);
+    if (e != TS_OK)
+        return e;
+    out->jobs_requeued = atoi(PQcmdTuples(res));
+    PQclear(res);
+    e = ts_db_exec(
+        c,
+        "WITH over AS (UPDATE job SET state = 'cancelling', stop_reason = 'max_runtime',"
+        "   updated_at = now() WHERE state = 'running' AND max_runtime_seconds > 0"
+        "   AND attempt_started_at + make_interval(secs => max_runtime_seconds) < now()"
+        "   RETURNING id, max_runtime_seconds)"
+        " INSERT INTO job_event (job_id, type, message)"
+        " SELECT id, 'cancelling', 'reached its maximum runtime of ' || max_runtime_seconds"
+        "   || 's; stopping' FROM over",
+        0, NULL, &res, err);
+    if (e != TS_OK)
+        return e;
+    out->jobs_timed_out = atoi(PQcmdTuples(res));
+    PQclear(res);
+    return TS_OK;
+}
+
+/* ---- the snapshot ------------------------------------------------------------ */
+
+static int find_id(const int64_t *ids, size_t n, int64_t id)
+{
+    size_t lo = 0, hi = n; /* ids ascending */
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && ids[lo] == id ? (int)lo : -1;
+}
+
+/* A JSON object of strings as labels (arena). */
+static void parse_labels(const char *text, struct ts_arena *a, const struct ts_sched_label **out,
+                         size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+    if (!json_is_object(o) || json_object_size(o) == 0) {
+        json_decref(o);
+        return;
+    }
+    struct ts_sched_label *v = ts_arena_alloc(a, sizeof(*v) * json_object_size(o));
+    const char *k;
+    json_t *val;
+    json_object_foreach(o, k, val) {
+        if (v == NULL || !json_is_string(val))
+            continue;
+        v[*n].key = ts_arena_strdup(a, k);
+        v[*n].value = ts_arena_strdup(a, json_string_value(val));
+        (*n)++;
+    }
+    *out = v;
+    json_decref(o);
+}
+
+static void parse_models(const char *text, struct ts_arena *a, const char *const **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    json_t *arr = text ? json_loads(text, 0, NULL) : NULL;
+    if (!json_is_array(arr) || json_array_size(arr) == 0) {
+        json_decref(arr);
+        return;
+    }
+    const char **v = ts_arena_alloc(a, sizeof(*v) * json_array_size(arr));
+    for (size_t i = 0; v != NULL && i < json_array_size(arr); i++)
+        if (json_is_string(json_array_get(arr, i)))
+            v[(*n)++] = ts_arena_strdup(a, json_string_value(json_array_get(arr, i)));
+    *out = v;
+    json_decref(arr);
+}
+
+static enum ts_err query(struct ts_dbconn *c, const char *sql, PGresult **res, struct ts_error *err)
+{
+    enum ts_err e = ts_db_exec(c, sql, 0, NULL, res, err);
+    if (e != TS_OK)
+        ts_db_rollback(c);
+    return e;
+}
+
+static enum ts_err load_quota(struct ts_dbconn *c, struct ts_arena *a, struct ts_sched_rows *rows,
+                              struct ts_sched_snapshot *s, struct ts_error *err)
+{
+    PGresult *res = NULL;
+    enum ts_err e = query(c,
+                          "SELECT id, name, quota_gpus, over_quota_weight, limit_gpus, priority"
+                          " FROM department ORDER BY id",
+                          &res, err);
+    if (e != TS_OK)
+        return e;
+    size_t n = (size_t)PQntuples(res);
+    struct ts_sched_department *d = ts_arena_alloc(a, sizeof(*d) * (n + 1));
+    rows->department_ids = ts_arena_alloc(a, sizeof(int64_t) * (n + 1));
+    if (d == NULL || rows->department_ids == NULL) {
+        PQclear(res);
+        return nomem(err);
+    }
+    for (size_t i = 0; i < n; i++) {
+        d[i] = (struct ts_sched_department){
+            .id = ts_row_i64(res, (int)i, 0),
+            .name = ts_row_text(res, (int)i, 1, a),
+            .quota_gpus = ts_row_double(res, (int)i, 2),
+            .over_quota_weight = ts_row_double(res, (int)i, 3),
+            .has_limit = !ts_row_null(res, (int)i, 4),
+            .limit_gpus = ts_row_double(res, (int)i, 4),
+            .priority = (int)ts_row_i64(res, (int)i, 5),
+        };
+        rows->department_ids[i] = d[i].id;
+    }
+    PQclear(res);
+    s->departments = d;
+    s->ndepartments = n;
+    e = query(c,
+              "SELECT id, name, department_id, quota_gpus, over_quota_weight, limit_gpus, priority,"
+              " deserved_gpus, fair_share_gpus FROM project ORDER BY id",
+              &res, err);
+    if (e != TS_OK)
+        return e;
+    n = (size_t)PQntuples(res);
+    struct ts_sched_project *p = ts_arena_alloc(a, sizeof(*p) * (n + 1));
+    rows->project_ids = ts_arena_alloc(a, sizeof(int64_t) * (n + 1));
+    rows->project_shares = ts_arena_alloc(a, sizeof(double) * 2 * (n + 1));
+    if (p == NULL || rows->project_ids == NULL || rows->project_shares == NULL) {
+        PQclear(res);
+        return nomem(err);
+    }
+    for (size_t i = 0; i < n; i++) {
+        p[i] = (struct ts_sched_project){
+            .id = ts_row_i64(res, (int)i, 0),
+            .name = ts_row_text(res, (int)i, 1, a),
+            .department =
+                find_id(rows->department_ids, s->ndepartments, ts_row_i64(res, (int)i, 2)),
+            .quota_gpus = ts_row_double(res, (int)i, 3),
+            .over_quota_weight = ts_row_double(res, (int)i, 4),
+            .has_limit = !ts_row_null(res, (int)i, 5),
+            .limit_gpus = ts_row_double(res, (int)i, 5),
+            .priority = (int)ts_row_i64(res, (int)i, 6),
+            .min_runtime_s = -1,
+        };
+        rows->project_ids[i] = p[i].id;
+        rows->project_shares[2 * i] = ts_row_double(res, (int)i, 7);
+        rows->project_shares[2 * i + 1] = ts_row_double(res, (int)i, 8);
+    }
+    PQclear(res);
+    s->projects = p;
+    s->nprojects = n;
+    return TS_OK;
+}
+
+static enum ts_err load_nodes(struct ts_dbconn *c, struct ts_arena *a, struct ts_sched_rows *rows,
+                              struct ts_sched_snapshot *s, struct ts_error *err)
+{
+    PGresult *res = NULL;
+    enum ts_err e = query(c,
+                          "SELECT id, name, state, cpu, memory_bytes, labels::text,"
+                          " gpu_reserve_bytes FROM node ORDER BY id",
+                          &res, err);
+    if (e != TS_OK)
+        return e;
+    size_t n = (size_t)PQntuples(res);
+    struct ts_sched_node *nd = ts_arena_alloc(a, sizeof(*nd) * (n + 1));
+    rows->node_ids = ts_arena_alloc(a, sizeof(int64_t) * (n + 1));
+    int64_t *reserve = ts_arena_alloc(a, sizeof(int64_t) * (n + 1));
+    if (nd == NULL || rows->node_ids == NULL || reserve == NULL) {
+        PQclear(res);
+        return nomem(err);
+    }
+    for (size_t i = 0; i < n; i++) {
+        nd[i] = (struct ts_sched_node){
+            .id = ts_row_i64(res, (int)i, 0),
+            .name = ts_row_text(res, (int)i, 1, a),
+            .ready = strcmp(PQgetvalue(res, (int)i, 2), "ready") == 0,
+            .cpu = ts_row_double(res, (int)i, 3),
+            .memory_bytes = ts_row_i64(res, (int)i, 4),
+        };
+        parse_labels(PQgetvalue(res, (int)i, 5), a, &nd[i].labels, &nd[i].nlabels);
+        reserve[i] = ts_row_i64(res, (int)i, 6);
+        rows->node_ids[i] = nd[i].id;
+    }
+    PQclear(res);
+    s->nodes = nd;
+    s->nnodes = n;
+    e = query(c, "SELECT id, node_id, idx, model, memory_bytes FROM gpu ORDER BY id", &res, err);
+    if (e != TS_OK)
+        return e;
+    n = (size_t)PQntuples(res);
+    struct ts_sched_gpu *g = ts_arena_alloc(a, sizeof(*g) * (n + 1));
+    rows->gpu_ids = ts_arena_alloc(a, sizeof(int64_t) * (n + 1));
+    if (g == NULL || rows->gpu_ids == NULL) {
+        PQclear(res);
+        return nomem(err);
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        int node = find_id(rows->node_ids, s->nnodes, ts_row_i64(res, (int)i, 1));
+        int64_t mem = ts_row_i64(res, (int)i, 4);
+        if (node < 0 || reserve[node] >= mem)
+            continue; /* cannot happen: registration checks it */
+        g[kept] = (struct ts_sched_gpu){
+            .node = node,
+            .index = (int)ts_row_i64(res, (int)i, 2),
+            .model = ts_row_text(res, (int)i, 3, a),
+            .memory_bytes = mem,
+            .reserve_bytes = reserve[node],
+        };
+        rows->gpu_ids[kept++] = ts_row_i64(res, (int)i, 0);
+    }
+    PQclear(res);
+    s->gpus = g;
+    s->ngpus = kept;
+    return TS_OK;
+}
+
+static void read_request(const PGresult *res, int r, int col, struct ts_arena *a,
+                         struct ts_sched_request *q)
+{
+    const char *kind = PQgetvalue(res, r, col);
+    memset(q, 0, sizeof(*q));
+    q->kind = strcmp(kind, "count") == 0     ? TS_SCHED_GPU_COUNT
+              : strcmp(kind, "portion") == 0 ? TS_SCHED_GPU_PORTION
+              : strcmp(kind, "memory") == 0  ? TS_SCHED_GPU_MEMORY
+                                             : TS_SCHED_GPU_NONE;
+    q->count = (int)ts_row_i64(res, r, col + 1);
+    q->portion = ts_row_double(res, r, col + 2);
+    q->portion_limit = ts_row_double(res, r, col + 3);
+    q->memory_bytes = ts_row_i64(res, r, col + 4);
+    q->memory_limit_bytes = ts_row_i64(res, r, col + 5);
+    q->devices = (int)ts_row_i64(res, r, col + 6);
+    q->cpu = ts_row_double(res, r, col + 7);
+    q->host_memory_bytes = ts_row_i64(res, r, col + 8);
+    parse_models(PQgetvalue(res, r, col + 9), a, &q->gpu_models, &q->ngpu_models);
+    parse_labels(PQgetvalue(res, r, col + 10), a, &q->node_selector, &q->nnode_selector);
+}
+
+static const char jobs_sql[] =
+    "SELECT id, name, project_id, priority, preemptible, state, node_id,"
+    " extract(epoch from coalesce(attempt_started_at, updated_at))::bigint,"
+    " extract(epoch from created_at)::bigint,"
+    " gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"
+    " gpu_memory_limit_bytes, gpu_devices, cpu, memory_bytes, gpu_model::text,"
+    " node_selector::text"
+    " FROM job WHERE state IN ('pending', 'scheduled', 'running', 'evicting', 'cancelling')"
+    " ORDER BY id";
+
+static enum ts_err load_slots(struct ts_dbconn *c, struct ts_arena *a,
+                              const struct ts_sched_rows *rows, struct ts_sched_running *run,
+                              size_t nrun, struct ts_error *err)
+{
+    PGresult *res = NULL;
+    enum ts_err e = query(c,
+                          "SELECT jg.job_id, jg.gpu_id, jg.memory_bytes FROM job_gpu jg"
+                          " JOIN job j ON j.id = jg.job_id ORDER BY jg.job_id, jg.gpu_id",
+                          &res, err);
+    if (e != TS_OK)
+        return e;
+    int n = PQntuples(res);
+    struct ts_sched_slot *slots = ts_arena_alloc(a, sizeof(*slots) * (size_t)(n + 1));
+    if (slots == NULL) {
+        PQclear(res);
+        return nomem(err);
+    }
+    size_t k = 0; /* running[] is by id too: walk both */
+    for (int i = 0; i < n; i++) {
+        int64_t job = ts_row_i64(res, i, 0);
+        while (k < nrun && run[k].id < job)
+            k++;
+        if (k == nrun || run[k].id != job)
+            continue;
+        int gpu = find_id(rows->gpu_ids, rows->ngpu_ids, ts_row_i64(res, i, 1));
+        if (gpu < 0)
+            continue;
+        if (run[k].nslots == 0)
+            run[k].slots = &slots[i];
+        slots[i] = (struct ts_sched_slot){.gpu = gpu, .memory_bytes = ts_row_i64(res, i, 2)};
+        run[k].nslots++;
+    }
+    PQclear(res);
+    return TS_OK;
+}
+
+static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_sched_rows *rows,
+                             struct ts_sched_snapshot *s, struct ts_error *err)
+{
+    PGresult *res = NULL;
+    enum ts_err e = query(c, jobs_sql, &res, err);
+    if (e != TS_OK)
+        return e;
+    size_t n = (size_t)PQntuples(res);
+    struct ts_sched_running *run = ts_arena_alloc(a, sizeof(*run) * (n + 1));
+    struct ts_sched_pending *pend = ts_arena_alloc(a, sizeof(*pend) * (n + 1));
+    rows->running_stopping = ts_arena_alloc(a, sizeof(bool) * (n + 1));
+    if (run == NULL || pend == NULL || rows->running_stopping == NULL) {
+        PQclear(res);
+        return nomem(err);
+    }
+    size_t nrun = 0, npend = 0;
+    for (size_t i = 0; i < n; i++) {
+        int r = (int)i;
+        const char *state = PQgetvalue(res, r, 5);
+        int project = find_id(rows->project_ids, s->nprojects, ts_row_i64(res, r, 2));
+        if (project < 0)
+            continue;
+        if (strcmp(state, "pending") == 0) {
+            struct ts_sched_pending *p = &pend[npend++];
+            *p = (struct ts_sched_pending){
+                .id = ts_row_i64(res, r, 0),
+                .name = ts_row_text(res, r, 1, a),
+                .project = project,
+                .priority = (int)ts_row_i64(res, r, 3),
+                .preemptible = ts_row_bool(res, r, 4),
+                .submitted_at = ts_row_i64(res, r, 8),
+                .suspended_node = -1,
+            };
+            read_request(res, r, 9, a, &p->request);
+            continue;
+        }
+        int node = find_id(rows->node_ids, s->nnodes, ts_row_i64(res, r, 6));
+        if (node < 0)
+            continue;
+        bool stopping = strcmp(state, "evicting") == 0 || strcmp(state, "cancelling") == 0;
+        struct ts_sched_running *j = &run[nrun];
+        *j = (struct ts_sched_running){
+            .id = ts_row_i64(res, r, 0),
+            .name = ts_row_text(res, r, 1, a),
+            .project = project,
+            .priority = (int)ts_row_i64(res, r, 3),
+            /* a job already stopping is never chosen again */
+            .preemptible = ts_row_bool(res, r, 4) && !stopping,
+            .node = node,
+            .started_at = ts_row_i64(res, r, 7),
+        };
+        read_request(res, r, 9, a, &j->request);
+        rows->running_stopping[nrun++] = stopping;
+    }
+    PQclear(res);
+    s->running = run;
+    s->nrunning = nrun;
+    s->pending = pend;
+    s->npending = npend;
+    return load_slots(c, a, rows, run, nrun, err);
+}
+
+enum ts_err ts_store_sched_snapshot(struct ts_dbconn *c, struct ts_arena *a,
+                                    struct ts_sched_snapshot *s, struct ts_sched_rows *rows,
+                                    struct ts_error *err)
+{
+    memset(rows, 0, sizeof(*rows));
+    struct ts_sched_config cfg = s->config;
+    memset(s, 0, sizeof(*s));
+    s->config = cfg;
+    PGresult *res = NULL;
+    enum ts_err e =
+        ts_db_exec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, &res, err);
+    PQclear(res);
+    if (e != TS_OK)
+        return e;
+    e = query(c, "SELECT extract(epoch from now())::bigint", &res, err);
+    if (e != TS_OK)
+        return e;
+    s->now = ts_row_i64(res, 0, 0);
+    PQclear(res);
+    if ((e = load_quota(c, a, rows, s, err)) != TS_OK)
+        return e;
+    if ((e = load_nodes(c, a, rows, s, err)) != TS_OK)
+        return e;
+    rows->ngpu_ids = s->ngpus;
+    if ((e = load_jobs(c, a, rows, s, err)) != TS_OK)
+        return e;
+    ts_db_rollback(c); /* read only: nothing to keep */
+    return TS_OK;
+}
+
+/* ---- writing the decisions ---------------------------------------------------- */
+
+static enum ts_err guarded(struct ts_dbconn *c, const char *sql, int n, const char *const *p,
+                           int64_t job, struct ts_error *err)
+{
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c, sql, n, p, &res, err);
+    if (e != TS_OK)
+        return e;
+    bool moved = PQntuples(res) != 1; /* the statement returns the row it moved */
+    PQclear(res);
+    if (moved)
+        return ts_error_set(err, TS_ERR_CONFLICT, "job %lld changed during the cycle",
+                            (long long)job);
+    return TS_OK;
+}
+
+static enum ts_err write_bind(struct ts_dbconn *c, const struct ts_sched_snapshot *s,
+                              const struct ts_sched_rows *rows, const struct ts_sched_decision *d,
+                              const char *checkpoint_root, struct ts_arena *a, struct ts_error *err)
+{
+    const struct ts_sched_node *node = &s->nodes[d->node];
+    char *gpu_ids = ts_arena_alloc(a, 3 + d->nslots * 21);
+    char *bytes = ts_arena_alloc(a, 3 + d->nslots * 21);
+    char *where = ts_arena_alloc(a, 32 + d->nslots * 8);
+    if (gpu_ids == NULL || bytes == NULL || where == NULL)
+        return nomem(err);
+    size_t gl = 0, bl = 0, wl = 0;
+    gpu_ids[gl++] = '{';
+    bytes[bl++] = '{';
+    wl += (size_t)sprintf(where, "node %s", node->name);
+    for (size_t i = 0; i < d->nslots; i++) {
+        gl += (size_t)sprintf(gpu_ids + gl, "%s%lld", i ? "," : "",
+                              (long long)rows->gpu_ids[d->slots[i].gpu]);
+        bl += (size_t)sprintf(bytes + bl, "%s%lld", i ? "," : "",
+                              (long long)d->slots[i].memory_bytes);
+        wl += (size_t)sprintf(where + wl, "%s%d", i ? "," : (d->nslots > 1 ? " GPUs " : " GPU "),
+                              s->gpus[d->slots[i].gpu].index);
+    }
+    gpu_ids[gl++] = '}';
+    bytes[bl++] = '}';
+    const char *msg = ts_arena_printf(a, "scheduled on %s: %s", where, d->message);
+    const char *p[] = {P("%lld", (long long)d->job_id),
+                       P("%lld", (long long)node->id),
+                       P("%.17g", d->gpus),
+                       checkpoint_root,
+                       gpu_ids,
+                       bytes,
+                       msg};
+    if (msg == NULL)
+        return nomem(err);
+    return guarded(c,
+                   "WITH upd AS (UPDATE job j SET state = 'scheduled', node_id = $2,"
+                   "   attempt = j.attempt + 1, allocated_gpus = $3, reason_code = NULL,"
+                   "   reason_message = NULL, queue_position = 0, stop_reason = NULL,"
+                   "   attempt_started_at = NULL, updated_at = now(),"
+                   "   checkpoint_dir = coalesce(j.checkpoint_dir,"
+                   "     $4 || '/' || p.name || '/' || j.id)"
+                   "   FROM project p WHERE p.id = j.project_id AND j.id = $1"
+                   "   AND j.state = 'pending' RETURNING j.id),"
+                   " slots AS (INSERT INTO job_gpu (job_id, gpu_id, memory_bytes)"
+                   "   SELECT upd.id, s.gpu, s.bytes FROM upd,"
+                   "   unnest($5::bigint[], $6::bigint[]) AS s(gpu, bytes)),"
+                   " ev AS (INSERT INTO job_event (job_id, type, message)"
+                   "   SELECT id, 'scheduled', $7 FROM upd)"
+                   " SELECT 1 FROM upd",
+                   7, p, d->job_id, err);
+}
+
+static enum ts_err write_stop(struct ts_dbconn *c, const struct ts_sched_decision *d,
+                              struct ts_arena *a, struct ts_error *err)
+{
+    const char *p[] = {P("%lld", (long long)d->job_id), d->message,
+                       d->action == TS_SCHED_SUSPEND ? "suspended" : "evicted"};
+    return guarded(c,
+                   "WITH upd AS (UPDATE job SET state = 'evicting', stop_reason = $3,"
+                   "   updated_at = now() WHERE id = $1 AND state IN ('scheduled', 'running')"
+                   "   RETURNING id),"
+                   " ev AS (INSERT INTO job_event (job_id, type, message)"
+                   "   SELECT id, 'evicting', $2 FROM upd)"
+                   " SELECT 1 FROM upd",
+                   3, p, d->job_id, err);
+}
+
+/* A PostgreSQL array literal of strings: {"a","b \"c\""}. */
+static char *text_array(struct ts_arena *a, const char *const *v, size_t n)
+{
+    size_t cap = 3;
+    for (size_t i = 0; i < n; i++)
+        cap += 3 + 2 * strlen(v[i]);
+    char *s = ts_arena_alloc(a, cap);
+    if (s == NULL)
+        return NULL;
+    size_t len = 0;
+    s[len++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            s[len++] = ',';
+        s[len++] = '"';
+        for (const char *q = v[i]; *q; q++) {
+            if (*q == '"' || *q == '\\')
+                s[len++] = '\\';
+            s[len++] = *q;
+        }
+        s[len++] = '"';
+    }
+    s[len++] = '}';
+    s[len] = '\0';
+    return s;
+}
+
+static enum ts_err write_reasons(struct ts_dbconn *c, const struct ts_sched_apply *ap,
+                                 struct ts_arena *a, struct ts_error *err)
+{
+    size_t n = ap->nreasons;
+    if (n == 0)
+        return TS_OK;
+    int64_t *ids = ts_arena_alloc(a, sizeof(int64_t) * n);
+    int64_t *pos = ts_arena_alloc(a, sizeof(int64_t) * n);
+    const char **codes = ts_arena_alloc(a, sizeof(char *) * n);
+    const char **msgs = ts_arena_alloc(a, sizeof(char *) * n);
+    if (ids == NULL || pos == NULL || codes == NULL || msgs == NULL)
+        return nomem(err);
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = ap->reasons[i].job_id;
+        pos[i] = ap->reasons[i].queue_position;
+        codes[i] = ap->reasons[i].code;
+        msgs[i] = ap->reasons[i].message;
+    }
+    const char *p[] = {ts_row_id_array(a, ids, n), ts_row_id_array(a, pos, n),
+                       text_array(a, codes, n), text_array(a, msgs, n)};
+    if (p[0] == NULL || p[1] == NULL || p[2] == NULL || p[3] == NULL)
+        return nomem(err);
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(
+        c,
+        "UPDATE job SET reason_code = u.code, reason_message = u.msg, queue_position = u.pos"
+        " FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS u(id, pos, code, msg)"
+        " WHERE job.id = u.id AND job.state = 'pending'"
+        " AND (job.reason_code, job.reason_message, job.queue_position)"
+        "   IS DISTINCT FROM (u.code, u.msg, u.pos)",
+        4, p, &res, err);
+    PQclear(res);
+    return e;
+}
+
+static enum ts_err write_shares(struct ts_dbconn *c, const struct ts_sched_rows *rows,
+                                const struct ts_sched_result *r, struct ts_arena *a,
+                                struct ts_error *err)
+{
+    size_t n = 0;
+    char **id = ts_arena_alloc(a, sizeof(char *) * (r->nshares + 1));
+    char **des = ts_arena_alloc(a, sizeof(char *) * (r->nshares + 1));
+    char **fair = ts_arena_alloc(a, sizeof(char *) * (r->nshares + 1));
+    if (id == NULL || des == NULL || fair == NULL)
+        return nomem(err);
+    for (size_t i = 0; i < r->nshares; i++) {
+        const struct ts_sched_share *sh = &r->shares[i];
+        if (fabs(rows->project_shares[2 * i] - sh->deserved) < 1e-9 &&
+            fabs(rows->project_shares[2 * i + 1] - sh->fair_share) < 1e-9)
+            continue;
+        id[n] = P("%lld", (long long)sh->project_id);
+        des[n] = P("%.17g", sh->deserved);
+        fair[n] = P("%.17g", sh->fair_share);
+        n++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *p[] = {id[i], des[i], fair[i]};
+        PGresult *res = NULL;
+        enum ts_err e = ts_db_exec(c,
+                                   "UPDATE project SET deserved_gpus = $2, fair_share_gpus = $3"
+                                   " WHERE id = $1",
+                                   3, p, &res, err);
+        PQclear(res);
+        if (e != TS_OK)
+            return e;
+    }
+    return TS_OK;
+}
+
+enum ts_err ts_store_sched_apply(struct ts_dbconn *c, const struct ts_sched_snapshot *s,
+                                 const struct ts_sched_rows *rows, const struct ts_sched_apply *ap,
+                                 struct ts_arena *a, struct ts_error *err)
+{
+    enum ts_err e = ts_db_begin(c, err);
+    for (size_t i = 0; e == TS_OK && i < ap->ndecisions; i++) {
+        const struct ts_sched_decision *d = ap->decisions[i];
+        e = d->action == TS_SCHED_BIND ? write_bind(c, s, rows, d, ap->checkpoint_root, a, err)
+                                       : write_stop(c, d, a, err);
+    }
+    if (e == TS_OK)
+        e = write_reasons(c, ap, a, err);
+    if (e == TS_OK && ap->result != NULL)
+        e = write_shares(c, rows, ap->result, a, err);
+    if (e == TS_OK)
+        return ts_db_commit(c, err);
+    ts_db_rollback(c);
+    return e;
+}

@@ -376,6 +376,47 @@ static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const cha
     return msg ? add_event(c, id, "running", msg, err) : nomem(err);
 }
 
+/* A job asked to stop before its agent ever ran it (a scheduled job evicted
+ * or cancelled): the agent reports every job it knows, so one it has not
+ * named for a while after the stop never started there. */
+static enum ts_err never_started(struct ts_dbconn *c, const char *node_id,
+                                 const struct ts_node_report *rep, struct ts_arena *a,
+                                 struct ts_error *err)
+{
+    int64_t *ids = ts_arena_alloc(a, sizeof(*ids) * (rep->njobs + 1));
+    if (ids == NULL)
+        return nomem(err);
+    for (size_t i = 0; i < rep->njobs; i++)
+        ids[i] = rep->jobs[i].id;
+    const char *p[] = {node_id, ts_row_id_array(a, ids, rep->njobs)};
+    if (p[1] == NULL)
+        return nomem(err);
+    PGresult *res = NULL;
+    enum ts_err e = exec_in_tx(
+        c,
+        "WITH gone AS (SELECT id, state FROM job WHERE node_id = $1"
+        "   AND state IN ('evicting', 'cancelling') AND attempt_started_at IS NULL"
+        "   AND updated_at < now() - interval '10 seconds' AND id <> ALL($2::bigint[])"
+        "   FOR UPDATE),"
+        " upd AS (UPDATE job SET"
+        "   state = CASE WHEN gone.state = 'cancelling' THEN 'cancelled' ELSE 'pending' END,"
+        "   node_id = CASE WHEN gone.state = 'cancelling' THEN job.node_id END,"
+        "   finished_at = CASE WHEN gone.state = 'cancelling' THEN now() END,"
+        "   allocated_gpus = 0, stop_reason = NULL, updated_at = now(),"
+        "   reason_code = CASE WHEN gone.state = 'cancelling' THEN NULL"
+        "     ELSE 'not_yet_scheduled' END,"
+        "   reason_message = CASE WHEN gone.state = 'cancelling' THEN NULL"
+        "     ELSE 'waiting for the scheduler' END"
+        "   FROM gone WHERE job.id = gone.id RETURNING job.id, job.state)"
+        " INSERT INTO job_event (job_id, type, message)"
+        " SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'requeued' END,"
+        "   'stopped before it started on its node'"
+        "   || CASE WHEN state = 'pending' THEN '; back in the queue' ELSE '' END FROM upd",
+        2, p, &res, err);
+    PQclear(res);
+    return e;
+}
+
 static enum ts_err apply_gpus(struct ts_dbconn *c, const char *node_id,
                               const struct ts_node_report *rep, struct ts_arena *a,
                               struct ts_error *err)
@@ -438,6 +479,8 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
         if (ignored)
             out->ignored[out->nignored++] = rep->jobs[i].id;
     }
+    if (e == TS_OK)
+        e = never_started(c, node_id, rep, a, err);
     if (e == TS_OK)
         e = apply_gpus(c, node_id, rep, a, err);
     if (e != TS_OK)

@@ -467,6 +467,45 @@ static void drain_keeps_new_jobs_off_a_node(void **state)
     post_ok(srv.admin, "POST", "/api/v1/nodes/nope/drain", NULL, 404);
 }
 
+static void a_job_stopped_before_its_agent_started_it_does_not_hang(void **state)
+{
+    (void)state;
+    char q[160], out[8];
+    /* room: end what earlier tests left (as if their agents reported it) */
+    assert_int_equal(ts_it_sql(&srv,
+                               "UPDATE job SET state = 'cancelled' WHERE state NOT IN"
+                               " ('succeeded', 'failed', 'cancelled')",
+                               out, sizeof(out)),
+                     0);
+    long long id = submit("owner", "never-1", 1);
+    json_t *j = wait_state(id, "scheduled", 10);
+    json_decref(j);
+    /* as if the scheduler evicted it 20 s ago and the agent, which never
+     * started it, ignored the stop: its reports do not name the job */
+    snprintf(q, sizeof(q),
+             "UPDATE job SET state = 'evicting', updated_at = now() - interval '20 seconds'"
+             " WHERE id = %lld",
+             id);
+    assert_int_equal(ts_it_sql(&srv, q, out, sizeof(out)), 0);
+    snprintf(q, sizeof(q),
+             "SELECT count(*) FROM job_event WHERE job_id = %lld AND type = 'requeued'"
+             " AND message LIKE 'stopped before it started%%'",
+             id);
+    double end = now_s() + 5;
+    while (ts_it_sql(&srv, q, out, sizeof(out)) == 0 && strcmp(out, "1") != 0) {
+        assert_true(now_s() < end);
+        usleep(100 * 1000);
+    }
+    /* back in the queue (and placed again, as attempt 2): never resumed */
+    j = job(id);
+    assert_int_equal(ts_it_int(j, "resume_count"), 0);
+    assert_true(strcmp(ts_it_str(j, "state"), "pending") == 0 || ts_it_int(j, "attempt") == 2);
+    json_decref(j);
+    /* cancel it so that it leaves the GPUs to the next test */
+    snprintf(q, sizeof(q), "/api/v1/jobs/%lld", id);
+    post_ok(srv.admin, "DELETE", q, NULL, 200);
+}
+
 static void a_second_replica_takes_over_the_loop(void **state)
 {
     (void)state;
@@ -517,6 +556,7 @@ int main(void)
         cmocka_unit_test(the_owner_reclaims_what_a_borrower_took),
         cmocka_unit_test(a_silent_node_is_not_ready_and_its_jobs_go_back_to_the_queue),
         cmocka_unit_test(drain_keeps_new_jobs_off_a_node),
+        cmocka_unit_test(a_job_stopped_before_its_agent_started_it_does_not_hang),
         cmocka_unit_test(a_second_replica_takes_over_the_loop),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

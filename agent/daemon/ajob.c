@@ -205,8 +205,10 @@ bool ts_ajob_poll(struct ts_ajob *j, int64_t now_ms)
     if (!ts_proc_same(j->pid, j->start_ticks) && !ts_proc_same(j->sup_pid, j->sup_ticks)) {
         /* both gone: the status was written just now, or it is lost */
         if (!read_status(j)) {
+            /* -1: not a status a process can exit with, and not a success */
             j->phase = TS_AJOB_EXITED;
-            j->has_exit_code = false;
+            j->has_exit_code = true;
+            j->exit_code = -1;
             snprintf(j->message, sizeof(j->message),
                      "exit status lost: the job and its supervisor ended without recording it");
             ts_log_warn("%s job=%lld attempt=%d", j->message, (long long)j->id, j->attempt);
@@ -467,9 +469,10 @@ struct ts_ajob *ts_ajob_load(const char *dir)
 
     j->phase = TS_AJOB_STARTING;
     j->starting_deadline_ms = ts_ajob_now_ms() + TS_AJOB_START_TIMEOUT_MS;
+    bool started = read_pids(j);
     if (read_status(j))
         return j;
-    if (read_pids(j)) {
+    if (started) {
         j->phase = TS_AJOB_RUNNING;
         ts_ajob_poll(j, ts_ajob_now_ms());
     }

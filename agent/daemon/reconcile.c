@@ -42,7 +42,7 @@ static void add_job(struct ts_agent *a, struct ts_ajob *j)
     j->next = a->jobs;
     a->jobs = j;
     a->report_now = true;
-    pthread_cond_signal(&a->cond);
+    pthread_cond_broadcast(&a->cond);
     pthread_mutex_unlock(&a->mu);
 }
 

@@ -7,10 +7,12 @@
  * again. With --desired-file it reads that file instead, again whenever it
  * changes.
  *
- * ship: every --report-interval, and at once when a job changes state, posts
- * a NodeReport (POST /nodes/NAME/report); then sends new job output (POST
- * /nodes/NAME/logs) in base64 chunks, each request body at most 256 KiB,
- * from the offset the server last acknowledged. With --desired-file reports
+ * ship: sends new job output (POST /nodes/NAME/logs) in base64 chunks, each
+ * request body at most 256 KiB, from the offset the server last
+ * acknowledged; then, every --report-interval and at once when a job changes
+ * state, posts a NodeReport (POST /nodes/NAME/report). Output goes first: a
+ * job's whole output is on the server before its final state, after which
+ * the server may take the job off this node. With --desired-file reports
  * go to DATA/report.json and output stays in the job folders.
  *
  * Both retry with exponential backoff (0.5 s to 30 s) while the server is
@@ -215,6 +217,7 @@ static bool send_report(struct ts_agent *a, struct ts_conn *c, const char *base)
         snprintf(path, sizeof(path), "%s/report.json", a->cfg.data_dir);
         json_object_set_new(report, "reported_at", json_integer((json_int_t)ts_ajob_now_ms()));
         ok = ts_files_write_json(path, report, 0600) == 0;
+        ts_log_debug("report written jobs=%zu", json_array_size(json_object_get(report, "jobs")));
         if (ok)
             reported(a, report, NULL);
         json_decref(report);
@@ -537,6 +540,10 @@ static void *ship_main(void *arg)
         bool now = a->report_now;
         pthread_mutex_unlock(&a->mu);
         if (a->file_mode || atomic_load(&a->registered)) {
+            /* output first: once the server has a job's final state it may
+             * take the job off this node and refuse the rest of its output */
+            if (!a->file_mode && backoff == 0 && !ship_logs(a, c, base))
+                backoff = backoff_next(backoff);
             if ((now && backoff == 0) || mono_ms() >= next_report) {
                 if (send_report(a, c, base)) {
                     backoff = 0;
@@ -549,8 +556,6 @@ static void *ship_main(void *arg)
                     next_report = mono_ms() + wait;
                 }
             }
-            if (!a->file_mode && backoff == 0 && !ship_logs(a, c, base))
-                backoff = backoff_next(backoff);
         }
         int64_t left = next_report - mono_ms();
         nap(a, left < 1000 ? (left > 0 ? left : 1) : 1000, backoff == 0);

@@ -1,0 +1,156 @@
+/*
+ * agent_probe.c - a job for the agent's tests: it prints what a job sees.
+ *
+ *   agent_probe env          working folder, session and group, environment
+ *   agent_probe cuda         which libcuda.so.1 and libnvidia-ml.so.1 dlopen
+ *                            finds, and how many devices they show
+ *   agent_probe busy MIB SHARE SECONDS
+ *                            hold MIB of device memory on CUDA device 0 and
+ *                            keep it busy SHARE of the time (kernels of
+ *                            SHARE x 100 ms every 100 ms) for SECONDS
+ *   agent_probe ignore-term N  ignore SIGTERM (and so do N children in its
+ *                            process group); print their pids; wait forever
+ */
+#include <dlfcn.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/abi/cuda.h"
+#include "agent/abi/nvml.h"
+
+extern char **environ;
+
+static int env(void)
+{
+    char cwd[PATH_MAX];
+    printf("cwd=%s\n", getcwd(cwd, sizeof(cwd)) ? cwd : "?");
+    printf("session_leader=%d\n", getsid(0) == getpid());
+    printf("group_leader=%d\n", getpgrp() == getpid());
+    for (char **e = environ; *e != NULL; e++)
+        printf("env %s\n", *e);
+    return 0;
+}
+
+static const char *path_of(void *sym)
+{
+    Dl_info info;
+    return sym != NULL && dladdr(sym, &info) != 0 && info.dli_fname ? info.dli_fname : "?";
+}
+
+static int cuda(void)
+{
+    void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (cu == NULL || nv == NULL) {
+        printf("dlopen failed: %s\n", dlerror());
+        return 1;
+    }
+    __typeof__(cuInit) *init = (__typeof__(cuInit) *)dlsym(cu, "cuInit");
+    __typeof__(cuDeviceGetCount) *count =
+        (__typeof__(cuDeviceGetCount) *)dlsym(cu, "cuDeviceGetCount");
+    __typeof__(nvmlInit_v2) *ninit = (__typeof__(nvmlInit_v2) *)dlsym(nv, "nvmlInit_v2");
+    __typeof__(nvmlDeviceGetCount_v2) *ncount =
+        (__typeof__(nvmlDeviceGetCount_v2) *)dlsym(nv, "nvmlDeviceGetCount_v2");
+    printf("libcuda=%s\n", path_of((void *)init));
+    printf("libnvidia-ml=%s\n", path_of((void *)ninit));
+    int n = -1;
+    unsigned nn = 0;
+    if (init == NULL || count == NULL || init(0) != CUDA_SUCCESS || count(&n) != CUDA_SUCCESS)
+        n = -1;
+    printf("cuda_devices=%d\n", n);
+    if (ninit == NULL || ncount == NULL || ninit() != NVML_SUCCESS || ncount(&nn) != NVML_SUCCESS)
+        nn = 0;
+    printf("nvml_devices=%u\n", nn);
+    return 0;
+}
+
+static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                          ".visible .entry tessera_busy_ns(\n\t.param .u64 ns\n)\n{\n\tret;\n}\n";
+
+#define LOOK(h, name) ((__typeof__(name) *)dlsym(h, #name))
+
+static int busy(size_t mib, double share, double seconds)
+{
+    void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (cu == NULL) {
+        printf("dlopen failed: %s\n", dlerror());
+        return 1;
+    }
+    CUcontext ctx;
+    CUdevice dev;
+    CUdeviceptr p;
+    CUmodule m;
+    CUfunction f;
+    if (LOOK(cu, cuInit)(0) != CUDA_SUCCESS || LOOK(cu, cuDeviceGet)(&dev, 0) != CUDA_SUCCESS ||
+        LOOK(cu, cuDevicePrimaryCtxRetain)(&ctx, dev) != CUDA_SUCCESS ||
+        LOOK(cu, cuCtxSetCurrent)(ctx) != CUDA_SUCCESS ||
+        LOOK(cu, cuMemAlloc_v2)(&p, mib << 20) != CUDA_SUCCESS ||
+        LOOK(cu, cuModuleLoadData)(&m, ptx) != CUDA_SUCCESS ||
+        LOOK(cu, cuModuleGetFunction)(&f, m, "tessera_busy_ns") != CUDA_SUCCESS) {
+        printf("cuda setup failed\n");
+        return 1;
+    }
+    printf("busy on a GPU with %zu MiB\n", mib);
+    unsigned long long ns = (unsigned long long)(share * 100e6);
+    void *params[] = {&ns};
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long k = 1;; k++) {
+        if (ns > 0 &&
+            LOOK(cu, cuLaunchKernel)(f, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL) != CUDA_SUCCESS) {
+            printf("launch failed\n");
+            return 1;
+        }
+        LOOK(cu, cuCtxSynchronize)();
+        /* the next launch 100 ms after the previous one */
+        struct timespec next = {t0.tv_sec + (k / 10), t0.tv_nsec + (k % 10) * 100000000L};
+        if (next.tv_nsec >= 1000000000L) {
+            next.tv_sec++;
+            next.tv_nsec -= 1000000000L;
+        }
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9 >= seconds)
+            break;
+    }
+    printf("done\n");
+    return 0;
+}
+
+static _Noreturn void ignore_term(int children)
+{
+    signal(SIGTERM, SIG_IGN);
+    printf("pid %d\n", (int)getpid());
+    for (int i = 0; i < children; i++) {
+        pid_t p = fork();
+        if (p == 0) {
+            for (;;)
+                pause();
+        }
+        printf("pid %d\n", (int)p);
+    }
+    printf("ready\n");
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc >= 2 && strcmp(argv[1], "env") == 0)
+        return env();
+    if (argc >= 2 && strcmp(argv[1], "cuda") == 0)
+        return cuda();
+    if (argc >= 5 && strcmp(argv[1], "busy") == 0)
+        return busy((size_t)atol(argv[2]), atof(argv[3]), atof(argv[4]));
+    if (argc >= 3 && strcmp(argv[1], "ignore-term") == 0)
+        ignore_term(atoi(argv[2]));
+    fprintf(stderr, "usage: agent_probe env|cuda|busy MIB SHARE SECONDS|ignore-term N\n");
+    return 2;
+}

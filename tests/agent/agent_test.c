@@ -1,0 +1,809 @@
+/*
+ * agent_test.c - tessera-agent on one node, without a server: the real
+ * binary runs with --desired-file (the desired state is a file the test
+ * writes, reports land in DATA/report.json) on two small simulated GPUs, and
+ * the test looks at what the jobs, their folders and /proc show.
+ *
+ * Usage: agent_test CASE. CTest runs one case per test, with TS_BIN_DIR
+ * (tessera-agent) and TS_AGENT_PROBE (agent_probe, the job that prints what
+ * it sees) in the environment. Every case leaves no process behind.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/daemon/ajob.h"
+#include "agent/daemon/files.h"
+#include "agent/daemon/proc.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+#define REQUIRE(cond)                                                                              \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: required check failed: %s\n", __FILE__, __LINE__, #cond);      \
+            failures++;                                                                            \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static const char *bin_dir, *probe;
+static char root[PATH_MAX - 512], data[PATH_MAX], desired[PATH_MAX], agent_log[PATH_MAX];
+static pid_t agent_pid;
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* The desired state: a JSON text with "%s"-style arguments. */
+static void set_desired(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_desired(const char *fmt, ...)
+{
+    char text[16384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    json_error_t je;
+    json_t *v = json_loads(text, 0, &je);
+    if (v == NULL) {
+        fprintf(stderr, "bad desired state in the test: %s: %s\n", je.text, text);
+        exit(1);
+    }
+    json_decref(v);
+    if (ts_files_write_atomic(desired, text, strlen(text), 0600) != 0) {
+        perror("desired state");
+        exit(1);
+    }
+}
+
+static void setup(void)
+{
+    bin_dir = getenv("TS_BIN_DIR");
+    probe = getenv("TS_AGENT_PROBE");
+    if (bin_dir == NULL || probe == NULL) {
+        fprintf(stderr, "TS_BIN_DIR and TS_AGENT_PROBE must be set (run through ctest)\n");
+        exit(1);
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(root, sizeof(root), "%s/agent-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(root) == NULL) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    snprintf(data, sizeof(data), "%s/data", root);
+    snprintf(desired, sizeof(desired), "%s/desired.json", root);
+    snprintf(agent_log, sizeof(agent_log), "%s/agent.log", root);
+    set_desired("{\"generation\": 0, \"jobs\": []}");
+}
+
+/* Start tessera-agent; extra: NULL-terminated extra arguments or NULL. */
+static pid_t agent_start(const char *const *extra)
+{
+    char exe[PATH_MAX];
+    snprintf(exe, sizeof(exe), "%s/tessera-agent", bin_dir);
+    const char *argv[40] = {
+        exe,          "--node",         "n1",    "--data-dir",        data, "--gpus",
+        "sim:2x1GiB", "--desired-file", desired, "--report-interval", "1s", "--log-level",
+        "debug"};
+    size_t n = 13;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 38; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(agent_log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    agent_pid = pid;
+    return pid;
+}
+
+/* Wait for a child to exit; its wait status, or -1 after timeout_s. */
+static int wait_exit(pid_t pid, double timeout_s)
+{
+    double until = now_s() + timeout_s;
+    int st;
+    while (now_s() < until) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return st;
+        sleep_s(0.02);
+    }
+    return -1;
+}
+
+/* Stop the agent with sig and wait for it. Returns its wait status. */
+static int agent_stop(int sig)
+{
+    if (agent_pid <= 0)
+        return -1;
+    kill(agent_pid, sig);
+    int st = wait_exit(agent_pid, 15);
+    if (st == -1) {
+        kill(agent_pid, SIGKILL);
+        waitpid(agent_pid, &st, 0);
+        st = -1;
+    }
+    agent_pid = 0;
+    return st;
+}
+
+static json_t *report(void)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/report.json", data);
+    return ts_files_read_json(path);
+}
+
+/* The job (id, attempt) in a report (borrowed from r), or NULL. */
+static json_t *report_job(json_t *r, long id, int attempt)
+{
+    size_t i;
+    json_t *j;
+    json_array_foreach(json_object_get(r, "jobs"), i, j) {
+        if (json_integer_value(json_object_get(j, "id")) == id &&
+            json_integer_value(json_object_get(j, "attempt")) == attempt)
+            return j;
+    }
+    return NULL;
+}
+
+/* Wait until the report shows the job in state; a copy of its entry (new),
+ * or NULL after timeout_s. */
+static json_t *wait_job(long id, int attempt, const char *state, double timeout_s)
+{
+    double until = now_s() + timeout_s;
+    while (now_s() < until) {
+        json_t *r = report();
+        json_t *j = report_job(r, id, attempt);
+        const char *s = json_string_value(json_object_get(j, "state"));
+        if (s != NULL && strcmp(s, state) == 0) {
+            json_t *copy = json_deep_copy(j);
+            json_decref(r);
+            return copy;
+        }
+        json_decref(r);
+        sleep_s(0.05);
+    }
+    fprintf(stderr, "job %ld attempt %d not %s after %.0f s\n", id, attempt, state, timeout_s);
+    return NULL;
+}
+
+static long long jint(const json_t *o, const char *key)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? json_integer_value(v) : -1000;
+}
+
+/* A process that exists and has not exited (zombies do not count). */
+static bool running(pid_t pid)
+{
+    struct ts_proc_stat st;
+    return pid > 0 && ts_proc_stat(pid, &st) == 0 && st.state != 'Z' && st.state != 'X';
+}
+
+static char *job_file(long id, int attempt, const char *name)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/jobs/%ld-%d/%s", data, id, attempt, name);
+    return ts_files_read(path, 16 << 20, NULL);
+}
+
+static int count_substr(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; p != NULL && (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Kill every process whose session is a job's (whatever a failed case left
+ * running), stop the agent, remove the folder. */
+static void teardown(void)
+{
+    if (agent_pid > 0)
+        agent_stop(SIGTERM);
+    char jobs[PATH_MAX + 16];
+    snprintf(jobs, sizeof(jobs), "%s/jobs", data);
+    DIR *d = opendir(jobs);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof(path), "%s/%s/job.json", jobs, e->d_name);
+        json_t *rec = ts_files_read_json(path);
+        pid_t sids[2] = {(pid_t)jint(rec, "pid"), (pid_t)jint(rec, "supervisor_pid")};
+        uint64_t ticks[2] = {(uint64_t)jint(rec, "start_ticks"),
+                             (uint64_t)jint(rec, "supervisor_start_ticks")};
+        for (int k = 0; k < 2; k++) {
+            if (sids[k] <= 0 || !ts_proc_same(sids[k], ticks[k]))
+                continue;
+            pid_t pids[64];
+            size_t n = ts_proc_session(sids[k], pids, 64);
+            for (size_t i = 0; i < n && i < 64; i++)
+                kill(pids[i], SIGKILL);
+        }
+        json_decref(rec);
+    }
+    if (d != NULL)
+        closedir(d);
+    if (getenv("TS_KEEP") == NULL)
+        ts_files_remove_tree(root);
+    else
+        fprintf(stderr, "kept %s\n", root);
+}
+
+/* A desired job with action run: id, attempt, extra members (JSON text
+ * without braces, may be empty), command (JSON array text). */
+#define JOB(id, attempt, extra, command)                                                           \
+    "{\"id\": " #id ", \"attempt\": " #attempt ", \"name\": \"job" #id                             \
+    "\", \"project\": \"vision\", \"action\": \"run\", \"grace_seconds\": 5, " extra               \
+    " \"command\": " command "}"
+
+/* ---- cases ------------------------------------------------------------------ */
+
+static void a_job_sees_its_environment_folder_and_session(void)
+{
+    char ckpt[PATH_MAX + 32];
+    snprintf(ckpt, sizeof(ckpt), "%s/shared/ckpt/7", root);
+    setenv("TESSERA_TOKEN", "agent-secret", 1);
+    setenv("SOME_AGENT_SETTING", "x", 1);
+    agent_start(NULL);
+    set_desired("{\"generation\": 1, \"jobs\": [" JOB(
+                    7, 2,
+                    "\"checkpoint_dir\": \"%s\", \"resume_count\": 1,"
+                    " \"gpus\": [{\"index\": 1}, {\"index\": 0}],"
+                    " \"env\": {\"FOO\": \"bar\", \"TESSERA_JOB_ID\": \"999\","
+                    " \"LD_LIBRARY_PATH\": \"/opt/x\"},",
+                    "[\"%s\", \"env\"]") "]}",
+                ckpt, probe);
+    json_t *j = wait_job(7, 2, "exited", 20);
+    REQUIRE(j != NULL);
+    CHECK(jint(j, "exit_code") == 0);
+    json_decref(j);
+    char *out = job_file(7, 2, "output.log");
+    REQUIRE(out != NULL);
+    char want[PATH_MAX * 2];
+    snprintf(want, sizeof(want), "cwd=%s/jobs/7-2\n", data);
+    CHECK(strstr(out, want) != NULL); /* no working_dir: its own folder */
+    CHECK(strstr(out, "session_leader=1\n") != NULL);
+    CHECK(strstr(out, "group_leader=1\n") != NULL);
+    CHECK(strstr(out, "env TESSERA_JOB_ID=7\n") != NULL); /* not the desired env's 999 */
+    CHECK(strstr(out, "env TESSERA_JOB_NAME=job7\n") != NULL);
+    CHECK(strstr(out, "env TESSERA_PROJECT=vision\n") != NULL);
+    CHECK(strstr(out, "env TESSERA_ATTEMPT=2\n") != NULL);
+    CHECK(strstr(out, "env TESSERA_RESUME_COUNT=1\n") != NULL);
+    CHECK(strstr(out, "env TESSERA_NODE=n1\n") != NULL);
+    CHECK(strstr(out, "env CUDA_VISIBLE_DEVICES=1,0\n") != NULL);
+    CHECK(strstr(out, "env FOO=bar\n") != NULL);
+    snprintf(want, sizeof(want), "env TESSERA_CHECKPOINT_DIR=%s\n", ckpt);
+    CHECK(strstr(out, want) != NULL);
+    snprintf(want, sizeof(want), "env TESSERA_SIMGPU_DIR=%s/simgpu\n", data);
+    CHECK(strstr(out, want) != NULL);
+    char lib[PATH_MAX], guess[PATH_MAX + 32];
+    snprintf(guess, sizeof(guess), "%s/../lib/simgpu", bin_dir);
+    REQUIRE(realpath(guess, lib) != NULL);
+    snprintf(want, sizeof(want), "env LD_LIBRARY_PATH=%s:/opt/x\n", lib);
+    CHECK(strstr(out, want) != NULL);
+    /* the agent's own settings and secrets stay out */
+    CHECK(strstr(out, "agent-secret") == NULL);
+    CHECK(strstr(out, "SOME_AGENT_SETTING") == NULL);
+    CHECK(strstr(out, "env PATH=") != NULL);
+    free(out);
+    struct stat st;
+    CHECK(stat(ckpt, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700);
+}
+
+static void a_job_finds_the_simulated_driver_through_its_library_path(void)
+{
+    agent_start(NULL);
+    set_desired("{\"generation\": 1, \"jobs\": [" JOB(3, 0, "\"gpus\": [{\"index\": 1}],",
+                                                      "[\"%s\", \"cuda\"]") "]}",
+                probe);
+    json_t *j = wait_job(3, 0, "exited", 20);
+    REQUIRE(j != NULL);
+    CHECK(jint(j, "exit_code") == 0);
+    json_decref(j);
+    char *out = job_file(3, 0, "output.log");
+    REQUIRE(out != NULL);
+    char lib[PATH_MAX], guess[PATH_MAX + 32], want[PATH_MAX + 64];
+    snprintf(guess, sizeof(guess), "%s/../lib/simgpu", bin_dir);
+    REQUIRE(realpath(guess, lib) != NULL);
+    /* dlopen("libcuda.so.1") with no setting of the job's own */
+    snprintf(want, sizeof(want), "libcuda=%s/libcuda.so.1\n", lib);
+    CHECK(strstr(out, want) != NULL);
+    snprintf(want, sizeof(want), "libnvidia-ml=%s/libnvidia-ml.so.1\n", lib);
+    CHECK(strstr(out, want) != NULL);
+    CHECK(strstr(out, "cuda_devices=1\n") != NULL); /* CUDA_VISIBLE_DEVICES=1 */
+    CHECK(strstr(out, "nvml_devices=2\n") != NULL); /* NVML sees the node */
+    if (failures)
+        fprintf(stderr, "output:\n%s", out);
+    free(out);
+}
+
+static void exit_codes_signals_and_failures_to_start_are_reported(void)
+{
+    agent_start(NULL);
+    set_desired("{\"generation\": 1, \"jobs\": [" JOB(1, 0, "", "[\"sh\", \"-c\", \"exit 3\"]") "," JOB(
+        2, 0, "",
+        "[\"sh\", \"-c\", \"kill -USR1 "
+        "$$\"]") "," JOB(3, 0, "",
+                         "[\"true\"]") "," JOB(4, 0, "",
+                                               "[\"/no/such/program\"]") "," JOB(5, 0,
+                                                                                 "\"working_"
+                                                                                 "dir\": "
+                                                                                 "\"/no/"
+                                                                                 "such/"
+                                                                                 "folder\",",
+                                                                                 "[\"true\""
+                                                                                 "]") "," JOB(6, 0,
+                                                                                              "",
+                                                                                              "[]") "]}");
+    json_t *j1 = wait_job(1, 0, "exited", 20), *j2 = wait_job(2, 0, "exited", 20),
+           *j3 = wait_job(3, 0, "exited", 20), *j4 = wait_job(4, 0, "failed_to_start", 20),
+           *j5 = wait_job(5, 0, "failed_to_start", 20), *j6 = wait_job(6, 0, "failed_to_start", 20);
+    CHECK(j1 != NULL && jint(j1, "exit_code") == 3 && json_object_get(j1, "signal") == NULL);
+    CHECK(j2 != NULL && jint(j2, "signal") == SIGUSR1 && json_object_get(j2, "exit_code") == NULL);
+    CHECK(j3 != NULL && jint(j3, "exit_code") == 0);
+    const char *m4 = json_string_value(json_object_get(j4, "message"));
+    const char *m5 = json_string_value(json_object_get(j5, "message"));
+    const char *m6 = json_string_value(json_object_get(j6, "message"));
+    CHECK(m4 != NULL && strstr(m4, "could not execute \"/no/such/program\"") != NULL);
+    CHECK(m5 != NULL && strstr(m5, "could not change to working_dir \"/no/such/folder\"") != NULL);
+    CHECK(m6 != NULL && strstr(m6, "no command") != NULL);
+    /* the user's log says why too */
+    char *out = job_file(4, 0, "output.log");
+    CHECK(out != NULL && strstr(out, "could not execute") != NULL);
+    free(out);
+    json_decref(j1);
+    json_decref(j2);
+    json_decref(j3);
+    json_decref(j4);
+    json_decref(j5);
+    json_decref(j6);
+}
+
+/* The command of a job that writes "start PID" once and then runs until
+ * stopped. */
+#define STARTS_ONCE "[\"sh\", \"-c\", \"echo start $$; exec sleep 600\"]"
+
+static void a_restarted_agent_adopts_running_jobs_and_never_starts_them_twice(void)
+{
+    agent_start(NULL);
+    set_desired("{\"generation\": 1, \"jobs\": [" JOB(11, 0, "", STARTS_ONCE) "]}");
+    json_t *j = wait_job(11, 0, "running", 20);
+    REQUIRE(j != NULL);
+    pid_t pid = (pid_t)jint(j, "pid");
+    json_decref(j);
+    CHECK(running(pid));
+
+    /* killed: the job goes on, its supervisor too */
+    CHECK(agent_stop(SIGKILL) != -1);
+    sleep_s(0.5);
+    CHECK(running(pid));
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/report.json", data);
+    unlink(path);
+
+    agent_start(NULL);
+    j = wait_job(11, 0, "running", 20);
+    REQUIRE(j != NULL);
+    CHECK(jint(j, "pid") == pid);
+    json_decref(j);
+    sleep_s(1.5); /* time to start a second copy, were it going to */
+    char *out = job_file(11, 0, "output.log");
+    CHECK(out != NULL && count_substr(out, "start ") == 1);
+    free(out);
+
+    /* SIGTERM stops the agent only */
+    int st = agent_stop(SIGTERM);
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    sleep_s(0.3);
+    CHECK(running(pid));
+
+    /* a third agent still adopts it, and stops it when it is no longer wanted */
+    unlink(path);
+    agent_start(NULL);
+    j = wait_job(11, 0, "running", 20);
+    CHECK(j != NULL && jint(j, "pid") == pid);
+    json_decref(j);
+    set_desired("{\"generation\": 2, \"jobs\": []}");
+    j = wait_job(11, 0, "exited", 20);
+    CHECK(j != NULL && jint(j, "signal") == SIGTERM);
+    json_decref(j);
+    CHECK(!running(pid));
+}
+
+static void an_exit_status_written_while_the_agent_was_down_is_reported_after_restart(void)
+{
+    agent_start(NULL);
+    set_desired("{\"generation\": 1, \"jobs\": [" JOB(
+        12, 0, "", "[\"sh\", \"-c\", \"echo start; sleep 1; exit 5\"]") "]}");
+    json_t *j = wait_job(12, 0, "running", 20);
+    REQUIRE(j != NULL);
+    pid_t pid = (pid_t)jint(j, "pid");
+    json_decref(j);
+    CHECK(agent_stop(SIGKILL) != -1);
+    double until = now_s() + 10;
+    while (running(pid) && now_s() < until)
+        sleep_s(0.05);
+    sleep_s(0.3);
+    char *status = job_file(12, 0, "status.json");
+    CHECK(status != NULL && strstr(status, "\"exit_code\":5") != NULL);
+    free(status);
+
+    agent_start(NULL);
+    j = wait_job(12, 0, "exited", 20);
+    CHECK(j != NULL && jint(j, "exit_code") == 5 && jint(j, "pid") == pid);
+    json_decref(j);
+    sleep_s(0.5);
+    char *out = job_file(12, 0, "output.log");
+    CHECK(out != NULL && count_substr(out, "start") == 1); /* not run again */
+    free(out);
+}
+
+static void stop_sends_sigterm_then_sigkill_to_the_whole_group_after_the_grace_period(void)
+{
+    agent_start(NULL);
+    set_desired("{\"generation\": 1, \"jobs\": [" JOB(
+                    21, 0, "", "[\"%s\", \"ignore-term\", \"2\"]") "," JOB(22, 0, "",
+                                                                           "[\"sh\", \"-c\", "
+                                                                           "\"trap 'exit 0' "
+                                                                           "TERM; while :; do "
+                                                                           "sleep 0.1; "
+                                                                           "done\"]") "]}",
+                probe);
+    json_t *j = wait_job(21, 0, "running", 20);
+    json_t *k = wait_job(22, 0, "running", 20);
+    REQUIRE(j != NULL && k != NULL);
+    json_decref(j);
+    json_decref(k);
+    /* the three processes of job 21 */
+    pid_t pids[3] = {0};
+    double until = now_s() + 10;
+    while (now_s() < until) {
+        char *out = job_file(21, 0, "output.log");
+        if (out != NULL && strstr(out, "ready") != NULL) {
+            sscanf(out, "pid %d\npid %d\npid %d", &pids[0], &pids[1], &pids[2]);
+            free(out);
+            break;
+        }
+        free(out);
+        sleep_s(0.05);
+    }
+    REQUIRE(pids[0] > 0 && pids[1] > 0 && pids[2] > 0);
+
+    double t0 = now_s();
+    set_desired("{\"generation\": 2, \"jobs\": ["
+                "{\"id\": 21, \"attempt\": 0, \"action\": \"stop\", \"grace_seconds\": 2},"
+                "{\"id\": 22, \"attempt\": 0, \"action\": \"stop\", \"grace_seconds\": 2}]}");
+    /* a job that ends on SIGTERM ends within the grace period, by itself */
+    k = wait_job(22, 0, "exited", 10);
+    CHECK(k != NULL && jint(k, "exit_code") == 0);
+    CHECK(now_s() - t0 < 1.5);
+    json_decref(k);
+    /* one that ignores it, and its children, live until the grace is over */
+    sleep_s(1.0);
+    for (int i = 0; i < 3; i++)
+        CHECK(running(pids[i]));
+    j = wait_job(21, 0, "exited", 10);
+    double took = now_s() - t0;
+    CHECK(j != NULL && jint(j, "signal") == SIGKILL);
+    CHECK(took >= 1.9 && took < 5);
+    json_decref(j);
+    sleep_s(0.2);
+    for (int i = 0; i < 3; i++)
+        CHECK(!running(pids[i]));
+}
+
+static void a_job_left_out_of_the_desired_state_or_in_another_attempt_is_stopped(void)
+{
+    char marks[PATH_MAX + 16];
+    snprintf(marks, sizeof(marks), "%s/marks", root);
+    agent_start(NULL);
+    /* attempt 0 takes a second to stop; attempt 1 must not start before */
+    set_desired("{\"generation\": 1, \"jobs\": [" JOB(
+                    31, 0, "",
+                    "[\"sh\", \"-c\", \"trap 'sleep 1; echo a0-end >> %s; exit 0' TERM; "
+                    "while :; do sleep 0.1; done\"]") "," JOB(32, 0, "", STARTS_ONCE) "]}",
+                marks);
+    json_t *a0 = wait_job(31, 0, "running", 20), *b = wait_job(32, 0, "running", 20);
+    REQUIRE(a0 != NULL && b != NULL);
+    json_decref(a0);
+    json_decref(b);
+    set_desired("{\"generation\": 2, \"jobs\": [" JOB(
+                    31, 1, "", "[\"sh\", \"-c\", \"echo a1-start >> %s; exec sleep 600\"]") "]}",
+                marks);
+    b = wait_job(32, 0, "exited", 20);
+    CHECK(b != NULL && jint(b, "signal") == SIGTERM);
+    json_decref(b);
+    a0 = wait_job(31, 0, "exited", 20);
+    CHECK(a0 != NULL && jint(a0, "exit_code") == 0);
+    json_decref(a0);
+    json_t *a1 = wait_job(31, 1, "running", 20);
+    CHECK(a1 != NULL);
+    json_decref(a1);
+    sleep_s(0.3);
+    char *m = ts_files_read(marks, 4096, NULL);
+    CHECK(m != NULL && strcmp(m, "a0-end\na1-start\n") == 0);
+    free(m);
+}
+
+static void samples_show_gpu_and_job_utilization_and_memory(void)
+{
+    agent_start(NULL);
+    /* 64 MiB on GPU 1, busy half the time */
+    set_desired(
+        "{\"generation\": 1, \"jobs\": [" JOB(41, 0, "\"gpus\": [{\"index\": 1}],",
+                                              "[\"%s\", \"busy\", \"64\", \"0.5\", \"60\"]") "]}",
+        probe);
+    json_t *j = wait_job(41, 0, "running", 20);
+    REQUIRE(j != NULL);
+    json_decref(j);
+    /* past the first second, then four reports */
+    sleep_s(2.5);
+    double gpu0 = 0, gpu1 = 0, job = 0;
+    long long mem1 = 0, jmem = 0;
+    int n = 0;
+    long long last = 0;
+    double until = now_s() + 15;
+    while (n < 4 && now_s() < until) {
+        json_t *r = report();
+        long long at = jint(r, "reported_at");
+        json_t *rj = report_job(r, 41, 0);
+        json_t *g0 = json_array_get(json_object_get(r, "gpus"), 0);
+        json_t *g1 = json_array_get(json_object_get(r, "gpus"), 1);
+        if (r != NULL && at != last && rj != NULL && g0 != NULL && g1 != NULL &&
+            json_object_get(rj, "gpu_utilization") != NULL) {
+            last = at;
+            gpu0 += json_number_value(json_object_get(g0, "utilization"));
+            gpu1 += json_number_value(json_object_get(g1, "utilization"));
+            job += json_number_value(json_object_get(rj, "gpu_utilization"));
+            mem1 = jint(g1, "memory_used_bytes");
+            jmem = jint(rj, "gpu_memory_used_bytes");
+            CHECK(jint(g1, "index") == 1);
+            n++;
+        }
+        json_decref(r);
+        sleep_s(0.1);
+    }
+    REQUIRE(n == 4);
+    gpu0 /= n;
+    gpu1 /= n;
+    job /= n;
+    fprintf(stderr, "gpu0 %.3f gpu1 %.3f job %.3f mem1 %lld job mem %lld\n", gpu0, gpu1, job, mem1,
+            jmem);
+    CHECK(gpu0 == 0);
+    CHECK(gpu1 > 0.35 && gpu1 < 0.65);
+    CHECK(job > 0.35 && job < 0.65);
+    CHECK(mem1 >= 64LL << 20 && mem1 < 80LL << 20);
+    CHECK(jmem >= 64LL << 20 && jmem < 80LL << 20);
+}
+
+static void the_node_description_names_every_gpu(void)
+{
+    const char *extra[] = {"--labels", "zone=a,rack=r7", "--cpu", "3", "--memory", "8GiB", NULL};
+    agent_start(extra);
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/node.json", data);
+    json_t *n = NULL;
+    double until = now_s() + 10;
+    while ((n = ts_files_read_json(path)) == NULL && now_s() < until)
+        sleep_s(0.05);
+    REQUIRE(n != NULL);
+    CHECK(jint(n, "cpu") == 3);
+    CHECK(jint(n, "memory_bytes") == 8LL << 30);
+    CHECK(jint(n, "gpu_reserve_bytes") == 2LL << 30);
+    json_t *labels = json_object_get(n, "labels");
+    CHECK(json_object_size(labels) == 2 &&
+          strcmp(json_string_value(json_object_get(labels, "rack")), "r7") == 0);
+    json_t *gpus = json_object_get(n, "gpus");
+    CHECK(json_array_size(gpus) == 2);
+    for (size_t i = 0; i < json_array_size(gpus); i++) {
+        json_t *g = json_array_get(gpus, i);
+        CHECK(jint(g, "index") == (long long)i);
+        CHECK(jint(g, "memory_bytes") == 1LL << 30);
+        const char *uuid = json_string_value(json_object_get(g, "uuid"));
+        CHECK(uuid != NULL && strncmp(uuid, "GPU-", 4) == 0 && strlen(uuid) == 40);
+        const char *model = json_string_value(json_object_get(g, "model"));
+        CHECK(model != NULL && strstr(model, "SimGPU") != NULL);
+    }
+    json_decref(n);
+    /* a second agent on the same folder is refused */
+    pid_t first = agent_pid;
+    pid_t second = agent_start(NULL);
+    int st = wait_exit(second, 10);
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    agent_pid = first;
+}
+
+static void bad_options_are_refused_with_a_message(void)
+{
+    const char *extra[] = {"--gpus", "sim:0x1GiB", NULL};
+    pid_t p = agent_start(extra);
+    int st = wait_exit(p, 10);
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    agent_pid = 0;
+    char *log = ts_files_read(agent_log, 1 << 20, NULL);
+    CHECK(log != NULL && strstr(log, "invalid value for --gpus") != NULL);
+    free(log);
+}
+
+/* ---- the environment, without processes -------------------------------------- */
+
+static void the_job_environment_puts_tessera_variables_over_the_desired_env(void)
+{
+    setenv("PATH", "/agent/bin", 1);
+    setenv("TESSERA_TOKEN", "secret", 1);
+    struct ts_gpus gpus = {.count = 2};
+    snprintf(gpus.simgpu_dir, sizeof(gpus.simgpu_dir), "/data/simgpu");
+    snprintf(gpus.lib_dir, sizeof(gpus.lib_dir), "/opt/tessera/lib/simgpu");
+    struct ts_ajob_ctx ctx = {.data_dir = "/data", .node = "n9", .gpus = &gpus};
+    json_t *d = json_loads("{\"id\": 5, \"attempt\": 1, \"name\": \"x\", \"project\": \"p\","
+                           " \"resume_count\": 2, \"gpus\": [{\"index\": 3}, {\"index\": 1}],"
+                           " \"env\": {\"PATH\": \"/job/bin\", \"TESSERA_ATTEMPT\": \"9\","
+                           " \"CUDA_VISIBLE_DEVICES\": \"0\"}}",
+                           0, NULL);
+    REQUIRE(d != NULL);
+    char msg[256];
+    char **env = ts_ajob_env_build(&ctx, d, "/ckpt/5", msg, sizeof(msg));
+    REQUIRE(env != NULL);
+    const char *want[] = {"PATH=/job/bin",
+                          "TESSERA_JOB_ID=5",
+                          "TESSERA_JOB_NAME=x",
+                          "TESSERA_PROJECT=p",
+                          "TESSERA_ATTEMPT=1",
+                          "TESSERA_CHECKPOINT_DIR=/ckpt/5",
+                          "TESSERA_RESUME_COUNT=2",
+                          "TESSERA_NODE=n9",
+                          "CUDA_VISIBLE_DEVICES=3,1",
+                          "TESSERA_SIMGPU_DIR=/data/simgpu",
+                          "LD_LIBRARY_PATH=/opt/tessera/lib/simgpu",
+                          NULL};
+    for (size_t i = 0; want[i] != NULL; i++) {
+        bool found = false;
+        for (size_t k = 0; env[k] != NULL; k++)
+            found = found || strcmp(env[k], want[i]) == 0;
+        if (!found)
+            fprintf(stderr, "missing %s\n", want[i]);
+        CHECK(found);
+    }
+    size_t n = 0;
+    for (size_t k = 0; env[k] != NULL; k++, n++)
+        CHECK(strncmp(env[k], "TESSERA_TOKEN=", 14) != 0);
+    /* each name once */
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++) {
+            size_t la = strcspn(env[a], "=");
+            CHECK(!(la == strcspn(env[b], "=") && strncmp(env[a], env[b], la) == 0));
+        }
+    ts_ajob_env_free(env);
+    json_decref(d);
+
+    /* an env that is not an object of strings is refused with a reason */
+    d = json_loads("{\"id\": 5, \"attempt\": 1, \"env\": {\"A\": 1}}", 0, NULL);
+    env = ts_ajob_env_build(&ctx, d, "/ckpt/5", msg, sizeof(msg));
+    CHECK(env == NULL && strstr(msg, "env.A") != NULL);
+    json_decref(d);
+
+    /* real GPUs: CUDA numbers them as NVML does */
+    gpus.lib_dir[0] = '\0';
+    d = json_loads("{\"id\": 5, \"attempt\": 1}", 0, NULL);
+    env = ts_ajob_env_build(&ctx, d, "/ckpt/5", msg, sizeof(msg));
+    REQUIRE(env != NULL);
+    bool order = false, simdir = false;
+    for (size_t k = 0; env[k] != NULL; k++) {
+        order = order || strcmp(env[k], "CUDA_DEVICE_ORDER=PCI_BUS_ID") == 0;
+        simdir = simdir || strncmp(env[k], "TESSERA_SIMGPU_DIR=", 19) == 0;
+    }
+    CHECK(order && !simdir);
+    ts_ajob_env_free(env);
+    json_decref(d);
+}
+
+static void proc_stat_reads_start_time_session_and_group(void)
+{
+    struct ts_proc_stat st;
+    REQUIRE(ts_proc_stat(getpid(), &st) == 0);
+    CHECK(st.session == getsid(0));
+    CHECK(st.pgrp == getpgrp());
+    CHECK(st.ppid == getppid());
+    CHECK(st.start_ticks > 0);
+    CHECK(ts_proc_same(getpid(), st.start_ticks));
+    CHECK(!ts_proc_same(getpid(), st.start_ticks + 1)); /* a reused pid */
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    waitpid(child, NULL, 0);
+    CHECK(ts_proc_stat(child, &st) == -ENOENT);
+    CHECK(!ts_proc_same(child, 0));
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+struct test_case {
+    const char *name;
+    void (*fn)(void);
+    bool agent; /* runs tessera-agent */
+};
+
+#define CASE(name, agent)                                                                          \
+    {                                                                                              \
+#name, name, agent                                                                         \
+    }
+static const struct test_case cases[] = {
+    CASE(a_job_sees_its_environment_folder_and_session, true),
+    CASE(a_job_finds_the_simulated_driver_through_its_library_path, true),
+    CASE(exit_codes_signals_and_failures_to_start_are_reported, true),
+    CASE(a_restarted_agent_adopts_running_jobs_and_never_starts_them_twice, true),
+    CASE(an_exit_status_written_while_the_agent_was_down_is_reported_after_restart, true),
+    CASE(stop_sends_sigterm_then_sigkill_to_the_whole_group_after_the_grace_period, true),
+    CASE(a_job_left_out_of_the_desired_state_or_in_another_attempt_is_stopped, true),
+    CASE(samples_show_gpu_and_job_utilization_and_memory, true),
+    CASE(the_node_description_names_every_gpu, true),
+    CASE(bad_options_are_refused_with_a_message, true),
+    CASE(the_job_environment_puts_tessera_variables_over_the_desired_env, false),
+    CASE(proc_stat_reads_start_time_session_and_group, false),
+};
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: agent_test CASE\n");
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (strcmp(argv[1], cases[i].name) != 0)
+            continue;
+        if (cases[i].agent)
+            setup();
+        cases[i].fn();
+        if (cases[i].agent) {
+            if (failures) {
+                char *log = ts_files_read(agent_log, 1 << 20, NULL);
+                fprintf(stderr, "agent log:\n%s", log ? log : "(none)\n");
+                free(log);
+            }
+            teardown();
+        }
+        fprintf(stderr, "%s: %s\n", cases[i].name, failures ? "FAILED" : "ok");
+        return failures ? 1 : 0;
+    }
+    fprintf(stderr, "no such case: %s\n", argv[1]);
+    return 2;
+}

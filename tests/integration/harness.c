@@ -242,8 +242,9 @@ int ts_it_sql(const struct ts_it_server *s, const char *sql, char *buf, size_t l
 
 int ts_it_db_digest(const struct ts_it_server *s, char out[33])
 {
-    /* every user table, every row, in a stable order; last_used_at moves on
-     * reads and is left out */
+    /* every table requests write, every row, in a stable order; last_used_at
+     * moves on reads and is left out, and metric_point is the sampler's (it
+     * writes on its own clock) */
     static const char sql[] =
         "SELECT md5(string_agg(t, '|' ORDER BY t)) FROM ("
         " SELECT 'department' || d::text AS t FROM department d"
@@ -255,7 +256,9 @@ int ts_it_db_digest(const struct ts_it_server *s, char out[33])
         " UNION ALL SELECT 'event' || e::text FROM job_event e"
         " UNION ALL SELECT 'key' || i::text FROM idempotency_key i"
         " UNION ALL SELECT 'node' || n::text FROM node n"
-        " UNION ALL SELECT 'gpu' || g::text FROM gpu g) all_rows";
+        " UNION ALL SELECT 'gpu' || g::text FROM gpu g"
+        " UNION ALL SELECT 'slot' || s::text FROM job_gpu s"
+        " UNION ALL SELECT 'log' || l::text FROM job_log l) all_rows";
     return ts_it_sql(s, sql, out, 33);
 }
 

@@ -235,16 +235,33 @@ static int count_substr(const char *text, const char *needle)
 
 /* Kill every process whose session is a job's (whatever a failed case left
  * running), stop the agent, remove the folder. */
+/* A sanitizer's report in a log of the agent or of a supervisor (ASan
+ * builds) fails the case. */
+static void check_sanitizer(const char *path)
+{
+    char *log = ts_files_read(path, 16 << 20, NULL);
+    if (log != NULL && (strstr(log, "Sanitizer") != NULL || strstr(log, "runtime error") != NULL)) {
+        fprintf(stderr, "sanitizer report in %s:\n%s\n", path, log);
+        failures++;
+    }
+    free(log);
+}
+
 static void teardown(void)
 {
-    if (agent_pid > 0)
-        agent_stop(SIGTERM);
+    if (agent_pid > 0) {
+        int st = agent_stop(SIGTERM);
+        CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    check_sanitizer(agent_log);
     char jobs[PATH_MAX + 16];
     snprintf(jobs, sizeof(jobs), "%s/jobs", data);
     DIR *d = opendir(jobs);
     struct dirent *e;
     while (d != NULL && (e = readdir(d)) != NULL) {
         char path[PATH_MAX + 300];
+        snprintf(path, sizeof(path), "%s/%s/supervisor.log", jobs, e->d_name);
+        check_sanitizer(path);
         snprintf(path, sizeof(path), "%s/%s/job.json", jobs, e->d_name);
         json_t *rec = ts_files_read_json(path);
         pid_t sids[2] = {(pid_t)jint(rec, "pid"), (pid_t)jint(rec, "supervisor_pid")};

@@ -294,7 +294,7 @@ static int setup(void **state)
     ts_client_global_init();
     /* no scheduler: its cycles write pending reasons on their own clock, and
      * each case must prove that a failed request wrote nothing */
-    static const char *const args[] = {"--scheduler", "false", NULL};
+    static const char *const args[] = {"--scheduler=false", NULL};
     if (ts_it_start(&srv, NULL, args) != 0)
         return -1;
     return seed();

@@ -94,7 +94,9 @@ struct ts_usage {
     double allocated_nonpreemptible_gpus;
     double requested_gpus;       /* GPUs asked for by jobs not finished */
     int64_t pending_jobs;
-    int64_t running_jobs;
+    int64_t running_jobs;        /* placed: scheduled, running or stopping */
+    double deserved_gpus;        /* min(quota, demand), at the last scheduler cycle */
+    double fair_share_gpus;      /* deserved plus its part of the surplus, likewise */
 };
 
 struct ts_department {

@@ -93,6 +93,8 @@ static json_t *usage_encode(const struct ts_usage *u)
     if (o == NULL)
         return NULL;
     ts_wire_enc_set(o, "allocated_gpus", json_real(u->allocated_gpus), &ok);
+    ts_wire_enc_set(o, "deserved_gpus", json_real(u->deserved_gpus), &ok);
+    ts_wire_enc_set(o, "fair_share_gpus", json_real(u->fair_share_gpus), &ok);
     ts_wire_enc_set(o, "allocated_nonpreemptible_gpus", json_real(u->allocated_nonpreemptible_gpus),
                     &ok);
     ts_wire_enc_set(o, "requested_gpus", json_real(u->requested_gpus), &ok);

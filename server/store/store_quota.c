@@ -14,27 +14,28 @@
     " coalesce(sum(allocated_gpus) FILTER (WHERE NOT preemptible), 0) AS alloc_np,"                \
     " sum(requested_gpus) AS req,"                                                                 \
     " count(*) FILTER (WHERE state = 'pending') AS pending,"                                       \
-    " count(*) FILTER (WHERE state IN ('running', 'evicting', 'cancelling')) AS running"           \
+    " count(*) FILTER (WHERE state IN ('scheduled', 'running', 'evicting', 'cancelling'))"       \
+    "   AS running"           \
     " FROM job WHERE state NOT IN ('succeeded', 'failed', 'cancelled') GROUP BY project_id"
 
+/* clang-format off */
 #define PROJECT_SQL                                                                                \
     "SELECT p.id, p.name, d.name, p.quota_gpus, p.over_quota_weight, p.limit_gpus,"                \
-    " p.priority, p.revision, " TS_SQL_US(                                                         \
-        "p.created_at") ","                                                                        \
-                        " coalesce(u.alloc, 0), coalesce(u.alloc_np, 0), coalesce(u.req, 0),"      \
-                        " coalesce(u.pending, 0), coalesce(u.running, 0)"                          \
-                        " FROM project p JOIN department d ON d.id = p.department_id"              \
-                        " LEFT JOIN (" USAGE_SQL ") u ON u.project_id = p.id"
+    " p.priority, p.revision, " TS_SQL_US("p.created_at") ","                                      \
+    " coalesce(u.alloc, 0), coalesce(u.alloc_np, 0), coalesce(u.req, 0),"                          \
+    " coalesce(u.pending, 0), coalesce(u.running, 0), p.deserved_gpus, p.fair_share_gpus"          \
+    " FROM project p JOIN department d ON d.id = p.department_id"                                  \
+    " LEFT JOIN (" USAGE_SQL ") u ON u.project_id = p.id"
 
 #define DEPARTMENT_SQL                                                                             \
     "SELECT d.id, d.name, d.quota_gpus, d.over_quota_weight, d.limit_gpus,"                        \
-    " d.priority, d.revision, " TS_SQL_US(                                                         \
-        "d.created_at") ","                                                                        \
-                        " coalesce(sum(u.alloc), 0), coalesce(sum(u.alloc_np), 0), "               \
-                        "coalesce(sum(u.req), 0),"                                                 \
-                        " coalesce(sum(u.pending), 0), coalesce(sum(u.running), 0), count(p.id)"   \
-                        " FROM department d LEFT JOIN project p ON p.department_id = d.id"         \
-                        " LEFT JOIN (" USAGE_SQL ") u ON u.project_id = p.id"
+    " d.priority, d.revision, " TS_SQL_US("d.created_at") ","                                      \
+    " coalesce(sum(u.alloc), 0), coalesce(sum(u.alloc_np), 0), coalesce(sum(u.req), 0),"           \
+    " coalesce(sum(u.pending), 0), coalesce(sum(u.running), 0),"                                   \
+    " coalesce(sum(p.deserved_gpus), 0), coalesce(sum(p.fair_share_gpus), 0), count(p.id)"         \
+    " FROM department d LEFT JOIN project p ON p.department_id = d.id"                             \
+    " LEFT JOIN (" USAGE_SQL ") u ON u.project_id = p.id"
+/* clang-format on */
 
 static void read_quota(const PGresult *res, int row, int col, struct ts_quota *q)
 {
@@ -52,6 +53,8 @@ static void read_usage(const PGresult *res, int row, int col, struct ts_usage *u
     u->requested_gpus = ts_row_double(res, row, col + 2);
     u->pending_jobs = ts_row_i64(res, row, col + 3);
     u->running_jobs = ts_row_i64(res, row, col + 4);
+    u->deserved_gpus = ts_row_double(res, row, col + 5);
+    u->fair_share_gpus = ts_row_double(res, row, col + 6);
 }
 
 static void read_project(const PGresult *res, int row, struct ts_project *p)
@@ -75,7 +78,7 @@ static void read_department(const PGresult *res, int row, struct ts_department *
     d->revision = ts_row_i64(res, row, 6);
     d->created_at_us = ts_row_i64(res, row, 7);
     read_usage(res, row, 8, &d->usage);
-    d->project_count = ts_row_i64(res, row, 13);
+    d->project_count = ts_row_i64(res, row, 15);
 }
 
 /* Text parameters for a quota: gpus, weight, limit (NULL), priority. */

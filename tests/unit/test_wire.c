@@ -441,7 +441,9 @@ static void projects_encode_with_quota_status_and_time(void **state)
                   .allocated_nonpreemptible_gpus = 0.5,
                   .requested_gpus = 3,
                   .pending_jobs = 2,
-                  .running_jobs = 1},
+                  .running_jobs = 1,
+                  .deserved_gpus = 2.5,
+                  .fair_share_gpus = 3.25},
         .created_at_us = 1795255200123456LL,
     };
     assert_encoded(
@@ -449,7 +451,8 @@ static void projects_encode_with_quota_status_and_time(void **state)
         "{\"id\":7,\"name\":\"vision\",\"department\":\"research\","
         "\"quota\":{\"gpus\":2.5,\"over_quota_weight\":1.0,\"limit\":8.0,\"priority\":0},"
         "\"status\":{\"allocated_gpus\":1.5,\"allocated_nonpreemptible_gpus\":0.5,"
-        "\"requested_gpus\":3.0,\"pending_jobs\":2,\"running_jobs\":1},"
+        "\"requested_gpus\":3.0,\"pending_jobs\":2,\"running_jobs\":1,"
+        "\"deserved_gpus\":2.5,\"fair_share_gpus\":3.25},"
         "\"created_at\":\"2026-11-21T10:00:00.123456Z\"}");
     p.spec.quota.has_limit = false;
     json_t *v = ts_wire_project_encode(&p);
@@ -470,7 +473,8 @@ static void departments_encode_with_a_project_count(void **state)
         "{\"id\":3,\"name\":\"research\","
         "\"quota\":{\"gpus\":16.0,\"over_quota_weight\":2.0,\"limit\":null,\"priority\":0},"
         "\"status\":{\"allocated_gpus\":0.0,\"allocated_nonpreemptible_gpus\":0.0,"
-        "\"requested_gpus\":0.0,\"pending_jobs\":0,\"running_jobs\":0},"
+        "\"requested_gpus\":0.0,\"pending_jobs\":0,\"running_jobs\":0,"
+        "\"deserved_gpus\":0.0,\"fair_share_gpus\":0.0},"
         "\"project_count\":4,\"created_at\":null}");
 }
 

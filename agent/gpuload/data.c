@@ -28,14 +28,18 @@ void ts_gpuload_data_fill(void *out, size_t n, uint64_t key, uint64_t offset)
     unsigned char *p = out;
     uint64_t word = offset / 8;
     size_t skip = (size_t)(offset % 8);
+    uint64_t words[512]; /* made a block at a time, copied out in one go */
     while (n > 0) {
-        uint64_t v = splitmix64(key + word++);
-        unsigned char bytes[8];
-        memcpy(bytes, &v, sizeof bytes);
-        size_t take = 8 - skip < n ? 8 - skip : n;
-        memcpy(p, bytes + skip, take);
+        size_t nw = (skip + n + 7) / 8;
+        if (nw > sizeof words / sizeof words[0])
+            nw = sizeof words / sizeof words[0];
+        for (size_t i = 0; i < nw; i++)
+            words[i] = splitmix64(key + word + i);
+        size_t take = nw * 8 - skip < n ? nw * 8 - skip : n;
+        memcpy(p, (const unsigned char *)words + skip, take);
         p += take;
         n -= take;
+        word += nw;
         skip = 0;
     }
 }

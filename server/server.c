@@ -215,6 +215,7 @@ int ts_server_run(struct ts_server *srv)
     int sig = 0;
     sigwait(&set, &sig);
     ts_log_info("stopping signal=%d", sig);
+    atomic_store(&srv->stopping, true);
     stop(srv);
     ts_log_info("stopped");
     return 0;

@@ -5,6 +5,7 @@
 #ifndef TS_SERVER_SERVER_H
 #define TS_SERVER_SERVER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,6 +65,7 @@ struct ts_server {
     struct ts_notify *notify;        /* LISTEN: tessera_node, tessera_sched, tessera_log */
     struct ts_schedloop *loop;       /* the scheduler loop (runs while leader) */
     char *conninfo;                  /* the database this server uses */
+    atomic_bool stopping;            /* set first thing on shutdown: long waits end */
     time_t started_at;
 };
 

@@ -177,7 +177,7 @@ TS_HANDLER(ts_h_node_desired)
             return e;
         ts_ctx_db_release(c);
         int64_t left_ms = wait_s * 1000;
-        while (generation == want && left_ms > 0) {
+        while (generation == want && left_ms > 0 && !atomic_load(&c->srv->stopping)) {
             int step = left_ms > 1000 ? 1000 : (int)left_ms;
             left_ms -= step;
             if (!ts_notify_wait(nt, "tessera_node", node_id, seen, step))

@@ -516,6 +516,9 @@ static void child_exec(const struct runas *ru, const char *cwd, const char *outf
 {
     static const char fail_user[] = "tessera: could not switch to the PostgreSQL user\n";
     static const char fail_exec[] = "tessera: could not run the program\n";
+    /* a session of its own: a Ctrl-C at the server's terminal must not reach
+     * PostgreSQL; the server stops it in order when it stops */
+    setsid();
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);

@@ -253,4 +253,120 @@ struct ts_job_count {
 enum ts_err ts_store_job_counts(struct ts_dbconn *c, struct ts_arena *a, struct ts_job_count **out,
                                 size_t *n, struct ts_error *err);
 
+/* ---- job output (store_logs.c) --------------------------------------------------- */
+
+/* One chunk of a job's output as an agent ships it. */
+struct ts_log_chunk {
+    int64_t job_id;
+    int attempt;
+    int64_t offset;            /* bytes into the attempt's output */
+    const unsigned char *data; /* borrowed */
+    size_t len;
+};
+/* The end of what is stored contiguously for one attempt of a job. */
+struct ts_log_mark {
+    int64_t job_id;
+    int attempt;
+    int64_t next_offset;
+};
+/*
+ * Store the chunks of jobs placed on `node`, in one transaction, and wake
+ * followers (NOTIFY tessera_log, payload the job id). Per (job, attempt) the
+ * stored output is one contiguous range: bytes already stored are skipped (a
+ * resent chunk stores nothing), a chunk past the end is not stored (the
+ * answer says where to resume), the first chunk of an attempt may start
+ * anywhere. Beyond max_bytes per job the oldest chunks are deleted;
+ * job.log_bytes is kept. chunks are sorted in place.
+ * *marks: one per (job, attempt) stored for, in (job, attempt) order;
+ * *ignored: jobs not placed on the node, unknown, or named with an attempt
+ * they have not reached (nothing of theirs is stored). Both in the arena.
+ * An unknown node -> TS_ERR_NOT_FOUND.
+ */
+enum ts_err ts_store_log_append(struct ts_dbconn *c, const char *node, struct ts_log_chunk *chunks,
+                                size_t n, int64_t max_bytes, struct ts_arena *a,
+                                struct ts_log_mark **marks, size_t *nmarks, int64_t **ignored,
+                                size_t *nignored, struct ts_error *err);
+
+/* A stored piece of output. */
+struct ts_log_piece {
+    int attempt;
+    int64_t offset;
+    const unsigned char *data; /* arena */
+    size_t len;
+};
+/* The job's output after position (attempt, offset), in order, at most
+ * limit pieces (0: all). Pass attempt -1 for everything. A piece that
+ * straddles the position comes back cut at it. */
+enum ts_err ts_store_log_read(struct ts_dbconn *c, int64_t job_id, int attempt, int64_t offset,
+                              int limit, struct ts_arena *a, struct ts_log_piece **out, size_t *n,
+                              struct ts_error *err);
+/* A job's state; TS_ERR_NOT_FOUND. */
+enum ts_err ts_store_log_job_state(struct ts_dbconn *c, int64_t job_id, enum ts_job_state *state,
+                                   struct ts_error *err);
+
+/* ---- metric series (store_series.c) ----------------------------------------------- */
+
+enum ts_series_metric {
+    TS_SERIES_CAPACITY,
+    TS_SERIES_ALLOCATED,
+    TS_SERIES_UTILIZED,
+    TS_SERIES_MEMORY_USED_BYTES,
+    TS_SERIES_RUNNING_JOBS,
+    TS_SERIES_PENDING_JOBS,
+    TS_SERIES_NMETRICS
+};
+/* "capacity", "allocated", ... (the metric_point columns); static. */
+const char *ts_series_metric_name(enum ts_series_metric m);
+int ts_series_metric_parse(const char *s, enum ts_series_metric *out); /* 0, or -1 */
+
+/* The resolutions kept, finest first, and how long each is kept (seconds).
+ * resolution[0] divides 60; each coarser one is a multiple of the one before. */
+struct ts_series_levels {
+    int n;
+    int64_t resolution[3];
+    int64_t retention[3];
+};
+
+/* One scope and key's figures now: scope "cluster" (key ""), "project"
+ * (name), "node" (name), "gpu" ("node/index"). */
+struct ts_series_figure {
+    const char *scope; /* static */
+    const char *key;   /* arena */
+    double v[TS_SERIES_NMETRICS];
+};
+/*
+ * One tick of the sampler, in one transaction: try the advisory lock of the
+ * series (pg_try_advisory_xact_lock); read the current figures of every
+ * scope into *figs (in the arena, ordered by scope and key); and, holding the
+ * lock, write them as points at resolution[0] in the bucket now falls in
+ * (*at, unix seconds; a point already there is kept), roll them up into the
+ * coarser resolutions (averages of the finer points, samples = their count)
+ * and delete points past retention. *leader tells whether this call wrote.
+ */
+enum ts_err ts_store_series_tick(struct ts_dbconn *c, const struct ts_series_levels *lv,
+                                 struct ts_arena *a, struct ts_series_figure **figs, size_t *n,
+                                 int64_t *at, bool *leader, struct ts_error *err);
+
+struct ts_series_query {
+    enum ts_series_metric metric;
+    const char *scope;
+    const char *key;         /* NULL: every key */
+    const char *const *keys; /* NULL: any key; else only these */
+    size_t nkeys;
+    int64_t resolution; /* the points read */
+    int64_t start, end; /* unix seconds: [start, end) */
+    int64_t step;       /* bucket width; start is a multiple of it */
+    size_t max_rows;    /* more rows than this -> TS_ERR_BAD_PARAMETER */
+};
+/* The average of the points in one step bucket of one key. */
+struct ts_series_row {
+    const char *key; /* arena */
+    int64_t bucket;  /* unix seconds */
+    double value;
+};
+/* Buckets that hold points, by key then bucket. */
+enum ts_err ts_store_series_query(struct ts_dbconn *c, const struct ts_series_query *q,
+                                  struct ts_arena *a, struct ts_series_row **out, size_t *n,
+                                  struct ts_error *err);
+
 #endif /* TS_SERVER_STORE_STORE_H */

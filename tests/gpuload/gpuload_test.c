@@ -26,6 +26,7 @@
 #define MS 1000000ull
 
 static int failures;
+static bool skipped; /* exit 77: CTest's skip */
 static const char *gpuload;
 static char tmp[256], simdir[300];
 
@@ -415,6 +416,39 @@ static void checkpoint_round_trips_and_a_damaged_one_is_refused(void)
     CHECK(ts_gpuload_checkpoint_write(bad, 1, 0, &err) == TS_ERR_IO);
 }
 
+/* The PTX that real GPUs JIT-compile, checked with NVIDIA's assembler
+ * where a CUDA toolkit is installed (the build needs none: skipped
+ * without one), for the oldest and newest GPUs it knows. */
+static void the_embedded_ptx_assembles_for_real_gpus_when_ptxas_is_installed(void)
+{
+    const char *cands[] = {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"};
+    const char *ptxas = NULL;
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0] && !ptxas; i++)
+        if (access(cands[i], X_OK) == 0)
+            ptxas = cands[i];
+    if (!ptxas) {
+        fprintf(stderr, "no ptxas: skipped\n");
+        skipped = true;
+        return;
+    }
+    setup(GiB);
+    char path[400], cmd[1600];
+    snprintf(path, sizeof path, "%s/busy.ptx", tmp);
+    FILE *f = fopen(path, "w");
+    CHECK(f && fputs(ts_gpuload_cuda_ptx, f) >= 0);
+    if (f)
+        fclose(f);
+    const char *archs[] = {"sm_75", "sm_90"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' -arch=%s '%s' -o '%s/busy_%s.cubin'", ptxas, archs[i], path,
+                 tmp, archs[i]);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "ptxas failed for %s: %s\n", archs[i], cmd);
+            failures++;
+        }
+    }
+}
+
 /* ---- e2e cases ---- */
 
 static void train_holds_its_memory_and_keeps_the_gpu_busy(void)
@@ -684,6 +718,7 @@ static const struct {
     CASE(times_rates_and_plans_parse_as_documented),
     CASE(any_window_of_a_pattern_can_be_made_again_and_a_changed_byte_is_found),
     CASE(checkpoint_round_trips_and_a_damaged_one_is_refused),
+    CASE(the_embedded_ptx_assembles_for_real_gpus_when_ptxas_is_installed),
     CASE(train_holds_its_memory_and_keeps_the_gpu_busy),
     CASE(notebook_runs_short_bursts_between_long_idle_periods),
     CASE(inference_serves_requests_at_its_rate),
@@ -708,7 +743,7 @@ int main(int argc, char **argv)
             cleanup();
             if (failures)
                 fprintf(stderr, "%s: %d checks failed\n", argv[2], failures);
-            return failures ? 1 : 0;
+            return failures ? 1 : skipped ? 77 : 0;
         }
     fprintf(stderr, "unknown case: %s\n", argv[2]);
     return 2;

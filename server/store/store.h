@@ -126,7 +126,8 @@ enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f
 enum ts_err ts_store_queue(struct ts_dbconn *c, const char *project, const int64_t *project_ids,
                            size_t nproject_ids, struct ts_arena *a, struct ts_job **out, size_t *n,
                            struct ts_error *err);
-/* Pending/scheduled -> cancelled; running/evicting -> cancelling; already
+/* Pending -> cancelled; scheduled/running/evicting -> cancelling (its agent
+ * stops it, or it never started there); already
  * cancelled or cancelling: unchanged (idempotent). Finished otherwise ->
  * TS_ERR_CONFLICT. out is the job afterwards. */
 enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by, struct ts_arena *a,

@@ -381,9 +381,9 @@ enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by,
         c,
         "WITH cur AS (SELECT id, state FROM job WHERE id = $1 FOR UPDATE),"
         " upd AS (UPDATE job SET"
-        "   state = CASE WHEN cur.state IN ('pending', 'scheduled') THEN 'cancelled'"
+        "   state = CASE WHEN cur.state = 'pending' THEN 'cancelled'"
         "                ELSE 'cancelling' END,"
-        "   finished_at = CASE WHEN cur.state IN ('pending', 'scheduled') THEN now() END,"
+        "   finished_at = CASE WHEN cur.state = 'pending' THEN now() END,"
         "   reason_code = NULL, reason_message = NULL, queue_position = 0, updated_at = now()"
         "   FROM cur WHERE job.id = cur.id"
         "   AND cur.state IN ('pending', 'scheduled', 'running', 'evicting')"

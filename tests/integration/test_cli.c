@@ -5,6 +5,7 @@
  */
 #include <fcntl.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,7 @@ static struct ts_it_server srv;
 static char tmp[128];    /* this test's folder: config, captured output */
 static char cfgdir[256]; /* XDG_CONFIG_HOME */
 static char exe[512];
+static bool have_node; /* gpu-node-1 was registered */
 
 /* ---- running the CLI ---------------------------------------------------- */
 
@@ -1133,6 +1135,7 @@ static void nodes_are_drained_and_shown_with_their_gpus(void **state)
     ts_response_free(&api);
     if (st != 200)
         skip(); /* a server without node registration */
+    have_node = true;
     struct run r;
     assert_int_equal(cli(&r, "top", "node", NULL), 0);
     assert_non_null(strstr(r.out, "gpu-node-1"));
@@ -1166,6 +1169,138 @@ static void nodes_are_drained_and_shown_with_their_gpus(void **state)
     assert_int_equal(cli(&r, "node", "drain", "no-such-node", NULL), 3);
     run_free(&r);
     assert_int_equal(cli(&r, "describe", "node", "no-such-node", NULL), 3);
+    run_free(&r);
+}
+
+/* ---- a job on a node: logs, --wait, describe (the test plays the agent) ---------- */
+
+/* Wait up to 10 s for job id to be in state; the job (new) or NULL. */
+static json_t *wait_state(long long id, const char *state)
+{
+    for (int i = 0; i < 500; i++) {
+        json_t *j = api_job(id);
+        if (j && strcmp(ts_it_str(j, "state"), state) == 0)
+            return j;
+        json_decref(j);
+        sleep_ms(20);
+    }
+    return NULL;
+}
+
+/* What the agent of gpu-node-1 says about a job. */
+static void report(long long id, long long attempt, const char *what)
+{
+    char body[256];
+    snprintf(body, sizeof(body), "{\"jobs\":[{\"id\":%lld,\"attempt\":%lld,%s}]}", id, attempt,
+             what);
+    assert_int_equal(
+        ts_it_req(srv.admin, "POST", "/api/v1/nodes/gpu-node-1/report", body, NULL, NULL), 200);
+}
+
+/* The agent ships output of a job at offset. */
+static void ship(long long id, long long attempt, long long offset, const char *text)
+{
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char enc[256], body[512];
+    size_t n = strlen(text), k = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)(unsigned char)text[i] << 16;
+        if (i + 1 < n)
+            v |= (unsigned)(unsigned char)text[i + 1] << 8;
+        if (i + 2 < n)
+            v |= (unsigned char)text[i + 2];
+        enc[k++] = t[v >> 18 & 63];
+        enc[k++] = t[v >> 12 & 63];
+        enc[k++] = i + 1 < n ? t[v >> 6 & 63] : '=';
+        enc[k++] = i + 2 < n ? t[v & 63] : '=';
+    }
+    enc[k] = '\0';
+    snprintf(body, sizeof(body),
+             "{\"chunks\":[{\"id\":%lld,\"attempt\":%lld,\"offset\":%lld,\"data\":\"%s\"}]}", id,
+             attempt, offset, enc);
+    assert_int_equal(
+        ts_it_req(srv.admin, "POST", "/api/v1/nodes/gpu-node-1/logs", body, NULL, NULL), 200);
+}
+
+static void logs_print_and_follow_the_output_of_a_running_job(void **state)
+{
+    env_default();
+    if (!have_node)
+        skip();
+    long long id = 0;
+    struct run r;
+    assert_int_equal(
+        cli(&r, "submit", "logged", "-p", "p1", "-g", "1", "--parsable", "--", "app", NULL), 0);
+    id = atoll(r.out);
+    run_free(&r);
+    json_t *j = wait_state(id, "scheduled");
+    assert_non_null(j);
+    long long attempt = ts_it_int(j, "attempt") > 0 ? ts_it_int(j, "attempt") : 1;
+    json_decref(j);
+    report(id, attempt, "\"state\":\"running\",\"pid\":4242");
+    ship(id, attempt, 0, "hello\nworld\n");
+    assert_int_equal(cli(&r, "logs", "logged", "-p", "p1", NULL), 0);
+    assert_string_equal(r.out, "hello\nworld\n");
+    run_free(&r);
+    assert_int_equal(cli(&r, "logs", "logged", "-p", "p1", "--tail", "1", NULL), 0);
+    assert_string_equal(r.out, "world\n");
+    run_free(&r);
+    /* -f: what comes while it runs, until it ends */
+    const char *args[] = {"logs", "logged", "-p", "p1", "-f", NULL};
+    pid_t pid = cli_start(NULL, args);
+    sleep_ms(500);
+    ship(id, attempt, 12, "more\n");
+    sleep_ms(500);
+    report(id, attempt, "\"state\":\"exited\",\"exit_code\":0");
+    cli_finish(pid, &r);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "hello\nworld\nmore\n");
+    run_free(&r);
+    j = wait_state(id, "succeeded");
+    assert_non_null(j);
+    json_decref(j);
+    assert_int_equal(cli(&r, "describe", "job", "logged", "-p", "p1", NULL), 0);
+    assert_non_null(strstr(r.out, "State:            succeeded"));
+    assert_non_null(strstr(r.out, "Node:             gpu-node-1"));
+    assert_non_null(strstr(r.out, "Exit code:        0"));
+    assert_non_null(strstr(r.out, "running"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "why", "logged", "-p", "p1", NULL), 0);
+    assert_non_null(strstr(r.out, "is succeeded"));
+    assert_non_null(strstr(r.out, "exit code: 0"));
+    run_free(&r);
+    /* the logs of a job that does not exist */
+    assert_int_equal(cli(&r, "logs", "987654", NULL), 3);
+    run_free(&r);
+}
+
+static void submit_wait_exits_0_when_the_job_succeeds(void **state)
+{
+    env_default();
+    if (!have_node)
+        skip();
+    const char *args[] = {"submit", "waited-ok", "-p", "p1",  "-g",
+                          "1",      "--wait",    "--", "app", NULL};
+    pid_t pid = cli_start(NULL, args);
+    char id[32] = "";
+    for (int i = 0; i < 500 && id[0] == '\0'; i++) {
+        ts_it_sql(&srv, "SELECT id FROM job WHERE name = 'waited-ok'", id, sizeof(id));
+        if (id[0] == '\0')
+            sleep_ms(20);
+    }
+    assert_true(id[0] != '\0');
+    json_t *j = wait_state(atoll(id), "scheduled");
+    assert_non_null(j);
+    long long attempt = ts_it_int(j, "attempt") > 0 ? ts_it_int(j, "attempt") : 1;
+    json_decref(j);
+    report(atoll(id), attempt, "\"state\":\"running\"");
+    sleep_ms(300);
+    report(atoll(id), attempt, "\"state\":\"exited\",\"exit_code\":0");
+    struct run r;
+    cli_finish(pid, &r);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "running on gpu-node-1"));
+    assert_non_null(strstr(r.err, "succeeded"));
     run_free(&r);
 }
 
@@ -1220,7 +1355,9 @@ static int setup(void **state)
     if (mkdtemp(tmp) == NULL)
         return -1;
     snprintf(cfgdir, sizeof(cfgdir), "%s/config", tmp);
-    if (ts_it_start(&srv, NULL, NULL) != 0)
+    /* the test plays the agent of its node only now and then */
+    static const char *const args[] = {"--node-timeout", "1h", "--node-lost-timeout", "1h", NULL};
+    if (ts_it_start(&srv, NULL, args) != 0)
         return -1;
     if (ts_it_req(srv.admin, "POST", "/api/v1/departments", "{\"name\":\"d1\"}", NULL, NULL) !=
             201 ||
@@ -1277,6 +1414,8 @@ int main(void)
         cmocka_unit_test(set_quota_after_someone_else_changed_it_exits_4_and_writes_nothing),
         cmocka_unit_test(tokens_are_created_listed_and_revoked),
         cmocka_unit_test(nodes_are_drained_and_shown_with_their_gpus),
+        cmocka_unit_test(logs_print_and_follow_the_output_of_a_running_job),
+        cmocka_unit_test(submit_wait_exits_0_when_the_job_succeeds),
         cmocka_unit_test(top_project_shows_quota_next_to_allocation),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -359,10 +359,12 @@ static void loop(struct ts_agent *a, int sigfd)
         for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
             if (ts_ajob_poll(j, now)) {
                 changed = true;
-                if (ts_ajob_final(j))
-                    ts_log_info("job ended job=%lld attempt=%d state=%s exit_code=%d signal=%d",
-                                (long long)j->id, j->attempt, ts_ajob_state_name(j),
-                                j->has_exit_code ? j->exit_code : -1, j->signal);
+                if (j->phase == TS_AJOB_EXITED && j->signal > 0)
+                    ts_log_info("job ended job=%lld attempt=%d signal=%d", (long long)j->id,
+                                j->attempt, j->signal);
+                else if (j->phase == TS_AJOB_EXITED)
+                    ts_log_info("job ended job=%lld attempt=%d exit_code=%d", (long long)j->id,
+                                j->attempt, j->exit_code);
             }
         }
         if (changed) {
@@ -408,6 +410,15 @@ int ts_agent_run(struct ts_agent *a)
     if (ts_gpus_open(a->cfg.gpus, a->cfg.data_dir, a->lib_dir, &a->gpus, &err) != TS_OK) {
         ts_log_error("%s%s%s", err.message, err.hint[0] ? "; " : "", err.hint);
         goto out;
+    }
+    for (unsigned i = 0; i < a->gpus->count; i++) {
+        if ((uint64_t)a->cfg.gpu_reserve >= a->gpus->info[i].memory_bytes) {
+            ts_log_error("--gpu-reserve must be below the memory of every GPU: %lld >= %llu "
+                         "(GPU %u)",
+                         (long long)a->cfg.gpu_reserve,
+                         (unsigned long long)a->gpus->info[i].memory_bytes, a->gpus->info[i].index);
+            goto out;
+        }
     }
     for (unsigned i = 0; i < a->gpus->count; i++)
         ts_log_info("gpu index=%u uuid=%s model=\"%s\" memory_bytes=%llu", a->gpus->info[i].index,

@@ -73,8 +73,6 @@ static void set_failed(struct ts_ajob *j, const char *fmt, ...)
     vsnprintf(j->message, sizeof(j->message), fmt, ap);
     va_end(ap);
     j->phase = TS_AJOB_FAILED;
-    ts_log_warn("job could not start: %s job=%lld attempt=%d", j->message, (long long)j->id,
-                j->attempt);
     char path[PATH_MAX];
     struct stat st;
     if (stat(j->dir, &st) != 0)
@@ -199,6 +197,8 @@ bool ts_ajob_poll(struct ts_ajob *j, int64_t now_ms)
         } else if (now_ms >= j->starting_deadline_ms) {
             set_failed(j, "the job's supervisor did not start it within %d s",
                        TS_AJOB_START_TIMEOUT_MS / 1000);
+            ts_log_warn("job could not start: %s job=%lld attempt=%d", j->message, (long long)j->id,
+                        j->attempt);
         }
         return j->phase != old;
     }
@@ -421,9 +421,12 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
     }
     json_decref(launch);
     spawn(j, ctx);
-    if (j->phase == TS_AJOB_RUNNING)
+    if (j->phase == TS_AJOB_RUNNING || (j->phase == TS_AJOB_EXITED && j->pid > 0))
         ts_log_info("job started job=%lld attempt=%d pid=%d", (long long)j->id, j->attempt,
                     (int)j->pid);
+    else if (j->phase == TS_AJOB_FAILED)
+        ts_log_warn("job could not start: %s job=%lld attempt=%d", j->message, (long long)j->id,
+                    j->attempt);
     return j;
 }
 

@@ -115,8 +115,8 @@ static pid_t agent_start(const char *const *extra)
     const char *argv[40] = {
         exe,          "--node",         "n1",    "--data-dir",        data, "--gpus",
         "sim:2x1GiB", "--desired-file", desired, "--report-interval", "1s", "--log-level",
-        "debug"};
-    size_t n = 13;
+        "debug",      "--gpu-reserve",  "256MiB"};
+    size_t n = 15;
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 38; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -645,7 +645,7 @@ static void the_node_description_names_every_gpu(void)
     REQUIRE(n != NULL);
     CHECK(jint(n, "cpu") == 3);
     CHECK(jint(n, "memory_bytes") == 8LL << 30);
-    CHECK(jint(n, "gpu_reserve_bytes") == 2LL << 30);
+    CHECK(jint(n, "gpu_reserve_bytes") == 256LL << 20);
     json_t *labels = json_object_get(n, "labels");
     CHECK(json_object_size(labels) == 2 &&
           strcmp(json_string_value(json_object_get(labels, "rack")), "r7") == 0);
@@ -669,16 +669,33 @@ static void the_node_description_names_every_gpu(void)
     agent_pid = first;
 }
 
-static void bad_options_are_refused_with_a_message(void)
+/* Start the agent with extra arguments; it must exit at once, non-zero,
+ * with want in its log. */
+static void refused(const char *const *extra, const char *want)
 {
-    const char *extra[] = {"--gpus", "sim:0x1GiB", NULL};
+    truncate(agent_log, 0);
     pid_t p = agent_start(extra);
     int st = wait_exit(p, 10);
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0);
     agent_pid = 0;
     char *log = ts_files_read(agent_log, 1 << 20, NULL);
-    CHECK(log != NULL && strstr(log, "invalid value for --gpus") != NULL);
+    if (log == NULL || strstr(log, want) == NULL) {
+        fprintf(stderr, "wanted \"%s\" in the agent's log\n", want);
+        failures++;
+    }
     free(log);
+}
+
+static void bad_options_are_refused_with_a_message(void)
+{
+    refused((const char *[]){"--gpus", "sim:0x1GiB", NULL}, "invalid value for --gpus");
+    refused((const char *[]){"--gpus", "cuda", NULL}, "invalid value for --gpus");
+    refused((const char *[]){"--gpu-reserve", "1GiB", NULL},
+            "--gpu-reserve must be below the memory of every GPU");
+    refused((const char *[]){"--labels", "zone", NULL}, "invalid value for --labels");
+    refused((const char *[]){"--node", "Not_A_Name", NULL}, "invalid value for --node");
+    refused((const char *[]){"--simgpu-lib-dir", "/no/such/dir", NULL},
+            "could not load /no/such/dir/libnvidia-ml.so.1");
 }
 
 /* ---- the environment, without processes -------------------------------------- */

@@ -321,6 +321,25 @@ static char *words_text(const json_t *arr, char *buf, size_t len)
     return buf;
 }
 
+/* The GPUs of an allocation: "0 (20GiB), 1 (20GiB)", "-" when none. */
+static char *devices_text(const json_t *devices, char *buf, size_t len)
+{
+    size_t n = 0, i;
+    json_t *d;
+    char idx[32], mem[32];
+    buf[0] = '\0';
+    json_array_foreach(devices, i, d) {
+        if (n < len)
+            n += (size_t)snprintf(
+                buf + n, len - n, "%s%s (%s)", i ? ", " : "",
+                ts_out_member(d, "index", idx, sizeof(idx)),
+                ts_out_bytes(json_object_get(d, "memory_bytes"), mem, sizeof(mem)));
+    }
+    if (buf[0] == '\0')
+        snprintf(buf, len, "-");
+    return buf;
+}
+
 static const struct ts_opt job_opts[] = {TS_OPT_PROJECT, TS_OPT_OUTPUT, TS_OPT_END};
 
 static int cmd_describe_job(struct ts_cli *cli, const struct ts_args *a)
@@ -368,6 +387,26 @@ static int cmd_describe_job(struct ts_cli *cli, const struct ts_args *a)
               pairs_text(json_object_get(j, "node_selector"), b1, sizeof(b1)));
     ts_out_kv("Max runtime", "%s", ts_out_member(j, "max_runtime", b1, sizeof(b1)));
     ts_out_kv("Node", "%s", ts_out_member(j, "node", b1, sizeof(b1)));
+    if (json_is_integer(json_object_get(j, "attempt")))
+        ts_out_kv("Attempt", "%s", ts_out_member(j, "attempt", b1, sizeof(b1)));
+    const json_t *alloc = json_object_get(j, "allocation");
+    if (json_is_object(alloc))
+        ts_out_kv("Allocation", "%s GPUs on GPU %s", ts_out_member(alloc, "gpus", b2, sizeof(b2)),
+                  devices_text(json_object_get(alloc, "devices"), b1, sizeof(b1)));
+    const json_t *usage = json_object_get(j, "usage");
+    if (json_is_object(usage) && json_is_object(alloc)) {
+        char b3[64];
+        ts_out_kv("Utilization", "%.0f%% busy, %s of GPU memory in use",
+                  100 * json_number_value(json_object_get(usage, "gpu_utilization")),
+                  ts_out_bytes(json_object_get(usage, "gpu_memory_used_bytes"), b3, sizeof(b3)));
+    }
+    const json_t *share = json_object_get(j, "fair_share");
+    if (json_is_object(share)) {
+        char b3[64];
+        ts_out_kv("Project share", "deserves %s GPUs, fair share %s GPUs",
+                  ts_out_member(share, "project_deserved_gpus", b2, sizeof(b2)),
+                  ts_out_member(share, "project_fair_share_gpus", b3, sizeof(b3)));
+    }
     ts_out_kv("Exit code", "%s", ts_out_member(j, "exit_code", b1, sizeof(b1)));
     ts_out_kv("Resumes", "%s", ts_out_member(j, "resume_count", b1, sizeof(b1)));
     ts_out_kv("Created", "%s", ts_out_time(json_object_get(j, "created_at"), b1, sizeof(b1)));
@@ -444,6 +483,13 @@ static int cmd_why(struct ts_cli *cli, const struct ts_args *a)
         printf("message:  %s\n", ts_out_member(reason, "message", b, sizeof(b)));
         if (pos > 0)
             printf("position: %lld in the queue\n", pos);
+        const json_t *share = json_object_get(j, "fair_share");
+        if (json_is_object(share)) {
+            char d[32], f[32];
+            printf("share:    project %s deserves %s GPUs; its fair share is %s GPUs\n", project,
+                   ts_out_member(share, "project_deserved_gpus", d, sizeof(d)),
+                   ts_out_member(share, "project_fair_share_gpus", f, sizeof(f)));
+        }
     }
     if (strcmp(state, "pending") == 0) {
         const char *what = NULL;

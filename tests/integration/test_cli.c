@@ -1237,7 +1237,11 @@ static void logs_print_and_follow_the_output_of_a_running_job(void **state)
     assert_non_null(j);
     long long attempt = ts_it_int(j, "attempt") > 0 ? ts_it_int(j, "attempt") : 1;
     json_decref(j);
-    report(id, attempt, "\"state\":\"running\",\"pid\":4242");
+    report(id, attempt, "\"state\":\"running\",\"pid\":4242,\"gpu_utilization\":0.5");
+    assert_int_equal(cli(&r, "describe", "job", "logged", "-p", "p1", NULL), 0);
+    assert_non_null(strstr(r.out, "Allocation:       1 GPUs on GPU "));
+    assert_non_null(strstr(r.out, "Utilization:      50% busy"));
+    run_free(&r);
     ship(id, attempt, 0, "hello\nworld\n");
     assert_int_equal(cli(&r, "logs", "logged", "-p", "p1", NULL), 0);
     assert_string_equal(r.out, "hello\nworld\n");
@@ -1263,6 +1267,7 @@ static void logs_print_and_follow_the_output_of_a_running_job(void **state)
     assert_non_null(strstr(r.out, "State:            succeeded"));
     assert_non_null(strstr(r.out, "Node:             gpu-node-1"));
     assert_non_null(strstr(r.out, "Exit code:        0"));
+    assert_non_null(strstr(r.out, "Attempt:          1"));
     assert_non_null(strstr(r.out, "running"));
     run_free(&r);
     assert_int_equal(cli(&r, "why", "logged", "-p", "p1", NULL), 0);

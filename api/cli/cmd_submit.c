@@ -316,7 +316,7 @@ static int cmd_submit(struct ts_cli *cli, const struct ts_args *a)
     ts_out_member(r.json, "project", project, sizeof(project));
     if (ts_args_has(a, "parsable"))
         printf("%lld\n", id);
-    else if (r.status == 200)
+    else if (r.status == 200 && given) /* without --idempotency-key a replay is our own retry */
         printf("job %lld (%s) in project %s was already submitted with this idempotency key: "
                "%s\n",
                id, name, project, state);

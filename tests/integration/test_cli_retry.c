@@ -118,6 +118,8 @@ static void *serve(void *arg)
             reply(c, 502, "Bad Gateway", "text/html", "<html>upstream went away</html>\n");
         else if (strcmp(act, "201") == 0)
             reply(c, 201, "Created", "application/json", job201);
+        else if (strcmp(act, "replay") == 0) /* the job an earlier attempt made */
+            reply(c, 200, "OK", "application/json", job201);
         else if (strcmp(act, "200") == 0)
             reply(c, 200, "OK", "application/json", jobs200);
         close(c);
@@ -238,6 +240,20 @@ static void a_submit_retried_after_no_answer_and_503_keeps_one_idempotency_key(v
     run_free(&r);
 }
 
+static void a_submit_whose_answer_was_lost_reports_the_job_it_made(void **state)
+{
+    static const char *const script[] = {"drop", "replay"};
+    fake_start(script, 2);
+    struct run r;
+    int rc = cli(&r, "submit", "retried", "-p", "p1", "--", "true", NULL);
+    fake_stop();
+    assert_int_equal(rc, 0);
+    assert_int_equal(fk.seen, 2);
+    assert_string_equal(fk.key[1], fk.key[0]);
+    assert_non_null(strstr(r.out, "job 77 (retried) submitted to project p1"));
+    run_free(&r);
+}
+
 static void a_server_that_keeps_failing_exits_2_with_its_message_after_4_tries(void **state)
 {
     static const char *const script[] = {"503"};
@@ -326,6 +342,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_submit_retried_after_no_answer_and_503_keeps_one_idempotency_key),
+        cmocka_unit_test(a_submit_whose_answer_was_lost_reports_the_job_it_made),
         cmocka_unit_test(a_server_that_keeps_failing_exits_2_with_its_message_after_4_tries),
         cmocka_unit_test(a_get_that_succeeds_on_a_retry_is_a_success),
         cmocka_unit_test(requests_unsafe_to_repeat_are_sent_once),

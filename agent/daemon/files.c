@@ -15,10 +15,11 @@
 
 #include "api/wire.h"
 
-int ts_files_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
+static int write_file(const char *path, const void *data, size_t len, mode_t mode, bool sync)
 {
     char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+    /* one temporary name per thread: two writers never share one */
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp%d", path, (int)gettid()) >= (int)sizeof(tmp))
         return -ENAMETOOLONG;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0)
@@ -38,17 +39,32 @@ int ts_files_write_atomic(const char *path, const void *data, size_t len, mode_t
         p += n;
         left -= (size_t)n;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        int e = errno;
+    int bad = sync && fsync(fd) != 0;
+    int e = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) {
         unlink(tmp);
         return -e;
     }
     if (rename(tmp, path) != 0) {
-        int e = errno;
+        e = errno;
         unlink(tmp);
         return -e;
     }
     return 0;
+}
+
+int ts_files_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+    return write_file(path, data, len, mode, true);
+}
+
+int ts_files_write_quick(const char *path, const void *data, size_t len, mode_t mode)
+{
+    return write_file(path, data, len, mode, false);
 }
 
 int ts_files_write_json(const char *path, const json_t *v, mode_t mode)

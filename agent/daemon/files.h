@@ -11,8 +11,10 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Write data to path through path.tmp, fsync, rename. Returns 0 or -errno. */
+/* Write data to path through path.tmpTID, fsync, rename. Returns 0 or -errno. */
 int ts_files_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
+/* Same without the fsync: for what may be lost in a crash (never torn). */
+int ts_files_write_quick(const char *path, const void *data, size_t len, mode_t mode);
 /* Same with a JSON value (borrowed), serialized compactly. */
 int ts_files_write_json(const char *path, const json_t *v, mode_t mode);
 /* The file's bytes, NUL-terminated (new: free); NULL with errno set when it

@@ -5,6 +5,7 @@
  * list) are used when the library has them.
  */
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,7 @@ static const struct ts_gpu_ops nvml_ops = {"nvml", nvml_sample, nvml_procs, nvml
 enum ts_err ts_gpu_nvml_open(struct ts_gpus *g, const char *lib_path, struct ts_error *err)
 {
     enum ts_err e = TS_OK;
+    bool inited = false;
     struct nvml *n = calloc(1, sizeof(*n));
     if (n == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
@@ -172,9 +174,9 @@ enum ts_err ts_gpu_nvml_open(struct ts_gpus *g, const char *lib_path, struct ts_
     if (rc != NVML_SUCCESS) {
         e = ts_error_set(err, TS_ERR_IO, "could not initialize NVML from %s: %s", lib_path,
                          nvml_error(n, rc));
-        n->shutdown = NULL;
         goto fail;
     }
+    inited = true;
     unsigned int count = 0;
     if ((rc = n->count(&count)) != NVML_SUCCESS) {
         e = ts_error_set(err, TS_ERR_IO, "could not count GPUs: %s", nvml_error(n, rc));
@@ -200,8 +202,10 @@ enum ts_err ts_gpu_nvml_open(struct ts_gpus *g, const char *lib_path, struct ts_
     g->count = count;
     return TS_OK;
 fail:
-    if (n->shutdown != NULL)
+    if (inited)
         n->shutdown();
+    else if (n->lib != NULL)
+        dlclose(n->lib);
     free(n);
     return e;
 }

@@ -74,7 +74,8 @@ static void print_top_help(FILE *f)
     fprintf(f, "\n'tessera COMMAND --help' describes a command. Server and token come from\n"
                "--server/--token, TESSERA_SERVER/TESSERA_TOKEN, or the config file written by\n"
                "'tessera login'. Exit status: 0 ok, 1 usage, 2 server or network, 3 not found,\n"
-               "4 conflict or precondition, 5 authentication or permission.\n");
+               "4 conflict or precondition, 5 authentication or permission, 6 a job that\n"
+               "submit --wait followed did not succeed.\n");
 }
 
 static void print_group_help(FILE *f, const char *word)

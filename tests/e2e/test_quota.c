@@ -1,0 +1,304 @@
+/*
+ * test_quota.c - quotas end to end: a real server, two real agents with two
+ * simulated GPUs each, real job processes. A project borrows the GPUs
+ * nobody else wants; when their owner submits, the scheduler reclaims them:
+ * a borrower's job gets SIGTERM, its grace period, then SIGKILL, goes back
+ * to the queue and later resumes on the other node with the same checkpoint
+ * folder and TESSERA_RESUME_COUNT=1.
+ *
+ *   e2e_test_quota [CASE-PATTERN]
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/e2e/e2e.h"
+
+#define GRACE 3.0
+
+static int setup(void **state)
+{
+    struct ts_e2e *c = calloc(1, sizeof(*c));
+    *state = c;
+    if (c == NULL || ts_e2e_start(c, NULL) != 0 || ts_e2e_project(&c->srv, "borrower", 1) != 0 ||
+        ts_e2e_project(&c->srv, "owner", 2) != 0 ||
+        ts_e2e_agent_add(c, "n1", "sim:2x16GiB", NULL) < 0 ||
+        ts_e2e_agent_add(c, "n2", "sim:2x16GiB", NULL) < 0 ||
+        ts_e2e_wait_node(&c->srv, "n1", "ready", 30) != 0 ||
+        ts_e2e_wait_node(&c->srv, "n2", "ready", 30) != 0) {
+        if (c != NULL)
+            ts_e2e_stop(c);
+        free(c);
+        *state = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct ts_e2e *c = *state;
+    int rc = ts_e2e_stop(c);
+    free(c);
+    return rc;
+}
+
+/* Wait for the project's status.allocated_gpus to be want. */
+static void wait_allocated(struct ts_it_server *s, const char *project, double want)
+{
+    double end = ts_e2e_now() + 15, got = -1;
+    while (ts_e2e_now() < end) {
+        json_t *p = ts_e2e_get(s, "/api/v1/projects/%s", project);
+        assert_non_null(p);
+        got = json_number_value(json_object_get(json_object_get(p, "status"), "allocated_gpus"));
+        json_decref(p);
+        if (got == want)
+            return;
+        ts_e2e_sleep(0.1);
+    }
+    fail_msg("project %s has %g GPUs allocated, not %g", project, got, want);
+}
+
+static json_t *running(struct ts_it_server *s, long long id)
+{
+    json_t *j = ts_e2e_wait_state(s, id, "running", 30);
+    if (j == NULL)
+        fail_msg("job %lld did not run", id);
+    return j;
+}
+
+static void
+the_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_on_the_other_node(void **state)
+{
+    struct ts_e2e *c = *state;
+    struct ts_it_server *s = &c->srv;
+    char name[32];
+
+    /* nobody else wants the cluster: the borrower, quota 1, runs 3 jobs */
+    long long b[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof(name), "borrow-%d", i + 1);
+        b[i] =
+            ts_e2e_submit(s, "borrower", name, "{\"count\": 1}", "3s", NULL, TS_E2E_STUBBORN_JOB);
+        assert_true(b[i] > 0);
+    }
+    for (int i = 0; i < 3; i++)
+        json_decref(running(s, b[i]));
+    wait_allocated(s, "borrower", 3);
+
+    /* the owner, quota 2, submits two jobs: one takes the idle GPU, the
+     * other one a borrowed one */
+    double t_owner = ts_e2e_wall();
+    long long o[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(name, sizeof(name), "own-%d", i + 1);
+        o[i] = ts_e2e_submit(s, "owner", name, "{\"count\": 1}", "3s", NULL, TS_E2E_SLEEPING_JOB);
+        assert_true(o[i] > 0);
+    }
+    for (int i = 0; i < 2; i++)
+        json_decref(running(s, o[i]));
+    wait_allocated(s, "owner", 2);
+    wait_allocated(s, "borrower", 2);
+
+    /* exactly one borrower job was evicted and waits in the queue */
+    long long victim = -1;
+    char ckpt[512] = "";
+    for (int i = 0; i < 3; i++) {
+        json_t *j = ts_e2e_job(s, b[i]);
+        assert_non_null(j);
+        if (ts_it_int(j, "resume_count") == 1) {
+            assert_int_equal(victim, -1);
+            victim = b[i];
+            assert_string_equal(ts_it_str(j, "state"), "pending");
+            assert_true(json_is_null(json_object_get(j, "allocation")));
+            assert_string_not_equal(ts_it_str(json_object_get(j, "pending_reason"), "code"), "");
+            snprintf(ckpt, sizeof(ckpt), "%s", ts_it_str(j, "checkpoint_dir"));
+        } else {
+            assert_int_equal(ts_it_int(j, "resume_count"), 0);
+            assert_string_equal(ts_it_str(j, "state"), "running");
+        }
+        json_decref(j);
+    }
+    assert_true(victim > 0);
+    assert_non_null(strstr(ckpt, "/borrower/"));
+
+    /* it was started once, on node V, and saw SIGTERM after the owner's
+     * submission; it ignored it and lived through its grace period, until
+     * SIGKILL */
+    char *starts = ts_e2e_checkpoint_file(s, victim, "starts");
+    char old_node[64], old_pid[32], buf[64];
+    assert_int_equal(ts_e2e_starts(starts, 0, "node", old_node, sizeof(old_node)), 1);
+    ts_e2e_starts(starts, 0, "pid", old_pid, sizeof(old_pid));
+    ts_e2e_starts(starts, 0, "resume", buf, sizeof(buf));
+    assert_string_equal(buf, "0");
+    free(starts);
+    assert_int_equal(ts_e2e_group_size((pid_t)atoi(old_pid)), 0);
+
+    char *signals = ts_e2e_checkpoint_file(s, victim, "signals");
+    assert_int_equal(ts_e2e_count_lines(signals, "TERM "), 1);
+    double t_term = ts_e2e_line_value(signals, 0, "t");
+    int alive = ts_e2e_count_lines(signals, "alive ");
+    double t_last = ts_e2e_line_value(signals, alive, "t");
+    fprintf(stderr, "SIGTERM %.2f s after the owner's submit; alive %.2f s after it (%d marks)\n",
+            t_term - t_owner, t_last - t_term, alive);
+    free(signals);
+    assert_true(t_term >= t_owner - 0.01);
+    assert_true(alive > 0);
+    assert_true(t_last - t_term >= GRACE - 0.8); /* the grace period was given */
+    assert_true(t_last - t_term <= GRACE + 3.0); /* and then it was killed */
+
+    /* the server's history: evicting for a reclaim, then requeued after
+     * SIGKILL, a grace period later */
+    assert_int_equal(ts_e2e_event_count(s, victim, "evicting"), 1);
+    assert_int_equal(ts_e2e_event_count(s, victim, "requeued"), 1);
+    double t_evict = ts_e2e_event_time(s, victim, "evicting", 1);
+    double t_requeue = ts_e2e_event_time(s, victim, "requeued", 1);
+    assert_true(t_requeue - t_evict >= GRACE - 0.5);
+    json_t *ev = ts_e2e_get(s, "/api/v1/jobs/%lld/events", victim);
+    assert_non_null(ev);
+    char *text = json_dumps(ev, 0);
+    assert_non_null(strstr(text, "reclaim"));
+    assert_non_null(strstr(text, "signal 9"));
+    free(text);
+    json_decref(ev);
+
+    /* make room on the other node W only: drain V, end a job on W */
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/nodes/%s/drain", old_node);
+    assert_int_equal(ts_e2e_req(s, "POST", path, NULL), 200);
+    long long gone = -1;
+    long long all[5] = {b[0], b[1], b[2], o[0], o[1]};
+    for (int i = 0; i < 5 && gone < 0; i++) {
+        json_t *j = ts_e2e_job(s, all[i]);
+        assert_non_null(j);
+        if (all[i] != victim && strcmp(ts_it_str(j, "node"), old_node) != 0)
+            gone = all[i];
+        json_decref(j);
+    }
+    assert_true(gone > 0);
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld", gone);
+    assert_int_equal(ts_e2e_req(s, "DELETE", path, NULL), 200);
+    json_decref(ts_e2e_wait_state(s, gone, "cancelled", 30));
+
+    /* it resumes there: same checkpoint folder, TESSERA_RESUME_COUNT=1 */
+    json_t *j = running(s, victim);
+    assert_string_not_equal(ts_it_str(j, "node"), old_node);
+    assert_string_equal(ts_it_str(j, "checkpoint_dir"), ckpt);
+    assert_int_equal(ts_it_int(j, "resume_count"), 1);
+    assert_int_equal(ts_it_int(j, "attempt"), 2);
+    char new_node[64];
+    snprintf(new_node, sizeof(new_node), "%s", ts_it_str(j, "node"));
+    json_decref(j);
+    double end = ts_e2e_now() + 10;
+    for (;;) {
+        starts = ts_e2e_checkpoint_file(s, victim, "starts");
+        if (ts_e2e_starts(starts, 1, "node", buf, sizeof(buf)) >= 2)
+            break;
+        free(starts);
+        assert_true(ts_e2e_now() < end);
+        ts_e2e_sleep(0.1);
+    }
+    assert_int_equal(ts_e2e_starts(starts, 1, "node", buf, sizeof(buf)), 2);
+    assert_string_equal(buf, new_node);
+    ts_e2e_starts(starts, 1, "resume", buf, sizeof(buf));
+    assert_string_equal(buf, "1");
+    ts_e2e_starts(starts, 1, "attempt", buf, sizeof(buf));
+    assert_string_equal(buf, "2");
+    free(starts);
+
+    snprintf(path, sizeof(path), "/api/v1/nodes/%s/undrain", old_node);
+    assert_int_equal(ts_e2e_req(s, "POST", path, NULL), 200);
+    c->passed = true;
+}
+
+/* Wait until the job has been considered by the scheduler and is still
+ * pending with reason code; fails otherwise. */
+static void stays_pending(struct ts_it_server *s, long long id, const char *code)
+{
+    double end = ts_e2e_now() + 15;
+    char got[64] = "";
+    while (ts_e2e_now() < end) {
+        json_t *j = ts_e2e_job(s, id);
+        assert_non_null(j);
+        assert_string_equal(ts_it_str(j, "state"), "pending");
+        snprintf(got, sizeof(got), "%s", ts_it_str(json_object_get(j, "pending_reason"), "code"));
+        json_decref(j);
+        if (strcmp(got, code) == 0)
+            return;
+        ts_e2e_sleep(0.1);
+    }
+    fail_msg("job %lld is pending for %s, not %s", id, got, code);
+}
+
+static void limits_and_non_preemptible_jobs_keep_projects_to_their_share(void **state)
+{
+    struct ts_e2e *c = *state;
+    struct ts_it_server *s = &c->srv;
+    assert_int_equal(ts_e2e_req(s, "POST", "/api/v1/projects",
+                                "{\"name\": \"capped\", \"department\": \"research\","
+                                " \"quota\": {\"gpus\": 1, \"limit\": 2}}"),
+                     201);
+    /* a limit of 2: the third job waits although GPUs are idle */
+    long long cap[3];
+    char name[32];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof(name), "capped-%d", i + 1);
+        cap[i] =
+            ts_e2e_submit(s, "capped", name, "{\"count\": 1}", "1s", NULL, TS_E2E_SLEEPING_JOB);
+        assert_true(cap[i] > 0);
+    }
+    json_decref(running(s, cap[0]));
+    json_decref(running(s, cap[1]));
+    stays_pending(s, cap[2], "over_limit");
+    /* non-preemptible (interactive) jobs only within the quota: of the
+     * borrower's two, one runs, although a GPU is idle */
+    long long nb1 = ts_e2e_submit(s, "borrower", "notebook-1", "{\"count\": 1}", "1s",
+                                  "{\"kind\": \"interactive\"}", TS_E2E_SLEEPING_JOB);
+    assert_true(nb1 > 0);
+    json_decref(running(s, nb1));
+    long long nb2 = ts_e2e_submit(s, "borrower", "notebook-2", "{\"count\": 1}", "1s",
+                                  "{\"kind\": \"interactive\"}", TS_E2E_SLEEPING_JOB);
+    assert_true(nb2 > 0);
+    stays_pending(s, nb2, "quota_exhausted");
+    /* so one GPU stays idle */
+    json_t *nodes = ts_e2e_get(s, "/api/v1/nodes"), *n, *g;
+    assert_non_null(nodes);
+    size_t i, k;
+    int busy = 0, idle = 0;
+    json_array_foreach(json_object_get(nodes, "nodes"), i, n) {
+        json_array_foreach(json_object_get(n, "gpus"), k, g) {
+            if (json_array_size(json_object_get(g, "jobs")) > 0)
+                busy++;
+            else
+                idle++;
+        }
+    }
+    json_decref(nodes);
+    assert_int_equal(busy, 3);
+    assert_int_equal(idle, 1);
+    /* the job over the limit never started */
+    char *starts = ts_e2e_checkpoint_file(s, cap[2], "starts");
+    assert_string_equal(starts, "");
+    free(starts);
+    wait_allocated(s, "capped", 2);
+    c->passed = true;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            the_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_on_the_other_node, setup,
+            teardown),
+        cmocka_unit_test_setup_teardown(
+            limits_and_non_preemptible_jobs_keep_projects_to_their_share, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -127,11 +127,13 @@ static int set_quota(struct ts_cli *cli, const struct ts_args *a, const struct k
     int rc = ts_req(cli, "GET", path, NULL, NULL, 0, &r);
     if (rc != TS_EXIT_OK)
         return rc;
-    json_t *q = json_deep_copy(json_object_get(r.json, "quota"));
-    if (!json_is_object(q)) {
-        json_decref(q);
-        q = json_object();
-    }
+    /* the members of a Quota request, as read (the answer may hold more) */
+    static const char *const members[] = {"gpus", "over_quota_weight", "limit", "priority"};
+    const json_t *read = json_object_get(r.json, "quota");
+    json_t *q = json_object();
+    for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++)
+        if (json_object_get(read, members[i]))
+            json_object_set(q, members[i], json_object_get(read, members[i]));
     const char *read_etag = ts_response_header(&r, "ETag", etag, sizeof(etag));
     ts_response_free(&r);
     /* 2. change what the flags say */

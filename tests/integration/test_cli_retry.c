@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #define MAX_REQUESTS 16
 
@@ -39,7 +40,9 @@ struct fake {
     int seen;
     char method[MAX_REQUESTS][16];
     char path[MAX_REQUESTS][256];
-    char key[MAX_REQUESTS][300]; /* Idempotency-Key, "" when absent */
+    char key[MAX_REQUESTS][300];   /* Idempotency-Key, "" when absent */
+    char match[MAX_REQUESTS][64];  /* If-Match, "" when absent */
+    char body[MAX_REQUESTS][1024]; /* the request's body */
 };
 
 static struct fake fk;
@@ -51,16 +54,29 @@ static const char problem503[] =
 static const char job201[] = "{\"id\":77,\"name\":\"retried\",\"project\":\"p1\","
                              "\"state\":\"pending\"}";
 static const char jobs200[] = "{\"jobs\":[],\"next_cursor\":null}";
+static const char project200[] =
+    "{\"id\":3,\"name\":\"vision\",\"department\":\"d1\",\"quota\":{\"gpus\":2.0,"
+    "\"over_quota_weight\":3.0,\"limit\":8.0,\"priority\":5}}";
+static const char problem412[] =
+    "{\"type\":\"urn:tessera:error:precondition_failed\",\"title\":\"Precondition failed\","
+    "\"status\":412,\"code\":\"precondition_failed\",\"detail\":\"project \\\"vision\\\" has "
+    "changed: revision 8, not 7\"}";
 
-static void reply(int c, int status, const char *reason, const char *type, const char *body)
+static void reply_with(int c, int status, const char *reason, const char *type, const char *extra,
+                       const char *body)
 {
     char head[512];
     int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
                      "Connection: close\r\n\r\n",
-                     status, reason, type, strlen(body));
+                     status, reason, type, strlen(body), extra);
     if (write(c, head, (size_t)n) < 0 || write(c, body, strlen(body)) < 0)
         return;
+}
+
+static void reply(int c, int status, const char *reason, const char *type, const char *body)
+{
+    reply_with(c, status, reason, type, "", body);
 }
 
 /* Read one request's head and body; record it. */
@@ -80,18 +96,26 @@ static void take(int c, int i)
         return;
     sscanf(buf, "%15s %255s", fk.method[i], fk.path[i]);
     fk.key[i][0] = '\0';
+    fk.match[i][0] = '\0';
+    fk.body[i][0] = '\0';
     size_t body = 0;
     for (char *line = strstr(buf, "\r\n"); line && line < end; line = strstr(line + 2, "\r\n")) {
         if (strncasecmp(line + 2, "Idempotency-Key:", 16) == 0)
             sscanf(line + 18, "%299s", fk.key[i]);
+        if (strncasecmp(line + 2, "If-Match:", 9) == 0)
+            sscanf(line + 11, "%63s", fk.match[i]);
         if (strncasecmp(line + 2, "Content-Length:", 15) == 0)
             body = (size_t)atol(line + 17);
     }
     size_t have = len - (size_t)(end + 4 - buf);
+    snprintf(fk.body[i], sizeof(fk.body[i]), "%s", end + 4);
     while (have < body) {
-        ssize_t n = read(c, buf, sizeof(buf));
+        ssize_t n = read(c, buf, sizeof(buf) - 1);
         if (n <= 0)
             return;
+        buf[n] = '\0';
+        size_t got = strlen(fk.body[i]);
+        snprintf(fk.body[i] + got, sizeof(fk.body[i]) - got, "%s", buf);
         have += (size_t)n;
     }
 }
@@ -120,6 +144,10 @@ static void *serve(void *arg)
             reply(c, 201, "Created", "application/json", job201);
         else if (strcmp(act, "replay") == 0) /* the job an earlier attempt made */
             reply(c, 200, "OK", "application/json", job201);
+        else if (strcmp(act, "project") == 0)
+            reply_with(c, 200, "OK", "application/json", "ETag: \"7\"\r\n", project200);
+        else if (strcmp(act, "412") == 0)
+            reply(c, 412, "Precondition Failed", "application/problem+json", problem412);
         else if (strcmp(act, "200") == 0)
             reply(c, 200, "OK", "application/json", jobs200);
         close(c);
@@ -301,6 +329,34 @@ static void requests_unsafe_to_repeat_are_sent_once(void **state)
     run_free(&r);
 }
 
+static void set_quota_sends_the_etag_it_read_and_says_when_someone_else_changed_it(void **state)
+{
+    /* between the CLI's GET and its PUT, someone else wrote the quota */
+    static const char *const script[] = {"project", "412"};
+    fake_start(script, 2);
+    struct run r;
+    int rc = cli(&r, "project", "set-quota", "vision", "--gpus", "4", NULL);
+    fake_stop();
+    assert_int_equal(rc, 4);
+    assert_int_equal(fk.seen, 2); /* not retried */
+    assert_string_equal(fk.method[0], "GET");
+    assert_string_equal(fk.path[0], "/api/v1/projects/vision");
+    assert_string_equal(fk.method[1], "PUT");
+    assert_string_equal(fk.path[1], "/api/v1/projects/vision/quota");
+    assert_string_equal(fk.match[1], "\"7\"");
+    /* only --gpus changed; the rest is what was read */
+    json_t *q = json_loads(fk.body[1], 0, NULL);
+    assert_non_null(q);
+    assert_true(json_number_value(json_object_get(q, "gpus")) == 4);
+    assert_true(json_number_value(json_object_get(q, "over_quota_weight")) == 3);
+    assert_true(json_number_value(json_object_get(q, "limit")) == 8);
+    assert_int_equal(json_integer_value(json_object_get(q, "priority")), 5);
+    json_decref(q);
+    assert_non_null(strstr(r.err, "project vision was changed by someone else"));
+    assert_non_null(strstr(r.err, "nothing was written"));
+    run_free(&r);
+}
+
 static void an_answer_that_is_not_a_problem_shows_its_status_and_first_line(void **state)
 {
     static const char *const script[] = {"502"};
@@ -346,6 +402,7 @@ int main(void)
         cmocka_unit_test(a_server_that_keeps_failing_exits_2_with_its_message_after_4_tries),
         cmocka_unit_test(a_get_that_succeeds_on_a_retry_is_a_success),
         cmocka_unit_test(requests_unsafe_to_repeat_are_sent_once),
+        cmocka_unit_test(set_quota_sends_the_etag_it_read_and_says_when_someone_else_changed_it),
         cmocka_unit_test(an_answer_that_is_not_a_problem_shows_its_status_and_first_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -3,7 +3,9 @@
  * scripted HTTP server on loopback drops connections or answers 5xx, and
  * records every request, so the tests see each attempt: a submit retried
  * with one Idempotency-Key throughout, safe requests retried a few times,
- * unsafe ones sent once, and the exit statuses and messages that result.
+ * unsafe ones sent once, and the exit statuses and messages that result;
+ * also the requests of commands whose routes the real server lacks so far
+ * (suspend, resume, whoami).
  */
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -57,6 +59,8 @@ static const char jobs200[] = "{\"jobs\":[],\"next_cursor\":null}";
 static const char project200[] =
     "{\"id\":3,\"name\":\"vision\",\"department\":\"d1\",\"quota\":{\"gpus\":2.0,"
     "\"over_quota_weight\":3.0,\"limit\":8.0,\"priority\":5}}";
+static const char whoami200[] =
+    "{\"name\":\"alice\",\"role\":\"member\",\"projects\":[\"vision\",\"nlp\"]}";
 static const char problem412[] =
     "{\"type\":\"urn:tessera:error:precondition_failed\",\"title\":\"Precondition failed\","
     "\"status\":412,\"code\":\"precondition_failed\",\"detail\":\"project \\\"vision\\\" has "
@@ -146,6 +150,10 @@ static void *serve(void *arg)
             reply(c, 200, "OK", "application/json", job201);
         else if (strcmp(act, "project") == 0)
             reply_with(c, 200, "OK", "application/json", "ETag: \"7\"\r\n", project200);
+        else if (strcmp(act, "job") == 0)
+            reply(c, 200, "OK", "application/json", job201);
+        else if (strcmp(act, "whoami") == 0)
+            reply(c, 200, "OK", "application/json", whoami200);
         else if (strcmp(act, "412") == 0)
             reply(c, 412, "Precondition Failed", "application/problem+json", problem412);
         else if (strcmp(act, "200") == 0)
@@ -357,6 +365,41 @@ static void set_quota_sends_the_etag_it_read_and_says_when_someone_else_changed_
     run_free(&r);
 }
 
+static void suspend_and_resume_post_to_the_job(void **state)
+{
+    static const char *const script[] = {"job"};
+    fake_start(script, 1);
+    struct run r;
+    int rc = cli(&r, "suspend", "77", NULL);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(r.out, "job 77 (retried) suspend: pending"));
+    run_free(&r);
+    rc = cli(&r, "resume", "77", NULL);
+    fake_stop();
+    assert_int_equal(rc, 0);
+    run_free(&r);
+    assert_int_equal(fk.seen, 2);
+    assert_string_equal(fk.method[0], "POST");
+    assert_string_equal(fk.path[0], "/api/v1/jobs/77/suspend");
+    assert_string_equal(fk.method[1], "POST");
+    assert_string_equal(fk.path[1], "/api/v1/jobs/77/resume");
+}
+
+static void whoami_shows_what_the_server_says_of_the_token(void **state)
+{
+    static const char *const script[] = {"whoami"};
+    fake_start(script, 1);
+    struct run r;
+    int rc = cli(&r, "whoami", NULL);
+    fake_stop();
+    assert_int_equal(rc, 0);
+    assert_string_equal(fk.path[0], "/api/v1/whoami");
+    assert_non_null(strstr(r.out, "name:     alice"));
+    assert_non_null(strstr(r.out, "role:     member"));
+    assert_non_null(strstr(r.out, "projects: vision, nlp"));
+    run_free(&r);
+}
+
 static void an_answer_that_is_not_a_problem_shows_its_status_and_first_line(void **state)
 {
     static const char *const script[] = {"502"};
@@ -403,6 +446,8 @@ int main(void)
         cmocka_unit_test(a_get_that_succeeds_on_a_retry_is_a_success),
         cmocka_unit_test(requests_unsafe_to_repeat_are_sent_once),
         cmocka_unit_test(set_quota_sends_the_etag_it_read_and_says_when_someone_else_changed_it),
+        cmocka_unit_test(suspend_and_resume_post_to_the_job),
+        cmocka_unit_test(whoami_shows_what_the_server_says_of_the_token),
         cmocka_unit_test(an_answer_that_is_not_a_problem_shows_its_status_and_first_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

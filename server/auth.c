@@ -67,6 +67,8 @@ static bool role_allows(enum ts_role role, enum ts_access access, const char *me
         return role == TS_ROLE_ADMIN;
     case TS_ACCESS_AGENT:
         return role == TS_ROLE_ADMIN || role == TS_ROLE_AGENT;
+    case TS_ACCESS_ANY:
+        return true;
     }
     return false;
 }

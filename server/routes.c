@@ -19,6 +19,7 @@ const struct ts_route ts_routes[] = {
     {"GET", V1 "/version", ts_h_version, TS_ACCESS_PUBLIC},
     {"GET", V1 "/openapi.yaml", ts_h_openapi, TS_ACCESS_PUBLIC},
 
+    {"GET", V1 "/whoami", ts_h_whoami, TS_ACCESS_ANY},
     {"POST", V1 "/tokens", ts_h_token_create, TS_ACCESS_ADMIN},
     {"GET", V1 "/tokens", ts_h_token_list, TS_ACCESS_ADMIN},
     {"DELETE", V1 "/tokens/{id}", ts_h_token_delete, TS_ACCESS_ADMIN},

@@ -20,6 +20,7 @@ TS_HANDLER(ts_h_version);
 TS_HANDLER(ts_h_metrics);
 TS_HANDLER(ts_h_openapi);
 /* tokens.c */
+TS_HANDLER(ts_h_whoami);
 TS_HANDLER(ts_h_token_create);
 TS_HANDLER(ts_h_token_list);
 TS_HANDLER(ts_h_token_delete);

@@ -48,6 +48,38 @@ out:
     return e;
 }
 
+/* The caller's token: name, role, and the projects it is limited to. */
+TS_HANDLER(ts_h_whoami)
+{
+    struct ts_ctx *c = ctx;
+    json_t *projects = json_array();
+    size_t n = 0;
+    const int64_t *ids = ts_auth_project_ids(c, &n);
+    if (ids != NULL && n > 0) {
+        struct ts_dbconn *conn = ts_ctx_db(c, err);
+        if (conn == NULL) {
+            json_decref(projects);
+            return err->code;
+        }
+        const char **names;
+        size_t count;
+        enum ts_err e = ts_store_project_names(conn, ids, n, r->arena, &names, &count, err);
+        if (e != TS_OK) {
+            json_decref(projects);
+            return e;
+        }
+        for (size_t i = 0; i < count; i++)
+            json_array_append_new(projects, json_string(names[i]));
+    }
+    json_t *o = json_pack("{s:I, s:s, s:s, s:o, s:b}", "id", (json_int_t)c->who.token_id, "name",
+                          c->who.name, "role", ts_role_name(c->who.role), "projects", projects,
+                          "restricted", ids != NULL);
+    if (o == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    ts_http_reply_json(r, 200, o);
+    return TS_OK;
+}
+
 TS_HANDLER(ts_h_token_list)
 {
     struct ts_ctx *c = ctx;

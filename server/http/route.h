@@ -23,6 +23,7 @@ enum ts_access {
     TS_ACCESS_NODE,   /* agent, admin; reads also viewer and member */
     TS_ACCESS_ADMIN,  /* admin */
     TS_ACCESS_AGENT,  /* agent, admin: the agent protocol (commands, env) */
+    TS_ACCESS_ANY,    /* any valid token */
 };
 
 /* ctx is the server (struct ts_server *). Fill r's response, or return an

@@ -121,6 +121,10 @@ struct ts_job_filter {
 enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f,
                               struct ts_arena *a, struct ts_job **out, size_t *n, bool *more,
                               struct ts_error *err);
+/* The names of the projects with these ids, sorted (arena). */
+enum ts_err ts_store_project_names(struct ts_dbconn *c, const int64_t *ids, size_t n,
+                                   struct ts_arena *a, const char ***out, size_t *count,
+                                   struct ts_error *err);
 /* Pending jobs in scheduling order (queue position; not yet ordered ones
  * last, oldest first), at most 10000; project and project_ids filter. */
 enum ts_err ts_store_queue(struct ts_dbconn *c, const char *project, const int64_t *project_ids,

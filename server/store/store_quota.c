@@ -14,8 +14,8 @@
     " coalesce(sum(allocated_gpus) FILTER (WHERE NOT preemptible), 0) AS alloc_np,"                \
     " sum(requested_gpus) AS req,"                                                                 \
     " count(*) FILTER (WHERE state = 'pending') AS pending,"                                       \
-    " count(*) FILTER (WHERE state IN ('scheduled', 'running', 'evicting', 'cancelling'))"       \
-    "   AS running"           \
+    " count(*) FILTER (WHERE state IN ('scheduled', 'running', 'evicting', 'cancelling'))"         \
+    "   AS running"                                                                                \
     " FROM job WHERE state NOT IN ('succeeded', 'failed', 'cancelled') GROUP BY project_id"
 
 /* clang-format off */
@@ -366,6 +366,32 @@ enum ts_err ts_store_project_id(struct ts_dbconn *c, const char *name, int64_t *
         return ts_error_set(err, TS_ERR_NOT_FOUND, "project \"%s\" does not exist", name);
     }
     *id = ts_row_i64(res, 0, 0);
+    PQclear(res);
+    return TS_OK;
+}
+
+enum ts_err ts_store_project_names(struct ts_dbconn *c, const int64_t *ids, size_t n,
+                                   struct ts_arena *a, const char ***out, size_t *count,
+                                   struct ts_error *err)
+{
+    const char *p[] = {ts_row_id_array(a, ids, n)};
+    if (p[0] == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(
+        c, "SELECT name FROM project WHERE id = ANY($1::bigint[]) ORDER BY name", 1, p, &res, err);
+    if (e != TS_OK)
+        return e;
+    int rows = PQntuples(res);
+    const char **v = ts_arena_alloc(a, sizeof(*v) * (size_t)(rows + 1));
+    if (v == NULL) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < rows; i++)
+        v[i] = ts_row_text(res, i, 0, a);
+    *out = v;
+    *count = (size_t)rows;
     PQclear(res);
     return TS_OK;
 }

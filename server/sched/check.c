@@ -157,9 +157,9 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
                                   r->node_selector[k].value);
                 goto out;
             }
-        int want = r->kind == TS_SCHED_GPU_NONE ? 0
+        int want = r->kind == TS_SCHED_GPU_NONE    ? 0
                    : r->kind == TS_SCHED_GPU_COUNT ? r->count
-                   : (r->devices > 0 ? r->devices : 1);
+                                                   : (r->devices > 0 ? r->devices : 1);
         if ((int)d->nslots != want) {
             rc = ts_error_set(err, TS_ERR_INTERNAL, "job %lld got %zu GPUs and asked for %d",
                               (long long)d->job_id, d->nslots, want);
@@ -203,10 +203,10 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
     for (size_t g = 0; g < ng; g++) {
         int64_t usable = s->gpus[g].memory_bytes - s->gpus[g].reserve_bytes;
         if (touched_gpu[g] && used[g] > usable) {
-            rc = ts_error_set(err, TS_ERR_INTERNAL,
-                              "GPU %d of %s is over-committed: %lld of %lld bytes",
-                              s->gpus[g].index, s->nodes[s->gpus[g].node].name,
-                              (long long)used[g], (long long)usable);
+            rc =
+                ts_error_set(err, TS_ERR_INTERNAL,
+                             "GPU %d of %s is over-committed: %lld of %lld bytes", s->gpus[g].index,
+                             s->nodes[s->gpus[g].node].name, (long long)used[g], (long long)usable);
             goto out;
         }
     }
@@ -261,7 +261,8 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
                               (long long)pr->job_id);
             goto out;
         }
-        if (pr->queue_position < 1 || (i > 0 && pr->queue_position <= res->pending[i - 1].queue_position)) {
+        if (pr->queue_position < 1 ||
+            (i > 0 && pr->queue_position <= res->pending[i - 1].queue_position)) {
             rc = ts_error_set(err, TS_ERR_INTERNAL, "pending job %lld has queue position %lld",
                               (long long)pr->job_id, (long long)pr->queue_position);
             goto out;

@@ -11,10 +11,10 @@
 enum stage {
     STAGE_NONE,
     STAGE_INVALID,
-    STAGE_OVER_LIMIT,      /* project limit */
-    STAGE_DEPT_LIMIT,      /* department limit */
-    STAGE_DESERVED,        /* non-preemptible beyond the deserved share */
-    STAGE_NO_ROOM,         /* placement failed; reclaim not allowed or failed */
+    STAGE_OVER_LIMIT, /* project limit */
+    STAGE_DEPT_LIMIT, /* department limit */
+    STAGE_DESERVED,   /* non-preemptible beyond the deserved share */
+    STAGE_NO_ROOM,    /* placement failed; reclaim not allowed or failed */
 };
 
 struct job {
@@ -32,35 +32,35 @@ struct job {
     int node;
     struct ts_sched_slot *slots; /* current placement; room for ndev */
     size_t nslots;
-    double gpus;                 /* allocated now */
+    double gpus; /* allocated now */
     bool orig_running;
-    int orig;                    /* index in the snapshot's running[] or pending[] */
-    bool bound;                  /* placed by this cycle */
-    bool unbindable;             /* placed by this cycle and preemptible: a later
-                                    victim search may take the placement back */
-    int bind_dec;                /* its bind decision, -1 */
-    bool was_unbound;            /* taken back once: its next placement stays */
-    int saved_only_node;         /* its pending pin, restored when unbound */
+    int orig;            /* index in the snapshot's running[] or pending[] */
+    bool bound;          /* placed by this cycle */
+    bool unbindable;     /* placed by this cycle and preemptible: a later
+                            victim search may take the placement back */
+    int bind_dec;        /* its bind decision, -1 */
+    bool was_unbound;    /* taken back once: its next placement stays */
+    int saved_only_node; /* its pending pin, restored when unbound */
     bool saved_held;
-    bool evicted;                /* stopped by this cycle */
-    int prev, next;              /* the node's list of running jobs */
+    bool evicted;   /* stopped by this cycle */
+    int prev, next; /* the node's list of running jobs */
     enum stage stage;
     bool reclaim_tried;
     int64_t position;
 };
 
 struct proj {
-    double alloc;       /* GPUs allocated now */
-    double alloc_np;    /* of which non-preemptible */
+    double alloc;    /* GPUs allocated now */
+    double alloc_np; /* of which non-preemptible */
     double demand;
     double deserved;
     double fair;
     int64_t min_runtime;
     int heap_pos;
-    int *queue;         /* this pass's pending jobs, in order */
+    int *queue; /* this pass's pending jobs, in order */
     size_t nqueue, qhead;
-    int touched;        /* victims.c scratch */
-    double removed;     /* victims.c scratch */
+    int touched;    /* victims.c scratch */
+    double removed; /* victims.c scratch */
 };
 
 struct decision_buf {
@@ -77,22 +77,22 @@ struct cycle {
     size_t njobs;
     struct proj *projs;
     double *dep_alloc;
-    int *node_head;          /* first running job on each node, -1 */
+    int *node_head; /* first running job on each node, -1 */
     struct decision_buf dec;
     size_t pass_decisions;
-    int64_t free_epoch;      /* bumps when resources are freed */
-    struct memo *fail_memo;  /* placement failures: signature -> freed[] length then */
-    int *freed;              /* nodes where resources were freed, in order */
+    int64_t free_epoch;     /* bumps when resources are freed */
+    struct memo *fail_memo; /* placement failures: signature -> freed[] length then */
+    int *freed;             /* nodes where resources were freed, in order */
     size_t nfreed, capfreed;
     struct memo *reclaim_memo; /* reclaim failures, valid within a pass */
-    struct order *order;     /* this pass's queue */
-    struct diag_cache *diag; /* reason.c: node scans by request signature */
+    struct order *order;       /* this pass's queue */
+    struct diag_cache *diag;   /* reason.c: node scans by request signature */
     bool nomem;
 };
 
 /* decide.c */
-void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots,
-                size_t nslots, const char *code, const char *msg);
+void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots, size_t nslots,
+                const char *code, const char *msg);
 void cycle_stop(struct cycle *cy, int v, int for_job, const char *code, const char *msg);
 bool cycle_protected(const struct cycle *cy, const struct job *v);
 const char *cycle_printf(struct cycle *cy, const char *fmt, ...)
@@ -101,7 +101,7 @@ const char *cycle_printf(struct cycle *cy, const char *fmt, ...)
 /* order.c: the pass's queue */
 struct order;
 struct order *order_new(struct cycle *cy);
-int order_next(struct order *o);            /* job index, or -1 at the end */
+int order_next(struct order *o); /* job index, or -1 at the end */
 void order_update(struct order *o, int project);
 void order_free(struct order *o);
 
@@ -110,10 +110,10 @@ void order_free(struct order *o);
  * what the victims of j's own project must free (limits). */
 struct victim_rule {
     bool (*accept)(struct cycle *cy, int j, int v, const struct victim_rule *r);
-    double min_free;        /* GPUs the victims must free (preempt under a limit) */
-    double reclaimer_excess;/* reclaim: j's project's excess over fair share after */
+    double min_free;         /* GPUs the victims must free (preempt under a limit) */
+    double reclaimer_excess; /* reclaim: j's project's excess over fair share after */
     bool reclaim;
-    int protected_seen;     /* out: candidates skipped for protection */
+    int protected_seen; /* out: candidates skipped for protection */
 };
 bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *node, int *victims,
                   int *nvictims);

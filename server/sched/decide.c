@@ -82,8 +82,8 @@ static void account(struct cycle *cy, const struct job *J, int sign)
         cy->dep_alloc[d] += sign * J->gpus;
 }
 
-void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots,
-                size_t nslots, const char *code, const char *msg)
+void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots, size_t nslots,
+                const char *code, const char *msg)
 {
     struct job *J = &cy->jobs[j];
     struct ts_sched_slot *copy = ts_arena_alloc(cy->a, (nslots ? nslots : 1) * sizeof(*copy));
@@ -281,9 +281,9 @@ static void attempt(struct cycle *cy, int j)
                                           cy->nfreed - since, &node, slots, &ns)
                        : place_best(cy->c, cy->st, &J->p, &node, slots, &ns);
         if (ok) {
-            cycle_bind(cy, j, node, slots, ns, "fits",
-                       cycle_printf(cy, "placed on %s by %s", cy->snap->nodes[node].name,
-                                    cy->st->name));
+            cycle_bind(
+                cy, j, node, slots, ns, "fits",
+                cycle_printf(cy, "placed on %s by %s", cy->snap->nodes[node].name, cy->st->name));
             return;
         }
         memo_put(cy->fail_memo, key, cy->nfreed);
@@ -330,7 +330,8 @@ static enum ts_err build_jobs(struct cycle *cy)
             J->slots = ts_arena_alloc(cy->a, cap * sizeof(struct ts_sched_slot));
             if (J->slots == NULL)
                 return TS_ERR_NOMEM;
-            memcpy(J->slots, r->slots, r->nslots * sizeof(struct ts_sched_slot));
+            if (r->nslots > 0) /* a CPU-only job holds no slots: r->slots may be NULL */
+                memcpy(J->slots, r->slots, r->nslots * sizeof(struct ts_sched_slot));
             J->nslots = r->nslots;
             J->gpus = cluster_slots_gpus(cy->c, r->slots, r->nslots);
         } else {

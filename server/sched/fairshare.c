@@ -129,8 +129,7 @@ static void waterfill(struct wf *e, size_t n, double capacity)
     free(grp);
 }
 
-double fairshare_usage_factor(double usage, double total_usage, double weight,
-                              double total_weight)
+double fairshare_usage_factor(double usage, double total_usage, double weight, double total_weight)
 {
     if (total_usage <= 0 || total_weight <= 0 || weight <= 0)
         return 1.0;
@@ -157,9 +156,9 @@ static void apply_usage(struct wf *e, const double *usage, size_t n)
 }
 
 void ts_sched_fairshare(const struct ts_sched_department *deps, size_t ndeps,
-                        const struct ts_sched_project *projs, size_t nprojs,
-                        const double *demand, double capacity, double usage_half_life_s,
-                        double *out_deserved, double *out_fair)
+                        const struct ts_sched_project *projs, size_t nprojs, const double *demand,
+                        double capacity, double usage_half_life_s, double *out_deserved,
+                        double *out_fair)
 {
     /* top level: departments, then department-less projects */
     size_t ntop = ndeps;

@@ -17,7 +17,7 @@ struct order {
     struct cycle *cy;
     int *heap; /* project indexes with jobs left */
     size_t n;
-    int *buf;  /* every project's queue, one after the other */
+    int *buf; /* every project's queue, one after the other */
 };
 
 static bool before(const struct cycle *cy, int a, int b)

@@ -49,11 +49,11 @@ const char *fmt_bytes(char *buf, size_t len, int64_t b)
 
 struct diag {
     int not_ready, selector, model, small, matching;
-    int max_gpus;          /* most GPUs of an accepted model, over nodes */
+    int max_gpus; /* most GPUs of an accepted model, over nodes */
     int64_t max_usable;
     double max_cpu;
     int64_t max_mem;
-    int gpu_fit_nodes;     /* matching nodes whose GPUs can take it now */
+    int gpu_fit_nodes; /* matching nodes whose GPUs can take it now */
     int best_count, best_count_node;
     int64_t best_free;
     double best_frac;
@@ -216,13 +216,14 @@ static void unavailable(struct cycle *cy, const struct job *J, const struct diag
         return;
     }
     if (d->not_ready > 0)
-        used += (size_t)snprintf(parts + used, sizeof(parts) - used, "%s%d of %d nodes are not ready",
-                                 used ? ", " : "", d->not_ready, total);
+        used +=
+            (size_t)snprintf(parts + used, sizeof(parts) - used, "%s%d of %d nodes are not ready",
+                             used ? ", " : "", d->not_ready, total);
     if (d->selector > 0 && r->nnode_selector > 0 && used < sizeof(parts))
-        used += (size_t)snprintf(parts + used, sizeof(parts) - used, "%s%d lack label %s=%s%s",
-                                 used ? ", " : "", d->selector, r->node_selector[0].key,
-                                 r->node_selector[0].value,
-                                 r->nnode_selector > 1 ? " or another" : "");
+        used +=
+            (size_t)snprintf(parts + used, sizeof(parts) - used, "%s%d lack label %s=%s%s",
+                             used ? ", " : "", d->selector, r->node_selector[0].key,
+                             r->node_selector[0].value, r->nnode_selector > 1 ? " or another" : "");
     if (d->model > 0 && r->ngpu_models > 0 && used < sizeof(parts))
         used += (size_t)snprintf(parts + used, sizeof(parts) - used, "%s%d have no %s GPU",
                                  used ? ", " : "", d->model, r->gpu_models[0]);
@@ -231,31 +232,33 @@ static void unavailable(struct cycle *cy, const struct job *J, const struct diag
     *msg = cycle_printf(cy, "no ready node matches: %s", parts);
 }
 
-static void too_large(struct cycle *cy, const struct job *J, const struct diag *d,
-                      const char **msg)
+static void too_large(struct cycle *cy, const struct job *J, const struct diag *d, const char **msg)
 {
     const struct preq *p = &J->p;
     char a[32], b[32];
     if (p->ndev > d->max_gpus)
-        *msg = cycle_printf(cy, "no node has %d GPUs%s; the largest matching node has %d",
-                            p->ndev, p->model_ok ? " of the accepted models" : "", d->max_gpus);
+        *msg = cycle_printf(cy, "no node has %d GPUs%s; the largest matching node has %d", p->ndev,
+                            p->model_ok ? " of the accepted models" : "", d->max_gpus);
     else if (p->kind == TS_SCHED_GPU_MEMORY && p->mem > d->max_usable)
-        *msg = cycle_printf(cy, "no GPU can hold %s; the largest matching GPU has %s usable",
-                            fmt_bytes(a, sizeof(a), p->mem), fmt_bytes(b, sizeof(b), d->max_usable));
+        *msg =
+            cycle_printf(cy, "no GPU can hold %s; the largest matching GPU has %s usable",
+                         fmt_bytes(a, sizeof(a), p->mem), fmt_bytes(b, sizeof(b), d->max_usable));
     else if (p->cpu > d->max_cpu + 1e-9)
         *msg = cycle_printf(cy, "no matching node has %s cpu cores; the largest has %s",
                             fmt_gpus(a, sizeof(a), p->cpu), fmt_gpus(b, sizeof(b), d->max_cpu));
     else if (p->host_mem > d->max_mem)
-        *msg = cycle_printf(cy, "no matching node has %s of memory; the largest has %s",
-                            fmt_bytes(a, sizeof(a), p->host_mem), fmt_bytes(b, sizeof(b), d->max_mem));
+        *msg =
+            cycle_printf(cy, "no matching node has %s of memory; the largest has %s",
+                         fmt_bytes(a, sizeof(a), p->host_mem), fmt_bytes(b, sizeof(b), d->max_mem));
     else
-        *msg = cycle_printf(cy, "no matching node has the GPUs, %s cpu cores and %s of memory "
-                                "the job asks for together",
+        *msg = cycle_printf(cy,
+                            "no matching node has the GPUs, %s cpu cores and %s of memory "
+                            "the job asks for together",
                             fmt_gpus(a, sizeof(a), p->cpu), fmt_bytes(b, sizeof(b), p->host_mem));
 }
 
-static void no_room(struct cycle *cy, const struct job *J, const struct diag *d,
-                    const char **code, const char **msg)
+static void no_room(struct cycle *cy, const struct job *J, const struct diag *d, const char **code,
+                    const char **msg)
 {
     const struct preq *p = &J->p;
     char a[32], b[32], t[32];
@@ -283,15 +286,16 @@ static void no_room(struct cycle *cy, const struct job *J, const struct diag *d,
                  fmt_gpus(t, sizeof(t), d->free_total));
     int bc = d->best_count < 0 ? 0 : d->best_count;
     if (p->kind == TS_SCHED_GPU_COUNT)
-        *msg = cycle_printf(cy, "%sno node has %d free GPU%s; the most is %d on %s", head,
-                            p->ndev, p->ndev == 1 ? "" : "s", bc, node_name(cy, d->best_count_node));
+        *msg = cycle_printf(cy, "%sno node has %d free GPU%s; the most is %d on %s", head, p->ndev,
+                            p->ndev == 1 ? "" : "s", bc, node_name(cy, d->best_count_node));
     else if (p->ndev > 1 && p->kind == TS_SCHED_GPU_MEMORY)
         *msg = cycle_printf(cy, "%sno node has %d GPUs with %s free each; the most is %d on %s",
                             head, p->ndev, fmt_bytes(a, sizeof(a), p->mem), bc,
                             node_name(cy, d->best_count_node));
     else if (p->ndev > 1)
-        *msg = cycle_printf(cy, "%sno node has %d GPUs with %s of a GPU free each; the most is %d "
-                                "on %s",
+        *msg = cycle_printf(cy,
+                            "%sno node has %d GPUs with %s of a GPU free each; the most is %d "
+                            "on %s",
                             head, p->ndev, fmt_gpus(a, sizeof(a), p->portion), bc,
                             node_name(cy, d->best_count_node));
     else if (p->kind == TS_SCHED_GPU_MEMORY)
@@ -314,20 +318,22 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
     switch (J->stage) {
     case STAGE_INVALID:
         *code = "invalid_request";
-        *msg = cycle_printf(cy, "the request cannot be placed as written: gpu kind %d, count %d, "
-                                "portion %g, memory %lld bytes, devices %d",
+        *msg = cycle_printf(cy,
+                            "the request cannot be placed as written: gpu kind %d, count %d, "
+                            "portion %g, memory %lld bytes, devices %d",
                             (int)J->req->kind, J->req->count, J->req->portion,
                             (long long)J->req->memory_bytes, J->req->devices);
         return;
     case STAGE_OVER_LIMIT:
         *code = "over_limit";
         if (P->alloc + 1e-9 >= sp->limit_gpus)
-            *msg = cycle_printf(cy, "project \"%s\" is at its limit: %s of %s GPUs in use", sp->name,
-                                fmt_gpus(a, sizeof(a), P->alloc),
+            *msg = cycle_printf(cy, "project \"%s\" is at its limit: %s of %s GPUs in use",
+                                sp->name, fmt_gpus(a, sizeof(a), P->alloc),
                                 fmt_gpus(b, sizeof(b), sp->limit_gpus));
         else
-            *msg = cycle_printf(cy, "project \"%s\" would pass its limit: %s of %s GPUs in use and "
-                                    "the job asks for %s",
+            *msg = cycle_printf(cy,
+                                "project \"%s\" would pass its limit: %s of %s GPUs in use and "
+                                "the job asks for %s",
                                 sp->name, fmt_gpus(a, sizeof(a), P->alloc),
                                 fmt_gpus(b, sizeof(b), sp->limit_gpus),
                                 fmt_gpus(c, sizeof(c), J->p.gpus_estimate));
@@ -336,8 +342,9 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
         const struct ts_sched_department *d = &cy->snap->departments[sp->department];
         double used = cy->dep_alloc[sp->department];
         *code = "over_limit";
-        *msg = cycle_printf(cy, "department \"%s\" %s its limit: %s of %s GPUs in use and the job "
-                                "asks for %s",
+        *msg = cycle_printf(cy,
+                            "department \"%s\" %s its limit: %s of %s GPUs in use and the job "
+                            "asks for %s",
                             d->name, used + 1e-9 >= d->limit_gpus ? "is at" : "would pass",
                             fmt_gpus(a, sizeof(a), used), fmt_gpus(b, sizeof(b), d->limit_gpus),
                             fmt_gpus(c, sizeof(c), J->p.gpus_estimate));
@@ -345,8 +352,9 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
     }
     case STAGE_DESERVED:
         *code = "quota_exhausted";
-        *msg = cycle_printf(cy, "non-preemptible jobs may only use the deserved share: project "
-                                "\"%s\" deserves %s, has %s in use",
+        *msg = cycle_printf(cy,
+                            "non-preemptible jobs may only use the deserved share: project "
+                            "\"%s\" deserves %s, has %s in use",
                             sp->name, fmt_gpus(a, sizeof(a), P->deserved),
                             fmt_gpus(b, sizeof(b), P->alloc_np));
         return;
@@ -366,8 +374,9 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
     }
     if (J->reclaim_tried) {
         *code = "waiting_for_reclaim";
-        *msg = cycle_printf(cy, "project \"%s\" is below its fair share (%s of %s GPUs) but no "
-                                "preemptible job of a project above its share can make room now",
+        *msg = cycle_printf(cy,
+                            "project \"%s\" is below its fair share (%s of %s GPUs) but no "
+                            "preemptible job of a project above its share can make room now",
                             sp->name, fmt_gpus(a, sizeof(a), P->alloc),
                             fmt_gpus(b, sizeof(b), P->fair));
         return;

@@ -39,14 +39,14 @@ struct ts_sched_department {
     double quota_gpus;        /* >= 0, fractional */
     double over_quota_weight; /* >= 0 */
     bool has_limit;
-    double limit_gpus;        /* >= quota_gpus when has_limit */
-    int priority;             /* higher is served surplus first */
+    double limit_gpus; /* >= quota_gpus when has_limit */
+    int priority;      /* higher is served surplus first */
 };
 
 struct ts_sched_project {
     int64_t id;
     const char *name;
-    int department;           /* index into departments, or -1 for none */
+    int department; /* index into departments, or -1 for none */
     double quota_gpus;
     double over_quota_weight;
     bool has_limit;
@@ -59,20 +59,20 @@ struct ts_sched_project {
 struct ts_sched_node {
     int64_t id;
     const char *name;
-    bool ready;                           /* false: nothing new goes there */
-    double cpu;                           /* cores */
-    int64_t memory_bytes;                 /* host memory */
+    bool ready;           /* false: nothing new goes there */
+    double cpu;           /* cores */
+    int64_t memory_bytes; /* host memory */
     const struct ts_sched_label *labels;
     size_t nlabels;
-    int64_t swap_free_bytes;              /* host swap room for suspends; 0: none */
+    int64_t swap_free_bytes; /* host swap room for suspends; 0: none */
 };
 
 struct ts_sched_gpu {
-    int node;                 /* index into nodes */
-    int index;                /* device index on its node */
-    const char *model;        /* "" when unknown */
-    int64_t memory_bytes;     /* > reserve_bytes */
-    int64_t reserve_bytes;    /* held back for contexts (default 2 GiB on real nodes) */
+    int node;              /* index into nodes */
+    int index;             /* device index on its node */
+    const char *model;     /* "" when unknown */
+    int64_t memory_bytes;  /* > reserve_bytes */
+    int64_t reserve_bytes; /* held back for contexts (default 2 GiB on real nodes) */
 };
 
 enum ts_sched_gpu_kind {
@@ -84,15 +84,15 @@ enum ts_sched_gpu_kind {
 
 struct ts_sched_request {
     enum ts_sched_gpu_kind kind;
-    int count;                    /* COUNT: 1..64 */
-    double portion;               /* PORTION: (0, 1] */
-    double portion_limit;         /* burst limit; not packed (0: = portion) */
-    int64_t memory_bytes;         /* MEMORY: per GPU */
-    int64_t memory_limit_bytes;   /* burst limit; not packed */
-    int devices;                  /* PORTION/MEMORY: 1..64 GPUs (0 reads as 1) */
-    double cpu;                   /* cores; 0 = not requested */
-    int64_t host_memory_bytes;    /* 0 = not requested */
-    const char *const *gpu_models;/* accepted models; none = any */
+    int count;                     /* COUNT: 1..64 */
+    double portion;                /* PORTION: (0, 1] */
+    double portion_limit;          /* burst limit; not packed (0: = portion) */
+    int64_t memory_bytes;          /* MEMORY: per GPU */
+    int64_t memory_limit_bytes;    /* burst limit; not packed */
+    int devices;                   /* PORTION/MEMORY: 1..64 GPUs (0 reads as 1) */
+    double cpu;                    /* cores; 0 = not requested */
+    int64_t host_memory_bytes;     /* 0 = not requested */
+    const char *const *gpu_models; /* accepted models; none = any */
     size_t ngpu_models;
     const struct ts_sched_label *node_selector; /* labels the node must have */
     size_t nnode_selector;
@@ -107,14 +107,14 @@ struct ts_sched_slot {
 struct ts_sched_running {
     int64_t id;
     const char *name;
-    int project;                  /* index into projects */
+    int project; /* index into projects */
     int priority;
     bool preemptible;
     struct ts_sched_request request;
-    int node;                     /* index into nodes */
+    int node;                          /* index into nodes */
     const struct ts_sched_slot *slots; /* one per GPU held; none for CPU-only */
     size_t nslots;
-    int64_t started_at;           /* seconds; protection counts from here */
+    int64_t started_at; /* seconds; protection counts from here */
 };
 
 struct ts_sched_pending {
@@ -124,25 +124,25 @@ struct ts_sched_pending {
     int priority;
     bool preemptible;
     struct ts_sched_request request;
-    int64_t submitted_at;         /* seconds; older goes first at equal priority */
-    int suspended_node;           /* -1, or the node it is suspended on: it resumes
-                                     only there, and its host memory is still held */
+    int64_t submitted_at; /* seconds; older goes first at equal priority */
+    int suspended_node;   /* -1, or the node it is suspended on: it resumes
+                             only there, and its host memory is still held */
 };
 
 /* A typical pending shape for fgd; `weight` is its share of the workload. */
 struct ts_sched_shape {
-    int count;                    /* whole GPUs, or 0 */
-    double portion;               /* share of one GPU when count is 0 */
+    int count;      /* whole GPUs, or 0 */
+    double portion; /* share of one GPU when count is 0 */
     double cpu;
     int64_t host_memory_bytes;
     double weight;
 };
 
 struct ts_sched_config {
-    const char *strategy;         /* "binpack" (NULL), "spread" or "fgd" */
-    int64_t min_runtime_s;        /* default protection; 0: none */
-    double usage_half_life_s;     /* > 0: usage lowers the over-quota weight */
-    int max_passes;               /* 0: 16 */
+    const char *strategy;     /* "binpack" (NULL), "spread" or "fgd" */
+    int64_t min_runtime_s;    /* default protection; 0: none */
+    double usage_half_life_s; /* > 0: usage lowers the over-quota weight */
+    int max_passes;           /* 0: 16 */
 };
 
 struct ts_sched_snapshot {
@@ -175,43 +175,43 @@ enum ts_sched_action {
 struct ts_sched_decision {
     enum ts_sched_action action;
     int64_t job_id;
-    bool job_was_running;         /* job indexes running[] (true) or pending[] */
+    bool job_was_running; /* job indexes running[] (true) or pending[] */
     int job;
-    int node;                     /* BIND: where; EVICT/SUSPEND: where it was */
+    int node;                          /* BIND: where; EVICT/SUSPEND: where it was */
     const struct ts_sched_slot *slots; /* BIND: the GPUs and bytes granted */
     size_t nslots;
-    double gpus;                  /* GPUs this decision binds or frees */
-    int64_t for_job_id;           /* EVICT/SUSPEND: the job it makes room for */
-    const char *code;             /* "fits", "reclaim", "preempt", ... */
-    const char *message;          /* sentence with the numbers */
+    double gpus;         /* GPUs this decision binds or frees */
+    int64_t for_job_id;  /* EVICT/SUSPEND: the job it makes room for */
+    const char *code;    /* "fits", "reclaim", "preempt", ... */
+    const char *message; /* sentence with the numbers */
 };
 
 struct ts_sched_pending_reason {
     int64_t job_id;
-    int job;                      /* index into pending[] of the snapshot, or -1
-                                     for a job evicted by this cycle */
-    const char *code;             /* stable: over_limit, quota_exhausted, ... */
+    int job;          /* index into pending[] of the snapshot, or -1
+                         for a job evicted by this cycle */
+    const char *code; /* stable: over_limit, quota_exhausted, ... */
     const char *message;
-    int64_t queue_position;       /* 1 = next */
+    int64_t queue_position; /* 1 = next */
 };
 
 struct ts_sched_share {
     int64_t project_id;
-    double demand;                /* GPUs: allocated + requested */
-    double deserved;              /* min(quota, demand) */
+    double demand;   /* GPUs: allocated + requested */
+    double deserved; /* min(quota, demand) */
     double fair_share;
-    double allocated;             /* after the decisions */
+    double allocated; /* after the decisions */
 };
 
 struct ts_sched_result {
-    struct ts_sched_decision *decisions;  /* evictions come before the bind they serve */
+    struct ts_sched_decision *decisions; /* evictions come before the bind they serve */
     size_t ndecisions;
     struct ts_sched_pending_reason *pending; /* in queue order */
     size_t npending;
-    struct ts_sched_share *shares;        /* one per project, snapshot order */
+    struct ts_sched_share *shares; /* one per project, snapshot order */
     size_t nshares;
-    int passes;                           /* passes the cycle took */
-    struct ts_arena *arena;               /* owns all of the above */
+    int passes;             /* passes the cycle took */
+    struct ts_arena *arena; /* owns all of the above */
 };
 
 /* One cycle. *out is new (ts_sched_result_free). Fails only on a snapshot
@@ -242,8 +242,7 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *snap, const struct ts
  * their swap room taken). *out's arrays are allocated from `a` (borrowed
  * until it is freed); strings and requests are borrowed from snap. */
 enum ts_err ts_sched_apply(const struct ts_sched_snapshot *snap, const struct ts_sched_result *res,
-                           struct ts_arena *a, struct ts_sched_snapshot *out,
-                           struct ts_error *err);
+                           struct ts_arena *a, struct ts_sched_snapshot *out, struct ts_error *err);
 
 /* ---- fair share alone ------------------------------------------------- */
 
@@ -251,9 +250,9 @@ enum ts_err ts_sched_apply(const struct ts_sched_snapshot *snap, const struct ts
  * the cluster's GPUs. out_deserved/out_fair have nprojects entries (caller's).
  * `usage_half_life_s` > 0 enables the usage factor. */
 void ts_sched_fairshare(const struct ts_sched_department *deps, size_t ndeps,
-                        const struct ts_sched_project *projs, size_t nprojs,
-                        const double *demand, double capacity, double usage_half_life_s,
-                        double *out_deserved, double *out_fair);
+                        const struct ts_sched_project *projs, size_t nprojs, const double *demand,
+                        double capacity, double usage_half_life_s, double *out_deserved,
+                        double *out_fair);
 
 /* ---- placement alone (tessera-sim's placement replay) ----------------- */
 

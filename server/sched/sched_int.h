@@ -22,23 +22,23 @@
 
 struct gpu_state {
     int node;
-    int model;          /* interned model id */
-    int64_t usable;     /* memory less reserve */
-    int64_t used;       /* bytes packed by requests */
+    int model;      /* interned model id */
+    int64_t usable; /* memory less reserve */
+    int64_t used;   /* bytes packed by requests */
 };
 
 struct node_state {
-    int first;          /* into cluster.node_gpus */
+    int first; /* into cluster.node_gpus */
     int ngpus;
     bool ready;
     double cpu_free;
     int64_t mem_free;
     int64_t swap_free;
-    int nwhole;         /* GPUs with nothing on them */
-    int64_t max_free;   /* most free bytes on one GPU */
+    int nwhole;       /* GPUs with nothing on them */
+    int64_t max_free; /* most free bytes on one GPU */
     double max_free_frac;
-    double free_gpus;   /* sum of free fractions */
-    double frag;        /* fgd: cached fragmentation */
+    double free_gpus; /* sum of free fractions */
+    double frag;      /* fgd: cached fragmentation */
     bool frag_valid;
 };
 
@@ -58,28 +58,28 @@ struct ts_sched_cluster {
     struct node_state *nodes; /* snapshot order */
     const char **models;      /* interned model names */
     int nmodels;
-    int64_t max_usable;       /* largest usable GPU memory */
+    int64_t max_usable; /* largest usable GPU memory */
     struct fshape *shapes;
     int nshapes;
-    bool own_shapes_fixed;    /* shapes came from the snapshot */
-    double capacity;          /* GPUs on ready nodes */
-    double allocated;         /* GPUs allocated on ready nodes */
-    struct ts_arena *owner;   /* ts_sched_cluster_new's arena; NULL inside a cycle */
+    bool own_shapes_fixed;  /* shapes came from the snapshot */
+    double capacity;        /* GPUs on ready nodes */
+    double allocated;       /* GPUs allocated on ready nodes */
+    struct ts_arena *owner; /* ts_sched_cluster_new's arena; NULL inside a cycle */
 };
 
 /* A request made ready for placement. */
 struct preq {
     const struct ts_sched_request *r;
     enum ts_sched_gpu_kind kind;
-    int ndev;                 /* GPUs needed on the node (0 for CPU-only) */
+    int ndev; /* GPUs needed on the node (0 for CPU-only) */
     double portion;
-    int64_t mem;              /* MEMORY: bytes per GPU */
+    int64_t mem; /* MEMORY: bytes per GPU */
     double cpu;
     int64_t host_mem;
-    const bool *model_ok;     /* per interned model; NULL: any */
-    int only_node;            /* -1, or the node it must go to */
-    bool host_mem_held;       /* suspended: its host memory is already counted */
-    double gpus_estimate;     /* GPUs it counts for before placement */
+    const bool *model_ok; /* per interned model; NULL: any */
+    int only_node;        /* -1, or the node it must go to */
+    bool host_mem_held;   /* suspended: its host memory is already counted */
+    double gpus_estimate; /* GPUs it counts for before placement */
 };
 
 /* Bytes a request packs on a GPU of this usable size. */
@@ -132,20 +132,20 @@ void cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *cons
 /* A view of one node while deciding: its GPUs' used bytes may be a scratch copy. */
 struct node_view {
     int node;
-    const int *gpu;           /* snapshot GPU indexes, ngpus of them */
+    const int *gpu; /* snapshot GPU indexes, ngpus of them */
     int ngpus;
-    const int64_t *used;      /* used bytes per local GPU */
+    const int64_t *used; /* used bytes per local GPU */
     double cpu_free;
     int64_t mem_free;
-    bool scratch;             /* used[] is not the node's real state */
+    bool scratch; /* used[] is not the node's real state */
 };
 
 struct ts_sched_strategy {
     const char *name;
     /* Choose p->ndev of the ncand fitting local GPUs cand[] (fractional
      * requests only; whole GPUs take the lowest free indexes). */
-    void (*pick)(const struct ts_sched_cluster *c, const struct preq *p,
-                 const struct node_view *v, const int *cand, int ncand, int *out);
+    void (*pick)(const struct ts_sched_cluster *c, const struct preq *p, const struct node_view *v,
+                 const int *cand, int ncand, int *out);
     /* Score the node with the chosen local GPUs; lower is better. */
     double (*score)(struct ts_sched_cluster *c, const struct preq *p, const struct node_view *v,
                     const int *chosen, int nchosen);
@@ -181,7 +181,6 @@ double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
 double fgd_fragmentation(const struct ts_sched_cluster *c, const struct node_view *v);
 
 /* fairshare.c */
-double fairshare_usage_factor(double usage, double total_usage, double weight,
-                              double total_weight);
+double fairshare_usage_factor(double usage, double total_usage, double weight, double total_weight);
 
 #endif /* TS_SERVER_SCHED_SCHED_INT_H */

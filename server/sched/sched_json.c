@@ -29,7 +29,8 @@ static enum ts_err fail(struct dec *d, const char *path, const char *fmt, ...)
     return ts_error_field(d->err, TS_ERR_INVALID_VALUE, path, "%s: %s", path, msg);
 }
 
-static enum ts_err keys(struct dec *d, const json_t *o, const char *path, const char *const *allowed)
+static enum ts_err keys(struct dec *d, const json_t *o, const char *path,
+                        const char *const *allowed)
 {
     if (!json_is_object(o))
         return fail(d, path, "must be an object");
@@ -187,11 +188,11 @@ static enum ts_err labels(struct dec *d, const json_t *o, const char *key, const
     return TS_OK;
 }
 
-#define TRY(x)                      \
-    do {                            \
-        enum ts_err rc_ = (x);      \
-        if (rc_ != TS_OK)           \
-            return rc_;             \
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        enum ts_err rc_ = (x);                                                                     \
+        if (rc_ != TS_OK)                                                                          \
+            return rc_;                                                                            \
     } while (0)
 
 static enum ts_err quota(struct dec *d, const json_t *o, const char *path, double *q, double *w,
@@ -214,8 +215,8 @@ static enum ts_err request(struct dec *d, const json_t *job, const char *path,
     memset(r, 0, sizeof(*r));
     json_t *g = json_object_get(job, "gpu");
     if (g != NULL && !json_is_null(g)) {
-        static const char *const allowed[] = {"count", "portion", "portion_limit", "memory_gib",
-                                              "memory_limit_gib", "devices", NULL};
+        static const char *const allowed[] = {
+            "count", "portion", "portion_limit", "memory_gib", "memory_limit_gib", "devices", NULL};
         TRY(keys(d, g, path, allowed));
         int64_t x;
         int kinds = (json_object_get(g, "count") != NULL) +
@@ -282,9 +283,9 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
 {
     struct dec dd = {a, err, out}, *d = &dd;
     memset(out, 0, sizeof(*out));
-    static const char *const top[] = {"now", "config", "departments", "projects", "nodes",
-                                      "running", "pending", "shapes", "expect", "description",
-                                      NULL};
+    static const char *const top[] = {"now",    "config",      "departments", "projects",
+                                      "nodes",  "running",     "pending",     "shapes",
+                                      "expect", "description", NULL};
     TRY(keys(d, in, "snapshot", top));
     TRY(integer(d, in, "now", "now", 0, &out->now));
     json_t *cfg = json_object_get(in, "config");
@@ -311,8 +312,8 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
     out->departments = dv;
     for (size_t i = 0; i < n; i++) {
         const json_t *o = json_array_get(deps, i);
-        static const char *const k[] = {"id", "name", "quota", "over_quota_weight", "limit",
-                                        "priority", NULL};
+        static const char *const k[] = {"id",    "name",     "quota", "over_quota_weight",
+                                        "limit", "priority", NULL};
         snprintf(path, sizeof(path), "departments[%zu]", i);
         TRY(keys(d, o, path, k));
         TRY(integer(d, o, "id", path, (int64_t)i + 1, &dv[i].id));
@@ -331,9 +332,9 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
     out->projects = pv;
     for (size_t i = 0; i < n; i++) {
         const json_t *o = json_array_get(projs, i);
-        static const char *const k[] = {"id", "name", "department", "quota", "over_quota_weight",
-                                        "limit", "priority", "usage_gpu_seconds",
-                                        "min_runtime_s", NULL};
+        static const char *const k[] = {
+            "id",    "name",     "department",        "quota",         "over_quota_weight",
+            "limit", "priority", "usage_gpu_seconds", "min_runtime_s", NULL};
         snprintf(path, sizeof(path), "projects[%zu]", i);
         TRY(keys(d, o, path, k));
         TRY(integer(d, o, "id", path, (int64_t)i + 1, &pv[i].id));
@@ -368,9 +369,9 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
     out->gpus = gv;
     for (size_t i = 0; i < n; i++) {
         const json_t *o = json_array_get(nodes, i);
-        static const char *const k[] = {"id", "name", "ready", "cpu", "memory_gib", "labels",
-                                        "swap_free_gib", "gpus", "gpu_model", "gpu_memory_gib",
-                                        "gpu_reserve_gib", NULL};
+        static const char *const k[] = {"id",         "name",           "ready",           "cpu",
+                                        "memory_gib", "labels",         "swap_free_gib",   "gpus",
+                                        "gpu_model",  "gpu_memory_gib", "gpu_reserve_gib", NULL};
         snprintf(path, sizeof(path), "nodes[%zu]", i);
         TRY(keys(d, o, path, k));
         TRY(integer(d, o, "id", path, (int64_t)i + 1, &nv[i].id));
@@ -428,8 +429,8 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
     out->pending = qv;
     for (size_t i = 0; i < nr; i++) {
         const json_t *o = json_array_get(run, i);
-        static const char *const k[] = {"id", "name", "project", "priority", "preemptible",
-                                        "gpu", "cpu", "memory_gib", "gpu_model", "node_selector",
+        static const char *const k[] = {"id",   "name", "project",    "priority",  "preemptible",
+                                        "gpu",  "cpu",  "memory_gib", "gpu_model", "node_selector",
                                         "node", "gpus", "started_at", NULL};
         snprintf(path, sizeof(path), "running[%zu]", i);
         TRY(keys(d, o, path, k));
@@ -476,9 +477,10 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
     }
     for (size_t i = 0; i < np; i++) {
         const json_t *o = json_array_get(pend, i);
-        static const char *const k[] = {"id", "name", "project", "priority", "preemptible",
-                                        "gpu", "cpu", "memory_gib", "gpu_model", "node_selector",
-                                        "submitted_at", "suspended_on", NULL};
+        static const char *const k[] = {
+            "id",           "name",         "project",    "priority",  "preemptible",
+            "gpu",          "cpu",          "memory_gib", "gpu_model", "node_selector",
+            "submitted_at", "suspended_on", NULL};
         snprintf(path, sizeof(path), "pending[%zu]", i);
         TRY(keys(d, o, path, k));
         struct ts_sched_pending *j = &qv[i];
@@ -633,18 +635,17 @@ json_t *ts_sched_snapshot_to_json(const struct ts_sched_snapshot *s)
     a = json_array();
     for (size_t i = 0; i < s->nnodes; i++) {
         const struct ts_sched_node *n = &s->nodes[i];
-        json_t *x = json_pack("{s:I,s:s,s:b,s:f,s:o,s:o,s:o}", "id", (json_int_t)n->id, "name",
-                              n->name, "ready", n->ready, "cpu", n->cpu, "memory_gib",
-                              gib_json(n->memory_bytes), "swap_free_gib",
-                              gib_json(n->swap_free_bytes), "labels",
-                              labels_json(n->labels, n->nlabels));
+        json_t *x = json_pack(
+            "{s:I,s:s,s:b,s:f,s:o,s:o,s:o}", "id", (json_int_t)n->id, "name", n->name, "ready",
+            n->ready, "cpu", n->cpu, "memory_gib", gib_json(n->memory_bytes), "swap_free_gib",
+            gib_json(n->swap_free_bytes), "labels", labels_json(n->labels, n->nlabels));
         json_t *g = json_array();
         for (size_t k = 0; k < s->ngpus; k++)
             if (s->gpus[k].node == (int)i)
-                json_array_append_new(g, json_pack("{s:s,s:o,s:o}", "model", s->gpus[k].model,
-                                                   "memory_gib", gib_json(s->gpus[k].memory_bytes),
-                                                   "reserve_gib",
-                                                   gib_json(s->gpus[k].reserve_bytes)));
+                json_array_append_new(g,
+                                      json_pack("{s:s,s:o,s:o}", "model", s->gpus[k].model,
+                                                "memory_gib", gib_json(s->gpus[k].memory_bytes),
+                                                "reserve_gib", gib_json(s->gpus[k].reserve_bytes)));
         json_object_set_new(x, "gpus", g);
         json_array_append_new(a, x);
     }
@@ -667,10 +668,10 @@ json_t *ts_sched_snapshot_to_json(const struct ts_sched_snapshot *s)
     a = json_array();
     for (size_t i = 0; i < s->npending; i++) {
         const struct ts_sched_pending *j = &s->pending[i];
-        json_t *x = json_pack("{s:I,s:s,s:s,s:i,s:b,s:I}", "id", (json_int_t)j->id, "name",
-                              j->name, "project", s->projects[j->project].name, "priority",
-                              j->priority, "preemptible", j->preemptible, "submitted_at",
-                              (json_int_t)j->submitted_at);
+        json_t *x =
+            json_pack("{s:I,s:s,s:s,s:i,s:b,s:I}", "id", (json_int_t)j->id, "name", j->name,
+                      "project", s->projects[j->project].name, "priority", j->priority,
+                      "preemptible", j->preemptible, "submitted_at", (json_int_t)j->submitted_at);
         request_json(x, &j->request);
         if (j->suspended_node >= 0)
             json_object_set_new(x, "suspended_on", json_string(s->nodes[j->suspended_node].name));
@@ -705,11 +706,10 @@ json_t *ts_sched_result_to_json(const struct ts_sched_snapshot *s, const struct 
     json_t *a = json_array();
     for (size_t i = 0; i < r->ndecisions; i++) {
         const struct ts_sched_decision *d = &r->decisions[i];
-        json_t *x = json_pack("{s:s,s:I,s:s,s:s,s:f,s:s,s:s}", "action",
-                              ts_sched_action_name(d->action), "job_id", (json_int_t)d->job_id,
-                              "job", job_name(s, d->job_was_running, d->job), "node",
-                              s->nodes[d->node].name, "gpus_total", d->gpus, "code", d->code,
-                              "message", d->message);
+        json_t *x = json_pack(
+            "{s:s,s:I,s:s,s:s,s:f,s:s,s:s}", "action", ts_sched_action_name(d->action), "job_id",
+            (json_int_t)d->job_id, "job", job_name(s, d->job_was_running, d->job), "node",
+            s->nodes[d->node].name, "gpus_total", d->gpus, "code", d->code, "message", d->message);
         json_t *g = json_array();
         for (size_t k = 0; k < d->nslots; k++)
             json_array_append_new(g, json_integer(s->gpus[d->slots[k].gpu].index));
@@ -731,17 +731,16 @@ json_t *ts_sched_result_to_json(const struct ts_sched_snapshot *s, const struct 
                     name = s->running[k].name;
         json_array_append_new(a, json_pack("{s:s,s:I,s:s,s:s,s:I}", "job", name, "job_id",
                                            (json_int_t)p->job_id, "code", p->code, "message",
-                                           p->message, "position",
-                                           (json_int_t)p->queue_position));
+                                           p->message, "position", (json_int_t)p->queue_position));
     }
     json_object_set_new(o, "pending", a);
     a = json_array();
     for (size_t i = 0; i < r->nshares; i++) {
         const struct ts_sched_share *sh = &r->shares[i];
-        json_array_append_new(a, json_pack("{s:s,s:f,s:f,s:f,s:f}", "project",
-                                           s->projects[i].name, "demand", sh->demand, "deserved",
-                                           sh->deserved, "fair_share", sh->fair_share,
-                                           "allocated", sh->allocated));
+        json_array_append_new(a,
+                              json_pack("{s:s,s:f,s:f,s:f,s:f}", "project", s->projects[i].name,
+                                        "demand", sh->demand, "deserved", sh->deserved,
+                                        "fair_share", sh->fair_share, "allocated", sh->allocated));
     }
     json_object_set_new(o, "shares", a);
     json_object_set_new(o, "passes", json_integer(r->passes));

@@ -123,8 +123,8 @@ enum ts_err ts_sched_snapshot_validate(const struct ts_sched_snapshot *s, struct
                                 j->project);
         if (j->suspended_node < -1 || j->suspended_node >= (int)s->nnodes)
             return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                "pending job \"%s\": suspended node index %d is out of range",
-                                name, j->suspended_node);
+                                "pending job \"%s\": suspended node index %d is out of range", name,
+                                j->suspended_node);
     }
     return TS_OK;
 }

@@ -50,8 +50,8 @@ static int next_row(struct csv *c)
             while (q < le && *q != ',')
                 q++;
             if (c->ncell >= MAX_COLS) {
-                ts_error_set(c->err, TS_ERR_INVALID_VALUE, "line %d: more than %d columns",
-                             c->line, MAX_COLS);
+                ts_error_set(c->err, TS_ERR_INVALID_VALUE, "line %d: more than %d columns", c->line,
+                             MAX_COLS);
                 return -1;
             }
             size_t n = (size_t)(q - f);
@@ -151,8 +151,8 @@ static enum ts_err get_int(const struct csv *c, int i, const char *name, int64_t
                             "line %d: column %s is not an integer: \"%s\"", c->line, name, s);
     if (v < lo || v > hi)
         return ts_error_set(c->err, TS_ERR_INVALID_VALUE,
-                            "line %d: column %s must be between %lld and %lld: %lld", c->line,
-                            name, (long long)lo, (long long)hi, v);
+                            "line %d: column %s must be between %lld and %lld: %lld", c->line, name,
+                            (long long)lo, (long long)hi, v);
     *out = v;
     return TS_OK;
 }
@@ -189,11 +189,11 @@ static const char *dup(struct ts_arena *a, const struct csv *c, int i)
     return ts_arena_strdup(a, field(c, i));
 }
 
-#define TRY(x)                 \
-    do {                       \
-        rc = (x);              \
-        if (rc != TS_OK)       \
-            goto out;          \
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        rc = (x);                                                                                  \
+        if (rc != TS_OK)                                                                           \
+            goto out;                                                                              \
     } while (0)
 
 /* Rows grow by doubling inside the arena (old blocks are left to it). */
@@ -212,7 +212,8 @@ static void *grow(struct ts_arena *a, void *old, size_t n, size_t *cap, size_t s
 }
 
 enum ts_err ts_sched_trace_nodes_parse(const char *buf, size_t len, struct ts_arena *a,
-                                 struct ts_sched_trace_node **out, size_t *n, struct ts_error *err)
+                                       struct ts_sched_trace_node **out, size_t *n,
+                                       struct ts_error *err)
 {
     struct csv *c = malloc(sizeof(*c));
     enum ts_err rc = TS_OK;
@@ -260,7 +261,8 @@ out:
 }
 
 enum ts_err ts_sched_trace_pods_parse(const char *buf, size_t len, struct ts_arena *a,
-                                struct ts_sched_trace_pod **out, size_t *n, struct ts_error *err)
+                                      struct ts_sched_trace_pod **out, size_t *n,
+                                      struct ts_error *err)
 {
     struct csv *c = malloc(sizeof(*c));
     enum ts_err rc = TS_OK;
@@ -269,8 +271,8 @@ enum ts_err ts_sched_trace_pods_parse(const char *buf, size_t len, struct ts_are
     *n = 0;
     if (c == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    static const char *const names[] = {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli",
-                                        NULL};
+    static const char *const names[] = {"name",    "cpu_milli", "memory_mib",
+                                        "num_gpu", "gpu_milli", NULL};
     int ix[5];
     TRY(open_csv(c, buf, len, err));
     TRY(need_cols(c, names, ix));
@@ -320,8 +322,8 @@ out:
 }
 
 enum ts_err ts_sched_trace_projects_parse(const char *buf, size_t len, struct ts_arena *a,
-                                    struct ts_sched_trace_project **out, size_t *n,
-                                    struct ts_error *err)
+                                          struct ts_sched_trace_project **out, size_t *n,
+                                          struct ts_error *err)
 {
     struct csv *c = malloc(sizeof(*c));
     enum ts_err rc = TS_OK;
@@ -368,7 +370,8 @@ out:
 }
 
 enum ts_err ts_sched_trace_jobs_parse(const char *buf, size_t len, struct ts_arena *a,
-                                struct ts_sched_trace_job **out, size_t *n, struct ts_error *err)
+                                      struct ts_sched_trace_job **out, size_t *n,
+                                      struct ts_error *err)
 {
     struct csv *c = malloc(sizeof(*c));
     enum ts_err rc = TS_OK;
@@ -377,8 +380,8 @@ enum ts_err ts_sched_trace_jobs_parse(const char *buf, size_t len, struct ts_are
     *n = 0;
     if (c == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    static const char *const names[] = {"name", "project", "submit_s", "duration_s", "num_gpu",
-                                        "gpu_milli", NULL};
+    static const char *const names[] = {"name",    "project",   "submit_s", "duration_s",
+                                        "num_gpu", "gpu_milli", NULL};
     int ix[6];
     TRY(open_csv(c, buf, len, err));
     TRY(need_cols(c, names, ix));

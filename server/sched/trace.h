@@ -33,22 +33,22 @@ struct ts_sched_trace_node {
     int64_t cpu_milli;
     int64_t memory_mib;
     int gpus;
-    const char *model;        /* "" on CPU-only nodes */
+    const char *model; /* "" on CPU-only nodes */
 };
 
 struct ts_sched_trace_pod {
     const char *name;
     int64_t cpu_milli;
     int64_t memory_mib;
-    int num_gpu;              /* 0..64 */
-    int gpu_milli;            /* per GPU, 0..1000 */
-    const char *gpu_spec;     /* "V100M16|V100M32", "" = any */
-    int64_t creation_time;    /* -1 when absent */
+    int num_gpu;           /* 0..64 */
+    int gpu_milli;         /* per GPU, 0..1000 */
+    const char *gpu_spec;  /* "V100M16|V100M32", "" = any */
+    int64_t creation_time; /* -1 when absent */
 };
 
 struct ts_sched_trace_project {
     const char *name;
-    const char *department;   /* "" = none */
+    const char *department; /* "" = none */
     double quota_gpus;
     double over_quota_weight; /* default 1 */
     bool has_limit;
@@ -60,25 +60,28 @@ struct ts_sched_trace_job {
     const char *name;
     const char *project;
     int64_t submit_s;
-    int64_t duration_s;       /* > 0 */
+    int64_t duration_s; /* > 0 */
     int num_gpu;
     int gpu_milli;
     int64_t cpu_milli;
     int64_t memory_mib;
-    int priority;             /* default 50 */
-    bool preemptible;         /* default true */
-    double utilization;       /* 0..1 of the allocation it uses; default 1 */
+    int priority;       /* default 50 */
+    bool preemptible;   /* default true */
+    double utilization; /* 0..1 of the allocation it uses; default 1 */
 };
 
 /* Each parser fills *out (allocated from a, borrowed until it is freed) and *n. */
 enum ts_err ts_sched_trace_nodes_parse(const char *buf, size_t len, struct ts_arena *a,
-                                 struct ts_sched_trace_node **out, size_t *n, struct ts_error *err);
+                                       struct ts_sched_trace_node **out, size_t *n,
+                                       struct ts_error *err);
 enum ts_err ts_sched_trace_pods_parse(const char *buf, size_t len, struct ts_arena *a,
-                                struct ts_sched_trace_pod **out, size_t *n, struct ts_error *err);
+                                      struct ts_sched_trace_pod **out, size_t *n,
+                                      struct ts_error *err);
 enum ts_err ts_sched_trace_projects_parse(const char *buf, size_t len, struct ts_arena *a,
-                                    struct ts_sched_trace_project **out, size_t *n,
-                                    struct ts_error *err);
+                                          struct ts_sched_trace_project **out, size_t *n,
+                                          struct ts_error *err);
 enum ts_err ts_sched_trace_jobs_parse(const char *buf, size_t len, struct ts_arena *a,
-                                struct ts_sched_trace_job **out, size_t *n, struct ts_error *err);
+                                      struct ts_sched_trace_job **out, size_t *n,
+                                      struct ts_error *err);
 
 #endif /* TS_SERVER_SCHED_TRACE_H */

@@ -135,15 +135,17 @@ int main(int argc, char **argv)
         if (!ts_sched_cluster_place(c, bp, &j->request, &node, slots[nr], &ns))
             continue;
         ts_sched_cluster_commit(c, &j->request, node, slots[nr], ns);
-        *j = (struct ts_sched_running){(int64_t)nr + 1, "r", (int)rnd(10), 50, rnd(5) != 0,
-                                       j->request, node, slots[nr], ns, (int64_t)rnd(90000)};
+        *j =
+            (struct ts_sched_running){(int64_t)nr + 1, "r",  (int)rnd(10), 50, rnd(5) != 0,
+                                      j->request,      node, slots[nr],    ns, (int64_t)rnd(90000)};
         nr++;
     }
     double allocated = ts_sched_cluster_allocated_gpus(c);
     ts_sched_cluster_free(c);
     for (int i = 0; i < 10000; i++) {
-        pen[i] = (struct ts_sched_pending){100000 + i, "q", (int)rnd(10), 10 * (int)rnd(10),
-                                           rnd(5) != 0, {0}, (int64_t)rnd(100000), -1};
+        pen[i] =
+            (struct ts_sched_pending){100000 + i,  "q", (int)rnd(10),         10 * (int)rnd(10),
+                                      rnd(5) != 0, {0}, (int64_t)rnd(100000), -1};
         request(&pen[i].request, rnd(4));
     }
     s.running = run;

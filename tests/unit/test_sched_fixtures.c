@@ -23,12 +23,12 @@
 static const char *strategies[] = {"binpack", "spread", "fgd"};
 static int failures; /* fixtures that did not decide what they expect */
 
-#define MISMATCH(...)                          \
-    do {                                       \
-        fprintf(stderr, "MISMATCH: " __VA_ARGS__); \
-        fprintf(stderr, "\n");                \
-        failures++;                            \
-        return;                                \
+#define MISMATCH(...)                                                                              \
+    do {                                                                                           \
+        fprintf(stderr, "MISMATCH: " __VA_ARGS__);                                                 \
+        fprintf(stderr, "\n");                                                                     \
+        failures++;                                                                                \
+        return;                                                                                    \
     } while (0)
 
 static char *fixture_dir(void)

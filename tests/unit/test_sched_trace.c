@@ -110,7 +110,8 @@ static void the_time_replay_formats_parse_with_defaults(void **state)
     assert_int_equal(j[0].priority, 50);
     assert_true(j[0].preemptible);
     assert_true(j[0].utilization == 1.0);
-    static const char bad[] = "name,project,submit_s,duration_s,num_gpu,gpu_milli\nj1,vision,0,0,1,500\n";
+    static const char bad[] =
+        "name,project,submit_s,duration_s,num_gpu,gpu_milli\nj1,vision,0,0,1,500\n";
     assert_int_not_equal(ts_sched_trace_jobs_parse(bad, sizeof(bad) - 1, a, &j, &n, &err), TS_OK);
     assert_non_null(strstr(err.message, "line 2: column duration_s"));
     ts_arena_free(a);

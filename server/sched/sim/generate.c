@@ -131,8 +131,8 @@ int sim_generate_main(int argc, char **argv)
         if (dur < 60)
             dur = 60;
         bool np = sim_rng_unit(&r) < 0.2;
-        fprintf(f, "job-%06d,project-%d,%lld,%lld,%d,%d,%d,%d,%d,%d,%.2f\n", j, p, (long long)t, dur,
-                ng, milli, 4000 * ng, 16384 * ng, np ? 100 : 50, np ? 0 : 1,
+        fprintf(f, "job-%06d,project-%d,%lld,%lld,%d,%d,%d,%d,%d,%d,%.2f\n", j, p, (long long)t,
+                dur, ng, milli, 4000 * ng, 16384 * ng, np ? 100 : 50, np ? 0 : 1,
                 0.2 + 0.8 * sim_rng_unit(&r));
     }
     fclose(f);

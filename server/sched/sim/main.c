@@ -184,7 +184,8 @@ static int decide_main(int argc, char **argv)
     printf("\n");
     json_decref(o);
     if (next) {
-        if (ts_sched_apply(&s, r, a, &nx, &err) != TS_OK || ts_sched_decide(&nx, &r2, &err) != TS_OK)
+        if (ts_sched_apply(&s, r, a, &nx, &err) != TS_OK ||
+            ts_sched_decide(&nx, &r2, &err) != TS_OK)
             goto out;
         o = ts_sched_result_to_json(&nx, r2);
         json_dumpf(o, stdout, JSON_INDENT(2));

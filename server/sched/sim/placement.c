@@ -137,7 +137,8 @@ int sim_placement_main(int argc, char **argv)
         return 2;
     const struct ts_sched_strategy *st = ts_sched_strategy_find(o.strategy);
     if (st == NULL) {
-        fprintf(stderr, "tessera-sim placement: unknown strategy \"%s\": use binpack, spread or fgd\n",
+        fprintf(stderr,
+                "tessera-sim placement: unknown strategy \"%s\": use binpack, spread or fgd\n",
                 o.strategy);
         return 2;
     }
@@ -247,11 +248,11 @@ int sim_placement_main(int argc, char **argv)
     char name[256];
     trace_name(o.pods, name, sizeof(name));
     if (strcmp(o.output, "json") == 0) {
-        json_t *j = json_pack("{s:s,s:s,s:i,s:I,s:{s:f,s:f},s:{s:f,s:f},s:i,s:i,s:f}", "trace", name,
-                              "strategy", o.strategy, "seeds", o.seeds, "seed_base",
-                              (json_int_t)o.seed_base, "unallocated_pct_at_100", "mean", m100,
-                              "sd", s100, "unallocated_pct_at_130", "mean", m130, "sd", s130,
-                              "gpus", (int)cap, "pods", (int)np, "seconds", secs);
+        json_t *j = json_pack("{s:s,s:s,s:i,s:I,s:{s:f,s:f},s:{s:f,s:f},s:i,s:i,s:f}", "trace",
+                              name, "strategy", o.strategy, "seeds", o.seeds, "seed_base",
+                              (json_int_t)o.seed_base, "unallocated_pct_at_100", "mean", m100, "sd",
+                              s100, "unallocated_pct_at_130", "mean", m130, "sd", s130, "gpus",
+                              (int)cap, "pods", (int)np, "seconds", secs);
         char *txt = json_dumps(j, JSON_REAL_PRECISION(6));
         printf("%s\n", txt);
         free(txt);

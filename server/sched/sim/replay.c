@@ -25,9 +25,9 @@ struct rjob {
     int project;
     struct ts_sched_request req;
     enum jstate st;
-    double remaining;     /* seconds of work left */
-    int64_t started_at;   /* this run */
-    int64_t first_start;  /* -1 */
+    double remaining;    /* seconds of work left */
+    int64_t started_at;  /* this run */
+    int64_t first_start; /* -1 */
     int64_t end;
     int node;
     struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
@@ -156,8 +156,8 @@ int sim_replay_main(int argc, char **argv)
                 if (strcmp(deps[d].name, tp[i].department) == 0)
                     break;
             if (d == s.ndepartments) {
-                deps[d] = (struct ts_sched_department){(int64_t)d + 1, tp[i].department, 0, 1,
-                                                       false, 0, 0};
+                deps[d] = (struct ts_sched_department){
+                    (int64_t)d + 1, tp[i].department, 0, 1, false, 0, 0};
                 s.ndepartments++;
             }
             deps[d].quota_gpus += tp[i].quota_gpus;
@@ -274,12 +274,12 @@ int sim_replay_main(int argc, char **argv)
             if (j->st == J_RUNNING) {
                 run[s.nrunning] = (struct ts_sched_running){
                     (int64_t)i + 1, j->t->name, j->project, j->t->priority, j->t->preemptible,
-                    j->req, j->node, j->slots, j->nslots, j->started_at};
+                    j->req,         j->node,    j->slots,   j->nslots,      j->started_at};
                 run_of[s.nrunning++] = (int)i;
             } else if (j->st == J_PENDING) {
                 pen[s.npending] = (struct ts_sched_pending){
-                    (int64_t)i + 1, j->t->name, j->project, j->t->priority, j->t->preemptible,
-                    j->req, j->t->submit_s, -1};
+                    (int64_t)i + 1,    j->t->name, j->project,     j->t->priority,
+                    j->t->preemptible, j->req,     j->t->submit_s, -1};
                 pen_of[s.npending++] = (int)i;
             }
         }
@@ -323,11 +323,11 @@ int sim_replay_main(int argc, char **argv)
                 cur_util += jobs[i].gpus * jobs[i].t->utilization;
             }
     }
-    json_t *out = json_pack("{s:s,s:i,s:I,s:I,s:f,s:f,s:I}", "strategy", strategy, "gpus", (int)cap,
-                            "jobs", (json_int_t)nj, "cycles", (json_int_t)cycles,
-                            "allocation_pct", total_s > 0 ? 100 * alloc_s / total_s : 0,
-                            "utilization_pct", total_s > 0 ? 100 * util_s / total_s : 0,
-                            "preemptions", (json_int_t)preemptions);
+    json_t *out =
+        json_pack("{s:s,s:i,s:I,s:I,s:f,s:f,s:I}", "strategy", strategy, "gpus", (int)cap, "jobs",
+                  (json_int_t)nj, "cycles", (json_int_t)cycles, "allocation_pct",
+                  total_s > 0 ? 100 * alloc_s / total_s : 0, "utilization_pct",
+                  total_s > 0 ? 100 * util_s / total_s : 0, "preemptions", (json_int_t)preemptions);
     json_t *pj = json_array();
     if (strcmp(output, "text") == 0) {
         printf("%zu jobs on %d GPUs, %s, %zu cycles: allocation %.1f%%, utilization %.1f%%, "
@@ -346,12 +346,12 @@ int sim_replay_main(int argc, char **argv)
             printf("%-14s %6d %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %9.1f %9.1f %6d\n", tp[p].name,
                    x->done, wm, w50, w99, tm, t50, t99, x->gpu_s / 3600, x->fair_s / 3600,
                    x->preempted);
-        json_array_append_new(
-            pj, json_pack("{s:s,s:i,s:{s:f,s:f,s:f},s:{s:f,s:f,s:f},s:f,s:f,s:i}", "project",
-                          tp[p].name, "done", x->done, "queueing_delay_s", "mean", wm, "p50", w50,
-                          "p99", w99, "completion_s", "mean", tm, "p50", t50, "p99", t99,
-                          "gpu_hours", x->gpu_s / 3600, "fair_share_gpu_hours", x->fair_s / 3600,
-                          "preemptions", x->preempted));
+        json_array_append_new(pj, json_pack("{s:s,s:i,s:{s:f,s:f,s:f},s:{s:f,s:f,s:f},s:f,s:f,s:i}",
+                                            "project", tp[p].name, "done", x->done,
+                                            "queueing_delay_s", "mean", wm, "p50", w50, "p99", w99,
+                                            "completion_s", "mean", tm, "p50", t50, "p99", t99,
+                                            "gpu_hours", x->gpu_s / 3600, "fair_share_gpu_hours",
+                                            x->fair_s / 3600, "preemptions", x->preempted));
     }
     json_object_set_new(out, "projects", pj);
     json_object_set_new(out, "series", series);

@@ -20,7 +20,7 @@ struct sim_rng {
     uint64_t s;
 };
 uint64_t sim_rng_next(struct sim_rng *r);
-double sim_rng_unit(struct sim_rng *r);     /* [0, 1) */
+double sim_rng_unit(struct sim_rng *r); /* [0, 1) */
 size_t sim_rng_below(struct sim_rng *r, size_t n);
 
 /* Nodes of a trace as snapshot nodes and GPUs (arena); GPU memory is

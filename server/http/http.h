@@ -73,8 +73,8 @@ void ts_http_reply_json(struct ts_request *r, int status, json_t *json);
  * TS_HTTP_STREAM_END when the body is complete; TS_HTTP_STREAM_ERROR to
  * abort the connection. The connection's idle timeout is off while a stream
  * is sent; a client that hangs up ends the stream before fn is called again.
- * While fn blocks, it holds its thread: under libmicrohttpd's thread pool,
- * the other connections of that pool thread wait too.
+ * While fn blocks it holds its connection's thread (one per connection), so
+ * it must not wait long: the server's stop waits for it.
  *
  * fn runs after the handler returned and after the request's database
  * connection went back to the pool, and may outlive the request: cls must

@@ -538,14 +538,22 @@ static int setup(void **state)
     job_e = submit("e", "p1");
     if (!agent[0] || !member1[0] || !member2[0] || !viewer[0] || job_e < 0)
         return -1;
-    /* until agents register nodes and the scheduler places jobs: SQL */
-    char sql[1024];
+    /* until agents register nodes and the scheduler places jobs: SQL. Each
+     * job holds one whole GPU, as a running job placed by the scheduler. */
+    char sql[2048];
     snprintf(sql, sizeof(sql),
-             "INSERT INTO node (name, state) VALUES ('n1', 'ready'), ('n2', 'ready');"
+             "INSERT INTO node (name, state, last_seen_at) VALUES ('n1', 'ready', now()),"
+             " ('n2', 'ready', now());"
+             "INSERT INTO gpu (node_id, idx, uuid, model, memory_bytes)"
+             " SELECT n.id, i, n.name || '-' || i, 'H100', 85899345920"
+             " FROM node n, generate_series(0, 4) i;"
              "UPDATE job SET state = 'running', attempt = 1,"
              " node_id = (SELECT id FROM node WHERE name = 'n1') WHERE id <> %lld;"
              "UPDATE job SET state = 'running', attempt = 1,"
-             " node_id = (SELECT id FROM node WHERE name = 'n2') WHERE id = %lld;",
+             " node_id = (SELECT id FROM node WHERE name = 'n2') WHERE id = %lld;"
+             "INSERT INTO job_gpu (job_id, gpu_id, memory_bytes)"
+             " SELECT j.id, g.id, g.memory_bytes FROM job j JOIN gpu g ON g.node_id = j.node_id"
+             " AND g.idx = j.id %% 5;",
              job_b, job_b);
     char out[8];
     return ts_it_sql(&srv, sql, out, sizeof(out));

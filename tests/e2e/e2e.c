@@ -520,6 +520,12 @@ int ts_e2e_agent_start(struct ts_e2e *c, struct ts_e2e_agent *a)
 
 int ts_e2e_agent_add(struct ts_e2e *c, const char *node, const char *gpus, const char *labels)
 {
+    return ts_e2e_agent_add_at(c, c->srv.url, node, gpus, labels);
+}
+
+int ts_e2e_agent_add_at(struct ts_e2e *c, const char *server, const char *node, const char *gpus,
+                        const char *labels)
+{
     if (c->nagents >= TS_E2E_AGENTS_MAX)
         return -1;
     int i = c->nagents++;
@@ -528,7 +534,7 @@ int ts_e2e_agent_add(struct ts_e2e *c, const char *node, const char *gpus, const
     snprintf(a->node, sizeof(a->node), "%s", node);
     snprintf(a->gpus, sizeof(a->gpus), "%s", gpus);
     snprintf(a->labels, sizeof(a->labels), "%s", labels != NULL ? labels : "");
-    snprintf(a->server, sizeof(a->server), "%s", c->srv.url);
+    snprintf(a->server, sizeof(a->server), "%s", server);
     char base[320]; /* a copy: GCC cannot tell that a and c->srv do not overlap */
     snprintf(base, sizeof(base), "%s/agent-%s", c->srv.dir, node);
     snprintf(a->data, sizeof(a->data), "%s", base);
@@ -580,6 +586,14 @@ void ts_e2e_agent_kill_jobs(const struct ts_e2e_agent *a)
         ts_e2e_wait_group_gone(p.pid, 5);
     }
     closedir(d);
+}
+
+bool ts_e2e_log_has(const char *path, const char *text)
+{
+    char *log = pgtest_read_file(path);
+    bool found = log != NULL && strstr(log, text) != NULL;
+    free(log);
+    return found;
 }
 
 /* ---- the cluster ---------------------------------------------------------- */

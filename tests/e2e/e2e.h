@@ -90,6 +90,9 @@ int ts_e2e_stop(struct ts_e2e *c);
 
 /* Add and start an agent talking to c->srv; its index, or -1. */
 int ts_e2e_agent_add(struct ts_e2e *c, const char *node, const char *gpus, const char *labels);
+/* The same, talking to server (a URL). */
+int ts_e2e_agent_add_at(struct ts_e2e *c, const char *server, const char *node, const char *gpus,
+                        const char *labels);
 /* (Re)start agent a (with a->server); 0 or -1. */
 int ts_e2e_agent_start(struct ts_e2e *c, struct ts_e2e_agent *a);
 /* Signal agent a and wait up to 20 s for it; its wait status, or -1. */
@@ -160,6 +163,8 @@ char *ts_e2e_output(const struct ts_e2e_agent *a, long long id, int attempt);
 /* Wait up to secs for the agent's output.log of the attempt to contain text. */
 bool ts_e2e_wait_output(const struct ts_e2e_agent *a, long long id, int attempt, const char *text,
                         double secs);
+/* The file at path contains text. */
+bool ts_e2e_log_has(const char *path, const char *text);
 /* The agent called node, or NULL. */
 struct ts_e2e_agent *ts_e2e_agent_named(struct ts_e2e *c, const char *node);
 

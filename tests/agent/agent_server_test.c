@@ -286,6 +286,12 @@ static void a_job_runs_to_success_and_its_output_reaches_the_server(void **state
     assert_string_equal(out, local);
     free(local);
     free(out);
+    /* the server has it all: the agent forgets the job, marking its folder */
+    snprintf(path, sizeof(path), "%s/jobs/%lld-%lld/reported", data, id, attempt);
+    double end = now_s() + 20;
+    while (access(path, F_OK) != 0 && now_s() < end)
+        usleep(100 * 1000);
+    assert_int_equal(access(path, F_OK), 0);
 }
 
 static void a_failing_job_reports_its_exit_code(void **state)

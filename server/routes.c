@@ -1,10 +1,12 @@
 /*
  * routes.c - the route table. Operational endpoints answer both at the root
- * (where load balancers and Prometheus look) and under /api/v1.
+ * (where load balancers and Prometheus look) and under /api/v1. The
+ * dashboard (web/) is served at / and /ui/.
  */
 #include "server/routes.h"
 
 #include "server/handlers/handlers.h"
+#include "server/handlers/web.h"
 
 #define V1 "/api/v1"
 
@@ -18,6 +20,10 @@ const struct ts_route ts_routes[] = {
     {"GET", V1 "/metrics", ts_h_metrics, TS_ACCESS_READ},
     {"GET", V1 "/version", ts_h_version, TS_ACCESS_PUBLIC},
     {"GET", V1 "/openapi.yaml", ts_h_openapi, TS_ACCESS_PUBLIC},
+
+    {"GET", "/", ts_h_web_index, TS_ACCESS_PUBLIC},
+    {"GET", "/ui/{file}", ts_h_web_file, TS_ACCESS_PUBLIC},
+    {"GET", "/ui/vendor/{file}", ts_h_web_vendor_file, TS_ACCESS_PUBLIC},
 
     {"GET", V1 "/whoami", ts_h_whoami, TS_ACCESS_ANY},
     {"POST", V1 "/tokens", ts_h_token_create, TS_ACCESS_ADMIN},

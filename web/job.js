@@ -1,0 +1,171 @@
+// job.js - one job's page (#/jobs/ID): what it is and where it runs
+// (GET /jobs/{id}), why it waits when it is pending (its reason code,
+// sentence and queue position), what happened to it (GET /jobs/{id}/events)
+// and its output, streamed live (GET /jobs/{id}/logs?follow=true, text/plain
+// read chunk by chunk until the job finishes or the page is left).
+
+import {request, get} from './api.js';
+import {el, setText, show, gpus, gpuRequest, bytes, percent, time} from './dom.js';
+import {Table} from './table.js';
+
+const LOG_KEEP = 512 * 1024; // characters of output kept on the page
+const FINISHED = new Set(['succeeded', 'failed', 'cancelled']);
+
+export class JobPage {
+  constructor(root) {
+    this.root = root;
+    this.id = null;
+    this.title = el('h2', {id: 'job-title', tabindex: '-1'});
+    this.stateBadge = el('span', {class: 'state'});
+    this.facts = el('dl', {class: 'facts'});
+    this.reasonCode = el('code', {class: 'reason-code'});
+    this.reasonText = el('p', {class: 'reason-text'});
+    this.reasonPos = el('p', {class: 'reason-position'});
+    this.reason = el('section', {class: 'reason', 'aria-labelledby': 'reason-title', hidden: true},
+      el('h3', {id: 'reason-title'}, 'Why it waits'), this.reasonCode, this.reasonText, this.reasonPos);
+    this.error = el('p', {class: 'form-error', role: 'alert', hidden: true});
+    this.events = new Table({
+      caption: 'Events of this job',
+      pageSize: 100,
+      empty: 'No events yet.',
+      columns: [
+        {label: 'Time', cell: (e) => ({text: time(e.at), title: e.at})},
+        {label: 'Event', cell: (e) => ({text: e.type, cls: 'code'})},
+        {label: 'Message', cls: 'wide', cell: (e) => e.message},
+      ],
+    });
+    this.follow = el('input', {id: 'log-follow', type: 'checkbox', checked: true, onchange: () => this.followChanged()});
+    this.logState = el('span', {class: 'panel-note', role: 'status'});
+    this.log = el('pre', {class: 'log', tabindex: '0', 'aria-label': 'job output'});
+    root.append(
+      el('p', {}, el('a', {href: '#/', class: 'back'}, '‹ Back to the overview')),
+      el('header', {class: 'job-header'}, this.title, this.stateBadge),
+      this.error, this.reason,
+      el('section', {'aria-labelledby': 'facts-title'}, el('h3', {id: 'facts-title'}, 'Details'), this.facts),
+      el('section', {'aria-labelledby': 'events-title'}, el('h3', {id: 'events-title'}, 'Events'), this.events.root),
+      el('section', {'aria-labelledby': 'log-title'},
+        el('div', {class: 'log-head'}, el('h3', {id: 'log-title'}, 'Output'),
+          el('span', {class: 'field'}, this.follow, el('label', {for: 'log-follow'}, 'Follow live')), this.logState),
+        this.log));
+  }
+
+  open(id) {
+    this.close();
+    this.id = id;
+    this.job = null;
+    setText(this.title, `Job ${id}`);
+    this.facts.replaceChildren();
+    this.events.update([]);
+    this.log.textContent = '';
+    show(this.reason, false);
+    show(this.error, false);
+    this.title.focus();
+    this.streamLog();
+    return this.refresh();
+  }
+
+  close() {
+    if (this.abort) this.abort.abort();
+    this.abort = null;
+    this.id = null;
+  }
+
+  async refresh() {
+    const id = this.id;
+    if (id === null) return;
+    let job;
+    let events;
+    try {
+      [job, events] = await Promise.all([get(`/jobs/${id}`), get(`/jobs/${id}/events`)]);
+    } catch (e) {
+      if (id !== this.id) return;
+      setText(this.error, e.status === 404 ? `There is no job ${id}.` : `Could not load job ${id}: ${e.message}`);
+      show(this.error, true);
+      return;
+    }
+    if (id !== this.id) return;
+    show(this.error, false);
+    this.job = job;
+    this.render(job, events.events || []);
+  }
+
+  render(j, events) {
+    setText(this.title, `Job ${j.name}`);
+    document.title = `${j.name} · Tessera`;
+    setText(this.stateBadge, j.state);
+    this.stateBadge.className = `state state-${j.state}`;
+    const r = j.pending_reason;
+    show(this.reason, j.state === 'pending' && !!r);
+    if (r) {
+      setText(this.reasonCode, r.code);
+      setText(this.reasonText, r.message);
+      setText(this.reasonPos, r.queue_position ? `Position ${r.queue_position} in the queue.` : '');
+    }
+    const u = j.usage || {};
+    const facts = [
+      ['Id', j.id],
+      ['Project', j.project],
+      ['Kind', j.kind],
+      ['Priority', j.priority],
+      ['Preemptible', j.preemptible ? 'yes' : 'no'],
+      ['GPU request', gpuRequest(j.gpu)],
+      ['Node', j.node || '–'],
+      ['GPU utilization', j.state === 'running' ? percent(u.gpu_utilization) : '–'],
+      ['GPU memory used', j.state === 'running' ? bytes(u.gpu_memory_used_bytes) : '–'],
+      ['Last active', time(u.last_active_at)],
+      ['Project deserved / fair share', j.fair_share ? `${gpus(j.fair_share.project_deserved_gpus)} / ${gpus(j.fair_share.project_fair_share_gpus)} GPUs` : '–'],
+      ['Submitted', time(j.created_at)],
+      ['Started', time(j.started_at)],
+      ['Finished', time(j.finished_at)],
+      ['Exit code', j.exit_code === null || j.exit_code === undefined ? '–' : j.exit_code],
+      ['Resumed', `${j.resume_count || 0} times`],
+      ['Command', (j.command || []).join(' ')],
+    ];
+    if (this.facts.children.length !== facts.length * 2)
+      this.facts.replaceChildren(...facts.flatMap(([k]) => [el('dt', {}, k), el('dd')]));
+    facts.forEach(([, v], i) => setText(this.facts.children[i * 2 + 1], v));
+    this.events.update(events);
+  }
+
+  followChanged() {
+    if (this.follow.checked) this.streamLog();
+    else if (this.abort) {
+      this.abort.abort();
+      this.abort = null;
+      setText(this.logState, 'paused');
+    }
+  }
+
+  append(text) {
+    const atBottom = this.log.scrollTop + this.log.clientHeight >= this.log.scrollHeight - 4;
+    this.log.append(text);
+    if (this.log.textContent.length > LOG_KEEP) this.log.textContent = this.log.textContent.slice(-LOG_KEEP / 2);
+    if (atBottom) this.log.scrollTop = this.log.scrollHeight;
+  }
+
+  // Output so far (the last 1000 lines), then new output as it comes.
+  async streamLog() {
+    if (this.abort) this.abort.abort();
+    const id = this.id;
+    const abort = new AbortController();
+    this.abort = abort;
+    this.log.textContent = '';
+    const follow = this.follow.checked;
+    setText(this.logState, follow ? 'following' : '');
+    try {
+      const r = await request(`/jobs/${id}/logs`, {query: {follow: follow ? 'true' : 'false', tail: 1000}, stream: true, signal: abort.signal, headers: {Accept: 'text/plain'}});
+      const reader = r.response.body.getReader();
+      const decoder = new TextDecoder();
+      for (;;) {
+        const {done, value} = await reader.read();
+        if (done) break;
+        this.append(decoder.decode(value, {stream: true}));
+      }
+      this.append(decoder.decode());
+      if (this.abort === abort) setText(this.logState, this.job && FINISHED.has(this.job.state) ? 'the job has finished' : 'end of output');
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      if (this.abort === abort) setText(this.logState, `could not read the output: ${e.message}`);
+    }
+  }
+}

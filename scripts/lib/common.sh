@@ -5,11 +5,13 @@
 TS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 # Debian 12 packages: build tools, libraries, PostgreSQL 15 (server and
-# client tools used by the tests), curl for the demo.
+# client tools used by the tests), curl for the demo, Chromium and Node.js
+# for the dashboard's browser tests (npm too, unless node came with one).
 TS_PACKAGES=(
   build-essential cmake pkg-config
   libmicrohttpd-dev libjansson-dev libpq-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
   postgresql postgresql-client curl ca-certificates procps
+  chromium nodejs
 )
 
 ts_say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -23,14 +25,32 @@ ts_install_deps() {
   for p in "${TS_PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
-  if [ ${#missing[@]} -eq 0 ]; then
+  # Debian's nodejs comes without npm; other builds of node bring their own
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  if [ ${#missing[@]} -gt 0 ]; then
+    ts_say "installing ${missing[*]}"
+    ts_sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    # postgresql's package would start a cluster of its own; we never use it
+    ts_sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  fi
+  ts_install_playwright
+}
+
+# playwright-core, at the version tests/browser/package.json names, into
+# tests/browser/node_modules (git-ignored). It drives Debian's Chromium: no
+# browser is downloaded. Nothing happens when that version is there.
+ts_install_playwright() {
+  local dir=$TS_ROOT/tests/browser want have
+  [ -f "$dir/package.json" ] || return 0
+  want=$(sed -n 's/.*"playwright-core": *"\([^"]*\)".*/\1/p' "$dir/package.json")
+  have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
+    "$dir/node_modules/playwright-core/package.json" 2>/dev/null | head -n1)
+  if [ -n "$want" ] && [ "$want" = "$have" ]; then
     return 0
   fi
-  ts_say "installing ${missing[*]}"
-  ts_sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  # postgresql's package would start a cluster of its own; we never use it
-  ts_sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
+  ts_say "installing playwright-core $want into tests/browser/node_modules"
+  (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null)
 }
 
 # ts_build BUILD_DIR [cmake args...]

@@ -1,0 +1,400 @@
+// tests/browser/dashboard.mjs - drives the dashboard in headless Chromium
+// (Debian's, through playwright-core: no browser download) against the
+// cluster dashboard_test.sh started and seeded. Each step is what a person
+// would check; any console error or uncaught exception on the page fails the
+// test. Screenshots go to TS_OUT_DIR.
+//
+// Then the same page against a synthetic cluster of 1,000 nodes (8,000 GPUs)
+// and 10,000 pending jobs, served by request interception, to show that it
+// stays fast: one page of rows in the DOM, and a bounded render time.
+
+import {chromium} from 'playwright-core';
+import {readFileSync} from 'node:fs';
+import path from 'node:path';
+
+const URL = process.env.TS_URL;
+const TOKEN = process.env.TS_TOKEN;
+const OUT = process.env.TS_OUT_DIR;
+const started = Date.now();
+
+let step = '';
+const problems = [];
+
+function log(msg) {
+  console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}`);
+}
+
+function begin(name, statuses = []) {
+  step = name;
+  expectedStatuses = statuses;
+  log(name);
+}
+
+function check(cond, what) {
+  if (!cond) throw new Error(`${step}: ${what}`);
+}
+
+// Poll fn until it returns a truthy value; fail with what after timeout.
+async function until(fn, what, timeout = 20000) {
+  const end = Date.now() + timeout;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+      last = v;
+    } catch (e) {
+      last = e.message;
+    }
+    if (Date.now() > end) {
+      const w = typeof what === 'function' ? what() : what;
+      throw new Error(`${step}: timed out waiting for ${w}${last ? ` (${last})` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+async function api(method, p, body, headers = {}) {
+  const res = await fetch(`${URL}/api/v1${p}`, {
+    method,
+    headers: {Authorization: `Bearer ${TOKEN}`, 'Content-Type': 'application/json', ...headers},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${p}: HTTP ${res.status} ${text}`);
+  return {data: text ? JSON.parse(text) : null, etag: res.headers.get('ETag')};
+}
+
+// HTTP statuses the current step provokes on purpose (a wrong token: 401;
+// a stale ETag: 412). Chromium logs every failed fetch as a console error
+// ("Failed to load resource: ... status of 412"); only those are let pass.
+let expectedStatuses = [];
+
+function watch(page, label) {
+  page.on('console', (m) => {
+    if (m.type() !== 'error') return;
+    const s = m.text().match(/^Failed to load resource: the server responded with a status of (\d+)/);
+    if (s && expectedStatuses.includes(Number(s[1])) && new globalThis.URL(m.location().url).pathname.startsWith('/api/v1/')) return;
+    problems.push(`${label} console error during "${step}": ${m.text()} (${m.location().url})`);
+  });
+  page.on('pageerror', (e) => problems.push(`${label} uncaught exception during "${step}": ${e.message}`));
+  page.on('requestfailed', (r) => {
+    const f = r.failure();
+    // a followed log that the page aborts on leaving is expected
+    if (f && !/ERR_ABORTED/.test(f.errorText)) problems.push(`${label} request failed during "${step}": ${r.url()} ${f.errorText}`);
+  });
+}
+
+async function shot(page, name) {
+  await page.screenshot({path: path.join(OUT, `${name}.png`), fullPage: true});
+}
+
+const tile = (page, id) => page.locator(`[data-tile="${id}"]`).textContent();
+
+async function tiles(page) {
+  const ids = ['nodes', 'gpus', 'allocated', 'idle', 'running', 'pending'];
+  const v = {};
+  for (const id of ids) v[id] = (await tile(page, id)).trim();
+  return v;
+}
+
+async function expectTiles(page, want) {
+  let seen = {};
+  await until(async () => {
+    seen = await tiles(page);
+    return Object.entries(want).every(([k, v]) => seen[k] === v);
+  }, () => `tiles ${JSON.stringify(want)}, seen ${JSON.stringify(seen)}`, 30000);
+}
+
+async function signIn(page) {
+  begin('the page asks for a token');
+  await page.goto(URL);
+  await page.getByLabel('Token').waitFor();
+  check(await page.getByRole('heading', {name: 'Sign in'}).isVisible(), 'no sign-in heading');
+
+  begin('a wrong token is refused with a message', [401]);
+  await page.getByLabel('Token').fill('not-a-token');
+  await page.getByRole('button', {name: 'Sign in'}).click();
+  await until(async () => (await page.locator('#signin-error').textContent()).includes('not accepted'), 'the refusal');
+
+  begin('the admin token signs in');
+  await page.getByLabel('Token').fill(TOKEN);
+  await page.getByRole('button', {name: 'Sign in'}).click();
+  await page.locator('#overview').waitFor();
+  const stored = await page.evaluate(() => sessionStorage.getItem('tessera.token'));
+  check(stored === TOKEN, 'the token is not kept in sessionStorage');
+}
+
+async function realCluster(browser) {
+  const context = await browser.newContext({viewport: {width: 1400, height: 1000}, acceptDownloads: true});
+  const page = await context.newPage();
+  watch(page, 'page');
+  // every API call carries the token
+  page.on('request', (r) => {
+    const u = new globalThis.URL(r.url());
+    if (u.pathname.startsWith('/api/v1/') && !r.headers().authorization && step !== 'a wrong token is refused with a message')
+      problems.push(`API request without Authorization during "${step}": ${u.pathname}`);
+  });
+
+  await signIn(page);
+
+  begin('the tiles show the cluster');
+  await expectTiles(page, {nodes: '2 / 2', gpus: '4 / 4', allocated: '2 / 4', idle: '1', running: '2', pending: '1'});
+
+  begin('the chart is drawn from the metric series');
+  await page.locator('#chart-panel .uplot canvas').waitFor();
+  // 15 minutes at the test server's 2 s points: the last bucket is one sample
+  await page.getByLabel('Time range').selectOption({label: 'Last 15 minutes'});
+  let lastSummary = '';
+  const summary = await until(async () => {
+    const s = await page.locator('#chart-summary').textContent();
+    lastSummary = s;
+    const m = s.match(/allocated ([\d.]+), utilized ([\d.]+), capacity ([\d.]+)/);
+    return m && Number(m[1]) > 0 && Number(m[3]) === 4 ? s : false;
+  }, () => `a chart summary with allocation and the 4 GPUs of capacity, not "${lastSummary}"`, 30000);
+  log(`  ${summary}`);
+
+  begin('the chart data downloads as CSV');
+  const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', {name: 'Download CSV'}).click()]);
+  const csvText = readFileSync(await download.path(), 'utf8');
+  const lines = csvText.trim().split(/\r?\n/);
+  check(lines[0] === 'time,allocated_gpus,utilized_gpus,capacity_gpus', `CSV header is ${lines[0]}`);
+  check(lines.slice(1).some((l) => /^\d{4}-\d\d-\d\dT[^,]+,[\d.]+,[\d.]+,4$/.test(l)), 'no CSV row with figures');
+  check(download.suggestedFilename().endsWith('.csv'), 'the download is not a .csv');
+
+  begin('the quota table shows every project with deserved and fair share');
+  const quotaRows = page.locator('#quota-panel table').first().locator('tbody tr');
+  await until(async () => (await quotaRows.count()) === 3, 'three projects');
+  const nlpRow = quotaRows.filter({hasText: 'nlp'});
+  const cells = await nlpRow.locator('td').allTextContents();
+  // Project, Department, Quota, Limit, Weight, Priority, Deserved, Fair share, ...
+  check(cells[0] === 'nlp' && cells[1] === 'research' && cells[2] === '1' && cells[3] === 'none', `nlp row is ${cells.join('|')}`);
+  check(cells[6] === '1', `nlp deserves ${cells[6]}, not 1`);
+
+  begin('the grid shows every node and GPU with its jobs');
+  const gridRows = page.locator('#grid-panel tbody tr');
+  await until(async () => (await gridRows.count()) === 2, 'two nodes');
+  check((await page.locator('#grid-panel .gpu').count()) === 4, 'not 4 GPUs in the grid');
+  await until(async () => (await page.locator('#grid-panel .gpu-jobs a').allTextContents()).sort().join() === 'notebook-idle,train-busy', 'job names on the GPUs');
+  check((await page.locator('#grid-panel .gpu.idle').count()) === 1, 'not exactly one idle GPU marked');
+
+  begin('the idle panel names the job holding a GPU at 0%');
+  await until(async () => (await page.locator('#idle-panel tbody tr').allTextContents()).join().includes('notebook-idle'), 'notebook-idle in the idle panel');
+  check(!(await page.locator('#idle-panel').textContent()).includes('train-busy'), 'the busy job is listed as idle');
+  await shot(page, '01-overview');
+
+  begin('filter by project: vision');
+  await page.locator('#project-filter').selectOption('vision');
+  await until(async () => page.url().includes('project=vision'), 'the filter in the address');
+  await expectTiles(page, {running: '2', pending: '0'});
+  await until(async () => (await quotaRows.count()) === 1 && (await quotaRows.first().locator('td').first().textContent()) === 'vision', 'only vision in the quota table');
+  await until(async () => (await page.locator('#chart-summary').textContent()).includes('project vision'), 'the chart showing project vision', 30000);
+  await until(async () => (await page.locator('#queue-panel').textContent()).includes('No job is waiting'), 'an empty queue for vision');
+  await shot(page, '02-filter-vision');
+
+  begin('filter by project: nlp shows its pending job');
+  await page.locator('#project-filter').selectOption('nlp');
+  await expectTiles(page, {running: '0', pending: '1'});
+  const queueLink = page.locator('#queue-panel tbody tr').filter({hasText: 'eval-big'}).getByRole('link', {name: 'eval-big'});
+  await queueLink.waitFor();
+  const queueRow = await page.locator('#queue-panel tbody tr').first().locator('td').allTextContents();
+  check(queueRow[0] === '1' && queueRow[7] === 'quota_exhausted', `queue row is ${queueRow.join('|')}`);
+  check((await page.locator('#grid-panel').textContent()).includes('No node matches'), 'nodes shown for a project without placed jobs');
+
+  begin('open the pending job and read its reason');
+  await queueLink.click();
+  await until(async () => page.url().includes('#/jobs/'), 'the job page');
+  const reason = page.locator('section.reason');
+  await reason.waitFor();
+  check((await reason.locator('.reason-code').textContent()) === 'quota_exhausted', 'reason code');
+  const reasonText = await reason.locator('.reason-text').textContent();
+  check(/project "nlp"/.test(reasonText), `reason sentence is "${reasonText}"`);
+  check((await reason.locator('.reason-position').textContent()).includes('Position 1'), 'queue position');
+  await until(async () => (await page.locator('#job-page tbody').textContent()).includes('submitted'), 'the submitted event');
+  await shot(page, '03-pending-job');
+
+  begin('a running job\'s page streams its output live');
+  await page.goto(`${URL}/#/`);
+  await page.locator('#project-filter').selectOption('');
+  await page.locator('#grid-panel .gpu-jobs a', {hasText: 'train-busy'}).click();
+  await until(async () => (await page.locator('#job-page .state').first().textContent()) === 'running', 'state running');
+  const first = await until(async () => {
+    const t = await page.locator('pre.log').textContent();
+    return (t.match(/step=(\d+)/g) || []).length ? t : false;
+  }, 'output lines', 20000);
+  const lastStep = (t) => Math.max(...[...t.matchAll(/step=(\d+)/g)].map((m) => Number(m[1])));
+  await until(async () => lastStep(await page.locator('pre.log').textContent()) > lastStep(first), 'new output without reloading', 20000);
+  check((await page.locator('#job-page tbody').textContent()).includes('running'), 'no running event');
+  await shot(page, '04-running-job');
+
+  begin('edit a quota: a stale ETag is a conflict, shown clearly', [412]);
+  await page.getByRole('link', {name: 'Back to the overview'}).click();
+  await page.locator('#overview').waitFor();
+  await page.getByRole('button', {name: 'Edit the quota of nlp'}).click();
+  const dialog = page.getByRole('dialog');
+  await dialog.waitFor();
+  await until(async () => (await page.getByLabel('Guaranteed GPUs (quota)').inputValue()) === '1', 'the current quota in the editor');
+  // meanwhile another admin changes it
+  const other = await api('GET', '/projects/nlp');
+  await api('PUT', '/projects/nlp/quota', {...other.data.quota, gpus: 1.5}, {'If-Match': other.etag});
+  await page.getByLabel('Guaranteed GPUs (quota)').fill('2');
+  await page.getByRole('button', {name: 'Save'}).click();
+  const conflict = dialog.locator('.conflict');
+  await conflict.waitFor();
+  check((await conflict.textContent()).includes('Someone else changed this quota'), 'conflict text');
+  check((await api('GET', '/projects/nlp')).data.quota.gpus === 1.5, 'the stale save was applied');
+  await shot(page, '05-quota-conflict');
+
+  begin('reload shows their value; saving again applies mine');
+  await dialog.getByRole('button', {name: 'Reload their values'}).click();
+  await until(async () => (await page.getByLabel('Guaranteed GPUs (quota)').inputValue()) === '1.5', 'their 1.5 in the editor');
+  check(!(await conflict.isVisible()), 'the conflict stays shown after reloading');
+  await page.getByLabel('Guaranteed GPUs (quota)').fill('2');
+  await page.getByRole('button', {name: 'Save'}).click();
+  await until(async () => !(await dialog.isVisible()), 'the editor to close');
+  await until(async () => (await page.locator('#toast').textContent()).includes('Saved the quota of nlp'), 'the confirmation');
+  check((await api('GET', '/projects/nlp')).data.quota.gpus === 2, 'quota 2 not stored');
+  await until(async () => (await quotaRows.filter({hasText: 'nlp'}).locator('td').nth(2).textContent()) === '2', 'quota 2 in the table');
+
+  begin('with quota 2 the nlp job runs, and the page follows without a reload');
+  await page.evaluate(() => {
+    window.notReloaded = true;
+  });
+  await expectTiles(page, {allocated: '4 / 4', running: '3', pending: '0'});
+  check(await page.evaluate(() => window.notReloaded === true), 'the page reloaded');
+  await shot(page, '06-after-quota-edit');
+
+  begin('every form control has a label');
+  const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select, button, textarea')]
+    .filter((e) => !e.closest('[hidden]') && !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim())
+    .map((e) => e.outerHTML.slice(0, 80)));
+  check(unlabelled.length === 0, `unlabelled controls: ${unlabelled.join(' ')}`);
+
+  begin('sign out forgets the token');
+  await page.getByRole('button', {name: 'Sign out'}).click();
+  await page.getByLabel('Token').waitFor();
+  check((await page.evaluate(() => sessionStorage.getItem('tessera.token'))) === null, 'token still stored');
+  await context.close();
+}
+
+// ---- a synthetic big cluster -------------------------------------------
+
+function bigCluster() {
+  const nodes = [];
+  const jobs = [];
+  let id = 1;
+  for (let n = 0; n < 1000; n++) {
+    const gpus = [];
+    for (let g = 0; g < 8; g++) {
+      const allocated = (n + g) % 3 === 0 ? 0 : 1;
+      const ids = allocated ? [id++] : [];
+      gpus.push({index: g, uuid: `GPU-${n}-${g}`, model: 'H100', memory_bytes: 85899345920, allocated,
+        allocated_bytes: allocated * 83751862272, utilization: allocated && g % 4 ? 0.7 : 0, memory_used_bytes: 0, sampled_at: null, jobs: ids});
+    }
+    nodes.push({id: n + 1, name: `node-${String(n).padStart(4, '0')}`, state: n % 50 ? 'ready' : 'not_ready', labels: {}, cpu: 64,
+      memory_bytes: 1 << 30, gpus, allocated_gpus: gpus.reduce((s, g) => s + g.allocated, 0),
+      utilized_gpus: gpus.reduce((s, g) => s + g.utilization, 0), running_jobs: gpus.filter((g) => g.jobs.length).length});
+  }
+  const projects = [];
+  for (let p = 0; p < 100; p++)
+    projects.push({id: p + 1, name: `proj-${p}`, department: `dept-${p % 10}`, quota: {gpus: 40, over_quota_weight: 1, limit: null, priority: 0},
+      status: {allocated_gpus: 53, allocated_nonpreemptible_gpus: 10, requested_gpus: 60, pending_jobs: 100, running_jobs: 53, deserved_gpus: 40, fair_share_gpus: 50}});
+  for (let j = 0; j < 10000; j++)
+    jobs.push({id: 100000 + j, name: `queued-${j}`, project: `proj-${j % 100}`, kind: 'train', priority: 50, preemptible: true, gpu: {count: 1},
+      state: 'pending', created_at: new Date(Date.now() - j * 1000).toISOString(),
+      pending_reason: {code: 'no_fit', message: 'no node has 1 free GPU', queue_position: j + 1}});
+  const departments = [];
+  for (let d = 0; d < 10; d++)
+    departments.push({id: d + 1, name: `dept-${d}`, quota: {gpus: 400, over_quota_weight: 1, limit: null, priority: 0}, project_count: 10, status: {}});
+  return {nodes, projects, jobs, departments};
+}
+
+async function bigClusterIsFast(browser) {
+  const big = bigCluster();
+  const bodies = {
+    '/api/v1/nodes': JSON.stringify({nodes: big.nodes}),
+    '/api/v1/projects': JSON.stringify({projects: big.projects}),
+    '/api/v1/departments': JSON.stringify({departments: big.departments}),
+    '/api/v1/queue': JSON.stringify({jobs: big.jobs}),
+    '/api/v1/tokens': JSON.stringify({tokens: []}),
+  };
+  const context = await browser.newContext({viewport: {width: 1400, height: 1000}});
+  const page = await context.newPage();
+  watch(page, 'big page');
+  const counts = {};
+  await page.route('**/api/v1/**', (route) => {
+    const u = new globalThis.URL(route.request().url());
+    counts[u.pathname] = (counts[u.pathname] || 0) + 1;
+    let body = bodies[u.pathname];
+    if (u.pathname === '/api/v1/metrics/query') {
+      const to = Math.floor(Date.now() / 1000);
+      const points = [];
+      for (let t = to - 3600; t < to; t += 10) points.push([t, u.searchParams.get('metric') === 'capacity' ? 8000 : 5000]);
+      body = JSON.stringify({metric: u.searchParams.get('metric'), by: 'cluster', step_seconds: 10, series: [{key: '', points}]});
+    }
+    const m = u.pathname.match(/^\/api\/v1\/jobs\/(\d+)$/);
+    if (m) body = JSON.stringify({id: Number(m[1]), name: `job-${m[1]}`, project: 'proj-1', state: 'running'});
+    if (body === undefined) return route.fulfill({status: 404, contentType: 'application/problem+json', body: '{"status":404,"code":"not_found"}'});
+    return route.fulfill({status: 200, contentType: 'application/json', body});
+  });
+
+  begin('1,000 nodes and 10,000 pending jobs: the page signs in and shows them');
+  await page.goto(URL);
+  await page.getByLabel('Token').fill('synthetic');
+  const t0 = Date.now();
+  await page.getByRole('button', {name: 'Sign in'}).click();
+  await expectTiles(page, {nodes: '980 / 1000', gpus: '7840 / 8000', pending: '10000'});
+  const firstPaint = Date.now() - t0;
+  log(`  first figures after ${firstPaint} ms`);
+  check(firstPaint < 10000, `the first figures took ${firstPaint} ms`);
+  await until(async () => (await page.locator('#grid-panel .range').textContent()) === '1–25 of 1000', 'the grid paginated');
+  check((await page.locator('#queue-panel tbody tr').count()) === 25, 'the queue is not paginated');
+  check((await page.locator('#queue-panel .range').textContent()) === '1–25 of 10000', 'queue page range');
+  check((await page.locator('#grid-panel .gpu').count()) === 200, 'not 25 nodes × 8 GPUs in the DOM');
+  const rows = await page.evaluate(() => document.querySelectorAll('tr').length);
+  check(rows < 400, `${rows} table rows in the DOM`);
+
+  begin('1,000 nodes: a refresh renders quickly, fetches no job list, and paging works');
+  const before = await page.evaluate(() => window.tessera.timing.refreshes);
+  await until(async () => (await page.evaluate(() => window.tessera.timing.refreshes)) >= before + 2, 'two more refreshes', 20000);
+  const timing = await page.evaluate(() => window.tessera.timing);
+  log(`  render ${timing.lastRenderMs.toFixed(1)} ms, whole refresh ${timing.lastMs.toFixed(1)} ms`);
+  check(timing.lastRenderMs < 500, `a refresh took ${timing.lastRenderMs} ms to render`);
+  check(!counts['/api/v1/jobs'], 'the overview fetched the job list');
+  check((counts['/api/v1/nodes'] || 0) >= 3 && (counts['/api/v1/queue'] || 0) >= 3, 'it does not poll /nodes and /queue');
+  const jobLookups = Object.keys(counts).filter((k) => /^\/api\/v1\/jobs\/\d+$/.test(k)).length;
+  check(jobLookups <= 25 * 8 + 25, `${jobLookups} single-job lookups for names (only rows on screen should be looked up)`);
+  await page.locator('#queue-panel').getByRole('button', {name: 'Next ›'}).click();
+  check((await page.locator('#queue-panel .range').textContent()) === '26–50 of 10000', 'next page of the queue');
+  check((await page.locator('#queue-panel tbody tr').first().locator('td').first().textContent()) === '26', 'position 26 first on page 2');
+  await page.getByLabel('Find node').fill('node-0999');
+  await until(async () => (await page.locator('#grid-panel tbody tr').count()) === 1, 'the node search');
+  await shot(page, '07-big-cluster');
+  await context.close();
+}
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: process.env.TS_CHROMIUM || '/usr/bin/chromium',
+    // root in CI: Chromium's sandbox needs user namespaces it may not have
+    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
+  });
+  try {
+    await realCluster(browser);
+    await bigClusterIsFast(browser);
+  } catch (e) {
+    for (const ctx of browser.contexts())
+      for (const p of ctx.pages()) await p.screenshot({path: path.join(OUT, 'failure.png'), fullPage: true}).catch(() => {});
+    throw e;
+  } finally {
+    await browser.close();
+  }
+  if (problems.length) throw new Error(`the page reported problems:\n  ${problems.join('\n  ')}`);
+  log('all steps passed');
+}
+
+main().catch((e) => {
+  console.error(`FAIL: ${e.message}`);
+  if (problems.length) console.error(`also:\n  ${problems.join('\n  ')}`);
+  process.exit(1);
+});

@@ -4,6 +4,8 @@
  *   tessera-sim placement --nodes NODES.csv --pods PODS.csv --strategy S ...
  *   tessera-sim replay --nodes NODES.csv --projects P.csv --jobs J.csv ...
  *   tessera-sim generate --out DIR ...
+ *   tessera-sim decide SNAPSHOT.json [--strategy S] [--next]
+ *   tessera-sim minimize SNAPSHOT.json [--strategy S]
  *
  * See server/sched/README.md.
  */
@@ -212,7 +214,8 @@ static void usage(FILE *f)
             "[--strategy S] [--min-runtime S] [--interval S] [-o text|json]\n"
             "       tessera-sim generate --out DIR [--seed N] [--nodes N] [--gpus-per-node N] "
             "[--projects N] [--jobs N] [--hours H] [--load F]\n"
-            "       tessera-sim decide SNAPSHOT.json [--strategy S] [--next]\n");
+            "       tessera-sim decide SNAPSHOT.json [--strategy S] [--next]\n"
+            "       tessera-sim minimize SNAPSHOT.json [--strategy S]\n");
 }
 
 int main(int argc, char **argv)
@@ -229,6 +232,8 @@ int main(int argc, char **argv)
         return decide_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "generate") == 0)
         return sim_generate_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "minimize") == 0)
+        return sim_minimize_main(argc - 1, argv + 1);
     fprintf(stderr, "tessera-sim: unknown command \"%s\"\n", argv[1]);
     usage(stderr);
     return 2;

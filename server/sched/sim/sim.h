@@ -34,5 +34,6 @@ void sim_request(int num_gpu, int gpu_milli, int64_t cpu_milli, int64_t memory_m
 int sim_placement_main(int argc, char **argv);
 int sim_replay_main(int argc, char **argv);
 int sim_generate_main(int argc, char **argv);
+int sim_minimize_main(int argc, char **argv);
 
 #endif /* TS_SERVER_SCHED_SIM_SIM_H */

@@ -27,6 +27,7 @@
 #include "agent/daemon/ajob.h"
 #include "agent/daemon/files.h"
 #include "agent/daemon/proc.h"
+#include "agent/simgpu/state.h"
 
 static int failures;
 
@@ -669,6 +670,73 @@ static void the_node_description_names_every_gpu(void)
     agent_pid = first;
 }
 
+static void the_nvml_backend_reads_the_libnvidia_ml_the_loader_finds(void)
+{
+    /* simgpu's NVML stands in for NVIDIA's: found through LD_LIBRARY_PATH */
+    char lib[PATH_MAX], guess[PATH_MAX + 32], gpus[PATH_MAX + 16];
+    snprintf(guess, sizeof(guess), "%s/../lib/simgpu", bin_dir);
+    REQUIRE(realpath(guess, lib) != NULL);
+    snprintf(gpus, sizeof(gpus), "%s/gpus", root);
+    REQUIRE(ts_simgpu_create(gpus, 3, 2ull << 30, 0) == 0);
+    setenv("LD_LIBRARY_PATH", lib, 1);
+    setenv("TESSERA_SIMGPU_DIR", gpus, 1);
+    agent_start((const char *[]){"--gpus", "nvml", NULL});
+    unsetenv("LD_LIBRARY_PATH");
+    unsetenv("TESSERA_SIMGPU_DIR");
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/node.json", data);
+    json_t *n = NULL;
+    double until = now_s() + 10;
+    while ((n = ts_files_read_json(path)) == NULL && now_s() < until)
+        sleep_s(0.05);
+    REQUIRE(n != NULL);
+    CHECK(json_array_size(json_object_get(n, "gpus")) == 3);
+    CHECK(jint(json_array_get(json_object_get(n, "gpus"), 2), "memory_bytes") == 2LL << 30);
+    json_decref(n);
+    snprintf(path, sizeof(path), "%s/simgpu", data);
+    CHECK(!ts_files_exists(path)); /* nothing simulated by the agent itself */
+
+    /* a job that brings its own driver path; the agent adds no simgpu
+     * variables of its own, and orders CUDA's devices as NVML does */
+    set_desired("{\"generation\": 1, \"jobs\": [" JOB(
+                    51, 0,
+                    "\"gpus\": [{\"index\": 2}], \"env\": {\"LD_LIBRARY_PATH\": \"%s\","
+                    " \"TESSERA_SIMGPU_DIR\": \"%s\"},",
+                    "[\"%s\", \"busy\", \"32\", \"0.5\", \"60\"]") "," JOB(52, 0, "",
+                                                                           "[\"%s\", "
+                                                                           "\"env\"]") "]}",
+                lib, gpus, probe, probe);
+    json_t *j = wait_job(52, 0, "exited", 20);
+    CHECK(j != NULL);
+    json_decref(j);
+    char *out = job_file(52, 0, "output.log");
+    CHECK(out != NULL && strstr(out, "env CUDA_DEVICE_ORDER=PCI_BUS_ID\n") != NULL);
+    CHECK(out != NULL && strstr(out, "TESSERA_SIMGPU_DIR") == NULL);
+    CHECK(out != NULL && strstr(out, "env LD_LIBRARY_PATH") == NULL);
+    free(out);
+    REQUIRE((j = wait_job(51, 0, "running", 20)) != NULL);
+    json_decref(j);
+    /* memory per GPU and per job from NVML's process list */
+    long long mem = 0, jmem = 0;
+    double util = 0;
+    until = now_s() + 15;
+    while (now_s() < until) {
+        json_t *r = report();
+        json_t *g2 = json_array_get(json_object_get(r, "gpus"), 2);
+        json_t *rj = report_job(r, 51, 0);
+        mem = jint(g2, "memory_used_bytes");
+        jmem = jint(rj, "gpu_memory_used_bytes");
+        util = json_number_value(json_object_get(g2, "utilization"));
+        json_decref(r);
+        if (mem >= 32LL << 20 && jmem >= 32LL << 20 && util > 0.2)
+            break;
+        sleep_s(0.2);
+    }
+    CHECK(mem >= 32LL << 20 && mem < 48LL << 20);
+    CHECK(jmem >= 32LL << 20 && jmem < 48LL << 20);
+    CHECK(util > 0.2 && util < 0.8);
+}
+
 /* Start the agent with extra arguments; it must exit at once, non-zero,
  * with want in its log. */
 static void refused(const char *const *extra, const char *want)
@@ -811,6 +879,7 @@ static const struct test_case cases[] = {
     CASE(samples_show_gpu_and_job_utilization_and_memory, true),
     CASE(the_node_description_names_every_gpu, true),
     CASE(bad_options_are_refused_with_a_message, true),
+    CASE(the_nvml_backend_reads_the_libnvidia_ml_the_loader_finds, true),
     CASE(the_job_environment_puts_tessera_variables_over_the_desired_env, false),
     CASE(proc_stat_reads_start_time_session_and_group, false),
 };

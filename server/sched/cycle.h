@@ -93,7 +93,8 @@ struct cycle {
 /* decide.c */
 void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots, size_t nslots,
                 const char *code, const char *msg);
-void cycle_stop(struct cycle *cy, int v, int for_job, const char *code, const char *msg);
+void cycle_stop(struct cycle *cy, int v, int for_job, bool suspend, const char *code,
+                const char *msg);
 bool cycle_protected(const struct cycle *cy, const struct job *v);
 const char *cycle_printf(struct cycle *cy, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -116,7 +117,7 @@ struct victim_rule {
     int protected_seen; /* out: candidates skipped for protection */
 };
 bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *node, int *victims,
-                  int *nvictims);
+                  bool *suspend, int *nvictims);
 
 /* reclaim.c, preempt.c: try; on success the decisions are made */
 bool reclaim_try(struct cycle *cy, int j);

@@ -173,7 +173,8 @@ static void unbind(struct cycle *cy, int v, int for_job)
     order_update(cy->order, V->project);
 }
 
-void cycle_stop(struct cycle *cy, int v, int for_job, const char *code, const char *msg)
+void cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, const char *code,
+                const char *msg)
 {
     struct job *V = &cy->jobs[v];
     if (V->bound) {
@@ -185,7 +186,7 @@ void cycle_stop(struct cycle *cy, int v, int for_job, const char *code, const ch
     for (size_t k = 0; k < V->nslots; k++)
         bytes += V->slots[k].memory_bytes;
     struct node_state *n = &cy->c->nodes[node];
-    bool suspend = bytes > 0 && n->swap_free >= bytes;
+    bool suspend = suspend_it && bytes > 0 && n->swap_free >= bytes;
     if (suspend)
         n->swap_free -= bytes;
     cluster_give(cy->c, node, V->slots, V->nslots, V->req->cpu,

@@ -21,14 +21,15 @@ bool preempt_try(struct cycle *cy, int j, double min_free)
         return false;
     struct victim_rule r = {.accept = accept, .min_free = min_free};
     int node, victims[256], nv = 0;
-    if (!victims_find(cy, j, &r, &node, victims, &nv)) {
+    bool suspend[256];
+    if (!victims_find(cy, j, &r, &node, victims, suspend, &nv)) {
         memo_add(cy->reclaim_memo, key);
         return false;
     }
     const char *pname = cy->snap->projects[J->project].name;
     for (int i = 0; i < nv; i++) {
         const struct job *x = &cy->jobs[victims[i]];
-        cycle_stop(cy, victims[i], j, "preempt",
+        cycle_stop(cy, victims[i], j, suspend[i], "preempt",
                    cycle_printf(cy,
                                 "preempt: job \"%s\" of project \"%s\" has priority %d; this "
                                 "job has %d",

@@ -40,7 +40,8 @@ bool reclaim_try(struct cycle *cy, int j)
         .reclaimer_excess = P->alloc + J->p.gpus_estimate - P->fair,
     };
     int node, victims[256], nv = 0;
-    if (!victims_find(cy, j, &r, &node, victims, &nv)) {
+    bool suspend[256];
+    if (!victims_find(cy, j, &r, &node, victims, suspend, &nv)) {
         memo_add(cy->reclaim_memo, key);
         return false;
     }
@@ -53,7 +54,7 @@ bool reclaim_try(struct cycle *cy, int j)
         const struct proj *pv = &cy->projs[x->project];
         fmt_gpus(va, sizeof(va), pv->alloc);
         fmt_gpus(vf, sizeof(vf), pv->fair);
-        cycle_stop(cy, victims[i], j, "reclaim",
+        cycle_stop(cy, victims[i], j, suspend[i], "reclaim",
                    cycle_printf(cy,
                                 "reclaim: project \"%s\" is below its fair share (%s of %s); "
                                 "project \"%s\" is above its (%s of %s)",

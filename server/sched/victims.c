@@ -9,8 +9,16 @@
  * that is not needed after all is given back, the highest priority first.
  * Among nodes the set with the fewest victims wins, then the lowest highest
  * priority, the lowest priority sum, the most recent start, the lowest node
- * id. A victim on a node with swap room for its GPU memory is suspended, not
- * evicted: it keeps its host memory, so the room it makes is counted so.
+ * id.
+ *
+ * The room a victim makes is counted as if it were evicted (its GPUs, CPU
+ * and host memory), so that more victims never make less room. Only then is
+ * each victim, in the same order, suspended instead where its node has swap
+ * room for its GPU memory and the job still fits with the victim's host
+ * memory kept: the gentlest stop that makes the room. (Counting a suspension
+ * first would make the room depend on the order: one suspension can use up
+ * the swap that would have kept the next victim's host memory, and a cycle
+ * that saw the same jobs in another order could find room this one did not.)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,24 +57,40 @@ static void scratch_init(struct cycle *cy, int node, struct scratch *s)
     s->freed = 0;
 }
 
-static void scratch_release(struct cycle *cy, struct scratch *s, const struct job *v)
+/* Whether v, stopped, could be suspended: it was running before this cycle
+ * and holds GPU memory (a placement taken back is simply undone). */
+static bool suspendable(const struct job *v)
+{
+    return !v->bound && job_bytes(v) > 0;
+}
+
+/* Release v on the scratch node: evicted, or suspended (its host memory
+ * stays, its GPU memory takes swap room). False when a suspension finds no
+ * swap room. */
+static bool scratch_release(struct scratch *s, const struct job *v, bool suspend)
 {
     for (size_t k = 0; k < v->nslots; k++)
         for (int l = 0; l < s->v.ngpus; l++)
             if (s->v.gpu[l] == v->slots[k].gpu)
                 s->used[l] -= v->slots[k].memory_bytes;
     s->v.cpu_free += v->req->cpu;
-    int64_t b = job_bytes(v);
+    s->freed += v->gpus;
     if (v->bound) {
-        /* a placement taken back: no swap, its host memory returns unless
-         * it was held for a suspended job */
+        /* a placement taken back: its host memory returns unless it was held
+         * for a suspended job */
         if (!v->saved_held)
             s->v.mem_free += v->req->host_memory_bytes;
-    } else if (b > 0 && s->swap >= b)
-        s->swap -= b; /* suspended: its host memory stays */
-    else
-        s->v.mem_free += v->req->host_memory_bytes;
-    s->freed += v->gpus;
+        return true;
+    }
+    if (suspend) {
+        int64_t b = job_bytes(v);
+        if (s->swap < b)
+            return false;
+        s->swap -= b;
+        return true;
+    }
+    s->v.mem_free += v->req->host_memory_bytes;
+    return true;
 }
 
 static bool scratch_fits(struct cycle *cy, const struct preq *p, const struct scratch *s)
@@ -118,20 +142,37 @@ static bool cand_before(const struct job *a, const struct job *b)
     return a->id > b->id;
 }
 
-/* Room after releasing set[0..n) except skip (-1: none); checks fit and min_free. */
+/* Room after releasing set[0..n) except skip (-1: none), each evicted or,
+ * where susp[i] (susp may be NULL), suspended; checks fit and min_free. */
 static bool set_fits(struct cycle *cy, const struct preq *p, int node, const int *set, int n,
-                     int skip, double min_free)
+                     int skip, const bool *susp, double min_free)
 {
     struct scratch s;
     scratch_init(cy, node, &s);
     for (int i = 0; i < n; i++)
-        if (i != skip)
-            scratch_release(cy, &s, &cy->jobs[set[i]]);
+        if (i != skip && !scratch_release(&s, &cy->jobs[set[i]], susp != NULL && susp[i]))
+            return false;
     return s.freed >= min_free - EPS && scratch_fits(cy, p, &s);
 }
 
+/* Suspend each victim, in order, that can be and that the job does not need
+ * the host memory of. */
+static void choose_suspends(struct cycle *cy, const struct preq *p, int node, const int *set, int n,
+                            double min_free, bool *susp)
+{
+    for (int i = 0; i < n; i++)
+        susp[i] = false;
+    for (int i = 0; i < n; i++) {
+        if (!suspendable(&cy->jobs[set[i]]))
+            continue;
+        susp[i] = true;
+        if (!set_fits(cy, p, node, set, n, -1, susp, min_free))
+            susp[i] = false;
+    }
+}
+
 bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *out_node, int *victims,
-                  int *nvictims)
+                  bool *suspend, int *nvictims)
 {
     const struct job *J = &cy->jobs[j];
     const struct ts_sched_snapshot *snap = cy->snap;
@@ -185,7 +226,7 @@ bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *out_node,
                 pv->touched = 1;
                 pv->removed += x->gpus;
             }
-            scratch_release(cy, &s, x);
+            scratch_release(&s, x, false);
             chosen[nchosen++] = cand[i];
             fit = s.freed >= r->min_free - EPS && scratch_fits(cy, &J->p, &s);
         }
@@ -197,7 +238,7 @@ bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *out_node,
             continue;
         /* give back what is not needed, the highest priority first */
         for (int k = nchosen - 1; k >= 0 && nchosen > 1; k--) {
-            if (set_fits(cy, &J->p, (int)node, chosen, nchosen, k, r->min_free)) {
+            if (set_fits(cy, &J->p, (int)node, chosen, nchosen, k, NULL, r->min_free)) {
                 memmove(&chosen[k], &chosen[k + 1], (size_t)(nchosen - k - 1) * sizeof(int));
                 nchosen--;
             }
@@ -215,5 +256,6 @@ bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *out_node,
     if (best_node < 0)
         return false;
     *out_node = best_node;
+    choose_suspends(cy, &J->p, best_node, victims, *nvictims, r->min_free, suspend);
     return true;
 }

@@ -145,7 +145,7 @@ function route() {
     view = 'job';
     show($('overview'), false);
     show($('job-page'), true);
-    panels.job.open(r.job);
+    panels.job.open(r.job, state.project ? `#/?project=${encodeURIComponent(state.project)}` : '#/');
   } else {
     view = 'overview';
     panels.job.close();

@@ -57,7 +57,10 @@ export class Chart {
     this.seq = 0;
 
     const id = (s) => `chart-${s}`;
-    this.scopeSel = el('select', {id: id('scope'), onchange: () => this.changed(true)},
+    this.scopeSel = el('select', {id: id('scope'), onchange: () => {
+      this.keyInput.value = ''; // another kind of name: the first one by default
+      this.changed(true);
+    }},
       ...['cluster', 'project', 'node', 'gpu'].map((s) => el('option', {value: s}, s === 'gpu' ? 'GPU' : s[0].toUpperCase() + s.slice(1))));
     this.keyInput = el('input', {id: id('key'), list: id('keys'), autocomplete: 'off', placeholder: 'name', size: 18, onchange: () => this.changed(true)});
     this.keyList = el('datalist', {id: id('keys')});
@@ -97,6 +100,7 @@ export class Chart {
     this.scope = this.scopeSel.value;
     this.key = this.keyInput.value.trim();
     this.range = this.rangeSel.value;
+    if (this.state) this.updateKeys(this.state);
     if (this.range === 'custom' && !this.fromInput.value) {
       this.toInput.value = localInput(Date.now());
       this.fromInput.value = localInput(Date.now() - 3600e3);
@@ -114,14 +118,16 @@ export class Chart {
 
   // Names for the key field, from the last refresh; rebuilt only on change.
   updateKeys(state) {
+    this.state = state;
     let names = [];
     if (this.scope === 'project') names = state.projects.map((p) => p.name);
     else if (this.scope === 'node') names = state.nodes.map((n) => n.name);
     else if (this.scope === 'gpu') for (const n of state.nodes) for (const g of n.gpus || []) names.push(`${n.name}/${g.index}`);
     const sig = `${this.scope}:${names.length}:${names[0] || ''}:${names[names.length - 1] || ''}`;
-    if (sig === this.keysSig) return;
-    this.keysSig = sig;
-    this.keyList.replaceChildren(...names.slice(0, 5000).map((n) => el('option', {value: n})));
+    if (sig !== this.keysSig) {
+      this.keysSig = sig;
+      this.keyList.replaceChildren(...names.slice(0, 5000).map((n) => el('option', {value: n})));
+    }
     if (this.scope !== 'cluster' && !this.key && names.length) {
       this.key = names[0];
       this.keyInput.value = this.key;

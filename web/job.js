@@ -37,8 +37,9 @@ export class JobPage {
     this.follow = el('input', {id: 'log-follow', type: 'checkbox', checked: true, onchange: () => this.followChanged()});
     this.logState = el('span', {class: 'panel-note', role: 'status'});
     this.log = el('pre', {class: 'log', tabindex: '0', 'aria-label': 'job output'});
+    this.back = el('a', {href: '#/', class: 'back'}, '‹ Back to the overview');
     root.append(
-      el('p', {}, el('a', {href: '#/', class: 'back'}, '‹ Back to the overview')),
+      el('p', {}, this.back),
       el('header', {class: 'job-header'}, this.title, this.stateBadge),
       this.error, this.reason,
       el('section', {'aria-labelledby': 'facts-title'}, el('h3', {id: 'facts-title'}, 'Details'), this.facts),
@@ -49,8 +50,10 @@ export class JobPage {
         this.log));
   }
 
-  open(id) {
+  // open(id, back): show job id; back is the overview's address to return to.
+  open(id, back = '#/') {
     this.close();
+    this.back.setAttribute('href', back);
     this.id = id;
     this.job = null;
     setText(this.title, `Job ${id}`);

@@ -7,6 +7,7 @@ import {el, gpus, percent, bytes} from './dom.js';
 import {Table} from './table.js';
 
 const idleGpu = (g) => g.allocated > 0 && !(g.utilization > 0);
+const byName = (a, b) => a.name.localeCompare(b.name, undefined, {numeric: true});
 
 function jobLabel(state, id) {
   const j = state.jobs.get(id);
@@ -76,7 +77,7 @@ export class NodesPanel {
         {label: 'Node', cell: (j) => j.node},
         {label: 'Idle GPUs', num: true, cell: (j) => `${j.idle} of ${j.gpus.length}`},
         {label: 'GPUs', cell: (j) => j.gpus.join(', ')},
-        {label: 'GPU memory used', num: true, cell: (j) => bytes(j.memory)},
+        {label: 'Memory used on those GPUs', num: true, cell: (j) => bytes(j.memory)},
       ],
     });
     idleRoot.append(this.idle.root);
@@ -101,10 +102,10 @@ export class NodesPanel {
       (!mine || (n.gpus || []).some((g) => (g.jobs || []).some((id) => mine.has(id)))));
     const idleCount = (n) => (n.gpus || []).filter(idleGpu).length;
     const by = {
-      name: (a, b) => a.name.localeCompare(b.name, undefined, {numeric: true}),
-      idle: (a, b) => idleCount(b) - idleCount(a) || a.name.localeCompare(b.name, undefined, {numeric: true}),
-      alloc: (a, b) => b.allocated_gpus - a.allocated_gpus || a.name.localeCompare(b.name),
-      util: (a, b) => a.utilized_gpus / Math.max(1, a.gpus.length) - b.utilized_gpus / Math.max(1, b.gpus.length) || a.name.localeCompare(b.name),
+      name: byName,
+      idle: (a, b) => idleCount(b) - idleCount(a) || byName(a, b),
+      alloc: (a, b) => b.allocated_gpus - a.allocated_gpus || byName(a, b),
+      util: (a, b) => a.utilized_gpus / Math.max(1, a.gpus.length) - b.utilized_gpus / Math.max(1, b.gpus.length) || byName(a, b),
     }[this.sort.value];
     nodes = nodes.slice().sort(by);
     this.grid.update(nodes);

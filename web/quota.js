@@ -29,7 +29,7 @@ export class QuotaPanel {
       {label: 'Allocated preemptible', num: true,
         cell: (p) => gpus(Math.max(0, (p.status.allocated_gpus || 0) - (p.status.allocated_nonpreemptible_gpus || 0)))},
       {label: 'Allocated', num: true,
-        cell: (p) => (over(p) ? {text: gpus(p.status.allocated_gpus), cls: 'over', title: 'over quota (borrowed from idle quota of others)'} : gpus(p.status.allocated_gpus))},
+        cell: (p) => (over(p) ? {text: gpus(p.status.allocated_gpus), cls: 'over-quota', title: 'over its quota: it uses GPUs beyond its guarantee'} : gpus(p.status.allocated_gpus))},
       {label: 'Requested', num: true, cell: (p) => gpus(p.status.requested_gpus)},
       {label: 'Running', num: true, cell: (p) => p.status.running_jobs},
       {label: 'Pending', num: true, cell: (p) => p.status.pending_jobs},
@@ -63,7 +63,8 @@ export class QuotaPanel {
     }
     this.table.table.classList.toggle('no-edit', !this.admin);
     const projects = state.projects.filter((p) => !state.project || p.name === state.project);
-    projects.sort((a, b) => a.department.localeCompare(b.department) || a.name.localeCompare(b.name));
+    const cmp = (a, b) => a.localeCompare(b, undefined, {numeric: true});
+    projects.sort((a, b) => cmp(a.department, b.department) || cmp(a.name, b.name));
     this.table.update(projects);
     const depts = state.departments.filter((d) => !state.project || projects.some((p) => p.department === d.name));
     this.deptTable.update(depts);

@@ -213,8 +213,12 @@ async function realCluster(browser) {
   await until(async () => (await page.locator('#job-page tbody').textContent()).includes('submitted'), 'the submitted event');
   await shot(page, '03-pending-job');
 
+  begin('back to the overview keeps the filter');
+  await page.getByRole('link', {name: 'Back to the overview'}).click();
+  await until(async () => page.url().endsWith('#/?project=nlp'), 'the filtered overview');
+  check((await page.locator('#project-filter').inputValue()) === 'nlp', 'the filter was lost');
+
   begin('a running job\'s page streams its output live');
-  await page.goto(`${URL}/#/`);
   await page.locator('#project-filter').selectOption('');
   await page.locator('#grid-panel .gpu-jobs a', {hasText: 'train-busy'}).click();
   await until(async () => (await page.locator('#job-page .state').first().textContent()) === 'running', 'state running');
@@ -263,6 +267,31 @@ async function realCluster(browser) {
   await expectTiles(page, {allocated: '4 / 4', running: '3', pending: '0'});
   check(await page.evaluate(() => window.notReloaded === true), 'the page reloaded');
   await shot(page, '06-after-quota-edit');
+
+  begin('the chart shows a node and a GPU');
+  await page.getByLabel('Show').selectOption('node');
+  await until(async () => /^Latest for node node-1: .*capacity 2 GPUs/.test(await page.locator('#chart-summary').textContent()), 'node-1 with 2 GPUs of capacity', 30000);
+  await page.getByLabel('Show').selectOption('gpu');
+  await until(async () => /^Latest for GPU node-1\/0: .*capacity 1 GPUs/.test(await page.locator('#chart-summary').textContent()), 'GPU node-1/0', 30000);
+  await page.getByLabel('GPU (node/index)').fill('node-2/1');
+  await page.getByLabel('GPU (node/index)').press('Enter');
+  await until(async () => (await page.locator('#chart-summary').textContent()).startsWith('Latest for GPU node-2/1'), 'GPU node-2/1', 30000);
+
+  begin('a project over its quota is marked in the table and shaded in its chart');
+  const vision = await api('GET', '/projects/vision');
+  await api('PUT', '/projects/vision/quota', {...vision.data.quota, gpus: 1}, {'If-Match': vision.etag});
+  await page.locator('#project-filter').selectOption('vision');
+  await until(async () => (await quotaRows.count()) === 1 && (await quotaRows.first().locator('.over-quota').count()) === 1, 'vision\'s allocation marked over quota');
+  await until(async () => / Over quota in [1-9]\d* of \d+ intervals\./.test(await page.locator('#chart-summary').textContent()), 'over-quota intervals in the chart summary', 30000);
+  const shaded = await page.evaluate(() => {
+    const c = document.querySelector('#chart-panel .uplot canvas');
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && d[i] > d[i + 1] + 80 && d[i] > d[i + 2] + 80) n++;
+    return n;
+  });
+  check(shaded > 100, `only ${shaded} shaded pixels`);
+  await shot(page, '07-over-quota');
 
   begin('every form control has a label');
   const unlabelled = await page.evaluate(() => [...document.querySelectorAll('input, select, button, textarea')]
@@ -369,7 +398,7 @@ async function bigClusterIsFast(browser) {
   check((await page.locator('#queue-panel tbody tr').first().locator('td').first().textContent()) === '26', 'position 26 first on page 2');
   await page.getByLabel('Find node').fill('node-0999');
   await until(async () => (await page.locator('#grid-panel tbody tr').count()) === 1, 'the node search');
-  await shot(page, '07-big-cluster');
+  await shot(page, '08-big-cluster');
   await context.close();
 }
 

@@ -61,5 +61,9 @@ busy_gpu() { api GET /nodes | grep -Eq '"utilization":0\.[1-9]'; }
 web_wait 30 "a busy GPU sample" busy_gpu
 
 web_say "running the browser (screenshots in $out)"
+# in the background so that a SIGTERM (ctest's timeout) reaches the trap,
+# which stops the browser and the cluster
 TS_URL=$WEB_URL TS_TOKEN=$WEB_TOKEN TS_CHROMIUM=$chromium TS_OUT_DIR=$out \
-  node "$here/dashboard.mjs"
+  node "$here/dashboard.mjs" &
+web_child_pid=$!
+wait $web_child_pid

@@ -14,6 +14,7 @@ chmod 755 "$WEB_TMP"
 WEB_URL=
 web_server_pid=
 web_agent_pids=()
+web_child_pid= # a driver's foreground work, run in the background
 
 web_say() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
 web_fail() {
@@ -54,6 +55,10 @@ web_cleanup() {
   local rc=$? i p
   trap - EXIT INT TERM
   set +e
+  if [ -n "$web_child_pid" ]; then
+    kill -TERM "$web_child_pid" 2>/dev/null
+    wait "$web_child_pid" 2>/dev/null
+  fi
   if [ -n "$WEB_URL" ] && [ -n "$web_server_pid" ] && kill -0 "$web_server_pid" 2>/dev/null; then
     # cancel every job so that agents stop them (grace 2 s), then wait
     for id in $(curl -sS -H "Authorization: Bearer $WEB_TOKEN" \

@@ -107,6 +107,10 @@ static json_t *labels_json(const char *spec)
     if (spec == NULL || o == NULL)
         return o;
     char *copy = strdup(spec), *save = NULL;
+    if (copy == NULL) {
+        json_decref(o);
+        return NULL;
+    }
     for (char *kv = strtok_r(copy, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
         if (eq == NULL)

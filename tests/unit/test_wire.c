@@ -604,7 +604,10 @@ static void nodes_encode_with_their_gpus_and_labels(void **state)
          .memory_used_bytes = 1LL << 30,
          .jobs = jobs,
          .njobs = 2},
-        {.index = 1, .uuid = "GPU-2", .model = "H100", .memory_bytes = 80LL << 30,
+        {.index = 1,
+         .uuid = "GPU-2",
+         .model = "H100",
+         .memory_bytes = 80LL << 30,
          .utilization = 0.5},
     };
     struct ts_node n = {
@@ -677,6 +680,104 @@ static void encoders_refuse_strings_that_are_not_utf8(void **state)
     assert_null(ts_wire_job_event_encode(&e));
 }
 
+/* ---- the agent protocol ---------------------------------------------------- */
+
+static enum ts_err reg_from(const char *text, struct ts_arena *a, struct ts_node_reg *out,
+                            struct ts_error *err)
+{
+    json_t *v = body(text);
+    enum ts_err e = ts_wire_node_reg_decode(v, a, out, err);
+    json_decref(v);
+    return e;
+}
+
+static void registrations_decode_and_refuse_what_cannot_be(void **state)
+{
+    (void)state;
+    struct ts_arena *a = ts_arena_new();
+    struct ts_node_reg *r = ts_arena_alloc(a, sizeof(*r));
+    struct ts_error err;
+    assert_int_equal(
+        reg_from("{\"cpu\": 8, \"labels\": {\"zone\": \"a\"}, \"gpu_reserve_bytes\": 1024,"
+                 " \"gpus\": [{\"index\": 1, \"uuid\": \"GPU-x\", \"model\": \"M\","
+                 " \"memory_bytes\": 4096}]}",
+                 a, r, &err),
+        TS_OK);
+    assert_int_equal(r->ngpus, 1);
+    assert_int_equal(r->gpus[0].index, 1);
+    assert_string_equal(r->gpus[0].uuid, "GPU-x");
+    assert_string_equal(r->labels, "{\"zone\":\"a\"}");
+    struct {
+        const char *text, *field;
+        enum ts_err code;
+    } bad[] = {
+        {"{}", "gpus", TS_ERR_MISSING_FIELD},
+        {"{\"gpus\": [], \"id\": 3}", "id", TS_ERR_UNKNOWN_FIELD},
+        {"{\"gpus\": [{\"index\": 0, \"uuid\": \"a\", \"model\": \"m\", \"memory_bytes\": 9},"
+         " {\"index\": 0, \"uuid\": \"b\", \"model\": \"m\", \"memory_bytes\": 9}]}",
+         "gpus[1]", TS_ERR_INVALID_VALUE},
+        {"{\"gpus\": [{\"index\": 0, \"uuid\": \"a\", \"model\": \"m\", \"memory_bytes\": 9},"
+         " {\"index\": 1, \"uuid\": \"a\", \"model\": \"m\", \"memory_bytes\": 9}]}",
+         "gpus[1]", TS_ERR_INVALID_VALUE},
+        {"{\"gpu_reserve_bytes\": 9, \"gpus\": [{\"index\": 0, \"uuid\": \"a\", \"model\": \"m\","
+         " \"memory_bytes\": 9}]}",
+         "gpu_reserve_bytes", TS_ERR_INVALID_VALUE},
+        {"{\"gpus\": [{\"index\": 64, \"uuid\": \"a\", \"model\": \"m\", \"memory_bytes\": 9}]}",
+         "gpus[0].index", TS_ERR_INVALID_VALUE},
+        {"{\"gpus\": [{\"uuid\": \"a\", \"model\": \"m\", \"memory_bytes\": 9}]}", "gpus[0]",
+         TS_ERR_MISSING_FIELD},
+        {"{\"gpus\": [{\"index\": 0, \"uuid\": \"\", \"model\": \"m\", \"memory_bytes\": 9}]}",
+         "gpus[0].uuid", TS_ERR_INVALID_VALUE},
+        {"{\"cpu\": \"8\", \"gpus\": []}", "cpu", TS_ERR_WRONG_TYPE},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        enum ts_err e = reg_from(bad[i].text, a, r, &err);
+        if (e != bad[i].code || strcmp(err.field, bad[i].field) != 0)
+            fail_msg("%s: got %d at \"%s\" (%s), want %d at \"%s\"", bad[i].text, e, err.field,
+                     err.message, bad[i].code, bad[i].field);
+    }
+    ts_arena_free(a);
+}
+
+static void reports_decode_jobs_and_samples(void **state)
+{
+    (void)state;
+    struct ts_arena *a = ts_arena_new();
+    struct ts_node_report rep;
+    struct ts_error err;
+    json_t *v =
+        body("{\"jobs\": [{\"id\": 5, \"attempt\": 2, \"state\": \"exited\", \"signal\": 9,"
+             " \"message\": \"short\"}, {\"id\": 6, \"attempt\": 1, \"state\": \"running\","
+             " \"pid\": 77, \"gpu_utilization\": 0.5}],"
+             " \"gpus\": [{\"index\": 1, \"utilization\": 0.25, \"memory_used_bytes\": 10}]}");
+    assert_int_equal(ts_wire_node_report_decode(v, a, &rep, &err), TS_OK);
+    json_decref(v);
+    assert_int_equal(rep.njobs, 2);
+    assert_int_equal(rep.jobs[0].state, TS_REPORT_EXITED);
+    assert_int_equal(rep.jobs[0].signal, 9);
+    assert_false(rep.jobs[0].has_exit_code);
+    assert_string_equal(rep.jobs[0].message, "short");
+    assert_true(rep.jobs[1].has_usage);
+    assert_int_equal(rep.jobs[1].pid, 77);
+    assert_int_equal(rep.ngpus, 1);
+    assert_true(rep.gpus[0].utilization == 0.25);
+    const char *bad[] = {
+        "{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"done\"}]}",
+        "{\"jobs\": [{\"id\": 5, \"state\": \"running\"}]}",
+        "{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"running\", \"gpu_utilization\": 2}]}",
+        "{\"gpus\": [{\"index\": 0, \"utilization\": -1}]}",
+        "{\"nodes\": []}",
+        "{\"jobs\": {}}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = body(bad[i]);
+        if (ts_wire_node_report_decode(v, a, &rep, &err) == TS_OK)
+            fail_msg("accepted: %s", bad[i]);
+        json_decref(v);
+    }
+    ts_arena_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -713,6 +814,8 @@ int main(void)
         cmocka_unit_test(tokens_encode_their_secret_only_when_it_is_there),
         cmocka_unit_test(roles_have_one_name_each_and_parse_back),
         cmocka_unit_test(nodes_encode_with_their_gpus_and_labels),
+        cmocka_unit_test(registrations_decode_and_refuse_what_cannot_be),
+        cmocka_unit_test(reports_decode_jobs_and_samples),
         cmocka_unit_test(job_events_encode),
         cmocka_unit_test(times_are_rfc3339_utc_with_microseconds_and_zero_is_null),
         cmocka_unit_test(encoders_refuse_strings_that_are_not_utf8),

@@ -66,8 +66,9 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
     double *dbefore = calloc(s->ndepartments + 1, sizeof(double));
     double *dafter = calloc(s->ndepartments + 1, sizeof(double));
     bool *stopped = calloc(nr ? nr : 1, sizeof(bool));
+    bool *ended = calloc(s->npending ? s->npending : 1, sizeof(bool)); /* suspensions */
     if (!used || !cpu || !mem || !touched_gpu || !touched_node || !before || !after || !dbefore ||
-        !dafter || !stopped) {
+        !dafter || !stopped || !ended) {
         rc = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         goto out;
     }
@@ -75,10 +76,29 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
         const struct ts_sched_decision *d = &res->decisions[i];
         if (d->action == TS_SCHED_BIND)
             continue;
-        if (!d->job_was_running) {
-            rc = ts_error_set(err, TS_ERR_INTERNAL, "job %lld was stopped but was not running",
-                              (long long)d->job_id);
+        bool served = false;
+        for (size_t k = i + 1; k < res->ndecisions && !served; k++)
+            served = res->decisions[k].action == TS_SCHED_BIND &&
+                     res->decisions[k].job_id == d->for_job_id;
+        if (!served) {
+            rc = ts_error_set(err, TS_ERR_INTERNAL,
+                              "job %lld was stopped for job %lld, which was not placed after it",
+                              (long long)d->job_id, (long long)d->for_job_id);
             goto out;
+        }
+        if (!d->job_was_running) {
+            /* the suspension of a pending job ends */
+            const struct ts_sched_pending *p = &s->pending[d->job];
+            if (d->action != TS_SCHED_EVICT || p->suspended_node != d->node ||
+                p->suspended_node < 0 || !p->preemptible || ended[d->job]) {
+                rc = ts_error_set(err, TS_ERR_INTERNAL,
+                                  "job %lld was stopped but was neither running nor suspended "
+                                  "there",
+                                  (long long)d->job_id);
+                goto out;
+            }
+            ended[d->job] = true;
+            continue;
         }
         const struct ts_sched_running *j = &s->running[d->job];
         if (!j->preemptible) {
@@ -100,16 +120,6 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
             goto out;
         }
         stopped[d->job] = true;
-        bool served = false;
-        for (size_t k = i + 1; k < res->ndecisions && !served; k++)
-            served = res->decisions[k].action == TS_SCHED_BIND &&
-                     res->decisions[k].job_id == d->for_job_id;
-        if (!served) {
-            rc = ts_error_set(err, TS_ERR_INTERNAL,
-                              "job \"%s\" was stopped for job %lld, which was not placed after it",
-                              j->name, (long long)d->for_job_id);
-            goto out;
-        }
     }
     /* state after: running jobs not stopped, plus binds */
     for (size_t i = 0; i < nr; i++) {
@@ -129,13 +139,13 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
         mem[j->node] += j->request.host_memory_bytes;
     }
     for (size_t i = 0; i < s->npending; i++)
-        if (s->pending[i].suspended_node >= 0)
+        if (s->pending[i].suspended_node >= 0 && !ended[i])
             mem[s->pending[i].suspended_node] += s->pending[i].request.host_memory_bytes;
     for (size_t i = 0; i < res->ndecisions; i++) {
         const struct ts_sched_decision *d = &res->decisions[i];
         if (d->action == TS_SCHED_BIND)
             continue;
-        if (d->action == TS_SCHED_SUSPEND)
+        if (d->action == TS_SCHED_SUSPEND && d->job_was_running)
             mem[d->node] += s->running[d->job].request.host_memory_bytes;
     }
     for (size_t i = 0; i < res->ndecisions; i++) {
@@ -189,8 +199,9 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
             used[d->slots[k].gpu] += d->slots[k].memory_bytes;
             touched_gpu[d->slots[k].gpu] = true;
         }
-        bool resumed = d->job_was_running ? stopped_suspended(res, i, d->job_id)
-                                          : s->pending[d->job].suspended_node >= 0;
+        bool resumed = d->job_was_running
+                           ? stopped_suspended(res, i, d->job_id)
+                           : s->pending[d->job].suspended_node >= 0 && !ended[d->job];
         cpu[d->node] += r->cpu;
         if (!resumed)
             mem[d->node] += r->host_memory_bytes;
@@ -243,7 +254,7 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
         const struct ts_sched_decision *d = &res->decisions[i];
         if (d->action == TS_SCHED_BIND)
             expect += d->job_was_running ? 0 : (size_t)-1;
-        else
+        else if (d->job_was_running)
             expect++;
         if (d->action == TS_SCHED_BIND && d->job_was_running)
             expect--; /* stopped and placed again */
@@ -279,6 +290,7 @@ out:
     free(dbefore);
     free(dafter);
     free(stopped);
+    free(ended);
     return rc;
 }
 
@@ -293,7 +305,8 @@ enum ts_err ts_sched_apply(const struct ts_sched_snapshot *s, const struct ts_sc
     signed char *rstate = ts_arena_alloc(a, nr + 1); /* 1 stopped, 2 suspended */
     int *rnode = ts_arena_alloc(a, (nr + 1) * sizeof(int));
     bool *pbound = ts_arena_alloc(a, np + 1);
-    if (!run || !pen || !nodes || !rstate || !rnode || !pbound)
+    bool *pended = ts_arena_alloc(a, np + 1); /* suspension ended */
+    if (!run || !pen || !nodes || !rstate || !rnode || !pbound || !pended)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     memcpy(nodes, s->nodes, s->nnodes * sizeof(*nodes));
     size_t nrun = 0, npen = 0;
@@ -302,6 +315,10 @@ enum ts_err ts_sched_apply(const struct ts_sched_snapshot *s, const struct ts_sc
         if (d->action == TS_SCHED_BIND) {
             if (!d->job_was_running)
                 pbound[d->job] = true;
+            continue;
+        }
+        if (!d->job_was_running) {
+            pended[d->job] = true;
             continue;
         }
         rstate[d->job] = d->action == TS_SCHED_SUSPEND ? 2 : 1;
@@ -316,9 +333,14 @@ enum ts_err ts_sched_apply(const struct ts_sched_snapshot *s, const struct ts_sc
     for (size_t i = 0; i < nr; i++)
         if (rstate[i] == 0)
             run[nrun++] = s->running[i];
-    for (size_t i = 0; i < np; i++)
-        if (!pbound[i])
-            pen[npen++] = s->pending[i];
+    for (size_t i = 0; i < np; i++) {
+        if (pbound[i])
+            continue;
+        pen[npen] = s->pending[i];
+        if (pended[i])
+            pen[npen].suspended_node = -1;
+        npen++;
+    }
     /* stopped jobs that were not placed again go back to the queue */
     for (size_t i = 0; i < nr; i++) {
         if (rstate[i] == 0)

@@ -35,15 +35,14 @@ struct job {
     double gpus; /* allocated now */
     bool orig_running;
     int orig;            /* index in the snapshot's running[] or pending[] */
-    bool bound;          /* placed by this cycle */
-    bool unbindable;     /* placed by this cycle and preemptible: a later
-                            victim search may take the placement back */
+    bool bound;          /* placed by this cycle: a later victim search may
+                            take the placement back (when preemptible) */
     int bind_dec;        /* its bind decision, -1 */
-    bool was_unbound;    /* taken back once: its next placement stays */
     int saved_only_node; /* its pending pin, restored when unbound */
-    bool saved_held;
-    bool evicted;   /* stopped by this cycle */
-    int prev, next; /* the node's list of running jobs */
+    bool saved_held;     /* its host memory was held before it was placed */
+    bool evicted;        /* stopped by this cycle */
+    int stop_dec;        /* its stop decision, -1 */
+    int prev, next;      /* the node's list of running jobs */
     enum stage stage;
     bool reclaim_tried;
     int64_t position;
@@ -59,8 +58,9 @@ struct proj {
     int heap_pos;
     int *queue; /* this pass's pending jobs, in order */
     size_t nqueue, qhead;
-    int touched;    /* victims.c scratch */
-    double removed; /* victims.c scratch */
+    int touched;      /* victims.c scratch */
+    int skipped_prio; /* victims.c scratch */
+    double removed;   /* victims.c scratch */
 };
 
 struct decision_buf {
@@ -77,7 +77,8 @@ struct cycle {
     size_t njobs;
     struct proj *projs;
     double *dep_alloc;
-    int *node_head; /* first running job on each node, -1 */
+    double *demand, *deserved, *fair; /* shares_update's buffers, per project */
+    int *node_head;                   /* first running job on each node, -1 */
     struct decision_buf dec;
     size_t pass_decisions;
     int64_t free_epoch;     /* bumps when resources are freed */
@@ -95,6 +96,10 @@ void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *s
                 const char *code, const char *msg);
 void cycle_stop(struct cycle *cy, int v, int for_job, bool suspend, const char *code,
                 const char *msg);
+/* Whether v, placed by this cycle, was suspended before (by the snapshot or
+ * by this cycle): taking the placement back may keep the suspension (its
+ * host memory stays held) or drop it (freed). */
+bool cycle_holds_suspension(const struct job *v);
 bool cycle_protected(const struct cycle *cy, const struct job *v);
 const char *cycle_printf(struct cycle *cy, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

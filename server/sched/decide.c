@@ -5,9 +5,12 @@
  * jobs in order (order.c): each job is placed (place.c) if its project's
  * limits allow, else room is made by reclaim (reclaim.c) and then by preempt
  * (preempt.c). Jobs stopped by a pass join the queue of the next. Passes
- * repeat until one makes no decision (at most config.max_passes): the
- * state the decisions produce is then one on which a new cycle decides
- * nothing, so it never evicts what it just placed or undoes its own work.
+ * repeat until one makes no decision (at most config.max_passes). Every
+ * pass starts from what a new cycle on the state so far would see (fair
+ * shares taken again; jobs this cycle placed are running and may be taken
+ * back like any other), so the state the decisions produce is one on which
+ * a new cycle decides nothing: it never evicts what it just placed or
+ * undoes its own work.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -97,7 +100,6 @@ void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *s
     J->node = node;
     J->running = true;
     J->bound = true;
-    J->unbindable = J->preemptible && !J->was_unbound;
     J->saved_only_node = J->p.only_node;
     J->saved_held = J->p.host_mem_held;
     J->bind_dec = (int)cy->dec.n;
@@ -123,9 +125,6 @@ void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *s
     order_update(cy->order, J->project);
 }
 
-/* Take back a placement this cycle made: its bind decision is cancelled and
- * the job is pending again, as it was. Jobs stopped to make room for it now
- * make room for for_job, which takes its place. */
 /* Node `node` has more room than before: placements that failed may now fit
  * there (and only there). */
 static void cycle_freed(struct cycle *cy, int node)
@@ -145,7 +144,29 @@ static void cycle_freed(struct cycle *cy, int node)
     cy->freed[cy->nfreed++] = node;
 }
 
-static void unbind(struct cycle *cy, int v, int for_job)
+bool cycle_holds_suspension(const struct job *v)
+{
+    return v->bound && v->saved_held;
+}
+
+static int64_t slots_bytes(const struct ts_sched_slot *slots, size_t n)
+{
+    int64_t b = 0;
+    for (size_t k = 0; k < n; k++)
+        b += slots[k].memory_bytes;
+    return b;
+}
+
+/* Take back a placement this cycle made: its bind decision is cancelled and
+ * the job is pending again, as it was. A job that was suspended (by the
+ * snapshot or by this cycle) keeps its suspension when `suspend`; otherwise
+ * the suspension is dropped, as a new cycle would evict the job it sees
+ * running: this cycle's suspension becomes an eviction (host memory and
+ * swap room return), or an older one ends with an eviction of the pending
+ * job (its host memory returns; it may resume on any node). Jobs stopped to
+ * make room for it now make room for for_job, which takes its place. */
+static void unbind(struct cycle *cy, int v, int for_job, bool suspend, const char *code,
+                   const char *msg)
 {
     struct job *V = &cy->jobs[v];
     int node_was = V->node;
@@ -154,20 +175,42 @@ static void unbind(struct cycle *cy, int v, int for_job)
         if (d->action != TS_SCHED_BIND && d->code != NULL && d->for_job_id == V->id)
             d->for_job_id = cy->jobs[for_job].id;
     }
+    bool drop = cycle_holds_suspension(V) && !suspend;
     cluster_give(cy->c, node_was, V->slots, V->nslots, V->req->cpu,
-                 V->saved_held ? 0 : V->req->host_memory_bytes);
+                 V->saved_held && !drop ? 0 : V->req->host_memory_bytes);
     list_del(cy, v);
     account(cy, V, -1);
     cy->dec.v[V->bind_dec].code = NULL; /* cancelled: dropped from the result */
     V->running = false;
     V->bound = false;
-    V->unbindable = false;
-    V->was_unbound = true;
     V->bind_dec = -1;
     V->gpus = 0;
     V->node = -1;
     V->p.only_node = V->saved_only_node;
     V->p.host_mem_held = V->saved_held;
+    if (drop) {
+        V->p.only_node = -1;
+        V->p.host_mem_held = false;
+        if (V->stop_dec >= 0) {
+            struct ts_sched_decision *d = &cy->dec.v[V->stop_dec];
+            d->action = TS_SCHED_EVICT;
+            cy->c->nodes[d->node].swap_free += slots_bytes(d->slots, d->nslots);
+        } else {
+            struct ts_sched_decision d = {
+                .action = TS_SCHED_EVICT,
+                .job_id = V->id,
+                .job_was_running = false,
+                .job = V->orig,
+                .node = node_was,
+                .for_job_id = cy->jobs[for_job].id,
+                .code = code,
+                .message = msg,
+            };
+            V->evicted = true;
+            V->stop_dec = (int)cy->dec.n;
+            push_decision(cy, &d);
+        }
+    }
     cy->pass_decisions++;
     cycle_freed(cy, node_was);
     order_update(cy->order, V->project);
@@ -178,13 +221,11 @@ void cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, const cha
 {
     struct job *V = &cy->jobs[v];
     if (V->bound) {
-        unbind(cy, v, for_job);
+        unbind(cy, v, for_job, suspend_it, code, msg);
         return;
     }
     int node = V->node;
-    int64_t bytes = 0;
-    for (size_t k = 0; k < V->nslots; k++)
-        bytes += V->slots[k].memory_bytes;
+    int64_t bytes = slots_bytes(V->slots, V->nslots);
     struct node_state *n = &cy->c->nodes[node];
     bool suspend = suspend_it && bytes > 0 && n->swap_free >= bytes;
     if (suspend)
@@ -216,6 +257,7 @@ void cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, const cha
         .message = msg,
     };
     V->gpus = 0;
+    V->stop_dec = (int)cy->dec.n;
     push_decision(cy, &d);
     cycle_freed(cy, node);
     order_update(cy->order, V->project);
@@ -315,6 +357,7 @@ static enum ts_err build_jobs(struct cycle *cy)
         J->orig = run ? (int)i : (int)(i - snap->nrunning);
         J->prev = J->next = -1;
         J->bind_dec = -1;
+        J->stop_dec = -1;
         if (run) {
             const struct ts_sched_running *r = &snap->running[i];
             J->id = r->id;
@@ -360,36 +403,55 @@ static enum ts_err build_jobs(struct cycle *cy)
     return TS_OK;
 }
 
+/* Allocations, demands and fair shares from the jobs as they stand: at the
+ * start of every pass, so that the pass that ends the cycle sees what a new
+ * cycle on the state the decisions produce would see (a memory request's
+ * GPUs change when it is placed, and with them the demand). */
+static void shares_update(struct cycle *cy)
+{
+    const struct ts_sched_snapshot *snap = cy->snap;
+    size_t np = snap->nprojects;
+    for (size_t p = 0; p < np; p++) {
+        cy->projs[p].alloc = 0;
+        cy->projs[p].alloc_np = 0;
+        cy->demand[p] = 0;
+    }
+    for (size_t d = 0; d < snap->ndepartments; d++)
+        cy->dep_alloc[d] = 0;
+    for (size_t i = 0; i < cy->njobs; i++) {
+        const struct job *J = &cy->jobs[i];
+        if (J->running)
+            account(cy, J, 1);
+        else if (J->valid)
+            cy->demand[J->project] += J->p.gpus_estimate;
+    }
+    for (size_t p = 0; p < np; p++) {
+        struct proj *P = &cy->projs[p];
+        P->demand = P->alloc + cy->demand[p];
+        cy->demand[p] = P->demand;
+    }
+    ts_sched_fairshare(snap->departments, snap->ndepartments, snap->projects, np, cy->demand,
+                       cy->c->capacity, snap->config.usage_half_life_s, cy->deserved, cy->fair);
+    for (size_t p = 0; p < np; p++) {
+        cy->projs[p].deserved = cy->deserved[p];
+        cy->projs[p].fair = cy->fair[p];
+    }
+}
+
 static enum ts_err build_projects(struct cycle *cy)
 {
     const struct ts_sched_snapshot *snap = cy->snap;
     size_t np = snap->nprojects;
     cy->projs = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(struct proj));
     cy->dep_alloc = ts_arena_alloc(cy->a, (snap->ndepartments + 1) * sizeof(double));
-    double *demand = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
-    double *deserved = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
-    double *fair = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
-    if (!cy->projs || !cy->dep_alloc || !demand || !deserved || !fair)
+    cy->demand = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
+    cy->deserved = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
+    cy->fair = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
+    if (!cy->projs || !cy->dep_alloc || !cy->demand || !cy->deserved || !cy->fair)
         return TS_ERR_NOMEM;
-    for (size_t i = 0; i < cy->njobs; i++) {
-        const struct job *J = &cy->jobs[i];
-        if (J->running)
-            account(cy, J, 1);
-        else if (J->valid)
-            demand[J->project] += J->p.gpus_estimate;
-    }
     for (size_t p = 0; p < np; p++) {
-        struct proj *P = &cy->projs[p];
-        P->demand = P->alloc + demand[p];
-        demand[p] = P->demand;
         int64_t m = snap->projects[p].min_runtime_s;
-        P->min_runtime = m >= 0 ? m : snap->config.min_runtime_s;
-    }
-    ts_sched_fairshare(snap->departments, snap->ndepartments, snap->projects, np, demand,
-                       cy->c->capacity, snap->config.usage_half_life_s, deserved, fair);
-    for (size_t p = 0; p < np; p++) {
-        cy->projs[p].deserved = deserved[p];
-        cy->projs[p].fair = fair[p];
+        cy->projs[p].min_runtime = m >= 0 ? m : snap->config.min_runtime_s;
     }
     return TS_OK;
 }
@@ -489,16 +551,20 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
     set_fgd_shapes(cy);
     int max_passes = snap->config.max_passes > 0 ? snap->config.max_passes : 16;
     int pass = 0;
+    int64_t pos = 0; /* queue positions of the last pass */
     while (pass < max_passes) {
         pass++;
         cy->pass_decisions = 0;
         memo_clear(cy->reclaim_memo);
+        shares_update(cy);
         cy->order = order_new(cy);
         if (cy->order == NULL && cy->njobs > 0) {
             rc = TS_ERR_NOMEM;
             goto out;
         }
-        int64_t pos = 0;
+        pos = 0;
+        for (size_t i = 0; i < cy->njobs; i++)
+            cy->jobs[i].position = 0;
         for (int j; (j = order_next(cy->order)) >= 0;) {
             attempt(cy, j);
             if (!cy->jobs[j].running)
@@ -513,6 +579,10 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
         if (cy->pass_decisions == 0)
             break;
     }
+    /* out of passes: jobs stopped after their turn in the last pass come last */
+    for (size_t i = 0; i < cy->njobs; i++)
+        if (!cy->jobs[i].running && cy->jobs[i].position == 0)
+            cy->jobs[i].position = ++pos;
     rc = build_result(cy, pass, r);
 out:
     memo_free(cy->fail_memo);

@@ -25,6 +25,8 @@ bool reclaim_try(struct cycle *cy, int j)
     struct proj *P = &cy->projs[J->project];
     if (!(P->alloc + EPS < P->fair))
         return false;
+    if (J->p.ndev == 0)
+        return false; /* a CPU-only job brings its project no closer to its share */
     bool any = false; /* a project above its fair share to take from */
     for (size_t q = 0; q < cy->snap->nprojects && !any; q++)
         any = (int)q != J->project && cy->projs[q].alloc > cy->projs[q].fair + EPS;

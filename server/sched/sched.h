@@ -168,7 +168,10 @@ struct ts_sched_snapshot {
 
 enum ts_sched_action {
     TS_SCHED_BIND,    /* start a pending job on node + slots */
-    TS_SCHED_EVICT,   /* stop a running job; it goes back to the queue */
+    TS_SCHED_EVICT,   /* stop a running job; it goes back to the queue. With
+                         job_was_running false: end the suspension of a
+                         pending job suspended on `node` (its processes end,
+                         its host memory is freed, it may resume anywhere) */
     TS_SCHED_SUSPEND, /* stop it in place: its GPU memory moves to host swap */
 };
 

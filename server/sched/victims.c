@@ -20,6 +20,7 @@
  * the swap that would have kept the next victim's host memory, and a cycle
  * that saw the same jobs in another order could find room this one did not.)
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,10 +59,11 @@ static void scratch_init(struct cycle *cy, int node, struct scratch *s)
 }
 
 /* Whether v, stopped, could be suspended: it was running before this cycle
- * and holds GPU memory (a placement taken back is simply undone). */
+ * and holds GPU memory, or it was suspended before this cycle placed it. A
+ * placement taken back otherwise is simply undone. */
 static bool suspendable(const struct job *v)
 {
-    return !v->bound && job_bytes(v) > 0;
+    return v->bound ? cycle_holds_suspension(v) : job_bytes(v) > 0;
 }
 
 /* Release v on the scratch node: evicted, or suspended (its host memory
@@ -76,9 +78,9 @@ static bool scratch_release(struct scratch *s, const struct job *v, bool suspend
     s->v.cpu_free += v->req->cpu;
     s->freed += v->gpus;
     if (v->bound) {
-        /* a placement taken back: its host memory returns unless it was held
-         * for a suspended job */
-        if (!v->saved_held)
+        /* a placement taken back: its host memory returns unless the job was
+         * suspended before and keeps its suspension */
+        if (!v->saved_held || !suspend)
             s->v.mem_free += v->req->host_memory_bytes;
         return true;
     }
@@ -192,7 +194,7 @@ bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *out_node,
         int nc = 0;
         for (int v = cy->node_head[node]; v >= 0 && nc < MAXV; v = cy->jobs[v].next) {
             const struct job *x = &cy->jobs[v];
-            if (!x->preemptible || (x->bound && !x->unbindable) || v == j)
+            if (!x->preemptible || v == j)
                 continue;
             if (cycle_protected(cy, x)) {
                 r->protected_seen++;
@@ -217,13 +219,21 @@ bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *out_node,
             const struct job *x = &cy->jobs[cand[i]];
             if (r->reclaim) {
                 struct proj *pv = &cy->projs[x->project];
+                if (pv->touched == 0) {
+                    touched[ntouched++] = x->project;
+                    pv->touched = 1;
+                    pv->skipped_prio = INT_MAX;
+                }
+                /* a project's jobs go in its own order: none of higher
+                 * priority than one passed over */
+                if (x->priority > pv->skipped_prio)
+                    continue;
                 /* anti-loop: the victim's project stays at least as far above
                  * its fair share as the reclaimer will be */
-                if (pv->alloc - pv->removed - x->gpus - pv->fair < r->reclaimer_excess - EPS)
+                if (pv->alloc - pv->removed - x->gpus - pv->fair < r->reclaimer_excess - EPS) {
+                    pv->skipped_prio = x->priority;
                     continue;
-                if (pv->touched == 0)
-                    touched[ntouched++] = x->project;
-                pv->touched = 1;
+                }
                 pv->removed += x->gpus;
             }
             scratch_release(&s, x, false);

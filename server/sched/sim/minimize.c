@@ -20,6 +20,21 @@
 #include "server/sched/sched_json.h"
 #include "server/sched/sim/sim.h"
 
+/* Whether every running job holds as many GPUs as it asks for: deleting a
+ * job's request or its GPUs alone would leave a snapshot no server sends. */
+static bool consistent(const struct ts_sched_snapshot *s)
+{
+    for (size_t i = 0; i < s->nrunning; i++) {
+        const struct ts_sched_request *r = &s->running[i].request;
+        size_t want = r->kind == TS_SCHED_GPU_NONE    ? 0
+                      : r->kind == TS_SCHED_GPU_COUNT ? (size_t)r->count
+                                                      : (size_t)(r->devices > 0 ? r->devices : 1);
+        if (s->running[i].nslots != want)
+            return false;
+    }
+    return true;
+}
+
 /* Whether the cycle after the cycle on `j` stops a job. */
 static bool unstable(const json_t *j, const char *strategy)
 {
@@ -30,7 +45,7 @@ static bool unstable(const json_t *j, const char *strategy)
     struct ts_error err = {0};
     struct ts_sched_result *r = NULL, *r2 = NULL;
     bool bad = false;
-    if (ts_sched_snapshot_from_json(j, a, &s, &err) != TS_OK)
+    if (ts_sched_snapshot_from_json(j, a, &s, &err) != TS_OK || !consistent(&s))
         goto out;
     if (strategy != NULL)
         s.config.strategy = strategy;

@@ -294,6 +294,8 @@ int sim_replay_main(int argc, char **argv)
         for (size_t k = 0; k < res->ndecisions; k++) {
             const struct ts_sched_decision *d = &res->decisions[k];
             struct rjob *j = &jobs[d->job_was_running ? run_of[d->job] : pen_of[d->job]];
+            if (d->action != TS_SCHED_BIND && !d->job_was_running)
+                continue; /* a suspension ended: the replay suspends nothing */
             if (d->action == TS_SCHED_BIND) {
                 j->st = J_RUNNING;
                 j->node = d->node;

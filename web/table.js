@@ -54,7 +54,7 @@ export class Table {
     this.emptyRow = el('p', {class: 'empty', hidden: true}, opts.empty || 'Nothing to show.');
     this.prev = el('button', {type: 'button', class: 'small', onclick: () => this.go(-1)}, '‹ Previous');
     this.next = el('button', {type: 'button', class: 'small', onclick: () => this.go(1)}, 'Next ›');
-    this.range = el('span', {class: 'range', 'aria-live': 'polite'});
+    this.range = el('span', {class: 'range'});
     this.pager = el('nav', {class: 'pager', 'aria-label': `${opts.caption || 'table'} pages`, hidden: true}, this.prev, this.range, this.next);
     this.root = el('div', {class: 'table-wrap'}, el('div', {class: 'scroll'}, this.table), this.emptyRow, this.pager);
   }

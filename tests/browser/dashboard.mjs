@@ -303,6 +303,17 @@ async function realCluster(browser) {
   await page.getByRole('button', {name: 'Sign out'}).click();
   await page.getByLabel('Token').waitFor();
   check((await page.evaluate(() => sessionStorage.getItem('tessera.token'))) === null, 'token still stored');
+
+  // the page asks GET /tokens whether the token is an admin's: 403 for a viewer
+  begin('a viewer sees the cluster but no quota editor', [403]);
+  const viewer = (await api('POST', '/tokens', {name: 'browser-viewer', role: 'viewer'})).data.token;
+  await page.getByLabel('Token').fill(viewer);
+  await page.getByRole('button', {name: 'Sign in'}).click();
+  await page.locator('#overview').waitFor();
+  await page.locator('#project-filter').selectOption('');
+  await expectTiles(page, {nodes: '2 / 2', running: '3'});
+  await until(async () => (await quotaRows.count()) === 3, 'three projects for the viewer');
+  check((await page.getByRole('button', {name: /^Edit the quota/}).count()) === 0, 'a viewer is offered the quota editor');
   await context.close();
 }
 

@@ -6,6 +6,8 @@
 # Needs TS_BIN_DIR (the build's bin/). Sets WEB_TMP, WEB_URL, WEB_TOKEN.
 
 set -euo pipefail
+[ -d "${TS_BIN_DIR:-}" ] || { echo "FAIL: TS_BIN_DIR must name the build's bin/ folder" >&2; exit 1; }
+TS_BIN_DIR=$(cd "$TS_BIN_DIR" && pwd)
 
 WEB_TOKEN=${WEB_TOKEN:-browser-test-admin-0123456789abcdef}
 WEB_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tessera-web.XXXXXX")
@@ -88,9 +90,20 @@ web_cleanup() {
     p=$(web_leftovers)
     [ -n "$p" ] && kill -KILL $p 2>/dev/null
   fi
-  if [ $rc -ne 0 ] && [ -f "$WEB_TMP/server.log" ]; then
-    echo "--- last lines of the server log ---" >&2
-    tail -n 30 "$WEB_TMP/server.log" >&2
+  # a sanitizer build reports into the logs (leaks only at exit)
+  for p in "$WEB_TMP/server.log" "$WEB_TMP"/agents/*/agent.log; do
+    if [ -f "$p" ] && grep -Eq 'Sanitizer|runtime error:' "$p"; then
+      echo "FAIL: a sanitizer report in ${p#"$WEB_TMP"/}:" >&2
+      grep -E -A 20 'Sanitizer|runtime error:' "$p" | head -n 40 >&2
+      rc=1
+    fi
+  done
+  if [ $rc -ne 0 ]; then
+    for p in "$WEB_TMP/server.log" "$WEB_TMP"/agents/*/agent.log; do
+      [ -f "$p" ] || continue
+      echo "--- last lines of ${p#"$WEB_TMP"/} ---" >&2
+      tail -n 30 "$p" >&2
+    done
   fi
   rm -rf "$WEB_TMP"
   exit $rc

@@ -61,9 +61,7 @@ static int fail(struct ts_e2e *c, const char *what)
 
 static bool wait_cancelled(struct ts_it_server *s, long long id)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/api/v1/jobs/%lld", id);
-    if (ts_e2e_req(s, "DELETE", path, NULL) != 200)
+    if (ts_e2e_cancel(s, id) != 200)
         return false;
     json_t *j = ts_e2e_wait_state(s, id, "cancelled", 30);
     json_decref(j);
@@ -74,7 +72,7 @@ static bool wait_cancelled(struct ts_it_server *s, long long id)
 
 static int latency(int n)
 {
-    printf("command: %s latency %d\n", prog, n);
+    printf("command: TS_BIN_DIR=%s %s latency %d\n", ts_e2e_bin_dir(), prog, n);
     static struct ts_e2e c;
     if (ts_e2e_start(&c, NULL) != 0 || ts_e2e_project(&c.srv, "bench", 4) != 0 ||
         ts_e2e_agent_add(&c, "n1", "sim:4x16GiB", NULL) < 0 ||
@@ -189,10 +187,18 @@ static int reclaim_series(struct ts_e2e *c, int rounds, bool stubborn, double gr
         double run = ts_e2e_event_time(s, id, "running", 1);
         gross[r] = run - sub;
         net[r] = gross[r] - (stubborn ? grace : 0);
+        if (getenv("BENCH_DEBUG"))
+            fprintf(stderr, "round %d job %lld: %.3f s\n", r, id, gross[r]);
         /* give the GPU back: the waiting borrower job takes it */
         if (!wait_cancelled(s, id) || !wait_running(s, ids, 5, 4, 30))
             return -1;
     }
+    /* one eviction per round, no more */
+    int evictions = 0;
+    for (int i = 0; i < 5; i++)
+        evictions += ts_e2e_event_count(s, ids[i], "evicting");
+    if (evictions != rounds)
+        fprintf(stderr, "%s: %d evictions in %d rounds\n", prog, evictions, rounds);
     for (int i = 0; i < 5; i++)
         if (!wait_cancelled(s, ids[i]))
             return -1;
@@ -201,7 +207,7 @@ static int reclaim_series(struct ts_e2e *c, int rounds, bool stubborn, double gr
 
 static int reclaim(int rounds)
 {
-    printf("command: %s reclaim %d\n", prog, rounds);
+    printf("command: TS_BIN_DIR=%s %s reclaim %d\n", ts_e2e_bin_dir(), prog, rounds);
     static struct ts_e2e c;
     if (ts_e2e_start(&c, NULL) != 0 || ts_e2e_project(&c.srv, "owner", 2) != 0 ||
         ts_e2e_project(&c.srv, "stubborn", 0) != 0 || ts_e2e_project(&c.srv, "polite", 0) != 0 ||
@@ -241,9 +247,43 @@ static int reclaim(int rounds)
 
 /* ---- filling an empty cluster ------------------------------------------------------ */
 
+/* Wait until every job of ids runs. */
+static bool wait_all_running(struct ts_it_server *s, const long long *ids, int n, double secs)
+{
+    double end = ts_e2e_now() + secs;
+    int from = 0; /* jobs before it are known to run */
+    while (from < n) {
+        json_t *j = ts_e2e_job(s, ids[from]);
+        bool run = j != NULL && strcmp(ts_it_str(j, "state"), "running") == 0;
+        json_decref(j);
+        if (run) {
+            from++;
+            continue;
+        }
+        if (ts_e2e_now() > end)
+            return false;
+        ts_e2e_sleep(0.05);
+    }
+    return true;
+}
+
+/* The first submitted, last scheduled and last running events of ids. */
+static void spans(struct ts_it_server *s, const long long *ids, int n, double *first_sub,
+                  double *last_sched, double *last_run)
+{
+    for (int i = 0; i < n; i++) {
+        double sub = ts_e2e_event_time(s, ids[i], "submitted", 1);
+        double sch = ts_e2e_event_time(s, ids[i], "scheduled", -1);
+        double run = ts_e2e_event_time(s, ids[i], "running", -1);
+        *first_sub = sub < *first_sub ? sub : *first_sub;
+        *last_sched = sch > *last_sched ? sch : *last_sched;
+        *last_run = run > *last_run ? run : *last_run;
+    }
+}
+
 static int fill(int agents, int gpus, int jobs)
 {
-    printf("command: %s fill %d %d %d\n", prog, agents, gpus, jobs);
+    printf("command: TS_BIN_DIR=%s %s fill %d %d %d\n", ts_e2e_bin_dir(), prog, agents, gpus, jobs);
     static struct ts_e2e c;
     if (ts_e2e_start(&c, NULL) != 0 || ts_e2e_project(&c.srv, "bench", agents * gpus) != 0)
         return fail(&c, "could not start the server");
@@ -262,6 +302,11 @@ static int fill(int agents, int gpus, int jobs)
     ts_e2e_sleep(2); /* let the registrations' cycles settle */
 
     long long *ids = calloc((size_t)jobs, sizeof(long long));
+    printf("filling an empty cluster: %d agents x %d simulated GPUs on this machine, %d one-GPU "
+           "jobs:\n",
+           agents, gpus, jobs);
+
+    /* 1: submitted one after another as fast as one client can */
     double t0 = ts_e2e_wall();
     for (int i = 0; i < jobs; i++) {
         char name[32];
@@ -271,40 +316,12 @@ static int fill(int agents, int gpus, int jobs)
             return fail(&c, "submit failed");
     }
     double t_submitted = ts_e2e_wall();
-    /* wait for all to run */
-    for (;;) {
-        json_t *p = ts_e2e_get(s, "/api/v1/projects/bench");
-        json_t *st = json_object_get(p, "status");
-        long long run = ts_it_int(st, "running_jobs"), pend = ts_it_int(st, "pending_jobs");
-        json_decref(p);
-        int running = 0;
-        if (pend == 0 && run == jobs) {
-            for (int i = 0; i < jobs; i++) {
-                json_t *j = ts_e2e_job(s, ids[i]);
-                running += j != NULL && strcmp(ts_it_str(j, "state"), "running") == 0;
-                json_decref(j);
-            }
-        }
-        if (running == jobs)
-            break;
-        if (ts_e2e_wall() - t0 > 180)
-            return fail(&c, "the jobs did not all run in 180 s");
-        ts_e2e_sleep(0.1);
-    }
-    double first_sub = -1, last_run = 0, last_sched = 0;
-    for (int i = 0; i < jobs; i++) {
-        double sub = ts_e2e_event_time(s, ids[i], "submitted", 1);
-        double sch = ts_e2e_event_time(s, ids[i], "scheduled", 1);
-        double run = ts_e2e_event_time(s, ids[i], "running", 1);
-        if (first_sub < 0 || sub < first_sub)
-            first_sub = sub;
-        last_sched = sch > last_sched ? sch : last_sched;
-        last_run = run > last_run ? run : last_run;
-    }
+    if (!wait_all_running(s, ids, jobs, 180))
+        return fail(&c, "the jobs did not all run in 180 s");
+    double first_sub = 1e18, last_run = 0, last_sched = 0;
+    spans(s, ids, jobs, &first_sub, &last_sched, &last_run);
     double span = last_run - first_sub, submit_span = t_submitted - t0;
-    printf("filling an empty cluster: %d agents x %d simulated GPUs on this machine, %d one-GPU "
-           "jobs submitted one after another:\n",
-           agents, gpus, jobs);
+    printf(" streamed: submitted one after another by one client\n");
     printf("  first submitted -> last running     %8.2f s   %7.1f jobs started/s\n", span,
            jobs / span);
     printf("  first submitted -> last scheduled   %8.2f s   %7.1f jobs placed/s\n",
@@ -312,6 +329,50 @@ static int fill(int agents, int gpus, int jobs)
     printf("  baseline: the %d POSTs alone         %8.2f s   %7.1f jobs submitted/s\n", jobs,
            submit_span, jobs / submit_span);
     printf("  ratio started/s to submitted/s: %.2f\n", (jobs / span) / (jobs / submit_span));
+    for (int i = 0; i < jobs; i++) {
+        if (ts_e2e_cancel(s, ids[i]) != 200)
+            return fail(&c, "cancel failed");
+    }
+    for (int i = 0; i < jobs; i++) {
+        json_t *j = ts_e2e_wait_state(s, ids[i], "cancelled", 60);
+        if (j == NULL)
+            return fail(&c, "cancel failed");
+        json_decref(j);
+    }
+
+    /* 2: a backlog of jobs held by a limit of 0, let go by one quota change */
+    if (ts_e2e_req(s, "POST", "/api/v1/projects",
+                   "{\"name\": \"backlog\", \"department\": \"research\","
+                   " \"quota\": {\"gpus\": 0, \"limit\": 0}}") != 201)
+        return fail(&c, "could not create the backlog project");
+    for (int i = 0; i < jobs; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "backlog-%d", i);
+        ids[i] = ts_e2e_submit(s, "backlog", name, "{\"count\": 1}", "1s", NULL, "exec sleep 600");
+        if (ids[i] < 0)
+            return fail(&c, "submit failed");
+    }
+    ts_e2e_sleep(2); /* all considered and held */
+    char quota[64];
+    snprintf(quota, sizeof(quota), "{\"gpus\": %d}", agents * gpus);
+    const char *hdr[] = {"If-Match: *", NULL};
+    double t_release = ts_e2e_wall();
+    struct ts_response r;
+    long st = ts_it_req(s->admin, "PUT", "/api/v1/projects/backlog/quota", quota, hdr, &r);
+    if (st >= 0)
+        ts_response_free(&r);
+    if (st != 200)
+        return fail(&c, "could not change the quota");
+    if (!wait_all_running(s, ids, jobs, 180))
+        return fail(&c, "the backlog did not all run in 180 s");
+    first_sub = 1e18, last_run = 0, last_sched = 0;
+    spans(s, ids, jobs, &first_sub, &last_sched, &last_run);
+    span = last_run - t_release;
+    printf(" backlog: %d jobs queued, let go at once by a quota change\n", jobs);
+    printf("  quota changed -> last running       %8.2f s   %7.1f jobs started/s\n", span,
+           jobs / span);
+    printf("  quota changed -> last scheduled     %8.2f s   %7.1f jobs placed/s\n",
+           last_sched - t_release, jobs / (last_sched - t_release));
     free(ids);
     c.passed = true; /* no logs shown */
     return ts_e2e_stop(&c) == 0 ? 0 : 1;
@@ -319,6 +380,7 @@ static int fill(int agents, int gpus, int jobs)
 
 int main(int argc, char **argv)
 {
+    prog = argv[0];
     const char *what = argc > 1 ? argv[1] : "";
     int a = argc > 2 ? atoi(argv[2]) : 0, b = argc > 3 ? atoi(argv[3]) : 0;
     int d = argc > 4 ? atoi(argv[4]) : 0;

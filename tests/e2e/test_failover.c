@@ -76,9 +76,7 @@ static json_t *running(struct ts_it_server *s, long long id)
 
 static void cancel(struct ts_it_server *s, long long id)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/api/v1/jobs/%lld", id);
-    assert_int_equal(ts_e2e_req(s, "DELETE", path, NULL), 200);
+    assert_int_equal(ts_e2e_cancel(s, id), 200);
 }
 
 /* Wait until the node's last report is later than t (Unix seconds). */

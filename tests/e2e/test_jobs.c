@@ -71,9 +71,7 @@ static char *starts_lines(struct ts_it_server *s, long long id, int n)
 
 static void cancel(struct ts_it_server *s, long long id)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/api/v1/jobs/%lld", id);
-    assert_int_equal(ts_e2e_req(s, "DELETE", path, NULL), 200);
+    assert_int_equal(ts_e2e_cancel(s, id), 200);
 }
 
 static void fractional_jobs_share_one_gpu(void **state)

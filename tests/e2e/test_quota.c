@@ -181,8 +181,7 @@ the_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_on_the_other_node(void
         json_decref(j);
     }
     assert_true(gone > 0);
-    snprintf(path, sizeof(path), "/api/v1/jobs/%lld", gone);
-    assert_int_equal(ts_e2e_req(s, "DELETE", path, NULL), 200);
+    assert_int_equal(ts_e2e_cancel(s, gone), 200);
     json_decref(ts_e2e_wait_state(s, gone, "cancelled", 30));
 
     /* it resumes there: same checkpoint folder, TESSERA_RESUME_COUNT=1 */

@@ -162,6 +162,16 @@ async function realCluster(browser) {
   check(lines.slice(1).some((l) => /^\d{4}-\d\d-\d\dT[^,]+,[\d.]+,[\d.]+,4$/.test(l)), 'no CSV row with figures');
   check(download.suggestedFilename().endsWith('.csv'), 'the download is not a .csv');
 
+  begin('a custom time range');
+  await page.getByLabel('Time range').selectOption({label: 'Custom range…'});
+  const local = (ms) => new Date(ms - new Date(ms).getTimezoneOffset() * 60000).toISOString().slice(0, 16);
+  check(/^\d{4}-\d\d-\d\dT\d\d:\d\d$/.test(await page.getByLabel('From').inputValue()), 'no start filled in');
+  await page.getByLabel('From').fill(local(Date.now() - 10 * 60000));
+  await page.getByLabel('To', {exact: true}).fill(local(Date.now() + 2 * 60000));
+  await until(async () => /^Latest for the cluster: allocated [1-9]/.test(await page.locator('#chart-summary').textContent()), 'the cluster in the custom range');
+  await page.getByLabel('Time range').selectOption({label: 'Last 15 minutes'});
+  check(!(await page.getByLabel('From').isVisible()), 'the custom range fields stay shown');
+
   begin('the quota table shows every project with deserved and fair share');
   const quotaRows = page.locator('#quota-panel table').first().locator('tbody tr');
   await until(async () => (await quotaRows.count()) === 3, 'three projects');

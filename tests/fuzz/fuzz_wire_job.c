@@ -48,7 +48,10 @@ static void check_round_trip(const struct ts_job_spec *s, struct ts_arena *a)
     static const char *const out_only[] = {"id",          "state",          "node",
                                            "exit_code",   "pending_reason", "resume_count",
                                            "created_at",  "updated_at",     "started_at",
-                                           "finished_at", "memory_bytes",   "max_runtime_seconds"};
+                                           "finished_at", "memory_bytes",   "max_runtime_seconds",
+                                           "attempt",     "grace_seconds",  "checkpoint_dir",
+                                           "stop_reason", "allocation",     "usage",
+                                           "fair_share"};
     for (size_t i = 0; i < sizeof(out_only) / sizeof(out_only[0]); i++)
         json_object_del(v, out_only[i]);
     json_t *gpu = json_object_get(v, "gpu");
@@ -82,6 +85,7 @@ static void check_round_trip(const struct ts_job_spec *s, struct ts_arena *a)
     FUZZ_CHECK(strcmp(s->gpu_model, t.gpu_model) == 0);
     FUZZ_CHECK(strcmp(s->node_selector, t.node_selector) == 0);
     FUZZ_CHECK(s->max_runtime_seconds == t.max_runtime_seconds);
+    FUZZ_CHECK(s->grace_seconds == t.grace_seconds);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

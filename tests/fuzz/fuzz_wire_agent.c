@@ -1,0 +1,49 @@
+/*
+ * fuzz_wire_agent.c - the agent protocol's bodies (PUT /nodes/{name} and
+ * POST /nodes/{name}/report): parse, decode both ways, check what a decoder
+ * that accepted promises.
+ */
+#include "tests/fuzz/fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    json_t *v = fuzz_parse(data, size);
+    if (v == NULL)
+        return 0;
+    struct ts_arena *a = ts_arena_new();
+    FUZZ_CHECK(a != NULL);
+    struct ts_node_reg *reg = ts_arena_alloc(a, sizeof(*reg));
+    FUZZ_CHECK(reg != NULL);
+    struct ts_error err;
+    enum ts_err e = ts_wire_node_reg_decode(v, a, reg, &err);
+    if (e == TS_OK) {
+        FUZZ_CHECK(reg->ngpus <= TS_NODE_GPUS_MAX);
+        for (size_t i = 0; i < reg->ngpus; i++) {
+            FUZZ_CHECK(reg->gpus[i].index >= 0 && reg->gpus[i].index < TS_NODE_GPUS_MAX);
+            FUZZ_CHECK(reg->gpus[i].memory_bytes > reg->gpu_reserve_bytes);
+            FUZZ_CHECK(reg->gpus[i].uuid[0] != '\0');
+            for (size_t j = 0; j < i; j++)
+                FUZZ_CHECK(reg->gpus[i].index != reg->gpus[j].index &&
+                           strcmp(reg->gpus[i].uuid, reg->gpus[j].uuid) != 0);
+        }
+    } else {
+        fuzz_check_error(e, &err);
+    }
+    struct ts_node_report rep;
+    e = ts_wire_node_report_decode(v, a, &rep, &err);
+    if (e == TS_OK) {
+        FUZZ_CHECK(rep.njobs <= TS_REPORT_JOBS_MAX && rep.ngpus <= TS_NODE_GPUS_MAX);
+        for (size_t i = 0; i < rep.njobs; i++) {
+            FUZZ_CHECK(rep.jobs[i].id > 0 && rep.jobs[i].attempt >= 0);
+            FUZZ_CHECK(rep.jobs[i].gpu_utilization >= 0 && rep.jobs[i].gpu_utilization <= 1);
+            FUZZ_CHECK(rep.jobs[i].message == NULL || strlen(rep.jobs[i].message) <= 1024);
+        }
+        for (size_t i = 0; i < rep.ngpus; i++)
+            FUZZ_CHECK(rep.gpus[i].utilization >= 0 && rep.gpus[i].utilization <= 1);
+    } else {
+        fuzz_check_error(e, &err);
+    }
+    ts_arena_free(a);
+    json_decref(v);
+    return 0;
+}

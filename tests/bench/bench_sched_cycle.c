@@ -15,7 +15,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "server/sched/sched.h"
+#include "server/sched/sched_json.h"
 
 #define NODES 1000
 #define GPN 8
@@ -67,6 +70,26 @@ static void request(struct ts_sched_request *r, unsigned kind)
     r->host_memory_bytes = 32 * GIB;
 }
 
+/* TS_SCHED_DUMP_RESULTS=FILE: the first run's result of each cycle, one line
+ * each, to compare two builds decision for decision. */
+static void dump_result(const struct ts_sched_snapshot *s, const struct ts_sched_result *r, int run)
+{
+    static FILE *f;
+    const char *path = getenv("TS_SCHED_DUMP_RESULTS");
+    if (path == NULL || run > 0)
+        return;
+    if (f == NULL)
+        f = fopen(path, "w");
+    if (f == NULL)
+        return;
+    json_t *j = ts_sched_result_to_json(s, r);
+    char *t = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    fprintf(f, "%s\n", t);
+    fflush(f);
+    free(t);
+    json_decref(j);
+}
+
 static double time_cycle(const struct ts_sched_snapshot *s, int runs, size_t *binds,
                          size_t *evictions, double *median, double *cpu_best)
 {
@@ -84,6 +107,7 @@ static double time_cycle(const struct ts_sched_snapshot *s, int runs, size_t *bi
         double c = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
         if (k == 0 || c < *cpu_best)
             *cpu_best = c;
+        dump_result(s, r, k);
         *binds = *evictions = 0;
         for (size_t i = 0; i < r->ndecisions; i++) {
             if (r->decisions[i].action == TS_SCHED_BIND)
@@ -105,8 +129,8 @@ int main(int argc, char **argv)
     int runs = argc > 1 ? atoi(argv[1]) : 5;
     if (runs < 1)
         runs = 1;
-    const char *only = argc > 2 ? argv[2] : NULL;
-    const char *work = argc > 3 ? argv[3] : NULL;
+    const char *only = argc > 2 && argv[2][0] ? argv[2] : NULL;
+    const char *work = argc > 3 && argv[3][0] ? argv[3] : NULL;
     static struct ts_sched_node nodes[NODES];
     static struct ts_sched_gpu gpus[NODES * GPN];
     static struct ts_sched_project projs[10];

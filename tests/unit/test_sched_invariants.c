@@ -226,6 +226,27 @@ static void save_snapshot(const char *name, const struct ts_sched_snapshot *s)
     json_decref(j);
 }
 
+/* TS_SCHED_DUMP_RESULTS=FILE: every cycle's result, one line each, so that
+ * two builds can be compared decision for decision (a change meant to be
+ * faster, not different). */
+static void dump_result(const char *what, const struct ts_sched_snapshot *s,
+                        const struct ts_sched_result *r)
+{
+    static FILE *f;
+    const char *path = getenv("TS_SCHED_DUMP_RESULTS");
+    if (path == NULL)
+        return;
+    if (f == NULL)
+        f = fopen(path, "w");
+    assert_non_null(f);
+    json_t *j = ts_sched_result_to_json(s, r);
+    char *t = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    fprintf(f, "%s %s\n", what, t);
+    fflush(f);
+    free(t);
+    json_decref(j);
+}
+
 #define MAX_SHOWN 20
 #define STEPS 3                         /* cycles per walk */
 static int unstable[3];                 /* per strategy: cycles whose next cycle stopped a job */
@@ -296,6 +317,7 @@ static struct ts_sched_result *check_cycle(int k, int step, size_t st,
     json_decref(a);
     json_decref(b);
     ts_sched_result_free(r2);
+    dump_result(what, s, r);
     cycles[st]++;
     if (r->passes > max_passes[st])
         max_passes[st] = r->passes;

@@ -60,7 +60,10 @@ struct proj {
     size_t nqueue, qhead;
     int touched;      /* victims.c scratch */
     int skipped_prio; /* victims.c scratch */
-    double removed;   /* victims.c scratch */
+    bool in_rule;     /* victims.c scratch: its jobs are candidates */
+    int *vic;         /* victims.c: its stoppable running jobs, in candidate order */
+    size_t nvic, capvic;
+    double removed; /* victims.c scratch */
 };
 
 struct decision_buf {
@@ -88,6 +91,9 @@ struct cycle {
     struct memo *reclaim_memo; /* reclaim failures, valid within a pass */
     struct order *order;       /* this pass's queue */
     struct diag_cache *diag;   /* reason.c: node scans by request signature */
+    bool vindex;               /* victims.c: the index is built */
+    int *node_stamp;           /* victims.c: nodes seen by the current search */
+    int stamp;
     bool nomem;
 };
 
@@ -112,17 +118,23 @@ void order_update(struct order *o, int project);
 void order_free(struct order *o);
 
 /* victims.c: fewest, lowest-priority, most recently started victims on one
- * node that make room for job j; accept() filters candidates; min_free is
- * what the victims of j's own project must free (limits). */
+ * node that make room for job j. Candidates: for reclaim, jobs of the other
+ * projects above their fair share; else jobs of j's project below
+ * below_priority. min_free is what the victims must free (limits). */
 struct victim_rule {
-    bool (*accept)(struct cycle *cy, int j, int v, const struct victim_rule *r);
+    bool reclaim;
+    int below_priority;      /* preempt: victims' priority is lower */
     double min_free;         /* GPUs the victims must free (preempt under a limit) */
     double reclaimer_excess; /* reclaim: j's project's excess over fair share after */
-    bool reclaim;
-    int protected_seen; /* out: candidates skipped for protection */
 };
-bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *node, int *victims,
+bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *node, int *victims,
                   bool *suspend, int *nvictims);
+/* The index behind it: each project's running jobs that may be stopped, in
+ * candidate order. Built once the projects are; kept by list_add/list_del. */
+bool victims_index_build(struct cycle *cy);
+void victims_index_add(struct cycle *cy, int v);
+void victims_index_del(struct cycle *cy, int v);
+void victims_index_free(struct cycle *cy);
 
 /* reclaim.c, preempt.c: try; on success the decisions are made */
 bool reclaim_try(struct cycle *cy, int j);

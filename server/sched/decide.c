@@ -60,11 +60,13 @@ static void list_add(struct cycle *cy, int j)
     if (J->next >= 0)
         cy->jobs[J->next].prev = j;
     cy->node_head[J->node] = j;
+    victims_index_add(cy, j);
 }
 
 static void list_del(struct cycle *cy, int j)
 {
     struct job *J = &cy->jobs[j];
+    victims_index_del(cy, j);
     if (J->prev >= 0)
         cy->jobs[J->prev].next = J->next;
     else
@@ -548,6 +550,10 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
         goto out;
     if ((rc = build_jobs(cy)) != TS_OK || (rc = build_projects(cy)) != TS_OK)
         goto out;
+    if (!victims_index_build(cy)) {
+        rc = TS_ERR_NOMEM;
+        goto out;
+    }
     set_fgd_shapes(cy);
     int max_passes = snap->config.max_passes > 0 ? snap->config.max_passes : 16;
     int pass = 0;
@@ -590,6 +596,7 @@ out:
     free(cy->dec.v);
     free(cy->freed);
     diag_cache_free(cy->diag);
+    victims_index_free(cy);
     if (rc != TS_OK) {
         ts_arena_free(a);
         return ts_error_set(err, rc, "could not decide: out of memory");

@@ -5,12 +5,6 @@
  */
 #include "server/sched/cycle.h"
 
-static bool accept(struct cycle *cy, int j, int v, const struct victim_rule *r)
-{
-    const struct job *x = &cy->jobs[v], *J = &cy->jobs[j];
-    return x->project == J->project && x->priority < J->priority;
-}
-
 bool preempt_try(struct cycle *cy, int j, double min_free)
 {
     struct job *J = &cy->jobs[j];
@@ -19,7 +13,7 @@ bool preempt_try(struct cycle *cy, int j, double min_free)
                                              (uint64_t)(min_free * 1000.0));
     if (memo_has(cy->reclaim_memo, key))
         return false;
-    struct victim_rule r = {.accept = accept, .min_free = min_free};
+    struct victim_rule r = {.below_priority = J->priority, .min_free = min_free};
     int node, victims[256], nv = 0;
     bool suspend[256];
     if (!victims_find(cy, j, &r, &node, victims, suspend, &nv)) {

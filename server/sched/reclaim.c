@@ -6,18 +6,9 @@
  * its fair share than each victim's project (in GPUs: allocated - fair share);
  * this is the invariant that keeps two projects from reclaiming from each
  * other in turn. Non-preemptible jobs are never victims, nor jobs inside
- * their minimum runtime, nor jobs this cycle placed.
+ * their minimum runtime (victims.c).
  */
 #include "server/sched/cycle.h"
-
-static bool accept(struct cycle *cy, int j, int v, const struct victim_rule *r)
-{
-    const struct job *x = &cy->jobs[v];
-    if (x->project == cy->jobs[j].project)
-        return false;
-    const struct proj *pv = &cy->projs[x->project];
-    return pv->alloc > pv->fair + EPS;
-}
 
 bool reclaim_try(struct cycle *cy, int j)
 {
@@ -37,7 +28,6 @@ bool reclaim_try(struct cycle *cy, int j)
     if (memo_has(cy->reclaim_memo, key))
         return false;
     struct victim_rule r = {
-        .accept = accept,
         .reclaim = true,
         .reclaimer_excess = P->alloc + J->p.gpus_estimate - P->fair,
     };

@@ -173,96 +173,241 @@ static void choose_suspends(struct cycle *cy, const struct preq *p, int node, co
     }
 }
 
-bool victims_find(struct cycle *cy, int j, struct victim_rule *r, int *out_node, int *victims,
+/* ---- the index: each project's stoppable running jobs, best victim first */
+
+static bool stoppable(const struct cycle *cy, const struct job *x)
+{
+    return x->preemptible && !cycle_protected(cy, x);
+}
+
+/* Where v goes in P's list (the first entry not before it). */
+static size_t vic_pos(const struct cycle *cy, const struct proj *P, const struct job *v)
+{
+    size_t lo = 0, hi = P->nvic;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cand_before(&cy->jobs[P->vic[mid]], v))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void victims_index_add(struct cycle *cy, int v)
+{
+    const struct job *x = &cy->jobs[v];
+    if (!cy->vindex || !stoppable(cy, x))
+        return;
+    struct proj *P = &cy->projs[x->project];
+    if (P->nvic == P->capvic) {
+        size_t ncap = P->capvic ? P->capvic * 2 : 16;
+        int *nv = realloc(P->vic, ncap * sizeof(int));
+        if (nv == NULL) {
+            cy->nomem = true;
+            return;
+        }
+        P->vic = nv;
+        P->capvic = ncap;
+    }
+    size_t k = vic_pos(cy, P, x);
+    memmove(&P->vic[k + 1], &P->vic[k], (P->nvic - k) * sizeof(int));
+    P->vic[k] = v;
+    P->nvic++;
+}
+
+void victims_index_del(struct cycle *cy, int v)
+{
+    const struct job *x = &cy->jobs[v];
+    if (!cy->vindex || !stoppable(cy, x))
+        return;
+    struct proj *P = &cy->projs[x->project];
+    size_t k = vic_pos(cy, P, x);
+    if (k < P->nvic && P->vic[k] == v) {
+        memmove(&P->vic[k], &P->vic[k + 1], (P->nvic - k - 1) * sizeof(int));
+        P->nvic--;
+    }
+}
+
+bool victims_index_build(struct cycle *cy)
+{
+    cy->node_stamp = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(int));
+    if (cy->node_stamp == NULL)
+        return false;
+    cy->vindex = true;
+    for (size_t i = 0; i < cy->njobs; i++)
+        if (cy->jobs[i].running)
+            victims_index_add(cy, (int)i);
+    return !cy->nomem;
+}
+
+void victims_index_free(struct cycle *cy)
+{
+    if (cy->projs == NULL)
+        return;
+    for (size_t p = 0; p < cy->snap->nprojects; p++)
+        free(cy->projs[p].vic);
+}
+
+/* ---- the search ---------------------------------------------------------- */
+
+/* The victims on one node: the candidates in order until the job fits, less
+ * those not needed after all; false when they cannot make room. */
+static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, int node,
+                         int *touched, int *chosen, int *out_n)
+{
+    const struct job *J = &cy->jobs[j];
+    if (!cluster_node_static_ok(cy->c, &J->p, node))
+        return false;
+    if (cy->c->nodes[node].ngpus < J->p.ndev || cy->c->nodes[node].ngpus > MAXG)
+        return false;
+    int cand[MAXV];
+    int nc = 0;
+    for (int v = cy->node_head[node]; v >= 0 && nc < MAXV; v = cy->jobs[v].next) {
+        const struct job *x = &cy->jobs[v];
+        if (v == j || !stoppable(cy, x) || !cy->projs[x->project].in_rule)
+            continue;
+        if (!r->reclaim && x->priority >= r->below_priority)
+            continue;
+        int k = nc++;
+        while (k > 0 && cand_before(x, &cy->jobs[cand[k - 1]])) {
+            cand[k] = cand[k - 1];
+            k--;
+        }
+        cand[k] = v;
+    }
+    if (nc == 0)
+        return false;
+    struct scratch s;
+    scratch_init(cy, node, &s);
+    int nchosen = 0, ntouched = 0;
+    bool fit = false;
+    for (int i = 0; i < nc && !fit; i++) {
+        const struct job *x = &cy->jobs[cand[i]];
+        if (r->reclaim) {
+            struct proj *pv = &cy->projs[x->project];
+            if (pv->touched == 0) {
+                touched[ntouched++] = x->project;
+                pv->touched = 1;
+                pv->skipped_prio = INT_MAX;
+            }
+            /* a project's jobs go in its own order: none of higher priority
+             * than one passed over */
+            if (x->priority > pv->skipped_prio)
+                continue;
+            /* anti-loop: the victim's project stays at least as far above
+             * its fair share as the reclaimer will be */
+            if (pv->alloc - pv->removed - x->gpus - pv->fair < r->reclaimer_excess - EPS) {
+                pv->skipped_prio = x->priority;
+                continue;
+            }
+            pv->removed += x->gpus;
+        }
+        scratch_release(&s, x, false);
+        chosen[nchosen++] = cand[i];
+        fit = s.freed >= r->min_free - EPS && scratch_fits(cy, &J->p, &s);
+    }
+    for (int t = 0; t < ntouched; t++) {
+        cy->projs[touched[t]].touched = 0;
+        cy->projs[touched[t]].removed = 0;
+    }
+    if (!fit)
+        return false;
+    /* give back what is not needed, the highest priority first */
+    for (int k = nchosen - 1; k >= 0 && nchosen > 1; k--) {
+        if (set_fits(cy, &J->p, node, chosen, nchosen, k, NULL, r->min_free)) {
+            memmove(&chosen[k], &chosen[k + 1], (size_t)(nchosen - k - 1) * sizeof(int));
+            nchosen--;
+        }
+    }
+    *out_n = nchosen;
+    return true;
+}
+
+/* Nodes are looked at in the order of their best candidate, merged from the
+ * candidate projects' lists: a node first met at candidate x can do no
+ * better than x alone, so the search ends at the first candidate that
+ * cannot beat the best set found, and finds what a look at every node
+ * would. */
+bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out_node, int *victims,
                   bool *suspend, int *nvictims)
 {
     const struct job *J = &cy->jobs[j];
     const struct ts_sched_snapshot *snap = cy->snap;
+    size_t np = snap->nprojects;
     int best_node = -1;
     struct vset best = {0};
-    int cand[MAXV], chosen[MAXV];
-    int *touched = malloc((snap->nprojects ? snap->nprojects : 1) * sizeof(int));
-    if (touched == NULL) {
+    int chosen[MAXV];
+    int *touched = malloc((np ? np : 1) * sizeof(int));
+    int *list = malloc((np ? np : 1) * sizeof(int));
+    size_t *cur = malloc((np ? np : 1) * sizeof(size_t));
+    if (touched == NULL || list == NULL || cur == NULL) {
+        free(touched);
+        free(list);
+        free(cur);
         cy->nomem = true;
         return false;
     }
-    for (size_t node = 0; node < snap->nnodes; node++) {
-        if (cy->node_head[node] < 0 || !cluster_node_static_ok(cy->c, &J->p, (int)node))
-            continue;
-        if (cy->c->nodes[node].ngpus < J->p.ndev || cy->c->nodes[node].ngpus > MAXG)
-            continue;
-        int nc = 0;
-        for (int v = cy->node_head[node]; v >= 0 && nc < MAXV; v = cy->jobs[v].next) {
-            const struct job *x = &cy->jobs[v];
-            if (!x->preemptible || v == j)
+    int nl = 0;
+    for (size_t q = 0; q < np; q++) {
+        struct proj *P = &cy->projs[q];
+        P->in_rule =
+            r->reclaim ? (int)q != J->project && P->alloc > P->fair + EPS : (int)q == J->project;
+        if (P->in_rule && P->nvic > 0) {
+            cur[nl] = 0;
+            list[nl++] = (int)q;
+        }
+    }
+    if (++cy->stamp <= 0) {
+        memset(cy->node_stamp, 0, snap->nnodes * sizeof(int));
+        cy->stamp = 1;
+    }
+    for (;;) {
+        int bx = -1, bl = -1;
+        for (int l = 0; l < nl; l++) {
+            const struct proj *P = &cy->projs[list[l]];
+            if (cur[l] >= P->nvic)
                 continue;
-            if (cycle_protected(cy, x)) {
-                r->protected_seen++;
+            int v = P->vic[cur[l]];
+            if (!r->reclaim && cy->jobs[v].priority >= r->below_priority) {
+                cur[l] = P->nvic; /* the rest are of higher priority still */
                 continue;
             }
-            if (!r->accept(cy, j, v, r))
-                continue;
-            int k = nc++;
-            while (k > 0 && cand_before(x, &cy->jobs[cand[k - 1]])) {
-                cand[k] = cand[k - 1];
-                k--;
+            if (bx < 0 || cand_before(&cy->jobs[v], &cy->jobs[bx])) {
+                bx = v;
+                bl = l;
             }
-            cand[k] = v;
         }
-        if (nc == 0)
+        if (bx < 0)
+            break;
+        cur[bl]++;
+        const struct job *x = &cy->jobs[bx];
+        if (best_node >= 0) {
+            struct vset lower = {1, x->priority, x->priority, x->started_at};
+            if (vset_better(&best, &lower))
+                break;
+        }
+        int node = x->node;
+        if (cy->node_stamp[node] == cy->stamp)
             continue;
-        struct scratch s;
-        scratch_init(cy, (int)node, &s);
-        int nchosen = 0, ntouched = 0;
-        bool fit = false;
-        for (int i = 0; i < nc && !fit; i++) {
-            const struct job *x = &cy->jobs[cand[i]];
-            if (r->reclaim) {
-                struct proj *pv = &cy->projs[x->project];
-                if (pv->touched == 0) {
-                    touched[ntouched++] = x->project;
-                    pv->touched = 1;
-                    pv->skipped_prio = INT_MAX;
-                }
-                /* a project's jobs go in its own order: none of higher
-                 * priority than one passed over */
-                if (x->priority > pv->skipped_prio)
-                    continue;
-                /* anti-loop: the victim's project stays at least as far above
-                 * its fair share as the reclaimer will be */
-                if (pv->alloc - pv->removed - x->gpus - pv->fair < r->reclaimer_excess - EPS) {
-                    pv->skipped_prio = x->priority;
-                    continue;
-                }
-                pv->removed += x->gpus;
-            }
-            scratch_release(&s, x, false);
-            chosen[nchosen++] = cand[i];
-            fit = s.freed >= r->min_free - EPS && scratch_fits(cy, &J->p, &s);
-        }
-        for (int t = 0; t < ntouched; t++) {
-            cy->projs[touched[t]].touched = 0;
-            cy->projs[touched[t]].removed = 0;
-        }
-        if (!fit)
+        cy->node_stamp[node] = cy->stamp;
+        int nchosen;
+        if (!node_victims(cy, j, r, node, touched, chosen, &nchosen))
             continue;
-        /* give back what is not needed, the highest priority first */
-        for (int k = nchosen - 1; k >= 0 && nchosen > 1; k--) {
-            if (set_fits(cy, &J->p, (int)node, chosen, nchosen, k, NULL, r->min_free)) {
-                memmove(&chosen[k], &chosen[k + 1], (size_t)(nchosen - k - 1) * sizeof(int));
-                nchosen--;
-            }
-        }
         struct vset vs = vset_of(cy, chosen, nchosen);
         if (best_node < 0 || vset_better(&vs, &best) ||
             (!vset_better(&best, &vs) && snap->nodes[node].id < snap->nodes[best_node].id)) {
-            best_node = (int)node;
+            best_node = node;
             best = vs;
             memcpy(victims, chosen, (size_t)nchosen * sizeof(int));
             *nvictims = nchosen;
         }
     }
+    for (size_t q = 0; q < np; q++)
+        cy->projs[q].in_rule = false;
     free(touched);
+    free(list);
+    free(cur);
     if (best_node < 0)
         return false;
     *out_node = best_node;

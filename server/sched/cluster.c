@@ -271,7 +271,8 @@ struct ts_sched_cluster *cluster_build(const struct ts_sched_snapshot *snap, str
     c->node_gpus = ts_arena_alloc(a, (ng ? ng : 1) * sizeof(int));
     c->nodes = ts_arena_alloc(a, (nn ? nn : 1) * sizeof(*c->nodes));
     c->models = ts_arena_alloc(a, (ng ? ng : 1) * sizeof(char *));
-    if (!c->gpus || !c->node_gpus || !c->nodes || !c->models)
+    c->kinds = ts_arena_alloc(a, (ng ? ng : 1) * sizeof(*c->kinds));
+    if (!c->gpus || !c->node_gpus || !c->nodes || !c->models || !c->kinds)
         return NULL;
     for (size_t i = 0; i < nn; i++) {
         const struct ts_sched_node *sn = &snap->nodes[i];
@@ -293,6 +294,11 @@ struct ts_sched_cluster *cluster_build(const struct ts_sched_snapshot *snap, str
         c->gpus[i].usable = sg->memory_bytes - sg->reserve_bytes;
         if (c->gpus[i].usable > c->max_usable)
             c->max_usable = c->gpus[i].usable;
+        int k = 0;
+        while (k < c->nkinds && (c->kinds[k].model != m || c->kinds[k].usable != c->gpus[i].usable))
+            k++;
+        if (k == c->nkinds)
+            c->kinds[c->nkinds++] = (struct gpu_kind){m, c->gpus[i].usable};
         c->nodes[sg->node].ngpus++;
         if (c->nodes[sg->node].ready)
             c->capacity += 1;

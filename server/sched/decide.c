@@ -273,12 +273,12 @@ static double gpus_at_most(const struct cycle *cy, const struct job *J)
     if (J->p.kind != TS_SCHED_GPU_MEMORY)
         return J->p.gpus_estimate;
     int64_t min_usable = 0;
-    for (size_t g = 0; g < cy->snap->ngpus; g++) {
-        const struct gpu_state *s = &cy->c->gpus[g];
-        if (J->p.model_ok && !J->p.model_ok[s->model])
+    for (int k = 0; k < cy->c->nkinds; k++) {
+        const struct gpu_kind *g = &cy->c->kinds[k];
+        if (J->p.model_ok && !J->p.model_ok[g->model])
             continue;
-        if (s->usable >= J->p.mem && (min_usable == 0 || s->usable < min_usable))
-            min_usable = s->usable;
+        if (g->usable >= J->p.mem && (min_usable == 0 || g->usable < min_usable))
+            min_usable = g->usable;
     }
     if (min_usable == 0)
         return J->p.gpus_estimate;
@@ -296,7 +296,7 @@ static void attempt(struct cycle *cy, int j)
     }
     const struct ts_sched_project *sp = &cy->snap->projects[J->project];
     struct proj *P = &cy->projs[J->project];
-    double est = gpus_at_most(cy, J);
+    double est = J->p.gpus_at_most;
     if (!J->preemptible && est > EPS && P->alloc_np + est > P->deserved + 1e-6) {
         J->stage = STAGE_DESERVED;
         return;
@@ -392,6 +392,10 @@ static enum ts_err build_jobs(struct cycle *cy)
             J->node = -1;
         }
         J->valid = preq_prepare(cy->c, J->req, cy->a, &J->p);
+        if (J->valid) {
+            J->p.hash = preq_hash(&J->p);
+            J->p.gpus_at_most = gpus_at_most(cy, J);
+        }
         if (!run) {
             int sn = snap->pending[i - snap->nrunning].suspended_node;
             if (sn >= 0 && snap->nodes[sn].ready) {

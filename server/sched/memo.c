@@ -138,20 +138,16 @@ static uint64_t mix_str(uint64_t h, const char *s)
     return mix(h, s, strlen(s) + 1);
 }
 
-uint64_t preq_signature(const struct preq *p, uint64_t salt)
+uint64_t preq_hash(const struct preq *p)
 {
     uint64_t h = 14695981039346656037ULL;
     int kind = (int)p->kind;
-    h = mix(h, &salt, sizeof(salt));
     h = mix(h, &kind, sizeof(kind));
     h = mix(h, &p->ndev, sizeof(p->ndev));
     h = mix(h, &p->portion, sizeof(p->portion));
     h = mix(h, &p->mem, sizeof(p->mem));
     h = mix(h, &p->cpu, sizeof(p->cpu));
     h = mix(h, &p->host_mem, sizeof(p->host_mem));
-    h = mix(h, &p->only_node, sizeof(p->only_node));
-    unsigned char held = p->host_mem_held;
-    h = mix(h, &held, 1);
     const struct ts_sched_request *r = p->r;
     for (size_t i = 0; i < r->ngpu_models; i++)
         h = mix_str(h, r->gpu_models[i]);
@@ -160,5 +156,21 @@ uint64_t preq_signature(const struct preq *p, uint64_t salt)
         h = mix_str(h, r->node_selector[i].key);
         h = mix_str(h, r->node_selector[i].value);
     }
-    return h;
+    return h ? h : 1;
+}
+
+static uint64_t fold(uint64_t h, uint64_t x)
+{
+    uint64_t z = h ^ (x + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t preq_signature(const struct preq *p, uint64_t salt)
+{
+    uint64_t h = p->hash ? p->hash : preq_hash(p);
+    h = fold(h, salt);
+    h = fold(h, (uint64_t)(int64_t)p->only_node);
+    return fold(h, p->host_mem_held);
 }

@@ -59,6 +59,11 @@ struct ts_sched_cluster {
     const char **models;      /* interned model names */
     int nmodels;
     int64_t max_usable; /* largest usable GPU memory */
+    struct gpu_kind {
+        int model;
+        int64_t usable;
+    } * kinds; /* the distinct (model, usable) pairs */
+    int nkinds;
     struct fshape *shapes;
     int nshapes;
     bool own_shapes_fixed;  /* shapes came from the snapshot */
@@ -80,6 +85,8 @@ struct preq {
     int only_node;        /* -1, or the node it must go to */
     bool host_mem_held;   /* suspended: its host memory is already counted */
     double gpus_estimate; /* GPUs it counts for before placement */
+    double gpus_at_most;  /* GPUs it may count for once placed: for limits */
+    uint64_t hash;        /* of what does not change in a cycle; 0: not taken */
 };
 
 /* Bytes a request packs on a GPU of this usable size. */

@@ -109,12 +109,11 @@ function signOut() {
   showSignIn('');
 }
 
-// Admins see the quota editor. Without a whoami route, a token that may
-// list tokens is an admin.
+// Admins see the quota editor: GET /whoami names the token's role.
 async function probeAdmin() {
   try {
-    await request('/tokens');
-    state.isAdmin = true;
+    const me = (await request('/whoami')).data;
+    state.isAdmin = !!me && me.role === 'admin';
   } catch (e) {
     state.isAdmin = false;
   }

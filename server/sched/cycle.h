@@ -30,7 +30,7 @@ struct job {
     int64_t started_at;
     bool running;
     int node;
-    struct ts_sched_slot *slots; /* current placement; room for ndev */
+    struct ts_sched_slot *slots; /* current placement */
     size_t nslots;
     double gpus; /* allocated now */
     bool orig_running;
@@ -90,6 +90,7 @@ struct cycle {
     size_t nfreed, capfreed;
     struct memo *reclaim_memo; /* reclaim failures, valid within a pass */
     struct order *order;       /* this pass's queue */
+    int *job_order;            /* order.c: every job in queue order, sorted once */
     struct diag_cache *diag;   /* reason.c: node scans by request signature */
     bool vindex;               /* victims.c: the index is built */
     int *node_stamp;           /* victims.c: nodes seen by the current search */

@@ -372,8 +372,8 @@ static enum ts_err build_jobs(struct cycle *cy)
             J->submitted_at = r->started_at;
             J->running = true;
             J->node = r->node;
-            size_t cap = r->nslots > TS_SCHED_MAX_DEVICES ? r->nslots : TS_SCHED_MAX_DEVICES;
-            J->slots = ts_arena_alloc(cy->a, cap * sizeof(struct ts_sched_slot));
+            /* a placement later gets slots of its own (cycle_bind) */
+            J->slots = ts_arena_alloc(cy->a, (r->nslots + 1) * sizeof(struct ts_sched_slot));
             if (J->slots == NULL)
                 return TS_ERR_NOMEM;
             if (r->nslots > 0) /* a CPU-only job holds no slots: r->slots may be NULL */

@@ -134,11 +134,25 @@ struct order *order_new(struct cycle *cy)
         cy->nomem = true;
         return NULL;
     }
+    /* the order of jobs does not change in a cycle: sorted once, then each
+     * pass takes the pending ones */
+    if (cy->job_order == NULL) {
+        cy->job_order = ts_arena_alloc(cy->a, (cy->njobs ? cy->njobs : 1) * sizeof(int));
+        if (cy->job_order == NULL) {
+            free(o->heap);
+            free(o);
+            free(idx);
+            cy->nomem = true;
+            return NULL;
+        }
+        for (size_t i = 0; i < cy->njobs; i++)
+            cy->job_order[i] = (int)i;
+        sort_jobs(cy, cy->job_order, cy->njobs);
+    }
     size_t n = 0;
     for (size_t i = 0; i < cy->njobs; i++)
-        if (!cy->jobs[i].running)
-            idx[n++] = (int)i;
-    sort_jobs(cy, idx, n);
+        if (!cy->jobs[cy->job_order[i]].running)
+            idx[n++] = cy->job_order[i];
     for (size_t p = 0; p < np; p++) {
         cy->projs[p].nqueue = 0;
         cy->projs[p].qhead = 0;

@@ -137,7 +137,7 @@ the_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_on_the_other_node(void
     ts_e2e_starts(starts, 0, "resume", buf, sizeof(buf));
     assert_string_equal(buf, "0");
     free(starts);
-    assert_int_equal(ts_e2e_group_size((pid_t)atoi(old_pid)), 0);
+    assert_true(ts_e2e_wait_group_gone((pid_t)atoi(old_pid), 5));
 
     char *signals = ts_e2e_checkpoint_file(s, victim, "signals");
     assert_int_equal(ts_e2e_count_lines(signals, "TERM "), 1);

@@ -6,12 +6,18 @@
 
 #include "api/wire_enc.h"
 
-static double gpu_allocated(const struct ts_gpu *g)
+/* The share of the GPU jobs hold, as the scheduler counts it: packed bytes
+ * over the memory less the node's reserve (a whole-GPU job packs all of it). */
+static double gpu_allocated(const struct ts_gpu *g, int64_t reserve)
 {
-    return g->memory_bytes > 0 ? (double)g->allocated_bytes / (double)g->memory_bytes : 0;
+    int64_t usable = g->memory_bytes - reserve;
+    if (usable <= 0)
+        return 0;
+    double v = (double)g->allocated_bytes / (double)usable;
+    return v > 1 ? 1 : v;
 }
 
-static json_t *gpu_encode(const struct ts_gpu *g)
+static json_t *gpu_encode(const struct ts_gpu *g, int64_t reserve)
 {
     bool ok = true;
     json_t *o = json_object();
@@ -21,7 +27,7 @@ static json_t *gpu_encode(const struct ts_gpu *g)
     ts_wire_enc_set(o, "uuid", ts_wire_enc_string(g->uuid), &ok);
     ts_wire_enc_set(o, "model", ts_wire_enc_string(g->model), &ok);
     ts_wire_enc_set(o, "memory_bytes", json_integer(g->memory_bytes), &ok);
-    ts_wire_enc_set(o, "allocated", json_real(gpu_allocated(g)), &ok);
+    ts_wire_enc_set(o, "allocated", json_real(gpu_allocated(g, reserve)), &ok);
     ts_wire_enc_set(o, "allocated_bytes", json_integer(g->allocated_bytes), &ok);
     ts_wire_enc_set(o, "utilization", json_real(g->utilization), &ok);
     ts_wire_enc_set(o, "memory_used_bytes", json_integer(g->memory_used_bytes), &ok);
@@ -45,8 +51,8 @@ json_t *ts_wire_node_encode(const struct ts_node *n)
     }
     double allocated = 0, utilized = 0;
     for (size_t i = 0; i < n->ngpus; i++) {
-        ts_wire_enc_append(gpus, gpu_encode(&n->gpus[i]), &ok);
-        allocated += gpu_allocated(&n->gpus[i]);
+        ts_wire_enc_append(gpus, gpu_encode(&n->gpus[i], n->gpu_reserve_bytes), &ok);
+        allocated += gpu_allocated(&n->gpus[i], n->gpu_reserve_bytes);
         utilized += n->gpus[i].utilization;
     }
     ts_wire_enc_set(o, "id", json_integer(n->id), &ok);

@@ -450,10 +450,10 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
         return e;
     const char *p[] = {name};
     PGresult *res = NULL;
-    /* the heartbeat; the state column is written only when it changes, so
-     * that heartbeats do not wake the scheduler */
-    e = exec_in_tx(c, "UPDATE node SET last_seen_at = now() WHERE name = $1 RETURNING id, state", 1,
-                   p, &res, err);
+    /* Locks are taken job rows first, then the node row (the job trigger
+     * updates the node), as cancels and the scheduler do: the node is only
+     * read here, and its heartbeat written last, or the two would deadlock. */
+    e = exec_in_tx(c, "SELECT id, state FROM node WHERE name = $1", 1, p, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -468,11 +468,6 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
         ts_db_rollback(c);
         return nomem(err);
     }
-    if (was_lost) {
-        const char *q[] = {node_id};
-        e = exec_in_tx(c, "UPDATE node SET state = 'ready' WHERE id = $1", 1, q, &res, err);
-        PQclear(res);
-    }
     for (size_t i = 0; e == TS_OK && i < rep->njobs; i++) {
         bool ignored = false;
         e = apply_job(c, node_id, name, &rep->jobs[i], a, &ignored, err);
@@ -483,6 +478,19 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
         e = never_started(c, node_id, rep, a, err);
     if (e == TS_OK)
         e = apply_gpus(c, node_id, rep, a, err);
+    if (e == TS_OK) {
+        /* the heartbeat; the state column is written only when it changes,
+         * so that heartbeats do not wake the scheduler */
+        const char *q[] = {node_id};
+        e = exec_in_tx(c, "UPDATE node SET last_seen_at = now() WHERE id = $1", 1, q, &res, err);
+        PQclear(res);
+        if (e == TS_OK && was_lost) {
+            e = exec_in_tx(c,
+                           "UPDATE node SET state = 'ready' WHERE id = $1 AND state = 'not_ready'",
+                           1, q, &res, err);
+            PQclear(res);
+        }
+    }
     if (e != TS_OK)
         return e; /* rolled back */
     e = exec_in_tx(c, "SELECT generation FROM node WHERE id = $1", 1, (const char *[]){node_id},

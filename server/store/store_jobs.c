@@ -377,22 +377,26 @@ enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by,
     snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
     const char *params[] = {idbuf, by};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(
-        c,
-        "WITH cur AS (SELECT id, state FROM job WHERE id = $1 FOR UPDATE),"
-        " upd AS (UPDATE job SET"
-        "   state = CASE WHEN cur.state = 'pending' THEN 'cancelled'"
-        "                ELSE 'cancelling' END,"
-        "   finished_at = CASE WHEN cur.state = 'pending' THEN now() END,"
-        "   reason_code = NULL, reason_message = NULL, queue_position = 0, updated_at = now()"
-        "   FROM cur WHERE job.id = cur.id"
-        "   AND cur.state IN ('pending', 'scheduled', 'running', 'evicting')"
-        "   RETURNING job.id, job.state),"
-        " ev AS (INSERT INTO job_event (job_id, type, message)"
-        "   SELECT id, state, CASE WHEN state = 'cancelled' THEN 'cancelled by ' || $2"
-        "     ELSE 'cancel requested by ' || $2 || '; stopping' END FROM upd)"
-        " SELECT (SELECT state FROM cur)",
-        2, params, &res, err);
+    enum ts_err e = TS_ERR_CONFLICT;
+    /* one statement, so a deadlock with a report or a scheduler cycle (they
+     * lock the same job and node rows) is simply tried again */
+    for (int attempt = 0; e == TS_ERR_CONFLICT && attempt < 3; attempt++)
+        e = ts_db_exec(
+            c,
+            "WITH cur AS (SELECT id, state FROM job WHERE id = $1 FOR UPDATE),"
+            " upd AS (UPDATE job SET"
+            "   state = CASE WHEN cur.state = 'pending' THEN 'cancelled'"
+            "                ELSE 'cancelling' END,"
+            "   finished_at = CASE WHEN cur.state = 'pending' THEN now() END,"
+            "   reason_code = NULL, reason_message = NULL, queue_position = 0, updated_at = now()"
+            "   FROM cur WHERE job.id = cur.id"
+            "   AND cur.state IN ('pending', 'scheduled', 'running', 'evicting')"
+            "   RETURNING job.id, job.state),"
+            " ev AS (INSERT INTO job_event (job_id, type, message)"
+            "   SELECT id, state, CASE WHEN state = 'cancelled' THEN 'cancelled by ' || $2"
+            "     ELSE 'cancel requested by ' || $2 || '; stopping' END FROM upd)"
+            " SELECT (SELECT state FROM cur)",
+            2, params, &res, err);
     if (e != TS_OK)
         return e;
     bool missing = ts_row_null(res, 0, 0);

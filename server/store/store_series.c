@@ -41,7 +41,8 @@ int ts_series_metric_parse(const char *s, enum ts_series_metric *out)
 /*
  * Every scope's figures now, as defined in server/README.md: capacity in
  * GPUs (cluster: GPUs of ready nodes; project: its quota), allocated GPUs
- * (a GPU's share is the memory packed on it over its memory), utilized GPUs
+ * (a GPU's share is the memory packed on it over its memory less the node's
+ * reserve, as the scheduler counts it), utilized GPUs
  * (the latest samples; a project's: its running jobs' samples), GPU memory
  * used, running and pending jobs.
  */
@@ -52,7 +53,8 @@ static const char figures_sql[] =
     " FROM job_gpu jg JOIN job j ON j.id = jg.job_id GROUP BY jg.gpu_id),"
     " g AS ("
     " SELECT g.node_id, n.name AS node, n.state AS node_state, g.idx,"
-    "  coalesce(coalesce(ga.bytes, 0) / nullif(g.memory_bytes, 0), 0)::float8 AS alloc,"
+    "  coalesce(coalesce(ga.bytes, 0) / nullif(g.memory_bytes - n.gpu_reserve_bytes, 0), 0)::float8"
+    "   AS alloc,"
     "  g.utilization::float8 AS util, g.memory_used_bytes::float8 AS mem,"
     "  coalesce(ga.running, 0)::float8 AS running"
     " FROM gpu g JOIN node n ON n.id = g.node_id LEFT JOIN ga ON ga.gpu_id = g.id),"
@@ -71,8 +73,10 @@ static const char figures_sql[] =
     " FROM job WHERE state IN ('running', 'pending') GROUP BY project_id),"
     " pa AS ("
     " SELECT j.project_id,"
-    "  sum(coalesce(jg.memory_bytes::float8 / nullif(gg.memory_bytes, 0), 0)) AS alloc"
+    "  sum(coalesce(jg.memory_bytes::float8"
+    "   / nullif(gg.memory_bytes - gn2.gpu_reserve_bytes, 0), 0)) AS alloc"
     " FROM job_gpu jg JOIN job j ON j.id = jg.job_id JOIN gpu gg ON gg.id = jg.gpu_id"
+    " JOIN node gn2 ON gn2.id = gg.node_id"
     " GROUP BY j.project_id)"
     " SELECT 'cluster' AS scope, '' AS key,"
     "  (SELECT count(*) FROM g WHERE node_state = 'ready')::float8,"

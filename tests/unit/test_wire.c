@@ -599,7 +599,7 @@ static void nodes_encode_with_their_gpus_and_labels(void **state)
          .uuid = "GPU-1",
          .model = "H100",
          .memory_bytes = 80LL << 30,
-         .allocated_bytes = 40LL << 30,
+         .allocated_bytes = 39LL << 30, /* half of 80 GiB less the 2 GiB reserve */
          .utilization = 0.25,
          .memory_used_bytes = 1LL << 30,
          .jobs = jobs,
@@ -632,7 +632,7 @@ static void nodes_encode_with_their_gpus_and_labels(void **state)
         "{\"id\":1,\"name\":\"node-a\",\"state\":\"ready\",\"labels\":{\"zone\":\"a\"},"
         "\"cpu\":64.0,\"memory_bytes\":549755813888,\"gpus\":["
         "{\"index\":0,\"uuid\":\"GPU-1\",\"model\":\"H100\",\"memory_bytes\":85899345920,"
-        "\"allocated\":0.5,\"allocated_bytes\":42949672960,\"utilization\":0.25,"
+        "\"allocated\":0.5,\"allocated_bytes\":41875931136,\"utilization\":0.25,"
         "\"memory_used_bytes\":1073741824,\"sampled_at\":null,\"jobs\":[7,9]},"
         "{\"index\":1,\"uuid\":\"GPU-2\",\"model\":\"H100\",\"memory_bytes\":85899345920,"
         "\"allocated\":0.0,\"allocated_bytes\":0,\"utilization\":0.5,"

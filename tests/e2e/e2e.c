@@ -82,19 +82,14 @@ long ts_e2e_cancel(struct ts_it_server *s, long long id)
 {
     char path[64];
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld", id);
-    for (int i = 0;; i++) {
-        struct ts_response r;
-        long st = ts_it_req(s->admin, "DELETE", path, NULL, NULL, &r);
-        bool deadlock = st == 409 && r.body.data != NULL && strstr(r.body.data, "deadlock");
-        if (st < 0 || st >= 300)
-            fprintf(stderr, "e2e: DELETE %s: %ld %s\n", path, st,
-                    st >= 0 && r.body.data ? r.body.data : "");
-        if (st >= 0)
-            ts_response_free(&r);
-        if (!deadlock || i == 4)
-            return st;
-        ts_e2e_sleep(0.05);
-    }
+    struct ts_response r;
+    long st = ts_it_req(s->admin, "DELETE", path, NULL, NULL, &r);
+    if (st < 0 || st >= 300)
+        fprintf(stderr, "e2e: DELETE %s: %ld %s\n", path, st,
+                st >= 0 && r.body.data ? r.body.data : "");
+    if (st >= 0)
+        ts_response_free(&r);
+    return st;
 }
 
 json_t *ts_e2e_get(struct ts_it_server *s, const char *fmt, ...)

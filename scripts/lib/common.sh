@@ -44,8 +44,11 @@ ts_install_playwright() {
   local dir=$TS_ROOT/tests/browser want have
   [ -f "$dir/package.json" ] || return 0
   want=$(sed -n 's/.*"playwright-core": *"\([^"]*\)".*/\1/p' "$dir/package.json")
-  have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
-    "$dir/node_modules/playwright-core/package.json" 2>/dev/null | head -n1)
+  have=
+  if [ -f "$dir/node_modules/playwright-core/package.json" ]; then
+    have=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' \
+      "$dir/node_modules/playwright-core/package.json" | head -n1)
+  fi
   if [ -n "$want" ] && [ "$want" = "$have" ]; then
     return 0
   fi

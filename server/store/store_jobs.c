@@ -281,6 +281,23 @@ enum ts_err ts_store_job_get(struct ts_dbconn *c, int64_t id, struct ts_arena *a
     return TS_OK;
 }
 
+/* The first `rows` rows of res as jobs (arena); clears res. */
+static enum ts_err read_jobs(PGresult *res, int rows, struct ts_arena *a, struct ts_job **out,
+                             size_t *n, struct ts_error *err)
+{
+    struct ts_job *v = ts_arena_alloc(a, sizeof(*v) * (size_t)(rows ? rows : 1));
+    if (v == NULL) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < rows; i++)
+        read_job(res, i, a, &v[i]);
+    *out = v;
+    *n = (size_t)rows;
+    PQclear(res);
+    return TS_OK;
+}
+
 enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f,
                               struct ts_arena *a, struct ts_job **out, size_t *n, bool *more,
                               struct ts_error *err)
@@ -322,19 +339,7 @@ enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f
         return e;
     int rows = PQntuples(res);
     *more = rows > f->limit;
-    if (*more)
-        rows = f->limit;
-    struct ts_job *v = ts_arena_alloc(a, sizeof(*v) * (size_t)(rows ? rows : 1));
-    if (v == NULL) {
-        PQclear(res);
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < rows; i++)
-        read_job(res, i, a, &v[i]);
-    *out = v;
-    *n = (size_t)rows;
-    PQclear(res);
-    return TS_OK;
+    return read_jobs(res, *more ? f->limit : rows, a, out, n, err);
 }
 
 enum ts_err ts_store_queue(struct ts_dbconn *c, const char *project, const int64_t *project_ids,
@@ -356,18 +361,7 @@ enum ts_err ts_store_queue(struct ts_dbconn *c, const char *project, const int64
                    2, params, &res, err);
     if (e != TS_OK)
         return e;
-    int rows = PQntuples(res);
-    struct ts_job *v = ts_arena_alloc(a, sizeof(*v) * (size_t)(rows ? rows : 1));
-    if (v == NULL) {
-        PQclear(res);
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < rows; i++)
-        read_job(res, i, a, &v[i]);
-    *out = v;
-    *n = (size_t)rows;
-    PQclear(res);
-    return TS_OK;
+    return read_jobs(res, PQntuples(res), a, out, n, err);
 }
 
 enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by, struct ts_arena *a,

@@ -166,27 +166,40 @@ static int cmp_shape(const void *x, const void *y)
     return 0;
 }
 
-/* Keep the most common shapes (at most MAX_SHAPES), weights normalised to
- * sum 1. The paper keeps those making up 95% of the workload; keeping all of
- * them measured better on every trace here (README.md). */
+/* Keep the typical shapes: the most common ones that make up 95% of the
+ * workload (as the paper does; at most MAX_SHAPES), weights normalised to
+ * sum 1; and take the CPU and memory its GPU tasks ask per GPU. */
 #define MAX_SHAPES 128
-static void shapes_finish(struct fshape *s, int *n)
+#define TYPICAL_SHARE 0.95
+static void shapes_finish(struct ts_sched_cluster *c, struct fshape *s, int *n)
 {
     qsort(s, (size_t)*n, sizeof(*s), cmp_shape);
     double total = 0;
     for (int i = 0; i < *n; i++)
         total += s[i].weight;
+    c->mix_cpu = c->mix_mem = 0;
     if (total <= 0) {
         *n = 0;
         return;
     }
-    double acc = 0;
+    double acc = 0, gpus = 0, cpu = 0, mem = 0;
     int keep = 0;
-    while (keep < *n && keep < MAX_SHAPES && acc < total - EPS)
+    while (keep < *n && keep < MAX_SHAPES && acc < TYPICAL_SHARE * total - EPS)
         acc += s[keep++].weight;
-    for (int i = 0; i < keep; i++)
+    for (int i = 0; i < keep; i++) {
         s[i].weight /= acc;
+        double g = s[i].count > 0 ? s[i].count : s[i].portion;
+        if (g <= 0)
+            continue; /* CPU-only tasks: what comes with a GPU is the question */
+        gpus += s[i].weight * g;
+        cpu += s[i].weight * s[i].cpu;
+        mem += s[i].weight * (double)s[i].mem;
+    }
     *n = keep;
+    if (gpus > 0) {
+        c->mix_cpu = cpu / gpus;
+        c->mix_mem = mem / gpus;
+    }
 }
 
 static void shapes_from_snapshot(struct ts_sched_cluster *c, struct ts_arena *a)
@@ -207,7 +220,7 @@ static void shapes_from_snapshot(struct ts_sched_cluster *c, struct ts_arena *a)
         f->mem = s->host_memory_bytes;
         f->weight = s->weight > 0 ? s->weight : 0;
     }
-    shapes_finish(c->shapes, &c->nshapes);
+    shapes_finish(c, c->shapes, &c->nshapes);
     c->own_shapes_fixed = true;
 }
 
@@ -253,7 +266,7 @@ void cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *cons
         }
         s[j].weight += 1;
     }
-    shapes_finish(s, &ns);
+    shapes_finish(c, s, &ns);
     c->shapes = s;
     c->nshapes = ns;
     for (size_t k = 0; k < c->snap->nnodes; k++)

@@ -2,25 +2,45 @@
  * fgd.c - fragmentation-aware placement (the idea of Weng et al., "Beware of
  * Fragmentation", USENIX ATC '23; this is Tessera's own implementation).
  *
- * A node's fragmentation against the workload is the expected amount of its
- * free GPU that a typical job could not use: for each typical shape (the
- * snapshot's shapes, or else the shapes of the pending jobs, the most common
- * ones making up 95% of them) weighted by its share of the workload,
- *   - if the shape cannot run on the node at all (CPU, host memory, not
- *     enough empty GPUs for whole-GPU shapes, no GPU with room for a
- *     portion), all of the node's free GPU counts;
- *   - otherwise the free part of every GPU that cannot take the shape counts
- *     (nothing for a CPU-only shape: it only wastes GPUs by not fitting).
+ * A node's fragmentation is the free GPU that the workload could not use.
+ * The workload is its typical shapes (the snapshot's, or else the pending
+ * jobs'; the most common ones making up 95% of them), each weighted by its
+ * share of the jobs. For each shape, as the paper defines it:
+ *   - a CPU-only shape can use none of the node's free GPU;
+ *   - a shape that cannot run on the node at all (CPU, host memory, not
+ *     enough empty GPUs for a whole-GPU shape, no GPU with room for a
+ *     portion) can use none of it either;
+ *   - otherwise it can use the empty GPUs (whole-GPU shapes) or the GPUs
+ *     with room for its portion, except that here this is also bounded by
+ *     how many tasks of the shape the node's CPU and memory could hold.
+ * To the expected loss over the shapes is added what the workload as a
+ * whole could not use: the free GPU beyond what the node's free CPU and
+ * memory cover at the CPU and memory its GPU tasks typically ask per GPU
+ * (GPUs stranded by a node whose CPU or memory runs out first, which one
+ * task at a time does not see until it is too late).
  * A placement is scored by how much it changes the node's fragmentation
- * (lower is better: the placement that wastes the least of what typical jobs
- * need); ties go to binpack's score. On a node, the GPUs for a fractional
- * request are chosen the same way, one device at a time.
+ * (lower is better); binpack's score breaks ties (scaled to stay below any
+ * real difference). On a node, the GPUs for a fractional request are chosen
+ * the same way, one device at a time; GPUs equally good go fullest first.
  */
+#include <math.h>
 #include <string.h>
 
 #include "server/sched/sched_int.h"
 
 #define FGD_MAXG (TS_SCHED_MAX_DEVICES * 4)
+#define FGD_MIX_WEIGHT 1.0 /* the workload as a whole weighs as much as its shapes */
+
+/* Tasks of shape m that the node's CPU and host memory could hold. */
+static double tasks_held(const struct fshape *m, double cpu_free, int64_t mem_free)
+{
+    double n = 1e18;
+    if (m->cpu > 0)
+        n = floor((cpu_free + 1e-9) / m->cpu);
+    if (m->mem > 0 && (double)(mem_free / m->mem) < n)
+        n = (double)(mem_free / m->mem);
+    return n < 0 ? 0 : n;
+}
 
 static double frag_of(const struct ts_sched_cluster *c, const struct node_view *v,
                       const int64_t *used, double cpu_free, int64_t mem_free)
@@ -44,27 +64,32 @@ static double frag_of(const struct ts_sched_cluster *c, const struct node_view *
     double f = 0;
     for (int s = 0; s < c->nshapes; s++) {
         const struct fshape *m = &c->shapes[s];
-        bool run = cpu_free + 1e-9 >= m->cpu && mem_free >= m->mem;
-        double lost = 0;
         if (m->count == 0 && m->portion <= 0) {
-            /* a CPU-only shape wastes the node's GPUs only when it cannot run */
-        } else if (run && m->count > 0) {
-            run = nwhole >= m->count;
-            if (run)
-                lost = total - nwhole; /* partly used GPUs cannot take a whole-GPU job */
-        } else if (run) {
-            bool any = false;
+            f += m->weight * total; /* a CPU-only task can use no GPU */
+            continue;
+        }
+        double held = tasks_held(m, cpu_free, mem_free), use = 0;
+        if (m->count > 0) {
+            if (nwhole >= m->count)
+                use = fmin((double)nwhole, held * m->count);
+        } else {
             for (int k = 0; k < v->ngpus; k++) {
                 int64_t need = (int64_t)(m->portion * (double)usable[k] + 1e-6);
                 if (freeb[k] >= need && freeb[k] > 0)
-                    any = true;
-                else
-                    lost += fr[k];
+                    use += fr[k];
             }
-            run = any;
+            use = fmin(use, held * m->portion);
         }
-        f += m->weight * (run ? lost : total);
+        f += m->weight * (total - use);
     }
+    /* what the workload as a whole could not use: GPUs left without the CPU
+     * or memory that typically comes with them */
+    double mix = total;
+    if (c->mix_cpu > 0)
+        mix = fmin(mix, cpu_free / c->mix_cpu);
+    if (c->mix_mem > 0)
+        mix = fmin(mix, (double)mem_free / c->mix_mem);
+    f += FGD_MIX_WEIGHT * (total - fmax(mix, 0));
     return f;
 }
 
@@ -136,7 +161,7 @@ static double score(struct ts_sched_cluster *c, const struct preq *p, const stru
                     const int *chosen, int nchosen)
 {
     double delta = after_of(c, p, v, chosen, nchosen) - before_of(c, v);
-    return delta + 1e-4 * binpack_leftover(c, p, v, chosen, nchosen);
+    return delta + 1e-9 * binpack_leftover(c, p, v, chosen, nchosen);
 }
 
 const struct ts_sched_strategy ts_sched_fgd = {

@@ -66,6 +66,8 @@ struct ts_sched_cluster {
     int nkinds;
     struct fshape *shapes;
     int nshapes;
+    double mix_cpu;         /* fgd: CPU cores the typical workload asks per GPU; 0: none */
+    double mix_mem;         /* fgd: host memory bytes it asks per GPU; 0: none */
     bool own_shapes_fixed;  /* shapes came from the snapshot */
     double capacity;        /* GPUs on ready nodes */
     double allocated;       /* GPUs allocated on ready nodes */

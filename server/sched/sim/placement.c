@@ -91,7 +91,8 @@ static struct ts_sched_shape *shapes_of(const struct ts_sched_trace_pod *pods, s
             x.portion = p->gpu_milli / 1000.0;
         else if (p->num_gpu > 0)
             x.count = p->num_gpu;
-        x.cpu = (double)p->cpu_milli / 1000.0; /* host memory left out: it hardly binds */
+        x.cpu = (double)p->cpu_milli / 1000.0;
+        x.host_memory_bytes = p->memory_mib << 20;
         size_t k;
         for (k = 0; k < *ns; k++)
             if (s[k].count == x.count && s[k].portion == x.portion && s[k].cpu == x.cpu &&

@@ -36,6 +36,7 @@ void cluster_node_refresh(struct ts_sched_cluster *c, int node)
         n->free_gpus += frac;
     }
     n->frag_valid = false;
+    pindex_changed(c, node);
 }
 
 double cluster_slots_gpus(const struct ts_sched_cluster *c, const struct ts_sched_slot *slots,
@@ -269,6 +270,7 @@ void cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *cons
     shapes_finish(c, s, &ns);
     c->shapes = s;
     c->nshapes = ns;
+    pindex_clear(c); /* every fgd score changes with the shapes */
     for (size_t k = 0; k < c->snap->nnodes; k++)
         c->nodes[k].frag_valid = false;
 }
@@ -374,6 +376,7 @@ void ts_sched_cluster_free(struct ts_sched_cluster *c)
 {
     if (c == NULL)
         return;
+    pindex_free(c);
     ts_arena_free(c->owner);
 }
 

@@ -157,9 +157,5 @@ bool memo_has(const struct memo *m, uint64_t key);
 bool memo_get(const struct memo *m, uint64_t key, uint64_t *val);
 void memo_add(struct memo *m, uint64_t key);
 void memo_put(struct memo *m, uint64_t key, uint64_t val);
-/* A request's signature: its shape, constraints, pin and salt. preq_hash
- * is the part that does not change in a cycle (kept in preq.hash). */
-uint64_t preq_signature(const struct preq *p, uint64_t salt);
-uint64_t preq_hash(const struct preq *p);
 
 #endif /* TS_SERVER_SCHED_CYCLE_H */

@@ -601,6 +601,8 @@ out:
     free(cy->freed);
     diag_cache_free(cy->diag);
     victims_index_free(cy);
+    if (cy->c != NULL)
+        pindex_free(cy->c);
     if (rc != TS_OK) {
         ts_arena_free(a);
         return ts_error_set(err, rc, "could not decide: out of memory");

@@ -91,6 +91,22 @@ bool place_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
     return place_best_among(c, st, p, NULL, 0, node, slots, nslots);
 }
 
+bool place_node_score(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+                      const struct preq *p, int i, double *score, int *pick)
+{
+    int64_t used[TS_SCHED_MAX_DEVICES * 4];
+    if (c->nodes[i].ngpus > (int)(sizeof(used) / sizeof(used[0])))
+        return false;
+    if (!summary_may_fit(c, p, i) || !cluster_node_static_ok(c, p, i))
+        return false;
+    struct node_view v;
+    node_view_of(c, i, used, &v);
+    if (!place_on_view(c, st, p, &v, pick))
+        return false;
+    *score = st->score(c, p, &v, pick, p->ndev);
+    return true;
+}
+
 bool place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                       const struct preq *p, const int *list, size_t nlist, int *node,
                       struct ts_sched_slot *slots, size_t *nslots)
@@ -100,33 +116,35 @@ bool place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy
     double best_score = 0;
     int best_pick[TS_SCHED_MAX_DEVICES];
     int pick[TS_SCHED_MAX_DEVICES];
-    int64_t used[TS_SCHED_MAX_DEVICES * 4];
-    int lo = 0, hi = (int)snap->nnodes;
-    if (list != NULL) {
-        lo = 0;
-        hi = (int)nlist;
-    } else if (p->only_node >= 0) {
-        lo = p->only_node;
-        hi = lo + 1;
-    }
-    for (int k = lo; k < hi; k++) {
-        int i = list ? list[k] : k;
-        if (p->only_node >= 0 && i != p->only_node)
-            continue;
-        if (c->nodes[i].ngpus > (int)(sizeof(used) / sizeof(used[0])))
-            continue;
-        if (!summary_may_fit(c, p, i) || !cluster_node_static_ok(c, p, i))
-            continue;
-        struct node_view v;
-        node_view_of(c, i, used, &v);
-        if (!place_on_view(c, st, p, &v, pick))
-            continue;
-        double s = st->score(c, p, &v, pick, p->ndev);
-        if (best < 0 || s < best_score - 1e-12 ||
-            (s <= best_score + 1e-12 && snap->nodes[i].id < snap->nodes[best].id)) {
-            best = i;
-            best_score = s;
-            memcpy(best_pick, pick, (size_t)p->ndev * sizeof(int));
+    int found = list == NULL ? pindex_best(c, st, p, preq_signature(p, 0)) : -2;
+    if (found == -1)
+        return false;
+    if (found >= 0) {
+        if (!place_node_score(c, st, p, found, &best_score, best_pick))
+            return false; /* cannot happen: the index scored it so */
+        best = found;
+    } else {
+        int lo = 0, hi = (int)snap->nnodes;
+        if (list != NULL) {
+            lo = 0;
+            hi = (int)nlist;
+        } else if (p->only_node >= 0) {
+            lo = p->only_node;
+            hi = lo + 1;
+        }
+        for (int k = lo; k < hi; k++) {
+            int i = list ? list[k] : k;
+            if (p->only_node >= 0 && i != p->only_node)
+                continue;
+            double s;
+            if (!place_node_score(c, st, p, i, &s, pick))
+                continue;
+            if (best < 0 || s < best_score - 1e-12 ||
+                (s <= best_score + 1e-12 && snap->nodes[i].id < snap->nodes[best].id)) {
+                best = i;
+                best_score = s;
+                memcpy(best_pick, pick, (size_t)p->ndev * sizeof(int));
+            }
         }
     }
     if (best < 0)

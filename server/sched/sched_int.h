@@ -40,6 +40,7 @@ struct node_state {
     double free_gpus; /* sum of free fractions */
     double frag;      /* fgd: cached fragmentation */
     bool frag_valid;
+    uint32_t version; /* bumps with every change of the above (pindex.c) */
 };
 
 /* A typical shape for fgd, in the cluster's terms. */
@@ -72,6 +73,7 @@ struct ts_sched_cluster {
     double capacity;        /* GPUs on ready nodes */
     double allocated;       /* GPUs allocated on ready nodes */
     struct ts_arena *owner; /* ts_sched_cluster_new's arena; NULL inside a cycle */
+    struct pindex *pidx;    /* pindex.c: placement index, or NULL */
 };
 
 /* A request made ready for placement. */
@@ -136,6 +138,19 @@ bool preq_prepare(const struct ts_sched_cluster *c, const struct ts_sched_reques
 void cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *const *reqs, size_t n,
                              struct ts_arena *a);
 
+/* memo.c: a request's signature: its shape, constraints, pin and salt.
+ * preq_hash is the part that does not change in a cycle (kept in preq.hash). */
+uint64_t preq_signature(const struct preq *p, uint64_t salt);
+uint64_t preq_hash(const struct preq *p);
+
+/* pindex.c: the best node for p by st (scores kept per request class);
+ * -1 when none, -2 when the index cannot say (place by a scan). */
+int pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+                const struct preq *p, uint64_t sig);
+void pindex_changed(struct ts_sched_cluster *c, int node); /* node's state changed */
+void pindex_clear(struct ts_sched_cluster *c);             /* every score changed */
+void pindex_free(struct ts_sched_cluster *c);
+
 /* ---- strategies (place.c, binpack.c, spread.c, fgd.c) ------------------ */
 
 /* A view of one node while deciding: its GPUs' used bytes may be a scratch copy. */
@@ -171,6 +186,10 @@ int place_candidates(const struct ts_sched_cluster *c, const struct preq *p,
 /* Choose GPUs on the view: true when it fits; out gets p->ndev local GPUs. */
 bool place_on_view(const struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                    const struct preq *p, const struct node_view *v, int *out);
+/* Node i's score for p and the local GPUs it would take; false when it
+ * cannot take p. */
+bool place_node_score(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+                      const struct preq *p, int i, double *score, int *pick);
 /* Best node for p among nodes[0..n) (NULL: all); false when none. */
 bool place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                       const struct preq *p, const int *nodes, size_t n, int *node,

@@ -10,8 +10,9 @@
  * asked and pushes their new entries. Entries of an older version are stale
  * and dropped when they reach the top, so the top valid entry is the best
  * node, as a look at every node would find it: lowest score, then lowest
- * node id. Classes are kept while there is room (PINDEX_MAX_CLASSES); a
- * request of another class is placed by a plain scan.
+ * node id. Classes are kept while there is room (PINDEX_MAX_CLASSES, and
+ * PINDEX_MAX_ENTRIES over all heaps); a request of another class, with a
+ * node selector, or pinned to a node is placed by a plain scan.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "server/sched/sched_int.h"
 
 #define PINDEX_MAX_CLASSES 1024
+#define PINDEX_MAX_ENTRIES (1 << 21) /* about 48 MiB of entries in all */
 
 struct pentry {
     double score;
@@ -40,7 +42,8 @@ struct pclass {
 struct pindex {
     struct pclass *cls;
     size_t ncls, capcls;
-    int *log; /* nodes whose state changed, in order */
+    size_t entries; /* capacity of every heap, in entries */
+    int *log;       /* nodes whose state changed, in order */
     size_t nlog, caplog;
     uint32_t *stamp; /* per node: last asked in query stamp */
     uint32_t now;
@@ -84,13 +87,14 @@ static void heap_down(struct pentry *h, size_t n, size_t i)
     }
 }
 
-static bool push(struct pclass *k, const struct pentry *e)
+static bool push(struct pindex *x, struct pclass *k, const struct pentry *e)
 {
     if (k->n == k->cap) {
         size_t ncap = k->cap ? k->cap * 2 : 64;
         struct pentry *nh = realloc(k->heap, ncap * sizeof(*nh));
         if (nh == NULL)
             return false;
+        x->entries += ncap - k->cap;
         k->heap = nh;
         k->cap = ncap;
     }
@@ -141,6 +145,7 @@ void pindex_clear(struct ts_sched_cluster *c)
     }
     x->ncls = 0;
     x->nlog = 0;
+    x->entries = 0;
 }
 
 void pindex_changed(struct ts_sched_cluster *c, int node)
@@ -219,7 +224,7 @@ int pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
             k = &x->cls[i];
     size_t nn = c->snap->nnodes;
     if (k == NULL) {
-        if (x->ncls >= PINDEX_MAX_CLASSES)
+        if (x->ncls >= PINDEX_MAX_CLASSES || x->entries + nn > PINDEX_MAX_ENTRIES)
             return -2;
         if (x->ncls == x->capcls) {
             size_t ncap = x->capcls ? x->capcls * 2 : 16;
@@ -242,7 +247,7 @@ int pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
         k->key.model_ok = NULL;
         for (size_t i = 0; i < nn; i++) {
             struct pentry e;
-            if (score_node(c, st, p, (int)i, &e) && !push(k, &e)) {
+            if (score_node(c, st, p, (int)i, &e) && !push(x, k, &e)) {
                 x->broken = true;
                 return -2;
             }
@@ -258,7 +263,7 @@ int pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                 continue;
             x->stamp[q] = x->now;
             struct pentry e;
-            if (score_node(c, st, p, q, &e) && !push(k, &e)) {
+            if (score_node(c, st, p, q, &e) && !push(x, k, &e)) {
                 x->broken = true;
                 return -2;
             }

@@ -66,7 +66,7 @@ static enum ts_err num(struct dec *d, const json_t *o, const char *key, const ch
 static enum ts_err integer(struct dec *d, const json_t *o, const char *key, const char *path,
                            int64_t def, int64_t *out)
 {
-    double x;
+    double x = 0;
     enum ts_err rc = num(d, o, key, path, (double)def, &x);
     if (rc != TS_OK)
         return rc;
@@ -114,7 +114,7 @@ static int64_t gib_bytes(double gib)
 static enum ts_err gib(struct dec *d, const json_t *o, const char *key, const char *path,
                        double def, int64_t *out)
 {
-    double x;
+    double x = 0;
     enum ts_err rc = num(d, o, key, path, def, &x);
     if (rc != TS_OK)
         return rc;
@@ -233,7 +233,7 @@ static enum ts_err request(struct dec *d, const json_t *job, const char *path,
             TRY(num(d, g, "portion", path, 0, &r->portion));
             TRY(num(d, g, "portion_limit", path, r->portion, &r->portion_limit));
         } else {
-            double m, ml;
+            double m = 0, ml = 0;
             r->kind = TS_SCHED_GPU_MEMORY;
             TRY(num(d, g, "memory_gib", path, 0, &m));
             TRY(num(d, g, "memory_limit_gib", path, m, &ml));

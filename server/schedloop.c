@@ -44,47 +44,75 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* A set of job ids (open addressing; 0 is never a job id). */
+struct idset {
+    int64_t *v;
+    size_t mask;
+};
+
+static void idset_add(struct idset *set, int64_t id)
+{
+    size_t h = (size_t)((uint64_t)id * 0x9e3779b97f4a7c15ULL) & set->mask;
+    while (set->v[h] != 0 && set->v[h] != id)
+        h = (h + 1) & set->mask;
+    set->v[h] = id;
+}
+
+static bool idset_has(const struct idset *set, int64_t id)
+{
+    size_t h = (size_t)((uint64_t)id * 0x9e3779b97f4a7c15ULL) & set->mask;
+    while (set->v[h] != 0) {
+        if (set->v[h] == id)
+            return true;
+        h = (h + 1) & set->mask;
+    }
+    return false;
+}
+
 /* Which decisions to write now. A bind that needs room made by stopping
  * jobs waits until they have stopped (they hold the GPUs through their grace
  * period): it is written by a later cycle, when it simply fits. So are binds
  * onto a node where a job is being stopped, and the binds of jobs this cycle
  * stops. Stops are written only while no job is stopping already: one made
- * now could stop more than needed, since the room of those is about to free. */
-static bool shares_gpu(const struct ts_sched_running *j, const struct ts_sched_decision *d)
-{
-    for (size_t a = 0; a < j->nslots; a++)
-        for (size_t b = 0; b < d->nslots; b++)
-            if (j->slots[a].gpu == d->slots[b].gpu)
-                return true;
-    return false;
-}
-
+ * now could stop more than needed, since the room of those is about to free.
+ * One pass: it keeps the nodes stopped on so far, the jobs stopped (and
+ * those the stops serve) so far, and the GPUs jobs already stopping hold. */
 static size_t safe_decisions(const struct ts_sched_snapshot *s, const struct ts_sched_rows *rows,
-                             const struct ts_sched_result *r, const struct ts_sched_decision **out,
-                             int64_t *held, size_t *nheld)
+                             const struct ts_sched_result *r, struct ts_arena *a,
+                             const struct ts_sched_decision **out, int64_t *held, size_t *nheld)
 {
-    bool stopping = false;
-    for (size_t i = 0; i < s->nrunning; i++)
-        stopping |= rows->running_stopping[i];
-    size_t n = 0;
+    size_t cap = 16;
+    while (cap < 2 * r->ndecisions + 2)
+        cap *= 2;
+    struct idset waits = {ts_arena_alloc(a, cap * sizeof(int64_t)), cap - 1};
+    bool *stop_node = ts_arena_alloc(a, s->nnodes + 1);
+    bool *stopping_gpu = ts_arena_alloc(a, s->ngpus + 1);
     *nheld = 0;
+    if (waits.v == NULL || stop_node == NULL || stopping_gpu == NULL)
+        return 0; /* out of memory: write nothing this cycle */
+    bool stopping = false;
+    for (size_t i = 0; i < s->nrunning; i++) {
+        if (!rows->running_stopping[i])
+            continue;
+        stopping = true;
+        for (size_t k = 0; k < s->running[i].nslots; k++)
+            stopping_gpu[s->running[i].slots[k].gpu] = true;
+    }
+    size_t n = 0;
     for (size_t i = 0; i < r->ndecisions; i++) {
         const struct ts_sched_decision *d = &r->decisions[i];
         if (d->action != TS_SCHED_BIND) {
+            stop_node[d->node] = true;
+            idset_add(&waits, d->job_id);
+            if (d->for_job_id > 0)
+                idset_add(&waits, d->for_job_id);
             if (!stopping)
                 out[n++] = d;
             continue;
         }
-        bool wait = false;
-        for (size_t k = 0; k < i && !wait; k++) {
-            const struct ts_sched_decision *e = &r->decisions[k];
-            if (e->action == TS_SCHED_BIND)
-                continue;
-            wait = e->for_job_id == d->job_id || e->job_id == d->job_id || e->node == d->node;
-        }
-        for (size_t k = 0; k < s->nrunning && !wait; k++)
-            wait = rows->running_stopping[k] && s->running[k].node == d->node &&
-                   s->running[k].nslots > 0 && d->nslots > 0 && shares_gpu(&s->running[k], d);
+        bool wait = stop_node[d->node] || idset_has(&waits, d->job_id);
+        for (size_t k = 0; k < d->nslots && !wait; k++)
+            wait = stopping_gpu[d->slots[k].gpu];
         if (wait)
             held[(*nheld)++] = d->job_id;
         else
@@ -128,7 +156,7 @@ static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, struct ts_
         ts_arena_free(a);
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
-    size_t nheld = 0, nds = safe_decisions(&snap, &rows, res, ds, held, &nheld);
+    size_t nheld = 0, nds = safe_decisions(&snap, &rows, res, a, ds, held, &nheld);
     size_t nreasons = 0;
     for (size_t i = 0; i < res->npending; i++)
         reasons[nreasons++] = res->pending[i];

@@ -1,0 +1,205 @@
+/*
+ * ledger.h - the per-GPU ledger the agent and the CUDA interposer
+ * (libtessera-cuda.so) share, and the protocol between them.
+ *
+ * One file per physical GPU of the node, DATA_DIR/ledger/gpu<N>.ledger,
+ * created by the agent at start (kept when valid, so a restarted agent
+ * finds the charges of running jobs), mapped MAP_SHARED by the agent and
+ * by every shimmed process. The agent hard-links the files of a job's GPUs
+ * into the job's own folder as JOBDIR/shim/dev<K>.ledger, K being the
+ * CUDA ordinal the job sees (the order of CUDA_VISIBLE_DEVICES), and hands
+ * the folder over in TESSERA_SHIM_DIR; a job in a container needs only its
+ * folder mounted.
+ *
+ * Who writes what
+ *   header, jobs[].{key..flags}: the agent, under the lock.
+ *   jobs[].used_bytes: every process of the job (atomic add/sub); the
+ *     reaper (agent or shim, under the lock) takes a dead process's share
+ *     out.
+ *   procs[]: a process claims a free slot under the lock and then writes
+ *     its own used/swapped/last_call figures (single writer, relaxed
+ *     stores); the agent writes cmd/cmd_seq and the swap range.
+ *
+ * Accounting on one GPU (all figures in bytes)
+ *   usable = total_bytes - reserve_bytes
+ *   within request: a job whose used_bytes after the charge is <= its
+ *     request_bytes is granted by that one fetch_add; when burst_bytes is
+ *     0 nobody borrows, so the scheduler's packing guarantees the room.
+ *   burst: used above request and <= limit_bytes, granted under the lock
+ *     while sum(jobs[].used_bytes) <= usable and bursts are not closed;
+ *     burst_bytes = sum(max(0, used - request)) is kept under the lock.
+ *   A charge that would take a job past limit_bytes fails with
+ *     CUDA_ERROR_OUT_OF_MEMORY, always.
+ *
+ * Agent <-> shim
+ *   shim -> agent: a process that needs room (a within-request charge that
+ *     does not fit, or a swapped-out process coming back) sets need_bytes
+ *     in its slot, increments agent_wake and FUTEX_WAKEs it; the agent's
+ *     broker, waiting on agent_wake, resolves (closes bursts, ends or swaps
+ *     out burst holders) and increments room_seq with a FUTEX_WAKE; the
+ *     waiting process re-checks. Bounded by header.wait_ms.
+ *   agent -> shim: the agent writes the command (and, for a swap-out, the
+ *     range of the host swap reserve the process may use), then increments
+ *     cmd_seq with a FUTEX_WAKE; the shim's watcher thread does it, sets
+ *     swap_state and ack_seq = cmd_seq and FUTEX_WAKEs ack_seq.
+ *   Every process of a job has its home slot in the ledger of the job's
+ *   device 0 (claimed at init even before it allocates there): commands go
+ *   to the home slot and act on all of the process's GPUs at once.
+ *
+ * Futexes are shared (not FUTEX_PRIVATE_FLAG) 32-bit words in the mapping.
+ * The lock is a process-shared robust mutex: a holder that dies gives the
+ * next taker EOWNERDEAD, which reaps dead slots and marks it consistent.
+ */
+#ifndef TS_AGENT_LEDGER_H
+#define TS_AGENT_LEDGER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TS_LEDGER_MAGIC 0x4c475354u /* "TSGL" little-endian */
+#define TS_LEDGER_ABI_MAJOR 1u
+#define TS_LEDGER_ABI_MINOR 0u
+#define TS_LEDGER_JOBS 64
+#define TS_LEDGER_PROCS 256
+
+enum ts_ledger_collision {
+    TS_COLLISION_WAIT = 0,
+    TS_COLLISION_PRIORITY = 1,
+    TS_COLLISION_SWAP = 2,
+};
+
+/* jobs[].flags */
+#define TS_LJ_SWAP_OK 0x1u /* the job accepts being swapped out */
+
+/* procs[].cmd: what the agent asks of a process */
+enum ts_ledger_cmd {
+    TS_CMD_NONE = 0,
+    TS_CMD_SWAP_OUT = 1, /* move every allocation to swap_offset.. of the reserve */
+    TS_CMD_SWAP_IN = 2,  /* bring it back now (resume warm), not on the next call */
+};
+
+/* procs[].swap_state */
+enum ts_ledger_swap_state {
+    TS_SWAP_RESIDENT = 0,
+    TS_SWAP_GOING_OUT = 1,
+    TS_SWAP_OUT = 2, /* physical memory released, contents in the reserve */
+    TS_SWAP_COMING_IN = 3,
+    TS_SWAP_FAILED = 4, /* the last command failed; swap_error says why */
+};
+
+struct ts_ledger_header {
+    uint32_t magic;
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    uint32_t size; /* sizeof(struct ts_ledger) */
+    uint32_t gpu_index;
+    uint32_t collision;     /* enum ts_ledger_collision */
+    uint32_t wait_ms;       /* longest a within-request charge waits for room */
+    uint32_t pad0;
+    uint64_t total_bytes;   /* device memory */
+    uint64_t reserve_bytes; /* per-GPU reserve: never charged to jobs */
+    char uuid[48];          /* "GPU-..." */
+    char swap_path[256];    /* the node's host swap reserve file; "" when none */
+    uint64_t swap_bytes;    /* its size */
+};
+
+struct ts_ledger_job {
+    _Atomic uint64_t key; /* ts_ledger_key(id, attempt); 0: free slot */
+    int64_t job_id;
+    int32_t attempt;
+    int32_t priority;
+    uint64_t request_bytes;
+    uint64_t limit_bytes;
+    uint32_t flags; /* TS_LJ_* */
+    uint32_t pad0;
+    _Atomic uint64_t used_bytes;    /* charged by its processes on this GPU */
+    _Atomic uint64_t swapped_bytes; /* of it, now in the host reserve */
+    uint64_t pad1[8];
+};
+
+struct ts_ledger_proc {
+    _Atomic int32_t pid; /* host pid (NSpid's first field); 0: free slot */
+    int32_t job;         /* index into jobs[] */
+    uint64_t start_ticks; /* /proc/PID/stat field 22: a reused pid is not this one */
+    _Atomic uint64_t used_bytes;    /* this process's charges on this GPU */
+    _Atomic uint64_t swapped_bytes; /* of them, in the reserve */
+    _Atomic uint64_t last_call_ns;  /* CLOCK_MONOTONIC of its last GPU call (coarse) */
+    _Atomic uint64_t need_bytes;    /* room it waits for on this GPU; 0: none */
+    /* agent -> shim (home slot only) */
+    _Atomic uint32_t cmd;     /* enum ts_ledger_cmd */
+    _Atomic uint32_t cmd_seq; /* futex: the shim's watcher waits on it */
+    _Atomic uint32_t ack_seq; /* futex: the agent waits for it to reach cmd_seq */
+    _Atomic uint32_t swap_state; /* enum ts_ledger_swap_state */
+    uint64_t swap_offset; /* the range of the reserve granted for TS_CMD_SWAP_OUT */
+    uint64_t swap_len;
+    _Atomic int32_t swap_error; /* CUresult of the last failed command */
+    uint32_t pad0;
+    uint64_t pad1[5];
+};
+
+struct ts_ledger {
+    struct ts_ledger_header h;
+    pthread_mutex_t lock; /* process-shared, robust */
+    char lock_pad[64 - sizeof(pthread_mutex_t) % 64];
+    _Atomic uint64_t burst_bytes;  /* sum of max(0, used - request) over jobs */
+    _Atomic uint32_t burst_closed; /* agent: new bursts fail while someone waits for room */
+    _Atomic uint32_t agent_wake;   /* futex: processes that need room bump it */
+    _Atomic uint32_t room_seq;     /* futex: the agent bumps it when room was made */
+    uint32_t pad0;
+    struct ts_ledger_job jobs[TS_LEDGER_JOBS];
+    struct ts_ledger_proc procs[TS_LEDGER_PROCS];
+};
+
+static inline uint64_t ts_ledger_key(int64_t job_id, int32_t attempt)
+{
+    return ((uint64_t)job_id << 16) ^ (uint64_t)(uint32_t)attempt ^ 0x8000000000000000ull;
+}
+
+/* ---- shared by the agent and the shim (ledger.c) ---------------------- */
+
+/* Create (or keep, when valid and of this GPU) DIR/gpu<index>.ledger and
+ * set its header. Returns the mapping, or NULL with errno. */
+struct ts_ledger *ts_ledger_create(const char *path, uint32_t gpu_index, const char *uuid,
+                                   uint64_t total_bytes, uint64_t reserve_bytes,
+                                   enum ts_ledger_collision collision, uint32_t wait_ms,
+                                   const char *swap_path, uint64_t swap_bytes);
+/* Map an existing ledger; NULL with errno (EPROTO: wrong magic, ABI major
+ * or size). */
+struct ts_ledger *ts_ledger_open(const char *path);
+void ts_ledger_close(struct ts_ledger *l);
+
+/* The robust lock: recovers from a dead holder (reaps, marks consistent).
+ * Returns 0, or an errno (the ledger is unusable: ENOTRECOVERABLE). */
+int ts_ledger_lock(struct ts_ledger *l);
+void ts_ledger_unlock(struct ts_ledger *l);
+
+/* Under the lock: free the slots of processes that have exited (pid gone,
+ * zombie, or another process with that pid) and take their charges out of
+ * their jobs; recompute burst_bytes. Returns the number reaped. */
+int ts_ledger_reap_locked(struct ts_ledger *l);
+/* Under the lock: sum(max(0, used - request)) over the jobs. */
+uint64_t ts_ledger_burst_locked(const struct ts_ledger *l);
+uint64_t ts_ledger_used(const struct ts_ledger *l); /* sum of jobs[].used_bytes */
+
+/* Slots. job: the index of the job slot with that key, or -1. */
+int ts_ledger_find_job(const struct ts_ledger *l, uint64_t key);
+int ts_ledger_find_proc(const struct ts_ledger *l, pid_t pid);
+
+/* Shared futex on a 32-bit word of the mapping. wait: returns when *w !=
+ * expect, on a wake, or after timeout_ms (< 0: no timeout; never used
+ * inside a user's process). */
+void ts_futex_wait(_Atomic uint32_t *w, uint32_t expect, int timeout_ms);
+void ts_futex_wake(_Atomic uint32_t *w);
+
+/* This process's pid as the host sees it: the first NSpid of
+ * /proc/self/status (getpid() when the line is absent). */
+pid_t ts_ledger_host_pid(void);
+/* Field 22 of /proc/PID/stat, or 0. */
+uint64_t ts_ledger_start_ticks(pid_t pid);
+uint64_t ts_ledger_now_ns(void);
+
+#endif /* TS_AGENT_LEDGER_H */

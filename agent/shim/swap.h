@@ -1,0 +1,108 @@
+/*
+ * swap.h - the swap engine of libtessera-cuda.so: device memory allocated
+ * through the virtual memory API, so its physical memory can be copied to
+ * the node's host swap reserve, released, and later mapped back at the
+ * same virtual addresses; and the gate every GPU call passes, which holds
+ * calls while memory is out.
+ *
+ * The engine knows nothing of hooks or the ledger's charging: the shim
+ * (charge.c) charges before ts_vmm_alloc and uncharges after ts_vmm_free,
+ * and passes the engine a charge callback for swap-in. It is written
+ * against struct ts_cu, so tests drive it on simgpu without the hooks.
+ */
+#ifndef TS_SHIM_SWAP_H
+#define TS_SHIM_SWAP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/shim/cu.h"
+
+/* ---- the gate (gate.c) -------------------------------------------------
+ * Every hook that gives the GPU work or touches device memory (launches,
+ * copies, memsets, synchronizes, allocations, frees) is bracketed by
+ * ts_gate_enter() / ts_gate_leave(). With no swap pending, enter is one
+ * load of a process-wide word plus a thread-local store: nothing
+ * measurable. While a swap is pending or memory is out, enter blocks
+ * (bounded by the ledger's wait_ms, then the call fails with
+ * CUDA_ERROR_OUT_OF_MEMORY-free semantics: see gate.c) until the memory is
+ * back; a swap-out waits until no thread is inside a bracket. */
+extern _Atomic uint32_t ts_gate_word; /* 0: open; otherwise a swap is pending or out */
+
+/* Slow path of ts_gate_enter. Returns CUDA_SUCCESS once the gate is open
+ * (having swapped memory back in when it was out), or an error the hook
+ * returns without calling the driver. */
+CUresult ts_gate_enter_slow(void);
+void ts_gate_thread_register(void);
+
+extern _Thread_local int ts_gate_inside; /* depth of this thread's brackets */
+
+static inline CUresult ts_gate_enter(void)
+{
+    ts_gate_inside++;
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(atomic_load_explicit(&ts_gate_word, memory_order_relaxed) != 0, 0)) {
+        ts_gate_inside--;
+        return ts_gate_enter_slow();
+    }
+    return CUDA_SUCCESS;
+}
+
+static inline void ts_gate_leave(void)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    ts_gate_inside--;
+}
+
+/* ---- VMM-backed allocations (vmm.c) ----------------------------------- */
+
+struct ts_swap_config {
+    const struct ts_cu *cu;
+    int ndevices;
+    /* Charge/uncharge `bytes` on device `dev` for swap-in / swap-out;
+     * charge may wait for room (bounded) and returns a CUresult. */
+    CUresult (*charge)(int dev, uint64_t bytes);
+    void (*uncharge)(int dev, uint64_t bytes);
+    /* The host swap reserve (the agent's file), mapped by the engine on
+     * the first swap-out; "" or NULL: no swap on this node. */
+    const char *reserve_path;
+    uint64_t reserve_bytes;
+};
+
+/* Set up once (from the shim's init). Returns 0 or -1. */
+int ts_swap_init(const struct ts_swap_config *cfg);
+/* Whether allocations go through the VMM path (the node swaps and the
+ * device supports virtual memory management). */
+bool ts_vmm_active(void);
+/* The size an allocation of `bytes` on `dev` really takes (rounded up to
+ * the device's granularity): what the shim charges. */
+size_t ts_vmm_round(int dev, size_t bytes);
+/* Reserve, create, map and enable access for `bytes` (already rounded) on
+ * the current context's device `dev`. */
+CUresult ts_vmm_alloc(int dev, size_t bytes, CUdeviceptr *out);
+/* Free an allocation made by ts_vmm_alloc: CUDA_ERROR_NOT_FOUND when ptr
+ * is not one (the shim then calls the driver's own free). *dev and *bytes
+ * say what to uncharge (nothing when it was swapped out: already done). */
+CUresult ts_vmm_free(CUdeviceptr ptr, int *dev, size_t *bytes, bool *was_resident);
+/* The allocation that holds ptr (for cuMemGetAddressRange and frees of
+ * interior pointers): base and size, or CUDA_ERROR_NOT_FOUND. */
+CUresult ts_vmm_lookup(CUdeviceptr ptr, CUdeviceptr *base, size_t *size);
+
+/* ---- swap (swap.c) ----------------------------------------------------- */
+
+/* Close the gate, wait for the threads inside, synchronize every context,
+ * copy every resident VMM allocation of every device to the reserve at
+ * [offset, offset + len), unmap and release the physical memory (keeping
+ * the addresses), uncharge. Returns CUDA_SUCCESS with *moved set, or an
+ * error having left everything resident (the gate opens again). */
+CUresult ts_swap_out(uint64_t offset, uint64_t len, uint64_t *moved);
+/* Charge, create, map, copy back, open the gate. Called by the gate's
+ * slow path on the next GPU call, or at once for TS_CMD_SWAP_IN. */
+CUresult ts_swap_in(void);
+/* Bytes resident / swapped out, per device (for the ledger's figures). */
+uint64_t ts_swap_resident_bytes(int dev);
+uint64_t ts_swap_out_bytes(int dev);
+
+#endif /* TS_SHIM_SWAP_H */

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent/ledger/ledger.h"
 #include "agent/shim/cu.h"
 
 /* ---- the gate (gate.c) -------------------------------------------------
@@ -69,9 +70,20 @@ struct ts_swap_config {
      * the first swap-out; "" or NULL: no swap on this node. */
     const char *reserve_path;
     uint64_t reserve_bytes;
+    /* Per device (ndevices entries): the ledger and this process's slot in
+     * it, where the engine keeps swapped_bytes and swap_state; NULL when
+     * the process runs without a ledger (tests of the engine alone). */
+    struct ts_ledger *const *ledgers;
+    struct ts_ledger_proc *const *procs;
+    /* The home slot (device 0's): when set and the node swaps, ts_swap_init
+     * starts the engine's watcher thread, which waits on home->cmd_seq and
+     * carries out TS_CMD_SWAP_OUT / TS_CMD_SWAP_IN (ledger.h protocol). */
+    struct ts_ledger_proc *home;
+    uint32_t wait_ms; /* bound of every wait inside the user's process */
 };
 
-/* Set up once (from the shim's init). Returns 0 or -1. */
+/* Set up once (from the shim's init; the shim calls it after claiming its
+ * ledger slots). Returns 0 or -1. */
 int ts_swap_init(const struct ts_swap_config *cfg);
 /* Whether allocations go through the VMM path (the node swaps and the
  * device supports virtual memory management). */

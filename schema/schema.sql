@@ -1,10 +1,10 @@
 -- schema.sql: the whole Tessera database schema as the migrations leave it
--- (migrations/0001_init.sql and 0002_lifecycle.sql, plus the schema_migration table the server
+-- (migrations/0001_init.sql, 0002_lifecycle.sql and 0003_suspend.sql, plus the schema_migration table the server
 -- creates to record them). Read it to learn the schema; never apply it to a
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 2
+-- schema version: 3
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -94,11 +94,13 @@ CREATE TABLE node (
     swap_bytes   bigint NOT NULL DEFAULT 0,
     gpu_reserve_bytes bigint NOT NULL DEFAULT 0,
     registered_at timestamptz,
+    collision    text NOT NULL DEFAULT 'wait',
     CONSTRAINT node_pkey PRIMARY KEY (id),
     CONSTRAINT node_name_key UNIQUE (name),
     CONSTRAINT node_state_check CHECK (state IN ('ready', 'not_ready', 'drained')),
     CONSTRAINT node_resources_check
-        CHECK (cpu >= 0 AND memory_bytes >= 0 AND swap_bytes >= 0 AND gpu_reserve_bytes >= 0)
+        CHECK (cpu >= 0 AND memory_bytes >= 0 AND swap_bytes >= 0 AND gpu_reserve_bytes >= 0),
+    CONSTRAINT node_collision_check CHECK (collision IN ('wait', 'priority', 'swap'))
 );
 
 CREATE TABLE gpu (
@@ -166,18 +168,24 @@ CREATE TABLE job (
     sampled_at          timestamptz,
     last_active_at      timestamptz,
     log_bytes           bigint NOT NULL DEFAULT 0,
+    swap                boolean NOT NULL DEFAULT true,
+    suspended_bytes     bigint NOT NULL DEFAULT 0,
+    suspend_held        boolean NOT NULL DEFAULT false,
+    suspended_gpu_ids   bigint[],
+    suspended_gpu_bytes bigint[],
     CONSTRAINT job_pkey PRIMARY KEY (id),
     CONSTRAINT job_project_name_key UNIQUE (project_id, name),
     CONSTRAINT job_name_check CHECK (name ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
     CONSTRAINT job_kind_check CHECK (kind IN ('train', 'interactive', 'inference')),
     CONSTRAINT job_gpu_kind_check CHECK (gpu_kind IN ('none', 'count', 'portion', 'memory')),
     CONSTRAINT job_state_check CHECK (state IN ('pending', 'scheduled', 'running', 'evicting',
-                                                'cancelling', 'succeeded', 'failed', 'cancelled')),
+        'cancelling', 'suspending', 'suspended', 'resuming', 'succeeded', 'failed', 'cancelled')),
     CONSTRAINT job_project_fkey FOREIGN KEY (project_id) REFERENCES project (id) ON DELETE CASCADE,
     CONSTRAINT job_node_fkey FOREIGN KEY (node_id) REFERENCES node (id) ON DELETE SET NULL,
     CONSTRAINT job_submitted_by_fkey FOREIGN KEY (submitted_by)
         REFERENCES api_token (id) ON DELETE SET NULL,
-    CONSTRAINT job_grace_check CHECK (grace_seconds >= 0 AND grace_seconds <= 86400)
+    CONSTRAINT job_grace_check CHECK (grace_seconds >= 0 AND grace_seconds <= 86400),
+    CONSTRAINT job_suspended_bytes_check CHECK (suspended_bytes >= 0)
 );
 CREATE INDEX job_state_idx ON job (state);
 CREATE INDEX job_node_idx ON job (node_id) WHERE node_id IS NOT NULL;
@@ -189,10 +197,14 @@ CREATE TABLE job_event (
     at      timestamptz NOT NULL DEFAULT now(),
     type    text NOT NULL,
     message text NOT NULL,
+    attempt integer,
+    seq     integer,
     CONSTRAINT job_event_pkey PRIMARY KEY (id),
     CONSTRAINT job_event_job_fkey FOREIGN KEY (job_id) REFERENCES job (id) ON DELETE CASCADE
 );
 CREATE INDEX job_event_job_idx ON job_event (job_id, id);
+-- an agent's event (attempt, seq) is stored once
+CREATE UNIQUE INDEX job_event_seq_key ON job_event (job_id, attempt, seq) WHERE seq IS NOT NULL;
 
 -- Idempotency-Key headers of job submissions, per token; kept at least 24 h.
 CREATE TABLE idempotency_key (
@@ -260,8 +272,10 @@ CREATE INDEX metric_point_at_idx ON metric_point (resolution_s, at);
 -- distinct payload per transaction.
 CREATE FUNCTION tessera_job_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    -- a job holds GPUs only while scheduled, running or stopping
-    IF TG_OP = 'UPDATE' AND NEW.state IN ('pending', 'succeeded', 'failed', 'cancelled') THEN
+    -- a job holds GPUs only while scheduled, running, resuming, suspending or
+    -- stopping
+    IF TG_OP = 'UPDATE'
+       AND NEW.state IN ('pending', 'suspended', 'succeeded', 'failed', 'cancelled') THEN
         DELETE FROM job_gpu WHERE job_id = NEW.id;
     END IF;
     IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.node_id IS NOT NULL THEN
@@ -297,7 +311,9 @@ CREATE TRIGGER department_quota_notify AFTER INSERT OR DELETE OR UPDATE OF quota
     over_quota_weight, limit_gpus, priority ON department
     FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();
 CREATE TRIGGER node_state_notify AFTER INSERT OR DELETE OR UPDATE OF state, cpu, memory_bytes,
-    labels, swap_bytes, gpu_reserve_bytes ON node
+    labels, swap_bytes, gpu_reserve_bytes, collision ON node
+    FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();
+CREATE TRIGGER job_hold_notify AFTER UPDATE OF suspend_held ON job
     FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();
 CREATE TRIGGER gpu_notify AFTER INSERT OR DELETE OR UPDATE OF memory_bytes, model ON gpu
     FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();

@@ -25,24 +25,8 @@
 #pragma GCC visibility pop
 #include "agent/simgpu/state.h"
 
-#define GRANULARITY ((size_t)2 << 20) /* VMM granularity, as on NVIDIA GPUs */
-#define PAGE ((size_t)4096)
+#include "agent/simgpu/cuda_int.h"
 
-struct CUctx_st;
-struct CUstream_st {
-    struct CUctx_st *ctx;
-    _Atomic uint64_t done_ns; /* when the last queued work ends */
-};
-struct CUctx_st {
-    int ordinal;  /* visible ordinal */
-    bool primary; /* one per device, in ctxs[] */
-    int refs;     /* mu; primary: retain count */
-    /* Created ones (cuCtxCreate) are never freed: a destroyed one is kept
-     * for the next cuCtxCreate, so a stale handle on another thread's stack
-     * reads CUDA_ERROR_CONTEXT_IS_DESTROYED instead of freed memory. */
-    _Atomic bool destroyed;
-    struct CUstream_st null_stream;
-};
 struct CUevent_st {
     _Atomic uint64_t at_ns; /* 0 = never recorded */
 };
@@ -62,39 +46,24 @@ struct phys {
     bool released; /* mu; cuMemRelease was called */
 };
 
-/* HOST: page-locked host memory (cuMemHostAlloc, cuMemHostRegister); with
- * unified addressing the device reaches it at its host address. */
-enum region_kind { REGION_ALLOC, REGION_RESERVE, REGION_MAP, REGION_HOST };
-struct region {
-    enum region_kind kind;
-    uint64_t va, size;    /* ALLOC, HOST: the size asked for; mappings are page-rounded */
-    int ordinal;          /* ALLOC, MAP, HOST (the context's device: its copy bandwidth) */
-    struct phys *phys;    /* MAP */
-    int prot;             /* MAP: PROT_* set by cuMemSetAccess; HOST: PROT_READ [| WRITE] */
-    struct CUctx_st *ctx; /* ALLOC: freed with the context when it is a created one */
-    bool registered;      /* HOST: cuMemHostRegister (else cuMemHostAlloc) */
-};
-
 /* Process-wide state, set once by cuInit. */
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static CUresult init_rc = CUDA_ERROR_NOT_INITIALIZED;
-static int ndev;
-static struct ts_simgpu_dev devs[TS_SIMGPU_MAX_GPUS]; /* by visible ordinal */
+CUresult init_rc = CUDA_ERROR_NOT_INITIALIZED;
+int ndev;
+struct ts_simgpu_dev devs[TS_SIMGPU_MAX_GPUS]; /* by visible ordinal */
 static struct CUctx_st ctxs[TS_SIMGPU_MAX_GPUS];
 static uint64_t kernel_ns_default;
 static uint64_t bandwidth_env; /* TESSERA_SIMGPU_BANDWIDTH, 0 = use the file's */
 
 /* Tables of this process, guarded by mu. Handles are checked against them. */
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static struct region *regions;
-static size_t nregions, cap_regions;
+pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+struct region *regions;
+size_t nregions;
+static size_t cap_regions;
 /* Handles handed out, one table per kind, so that a bad or stale handle is
  * CUDA_ERROR_INVALID_HANDLE and never dereferenced. */
-struct table {
-    void **items;
-    size_t n, cap;
-};
-static struct table streams, events, modules, funcs, physs;
+struct table streams;
+static struct table events, modules, funcs, physs;
 static struct table contexts; /* created contexts alive */
 static struct table ctx_pool; /* destroyed ones, for reuse */
 
@@ -103,25 +72,12 @@ static struct table ctx_pool; /* destroyed ones, for reuse */
 static _Thread_local struct CUctx_st *ctx_stack[CTX_STACK_MAX];
 static _Thread_local int ctx_depth;
 
-static struct CUctx_st *cur(void)
+struct CUctx_st *cur(void)
 {
     return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL;
 }
 
-#define FAIL(name, dflt)                                                                           \
-    do {                                                                                           \
-        int fail_code_ = ts_simgpu_fail(#name, (dflt));                                            \
-        if (fail_code_)                                                                            \
-            return (CUresult)fail_code_;                                                           \
-    } while (0)
-#define NEED_INIT()                                                                                \
-    do {                                                                                           \
-        if (init_rc != CUDA_SUCCESS)                                                               \
-            return init_rc == CUDA_ERROR_NO_DEVICE ? CUDA_ERROR_NO_DEVICE                          \
-                                                   : CUDA_ERROR_NOT_INITIALIZED;                   \
-    } while (0)
-
-static bool grow(void **arr, size_t *cap, size_t n, size_t elem)
+bool grow(void **arr, size_t *cap, size_t n, size_t elem)
 {
     if (n < *cap)
         return true;
@@ -134,13 +90,13 @@ static bool grow(void **arr, size_t *cap, size_t n, size_t elem)
     return true;
 }
 
-static size_t round_up(size_t n, size_t to)
+size_t round_up(size_t n, size_t to)
 {
     return (n + to - 1) / to * to;
 }
 
 /* mu held for the three below. */
-static bool table_add(struct table *t, void *h)
+bool table_add(struct table *t, void *h)
 {
     if (!grow((void **)&t->items, &t->cap, t->n, sizeof *t->items))
         return false;
@@ -148,7 +104,7 @@ static bool table_add(struct table *t, void *h)
     return true;
 }
 
-static bool table_has(const struct table *t, const void *h)
+bool table_has(const struct table *t, const void *h)
 {
     for (size_t i = 0; h && i < t->n; i++)
         if (t->items[i] == h)
@@ -156,7 +112,7 @@ static bool table_has(const struct table *t, const void *h)
     return false;
 }
 
-static bool table_del(struct table *t, const void *h)
+bool table_del(struct table *t, const void *h)
 {
     for (size_t i = 0; h && i < t->n; i++)
         if (t->items[i] == h) {
@@ -167,7 +123,7 @@ static bool table_del(struct table *t, const void *h)
 }
 
 /* table_has under mu. */
-static bool known(const struct table *t, const void *h)
+bool known(const struct table *t, const void *h)
 {
     pthread_mutex_lock(&mu);
     bool ok = table_has(t, h);
@@ -175,7 +131,7 @@ static bool known(const struct table *t, const void *h)
     return ok;
 }
 
-static bool region_add(struct region r)
+bool region_add(struct region r)
 {
     if (!grow((void **)&regions, &cap_regions, nregions, sizeof *regions))
         return false;
@@ -183,13 +139,13 @@ static bool region_add(struct region r)
     return true;
 }
 
-static void region_remove(size_t i)
+void region_remove(size_t i)
 {
     regions[i] = regions[--nregions];
 }
 
 /* The ALLOC, MAP or HOST region holding va, or NULL. mu held. */
-static struct region *region_at(uint64_t va)
+struct region *region_at(uint64_t va)
 {
     for (size_t i = 0; i < nregions; i++) {
         struct region *r = &regions[i];
@@ -201,7 +157,7 @@ static struct region *region_at(uint64_t va)
 
 /* 0 when [va, va+n) is device memory this process may write (or read when
  * !write), contiguous over adjacent mappings; sets *ordinal. */
-static CUresult range_check(uint64_t va, size_t n, bool write, int *ordinal)
+CUresult range_check(uint64_t va, size_t n, bool write, int *ordinal)
 {
     if (n == 0)
         return CUDA_SUCCESS;
@@ -346,6 +302,13 @@ static const struct {
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "attempt to terminate a thread-local capture sequence from another thread"},
+    {CUDA_ERROR_TIMEOUT, "CUDA_ERROR_TIMEOUT", "wait operation timed out"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -474,7 +437,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: v = 0; break;
     default: return CUDA_ERROR_INVALID_VALUE;
@@ -656,13 +619,15 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
         struct region r = regions[i];
         if (r.kind == REGION_ALLOC && r.ctx == ctx) {
             region_remove(i);
-            size_t size = round_up(r.size, PAGE);
-            munmap((void *)(uintptr_t)r.va, size);
-            ts_simgpu_charge(&devs[r.ordinal], -(int64_t)size);
+            if (r.pool)
+                pool_put(&r, true);
+            else
+                alloc_free(&r);
         } else {
             i++;
         }
     }
+    arrays_ctx_gone(ctx);
     if (!table_add(&ctx_pool, ctx))
         ts_simgpu_log("cuCtxDestroy: context %p not kept for reuse", (void *)ctx);
     pthread_mutex_unlock(&mu);
@@ -685,17 +650,8 @@ CUresult cuCtxGetDevice(CUdevice *device)
     return CUDA_SUCCESS;
 }
 
-#define NEED_CTX()                                                                                 \
-    do {                                                                                           \
-        NEED_INIT();                                                                               \
-        if (!cur())                                                                                \
-            return CUDA_ERROR_INVALID_CONTEXT;                                                     \
-        if (atomic_load(&cur()->destroyed))                                                        \
-            return CUDA_ERROR_CONTEXT_IS_DESTROYED;                                                \
-    } while (0)
-
 /* The stream a handle names in the current context, or NULL if invalid. */
-static struct CUstream_st *stream_of(CUstream s)
+struct CUstream_st *stream_of(CUstream s)
 {
     struct CUctx_st *c = cur();
     if (s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
@@ -703,7 +659,7 @@ static struct CUstream_st *stream_of(CUstream s)
     return known(&streams, s) ? s : NULL;
 }
 
-static uint64_t max_u64(uint64_t a, uint64_t b)
+uint64_t max_u64(uint64_t a, uint64_t b)
 {
     return a > b ? a : b;
 }
@@ -713,14 +669,25 @@ CUresult cuCtxSynchronize(void)
     NEED_CTX();
     struct CUctx_st *c = cur();
     uint64_t until = atomic_load(&c->null_stream.done_ns);
+    bool capturing = false;
     pthread_mutex_lock(&mu);
     for (size_t i = 0; i < streams.n; i++) {
         struct CUstream_st *s = streams.items[i];
-        if (s->ctx == c)
-            until = max_u64(until, atomic_load(&s->done_ns));
+        if (s->ctx != c)
+            continue;
+        until = max_u64(until, atomic_load(&s->done_ns));
+        /* As CUDA: not while a stream of the context captures, whose
+         * capture is then invalidated. */
+        if (atomic_load(&s->capture) != CU_STREAM_CAPTURE_STATUS_NONE) {
+            atomic_store(&s->capture, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+            capturing = true;
+        }
     }
     pthread_mutex_unlock(&mu);
+    if (capturing)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     ts_simgpu_sleep_until(until);
+    pool_sync(c->ordinal);
     return CUDA_SUCCESS;
 }
 
@@ -729,6 +696,11 @@ CUresult cuCtxSynchronize(void)
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     FAIL(cuMemAlloc_v2, CUDA_ERROR_OUT_OF_MEMORY);
+    return mem_alloc(dptr, bytesize);
+}
+
+CUresult mem_alloc(CUdeviceptr *dptr, size_t bytesize)
+{
     NEED_CTX();
     if (!dptr || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -775,16 +747,29 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
         if (regions[i].kind == REGION_ALLOC && regions[i].va == dptr) {
             r = regions[i];
             region_remove(i);
+            alloc_free(&r);
             found = true;
             break;
         }
     pthread_mutex_unlock(&mu);
     if (!found)
         return CUDA_ERROR_INVALID_VALUE;
-    size_t size = round_up(r.size, PAGE);
-    munmap((void *)(uintptr_t)r.va, size);
-    ts_simgpu_charge(&devs[r.ordinal], -(int64_t)size);
+    /* cuMemFree synchronizes: a stream-ordered allocation's pool gives back
+     * what it holds above its threshold, as at any synchronize. */
+    if (r.pool)
+        pool_sync(r.ordinal);
     return CUDA_SUCCESS;
+}
+
+void alloc_free(const struct region *r)
+{
+    if (r->pool) {
+        pool_put(r, false);
+        return;
+    }
+    size_t size = round_up(r->size, PAGE);
+    munmap((void *)(uintptr_t)r->va, size);
+    ts_simgpu_charge(&devs[r->ordinal], -(int64_t)size);
 }
 
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
@@ -819,8 +804,8 @@ static uint64_t copy_ns(int ord, size_t n)
 /* Copy n bytes. host_link: the copy crosses the host link and runs at the
  * configured bandwidth. async: the stream carries the time instead of the
  * caller (the bytes move now: a correct program cannot tell). */
-static CUresult do_copy(void *dst, const void *src, size_t n, int ord, bool host_link, CUstream hs,
-                        bool async)
+CUresult do_copy(void *dst, const void *src, size_t n, int ord, bool host_link, CUstream hs,
+                 bool async)
 {
     struct CUstream_st *s = stream_of(hs);
     if (!s)
@@ -954,7 +939,7 @@ static size_t host_region(const void *p, bool registered)
 }
 
 /* mu held: whether [va, va+n) meets any region of this process. */
-static bool any_overlap(uint64_t va, uint64_t n)
+bool any_overlap(uint64_t va, uint64_t n)
 {
     for (size_t i = 0; i < nregions; i++)
         if (va < regions[i].va + regions[i].size && regions[i].va < va + n)
@@ -1135,7 +1120,10 @@ CUresult cuStreamSynchronize(CUstream hs)
     struct CUstream_st *s = stream_of(hs);
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (capture_refuses_sync(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     ts_simgpu_sleep_until(atomic_load(&s->done_ns));
+    pool_sync(s->ctx->ordinal);
     return CUDA_SUCCESS;
 }
 
@@ -1145,6 +1133,8 @@ CUresult cuStreamQuery(CUstream hs)
     struct CUstream_st *s = stream_of(hs);
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (capture_refuses_sync(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return ts_simgpu_now_ns() >= atomic_load(&s->done_ns) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -1217,6 +1207,7 @@ CUresult cuEventSynchronize(CUevent e)
     if (!event_ok(e))
         return CUDA_ERROR_INVALID_HANDLE;
     ts_simgpu_sleep_until(atomic_load(&e->at_ns));
+    pool_sync(-1);
     return CUDA_SUCCESS;
 }
 
@@ -1703,7 +1694,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
  * program built with --default-stream per-thread calls them. Failure
  * injection counts them with the plain calls. */
 
-static CUstream per_thread(CUstream s)
+CUstream per_thread(CUstream s)
 {
     return s ? s : CU_STREAM_PER_THREAD;
 }

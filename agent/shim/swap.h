@@ -24,27 +24,42 @@
 /* ---- the gate (gate.c) -------------------------------------------------
  * Every hook that gives the GPU work or touches device memory (launches,
  * copies, memsets, synchronizes, allocations, frees) is bracketed by
- * ts_gate_enter() / ts_gate_leave(). With no swap pending, enter is one
- * load of a process-wide word plus a thread-local store: nothing
- * measurable. While a swap is pending or memory is out, enter blocks
- * (bounded by the ledger's wait_ms, then the call fails with
- * CUDA_ERROR_OUT_OF_MEMORY-free semantics: see gate.c) until the memory is
- * back; a swap-out waits until no thread is inside a bracket. */
+ * ts_gate_enter() / ts_gate_leave(). With no swap pending, enter is a
+ * thread-local increment, a compiler barrier and one relaxed load of a
+ * process-wide word: nothing measurable. The swapper makes its close of
+ * the gate visible to every thread with membarrier(2) before it reads the
+ * threads' depths (where membarrier is unavailable every enter takes the
+ * slow path, which uses a full fence).
+ *
+ * A thread's first enter takes the slow path once, which registers its
+ * depth counter (ts_gate_inside starts negative for that); an exiting
+ * thread unregisters itself.
+ *
+ * While a swap is pending or memory is out, enter blocks until the memory
+ * is back, the first caller bringing it back in (ts_swap_in). Every wait
+ * is bounded by the ledger's wait_ms; then, or when the memory cannot come
+ * back (no room on the GPU), enter returns CUDA_ERROR_OUT_OF_MEMORY, which
+ * the hook returns without calling the driver (frameworks handle it; the
+ * next call tries again). A thread already inside a bracket (a nested
+ * hook) never blocks. */
 extern _Atomic uint32_t ts_gate_word; /* 0: open; otherwise a swap is pending or out */
 
 /* Slow path of ts_gate_enter. Returns CUDA_SUCCESS once the gate is open
  * (having swapped memory back in when it was out), or an error the hook
  * returns without calling the driver. */
 CUresult ts_gate_enter_slow(void);
+/* Register this thread's depth counter (done by the slow path; may be
+ * called early by the shim). Idempotent. */
 void ts_gate_thread_register(void);
 
-extern _Thread_local int ts_gate_inside; /* depth of this thread's brackets */
+extern _Thread_local int ts_gate_inside; /* depth of this thread's brackets; < 0: unregistered */
 
 static inline CUresult ts_gate_enter(void)
 {
-    ts_gate_inside++;
+    int depth = ++ts_gate_inside;
     atomic_signal_fence(memory_order_seq_cst);
-    if (__builtin_expect(atomic_load_explicit(&ts_gate_word, memory_order_relaxed) != 0, 0)) {
+    if (__builtin_expect(
+            (atomic_load_explicit(&ts_gate_word, memory_order_relaxed) != 0) | (depth <= 0), 0)) {
         ts_gate_inside--;
         return ts_gate_enter_slow();
     }

@@ -1,0 +1,397 @@
+/*
+ * swap.c - moving the process's VMM allocations to the node's host swap
+ * reserve and back (swap.h).
+ *
+ * Out: claim the gate (OPEN -> CLOSING), wait for the threads inside,
+ * synchronize every context that has allocations, copy each resident
+ * allocation to [offset, offset + len) of the reserve file (mapped
+ * MAP_SHARED once, registered with the driver once when it can be) in
+ * 64 MiB async copies on a private stream per context, then unmap and
+ * release the physical memory, keeping the address ranges; uncharge and
+ * publish the figures in the ledger slots. In: charge, create, map and
+ * enable each allocation at its address, copy back, open the gate. A
+ * failure before the release leaves everything resident (gate open); a
+ * failed swap-in leaves everything out (gate OUT: the next call retries).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/shim/engine.h"
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void fork_child(void)
+{
+    ts_gate_fork_child();
+    ts_swap_fork_child();
+    ts_watch_fork_child();
+}
+
+static void install_atfork(void)
+{
+    pthread_atfork(NULL, NULL, fork_child);
+}
+
+int ts_swap_init(const struct ts_swap_config *cfg)
+{
+    if (!cfg || !cfg->cu || cfg->ndevices < 0 || cfg->ndevices > TS_SWAP_MAX_DEV)
+        return -1;
+    pthread_once(&atfork_once, install_atfork);
+    ts_eng.cu = cfg->cu;
+    ts_eng.ndev = cfg->ndevices;
+    ts_eng.charge = cfg->charge;
+    ts_eng.uncharge = cfg->uncharge;
+    ts_eng.reserve_path[0] = '\0';
+    if (cfg->reserve_path && strlen(cfg->reserve_path) < sizeof ts_eng.reserve_path)
+        strcpy(ts_eng.reserve_path, cfg->reserve_path);
+    for (int d = 0; d < TS_SWAP_MAX_DEV; d++) {
+        ts_eng.ledgers[d] = cfg->ledgers && d < cfg->ndevices ? cfg->ledgers[d] : NULL;
+        ts_eng.procs[d] = cfg->procs && d < cfg->ndevices ? cfg->procs[d] : NULL;
+    }
+    ts_eng.home = cfg->home;
+    ts_eng.wait_ms = cfg->wait_ms;
+    ts_eng.configured = true;
+    if (ts_eng.reserve_path[0] == '\0')
+        return 0;
+    ts_gate_barrier_init();
+    if (ts_eng.home && ts_watch_start() != 0)
+        return -1;
+    return 0;
+}
+
+void ts_swap_fork_child(void)
+{
+    /* The parent's device memory is not the child's (CUDA contexts do not
+     * survive fork): forget the table, leaking its memory rather than
+     * touching the parent's handles. */
+    pthread_rwlock_init(&ts_eng.lock, NULL);
+    ts_eng.v = NULL;
+    ts_eng.n = ts_eng.cap = 0;
+    for (int d = 0; d < TS_SWAP_MAX_DEV; d++) {
+        atomic_store(&ts_eng.resident[d], 0);
+        atomic_store(&ts_eng.out[d], 0);
+    }
+    ts_eng.map = NULL; /* the mapping is inherited; it stays, unused */
+    ts_eng.map_len = 0;
+    ts_eng.registered = false;
+    ts_eng.nstreams = 0;
+    ts_eng.home = NULL;
+    for (int d = 0; d < TS_SWAP_MAX_DEV; d++)
+        ts_eng.procs[d] = NULL;
+}
+
+static int map_reserve(void)
+{
+    if (ts_eng.map)
+        return 0;
+    int fd = open(ts_eng.reserve_path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && st.st_size > 0)
+        p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED)
+        return -1;
+    ts_eng.map = p;
+    ts_eng.map_len = (size_t)st.st_size;
+    return 0;
+}
+
+/* The private stream of ctx (ctx current), or NULL: the null stream. */
+static CUstream stream_of(CUcontext ctx)
+{
+    for (int i = 0; i < ts_eng.nstreams; i++)
+        if (ts_eng.streams[i].ctx == ctx)
+            return ts_eng.streams[i].stream;
+    CUstream s = NULL;
+    if (ts_eng.nstreams < TS_SWAP_MAX_DEV && ts_eng.cu->cuStreamCreate &&
+        ts_eng.cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS) {
+        ts_eng.streams[ts_eng.nstreams].ctx = ctx;
+        ts_eng.streams[ts_eng.nstreams].stream = s;
+        ts_eng.nstreams++;
+        return s;
+    }
+    return NULL;
+}
+
+/* Copy one allocation between the device and the reserve, queued on the
+ * context's private stream (ctx current); the caller synchronizes. */
+static CUresult queue_copy(const struct ts_vmm_entry *e, bool out)
+{
+    const struct ts_cu *cu = ts_eng.cu;
+    CUstream s = stream_of(e->ctx);
+    unsigned char *host = ts_eng.map + e->roff;
+    for (size_t done = 0; done < e->size; done += TS_SWAP_CHUNK) {
+        size_t n = e->size - done < TS_SWAP_CHUNK ? e->size - done : TS_SWAP_CHUNK;
+        CUresult rc = out ? cu->cuMemcpyDtoHAsync_v2(host + done, e->base + done, n, s)
+                          : cu->cuMemcpyHtoDAsync_v2(e->base + done, host + done, n, s);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Synchronize the private streams of every context (each made current). */
+static CUresult sync_streams(void)
+{
+    CUresult first = CUDA_SUCCESS;
+    for (int i = 0; i < ts_eng.nstreams; i++) {
+        CUresult rc = ts_eng.cu->cuCtxSetCurrent(ts_eng.streams[i].ctx);
+        if (rc == CUDA_SUCCESS)
+            rc = ts_eng.cu->cuStreamSynchronize(ts_eng.streams[i].stream);
+        if (rc != CUDA_SUCCESS && first == CUDA_SUCCESS)
+            first = rc;
+    }
+    return first;
+}
+
+static CUresult use_ctx(CUcontext ctx, CUcontext *current)
+{
+    if (*current == ctx)
+        return CUDA_SUCCESS;
+    CUresult rc = ts_eng.cu->cuCtxSetCurrent(ctx);
+    if (rc == CUDA_SUCCESS)
+        *current = ctx;
+    return rc;
+}
+
+/* Publish the figures of device d in this process's slot and its job's. */
+static void publish(int d, int64_t delta_out, uint32_t state)
+{
+    struct ts_ledger_proc *p = ts_eng.procs[d];
+    if (!p)
+        return;
+    if (delta_out) {
+        atomic_fetch_add(&p->swapped_bytes, (uint64_t)delta_out);
+        struct ts_ledger *l = ts_eng.ledgers[d];
+        if (l && p->job >= 0 && p->job < TS_LEDGER_JOBS)
+            atomic_fetch_add(&l->jobs[p->job].swapped_bytes, (uint64_t)delta_out);
+    }
+    atomic_store(&p->swap_state, state);
+}
+
+static CUresult swap_out_claimed(uint64_t offset, uint64_t len, uint64_t *moved)
+{
+    const struct ts_cu *cu = ts_eng.cu;
+    if (ts_gate_quiesce(ts_gate_wait_ms()) != 0)
+        return CUDA_ERROR_TIMEOUT; /* a thread stayed inside a GPU call */
+    pthread_rwlock_rdlock(&ts_eng.lock);
+    CUresult rc = CUDA_SUCCESS;
+    uint64_t need = 0;
+    for (size_t i = 0; i < ts_eng.n; i++)
+        if (ts_eng.v[i].resident)
+            need += ts_eng.v[i].size;
+    if (need == 0) {
+        *moved = 0;
+        goto out_unlocked;
+    }
+    if (map_reserve() != 0 || offset > ts_eng.map_len || len > ts_eng.map_len - offset) {
+        rc = CUDA_ERROR_INVALID_VALUE; /* no reserve file, or the range is not inside it */
+        goto out_unlocked;
+    }
+    if (need > len) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY; /* the granted range cannot hold this process */
+        goto out_unlocked;
+    }
+    CUcontext caller = NULL, current;
+    cu->cuCtxGetCurrent(&caller);
+    current = caller;
+    /* Synchronize every context once: work queued before the close ends. */
+    for (size_t i = 0; i < ts_eng.n && rc == CUDA_SUCCESS; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = ts_eng.v[j].ctx == ts_eng.v[i].ctx;
+        if (seen)
+            continue;
+        rc = use_ctx(ts_eng.v[i].ctx, &current);
+        if (rc == CUDA_SUCCESS)
+            rc = cu->cuCtxSynchronize();
+    }
+    if (rc == CUDA_SUCCESS && !ts_eng.registered && cu->cuMemHostRegister_v2)
+        ts_eng.registered = cu->cuMemHostRegister_v2(ts_eng.map, ts_eng.map_len,
+                                                     CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS;
+    uint64_t at = offset;
+    for (size_t i = 0; i < ts_eng.n && rc == CUDA_SUCCESS; i++) {
+        struct ts_vmm_entry *e = &ts_eng.v[i];
+        if (!e->resident)
+            continue;
+        e->roff = at;
+        at += e->size;
+        rc = use_ctx(e->ctx, &current);
+        if (rc == CUDA_SUCCESS)
+            rc = queue_copy(e, true);
+    }
+    CUresult sync = sync_streams();
+    current = NULL;
+    if (rc == CUDA_SUCCESS)
+        rc = sync;
+    uint64_t gone[TS_SWAP_MAX_DEV] = {0};
+    for (size_t i = 0; i < ts_eng.n && rc == CUDA_SUCCESS; i++) {
+        struct ts_vmm_entry *e = &ts_eng.v[i];
+        if (!e->resident)
+            continue;
+        /* An allocation that will not unmap stays resident (its copy in
+         * the reserve is unused); the others go out. */
+        if (cu->cuMemUnmap(e->base, e->size) != CUDA_SUCCESS)
+            continue;
+        cu->cuMemRelease(e->handle);
+        e->handle = 0;
+        e->resident = false;
+        gone[e->dev] += e->size;
+    }
+    cu->cuCtxSetCurrent(caller);
+    *moved = 0;
+    for (int d = 0; d < ts_eng.ndev; d++) {
+        if (!gone[d])
+            continue;
+        atomic_fetch_sub(&ts_eng.resident[d], gone[d]);
+        atomic_fetch_add(&ts_eng.out[d], gone[d]);
+        if (ts_eng.uncharge)
+            ts_eng.uncharge(d, gone[d]);
+        publish(d, (int64_t)gone[d], TS_SWAP_OUT);
+        *moved += gone[d];
+    }
+    if (rc == CUDA_SUCCESS && *moved == 0)
+        rc = CUDA_ERROR_UNMAP_FAILED;
+    if (*moved && ts_eng.home)
+        atomic_store(&ts_eng.home->swap_state, TS_SWAP_OUT);
+out_unlocked:
+    pthread_rwlock_unlock(&ts_eng.lock);
+    return rc;
+}
+
+CUresult ts_swap_out(uint64_t offset, uint64_t len, uint64_t *moved)
+{
+    uint64_t dummy;
+    if (!moved)
+        moved = &dummy;
+    *moved = 0;
+    if (!ts_eng.configured || !ts_eng.cu)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    uint32_t w = atomic_load(&ts_gate_word);
+    if ((w & TS_GATE_STATE) == TS_GATE_OUT)
+        return CUDA_SUCCESS; /* already out: nothing more to move */
+    if ((w & TS_GATE_STATE) != TS_GATE_OPEN ||
+        !atomic_compare_exchange_strong(&ts_gate_word, &w, (w & ~TS_GATE_STATE) | TS_GATE_CLOSING))
+        return CUDA_ERROR_NOT_READY; /* another swap is under way */
+    CUresult rc = swap_out_claimed(offset, len, moved);
+    ts_gate_set(*moved ? TS_GATE_OUT : TS_GATE_OPEN);
+    return *moved ? CUDA_SUCCESS : rc;
+}
+
+CUresult ts_swap_in_claimed(void)
+{
+    const struct ts_cu *cu = ts_eng.cu;
+    pthread_rwlock_rdlock(&ts_eng.lock);
+    CUresult rc = CUDA_SUCCESS;
+    uint64_t want[TS_SWAP_MAX_DEV] = {0};
+    for (size_t i = 0; i < ts_eng.n; i++)
+        if (!ts_eng.v[i].resident)
+            want[ts_eng.v[i].dev] += ts_eng.v[i].size;
+    int charged = 0; /* devices [0, charged) are charged */
+    while (charged < ts_eng.ndev && rc == CUDA_SUCCESS) {
+        if (want[charged] && ts_eng.charge)
+            rc = ts_eng.charge(charged, want[charged]);
+        if (rc == CUDA_SUCCESS)
+            charged++;
+    }
+    if (rc != CUDA_SUCCESS) {
+        for (int d = 0; d < charged; d++)
+            if (want[d] && ts_eng.uncharge)
+                ts_eng.uncharge(d, want[d]);
+        pthread_rwlock_unlock(&ts_eng.lock);
+        ts_gate_set(TS_GATE_OUT);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUcontext caller = NULL, current;
+    cu->cuCtxGetCurrent(&caller);
+    current = caller;
+    /* Map new memory at every address, marking the entries "coming in"
+     * by their handle (resident stays false until the copies are done). */
+    for (size_t i = 0; i < ts_eng.n && rc == CUDA_SUCCESS; i++) {
+        struct ts_vmm_entry *e = &ts_eng.v[i];
+        if (e->resident)
+            continue;
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = e->dev;
+        CUmemAccessDesc access = {.location = prop.location,
+                                  .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+        CUmemGenericAllocationHandle h = 0;
+        rc = use_ctx(e->ctx, &current);
+        if (rc == CUDA_SUCCESS)
+            rc = cu->cuMemCreate(&h, e->size, &prop, 0);
+        if (rc != CUDA_SUCCESS)
+            break;
+        rc = cu->cuMemMap(e->base, e->size, 0, h, 0);
+        if (rc != CUDA_SUCCESS) {
+            cu->cuMemRelease(h);
+            break;
+        }
+        e->handle = h;
+        rc = cu->cuMemSetAccess(e->base, e->size, &access, 1);
+        if (rc == CUDA_SUCCESS)
+            rc = queue_copy(e, false);
+    }
+    CUresult sync = sync_streams();
+    if (rc == CUDA_SUCCESS)
+        rc = sync;
+    for (size_t i = 0; i < ts_eng.n; i++) {
+        struct ts_vmm_entry *e = &ts_eng.v[i];
+        if (e->resident || !e->handle)
+            continue;
+        if (rc == CUDA_SUCCESS) {
+            e->resident = true;
+        } else {
+            cu->cuMemUnmap(e->base, e->size);
+            cu->cuMemRelease(e->handle);
+            e->handle = 0;
+        }
+    }
+    cu->cuCtxSetCurrent(caller);
+    for (int d = 0; d < ts_eng.ndev; d++) {
+        if (!want[d])
+            continue;
+        if (rc != CUDA_SUCCESS) {
+            if (ts_eng.uncharge)
+                ts_eng.uncharge(d, want[d]);
+            continue;
+        }
+        atomic_fetch_add(&ts_eng.resident[d], want[d]);
+        atomic_fetch_sub(&ts_eng.out[d], want[d]);
+        publish(d, -(int64_t)want[d], TS_SWAP_RESIDENT);
+    }
+    pthread_rwlock_unlock(&ts_eng.lock);
+    if (rc == CUDA_SUCCESS && ts_eng.home)
+        atomic_store(&ts_eng.home->swap_state, TS_SWAP_RESIDENT);
+    ts_gate_set(rc == CUDA_SUCCESS ? TS_GATE_OPEN : TS_GATE_OUT);
+    return rc;
+}
+
+CUresult ts_swap_in(void)
+{
+    if (!ts_eng.configured)
+        return CUDA_SUCCESS;
+    uint64_t deadline = ts_swap_now_ms() + ts_gate_wait_ms();
+    for (;;) {
+        uint32_t w = atomic_load(&ts_gate_word);
+        uint32_t state = w & TS_GATE_STATE;
+        if (state == TS_GATE_OPEN)
+            return CUDA_SUCCESS;
+        if (state == TS_GATE_OUT &&
+            atomic_compare_exchange_strong(&ts_gate_word, &w,
+                                           (w & ~TS_GATE_STATE) | TS_GATE_COMING_IN))
+            return ts_swap_in_claimed();
+        if (ts_swap_now_ms() >= deadline)
+            return CUDA_ERROR_TIMEOUT;
+        usleep(200);
+    }
+}

@@ -51,6 +51,42 @@ static bool stopped_suspended(const struct ts_sched_result *res, size_t i, int64
     return false;
 }
 
+static bool request_bursts(const struct ts_sched_request *r)
+{
+    return (r->kind == TS_SCHED_GPU_PORTION && r->portion_limit > r->portion) ||
+           (r->kind == TS_SCHED_GPU_MEMORY && r->memory_limit_bytes > r->memory_bytes);
+}
+
+static bool slots_have(const struct ts_sched_slot *v, size_t n, int gpu)
+{
+    for (size_t k = 0; k < n; k++)
+        if (v[k].gpu == gpu)
+            return true;
+    return false;
+}
+
+/* The GPUs a resumed job must take again: a pending job's suspended slots,
+ * or those of a running job this result suspended before binding it; NULL
+ * when the bind is free to choose. */
+static const struct ts_sched_slot *pinned_slots(const struct ts_sched_snapshot *s,
+                                                const struct ts_sched_result *res, size_t i,
+                                                const bool *ended, size_t *n)
+{
+    const struct ts_sched_decision *d = &res->decisions[i];
+    *n = 0;
+    if (!d->job_was_running) {
+        const struct ts_sched_pending *p = &s->pending[d->job];
+        if (p->suspended_node < 0 || ended[d->job] || p->nsuspended_slots == 0)
+            return NULL;
+        *n = p->nsuspended_slots;
+        return p->suspended_slots;
+    }
+    if (!stopped_suspended(res, i, d->job_id))
+        return NULL;
+    *n = s->running[d->job].nslots;
+    return *n > 0 ? s->running[d->job].slots : NULL;
+}
+
 enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sched_result *res,
                            struct ts_error *err)
 {
@@ -84,6 +120,12 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
             rc = ts_error_set(err, TS_ERR_INTERNAL,
                               "job %lld was stopped for job %lld, which was not placed after it",
                               (long long)d->job_id, (long long)d->for_job_id);
+            goto out;
+        }
+        if (d->action == TS_SCHED_SUSPEND && d->job_was_running &&
+            s->running[d->job].request.refuses_swap) {
+            rc = ts_error_set(err, TS_ERR_INTERNAL, "job %lld refuses swap but was suspended",
+                              (long long)d->job_id);
             goto out;
         }
         if (!d->job_was_running) {
@@ -165,6 +207,22 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
                 rc = ts_error_set(err, TS_ERR_INTERNAL, "job %lld was placed on %s without %s=%s",
                                   (long long)d->job_id, n->name, r->node_selector[k].key,
                                   r->node_selector[k].value);
+                goto out;
+            }
+        if (r->refuses_swap && request_bursts(r) && n->swap_resolver) {
+            rc = ts_error_set(err, TS_ERR_INTERNAL,
+                              "job %lld refuses swap, can burst, and was placed on %s, whose "
+                              "resolver swaps",
+                              (long long)d->job_id, n->name);
+            goto out;
+        }
+        size_t npin;
+        const struct ts_sched_slot *pin = pinned_slots(s, res, i, ended, &npin);
+        for (size_t k = 0; pin != NULL && k < d->nslots; k++)
+            if (!slots_have(pin, npin, d->slots[k].gpu)) {
+                rc = ts_error_set(err, TS_ERR_INTERNAL,
+                                  "job %lld resumed on GPU %d of %s, which it did not hold",
+                                  (long long)d->job_id, s->gpus[d->slots[k].gpu].index, n->name);
                 goto out;
             }
         int want = r->kind == TS_SCHED_GPU_NONE    ? 0
@@ -337,8 +395,11 @@ enum ts_err ts_sched_apply(const struct ts_sched_snapshot *s, const struct ts_sc
         if (pbound[i])
             continue;
         pen[npen] = s->pending[i];
-        if (pended[i])
+        if (pended[i]) {
             pen[npen].suspended_node = -1;
+            pen[npen].suspended_slots = NULL;
+            pen[npen].nsuspended_slots = 0;
+        }
         npen++;
     }
     /* stopped jobs that were not placed again go back to the queue */
@@ -362,6 +423,10 @@ enum ts_err ts_sched_apply(const struct ts_sched_snapshot *s, const struct ts_sc
         p->request = j->request;
         p->submitted_at = j->started_at;
         p->suspended_node = rstate[i] == 2 ? rnode[i] : -1;
+        if (rstate[i] == 2 && j->nslots > 0) {
+            p->suspended_slots = j->slots;
+            p->nsuspended_slots = j->nslots;
+        }
     }
     for (size_t i = 0; i < nd; i++) {
         const struct ts_sched_decision *d = &res->decisions[i];

@@ -81,7 +81,8 @@ static bool label_present(const struct ts_sched_node *n, const struct ts_sched_l
     return false;
 }
 
-/* Ready, labels, suspension pin: what no amount of freeing changes. */
+/* Ready, labels, suspension pin, swap refusal: what no amount of freeing
+ * changes. */
 bool cluster_node_static_ok(const struct ts_sched_cluster *c, const struct preq *p, int node)
 {
     if (!c->nodes[node].ready)
@@ -89,10 +90,25 @@ bool cluster_node_static_ok(const struct ts_sched_cluster *c, const struct preq 
     if (p->only_node >= 0 && p->only_node != node)
         return false;
     const struct ts_sched_node *sn = &c->snap->nodes[node];
+    if (p->no_swap_node && sn->swap_resolver)
+        return false;
     for (size_t i = 0; i < p->r->nnode_selector; i++)
         if (!label_present(sn, &p->r->node_selector[i]))
             return false;
     return true;
+}
+
+/* Whether the request's limit is above what it packs (it can burst). */
+static bool request_bursts(const struct ts_sched_request *r)
+{
+    switch (r->kind) {
+    case TS_SCHED_GPU_PORTION:
+        return r->portion_limit > r->portion;
+    case TS_SCHED_GPU_MEMORY:
+        return r->memory_limit_bytes > r->memory_bytes;
+    default:
+        return false;
+    }
 }
 
 bool preq_prepare(const struct ts_sched_cluster *c, const struct ts_sched_request *r,
@@ -102,6 +118,7 @@ bool preq_prepare(const struct ts_sched_cluster *c, const struct ts_sched_reques
     p->r = r;
     p->kind = r->kind;
     p->only_node = -1;
+    p->no_swap_node = r->refuses_swap && request_bursts(r);
     p->cpu = r->cpu;
     p->host_mem = r->host_memory_bytes;
     if (!(r->cpu >= 0) || r->host_memory_bytes < 0)

@@ -103,6 +103,8 @@ void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *s
     J->running = true;
     J->bound = true;
     J->saved_only_node = J->p.only_node;
+    J->saved_only_slots = J->p.only_slots;
+    J->saved_nonly_slots = J->p.nonly_slots;
     J->saved_held = J->p.host_mem_held;
     J->bind_dec = (int)cy->dec.n;
     J->gpus = cluster_slots_gpus(cy->c, slots, nslots);
@@ -189,9 +191,13 @@ static void unbind(struct cycle *cy, int v, int for_job, bool suspend, const cha
     V->gpus = 0;
     V->node = -1;
     V->p.only_node = V->saved_only_node;
+    V->p.only_slots = V->saved_only_slots;
+    V->p.nonly_slots = V->saved_nonly_slots;
     V->p.host_mem_held = V->saved_held;
     if (drop) {
         V->p.only_node = -1;
+        V->p.only_slots = NULL;
+        V->p.nonly_slots = 0;
         V->p.host_mem_held = false;
         if (V->stop_dec >= 0) {
             struct ts_sched_decision *d = &cy->dec.v[V->stop_dec];
@@ -239,10 +245,15 @@ void cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, const cha
     V->running = false;
     V->evicted = true;
     if (suspend) {
+        /* its processes keep their devices: it resumes on the same GPUs */
         V->p.only_node = node;
+        V->p.only_slots = V->nslots > 0 ? V->slots : NULL;
+        V->p.nonly_slots = V->nslots;
         V->p.host_mem_held = true;
     } else {
         V->p.only_node = -1;
+        V->p.only_slots = NULL;
+        V->p.nonly_slots = 0;
         V->p.host_mem_held = false;
     }
     struct ts_sched_decision d = {
@@ -397,10 +408,15 @@ static enum ts_err build_jobs(struct cycle *cy)
             J->p.gpus_at_most = gpus_at_most(cy, J);
         }
         if (!run) {
-            int sn = snap->pending[i - snap->nrunning].suspended_node;
+            const struct ts_sched_pending *p = &snap->pending[i - snap->nrunning];
+            int sn = p->suspended_node;
             if (sn >= 0 && snap->nodes[sn].ready) {
                 J->p.only_node = sn;
                 J->p.host_mem_held = true;
+                if (p->nsuspended_slots > 0) {
+                    J->p.only_slots = p->suspended_slots;
+                    J->p.nonly_slots = p->nsuspended_slots;
+                }
             }
         }
         if (run)

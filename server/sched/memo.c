@@ -156,6 +156,7 @@ uint64_t preq_hash(const struct preq *p)
         h = mix_str(h, r->node_selector[i].key);
         h = mix_str(h, r->node_selector[i].value);
     }
+    h = mix(h, &p->no_swap_node, sizeof(p->no_swap_node));
     return h ? h : 1;
 }
 
@@ -172,5 +173,7 @@ uint64_t preq_signature(const struct preq *p, uint64_t salt)
     uint64_t h = p->hash ? p->hash : preq_hash(p);
     h = fold(h, salt);
     h = fold(h, (uint64_t)(int64_t)p->only_node);
+    for (size_t i = 0; p->only_slots != NULL && i < p->nonly_slots; i++)
+        h = fold(h, (uint64_t)(int64_t)p->only_slots[i].gpu);
     return fold(h, p->host_mem_held);
 }

@@ -110,7 +110,8 @@ static bool same_request(const struct ts_sched_cluster *c, const struct pclass *
     const struct preq *a = &k->key;
     if (a->kind != p->kind || a->ndev != p->ndev || a->portion != p->portion || a->mem != p->mem ||
         a->cpu != p->cpu || a->host_mem != p->host_mem || a->only_node != p->only_node ||
-        a->host_mem_held != p->host_mem_held)
+        a->host_mem_held != p->host_mem_held || a->no_swap_node != p->no_swap_node ||
+        a->only_slots != NULL || p->only_slots != NULL)
         return false;
     if ((k->model_ok == NULL) != (p->model_ok == NULL))
         return false;

@@ -6,6 +6,9 @@
  * and host memory free, and has enough GPUs of an accepted model that can
  * take the request: whole GPUs must be empty; a portion or a memory size must
  * fit in the GPU's free bytes (its memory less reserve less what is packed).
+ * A suspended job's processes keep their devices: it resumes only on the
+ * GPUs it held (preq.only_slots). A job that refuses swap and can burst does
+ * not go to a node whose collision resolver swaps.
  */
 #include <string.h>
 
@@ -26,6 +29,14 @@ void node_view_of(const struct ts_sched_cluster *c, int node, int64_t *used_buf,
     v->scratch = false;
 }
 
+static bool slots_have(const struct ts_sched_slot *slots, size_t n, int gpu)
+{
+    for (size_t i = 0; i < n; i++)
+        if (slots[i].gpu == gpu)
+            return true;
+    return false;
+}
+
 int place_candidates(const struct ts_sched_cluster *c, const struct preq *p,
                      const struct node_view *v, int *cand)
 {
@@ -39,6 +50,8 @@ int place_candidates(const struct ts_sched_cluster *c, const struct preq *p,
     for (int k = 0; k < v->ngpus; k++) {
         const struct gpu_state *g = &c->gpus[v->gpu[k]];
         if (p->model_ok && !p->model_ok[g->model])
+            continue;
+        if (p->only_slots != NULL && !slots_have(p->only_slots, p->nonly_slots, v->gpu[k]))
             continue;
         if (preq_gpu_fits(p, g->usable, v->used[k]))
             cand[n++] = k;

@@ -49,6 +49,7 @@ const char *fmt_bytes(char *buf, size_t len, int64_t b)
 
 struct diag {
     int not_ready, selector, model, small, matching;
+    int swaps;    /* ready nodes whose resolver swaps, for a job that refuses it */
     int max_gpus; /* most GPUs of an accepted model, over nodes */
     int64_t max_usable;
     double max_cpu;
@@ -115,6 +116,10 @@ static void scan(struct cycle *cy, const struct preq *p, struct diag *d)
         const struct node_state *n = &c->nodes[i];
         if (!n->ready) {
             d->not_ready++;
+            continue;
+        }
+        if (p->no_swap_node && snap->nodes[i].swap_resolver) {
+            d->swaps++;
             continue;
         }
         if (!cluster_node_static_ok(c, p, (int)i)) {
@@ -224,6 +229,11 @@ static void unavailable(struct cycle *cy, const struct job *J, const struct diag
             (size_t)snprintf(parts + used, sizeof(parts) - used, "%s%d lack label %s=%s%s",
                              used ? ", " : "", d->selector, r->node_selector[0].key,
                              r->node_selector[0].value, r->nnode_selector > 1 ? " or another" : "");
+    if (d->swaps > 0 && used < sizeof(parts))
+        used += (size_t)snprintf(parts + used, sizeof(parts) - used,
+                                 "%s%d swap burst memory to host RAM and the job refuses swap "
+                                 "(its limit is above its request)",
+                                 used ? ", " : "", d->swaps);
     if (d->model > 0 && r->ngpu_models > 0 && used < sizeof(parts))
         used += (size_t)snprintf(parts + used, sizeof(parts) - used, "%s%d have no %s GPU",
                                  used ? ", " : "", d->model, r->gpu_models[0]);
@@ -255,6 +265,23 @@ static void too_large(struct cycle *cy, const struct job *J, const struct diag *
                             "no matching node has the GPUs, %s cpu cores and %s of memory "
                             "the job asks for together",
                             fmt_gpus(a, sizeof(a), p->cpu), fmt_bytes(b, sizeof(b), p->host_mem));
+}
+
+/* A suspended job resumes only on the GPUs it held: name them. */
+static void suspended_gpus(struct cycle *cy, const struct job *J, const char **code,
+                           const char **msg)
+{
+    char gpus[256] = "";
+    size_t used = 0;
+    for (size_t k = 0; k < J->p.nonly_slots && used < sizeof(gpus); k++)
+        used += (size_t)snprintf(gpus + used, sizeof(gpus) - used, "%s%d", k ? "," : "",
+                                 cy->snap->gpus[J->p.only_slots[k].gpu].index);
+    *code = "no_fit";
+    *msg = cycle_printf(cy,
+                        "suspended on %s: it resumes only on the GPU%s it held (%s), which "
+                        "lack%s the room now",
+                        cy->snap->nodes[J->p.only_node].name, J->p.nonly_slots > 1 ? "s" : "", gpus,
+                        J->p.nonly_slots > 1 ? "" : "s");
 }
 
 static void no_room(struct cycle *cy, const struct job *J, const struct diag *d, const char **code,
@@ -379,6 +406,10 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
                             "preemptible job of a project above its share can make room now",
                             sp->name, fmt_gpus(a, sizeof(a), P->alloc),
                             fmt_gpus(b, sizeof(b), P->fair));
+        return;
+    }
+    if (J->p.only_slots != NULL) {
+        suspended_gpus(cy, J, code, msg);
         return;
     }
     no_room(cy, J, d, code, msg);

@@ -65,6 +65,8 @@ struct ts_sched_node {
     const struct ts_sched_label *labels;
     size_t nlabels;
     int64_t swap_free_bytes; /* host swap room for suspends; 0: none */
+    bool swap_resolver;      /* its agent resolves GPU memory collisions by
+                                swapping burst holders out (collision=swap) */
 };
 
 struct ts_sched_gpu {
@@ -96,6 +98,8 @@ struct ts_sched_request {
     size_t ngpu_models;
     const struct ts_sched_label *node_selector; /* labels the node must have */
     size_t nnode_selector;
+    bool refuses_swap; /* never suspended; when it can burst (limit above its
+                          request), never placed on a swap_resolver node */
 };
 
 /* One GPU a job holds: the GPU (index into gpus) and the bytes it packs there. */
@@ -124,9 +128,13 @@ struct ts_sched_pending {
     int priority;
     bool preemptible;
     struct ts_sched_request request;
-    int64_t submitted_at; /* seconds; older goes first at equal priority */
-    int suspended_node;   /* -1, or the node it is suspended on: it resumes
-                             only there, and its host memory is still held */
+    int64_t submitted_at;                        /* seconds; older goes first at equal priority */
+    int suspended_node;                          /* -1, or the node it is suspended on: it resumes
+                                                    only there, and its host memory is still held */
+    const struct ts_sched_slot *suspended_slots; /* the GPUs it held there (none:
+                             any of the node's): its processes keep those
+                             devices, so it resumes only on them */
+    size_t nsuspended_slots;
 };
 
 /* A typical pending shape for fgd; `weight` is its share of the workload. */

@@ -85,8 +85,12 @@ struct preq {
     int64_t mem; /* MEMORY: bytes per GPU */
     double cpu;
     int64_t host_mem;
-    const bool *model_ok; /* per interned model; NULL: any */
-    int only_node;        /* -1, or the node it must go to */
+    const bool *model_ok;                   /* per interned model; NULL: any */
+    int only_node;                          /* -1, or the node it must go to */
+    const struct ts_sched_slot *only_slots; /* with only_node: the GPUs it must
+                                               take (a suspended job's), or NULL */
+    size_t nonly_slots;
+    bool no_swap_node;    /* refuses swap and can burst: no swap_resolver node */
     bool host_mem_held;   /* suspended: its host memory is already counted */
     double gpus_estimate; /* GPUs it counts for before placement */
     double gpus_at_most;  /* GPUs it may count for once placed: for limits */

@@ -245,6 +245,9 @@ static enum ts_err request(struct dec *d, const json_t *job, const char *path,
     }
     TRY(num(d, job, "cpu", path, 0, &r->cpu));
     TRY(gib(d, job, "memory_gib", path, 0, &r->host_memory_bytes));
+    bool swap = true;
+    TRY(boolean(d, job, "swap", path, true, &swap));
+    r->refuses_swap = !swap;
     enum ts_err rc;
     const json_t *models = array(d, job, "gpu_model", &rc);
     TRY(rc);
@@ -276,6 +279,41 @@ static int64_t need_bytes(const struct ts_sched_request *r, const struct ts_sche
     default:
         return usable;
     }
+}
+
+/* "suspended_gpus": device indexes on the node it is suspended on (slots
+ * with 0 bytes: only the GPUs matter to placement). */
+static enum ts_err suspended_gpus(struct dec *d, const json_t *o, const char *path,
+                                  const struct ts_sched_gpu *gv, size_t ngpus, struct ts_arena *a,
+                                  struct ts_sched_pending *j)
+{
+    enum ts_err rc;
+    const json_t *gl = array(d, o, "suspended_gpus", &rc);
+    if (rc != TS_OK || gl == NULL)
+        return rc;
+    size_t ns = json_array_size(gl);
+    if (j->suspended_node < 0)
+        return fail(d, path, "\"suspended_gpus\" needs \"suspended_on\"");
+    if (ns > TS_SCHED_MAX_DEVICES)
+        return fail(d, path, "too many GPUs");
+    struct ts_sched_slot *sl = ts_arena_alloc(a, (ns ? ns : 1) * sizeof(*sl));
+    if (sl == NULL)
+        return ts_error_set(d->err, TS_ERR_NOMEM, "out of memory");
+    for (size_t k = 0; k < ns; k++) {
+        json_t *gi = json_array_get(gl, k);
+        if (!json_is_integer(gi))
+            return fail(d, path, "\"suspended_gpus\" must list device indexes");
+        int idx = (int)json_integer_value(gi), found = -1;
+        for (size_t q = 0; q < ngpus && found < 0; q++)
+            if (gv[q].node == j->suspended_node && gv[q].index == idx)
+                found = (int)q;
+        if (found < 0)
+            return fail(d, path, "its node has no GPU %d", idx);
+        sl[k] = (struct ts_sched_slot){.gpu = found, .memory_bytes = 0};
+    }
+    j->suspended_slots = sl;
+    j->nsuspended_slots = ns;
+    return TS_OK;
 }
 
 enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
@@ -369,9 +407,11 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
     out->gpus = gv;
     for (size_t i = 0; i < n; i++) {
         const json_t *o = json_array_get(nodes, i);
-        static const char *const k[] = {"id",         "name",           "ready",           "cpu",
-                                        "memory_gib", "labels",         "swap_free_gib",   "gpus",
-                                        "gpu_model",  "gpu_memory_gib", "gpu_reserve_gib", NULL};
+        static const char *const k[] = {
+            "id",         "name",           "ready",           "cpu",
+            "memory_gib", "labels",         "swap_free_gib",   "gpus",
+            "gpu_model",  "gpu_memory_gib", "gpu_reserve_gib", "collision",
+            NULL};
         snprintf(path, sizeof(path), "nodes[%zu]", i);
         TRY(keys(d, o, path, k));
         TRY(integer(d, o, "id", path, (int64_t)i + 1, &nv[i].id));
@@ -381,6 +421,12 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
         TRY(gib(d, o, "memory_gib", path, 512, &nv[i].memory_bytes));
         TRY(gib(d, o, "swap_free_gib", path, 0, &nv[i].swap_free_bytes));
         TRY(labels(d, o, "labels", path, &nv[i].labels, &nv[i].nlabels));
+        const char *coll;
+        TRY(string(d, o, "collision", path, false, &coll));
+        if (coll && strcmp(coll, "wait") != 0 && strcmp(coll, "priority") != 0 &&
+            strcmp(coll, "swap") != 0)
+            return fail(d, path, "\"collision\" must be wait, priority or swap");
+        nv[i].swap_resolver = coll && strcmp(coll, "swap") == 0;
         const char *model;
         int64_t mem, res;
         TRY(string(d, o, "gpu_model", path, false, &model));
@@ -431,7 +477,7 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
         const json_t *o = json_array_get(run, i);
         static const char *const k[] = {"id",   "name", "project",    "priority",  "preemptible",
                                         "gpu",  "cpu",  "memory_gib", "gpu_model", "node_selector",
-                                        "node", "gpus", "started_at", NULL};
+                                        "node", "gpus", "started_at", "swap",      NULL};
         snprintf(path, sizeof(path), "running[%zu]", i);
         TRY(keys(d, o, path, k));
         struct ts_sched_running *j = &rv[i];
@@ -478,9 +524,9 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
     for (size_t i = 0; i < np; i++) {
         const json_t *o = json_array_get(pend, i);
         static const char *const k[] = {
-            "id",           "name",         "project",    "priority",  "preemptible",
-            "gpu",          "cpu",          "memory_gib", "gpu_model", "node_selector",
-            "submitted_at", "suspended_on", NULL};
+            "id",           "name",         "project",        "priority",  "preemptible",
+            "gpu",          "cpu",          "memory_gib",     "gpu_model", "node_selector",
+            "submitted_at", "suspended_on", "suspended_gpus", "swap",      NULL};
         snprintf(path, sizeof(path), "pending[%zu]", i);
         TRY(keys(d, o, path, k));
         struct ts_sched_pending *j = &qv[i];
@@ -500,6 +546,7 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
         j->suspended_node = -1;
         if (sn && (j->suspended_node = find_name(sn, out->nnodes, node_name, d)) < 0)
             return fail(d, path, "no node \"%s\"", sn);
+        TRY(suspended_gpus(d, o, path, gv, out->ngpus, a, j));
         out->npending++;
     }
     const json_t *shapes = array(d, in, "shapes", &rc);
@@ -596,6 +643,8 @@ static void request_json(json_t *o, const struct ts_sched_request *r)
     }
     if (r->nnode_selector)
         json_object_set_new(o, "node_selector", labels_json(r->node_selector, r->nnode_selector));
+    if (r->refuses_swap)
+        json_object_set_new(o, "swap", json_false());
 }
 
 json_t *ts_sched_snapshot_to_json(const struct ts_sched_snapshot *s)
@@ -647,6 +696,8 @@ json_t *ts_sched_snapshot_to_json(const struct ts_sched_snapshot *s)
                                                 "memory_gib", gib_json(s->gpus[k].memory_bytes),
                                                 "reserve_gib", gib_json(s->gpus[k].reserve_bytes)));
         json_object_set_new(x, "gpus", g);
+        if (n->swap_resolver)
+            json_object_set_new(x, "collision", json_string("swap"));
         json_array_append_new(a, x);
     }
     json_object_set_new(o, "nodes", a);
@@ -675,6 +726,12 @@ json_t *ts_sched_snapshot_to_json(const struct ts_sched_snapshot *s)
         request_json(x, &j->request);
         if (j->suspended_node >= 0)
             json_object_set_new(x, "suspended_on", json_string(s->nodes[j->suspended_node].name));
+        if (j->nsuspended_slots > 0) {
+            json_t *g = json_array();
+            for (size_t k = 0; k < j->nsuspended_slots; k++)
+                json_array_append_new(g, json_integer(s->gpus[j->suspended_slots[k].gpu].index));
+            json_object_set_new(x, "suspended_gpus", g);
+        }
         json_array_append_new(a, x);
     }
     json_object_set_new(o, "pending", a);

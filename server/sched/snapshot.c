@@ -125,6 +125,19 @@ enum ts_err ts_sched_snapshot_validate(const struct ts_sched_snapshot *s, struct
             return ts_error_set(err, TS_ERR_INVALID_VALUE,
                                 "pending job \"%s\": suspended node index %d is out of range", name,
                                 j->suspended_node);
+        if (j->nsuspended_slots > 0 && (j->suspended_node < 0 || j->suspended_slots == NULL ||
+                                        j->nsuspended_slots > TS_SCHED_MAX_DEVICES))
+            return ts_error_set(err, TS_ERR_INVALID_VALUE,
+                                "pending job \"%s\": suspended GPUs without a suspended node",
+                                name);
+        for (size_t k = 0; k < j->nsuspended_slots; k++) {
+            int g = j->suspended_slots[k].gpu;
+            if (g < 0 || g >= (int)s->ngpus || s->gpus[g].node != j->suspended_node)
+                return ts_error_set(err, TS_ERR_INVALID_VALUE,
+                                    "pending job \"%s\": suspended gpu index %d is not a GPU of "
+                                    "its node",
+                                    name, g);
+        }
     }
     return TS_OK;
 }

@@ -60,9 +60,12 @@ static void scratch_init(struct cycle *cy, int node, struct scratch *s)
 
 /* Whether v, stopped, could be suspended: it was running before this cycle
  * and holds GPU memory, or it was suspended before this cycle placed it. A
- * placement taken back otherwise is simply undone. */
+ * placement taken back otherwise is simply undone. A job that refuses swap
+ * is never suspended. */
 static bool suspendable(const struct job *v)
 {
+    if (v->req->refuses_swap)
+        return false;
     return v->bound ? cycle_holds_suspension(v) : job_bytes(v) > 0;
 }
 

@@ -138,7 +138,8 @@ int main(int argc, char **argv)
     static const char *pnames[10] = {"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9"};
     for (int i = 0; i < NODES; i++) {
         snprintf(names[i], sizeof(names[i]), "node-%04d", i);
-        nodes[i] = (struct ts_sched_node){i + 1, names[i], true, 128, 1024 * GIB, NULL, 0, 0};
+        nodes[i] =
+            (struct ts_sched_node){i + 1, names[i], true, 128, 1024 * GIB, NULL, 0, 0, false};
         for (int k = 0; k < GPN; k++)
             gpus[i * GPN + k] = (struct ts_sched_gpu){i, k, "h100", 80 * GIB, 2 * GIB};
     }
@@ -178,7 +179,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < 10000; i++) {
         pen[i] =
             (struct ts_sched_pending){100000 + i,  "q", (int)rnd(10),         10 * (int)rnd(10),
-                                      rnd(5) != 0, {0}, (int64_t)rnd(100000), -1};
+                                      rnd(5) != 0, {0}, (int64_t)rnd(100000), -1,
+                                      NULL,        0};
         request(&pen[i].request, rnd(4));
     }
     s.running = run;
@@ -201,7 +203,7 @@ int main(int argc, char **argv)
 
     /* 2. fill an empty 8,000-GPU cluster from 8,000 one-GPU jobs */
     for (int i = 0; i < 8000; i++) {
-        pen[i] = (struct ts_sched_pending){100000 + i, "q", i % 10, 50, true, {0}, i, -1};
+        pen[i] = (struct ts_sched_pending){100000 + i, "q", i % 10, 50, true, {0}, i, -1, NULL, 0};
         pen[i].request.kind = TS_SCHED_GPU_COUNT;
         pen[i].request.count = 1;
     }

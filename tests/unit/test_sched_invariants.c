@@ -142,6 +142,8 @@ static void random_world(uint64_t seed, struct world *w)
         n->labels = below(&r, 2) ? zone_a : zone_b;
         n->nlabels = 1;
         n->swap_free_bytes = below(&r, 3) == 0 ? (int64_t)below(&r, 200) * GIB : 0;
+        /* not drawn from r, so that the walks stay those the README counts */
+        n->swap_resolver = n->swap_free_bytes > 0 && i % 2 == 0;
         int ng = 1 + below(&r, 8);
         const char *model = below(&r, 3) == 0 ? "l4" : "a100";
         int64_t mem = model[0] == 'l' ? 24 * GIB : 80 * GIB;
@@ -164,6 +166,7 @@ static void random_world(uint64_t seed, struct world *w)
     for (int i = 0; i < want && s->nrunning < 40; i++) {
         struct ts_sched_running *j = &w->run[s->nrunning];
         random_request(&r, &j->request);
+        j->request.refuses_swap = s->nrunning % 5 == 4; /* never suspended */
         int node;
         size_t ns;
         if (!ts_sched_cluster_place(c, ts_sched_strategy_find(strategies[below(&r, 3)]),
@@ -198,6 +201,7 @@ static void random_world(uint64_t seed, struct world *w)
         j->preemptible = below(&r, 4) != 0;
         j->submitted_at = below(&r, 10000);
         j->suspended_node = -1;
+        j->request.refuses_swap = i % 5 == 3;
     }
     s->pending = w->pend;
 }
@@ -382,6 +386,7 @@ static void next_step(struct rng *g, const struct ts_sched_snapshot *s,
         j->preemptible = below(g, 4) != 0;
         j->submitted_at = out->now - below(g, 100);
         j->suspended_node = -1;
+        j->request.refuses_swap = i % 5 == 2;
     }
     out->running = run;
     out->pending = pen;

@@ -278,8 +278,8 @@ int sim_replay_main(int argc, char **argv)
                 run_of[s.nrunning++] = (int)i;
             } else if (j->st == J_PENDING) {
                 pen[s.npending] = (struct ts_sched_pending){
-                    (int64_t)i + 1,    j->t->name, j->project,     j->t->priority,
-                    j->t->preemptible, j->req,     j->t->submit_s, -1};
+                    (int64_t)i + 1, j->t->name,     j->project, j->t->priority, j->t->preemptible,
+                    j->req,         j->t->submit_s, -1,         NULL,           0};
                 pen_of[s.npending++] = (int)i;
             }
         }

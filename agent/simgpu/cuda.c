@@ -166,16 +166,19 @@ CUresult range_check(uint64_t va, size_t n, bool write, int *ordinal)
     CUresult rc = CUDA_SUCCESS;
     pthread_mutex_lock(&mu);
     uint64_t pos = va, end = va + n;
-    bool first = true;
+    const struct region *prev = NULL;
     while (pos < end) {
         struct region *r = region_at(pos);
-        if (!r || (r->kind != REGION_ALLOC && !(r->prot & (write ? PROT_WRITE : PROT_READ)))) {
+        /* Only mappings of the virtual memory API continue one another;
+         * two allocations that happen to be adjacent do not. */
+        if (!r || (r->kind != REGION_ALLOC && !(r->prot & (write ? PROT_WRITE : PROT_READ))) ||
+            (prev && (prev->kind != REGION_MAP || r->kind != REGION_MAP))) {
             rc = CUDA_ERROR_INVALID_VALUE;
             break;
         }
-        if (first && ordinal)
+        if (!prev && ordinal)
             *ordinal = r->ordinal;
-        first = false;
+        prev = r;
         pos = r->va + r->size;
     }
     pthread_mutex_unlock(&mu);
@@ -709,7 +712,7 @@ CUresult mem_alloc(CUdeviceptr *dptr, size_t bytesize)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct CUctx_st *c = cur();
     int ord = c->ordinal;
-    if (ts_simgpu_charge(&devs[ord], (int64_t)size) < 0)
+    if (charge_or_trim(ord, (int64_t)size) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
@@ -1331,7 +1334,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
         return CUDA_ERROR_NOT_SUPPORTED;
     int ord = prop->location.id;
-    if (ts_simgpu_charge(&devs[ord], (int64_t)size) < 0)
+    if (charge_or_trim(ord, (int64_t)size) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct phys *ph = calloc(1, sizeof *ph);
     int fd = memfd_create("simgpu", MFD_CLOEXEC);

@@ -178,7 +178,7 @@ static CUresult array_make(CUarray *ph, size_t w, size_t h, size_t d, CUarray_fo
     if (!a)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *a = (struct CUarray_st){.ctx = cur(), .ordinal = cur()->ordinal, .bytes = bytes};
-    if (ts_simgpu_charge(&devs[a->ordinal], (int64_t)bytes) < 0) {
+    if (charge_or_trim(a->ordinal, (int64_t)bytes) < 0) {
         free(a);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

@@ -42,7 +42,7 @@ bool capture_refuses_sync(struct CUstream_st *s)
 CUresult cuStreamBeginCapture_v2(CUstream hs, CUstreamCaptureMode mode)
 {
     FAIL(cuStreamBeginCapture_v2, CUDA_ERROR_UNKNOWN);
-    NEED_CTX();
+    NEED_INIT();
     if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
         mode != CU_STREAM_CAPTURE_MODE_RELAXED)
         return CUDA_ERROR_INVALID_VALUE;
@@ -67,7 +67,7 @@ CUresult cuStreamBeginCapture_v2(CUstream hs, CUstreamCaptureMode mode)
 CUresult cuStreamEndCapture(CUstream hs, CUgraph *phGraph)
 {
     FAIL(cuStreamEndCapture, CUDA_ERROR_UNKNOWN);
-    NEED_CTX();
+    NEED_INIT();
     if (!phGraph)
         return CUDA_ERROR_INVALID_VALUE;
     *phGraph = NULL;
@@ -103,7 +103,7 @@ CUresult cuStreamEndCapture(CUstream hs, CUgraph *phGraph)
 
 CUresult cuStreamIsCapturing(CUstream hs, CUstreamCaptureStatus *captureStatus)
 {
-    NEED_CTX();
+    NEED_INIT();
     if (!captureStatus)
         return CUDA_ERROR_INVALID_VALUE;
     struct CUstream_st *s = stream_of(hs);

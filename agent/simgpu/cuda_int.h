@@ -112,7 +112,8 @@ bool any_overlap(uint64_t va, uint64_t n);
 /* table_has under mu. */
 bool known(const struct table *t, const void *h);
 /* 0 when [va, va+n) is device memory this process may write (or read when
- * !write), contiguous over adjacent mappings; sets *ordinal. Takes mu. */
+ * !write), in one allocation or contiguous over adjacent mappings of the
+ * virtual memory API; sets *ordinal. Takes mu. */
 CUresult range_check(uint64_t va, size_t n, bool write, int *ordinal);
 /* The stream a handle names in the current context (NULL, LEGACY and
  * PER_THREAD: its null stream), or NULL if invalid. */
@@ -137,6 +138,9 @@ void pool_put(const struct region *r, bool to_gpu);
  * back to the GPU what they hold above max(used, release threshold).
  * Takes mu. */
 void pool_sync(int ord);
+/* cuda_pool.c: ts_simgpu_charge of bytes on GPU ord; when the GPU is full,
+ * its pools first give back their idle memory. mu not held. */
+int charge_or_trim(int ord, int64_t bytes);
 /* cuda_alloc.c, mu held: the arrays made in ctx are destroyed with it. */
 void arrays_ctx_gone(struct CUctx_st *ctx);
 /* cuda_capture.c: whether s is capturing; if so, the capture is

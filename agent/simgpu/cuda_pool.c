@@ -12,7 +12,8 @@
  * cuMemPoolTrimTo gives back down to max(used, its argument). There is no
  * fragmentation: each allocation is its own mapping, unmapped when freed, so
  * a stale pointer is refused by copies. When the GPU is full, the pools of
- * that GPU give back their idle memory and the allocation is tried again.
+ * that GPU give back their idle memory and the allocation (stream-ordered,
+ * cuMemAlloc and its kinds, cuMemCreate, arrays) is tried again.
  *
  * Stream order is kept as simgpu keeps it for copies: the allocation and
  * the free happen when called (a correct program cannot tell). During
@@ -110,6 +111,16 @@ void pool_sync(int ord)
     pthread_mutex_lock(&mu);
     each_pool(ord, release_above_threshold);
     pthread_mutex_unlock(&mu);
+}
+
+int charge_or_trim(int ord, int64_t bytes)
+{
+    if (ts_simgpu_charge(&devs[ord], bytes) == 0)
+        return 0;
+    pthread_mutex_lock(&mu);
+    each_pool(ord, release_idle);
+    pthread_mutex_unlock(&mu);
+    return ts_simgpu_charge(&devs[ord], bytes);
 }
 
 void pool_put(const struct region *r, bool to_gpu)

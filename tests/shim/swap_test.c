@@ -230,6 +230,7 @@ struct worker {
     CUdeviceptr p;
     size_t size;
     CUfunction busy;
+    unsigned hold_us; /* inside the bracket between the write and the read back */
     _Atomic int stop;
     _Atomic int iterations;
     _Atomic int errors;
@@ -254,6 +255,10 @@ static void *work(void *arg)
         CUresult rc = env.cuLaunchKernel(w->busy, 1, 1, 1, 1, 1, 1, 0, s, params, NULL);
         if (rc == CUDA_SUCCESS)
             rc = env.cu.cuMemcpyHtoDAsync_v2(w->p, in, w->size, s);
+        if (rc == CUDA_SUCCESS && w->hold_us) {
+            rc = env.cu.cuStreamSynchronize(s);
+            usleep(w->hold_us); /* a slow GPU call: the swap-out must wait for it */
+        }
         if (rc == CUDA_SUCCESS)
             rc = env.cu.cuMemcpyDtoHAsync_v2(out, w->p, w->size, s);
         if (rc == CUDA_SUCCESS)
@@ -275,13 +280,12 @@ static void wait_iterations(struct worker *w, int n)
     CHECK(atomic_load(&w->iterations) >= n);
 }
 
-static int kernels_and_copies_in_flight_are_held_at_the_gate_and_finish_after_swap_in(void)
+static void swap_under_work(uint64_t bw, unsigned hold_us)
 {
-    /* 1 GB/s: swapping ~60 MiB out takes ~60 ms, while the worker waits. */
-    setup(1, 1000000000ull, 128 * MiB);
+    setup(1, bw, 128 * MiB);
     struct allocs a;
     make_allocs(&a, 1);
-    struct worker w = {.size = 4 * MiB};
+    struct worker w = {.size = 4 * MiB, .hold_us = hold_us};
     w.busy = swap_env_busy_kernel(&env);
     CHECK(w.busy);
     OK(env.cu.cuCtxSetCurrent(env.ctx[0]));
@@ -303,6 +307,19 @@ static int kernels_and_copies_in_flight_are_held_at_the_gate_and_finish_after_sw
     CHECK(atomic_load(&w.errors) == 0);
     CHECK(charged[0] == 4 * (a.per_dev[0] + w.size));
     expect_contents(&a);
+}
+
+static int kernels_and_copies_in_flight_are_held_at_the_gate_and_finish_after_swap_in(void)
+{
+    /* 1 GB/s: swapping ~60 MiB out takes ~60 ms, while the worker waits. */
+    swap_under_work(1000000000ull, 0);
+    return 0;
+}
+
+static int a_swap_out_waits_for_a_thread_inside_a_slow_gpu_call(void)
+{
+    /* Unthrottled: the swap-out itself takes ~1 ms, the worker's call 30. */
+    swap_under_work(0, 30000);
     return 0;
 }
 
@@ -430,6 +447,7 @@ static const struct {
     CASE(a_swap_in_without_room_fails_with_out_of_memory_and_retries_later),
     CASE(a_too_small_or_outside_range_fails_cleanly_and_everything_stays_resident),
     CASE(kernels_and_copies_in_flight_are_held_at_the_gate_and_finish_after_swap_in),
+    CASE(a_swap_out_waits_for_a_thread_inside_a_slow_gpu_call),
     CASE(the_watcher_carries_out_the_agents_commands),
     CASE(frees_and_lookups_of_interior_pointers_follow_the_table),
 };

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/daemon/broker.h"
 #include "agent/daemon/files.h"
 #include "agent/daemon/proc.h"
 #include "api/log.h"
@@ -111,6 +112,26 @@ static void find_lib_dir(struct ts_agent *a)
         a->lib_dir[0] = '\0';
 }
 
+/* ../lib/libtessera-cuda.so beside the agent binary, unless --shim-lib */
+static void find_shim_lib(struct ts_agent *a)
+{
+    if (a->cfg.shim_lib != NULL) {
+        snprintf(a->shim_lib, sizeof(a->shim_lib), "%s", a->cfg.shim_lib);
+        return;
+    }
+    char exe[PATH_MAX], guess[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) {
+        snprintf(a->shim_lib, sizeof(a->shim_lib), "libtessera-cuda.so");
+        return;
+    }
+    exe[n] = '\0';
+    snprintf(guess, sizeof(guess), "%s/../lib/libtessera-cuda.so", dirname(exe));
+    if (realpath(guess, a->shim_lib) == NULL &&
+        snprintf(a->shim_lib, sizeof(a->shim_lib), "%s", guess) >= (int)sizeof(a->shim_lib))
+        a->shim_lib[0] = '\0';
+}
+
 static int take_lock(struct ts_agent *a)
 {
     char path[PATH_MAX];
@@ -156,6 +177,8 @@ static void adopt(struct ts_agent *a)
             ts_log_warn("not a job folder, ignored: %s", path);
             continue;
         }
+        j->shim = j->ngpus > 0 && ts_ledgers_job_has(&a->ledgers, j->id, j->attempt, j->gpus[0]);
+        ts_events_load(a->events, j->id, j->attempt);
         ts_log_info("adopted job job=%lld attempt=%d state=%s pid=%d", (long long)j->id, j->attempt,
                     ts_ajob_state_name(j) ? ts_ajob_state_name(j) : "starting", (int)j->pid);
         j->next = a->jobs;
@@ -311,6 +334,22 @@ static void remove_old(struct ts_agent *a)
     closedir(d);
 }
 
+/* Jobs the broker could not suspend are stopped; the slots of jobs that
+ * are over are freed once their processes are gone. */
+static void after_jobs(struct ts_agent *a)
+{
+    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
+        pthread_mutex_lock(&a->mu);
+        bool failed = j->suspend_failed && !j->stopping && !ts_ajob_final(j);
+        pthread_mutex_unlock(&a->mu);
+        if (failed)
+            ts_reconcile_stop(a, j, j->grace_seconds, "could not be suspended");
+        if (j->shim && !j->slots_freed && ts_ajob_final(j))
+            j->slots_freed =
+                ts_ledgers_job_remove(&a->ledgers, j->id, j->attempt, j->gpus, j->ngpus);
+    }
+}
+
 static int64_t mono_ms(void)
 {
     struct timespec ts;
@@ -374,6 +413,7 @@ static void loop(struct ts_agent *a, int sigfd)
         pthread_mutex_unlock(&a->mu);
         if (again || changed)
             ts_reconcile(a);
+        after_jobs(a);
         if (mono_ms() >= next_sample) {
             next_sample = mono_ms() + SAMPLE_MS;
             sample(a);
@@ -424,10 +464,30 @@ int ts_agent_run(struct ts_agent *a)
         ts_log_info("gpu index=%u uuid=%s model=\"%s\" memory_bytes=%llu", a->gpus->info[i].index,
                     a->gpus->info[i].uuid, a->gpus->info[i].model,
                     (unsigned long long)a->gpus->info[i].memory_bytes);
+    find_shim_lib(a);
+    if (ts_ledgers_open(&a->ledgers, a->gpus, a->cfg.data_dir, (uint64_t)a->cfg.gpu_reserve,
+                        ts_ledgers_collision_parse(a->cfg.collision),
+                        (uint32_t)a->cfg.collision_wait * 1000u, (uint64_t)a->cfg.swap_reserve,
+                        &err) != TS_OK) {
+        ts_log_error("%s", err.message);
+        goto out;
+    }
+    a->events = ts_events_new(a->cfg.data_dir);
+    if (a->events == NULL) {
+        ts_log_error("out of memory");
+        goto out;
+    }
+    ts_log_info("fractions collision=%s collision_wait=%llds swap_reserve=%llu swap_path=%s "
+                "shim=%s",
+                a->cfg.collision, (long long)a->cfg.collision_wait,
+                (unsigned long long)a->ledgers.swap_bytes,
+                a->ledgers.swap_path[0] ? a->ledgers.swap_path : "none", a->shim_lib);
     a->ctx = (struct ts_ajob_ctx){.data_dir = a->cfg.data_dir,
                                   .node = a->cfg.node,
                                   .gpus = a->gpus,
-                                  .supervisor_exe = "/proc/self/exe"};
+                                  .supervisor_exe = "/proc/self/exe",
+                                  .ledgers = &a->ledgers,
+                                  .shim_lib = a->shim_lib};
     if (a->file_mode) {
         /* what registration would send, for tests and debugging */
         char path[PATH_MAX];
@@ -455,7 +515,7 @@ int ts_agent_run(struct ts_agent *a)
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     srandom((unsigned)getpid() ^ (unsigned)time(NULL));
-    if (ts_upstream_start(a) != 0) {
+    if (ts_upstream_start(a) != 0 || ts_broker_start(a) != 0) {
         ts_log_error("could not start threads");
         goto out;
     }
@@ -465,6 +525,7 @@ int ts_agent_run(struct ts_agent *a)
     status = 0;
 out:
     atomic_store(&a->stop, true);
+    ts_broker_join(a);
     ts_upstream_join(a);
     while (a->jobs != NULL) {
         struct ts_ajob *j = a->jobs;
@@ -473,6 +534,8 @@ out:
     }
     json_decref(a->desired);
     json_decref(a->desired_new);
+    ts_ledgers_close(&a->ledgers);
+    ts_events_free(a->events);
     ts_gpus_close(a->gpus);
     if (sigfd >= 0)
         close(sigfd);

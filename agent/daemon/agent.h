@@ -19,7 +19,9 @@
 #include <stdint.h>
 
 #include "agent/daemon/ajob.h"
+#include "agent/daemon/events.h"
 #include "agent/daemon/gpus.h"
+#include "agent/daemon/ledgers.h"
 #include "api/config.h"
 
 struct ts_agent_config {
@@ -38,16 +40,27 @@ struct ts_agent_config {
     char *log_level;
     char *simgpu_lib_dir;
     char *desired_file;
+    char *collision;      /* wait|priority|swap */
+    int64_t swap_reserve; /* bytes of host swap reserve; 0: none */
+    int64_t collision_wait; /* seconds */
+    int64_t swap_idle;      /* seconds */
+    char *shim_lib;
 };
 
 extern const struct ts_option ts_agent_options[];
 extern const size_t ts_agent_options_count;
+
+struct ts_broker; /* broker.h */
 
 struct ts_agent {
     struct ts_agent_config cfg;
     struct ts_gpus *gpus;
     struct ts_ajob_ctx ctx;
     char lib_dir[PATH_MAX];
+    char shim_lib[PATH_MAX];
+    struct ts_ledgers ledgers; /* fraction enforcement (ledgers.h) */
+    struct ts_events *events;
+    struct ts_broker *broker;
     int lock_fd;
     int wake_fd; /* eventfd: wakes the main loop */
 
@@ -82,6 +95,11 @@ struct ts_ajob *ts_agent_find(struct ts_agent *a, int64_t id, int attempt);
 /* Apply a->desired to the job list: start what should run and does not,
  * stop what should not run. Main thread; idempotent. */
 void ts_reconcile(struct ts_agent *a);
+
+/* Stop a job (reconcile.c): a suspended one is continued first. Main
+ * thread. */
+void ts_reconcile_stop(struct ts_agent *a, struct ts_ajob *j, int grace_seconds,
+                       const char *reason);
 
 /* Start the poll and ship threads. Returns 0 or -1. */
 int ts_upstream_start(struct ts_agent *a);

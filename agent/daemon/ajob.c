@@ -402,6 +402,15 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
         set_failed(j, "could not create checkpoint_dir %s: %s", ckpt, strerror(-rc));
         return j;
     }
+    if (ctx->ledgers != NULL && ts_ledgers_fractional(ctx->ledgers, desired)) {
+        /* a GPU fraction: its slots in the ledgers, handed to the shim */
+        struct ts_error lerr = {0};
+        if (ts_ledgers_job_add(ctx->ledgers, desired, j->dir, &lerr) != TS_OK) {
+            set_failed(j, "could not set up the job's GPU memory ledger: %s", lerr.message);
+            return j;
+        }
+        j->shim = true;
+    }
     env = ts_ajob_env_build(ctx, desired, ckpt, msg, sizeof(msg));
     if (env == NULL) {
         set_failed(j, "%s", msg);

@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include "agent/daemon/gpus.h"
+#include "agent/daemon/ledgers.h"
 #include "api/err.h"
 
 #define TS_AJOB_GRACE_DEFAULT 30
@@ -60,6 +61,15 @@ struct ts_ajob {
     bool killed;              /* SIGKILL sent */
     int64_t stop_deadline_ms; /* realtime: SIGKILL when still running */
 
+    /* fraction enforcement (ledgers.h, broker.c) */
+    bool shim;        /* has job slots in the ledgers: runs under the shim */
+    bool slots_freed; /* over, and its slots are free again */
+    /* suspend in place, under the agent's lock (main: want; broker: the rest) */
+    bool want_suspend;      /* the desired state says suspend */
+    bool suspended;         /* swapped out and SIGSTOPped */
+    bool suspend_failed;    /* could not swap out: to be stopped */
+    uint64_t swapped_bytes; /* while suspended */
+
     /* upstream, under the agent's lock */
     bool final_reported; /* a report with the final state was accepted */
     int64_t log_acked;   /* the server has the output up to here */
@@ -80,6 +90,8 @@ struct ts_ajob_ctx {
     const char *node;
     const struct ts_gpus *gpus; /* sim: simgpu_dir and lib_dir; NULL: none */
     const char *supervisor_exe; /* the agent binary: "/proc/self/exe" */
+    struct ts_ledgers *ledgers; /* NULL: no fraction enforcement */
+    const char *shim_lib;       /* libtessera-cuda.so, preloaded into fractional jobs */
 };
 
 /* Realtime clock in milliseconds. */

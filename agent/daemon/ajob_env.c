@@ -2,6 +2,7 @@
  * ajob_env.c - the environment a job runs with: a few variables of the
  * agent's own environment, the desired env, then Tessera's variables.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,29 @@ static void env_set_int(struct envlist *l, const char *name, long long v)
     env_set(l, name, buf);
 }
 
+/* A job with a GPU fraction runs under the shim: preloaded (before any
+ * LD_PRELOAD of its own), told its folder of ledgers and who it is. */
+static void shim_env(struct envlist *l, const struct ts_ajob_ctx *ctx, const json_t *desired)
+{
+    long long id = json_integer_value(json_object_get(desired, "id"));
+    long long attempt = json_integer_value(json_object_get(desired, "attempt"));
+    const char *lib = ctx->shim_lib != NULL ? ctx->shim_lib : "libtessera-cuda.so";
+    const char *old = env_get(l, "LD_PRELOAD");
+    size_t n = strlen(lib) + (old != NULL ? strlen(old) : 0) + 2;
+    char *pre = malloc(n), dir[PATH_MAX + 64], who[64];
+    if (pre == NULL) {
+        l->failed = true;
+        return;
+    }
+    snprintf(pre, n, "%s%s%s", lib, old != NULL && *old ? ":" : "", old != NULL ? old : "");
+    env_set(l, "LD_PRELOAD", pre);
+    free(pre);
+    snprintf(dir, sizeof(dir), "%s/jobs/%lld-%lld/shim", ctx->data_dir, id, attempt);
+    env_set(l, "TESSERA_SHIM_DIR", dir);
+    snprintf(who, sizeof(who), "%lld:%lld", id, attempt);
+    env_set(l, "TESSERA_SHIM_JOB", who);
+}
+
 char **ts_ajob_env_build(const struct ts_ajob_ctx *ctx, const json_t *desired,
                          const char *checkpoint_dir, char *msg, size_t msglen)
 {
@@ -154,6 +178,8 @@ char **ts_ajob_env_build(const struct ts_ajob_ctx *ctx, const json_t *desired,
          * which the server hands out, follow the PCI bus order */
         env_set(&l, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     }
+    if (ctx->ledgers != NULL && ts_ledgers_fractional(ctx->ledgers, desired))
+        shim_env(&l, ctx, desired);
     if (l.failed) {
         snprintf(msg, msglen, "out of memory");
         goto fail;

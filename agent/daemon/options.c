@@ -44,6 +44,21 @@ const struct ts_option ts_agent_options[] = {
      "testing: read the desired state from FILE (again when it changes) instead of the server; "
      "reports go to DIR/report.json",
      0, 0, NULL, 0},
+    {"collision", TS_OPT_ENUM, OPT(collision), "wait", "MODE",
+     "how colliding GPU memory bursts are resolved: wait, priority or swap", 0, 0,
+     "wait|priority|swap", 0},
+    {"swap-reserve", TS_OPT_BYTES, OPT(swap_reserve), "0", "SIZE",
+     "host memory pinned at start for swapping jobs out (suspend; swapping with --collision "
+     "swap); 0: none",
+     0, -1, NULL, 0},
+    {"collision-wait", TS_OPT_DURATION, OPT(collision_wait), "10s", "DURATION",
+     "longest an allocation within a job's request waits for room", 0, 3600, NULL, 0},
+    {"swap-idle", TS_OPT_DURATION, OPT(swap_idle), "2s", "DURATION",
+     "how long a burst holder must have made no GPU call to be swapped out", 0, 86400, NULL, 0},
+    {"shim-lib", TS_OPT_STRING, OPT(shim_lib), NULL, "PATH",
+     "libtessera-cuda.so, preloaded into jobs with a GPU fraction; default: "
+     "../lib/libtessera-cuda.so beside the agent binary",
+     0, 0, NULL, 0},
 };
 
 const size_t ts_agent_options_count = sizeof(ts_agent_options) / sizeof(ts_agent_options[0]);

@@ -8,7 +8,14 @@
  * running here that the desired state does not name in that attempt, stops
  * it: SIGTERM, the grace period, SIGKILL. A job this node already ran in
  * that attempt is never started again; its final state is reported again.
+ *
+ * Action suspend keeps a running job on the node, swapped out and stopped
+ * (the broker does it); listed with run again in the same attempt it is
+ * resumed; stopped (or left out) while suspended it is continued first so
+ * that SIGTERM reaches it. A job the node does not have is never started
+ * for a suspend.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -69,6 +76,30 @@ static void start(struct ts_agent *a, const json_t *d, int64_t id, int attempt)
     add_job(a, j);
 }
 
+void ts_reconcile_stop(struct ts_agent *a, struct ts_ajob *j, int grace_seconds,
+                       const char *reason)
+{
+    pthread_mutex_lock(&a->mu);
+    j->want_suspend = false;
+    ts_ajob_stop(j, grace_seconds, reason);
+    if (j->suspended && j->pid > 0 && !ts_ajob_final(j)) {
+        kill(-j->pid, SIGCONT);
+        j->suspended = false;
+        j->swapped_bytes = 0;
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void set_suspend(struct ts_agent *a, struct ts_ajob *j, bool want)
+{
+    pthread_mutex_lock(&a->mu);
+    if (j->want_suspend != want)
+        ts_log_info("%s job job=%lld attempt=%d", want ? "suspending" : "resuming",
+                    (long long)j->id, j->attempt);
+    j->want_suspend = want;
+    pthread_mutex_unlock(&a->mu);
+}
+
 void ts_reconcile(struct ts_agent *a)
 {
     if (a->desired == NULL)
@@ -84,12 +115,17 @@ void ts_reconcile(struct ts_agent *a)
         const json_t *d = find_desired(jobs, j->id, j->attempt);
         const char *action = json_string_value(json_object_get(d, "action"));
         if (d == NULL) {
-            ts_ajob_stop(j, j->grace_seconds, "not in the desired state");
+            ts_reconcile_stop(a, j, j->grace_seconds, "not in the desired state");
         } else if (action != NULL && strcmp(action, "stop") == 0) {
             json_t *g = json_object_get(d, "grace_seconds");
             const char *why = json_string_value(json_object_get(d, "stop_reason"));
-            ts_ajob_stop(j, json_is_integer(g) ? (int)json_integer_value(g) : j->grace_seconds,
-                         why != NULL ? why : "stop");
+            ts_reconcile_stop(a, j,
+                              json_is_integer(g) ? (int)json_integer_value(g) : j->grace_seconds,
+                              why != NULL ? why : "stop");
+        } else if (action != NULL && strcmp(action, "suspend") == 0) {
+            set_suspend(a, j, true);
+        } else if (action != NULL && strcmp(action, "run") == 0) {
+            set_suspend(a, j, false);
         }
     }
     size_t i;

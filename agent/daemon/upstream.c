@@ -38,6 +38,7 @@
 /* raw bytes per request: base64 makes 4 of 3, plus room for the JSON */
 #define LOG_RAW_MAX ((LOG_BODY_MAX - 4096) / 4 * 3)
 #define LOG_REQUESTS_PER_ROUND 64
+#define EVENTS_PER_REPORT 256
 
 static int64_t mono_ms(void)
 {
@@ -132,11 +133,14 @@ json_t *ts_upstream_registration(struct ts_agent *a)
                                               (json_int_t)g->memory_bytes));
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:s, s:o}", "labels", labels_json(a->cfg.labels),
-                     "cpu", (json_int_t)(a->cfg.cpu > 0 ? a->cfg.cpu : cpus), "memory_bytes",
+    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:s, s:s, s:o}", "labels",
+                     labels_json(a->cfg.labels), "cpu",
+                     (json_int_t)(a->cfg.cpu > 0 ? a->cfg.cpu : cpus), "memory_bytes",
                      (json_int_t)(a->cfg.memory > 0 ? a->cfg.memory : mem_total()), "swap_bytes",
-                     (json_int_t)0, "gpu_reserve_bytes", (json_int_t)a->cfg.gpu_reserve,
-                     "agent_version", TS_VERSION, "gpus", gpus);
+                     (json_int_t)a->ledgers.swap_bytes, "gpu_reserve_bytes",
+                     (json_int_t)a->cfg.gpu_reserve, "collision",
+                     ts_ledgers_collision_name(a->ledgers.collision), "agent_version",
+                     TS_VERSION, "gpus", gpus);
 }
 
 /* ---- reports ------------------------------------------------------------- */
@@ -148,6 +152,8 @@ json_t *ts_upstream_report(struct ts_agent *a)
         const char *state = ts_ajob_state_name(j);
         if (state == NULL)
             continue;
+        if (j->suspended && j->phase == TS_AJOB_RUNNING)
+            state = "suspended";
         json_t *o = json_pack("{s:I, s:i, s:s}", "id", (json_int_t)j->id, "attempt", j->attempt,
                               "state", state);
         if (o == NULL)
@@ -164,6 +170,8 @@ json_t *ts_upstream_report(struct ts_agent *a)
             double u = j->util_sum / j->util_n;
             json_object_set_new(o, "gpu_utilization", json_real(u > 1 ? 1 : u));
         }
+        if (j->suspended && j->phase == TS_AJOB_RUNNING)
+            json_object_set_new(o, "swapped_bytes", json_integer((json_int_t)j->swapped_bytes));
         if (j->phase == TS_AJOB_RUNNING && j->has_usage)
             json_object_set_new(o, "gpu_memory_used_bytes", json_integer((json_int_t)j->mem_used));
         j->util_sum = 0;
@@ -180,7 +188,12 @@ json_t *ts_upstream_report(struct ts_agent *a)
         a->gpu_util_sum[i] = 0;
         a->gpu_util_n[i] = 0;
     }
-    return json_pack("{s:o, s:o}", "jobs", jobs, "gpus", gpus);
+    json_t *r = json_pack("{s:o, s:o}", "jobs", jobs, "gpus", gpus);
+    json_t *events = a->events != NULL ? ts_events_pending(a->events, EVENTS_PER_REPORT) : NULL;
+    if (r != NULL && json_array_size(events) > 0)
+        json_object_set(r, "events", events);
+    json_decref(events);
+    return r;
 }
 
 /* Mark the final jobs of a report accepted: the server has their state. */
@@ -188,6 +201,8 @@ static void reported(struct ts_agent *a, const json_t *report, const json_t *ign
 {
     size_t i, k;
     const json_t *o, *ig;
+    if (json_object_get(report, "events") != NULL)
+        ts_events_acked(a->events, json_object_get(report, "events"));
     pthread_mutex_lock(&a->mu);
     json_array_foreach(json_object_get(report, "jobs"), i, o) {
         const char *state = json_string_value(json_object_get(o, "state"));

@@ -1,0 +1,229 @@
+/*
+ * events.c - the jobs' events, numbered, kept on disk and sent until
+ * accepted (events.h).
+ */
+#include "agent/daemon/events.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/daemon/files.h"
+#include "api/log.h"
+
+#define PENDING_MAX 4096
+#define JOBS_MAX 1024 /* seq counters kept; the oldest is read back from disk */
+
+struct seqent {
+    int64_t id;
+    int attempt;
+    int next; /* the next event's seq */
+};
+
+struct ts_events {
+    const char *data_dir;
+    pthread_mutex_t mu;
+    json_t *pending; /* array, oldest first */
+    struct seqent seqs[JOBS_MAX];
+    size_t nseqs, oldest;
+};
+
+struct ts_events *ts_events_new(const char *data_dir)
+{
+    struct ts_events *ev = calloc(1, sizeof(*ev));
+    if (ev == NULL)
+        return NULL;
+    ev->data_dir = data_dir;
+    ev->pending = json_array();
+    if (ev->pending == NULL) {
+        free(ev);
+        return NULL;
+    }
+    pthread_mutex_init(&ev->mu, NULL);
+    return ev;
+}
+
+void ts_events_free(struct ts_events *ev)
+{
+    if (ev == NULL)
+        return;
+    json_decref(ev->pending);
+    pthread_mutex_destroy(&ev->mu);
+    free(ev);
+}
+
+static void job_file(const struct ts_events *ev, int64_t id, int attempt, const char *name,
+                     char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/jobs/%lld-%d/%s", ev->data_dir, (long long)id, attempt, name);
+}
+
+/* Each line of the job's events.log, parsed, to fn. */
+static void each_logged(const struct ts_events *ev, int64_t id, int attempt,
+                        void (*fn)(json_t *e, void *arg), void *arg)
+{
+    char path[PATH_MAX];
+    job_file(ev, id, attempt, "events.log", path, sizeof(path));
+    char *text = ts_files_read(path, 64 << 20, NULL);
+    for (char *line = text, *nl; line != NULL && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl != NULL)
+            *nl = '\0';
+        json_t *e = json_loads(line, 0, NULL);
+        if (e != NULL)
+            fn(e, arg);
+        json_decref(e);
+        if (nl == NULL)
+            break;
+    }
+    free(text);
+}
+
+static void max_seq(json_t *e, void *arg)
+{
+    int *m = arg;
+    int s = (int)json_integer_value(json_object_get(e, "seq"));
+    if (s > *m)
+        *m = s;
+}
+
+/* Under mu: the counter of the job, read back from its log the first time. */
+static struct seqent *seq_of(struct ts_events *ev, int64_t id, int attempt)
+{
+    for (size_t i = 0; i < ev->nseqs; i++)
+        if (ev->seqs[i].id == id && ev->seqs[i].attempt == attempt)
+            return &ev->seqs[i];
+    struct seqent *s;
+    if (ev->nseqs < JOBS_MAX) {
+        s = &ev->seqs[ev->nseqs++];
+    } else {
+        s = &ev->seqs[ev->oldest];
+        ev->oldest = (ev->oldest + 1) % JOBS_MAX;
+    }
+    int m = 0;
+    each_logged(ev, id, attempt, max_seq, &m);
+    *s = (struct seqent){id, attempt, m + 1};
+    return s;
+}
+
+static void queue(struct ts_events *ev, json_t *e)
+{
+    if (json_array_size(ev->pending) >= PENDING_MAX) {
+        ts_log_warn("too many events not yet accepted: the oldest is dropped from the reports");
+        json_array_remove(ev->pending, 0);
+    }
+    json_array_append(ev->pending, e);
+}
+
+void ts_events_add(struct ts_events *ev, int64_t id, int attempt, const char *type,
+                   const char *fmt, ...)
+{
+    char msg[TS_EVENT_MESSAGE_MAX + 1];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    ts_log_info("job event job=%lld attempt=%d type=%s message=\"%s\"", (long long)id, attempt,
+                type, msg);
+    if (ev == NULL)
+        return;
+    pthread_mutex_lock(&ev->mu);
+    struct seqent *s = seq_of(ev, id, attempt);
+    json_t *e = json_pack("{s:I, s:i, s:i, s:s, s:s}", "id", (json_int_t)id, "attempt", attempt,
+                          "seq", s->next, "type", type, "message", msg);
+    if (e != NULL) {
+        s->next++;
+        char path[PATH_MAX], *line = json_dumps(e, JSON_COMPACT);
+        job_file(ev, id, attempt, "events.log", path, sizeof(path));
+        FILE *f = line != NULL ? fopen(path, "ae") : NULL;
+        if (f != NULL) {
+            fprintf(f, "%s\n", line);
+            fclose(f);
+        } else {
+            ts_log_warn("could not write %s", path);
+        }
+        free(line);
+        queue(ev, e);
+        json_decref(e);
+    }
+    pthread_mutex_unlock(&ev->mu);
+}
+
+struct load_arg {
+    struct ts_events *ev;
+    int acked;
+};
+
+static void requeue(json_t *e, void *arg)
+{
+    struct load_arg *la = arg;
+    if (json_integer_value(json_object_get(e, "seq")) > la->acked)
+        queue(la->ev, e);
+}
+
+static int read_acked(const struct ts_events *ev, int64_t id, int attempt)
+{
+    char path[PATH_MAX];
+    job_file(ev, id, attempt, "events.acked", path, sizeof(path));
+    char *t = ts_files_read(path, 64, NULL);
+    int v = t != NULL ? atoi(t) : 0;
+    free(t);
+    return v;
+}
+
+void ts_events_load(struct ts_events *ev, int64_t id, int attempt)
+{
+    pthread_mutex_lock(&ev->mu);
+    struct load_arg la = {ev, read_acked(ev, id, attempt)};
+    each_logged(ev, id, attempt, requeue, &la);
+    pthread_mutex_unlock(&ev->mu);
+}
+
+json_t *ts_events_pending(struct ts_events *ev, size_t max)
+{
+    json_t *out = json_array();
+    pthread_mutex_lock(&ev->mu);
+    for (size_t i = 0; out != NULL && i < json_array_size(ev->pending) && i < max; i++)
+        json_array_append_new(out, json_deep_copy(json_array_get(ev->pending, i)));
+    pthread_mutex_unlock(&ev->mu);
+    return out;
+}
+
+static bool same_event(const json_t *a, const json_t *b)
+{
+    return json_integer_value(json_object_get(a, "id")) ==
+               json_integer_value(json_object_get(b, "id")) &&
+           json_integer_value(json_object_get(a, "attempt")) ==
+               json_integer_value(json_object_get(b, "attempt")) &&
+           json_integer_value(json_object_get(a, "seq")) ==
+               json_integer_value(json_object_get(b, "seq"));
+}
+
+void ts_events_acked(struct ts_events *ev, const json_t *events)
+{
+    size_t i;
+    const json_t *e;
+    pthread_mutex_lock(&ev->mu);
+    json_array_foreach((json_t *)events, i, e) {
+        for (size_t k = 0; k < json_array_size(ev->pending); k++) {
+            if (same_event(json_array_get(ev->pending, k), e)) {
+                json_array_remove(ev->pending, k);
+                break;
+            }
+        }
+        int64_t id = json_integer_value(json_object_get(e, "id"));
+        int attempt = (int)json_integer_value(json_object_get(e, "attempt"));
+        int seq = (int)json_integer_value(json_object_get(e, "seq"));
+        if (seq > read_acked(ev, id, attempt)) {
+            char path[PATH_MAX], text[32];
+            job_file(ev, id, attempt, "events.acked", path, sizeof(path));
+            int n = snprintf(text, sizeof(text), "%d\n", seq);
+            ts_files_write_quick(path, text, (size_t)n, 0600);
+        }
+    }
+    pthread_mutex_unlock(&ev->mu);
+}

@@ -169,6 +169,9 @@ enum ts_job_state {
     TS_JOB_RUNNING,
     TS_JOB_EVICTING,
     TS_JOB_CANCELLING,
+    TS_JOB_SUSPENDING, /* asked to suspend: its processes stop, its GPU memory goes to swap */
+    TS_JOB_SUSPENDED,  /* stopped in place on its node; its GPUs are free for others */
+    TS_JOB_RESUMING,   /* bound again on the GPUs it held: its processes continue */
     TS_JOB_SUCCEEDED,
     TS_JOB_FAILED,
     TS_JOB_CANCELLED,
@@ -217,6 +220,7 @@ struct ts_job_spec {
     const char *node_selector;   /* JSON text: object of strings; "{}" */
     int64_t max_runtime_seconds; /* 0 = no limit */
     int grace_seconds;           /* SIGTERM to SIGKILL when stopped; default 30 */
+    bool swap;                   /* accepts being swapped; default true */
 };
 
 /* A GPU a placed job holds: its index on the job's node, the bytes packed. */
@@ -251,6 +255,8 @@ struct ts_job {
     int64_t last_active_at_us;   /* last sample with utilization > 0; 0 = never */
     double project_deserved_gpus;   /* the project's, at the last scheduler cycle */
     double project_fair_share_gpus;
+    int64_t suspended_bytes;     /* host swap held while suspending or suspended */
+    bool suspend_held;           /* suspended on request: waits for POST /resume */
 };
 
 struct ts_job_event {
@@ -299,6 +305,8 @@ struct ts_node {
     int64_t generation;
     int64_t registered_at_us;    /* 0 = never */
     int running_jobs;            /* scheduled, running or stopping here */
+    const char *collision;       /* "wait", "priority" or "swap" */
+    int64_t swap_used_bytes;     /* held by jobs suspending or suspended here */
 };
 
 json_t *ts_wire_node_encode(const struct ts_node *n);
@@ -308,6 +316,9 @@ json_t *ts_wire_node_encode(const struct ts_node *n);
 #define TS_NODE_GPUS_MAX 64
 #define TS_NODE_LABELS_MAX 64
 #define TS_REPORT_JOBS_MAX 4096
+#define TS_REPORT_EVENTS_MAX 1000
+#define TS_EVENT_TYPE_MAX 32      /* [a-z_]{1,32} */
+#define TS_EVENT_MESSAGE_MAX 1000 /* characters */
 
 /* PUT /nodes/{name}: what an agent registers. */
 struct ts_node_reg {
@@ -317,11 +328,17 @@ struct ts_node_reg {
     int64_t swap_bytes;
     int64_t gpu_reserve_bytes;
     const char *agent_version;   /* or NULL */
+    const char *collision;       /* "wait" (default), "priority" or "swap"; static */
     struct ts_gpu gpus[TS_NODE_GPUS_MAX];
     size_t ngpus;
 };
 
-enum ts_report_state { TS_REPORT_RUNNING, TS_REPORT_EXITED, TS_REPORT_FAILED_TO_START };
+enum ts_report_state {
+    TS_REPORT_RUNNING,
+    TS_REPORT_EXITED,
+    TS_REPORT_FAILED_TO_START,
+    TS_REPORT_SUSPENDED, /* processes stopped, GPU memory in host swap */
+};
 
 struct ts_report_job {
     int64_t id;
@@ -335,6 +352,18 @@ struct ts_report_job {
     bool has_usage;
     double gpu_utilization;       /* 0..1 */
     int64_t gpu_memory_used_bytes;
+    bool has_swapped_bytes;
+    int64_t swapped_bytes;        /* SUSPENDED: host swap it holds */
+};
+
+/* An action of the node's collision resolver on a job attempt; seq >= 1
+ * grows per (id, attempt), so a resent event is stored once. */
+struct ts_report_event {
+    int64_t id;
+    int attempt;
+    int64_t seq;
+    const char *type;             /* [a-z_]{1,32} */
+    const char *message;          /* at most 1000 characters */
 };
 
 struct ts_report_gpu {
@@ -349,6 +378,8 @@ struct ts_node_report {
     size_t njobs;
     struct ts_report_gpu *gpus;
     size_t ngpus;
+    struct ts_report_event *events;
+    size_t nevents;
 };
 
 /* Strict decoders: GPU indexes distinct and in 0..63, UUIDs distinct. */

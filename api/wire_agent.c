@@ -10,8 +10,8 @@
 #include "api/wire_dec.h"
 
 static const char *const reg_fields[] = {
-    "labels", "cpu", "memory_bytes", "swap_bytes", "gpu_reserve_bytes", "agent_version",
-    "gpus",   NULL};
+    "labels",        "cpu",  "memory_bytes", "swap_bytes", "gpu_reserve_bytes",
+    "agent_version", "gpus", "collision",    NULL};
 static const char *const reg_readonly[] = {"id",
                                            "name",
                                            "state",
@@ -19,17 +19,26 @@ static const char *const reg_readonly[] = {"id",
                                            "allocated_gpus",
                                            "utilized_gpus",
                                            "running_jobs",
+                                           "swap_used_bytes",
                                            "registered_at",
                                            "last_seen_at",
                                            "created_at",
                                            NULL};
 static const char *const gpu_fields[] = {"index", "uuid", "model", "memory_bytes", NULL};
-static const char *const report_fields[] = {"jobs", "gpus", NULL};
-static const char *const report_job_fields[] = {
-    "id",      "attempt",         "state",
-    "pid",     "exit_code",       "signal",
-    "message", "gpu_utilization", "gpu_memory_used_bytes",
-    NULL};
+static const char *const report_fields[] = {"jobs", "gpus", "events", NULL};
+static const char *const report_job_fields[] = {"id",
+                                                "attempt",
+                                                "state",
+                                                "pid",
+                                                "exit_code",
+                                                "signal",
+                                                "message",
+                                                "gpu_utilization",
+                                                "gpu_memory_used_bytes",
+                                                "swapped_bytes",
+                                                NULL};
+static const char *const report_event_fields[] = {"id", "attempt", "seq", "type", "message", NULL};
+static const char *const collisions[] = {"wait", "priority", "swap", NULL};
 static const char *const report_gpu_fields[] = {"index", "utilization", "memory_used_bytes", NULL};
 
 #define BYTES_MAX (1LL << 50) /* 1 PiB: beyond any device or host */
@@ -83,6 +92,25 @@ static enum ts_err gpu_decode(const json_t *v, const char *path, struct ts_arena
     return TS_OK;
 }
 
+/* "collision": one of collisions[]; absent is "wait". *out is static. */
+static enum ts_err decode_collision(const json_t *in, const char **out, struct ts_error *err)
+{
+    const char *s = NULL;
+    *out = collisions[0];
+    enum ts_err e = ts_wire_dec_string(in, "", "collision", false, &s, err);
+    if (e != TS_OK || s == NULL)
+        return e;
+    for (size_t i = 0; collisions[i] != NULL; i++)
+        if (strcmp(s, collisions[i]) == 0) {
+            *out = collisions[i];
+            return TS_OK;
+        }
+    char q[80];
+    return ts_error_field(err, TS_ERR_INVALID_VALUE, "collision",
+                          "collision must be wait, priority or swap: %s",
+                          ts_wire_dec_quote(s, q, sizeof(q)));
+}
+
 enum ts_err ts_wire_node_reg_decode(const json_t *in, struct ts_arena *a, struct ts_node_reg *out,
                                     struct ts_error *err)
 {
@@ -107,6 +135,8 @@ enum ts_err ts_wire_node_reg_decode(const json_t *in, struct ts_arena *a, struct
         e = ts_wire_dec_string(in, "", "agent_version", false, &version, err);
     if (e == TS_OK)
         e = array_member(in, "gpus", true, TS_NODE_GPUS_MAX, &gpus, err);
+    if (e == TS_OK)
+        e = decode_collision(in, &out->collision, err);
     if (e != TS_OK)
         return e;
     if (version != NULL && (out->agent_version = ts_arena_strdup(a, version)) == NULL)
@@ -150,11 +180,13 @@ static enum ts_err report_state(const json_t *v, const char *path, enum ts_repor
         *out = TS_REPORT_EXITED;
     else if (strcmp(s, "failed_to_start") == 0)
         *out = TS_REPORT_FAILED_TO_START;
+    else if (strcmp(s, "suspended") == 0)
+        *out = TS_REPORT_SUSPENDED;
     else {
         char f[TS_WIRE_PATH_MAX], q[80];
         ts_wire_dec_path(f, sizeof(f), path, "state");
         return ts_error_field(err, TS_ERR_INVALID_VALUE, f,
-                              "%s must be running, exited or failed_to_start: %s", f,
+                              "%s must be running, exited, failed_to_start or suspended: %s", f,
                               ts_wire_dec_quote(s, q, sizeof(q)));
     }
     return TS_OK;
@@ -189,6 +221,9 @@ static enum ts_err report_job_decode(const json_t *v, const char *path, struct t
     if (e == TS_OK)
         e = ts_wire_dec_integer(v, path, "gpu_memory_used_bytes", 0, BYTES_MAX, &has_mem,
                                 &j->gpu_memory_used_bytes, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "swapped_bytes", 0, BYTES_MAX, &j->has_swapped_bytes,
+                                &j->swapped_bytes, err);
     if (e != TS_OK)
         return e;
     j->attempt = (int)attempt;
@@ -201,18 +236,95 @@ static enum ts_err report_job_decode(const json_t *v, const char *path, struct t
     return TS_OK;
 }
 
+/* Characters (UTF-8 code points) in s; jansson has checked the encoding. */
+static size_t utf8_chars(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+static bool event_type_ok(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n > TS_EVENT_TYPE_MAX)
+        return false;
+    for (; *t; t++)
+        if (!((*t >= 'a' && *t <= 'z') || *t == '_'))
+            return false;
+    return true;
+}
+
+static enum ts_err report_event_decode(const json_t *v, const char *path, struct ts_arena *a,
+                                       struct ts_report_event *ev, struct ts_error *err)
+{
+    int64_t attempt = 0;
+    const char *type = NULL, *msg = NULL;
+    char f[TS_WIRE_PATH_MAX];
+    enum ts_err e = ts_wire_dec_object(v, path, "event", report_event_fields, NULL, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "id", 1, INT64_MAX, NULL, &ev->id, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "attempt", 0, INT32_MAX, NULL, &attempt, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_integer(v, path, "seq", 1, INT32_MAX, NULL, &ev->seq, err);
+    if (e == TS_OK &&
+        (ts_wire_dec_member(v, "id") == NULL || ts_wire_dec_member(v, "attempt") == NULL ||
+         ts_wire_dec_member(v, "seq") == NULL))
+        e = ts_error_field(err, TS_ERR_MISSING_FIELD, path, "%s needs id, attempt and seq", path);
+    if (e == TS_OK)
+        e = ts_wire_dec_string(v, path, "type", true, &type, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_string(v, path, "message", true, &msg, err);
+    if (e != TS_OK)
+        return e;
+    if (!event_type_ok(type)) {
+        char q[80];
+        ts_wire_dec_path(f, sizeof(f), path, "type");
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, f, "%s must match [a-z_]{1,%d}: %s", f,
+                              TS_EVENT_TYPE_MAX, ts_wire_dec_quote(type, q, sizeof(q)));
+    }
+    size_t chars = utf8_chars(msg);
+    if (chars > TS_EVENT_MESSAGE_MAX) {
+        ts_wire_dec_path(f, sizeof(f), path, "message");
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, f, "%s must be at most %d characters: %zu",
+                              f, TS_EVENT_MESSAGE_MAX, chars);
+    }
+    ev->attempt = (int)attempt;
+    ev->type = ts_arena_strdup(a, type);
+    ev->message = ts_arena_strdup(a, msg);
+    if (ev->type == NULL || ev->message == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    return TS_OK;
+}
+
 enum ts_err ts_wire_node_report_decode(const json_t *in, struct ts_arena *a,
                                        struct ts_node_report *out, struct ts_error *err)
 {
     memset(out, 0, sizeof(*out));
-    json_t *jobs = NULL, *gpus = NULL;
+    json_t *jobs = NULL, *gpus = NULL, *events = NULL;
     enum ts_err e = ts_wire_dec_object(in, "", "report", report_fields, NULL, err);
     if (e == TS_OK)
         e = array_member(in, "jobs", false, TS_REPORT_JOBS_MAX, &jobs, err);
     if (e == TS_OK)
         e = array_member(in, "gpus", false, TS_NODE_GPUS_MAX, &gpus, err);
+    if (e == TS_OK)
+        e = array_member(in, "events", false, TS_REPORT_EVENTS_MAX, &events, err);
     if (e != TS_OK)
         return e;
+    out->nevents = json_array_size(events);
+    out->events = ts_arena_alloc(a, sizeof(*out->events) * (out->nevents + 1));
+    if (out->events == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < out->nevents; i++) {
+        char path[TS_WIRE_PATH_MAX];
+        ts_wire_dec_index(path, sizeof(path), "events", i);
+        memset(&out->events[i], 0, sizeof(out->events[i]));
+        e = report_event_decode(json_array_get(events, i), path, a, &out->events[i], err);
+        if (e != TS_OK)
+            return e;
+    }
     out->njobs = json_array_size(jobs);
     out->ngpus = json_array_size(gpus);
     out->jobs = ts_arena_alloc(a, sizeof(*out->jobs) * (out->njobs + 1));

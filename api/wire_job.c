@@ -27,8 +27,10 @@ static const struct {
 static const char *const state_names[] = {
     [TS_JOB_PENDING] = "pending",       [TS_JOB_SCHEDULED] = "scheduled",
     [TS_JOB_RUNNING] = "running",       [TS_JOB_EVICTING] = "evicting",
-    [TS_JOB_CANCELLING] = "cancelling", [TS_JOB_SUCCEEDED] = "succeeded",
-    [TS_JOB_FAILED] = "failed",         [TS_JOB_CANCELLED] = "cancelled",
+    [TS_JOB_CANCELLING] = "cancelling", [TS_JOB_SUSPENDING] = "suspending",
+    [TS_JOB_SUSPENDED] = "suspended",   [TS_JOB_RESUMING] = "resuming",
+    [TS_JOB_SUCCEEDED] = "succeeded",   [TS_JOB_FAILED] = "failed",
+    [TS_JOB_CANCELLED] = "cancelled",
 };
 #define NSTATES (sizeof(state_names) / sizeof(state_names[0]))
 
@@ -84,26 +86,14 @@ bool ts_job_state_finished(enum ts_job_state s)
 static const char *const job_fields[] = {
     "name",          "project",     "kind",         "priority", "preemptible", "command",
     "env",           "working_dir", "gpu",          "cpu",      "memory",      "gpu_model",
-    "node_selector", "max_runtime", "grace_period", NULL};
-static const char *const job_readonly[] = {"id",
-                                           "state",
-                                           "node",
-                                           "exit_code",
-                                           "pending_reason",
-                                           "resume_count",
-                                           "created_at",
-                                           "updated_at",
-                                           "started_at",
-                                           "finished_at",
-                                           "memory_bytes",
-                                           "max_runtime_seconds",
-                                           "attempt",
-                                           "grace_seconds",
-                                           "checkpoint_dir",
-                                           "allocation",
-                                           "usage",
-                                           "fair_share",
-                                           "stop_reason",
+    "node_selector", "max_runtime", "grace_period", "swap",     NULL};
+static const char *const job_readonly[] = {"id",          "state",           "node",
+                                           "exit_code",   "pending_reason",  "resume_count",
+                                           "created_at",  "updated_at",      "started_at",
+                                           "finished_at", "memory_bytes",    "max_runtime_seconds",
+                                           "attempt",     "grace_seconds",   "checkpoint_dir",
+                                           "allocation",  "usage",           "fair_share",
+                                           "stop_reason", "suspended_bytes", "suspend_held",
                                            NULL};
 
 static enum ts_err nomem(struct ts_error *err)
@@ -253,7 +243,8 @@ enum ts_err ts_wire_job_decode(const json_t *in, struct ts_arena *a, struct ts_j
     *out = (struct ts_job_spec){.env = "{}",
                                 .gpu_model = "[]",
                                 .node_selector = "{}",
-                                .grace_seconds = TS_JOB_GRACE_DEFAULT};
+                                .grace_seconds = TS_JOB_GRACE_DEFAULT,
+                                .swap = true};
     enum ts_err e = ts_wire_dec_object(in, "", "job", job_fields, job_readonly, err);
     if (e == TS_OK)
         e = ts_wire_dec_name(in, "", "name", out->name, err);
@@ -297,6 +288,8 @@ enum ts_err ts_wire_job_decode(const json_t *in, struct ts_arena *a, struct ts_j
                            "grace_period must be at most %d seconds: %lld", TS_JOB_GRACE_MAX,
                            (long long)grace);
     out->grace_seconds = (int)grace;
+    if (e == TS_OK)
+        e = ts_wire_dec_bool(in, "", "swap", NULL, &out->swap, err);
     return e;
 }
 
@@ -409,6 +402,9 @@ json_t *ts_wire_job_encode(const struct ts_job *j)
     ts_wire_enc_set(o, "grace_seconds", json_integer(s->grace_seconds), &ok);
     ts_wire_enc_set(o, "checkpoint_dir", ts_wire_enc_string(j->checkpoint_dir), &ok);
     ts_wire_enc_set(o, "stop_reason", ts_wire_enc_string(j->stop_reason), &ok);
+    ts_wire_enc_set(o, "swap", json_boolean(s->swap), &ok);
+    ts_wire_enc_set(o, "suspended_bytes", json_integer(j->suspended_bytes), &ok);
+    ts_wire_enc_set(o, "suspend_held", json_boolean(j->suspend_held), &ok);
     ts_wire_enc_set(o, "allocation", allocation_encode(j), &ok);
     ts_wire_enc_set(o, "usage", usage_encode(j), &ok);
     ts_wire_enc_set(o, "fair_share", fair_share_encode(j), &ok);

@@ -62,6 +62,8 @@ json_t *ts_wire_node_encode(const struct ts_node *n)
     ts_wire_enc_set(o, "cpu", json_real(n->cpu), &ok);
     ts_wire_enc_set(o, "memory_bytes", json_integer(n->memory_bytes), &ok);
     ts_wire_enc_set(o, "swap_bytes", json_integer(n->swap_bytes), &ok);
+    ts_wire_enc_set(o, "swap_used_bytes", json_integer(n->swap_used_bytes), &ok);
+    ts_wire_enc_set(o, "collision", ts_wire_enc_string(n->collision ? n->collision : "wait"), &ok);
     ts_wire_enc_set(o, "gpu_reserve_bytes", json_integer(n->gpu_reserve_bytes), &ok);
     ts_wire_enc_set(o, "agent_version", ts_wire_enc_string(n->agent_version), &ok);
     ts_wire_enc_set(o, "generation", json_integer(n->generation), &ok);

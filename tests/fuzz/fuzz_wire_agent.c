@@ -18,6 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     enum ts_err e = ts_wire_node_reg_decode(v, a, reg, &err);
     if (e == TS_OK) {
         FUZZ_CHECK(reg->ngpus <= TS_NODE_GPUS_MAX);
+        FUZZ_CHECK(strcmp(reg->collision, "wait") == 0 || strcmp(reg->collision, "priority") == 0 ||
+                   strcmp(reg->collision, "swap") == 0);
         for (size_t i = 0; i < reg->ngpus; i++) {
             FUZZ_CHECK(reg->gpus[i].index >= 0 && reg->gpus[i].index < TS_NODE_GPUS_MAX);
             FUZZ_CHECK(reg->gpus[i].memory_bytes > reg->gpu_reserve_bytes);
@@ -40,6 +42,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         for (size_t i = 0; i < rep.ngpus; i++)
             FUZZ_CHECK(rep.gpus[i].utilization >= 0 && rep.gpus[i].utilization <= 1);
+        FUZZ_CHECK(rep.nevents <= TS_REPORT_EVENTS_MAX);
+        for (size_t i = 0; i < rep.nevents; i++) {
+            const struct ts_report_event *ev = &rep.events[i];
+            FUZZ_CHECK(ev->id > 0 && ev->attempt >= 0 && ev->seq >= 1);
+            size_t n = strlen(ev->type);
+            FUZZ_CHECK(n >= 1 && n <= TS_EVENT_TYPE_MAX);
+            for (size_t k = 0; k < n; k++)
+                FUZZ_CHECK((ev->type[k] >= 'a' && ev->type[k] <= 'z') || ev->type[k] == '_');
+            FUZZ_CHECK(strlen(ev->message) <= 4 * TS_EVENT_MESSAGE_MAX);
+        }
     } else {
         fuzz_check_error(e, &err);
     }

@@ -45,13 +45,13 @@ static void check_round_trip(const struct ts_job_spec *s, struct ts_arena *a)
     struct ts_job j = {.id = 1, .spec = *s, .state = TS_JOB_PENDING};
     json_t *v = ts_wire_job_encode(&j);
     FUZZ_CHECK(v != NULL);
-    static const char *const out_only[] = {"id",          "state",          "node",
-                                           "exit_code",   "pending_reason", "resume_count",
-                                           "created_at",  "updated_at",     "started_at",
-                                           "finished_at", "memory_bytes",   "max_runtime_seconds",
-                                           "attempt",     "grace_seconds",  "checkpoint_dir",
-                                           "stop_reason", "allocation",     "usage",
-                                           "fair_share"};
+    static const char *const out_only[] = {"id",          "state",           "node",
+                                           "exit_code",   "pending_reason",  "resume_count",
+                                           "created_at",  "updated_at",      "started_at",
+                                           "finished_at", "memory_bytes",    "max_runtime_seconds",
+                                           "attempt",     "grace_seconds",   "checkpoint_dir",
+                                           "stop_reason", "allocation",      "usage",
+                                           "fair_share",  "suspended_bytes", "suspend_held"};
     for (size_t i = 0; i < sizeof(out_only) / sizeof(out_only[0]); i++)
         json_object_del(v, out_only[i]);
     json_t *gpu = json_object_get(v, "gpu");
@@ -73,6 +73,7 @@ static void check_round_trip(const struct ts_job_spec *s, struct ts_arena *a)
     FUZZ_CHECK(e == TS_OK);
     FUZZ_CHECK(strcmp(s->name, t.name) == 0 && strcmp(s->project, t.project) == 0);
     FUZZ_CHECK(s->kind == t.kind && s->priority == t.priority && s->preemptible == t.preemptible);
+    FUZZ_CHECK(s->swap == t.swap);
     FUZZ_CHECK(strcmp(s->command, t.command) == 0 && strcmp(s->env, t.env) == 0);
     FUZZ_CHECK((s->working_dir == NULL) == (t.working_dir == NULL));
     FUZZ_CHECK(s->working_dir == NULL || strcmp(s->working_dir, t.working_dir) == 0);

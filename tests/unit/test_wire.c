@@ -638,7 +638,8 @@ static void nodes_encode_with_their_gpus_and_labels(void **state)
         "\"allocated\":0.0,\"allocated_bytes\":0,\"utilization\":0.5,"
         "\"memory_used_bytes\":0,\"sampled_at\":null,\"jobs\":[]}],"
         "\"allocated_gpus\":0.5,\"utilized_gpus\":0.75,\"running_jobs\":2,"
-        "\"swap_bytes\":1073741824,\"gpu_reserve_bytes\":2147483648,\"agent_version\":\"0.1.0\","
+        "\"swap_bytes\":1073741824,\"swap_used_bytes\":0,\"collision\":\"wait\","
+        "\"gpu_reserve_bytes\":2147483648,\"agent_version\":\"0.1.0\","
         "\"generation\":4,\"registered_at\":null,"
         "\"last_seen_at\":null,\"created_at\":\"1970-01-01T00:00:01.500000Z\"}");
     n.labels = NULL;
@@ -707,6 +708,14 @@ static void registrations_decode_and_refuse_what_cannot_be(void **state)
     assert_int_equal(r->gpus[0].index, 1);
     assert_string_equal(r->gpus[0].uuid, "GPU-x");
     assert_string_equal(r->labels, "{\"zone\":\"a\"}");
+    assert_string_equal(r->collision, "wait"); /* the default */
+    assert_int_equal(
+        reg_from("{\"collision\": \"swap\", \"swap_bytes\": 1048576, \"gpus\": []}", a, r, &err),
+        TS_OK);
+    assert_string_equal(r->collision, "swap");
+    assert_int_equal(r->swap_bytes, 1048576);
+    assert_int_equal(reg_from("{\"collision\": \"priority\", \"gpus\": []}", a, r, &err), TS_OK);
+    assert_string_equal(r->collision, "priority");
     struct {
         const char *text, *field;
         enum ts_err code;
@@ -729,6 +738,10 @@ static void registrations_decode_and_refuse_what_cannot_be(void **state)
         {"{\"gpus\": [{\"index\": 0, \"uuid\": \"\", \"model\": \"m\", \"memory_bytes\": 9}]}",
          "gpus[0].uuid", TS_ERR_INVALID_VALUE},
         {"{\"cpu\": \"8\", \"gpus\": []}", "cpu", TS_ERR_WRONG_TYPE},
+        {"{\"collision\": \"kill\", \"gpus\": []}", "collision", TS_ERR_INVALID_VALUE},
+        {"{\"collision\": \"Swap\", \"gpus\": []}", "collision", TS_ERR_INVALID_VALUE},
+        {"{\"collision\": true, \"gpus\": []}", "collision", TS_ERR_WRONG_TYPE},
+        {"{\"swap_used_bytes\": 0, \"gpus\": []}", "swap_used_bytes", TS_ERR_UNKNOWN_FIELD},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         enum ts_err e = reg_from(bad[i].text, a, r, &err);
@@ -778,6 +791,110 @@ static void reports_decode_jobs_and_samples(void **state)
     ts_arena_free(a);
 }
 
+static void reports_decode_suspended_jobs_and_resolver_events(void **state)
+{
+    (void)state;
+    struct ts_arena *a = ts_arena_new();
+    struct ts_node_report rep;
+    struct ts_error err;
+    json_t *v =
+        body("{\"jobs\": [{\"id\": 5, \"attempt\": 2, \"state\": \"suspended\","
+             " \"swapped_bytes\": 4096}, {\"id\": 6, \"attempt\": 1, \"state\": \"suspended\"}],"
+             " \"events\": [{\"id\": 5, \"attempt\": 2, \"seq\": 1, \"type\": \"swapped_out\","
+             " \"message\": \"4 KiB to host RAM: \\u00e9t\\u00e9\"}]}");
+    assert_int_equal(ts_wire_node_report_decode(v, a, &rep, &err), TS_OK);
+    json_decref(v);
+    assert_int_equal(rep.njobs, 2);
+    assert_int_equal(rep.jobs[0].state, TS_REPORT_SUSPENDED);
+    assert_true(rep.jobs[0].has_swapped_bytes);
+    assert_int_equal(rep.jobs[0].swapped_bytes, 4096);
+    assert_false(rep.jobs[1].has_swapped_bytes);
+    assert_int_equal(rep.nevents, 1);
+    assert_int_equal(rep.events[0].id, 5);
+    assert_int_equal(rep.events[0].attempt, 2);
+    assert_int_equal(rep.events[0].seq, 1);
+    assert_string_equal(rep.events[0].type, "swapped_out");
+    assert_string_equal(rep.events[0].message, "4 KiB to host RAM: \xc3\xa9t\xc3\xa9");
+
+    /* a message of 1000 characters (2000 bytes) is allowed, 1001 are not */
+    char *msg = malloc(4100), *text = malloc(4300);
+    assert_non_null(msg);
+    assert_non_null(text);
+    for (int n = 1000; n <= 1001; n++) {
+        msg[0] = '\0';
+        for (int i = 0; i < n; i++)
+            strcat(msg + (i ? 2 * (i - 1) : 0), "\xc3\xa9");
+        snprintf(text, 4300,
+                 "{\"events\": [{\"id\": 1, \"attempt\": 1, \"seq\": 1, \"type\": \"t\","
+                 " \"message\": \"%s\"}]}",
+                 msg);
+        v = body(text);
+        enum ts_err e = ts_wire_node_report_decode(v, a, &rep, &err);
+        json_decref(v);
+        if (n == 1000)
+            assert_int_equal(e, TS_OK);
+        else {
+            assert_int_equal(e, TS_ERR_INVALID_VALUE);
+            assert_string_equal(err.field, "events[0].message");
+        }
+    }
+    free(msg);
+    free(text);
+
+    struct {
+        const char *text, *field;
+        enum ts_err code;
+    } bad[] = {
+        {"{\"events\": [{\"id\": 1, \"attempt\": 1, \"seq\": 0, \"type\": \"t\", \"message\": "
+         "\"\"}]}",
+         "events[0].seq", TS_ERR_INVALID_VALUE},
+        {"{\"events\": [{\"id\": 1, \"attempt\": 1, \"type\": \"t\", \"message\": \"\"}]}",
+         "events[0]", TS_ERR_MISSING_FIELD},
+        {"{\"events\": [{\"id\": 1, \"attempt\": 1, \"seq\": 1, \"message\": \"\"}]}",
+         "events[0].type", TS_ERR_MISSING_FIELD},
+        {"{\"events\": [{\"id\": 1, \"attempt\": 1, \"seq\": 1, \"type\": \"t\"}]}",
+         "events[0].message", TS_ERR_MISSING_FIELD},
+        {"{\"events\": [{\"id\": 1, \"attempt\": 1, \"seq\": 1, \"type\": \"Swapped\","
+         " \"message\": \"\"}]}",
+         "events[0].type", TS_ERR_INVALID_VALUE},
+        {"{\"events\": [{\"id\": 1, \"attempt\": 1, \"seq\": 1,"
+         " \"type\": \"abcdefghijklmnopqrstuvwxyz_abcdefg\", \"message\": \"\"}]}",
+         "events[0].type", TS_ERR_INVALID_VALUE},
+        {"{\"events\": [{\"id\": 1, \"attempt\": 1, \"seq\": 1, \"type\": \"\", \"message\": "
+         "\"\"}]}",
+         "events[0].type", TS_ERR_INVALID_VALUE},
+        {"{\"events\": [{\"id\": 1, \"attempt\": 1, \"seq\": 1, \"type\": \"t\", \"message\": \"\","
+         " \"at\": 1}]}",
+         "events[0].at", TS_ERR_UNKNOWN_FIELD},
+        {"{\"events\": {}}", "events", TS_ERR_WRONG_TYPE},
+        {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"suspended\", \"swapped_bytes\": "
+         "-1}]}",
+         "jobs[0].swapped_bytes", TS_ERR_INVALID_VALUE},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = body(bad[i].text);
+        enum ts_err e = ts_wire_node_report_decode(v, a, &rep, &err);
+        json_decref(v);
+        if (e != bad[i].code || strcmp(err.field, bad[i].field) != 0)
+            fail_msg("%s: got %d at \"%s\" (%s), want %d at \"%s\"", bad[i].text, e, err.field,
+                     err.message, bad[i].code, bad[i].field);
+    }
+    /* at most 1000 events in one report */
+    json_t *many = json_object();
+    json_t *evs = json_array();
+    for (int i = 0; i < 1001; i++)
+        json_array_append_new(evs, json_pack("{s:i, s:i, s:i, s:s, s:s}", "id", 1, "attempt", 1,
+                                             "seq", i + 1, "type", "memory_wait", "message", "m"));
+    json_object_set_new(many, "events", evs);
+    assert_int_equal(ts_wire_node_report_decode(many, a, &rep, &err), TS_ERR_INVALID_VALUE);
+    assert_string_equal(err.field, "events");
+    json_array_remove(evs, 0);
+    assert_int_equal(ts_wire_node_report_decode(many, a, &rep, &err), TS_OK);
+    assert_int_equal(rep.nevents, 1000);
+    json_decref(many);
+    ts_arena_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -816,6 +933,7 @@ int main(void)
         cmocka_unit_test(nodes_encode_with_their_gpus_and_labels),
         cmocka_unit_test(registrations_decode_and_refuse_what_cannot_be),
         cmocka_unit_test(reports_decode_jobs_and_samples),
+        cmocka_unit_test(reports_decode_suspended_jobs_and_resolver_events),
         cmocka_unit_test(job_events_encode),
         cmocka_unit_test(times_are_rfc3339_utc_with_microseconds_and_zero_is_null),
         cmocka_unit_test(encoders_refuse_strings_that_are_not_utf8),

@@ -572,9 +572,10 @@ static void kinds_and_states_have_one_name_each_and_parse_back(void **state)
         assert_int_equal(ts_job_kind_parse(kinds[i], &k), 0);
         assert_int_equal(k, i);
     }
-    const char *states[] = {"pending",    "scheduled", "running", "evicting",
-                            "cancelling", "succeeded", "failed",  "cancelled"};
-    for (int i = 0; i < 8; i++) {
+    const char *states[] = {"pending",    "scheduled",  "running",   "evicting",
+                            "cancelling", "suspending", "suspended", "resuming",
+                            "succeeded",  "failed",     "cancelled"};
+    for (int i = 0; i < 11; i++) {
         enum ts_job_state s;
         assert_string_equal(ts_job_state_name((enum ts_job_state)i), states[i]);
         assert_int_equal(ts_job_state_parse(states[i], &s), 0);
@@ -643,7 +644,33 @@ static void a_decoded_job_encodes_back_with_its_defaults_filled_in(void **state)
         "\"attempt\":0,\"grace_period\":\"30s\",\"grace_seconds\":30,\"checkpoint_dir\":null,"
         "\"stop_reason\":null,\"allocation\":null,"
         "\"usage\":{\"gpu_utilization\":0.0,\"gpu_memory_used_bytes\":0,\"last_active_at\":null},"
-        "\"fair_share\":{\"project_deserved_gpus\":0.0,\"project_fair_share_gpus\":0.0}}");
+        "\"fair_share\":{\"project_deserved_gpus\":0.0,\"project_fair_share_gpus\":0.0},"
+        "\"swap\":true,\"suspended_bytes\":0,\"suspend_held\":false}");
+}
+
+static void swap_is_a_boolean_that_defaults_to_true(void **state)
+{
+    struct fixture *f = *state;
+    assert_ok(f, "\"gpu\": {\"portion\": 0.25}");
+    assert_true(f->spec.swap);
+    assert_ok(f, "\"swap\": false");
+    assert_false(f->spec.swap);
+    assert_ok(f, "\"swap\": null");
+    assert_true(f->spec.swap);
+    assert_refused(f, "\"swap\": \"no\"", TS_ERR_WRONG_TYPE, "swap", NULL);
+    assert_refused(f, "\"swap\": 0", TS_ERR_WRONG_TYPE, "swap", NULL);
+    assert_refused(f, "\"suspend_held\": true", TS_ERR_UNKNOWN_FIELD, "suspend_held", NULL);
+    struct ts_job j = {.id = 3, .spec = f->spec, .state = TS_JOB_SUSPENDED};
+    j.spec.swap = false;
+    j.suspended_bytes = 1 << 20;
+    j.suspend_held = true;
+    json_t *v = ts_wire_job_encode(&j);
+    assert_non_null(v);
+    assert_true(json_is_false(json_object_get(v, "swap")));
+    assert_string_equal(json_string_value(json_object_get(v, "state")), "suspended");
+    assert_int_equal(json_integer_value(json_object_get(v, "suspended_bytes")), 1 << 20);
+    assert_true(json_is_true(json_object_get(v, "suspend_held")));
+    json_decref(v);
 }
 
 static void a_finished_job_encodes_its_node_exit_code_and_times(void **state)
@@ -713,13 +740,13 @@ static void the_encoded_spec_members_decode_to_the_same_spec(void **state)
     struct ts_job_spec first = f->spec;
     struct ts_job j = {.spec = first};
     json_t *v = ts_wire_job_encode(&j);
-    const char *out_only[] = {"id",          "state",          "node",
-                              "exit_code",   "pending_reason", "resume_count",
-                              "created_at",  "updated_at",     "started_at",
-                              "finished_at", "memory_bytes",   "max_runtime_seconds",
-                              "attempt",     "grace_seconds",  "checkpoint_dir",
-                              "stop_reason", "allocation",     "usage",
-                              "fair_share"};
+    const char *out_only[] = {"id",          "state",           "node",
+                              "exit_code",   "pending_reason",  "resume_count",
+                              "created_at",  "updated_at",      "started_at",
+                              "finished_at", "memory_bytes",    "max_runtime_seconds",
+                              "attempt",     "grace_seconds",   "checkpoint_dir",
+                              "stop_reason", "allocation",      "usage",
+                              "fair_share",  "suspended_bytes", "suspend_held"};
     for (size_t i = 0; i < sizeof(out_only) / sizeof(out_only[0]); i++)
         json_object_del(v, out_only[i]);
     char *text = ts_wire_dumps(v);
@@ -743,6 +770,7 @@ static void the_encoded_spec_members_decode_to_the_same_spec(void **state)
     assert_string_equal(second.gpu_model, first.gpu_model);
     assert_string_equal(second.node_selector, first.node_selector);
     assert_int_equal(second.max_runtime_seconds, first.max_runtime_seconds);
+    assert_int_equal(second.swap, first.swap);
 }
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -785,6 +813,7 @@ int main(void)
         T(max_runtime_is_a_duration_or_seconds),
         T(kinds_and_states_have_one_name_each_and_parse_back),
         T(a_decoded_job_encodes_back_with_its_defaults_filled_in),
+        T(swap_is_a_boolean_that_defaults_to_true),
         T(a_finished_job_encodes_its_node_exit_code_and_times),
         T(a_portion_request_encodes_portion_limit_and_devices),
         T(a_job_without_gpus_encodes_gpu_as_null),

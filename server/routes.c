@@ -46,6 +46,8 @@ const struct ts_route ts_routes[] = {
     {"GET", V1 "/jobs", ts_h_job_list, TS_ACCESS_READ},
     {"GET", V1 "/jobs/{id}", ts_h_job_get, TS_ACCESS_READ},
     {"DELETE", V1 "/jobs/{id}", ts_h_job_cancel, TS_ACCESS_SUBMIT},
+    {"POST", V1 "/jobs/{id}/suspend", ts_h_job_suspend, TS_ACCESS_SUBMIT},
+    {"POST", V1 "/jobs/{id}/resume", ts_h_job_resume, TS_ACCESS_SUBMIT},
     {"GET", V1 "/jobs/{id}/events", ts_h_job_events, TS_ACCESS_READ},
     {"GET", V1 "/jobs/{id}/logs", ts_h_job_logs, TS_ACCESS_READ},
     {"GET", V1 "/queue", ts_h_queue, TS_ACCESS_READ},

@@ -113,7 +113,11 @@ static json_t *desired_job_encode(const struct ts_desired_job *j)
     json_object_set_new(o, "project", json_string(j->project));
     json_object_set_new(o, "kind", json_string(j->kind));
     json_object_set_new(o, "priority", json_integer(j->priority));
-    json_object_set_new(o, "action", json_string(j->stop ? "stop" : "run"));
+    json_object_set_new(o, "action",
+                        json_string(j->stop      ? "stop"
+                                    : j->suspend ? "suspend"
+                                                 : "run"));
+    json_object_set_new(o, "swap", json_boolean(j->swap));
     json_object_set_new(o, "stop_reason",
                         j->stop_reason ? json_string(j->stop_reason) : json_null());
     json_object_set_new(o, "command", json_loads(j->command ? j->command : "[]", 0, NULL));

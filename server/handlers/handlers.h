@@ -41,8 +41,10 @@ TS_HANDLER(ts_h_job_submit);
 TS_HANDLER(ts_h_job_list);
 TS_HANDLER(ts_h_job_get);
 TS_HANDLER(ts_h_job_cancel);
+TS_HANDLER(ts_h_job_suspend);
+TS_HANDLER(ts_h_job_resume);
 TS_HANDLER(ts_h_job_events);
-TS_HANDLER(ts_h_job_logs);     /* logs.c */
+TS_HANDLER(ts_h_job_logs); /* logs.c */
 TS_HANDLER(ts_h_queue);
 TS_HANDLER(ts_h_metrics_query); /* series.c */
 /* nodes.c */

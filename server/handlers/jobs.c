@@ -1,5 +1,6 @@
 /*
- * jobs.c - POST/GET /jobs, GET/DELETE /jobs/{id}, GET /jobs/{id}/events.
+ * jobs.c - POST/GET /jobs, GET/DELETE /jobs/{id}, GET /jobs/{id}/events,
+ * POST /jobs/{id}/suspend and /resume.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -220,6 +221,39 @@ TS_HANDLER(ts_h_job_cancel)
                 ts_job_state_name(job.state), c->who.name);
     ts_http_reply_json(r, 200, ts_wire_job_encode(&job));
     return TS_OK;
+}
+
+/* Suspend or resume on request: the same access as a cancel (an admin, or a
+ * member of the job's project); 202 with the job, whose state moves on when
+ * its agent and the scheduler act. */
+static enum ts_err suspend_or_resume(struct ts_ctx *c, struct ts_request *r, bool suspend,
+                                     struct ts_error *err)
+{
+    struct ts_job job;
+    enum ts_err e = load_job(c, r, &job, err);
+    if (e != TS_OK)
+        return e;
+    char *by = ts_arena_printf(r->arena, "token \"%s\"", c->who.name);
+    if (by == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    e = suspend ? ts_store_job_suspend(c->conn, job.id, by, r->arena, &job, err)
+                : ts_store_job_resume(c->conn, job.id, by, r->arena, &job, err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("job %s id=%lld state=%s by=%s", suspend ? "suspend" : "resume", (long long)job.id,
+                ts_job_state_name(job.state), c->who.name);
+    ts_http_reply_json(r, 202, ts_wire_job_encode(&job));
+    return TS_OK;
+}
+
+TS_HANDLER(ts_h_job_suspend)
+{
+    return suspend_or_resume(ctx, r, true, err);
+}
+
+TS_HANDLER(ts_h_job_resume)
+{
+    return suspend_or_resume(ctx, r, false, err);
 }
 
 TS_HANDLER(ts_h_job_events)

@@ -14,6 +14,16 @@
 
 #define TS_SQL_US(col) "coalesce((extract(epoch from " col ") * 1000000)::bigint, 0)"
 
+/* A job's GPU memory limit summed over the GPUs it holds (job_gpu), for the
+ * job row aliased j: the host swap a suspension of it may need. */
+#define TS_SQL_JOB_LIMIT_BYTES                                                                     \
+    "(SELECT coalesce(sum(least(g.memory_bytes, CASE j.gpu_kind"                                   \
+    "   WHEN 'portion' THEN greatest(jg.memory_bytes,"                                             \
+    "     (j.gpu_portion_limit * g.memory_bytes)::bigint)"                                         \
+    "   WHEN 'memory' THEN greatest(jg.memory_bytes, j.gpu_memory_limit_bytes)"                    \
+    "   ELSE g.memory_bytes END)), 0)::bigint"                                                     \
+    " FROM job_gpu jg JOIN gpu g ON g.id = jg.gpu_id WHERE jg.job_id = j.id)"
+
 int64_t ts_row_i64(const PGresult *res, int row, int col);   /* NULL -> 0 */
 double ts_row_double(const PGresult *res, int row, int col); /* NULL -> 0 */
 bool ts_row_bool(const PGresult *res, int row, int col);     /* 't' */

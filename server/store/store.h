@@ -136,6 +136,16 @@ enum ts_err ts_store_queue(struct ts_dbconn *c, const char *project, const int64
  * TS_ERR_CONFLICT. out is the job afterwards. */
 enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by, struct ts_arena *a,
                                 struct ts_job *out, struct ts_error *err);
+/* Suspend a running job on request (store_suspend.c): -> suspending, held
+ * until a resume. TS_ERR_CONFLICT when it is not running, refuses swap, or
+ * its node has no host swap or too little free for its GPU memory limit;
+ * TS_ERR_NOT_FOUND for an unknown id. out is the job afterwards. */
+enum ts_err ts_store_job_suspend(struct ts_dbconn *c, int64_t id, const char *by,
+                                 struct ts_arena *a, struct ts_job *out, struct ts_error *err);
+/* Clear the hold of a job suspended on request; the scheduler resumes it on
+ * its node and GPUs when they have room. TS_ERR_CONFLICT for any other job. */
+enum ts_err ts_store_job_resume(struct ts_dbconn *c, int64_t id, const char *by, struct ts_arena *a,
+                                struct ts_job *out, struct ts_error *err);
 enum ts_err ts_store_job_events(struct ts_dbconn *c, int64_t id, struct ts_arena *a,
                                 struct ts_job_event **out, size_t *n, struct ts_error *err);
 /* Delete idempotency keys older than ttl seconds; *deleted may be NULL. */
@@ -174,7 +184,9 @@ struct ts_desired_job {
     int attempt;
     const char *name, *project, *kind;
     int priority;
-    bool stop;                  /* evicting or cancelling */
+    bool stop;                  /* evicting or cancelling: action "stop" */
+    bool suspend;               /* suspending or suspended: action "suspend" */
+    bool swap;                  /* the job accepts being swapped */
     const char *stop_reason;    /* evicted, cancelled, max_runtime, ... or NULL */
     const char *command;        /* JSON text */
     const char *env;            /* JSON text */

@@ -4,7 +4,11 @@
  *
  * Job states move here when an agent reports: scheduled -> running;
  * running -> succeeded | failed; evicting -> pending (requeued, resume_count
- * + 1) or succeeded when it finished on its own; cancelling -> cancelled. A
+ * + 1) or succeeded when it finished on its own; cancelling -> cancelled;
+ * suspending -> suspended (its GPUs are given back, the swap it holds
+ * recorded); resuming -> running; a suspending or suspended job that exits
+ * counts as evicted. Events the agent sends (its collision resolver's
+ * actions) are stored once per (job, attempt, seq). A
  * report names a job by (id, attempt) and counts only when that attempt is
  * the job's current one on this node; otherwise it is ignored and named in
  * the answer. The job trigger (migrations/0002) frees job_gpu rows and wakes
@@ -88,24 +92,25 @@ enum ts_err ts_store_node_register(struct ts_dbconn *c, const char *name,
                        P("%lld", (long long)r->memory_bytes),
                        P("%lld", (long long)r->swap_bytes),
                        P("%lld", (long long)r->gpu_reserve_bytes),
-                       r->agent_version};
+                       r->agent_version,
+                       r->collision ? r->collision : "wait"};
     enum ts_err e = ts_db_begin(c, err);
     if (e != TS_OK)
         return e;
     PGresult *res = NULL;
     e = exec_in_tx(c,
                    "INSERT INTO node (name, state, labels, cpu, memory_bytes, swap_bytes,"
-                   " gpu_reserve_bytes, agent_version, registered_at, last_seen_at)"
-                   " VALUES ($1, 'ready', $2::jsonb, $3, $4, $5, $6, $7, now(), now())"
+                   " gpu_reserve_bytes, agent_version, collision, registered_at, last_seen_at)"
+                   " VALUES ($1, 'ready', $2::jsonb, $3, $4, $5, $6, $7, $8, now(), now())"
                    " ON CONFLICT (name) DO UPDATE SET labels = EXCLUDED.labels,"
                    " cpu = EXCLUDED.cpu, memory_bytes = EXCLUDED.memory_bytes,"
                    " swap_bytes = EXCLUDED.swap_bytes,"
                    " gpu_reserve_bytes = EXCLUDED.gpu_reserve_bytes,"
-                   " agent_version = EXCLUDED.agent_version,"
+                   " agent_version = EXCLUDED.agent_version, collision = EXCLUDED.collision,"
                    " state = CASE WHEN node.state = 'drained' THEN 'drained' ELSE 'ready' END,"
                    " registered_at = now(), last_seen_at = now()"
                    " RETURNING id",
-                   7, p, &res, err);
+                   8, p, &res, err);
     if (e != TS_OK)
         return e;
     char *id = ts_arena_strdup(a, PQgetvalue(res, 0, 0));
@@ -164,6 +169,7 @@ enum ts_err ts_store_node_generation(struct ts_dbconn *c, const char *name, int6
     return TS_OK;
 }
 
+/* A suspended job lists the GPUs it held (its processes keep them). */
 static const char desired_sql[] =
     "SELECT n.id, n.name, n.state, n.generation,"
     " j.id, j.attempt, j.name, p.name, j.kind, j.priority, j.state, j.stop_reason,"
@@ -174,12 +180,16 @@ static const char desired_sql[] =
     "   WHEN 'portion' THEN greatest(jg.memory_bytes, (j.gpu_portion_limit * "
     "g.memory_bytes)::bigint)"
     "   WHEN 'memory' THEN greatest(jg.memory_bytes, j.gpu_memory_limit_bytes)"
-    "   ELSE g.memory_bytes END)"
+    "   ELSE g.memory_bytes END), j.swap"
     " FROM node n"
     " LEFT JOIN job j ON j.node_id = n.id"
-    "   AND j.state IN ('scheduled', 'running', 'evicting', 'cancelling')"
+    "   AND j.state IN ('scheduled', 'running', 'evicting', 'cancelling', 'suspending',"
+    "   'suspended', 'resuming')"
     " LEFT JOIN project p ON p.id = j.project_id"
-    " LEFT JOIN job_gpu jg ON jg.job_id = j.id"
+    " LEFT JOIN LATERAL (SELECT x.gpu_id, x.memory_bytes FROM job_gpu x WHERE x.job_id = j.id"
+    "   UNION ALL SELECT s.gpu, s.bytes"
+    "   FROM unnest(j.suspended_gpu_ids, j.suspended_gpu_bytes) AS s(gpu, bytes)"
+    "   WHERE j.state = 'suspended') jg ON true"
     " LEFT JOIN gpu g ON g.id = jg.gpu_id"
     " WHERE n.name = $1 ORDER BY j.id, g.idx";
 
@@ -222,6 +232,8 @@ enum ts_err ts_store_node_desired(struct ts_dbconn *c, const char *name, struct 
             j->priority = (int)ts_row_i64(res, i, 9);
             const char *state = PQgetvalue(res, i, 10);
             j->stop = strcmp(state, "evicting") == 0 || strcmp(state, "cancelling") == 0;
+            j->suspend = strcmp(state, "suspending") == 0 || strcmp(state, "suspended") == 0;
+            j->swap = ts_row_bool(res, i, 25);
             j->stop_reason = ts_row_text(res, i, 11, a);
             if (j->stop && j->stop_reason == NULL)
                 j->stop_reason = strcmp(state, "evicting") == 0 ? "evicted" : "cancelled";
@@ -287,7 +299,10 @@ static enum ts_err job_ended(struct ts_dbconn *c, const char *id, const char *st
         type = next;
         msg = ts_arena_printf(a, "%s on node %s: %s",
                               timeout ? "stopped at its maximum runtime" : "stopped", node, how);
-    } else if (strcmp(state, "evicting") == 0 && !clean) {
+    } else if ((strcmp(state, "evicting") == 0 || strcmp(state, "suspending") == 0 ||
+                strcmp(state, "suspended") == 0) &&
+               !clean) {
+        /* a suspension that ends (or fails) is an eviction */
         next = "pending";
         type = "requeued";
         msg = ts_arena_printf(a, "stopped on node %s (%s) and back in the queue; it resumes later",
@@ -312,13 +327,85 @@ static enum ts_err job_ended(struct ts_dbconn *c, const char *id, const char *st
         "END,"
         " reason_code = CASE WHEN $2 = 'pending' THEN 'not_yet_scheduled' END,"
         " reason_message = CASE WHEN $2 = 'pending' THEN 'waiting for the scheduler' END,"
-        " gpu_utilization = 0, gpu_memory_used_bytes = 0"
+        " gpu_utilization = 0, gpu_memory_used_bytes = 0, suspended_bytes = 0,"
+        " suspend_held = false, suspended_gpu_ids = NULL, suspended_gpu_bytes = NULL"
         " WHERE id = $1",
         3, p, &res, err);
     PQclear(res);
     if (e == TS_OK)
         e = add_event(c, id, type, msg, err);
     return e;
+}
+
+/* Its agent reports it suspended: its processes are stopped and its GPU
+ * memory is in host swap. A suspending job becomes suspended: its GPUs are
+ * given back (the trigger deletes its job_gpu rows; the GPUs are kept in
+ * suspended_gpu_ids: it resumes only there), the swap it holds is recorded.
+ * A suspended job's figure is updated; in other states nothing changes. */
+static enum ts_err job_suspended(struct ts_dbconn *c, const char *id, const char *state, bool held,
+                                 const char *node, const struct ts_report_job *r,
+                                 struct ts_arena *a, struct ts_error *err)
+{
+    const char *bytes = r->has_swapped_bytes ? P("%lld", (long long)r->swapped_bytes) : NULL;
+    PGresult *res = NULL;
+    if (strcmp(state, "suspended") == 0) {
+        if (bytes == NULL)
+            return TS_OK;
+        const char *p[] = {id, bytes};
+        enum ts_err e =
+            exec_in_tx(c, "UPDATE job SET suspended_bytes = $2 WHERE id = $1", 2, p, &res, err);
+        PQclear(res);
+        return e;
+    }
+    if (strcmp(state, "suspending") != 0)
+        return TS_OK;
+    const char *why = held ? ts_arena_printf(a,
+                                             "suspended by request on node %s; POST "
+                                             "/api/v1/jobs/%s/resume to continue",
+                                             node, id)
+                           : ts_arena_printf(a,
+                                             "suspended on node %s to make room; it resumes "
+                                             "there when its GPUs are free",
+                                             node);
+    const char *msg =
+        bytes ? ts_arena_printf(a, "suspended on node %s: %s bytes of GPU memory in host swap",
+                                node, bytes)
+              : ts_arena_printf(a, "suspended on node %s", node);
+    if (why == NULL || msg == NULL)
+        return nomem(err);
+    const char *p[] = {id, bytes, why};
+    enum ts_err e = exec_in_tx(
+        c,
+        "UPDATE job SET state = 'suspended', allocated_gpus = 0, updated_at = now(),"
+        " suspended_bytes = coalesce($2::bigint, suspended_bytes),"
+        " suspended_gpu_ids = (SELECT array_agg(gpu_id ORDER BY gpu_id) FROM job_gpu"
+        "   WHERE job_id = $1),"
+        " suspended_gpu_bytes = (SELECT array_agg(memory_bytes ORDER BY gpu_id) FROM job_gpu"
+        "   WHERE job_id = $1),"
+        " gpu_utilization = 0, reason_code = 'suspended', reason_message = $3,"
+        " queue_position = 0"
+        " WHERE id = $1",
+        3, p, &res, err);
+    PQclear(res);
+    return e == TS_OK ? add_event(c, id, "suspended", msg, err) : e;
+}
+
+/* Its agent reports a resuming job running: its processes continue. */
+static enum ts_err job_resumed(struct ts_dbconn *c, const char *id, const char *node,
+                               struct ts_arena *a, struct ts_error *err)
+{
+    PGresult *res = NULL;
+    const char *p[] = {id};
+    enum ts_err e = exec_in_tx(c,
+                               "UPDATE job SET state = 'running', suspended_bytes = 0,"
+                               " suspended_gpu_ids = NULL, suspended_gpu_bytes = NULL,"
+                               " stop_reason = NULL, updated_at = now() WHERE id = $1",
+                               1, p, &res, err);
+    PQclear(res);
+    if (e != TS_OK)
+        return e;
+    const char *msg = ts_arena_printf(a, "resumed on node %s", node);
+    return msg ? add_event(c, id, "resumed", msg, err) : nomem(err);
 }
 
 static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const char *node,
@@ -329,9 +416,10 @@ static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const cha
     const char *p[] = {id, P("%d", r->attempt), node_id};
     PGresult *res = NULL;
     enum ts_err e = exec_in_tx(c,
-                               "SELECT state, stop_reason FROM job WHERE id = $1 AND attempt = $2"
-                               " AND node_id = $3 AND state IN"
-                               " ('scheduled', 'running', 'evicting', 'cancelling') FOR UPDATE",
+                               "SELECT state, stop_reason, suspend_held FROM job WHERE id = $1"
+                               " AND attempt = $2 AND node_id = $3 AND state IN"
+                               " ('scheduled', 'running', 'evicting', 'cancelling', 'suspending',"
+                               " 'suspended', 'resuming') FOR UPDATE",
                                3, p, &res, err);
     if (e != TS_OK)
         return e;
@@ -342,11 +430,16 @@ static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const cha
     }
     const char *state = ts_row_text(res, 0, 0, a);
     const char *stop_reason = ts_row_text(res, 0, 1, a);
+    bool held = ts_row_bool(res, 0, 2);
     PQclear(res);
     if (state == NULL)
         return nomem(err);
+    if (r->state == TS_REPORT_SUSPENDED)
+        return job_suspended(c, id, state, held, node, r, a, err);
     if (r->state != TS_REPORT_RUNNING)
         return job_ended(c, id, state, stop_reason, node, r, a, err);
+    if (strcmp(state, "suspended") == 0)
+        return TS_OK; /* not resumed yet: the agent still has it stopped */
     const char *u[] = {id, r->pid > 0 ? P("%d", r->pid) : NULL, r->has_usage ? "t" : "f",
                        P("%.17g", r->gpu_utilization),
                        P("%lld", (long long)r->gpu_memory_used_bytes)};
@@ -361,6 +454,8 @@ static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const cha
                    " WHERE id = $1",
                    5, u, &res, err);
     PQclear(res);
+    if (e == TS_OK && strcmp(state, "resuming") == 0)
+        return job_resumed(c, id, node, a, err);
     if (e != TS_OK || strcmp(state, "scheduled") != 0)
         return e;
     e = exec_in_tx(c,
@@ -437,12 +532,49 @@ static enum ts_err apply_gpus(struct ts_dbconn *c, const char *node_id,
     return TS_OK;
 }
 
+/* The resolver's events: stored once per (job, attempt, seq), only for jobs
+ * placed on this node at that attempt; the others' ids go to ignored. */
+static enum ts_err apply_events(struct ts_dbconn *c, const char *node_id,
+                                const struct ts_node_report *rep, struct ts_arena *a,
+                                struct ts_report_result *out, struct ts_error *err)
+{
+    for (size_t i = 0; i < rep->nevents; i++) {
+        const struct ts_report_event *ev = &rep->events[i];
+        const char *p[] = {P("%lld", (long long)ev->id),
+                           P("%d", ev->attempt),
+                           P("%lld", (long long)ev->seq),
+                           ev->type,
+                           ev->message,
+                           node_id};
+        PGresult *res = NULL;
+        enum ts_err e = exec_in_tx(
+            c,
+            "WITH j AS (SELECT id FROM job WHERE id = $1 AND attempt = $2 AND node_id = $6"
+            "   AND state NOT IN ('pending', 'succeeded', 'failed', 'cancelled')),"
+            " ins AS (INSERT INTO job_event (job_id, type, message, attempt, seq)"
+            "   SELECT id, $4, $5, $2, $3 FROM j"
+            "   ON CONFLICT (job_id, attempt, seq) WHERE seq IS NOT NULL DO NOTHING)"
+            " SELECT count(*) FROM j",
+            6, p, &res, err);
+        if (e != TS_OK)
+            return e;
+        bool known = ts_row_i64(res, 0, 0) > 0;
+        PQclear(res);
+        bool listed = false;
+        for (size_t k = 0; k < out->nignored && !listed; k++)
+            listed = out->ignored[k] == ev->id;
+        if (!known && !listed)
+            out->ignored[out->nignored++] = ev->id;
+    }
+    return TS_OK;
+}
+
 enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
                                  const struct ts_node_report *rep, struct ts_arena *a,
                                  struct ts_report_result *out, struct ts_error *err)
 {
     memset(out, 0, sizeof(*out));
-    out->ignored = ts_arena_alloc(a, sizeof(*out->ignored) * (rep->njobs + 1));
+    out->ignored = ts_arena_alloc(a, sizeof(*out->ignored) * (rep->njobs + rep->nevents + 1));
     if (out->ignored == NULL)
         return nomem(err);
     enum ts_err e = ts_db_begin(c, err);
@@ -474,6 +606,8 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
         if (ignored)
             out->ignored[out->nignored++] = rep->jobs[i].id;
     }
+    if (e == TS_OK)
+        e = apply_events(c, node_id, rep, a, out, err);
     if (e == TS_OK)
         e = never_started(c, node_id, rep, a, err);
     if (e == TS_OK)

@@ -24,7 +24,8 @@
     " j.gpu_memory_used_bytes, " TS_SQL_US("j.last_active_at") ","                                 \
     " (SELECT string_agg(g.idx || ':' || jg.memory_bytes, ',' ORDER BY g.idx)"                     \
     "   FROM job_gpu jg JOIN gpu g ON g.id = jg.gpu_id WHERE jg.job_id = j.id),"                   \
-    " p.deserved_gpus, p.fair_share_gpus, j.stop_reason"
+    " p.deserved_gpus, p.fair_share_gpus, j.stop_reason, j.swap, j.suspended_bytes,"              \
+    " j.suspend_held"
 /* clang-format on */
 
 #define JOB_FROM " JOIN project p ON p.id = j.project_id LEFT JOIN node n ON n.id = j.node_id"
@@ -104,6 +105,9 @@ static void read_job(const PGresult *res, int row, struct ts_arena *a, struct ts
     j->project_deserved_gpus = ts_row_double(res, row, 41);
     j->project_fair_share_gpus = ts_row_double(res, row, 42);
     j->stop_reason = ts_row_text(res, row, 43, a);
+    s->swap = ts_row_bool(res, row, 44);
+    j->suspended_bytes = ts_row_i64(res, row, 45);
+    j->suspend_held = ts_row_bool(res, row, 46);
 }
 
 static const char submit_sql[] =
@@ -111,10 +115,10 @@ static const char submit_sql[] =
     "   working_dir, gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"
     "   gpu_memory_limit_bytes, gpu_devices, requested_gpus, cpu, memory_bytes, gpu_model,"
     "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message,"
-    "   grace_seconds)"
+    "   grace_seconds, swap)"
     "   SELECT p.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"
     "   $18, $19, $20, $21, $22, 'not_yet_scheduled', 'waiting for the scheduler to consider it',"
-    "   $27"
+    "   $27, $28"
     "   FROM project p WHERE p.name = $1 AND ($26::bigint[] IS NULL OR p.id = ANY($26::bigint[]))"
     "   RETURNING *),"
     " e AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'submitted', $23 FROM j),"
@@ -204,12 +208,13 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
                             s->idempotency_key,
                             s->request_sha256,
                             allowed,
-                            grace};
+                            grace,
+                            sp->swap ? "true" : "false"};
     *replayed = false;
     for (int attempt = 0; attempt < 2; attempt++) {
         PGresult *res = NULL;
         struct ts_error sub;
-        enum ts_err e = ts_db_exec(c, submit_sql, 27, params, &res, &sub);
+        enum ts_err e = ts_db_exec(c, submit_sql, 28, params, &res, &sub);
         if (e == TS_OK && PQntuples(res) == 1) {
             read_job(res, 0, a, out);
             PQclear(res);
@@ -309,13 +314,13 @@ enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
     if (f->nstates > 0) {
-        states = ts_arena_alloc(a, 16 * 9);
+        states = ts_arena_alloc(a, 16 * 12);
         if (states == NULL)
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         size_t len = 0;
         states[len++] = '{';
         for (int i = 0; i < f->nstates; i++)
-            len += (size_t)snprintf(states + len, 16 * 9 - len, "%s%s", i ? "," : "",
+            len += (size_t)snprintf(states + len, 16 * 12 - len, "%s%s", i ? "," : "",
                                     ts_job_state_name(f->states[i]));
         states[len++] = '}';
     }
@@ -351,14 +356,14 @@ enum ts_err ts_store_queue(struct ts_dbconn *c, const char *project, const int64
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     const char *params[] = {ids, project};
     PGresult *res = NULL;
-    enum ts_err e =
-        ts_db_exec(c,
-                   "SELECT " JOB_COLS " FROM job j" JOB_FROM " WHERE j.state = 'pending'"
-                   " AND ($1::bigint[] IS NULL OR j.project_id = ANY($1::bigint[]))"
-                   " AND ($2::text IS NULL OR p.name = $2)"
-                   " ORDER BY j.queue_position = 0, j.queue_position, j.created_at,"
-                   " j.id LIMIT 10000",
-                   2, params, &res, err);
+    enum ts_err e = ts_db_exec(c,
+                               "SELECT " JOB_COLS " FROM job j" JOB_FROM
+                               " WHERE (j.state = 'pending' OR j.state = 'suspended')"
+                               " AND ($1::bigint[] IS NULL OR j.project_id = ANY($1::bigint[]))"
+                               " AND ($2::text IS NULL OR p.name = $2)"
+                               " ORDER BY j.queue_position = 0, j.queue_position, j.created_at,"
+                               " j.id LIMIT 10000",
+                               2, params, &res, err);
     if (e != TS_OK)
         return e;
     return read_jobs(res, PQntuples(res), a, out, n, err);
@@ -384,7 +389,8 @@ enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by,
             "   finished_at = CASE WHEN cur.state = 'pending' THEN now() END,"
             "   reason_code = NULL, reason_message = NULL, queue_position = 0, updated_at = now()"
             "   FROM cur WHERE job.id = cur.id"
-            "   AND cur.state IN ('pending', 'scheduled', 'running', 'evicting')"
+            "   AND cur.state IN ('pending', 'scheduled', 'running', 'evicting', 'suspending',"
+            "   'suspended', 'resuming')"
             "   RETURNING job.id, job.state),"
             " ev AS (INSERT INTO job_event (job_id, type, message)"
             "   SELECT id, state, CASE WHEN state = 'cancelled' THEN 'cancelled by ' || $2"

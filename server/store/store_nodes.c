@@ -8,85 +8,24 @@
 #include "server/store/store.h"
 
 /* One row per node and GPU; columns 12.. are the new node and GPU figures. */
+/* clang-format off */
 #define NODE_SQL                                                                                   \
-    "SELECT n.id, n.name, n.state, n.labels::text, n.cpu, n.memory_bytes, " TS_SQL_US(             \
-        "n.last_seen_at") ", " TS_SQL_US("n.created_at") ","                                       \
-                                                         " g.idx, g.uuid, g.model, "               \
-                                                         "g.memory_bytes,"                         \
-                                                         " n.swap_bytes, n.gpu_reserve_bytes, "    \
-                                                         "n.agent_version, "                       \
-                                                         "n.generation, " TS_SQL_US(               \
-                                                             "n.registered_at") ","                \
-                                                                                " (SELECT "        \
-                                                                                "count(*) FROM "   \
-                                                                                "job j WHERE "     \
-                                                                                "j.node_id = n.id" \
-                                                                                "   AND j.state "  \
-                                                                                "IN "              \
-                                                                                "('scheduled', "   \
-                                                                                "'running', "      \
-                                                                                "'evicting', "     \
-                                                                                "'cancelling')),"  \
-                                                                                " coalesce(a."     \
-                                                                                "bytes, 0), "      \
-                                                                                "g.utilization, "  \
-                                                                                "g.memory_used_"   \
-                                                                                "bytes,"           \
-                                                                                " " TS_SQL_US(     \
-                                                                                    "g.sampled_"   \
-                                                                                    "at") ","      \
-                                                                                          " a."    \
-                                                                                          "jobs"   \
-                                                                                          " FROM " \
-                                                                                          "node "  \
-                                                                                          "n "     \
-                                                                                          "LEFT "  \
-                                                                                          "JOIN "  \
-                                                                                          "gpu g " \
-                                                                                          "ON "    \
-                                                                                          "g."     \
-                                                                                          "node_"  \
-                                                                                          "id = "  \
-                                                                                          "n.id"   \
-                                                                                          " LEFT " \
-                                                                                          "JOIN "  \
-                                                                                          "LATERA" \
-                                                                                          "L "     \
-                                                                                          "(SELEC" \
-                                                                                          "T "     \
-                                                                                          "sum("   \
-                                                                                          "jg."    \
-                                                                                          "memory" \
-                                                                                          "_bytes" \
-                                                                                          ") AS "  \
-                                                                                          "bytes," \
-                                                                                          "   "    \
-                                                                                          "string" \
-                                                                                          "_agg("  \
-                                                                                          "jg."    \
-                                                                                          "job_"   \
-                                                                                          "id::"   \
-                                                                                          "text, " \
-                                                                                          "',' "   \
-                                                                                          "ORDER " \
-                                                                                          "BY "    \
-                                                                                          "jg."    \
-                                                                                          "job_"   \
-                                                                                          "id) "   \
-                                                                                          "AS "    \
-                                                                                          "jobs"   \
-                                                                                          "   "    \
-                                                                                          "FROM "  \
-                                                                                          "job_"   \
-                                                                                          "gpu "   \
-                                                                                          "jg "    \
-                                                                                          "WHERE " \
-                                                                                          "jg."    \
-                                                                                          "gpu_"   \
-                                                                                          "id = "  \
-                                                                                          "g.id) " \
-                                                                                          "a ON "  \
-                                                                                          "true"
+    "SELECT n.id, n.name, n.state, n.labels::text, n.cpu, n.memory_bytes, "                        \
+    TS_SQL_US("n.last_seen_at") ", " TS_SQL_US("n.created_at") ","                                 \
+    " g.idx, g.uuid, g.model, g.memory_bytes,"                                                     \
+    " n.swap_bytes, n.gpu_reserve_bytes, n.agent_version, n.generation, "                          \
+    TS_SQL_US("n.registered_at") ","                                                               \
+    " (SELECT count(*) FROM job j WHERE j.node_id = n.id AND j.state IN"                           \
+    "   ('scheduled', 'running', 'evicting', 'cancelling', 'suspending', 'resuming')),"            \
+    " coalesce(a.bytes, 0), g.utilization, g.memory_used_bytes, " TS_SQL_US("g.sampled_at") ","    \
+    " a.jobs, n.collision,"                                                                        \
+    " (SELECT coalesce(sum(j.suspended_bytes), 0) FROM job j WHERE j.node_id = n.id"               \
+    "   AND j.state IN ('suspending', 'suspended', 'resuming'))"                                   \
+    " FROM node n LEFT JOIN gpu g ON g.node_id = n.id"                                             \
+    " LEFT JOIN LATERAL (SELECT sum(jg.memory_bytes) AS bytes,"                                    \
+    "   string_agg(jg.job_id::text, ',' ORDER BY jg.job_id) AS jobs"                               \
+    "   FROM job_gpu jg WHERE jg.gpu_id = g.id) a ON true"
+/* clang-format on */
 
 /* "3,7,12" into an arena array. */
 static void parse_ids(const char *text, struct ts_arena *a, struct ts_gpu *g)
@@ -139,6 +78,8 @@ static enum ts_err fold(const PGresult *res, struct ts_arena *a, struct ts_node 
             nd->generation = ts_row_i64(res, i, 15);
             nd->registered_at_us = ts_row_i64(res, i, 16);
             nd->running_jobs = (int)ts_row_i64(res, i, 17);
+            nd->collision = ts_row_text(res, i, 23, a);
+            nd->swap_used_bytes = ts_row_i64(res, i, 24);
             nd->gpus = &gpus[i];
             nd->ngpus = 0;
         }

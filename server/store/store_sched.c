@@ -48,7 +48,8 @@ enum ts_err ts_store_sched_sweep(struct ts_dbconn *c, int64_t not_ready_s, int64
     e = ts_db_exec(
         c,
         "WITH lost AS (SELECT j.id, j.state, n.name FROM job j JOIN node n ON n.id = j.node_id"
-        "   WHERE j.state IN ('scheduled', 'running', 'evicting', 'cancelling')"
+        "   WHERE j.state IN ('scheduled', 'running', 'evicting', 'cancelling', 'suspending',"
+        "   'suspended', 'resuming')"
         "   AND n.state <> 'ready'"
         "   AND coalesce(n.last_seen_at, n.created_at) < now() - make_interval(secs => $1::bigint)"
         "   FOR UPDATE OF j),"
@@ -59,7 +60,8 @@ enum ts_err ts_store_sched_sweep(struct ts_dbconn *c, int64_t not_ready_s, int64
         "   resume_count = job.resume_count + CASE WHEN lost.state = 'cancelling' THEN 0 ELSE 1 "
         "END,"
         "   pid = NULL, allocated_gpus = 0, stop_reason = NULL, updated_at = now(),"
-        "   gpu_utilization = 0, gpu_memory_used_bytes = 0,"
+        "   gpu_utilization = 0, gpu_memory_used_bytes = 0, suspended_bytes = 0,"
+        "   suspend_held = false, suspended_gpu_ids = NULL, suspended_gpu_bytes = NULL,"
         "   reason_code = CASE WHEN lost.state = 'cancelling' THEN NULL ELSE 'not_yet_scheduled' "
         "END,"
         "   reason_message = CASE WHEN lost.state = 'cancelling' THEN NULL"
@@ -77,7 +79,7 @@ enum ts_err ts_store_sched_sweep(struct ts_dbconn *c, int64_t not_ready_s, int64
     e = ts_db_exec(
         c,
         "WITH over AS (UPDATE job SET state = 'cancelling', stop_reason = 'max_runtime',"
-        "   updated_at = now() WHERE state = 'running' AND max_runtime_seconds > 0"
+        "   updated_at = now() WHERE state IN ('running', 'suspended') AND max_runtime_seconds > 0"
         "   AND attempt_started_at + make_interval(secs => max_runtime_seconds) < now()"
         "   RETURNING id, max_runtime_seconds)"
         " INSERT INTO job_event (job_id, type, message)"
@@ -231,7 +233,11 @@ static enum ts_err load_nodes(struct ts_dbconn *c, struct ts_arena *a, struct ts
     PGresult *res = NULL;
     enum ts_err e = query(c,
                           "SELECT id, name, state, cpu, memory_bytes, labels::text,"
-                          " gpu_reserve_bytes FROM node ORDER BY id",
+                          " gpu_reserve_bytes, collision,"
+                          " greatest(0, swap_bytes - (SELECT coalesce(sum(j.suspended_bytes), 0)"
+                          "   FROM job j WHERE j.node_id = node.id"
+                          "   AND j.state IN ('suspending', 'suspended', 'resuming')))"
+                          " FROM node ORDER BY id",
                           &res, err);
     if (e != TS_OK)
         return e;
@@ -250,6 +256,8 @@ static enum ts_err load_nodes(struct ts_dbconn *c, struct ts_arena *a, struct ts
             .ready = strcmp(PQgetvalue(res, (int)i, 2), "ready") == 0,
             .cpu = ts_row_double(res, (int)i, 3),
             .memory_bytes = ts_row_i64(res, (int)i, 4),
+            .swap_free_bytes = ts_row_i64(res, (int)i, 8),
+            .swap_resolver = strcmp(PQgetvalue(res, (int)i, 7), "swap") == 0,
         };
         parse_labels(PQgetvalue(res, (int)i, 5), a, &nd[i].labels, &nd[i].nlabels);
         reserve[i] = ts_row_i64(res, (int)i, 6);
@@ -308,6 +316,7 @@ static void read_request(const PGresult *res, int r, int col, struct ts_arena *a
     q->host_memory_bytes = ts_row_i64(res, r, col + 8);
     parse_models(PQgetvalue(res, r, col + 9), a, &q->gpu_models, &q->ngpu_models);
     parse_labels(PQgetvalue(res, r, col + 10), a, &q->node_selector, &q->nnode_selector);
+    q->refuses_swap = !ts_row_bool(res, r, col + 11);
 }
 
 static const char jobs_sql[] =
@@ -316,8 +325,10 @@ static const char jobs_sql[] =
     " extract(epoch from created_at)::bigint,"
     " gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"
     " gpu_memory_limit_bytes, gpu_devices, cpu, memory_bytes, gpu_model::text,"
-    " node_selector::text"
-    " FROM job WHERE state IN ('pending', 'scheduled', 'running', 'evicting', 'cancelling')"
+    " node_selector::text, swap, suspend_held, array_to_string(suspended_gpu_ids, ','),"
+    " EXISTS (SELECT 1 FROM job_gpu jg WHERE jg.job_id = job.id)"
+    " FROM job WHERE state IN ('pending', 'scheduled', 'running', 'evicting', 'cancelling',"
+    " 'suspending', 'suspended', 'resuming')"
     " ORDER BY id";
 
 static enum ts_err load_slots(struct ts_dbconn *c, struct ts_arena *a,
@@ -356,6 +367,33 @@ static enum ts_err load_slots(struct ts_dbconn *c, struct ts_arena *a,
     return TS_OK;
 }
 
+/* "3,7" (GPU ids) as slots of the snapshot's GPUs on `node`; none when a
+ * GPU is gone or moved (the job may then resume on any GPUs of its node). */
+static void suspended_slots(const char *text, int node, const struct ts_sched_rows *rows,
+                            const struct ts_sched_snapshot *s, struct ts_arena *a,
+                            struct ts_sched_pending *p)
+{
+    if (text == NULL || *text == '\0')
+        return;
+    size_t n = 1;
+    for (const char *q = text; *q; q++)
+        n += *q == ',';
+    struct ts_sched_slot *v = ts_arena_alloc(a, n * sizeof(*v));
+    if (v == NULL || n > TS_SCHED_MAX_DEVICES)
+        return;
+    const char *q = text;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        int g = find_id(rows->gpu_ids, rows->ngpu_ids, strtoll(q, &end, 10));
+        if (g < 0 || s->gpus[g].node != node)
+            return;
+        v[i] = (struct ts_sched_slot){.gpu = g};
+        q = *end == ',' ? end + 1 : end;
+    }
+    p->suspended_slots = v;
+    p->nsuspended_slots = n;
+}
+
 static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_sched_rows *rows,
                              struct ts_sched_snapshot *s, struct ts_error *err)
 {
@@ -372,13 +410,35 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
         return nomem(err);
     }
     size_t nrun = 0, npend = 0;
+    /* the snapshot's nodes are this arena's: suspensions the core does not
+     * see (held ones, ones being ended) keep their host memory */
+    struct ts_sched_node *nodes = (struct ts_sched_node *)s->nodes;
     for (size_t i = 0; i < n; i++) {
         int r = (int)i;
         const char *state = PQgetvalue(res, r, 5);
         int project = find_id(rows->project_ids, s->nprojects, ts_row_i64(res, r, 2));
         if (project < 0)
             continue;
-        if (strcmp(state, "pending") == 0) {
+        bool suspended = strcmp(state, "suspended") == 0;
+        bool held = suspended && ts_row_bool(res, r, 21);
+        bool stopping = strcmp(state, "evicting") == 0 || strcmp(state, "cancelling") == 0 ||
+                        strcmp(state, "suspending") == 0;
+        bool gpuless = !ts_row_bool(res, r, 23) && strcmp(PQgetvalue(res, r, 9), "none") != 0;
+        int at =
+            ts_row_null(res, r, 6) ? -1 : find_id(rows->node_ids, s->nnodes, ts_row_i64(res, r, 6));
+        /* suspended on request, on a node that is not ready (it waits for
+         * the node, or for the lost-node sweep), or a suspension being
+         * ended: not the scheduler's to place, but its host memory is
+         * still taken */
+        if (held || (suspended && (at < 0 || !nodes[at].ready)) ||
+            (stopping && gpuless && strcmp(state, "suspending") != 0)) {
+            if (at >= 0) {
+                int64_t m = nodes[at].memory_bytes - ts_row_i64(res, r, 17);
+                nodes[at].memory_bytes = m > 0 ? m : 0;
+            }
+            continue;
+        }
+        if (strcmp(state, "pending") == 0 || suspended) {
             struct ts_sched_pending *p = &pend[npend++];
             *p = (struct ts_sched_pending){
                 .id = ts_row_i64(res, r, 0),
@@ -387,15 +447,17 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
                 .priority = (int)ts_row_i64(res, r, 3),
                 .preemptible = ts_row_bool(res, r, 4),
                 .submitted_at = ts_row_i64(res, r, 8),
-                .suspended_node = -1,
+                .suspended_node = suspended ? at : -1,
             };
             read_request(res, r, 9, a, &p->request);
+            if (suspended && at >= 0)
+                suspended_slots(ts_row_null(res, r, 22) ? NULL : PQgetvalue(res, r, 22), at, rows,
+                                s, a, p);
             continue;
         }
-        int node = find_id(rows->node_ids, s->nnodes, ts_row_i64(res, r, 6));
+        int node = at;
         if (node < 0)
             continue;
-        bool stopping = strcmp(state, "evicting") == 0 || strcmp(state, "cancelling") == 0;
         struct ts_sched_running *j = &run[nrun];
         *j = (struct ts_sched_running){
             .id = ts_row_i64(res, r, 0),
@@ -499,37 +561,76 @@ static enum ts_err write_bind(struct ts_dbconn *c, const struct ts_sched_snapsho
                        msg};
     if (msg == NULL)
         return nomem(err);
-    return guarded(c,
-                   "WITH upd AS (UPDATE job j SET state = 'scheduled', node_id = $2,"
-                   "   attempt = j.attempt + 1, allocated_gpus = $3, reason_code = NULL,"
-                   "   reason_message = NULL, queue_position = 0, stop_reason = NULL,"
-                   "   attempt_started_at = NULL, updated_at = now(),"
-                   "   checkpoint_dir = coalesce(j.checkpoint_dir,"
-                   "     $4 || '/' || p.name || '/' || j.id)"
-                   "   FROM project p WHERE p.id = j.project_id AND j.id = $1"
-                   "   AND j.state = 'pending' RETURNING j.id),"
-                   " slots AS (INSERT INTO job_gpu (job_id, gpu_id, memory_bytes)"
-                   "   SELECT upd.id, s.gpu, s.bytes FROM upd,"
-                   "   unnest($5::bigint[], $6::bigint[]) AS s(gpu, bytes)),"
-                   " ev AS (INSERT INTO job_event (job_id, type, message)"
-                   "   SELECT id, 'scheduled', $7 FROM upd)"
-                   " SELECT 1 FROM upd",
-                   7, p, d->job_id, err);
+    return guarded(
+        c,
+        /* a suspended job resumes in the same attempt: its processes
+           continue on the GPUs they held */
+        "WITH upd AS (UPDATE job j SET"
+        "   state = CASE WHEN j.state = 'suspended' THEN 'resuming' ELSE 'scheduled' END,"
+        "   node_id = $2, allocated_gpus = $3, reason_code = NULL,"
+        "   attempt = j.attempt + CASE WHEN j.state = 'suspended' THEN 0 ELSE 1 END,"
+        "   reason_message = NULL, queue_position = 0, stop_reason = NULL,"
+        "   attempt_started_at = CASE WHEN j.state = 'suspended'"
+        "     THEN j.attempt_started_at END, updated_at = now(),"
+        "   checkpoint_dir = coalesce(j.checkpoint_dir,"
+        "     $4 || '/' || p.name || '/' || j.id)"
+        "   FROM project p WHERE p.id = j.project_id AND j.id = $1"
+        "   AND (j.state = 'pending' OR (j.state = 'suspended' AND j.node_id = $2"
+        "   AND NOT j.suspend_held)) RETURNING j.id, j.state),"
+        " slots AS (INSERT INTO job_gpu (job_id, gpu_id, memory_bytes)"
+        "   SELECT upd.id, s.gpu, s.bytes FROM upd,"
+        "   unnest($5::bigint[], $6::bigint[]) AS s(gpu, bytes)),"
+        " ev AS (INSERT INTO job_event (job_id, type, message)"
+        "   SELECT id, CASE WHEN state = 'resuming' THEN 'resuming' ELSE 'scheduled' END,"
+        "   CASE WHEN state = 'resuming' THEN 'resuming on ' || substr($7, 14)"
+        "   ELSE $7 END FROM upd)"
+        " SELECT 1 FROM upd",
+        7, p, d->job_id, err);
 }
 
+/* EVICT: a running job stops (evicting). SUSPEND: a running job that
+ * accepts swap is suspended in place (suspending, holding its GPU memory
+ * limit of the node's swap until its agent says what it moved); one its
+ * agent has not started yet is simply evicted. EVICT of a pending job
+ * (job_was_running false): its suspension ends, its processes are killed
+ * (evicting, with no GPUs) and it is queued again. */
 static enum ts_err write_stop(struct ts_dbconn *c, const struct ts_sched_decision *d,
                               struct ts_arena *a, struct ts_error *err)
 {
-    const char *p[] = {P("%lld", (long long)d->job_id), d->message,
-                       d->action == TS_SCHED_SUSPEND ? "suspended" : "evicted"};
+    const char *p[] = {P("%lld", (long long)d->job_id), d->message};
+    if (!d->job_was_running)
+        return guarded(c,
+                       "WITH upd AS (UPDATE job SET state = 'evicting', stop_reason = 'evicted',"
+                       "   updated_at = now() WHERE id = $1 AND state = 'suspended'"
+                       "   AND NOT suspend_held RETURNING id),"
+                       " ev AS (INSERT INTO job_event (job_id, type, message)"
+                       "   SELECT id, 'evicting', 'its suspension ends: ' || $2 FROM upd)"
+                       " SELECT 1 FROM upd",
+                       2, p, d->job_id, err);
+    if (d->action == TS_SCHED_SUSPEND)
+        return guarded(
+            c,
+            "WITH upd AS (UPDATE job j SET"
+            "   state = CASE WHEN j.state = 'running' AND j.swap THEN 'suspending'"
+            "     ELSE 'evicting' END,"
+            "   stop_reason = CASE WHEN j.state = 'running' AND j.swap THEN 'suspended'"
+            "     ELSE 'evicted' END,"
+            "   suspended_bytes = CASE WHEN j.state = 'running' AND j.swap"
+            "     THEN " TS_SQL_JOB_LIMIT_BYTES " ELSE 0 END,"
+            "   suspend_held = false, updated_at = now()"
+            "   WHERE j.id = $1 AND j.state IN ('scheduled', 'running') RETURNING j.id, j.state),"
+            " ev AS (INSERT INTO job_event (job_id, type, message)"
+            "   SELECT id, state, $2 FROM upd)"
+            " SELECT 1 FROM upd",
+            2, p, d->job_id, err);
     return guarded(c,
-                   "WITH upd AS (UPDATE job SET state = 'evicting', stop_reason = $3,"
+                   "WITH upd AS (UPDATE job SET state = 'evicting', stop_reason = 'evicted',"
                    "   updated_at = now() WHERE id = $1 AND state IN ('scheduled', 'running')"
                    "   RETURNING id),"
                    " ev AS (INSERT INTO job_event (job_id, type, message)"
                    "   SELECT id, 'evicting', $2 FROM upd)"
                    " SELECT 1 FROM upd",
-                   3, p, d->job_id, err);
+                   2, p, d->job_id, err);
 }
 
 /* A PostgreSQL array literal of strings: {"a","b \"c\""}. */
@@ -586,7 +687,8 @@ static enum ts_err write_reasons(struct ts_dbconn *c, const struct ts_sched_appl
         c,
         "UPDATE job SET reason_code = u.code, reason_message = u.msg, queue_position = u.pos"
         " FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS u(id, pos, code, msg)"
-        " WHERE job.id = u.id AND job.state = 'pending'"
+        " WHERE job.id = u.id AND (job.state = 'pending'"
+        "   OR (job.state = 'suspended' AND NOT job.suspend_held))"
         " AND (job.reason_code, job.reason_message, job.queue_position)"
         "   IS DISTINCT FROM (u.code, u.msg, u.pos)",
         4, p, &res, err);

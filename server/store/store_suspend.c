@@ -1,0 +1,164 @@
+/*
+ * store_suspend.c - suspend and resume on request (POST /jobs/{id}/suspend,
+ * /resume): the checks, the state change and its event, in one transaction.
+ *
+ * A job suspended on request is held: the scheduler leaves it suspended
+ * until a resume clears the hold; then it is an ordinary suspended job that
+ * the scheduler binds again on its node and GPUs when they have room.
+ *
+ * Swap accounting: a job suspending, suspended or resuming holds
+ * suspended_bytes of its node's host swap (swap_bytes). While suspending,
+ * that is its GPU memory limit over its GPUs (what it may have to move);
+ * once its agent reports it suspended, what it moved.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "server/store/row.h"
+#include "server/store/store.h"
+
+/* The swap a node's suspensions hold. */
+#define SWAP_USED_SQL                                                                              \
+    "(SELECT coalesce(sum(o.suspended_bytes), 0)::bigint FROM job o WHERE o.node_id = j.node_id"   \
+    "   AND o.state IN ('suspending', 'suspended', 'resuming'))"
+
+static enum ts_err fail(struct ts_dbconn *c, struct ts_error *err, enum ts_err code,
+                        const char *msg)
+{
+    ts_db_rollback(c);
+    return ts_error_set(err, code, "%s", msg);
+}
+
+enum ts_err ts_store_job_suspend(struct ts_dbconn *c, int64_t id, const char *by,
+                                 struct ts_arena *a, struct ts_job *out, struct ts_error *err)
+{
+    char idbuf[24];
+    snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+    const char *p[] = {idbuf};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_begin(c, err);
+    if (e != TS_OK)
+        return e;
+    /* the job row is locked first, as reports and the scheduler do */
+    e = ts_db_exec(c,
+                   "SELECT j.state, j.swap, n.name, n.swap_bytes, " TS_SQL_JOB_LIMIT_BYTES
+                   ", " SWAP_USED_SQL " FROM job j LEFT JOIN node n ON n.id = j.node_id"
+                   " WHERE j.id = $1 FOR UPDATE OF j",
+                   1, p, &res, err);
+    if (e != TS_OK) {
+        ts_db_rollback(c);
+        return e;
+    }
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        ts_db_rollback(c);
+        return ts_error_set(err, TS_ERR_NOT_FOUND, "job %lld does not exist", (long long)id);
+    }
+    char state[32], node[TS_NAME_MAX + 1] = "";
+    ts_row_copy(res, 0, 0, state, sizeof(state));
+    bool swap = ts_row_bool(res, 0, 1);
+    if (!ts_row_null(res, 0, 2))
+        ts_row_copy(res, 0, 2, node, sizeof(node));
+    int64_t swap_bytes = ts_row_i64(res, 0, 3);
+    int64_t need = ts_row_i64(res, 0, 4);
+    int64_t used = ts_row_i64(res, 0, 5);
+    PQclear(res);
+    char msg[512];
+    if (strcmp(state, "running") != 0) {
+        snprintf(msg, sizeof(msg), "job %lld is %s; only a running job can be suspended",
+                 (long long)id, state);
+        return fail(c, err, TS_ERR_CONFLICT, msg);
+    }
+    if (!swap) {
+        snprintf(msg, sizeof(msg), "job %lld refuses swap (swap: false); it cannot be suspended",
+                 (long long)id);
+        return fail(c, err, TS_ERR_CONFLICT, msg);
+    }
+    if (swap_bytes <= 0) {
+        snprintf(msg, sizeof(msg),
+                 "node %s has no host swap (swap_bytes 0); job %lld cannot be "
+                 "suspended there",
+                 node, (long long)id);
+        return fail(c, err, TS_ERR_CONFLICT, msg);
+    }
+    if (swap_bytes - used < need) {
+        snprintf(msg, sizeof(msg),
+                 "node %s has too little free host swap for job %lld: %lld of %lld bytes free, "
+                 "its GPU memory limit is %lld bytes",
+                 node, (long long)id, (long long)(swap_bytes - used), (long long)swap_bytes,
+                 (long long)need);
+        return fail(c, err, TS_ERR_CONFLICT, msg);
+    }
+    const char *q[] = {
+        idbuf, ts_arena_printf(a, "%lld", (long long)need),
+        ts_arena_printf(a, "suspend requested by %s; stopping in place on node %s", by, node)};
+    if (q[1] == NULL || q[2] == NULL) {
+        ts_db_rollback(c);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    e = ts_db_exec(c,
+                   "WITH upd AS (UPDATE job SET state = 'suspending', suspend_held = true,"
+                   "   stop_reason = 'suspended', suspended_bytes = $2, updated_at = now()"
+                   "   WHERE id = $1 AND state = 'running' RETURNING id)"
+                   " INSERT INTO job_event (job_id, type, message) SELECT id, 'suspending', $3"
+                   " FROM upd",
+                   3, q, &res, err);
+    PQclear(res);
+    if (e == TS_OK)
+        e = ts_db_commit(c, err);
+    else
+        ts_db_rollback(c);
+    if (e != TS_OK)
+        return e;
+    return ts_store_job_get(c, id, a, out, NULL, err);
+}
+
+enum ts_err ts_store_job_resume(struct ts_dbconn *c, int64_t id, const char *by, struct ts_arena *a,
+                                struct ts_job *out, struct ts_error *err)
+{
+    char idbuf[24];
+    snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+    const char *msg = ts_arena_printf(a, "resume requested by %s; waiting for its GPUs", by);
+    if (msg == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    const char *p[] = {idbuf, msg};
+    PGresult *res = NULL;
+    /* one statement: the hold is cleared only on a suspended, held job */
+    enum ts_err e = ts_db_exec(
+        c,
+        "WITH cur AS (SELECT id, state, suspend_held FROM job WHERE id = $1 FOR UPDATE),"
+        " upd AS (UPDATE job SET suspend_held = false, updated_at = now(),"
+        "   reason_code = 'not_yet_scheduled', reason_message = 'waiting for the scheduler'"
+        "   FROM cur WHERE job.id = cur.id AND cur.state = 'suspended' AND cur.suspend_held"
+        "   RETURNING job.id),"
+        " ev AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'resume_requested', $2"
+        "   FROM upd)"
+        " SELECT cur.state, cur.suspend_held, (SELECT count(*) FROM upd) FROM cur",
+        2, p, &res, err);
+    if (e != TS_OK)
+        return e;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOT_FOUND, "job %lld does not exist", (long long)id);
+    }
+    char state[32];
+    ts_row_copy(res, 0, 0, state, sizeof(state));
+    bool held = ts_row_bool(res, 0, 1);
+    bool done = ts_row_i64(res, 0, 2) == 1;
+    PQclear(res);
+    if (!done) {
+        if (strcmp(state, "suspended") == 0 && !held)
+            return ts_error_set(err, TS_ERR_CONFLICT,
+                                "job %lld was suspended by the scheduler; it resumes by itself "
+                                "when its GPUs are free",
+                                (long long)id);
+        if (strcmp(state, "suspending") == 0)
+            return ts_error_set(err, TS_ERR_CONFLICT,
+                                "job %lld is still suspending; resume it once it is suspended",
+                                (long long)id);
+        return ts_error_set(err, TS_ERR_CONFLICT,
+                            "job %lld is %s; only a suspended job can be resumed", (long long)id,
+                            state);
+    }
+    return ts_store_job_get(c, id, a, out, NULL, err);
+}

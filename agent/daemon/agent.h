@@ -40,8 +40,8 @@ struct ts_agent_config {
     char *log_level;
     char *simgpu_lib_dir;
     char *desired_file;
-    char *collision;      /* wait|priority|swap */
-    int64_t swap_reserve; /* bytes of host swap reserve; 0: none */
+    char *collision;        /* wait|priority|swap */
+    int64_t swap_reserve;   /* bytes of host swap reserve; 0: none */
     int64_t collision_wait; /* seconds */
     int64_t swap_idle;      /* seconds */
     char *shim_lib;

@@ -148,8 +148,7 @@ static void report_wait(struct ts_broker *b, unsigned g, int i, uint64_t need)
                   (int)atomic_load(&l->procs[i].pid), ts_broker_bytes(need, n, sizeof(n)),
                   b->s->index[g], ts_broker_bytes(ts_broker_free(b, g), f, sizeof(f)),
                   ts_broker_bytes(b->s->usable[g], u, sizeof(u)),
-                  ts_broker_bytes(atomic_load(&l->burst_bytes), br, sizeof(br)),
-                  b->resolver->name);
+                  ts_broker_bytes(atomic_load(&l->burst_bytes), br, sizeof(br)), b->resolver->name);
 }
 
 static void pass_gpu(struct ts_broker *b, unsigned g)
@@ -227,8 +226,8 @@ static size_t requests(struct ts_broker *b, struct request *out)
         if (j->phase != TS_AJOB_RUNNING || j->stopping || j->suspend_failed)
             continue;
         if (j->want_suspend != j->suspended)
-            out[n++] = (struct request){j->id, j->attempt, j->pid, j->shim, j->suspended,
-                                        j->ngpus > 0 ? j->gpus[0] : 0};
+            out[n++] = (struct request){j->id,   j->attempt,   j->pid,
+                                        j->shim, j->suspended, j->ngpus > 0 ? j->gpus[0] : 0};
     }
     pthread_mutex_unlock(&b->a->mu);
     return n;

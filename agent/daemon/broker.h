@@ -19,7 +19,7 @@
 
 #include "agent/daemon/agent.h"
 
-#define TS_BROKER_ACK_MS 30000 /* longest a swap command waits for the shim */
+#define TS_BROKER_ACK_MS 30000  /* longest a swap command waits for the shim */
 #define TS_BROKER_FREE_MS 10000 /* longest an ended process's memory takes to be freed */
 
 struct ts_broker;

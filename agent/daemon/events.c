@@ -119,8 +119,8 @@ static void queue(struct ts_events *ev, json_t *e)
     json_array_append(ev->pending, e);
 }
 
-void ts_events_add(struct ts_events *ev, int64_t id, int attempt, const char *type,
-                   const char *fmt, ...)
+void ts_events_add(struct ts_events *ev, int64_t id, int attempt, const char *type, const char *fmt,
+                   ...)
 {
     char msg[TS_EVENT_MESSAGE_MAX + 1];
     va_list ap;

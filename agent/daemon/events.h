@@ -27,8 +27,8 @@ void ts_events_free(struct ts_events *ev); /* NULL is a no-op */
 
 /* Record an event on job (id, attempt); type is [a-z_]{1,32}, the message
  * is cut at TS_EVENT_MESSAGE_MAX characters. Also logged. */
-void ts_events_add(struct ts_events *ev, int64_t id, int attempt, const char *type,
-                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void ts_events_add(struct ts_events *ev, int64_t id, int attempt, const char *type, const char *fmt,
+                   ...) __attribute__((format(printf, 5, 6)));
 /* After a restart: queue again what a job's log holds beyond its acked seq. */
 void ts_events_load(struct ts_events *ev, int64_t id, int attempt);
 /* The events not yet accepted, oldest first, at most max (new array of

@@ -90,8 +90,7 @@ enum ts_err ts_ledgers_open(struct ts_ledgers *s, const struct ts_gpus *gpus, co
     snprintf(s->dir, sizeof(s->dir), "%s/ledger", data_dir);
     int rc = ts_files_mkdirs(s->dir, 0755);
     if (rc != 0)
-        return ts_error_set(err, TS_ERR_INTERNAL, "could not create %s: %s", s->dir,
-                            strerror(-rc));
+        return ts_error_set(err, TS_ERR_INTERNAL, "could not create %s: %s", s->dir, strerror(-rc));
     if (swap_bytes > 0) {
         enum ts_err e = reserve_open(s, data_dir, swap_bytes, err);
         if (e != TS_OK)
@@ -101,8 +100,8 @@ enum ts_err ts_ledgers_open(struct ts_ledgers *s, const struct ts_gpus *gpus, co
         const struct ts_gpu_info *g = &gpus->info[i];
         char path[PATH_MAX + 32];
         snprintf(path, sizeof(path), "%s/gpu%u.ledger", s->dir, g->index);
-        s->l[i] = ts_ledger_create(path, g->index, g->uuid, g->memory_bytes, gpu_reserve,
-                                   collision, wait_ms, s->swap_path, s->swap_bytes);
+        s->l[i] = ts_ledger_create(path, g->index, g->uuid, g->memory_bytes, gpu_reserve, collision,
+                                   wait_ms, s->swap_path, s->swap_bytes);
         if (s->l[i] == NULL) {
             enum ts_err e = ts_error_set(err, TS_ERR_INTERNAL, "could not create the ledger %s: %s",
                                          path, strerror(errno));

@@ -76,8 +76,7 @@ static void start(struct ts_agent *a, const json_t *d, int64_t id, int attempt)
     add_job(a, j);
 }
 
-void ts_reconcile_stop(struct ts_agent *a, struct ts_ajob *j, int grace_seconds,
-                       const char *reason)
+void ts_reconcile_stop(struct ts_agent *a, struct ts_ajob *j, int grace_seconds, const char *reason)
 {
     pthread_mutex_lock(&a->mu);
     j->want_suspend = false;

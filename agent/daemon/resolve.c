@@ -67,11 +67,11 @@ static bool pick(struct ts_broker *b, unsigned g, int w, bool swap, struct victi
         uint64_t last = atomic_load(&p->last_call_ns);
         if (swap) {
             if (!(job->flags & TS_LJ_SWAP_OK) || atomic_load(&p->need_bytes) != 0 ||
-                atomic_load(&p->swap_state) != TS_SWAP_RESIDENT ||
-                now - last < b->swap_idle_ns || last > now)
+                atomic_load(&p->swap_state) != TS_SWAP_RESIDENT || now - last < b->swap_idle_ns ||
+                last > now)
                 continue;
         }
-        struct victim v = {i,    pid,  job->priority, last, jused - job->request_bytes,
+        struct victim v = {i,    pid,         job->priority, last, jused - job->request_bytes,
                            used, job->job_id, job->attempt};
         if (!found || before(&v, out)) {
             *out = v;

@@ -133,14 +133,13 @@ json_t *ts_upstream_registration(struct ts_agent *a)
                                               (json_int_t)g->memory_bytes));
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:s, s:s, s:o}", "labels",
-                     labels_json(a->cfg.labels), "cpu",
-                     (json_int_t)(a->cfg.cpu > 0 ? a->cfg.cpu : cpus), "memory_bytes",
-                     (json_int_t)(a->cfg.memory > 0 ? a->cfg.memory : mem_total()), "swap_bytes",
-                     (json_int_t)a->ledgers.swap_bytes, "gpu_reserve_bytes",
-                     (json_int_t)a->cfg.gpu_reserve, "collision",
-                     ts_ledgers_collision_name(a->ledgers.collision), "agent_version",
-                     TS_VERSION, "gpus", gpus);
+    return json_pack(
+        "{s:o, s:I, s:I, s:I, s:I, s:s, s:s, s:o}", "labels", labels_json(a->cfg.labels), "cpu",
+        (json_int_t)(a->cfg.cpu > 0 ? a->cfg.cpu : cpus), "memory_bytes",
+        (json_int_t)(a->cfg.memory > 0 ? a->cfg.memory : mem_total()), "swap_bytes",
+        (json_int_t)a->ledgers.swap_bytes, "gpu_reserve_bytes", (json_int_t)a->cfg.gpu_reserve,
+        "collision", ts_ledgers_collision_name(a->ledgers.collision), "agent_version", TS_VERSION,
+        "gpus", gpus);
 }
 
 /* ---- reports ------------------------------------------------------------- */

@@ -1,0 +1,642 @@
+/*
+ * fraction_test.c - tessera-agent's side of fraction enforcement, with the
+ * real binary (--desired-file, one simulated GPU of 1 GiB with 768 MiB held
+ * back, so 256 MiB usable) and real processes: shim_player plays shimmed
+ * processes through the ledger protocol, so the broker's resolvers, the swap
+ * reserve and suspend/resume are exercised by real collisions.
+ *
+ * Usage: fraction_test CASE, with TS_BIN_DIR, TS_AGENT_PROBE and
+ * TS_SHIM_PLAYER in the environment (CTest sets them).
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/daemon/files.h"
+#include "agent/daemon/proc.h"
+#include "agent/ledger/ledger.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+#define REQUIRE(cond)                                                                              \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: required check failed: %s\n", __FILE__, __LINE__, #cond);      \
+            failures++;                                                                            \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+#define MiB (1ull << 20)
+
+static const char *bin_dir, *probe, *player;
+static char root[200], data[256], desired[256], agent_log[256];
+static pid_t agent_pid;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static void set_desired(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_desired(const char *fmt, ...)
+{
+    char text[16384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    json_t *v = json_loads(text, 0, NULL);
+    if (v == NULL) {
+        fprintf(stderr, "bad desired state in the test: %s\n", text);
+        exit(1);
+    }
+    json_decref(v);
+    if (ts_files_write_atomic(desired, text, strlen(text), 0600) != 0)
+        exit(1);
+}
+
+/* Start the agent with the fraction options given (NULL-terminated). */
+static void agent_start(const char *const *extra)
+{
+    char exe[PATH_MAX];
+    snprintf(exe, sizeof(exe), "%s/tessera-agent", bin_dir);
+    const char *argv[40] = {exe,
+                            "--node",
+                            "n1",
+                            "--data-dir",
+                            data,
+                            "--gpus",
+                            "sim:1x1GiB",
+                            "--desired-file",
+                            desired,
+                            "--report-interval",
+                            "1s",
+                            "--log-level",
+                            "debug",
+                            "--gpu-reserve",
+                            "768MiB",
+                            "--shim-lib",
+                            "/nonexistent/libtessera-cuda.so"};
+    size_t n = 17;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 38; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(agent_log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    agent_pid = pid;
+}
+
+static json_t *report(void)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/report.json", data);
+    return ts_files_read_json(path);
+}
+
+static json_t *report_job(json_t *r, long id)
+{
+    size_t i;
+    json_t *j;
+    json_array_foreach(json_object_get(r, "jobs"), i, j) {
+        if (json_integer_value(json_object_get(j, "id")) == id)
+            return j;
+    }
+    return NULL;
+}
+
+/* Wait until the report shows job id (attempt 0) in state; its entry (new) or NULL. */
+static json_t *wait_job(long id, const char *state, double timeout_s)
+{
+    double until = now_s() + timeout_s;
+    while (now_s() < until) {
+        json_t *r = report();
+        json_t *j = report_job(r, id);
+        const char *s = json_string_value(json_object_get(j, "state"));
+        if (s != NULL && strcmp(s, state) == 0) {
+            json_t *copy = json_deep_copy(j);
+            json_decref(r);
+            return copy;
+        }
+        json_decref(r);
+        sleep_s(0.05);
+    }
+    fprintf(stderr, "job %ld not %s after %.0f s\n", id, state, timeout_s);
+    return NULL;
+}
+
+/* The job's events.log (every event it had, in order; new), once it holds
+ * an event of type, or NULL after timeout_s. */
+static char *wait_event(long id, const char *type, double timeout_s)
+{
+    char path[PATH_MAX + 64], want[64];
+    snprintf(path, sizeof(path), "%s/jobs/%ld-0/events.log", data, id);
+    snprintf(want, sizeof(want), "\"type\":\"%s\"", type);
+    double until = now_s() + timeout_s;
+    while (now_s() < until) {
+        char *t = ts_files_read(path, 1 << 20, NULL);
+        if (t != NULL && strstr(t, want) != NULL)
+            return t;
+        free(t);
+        sleep_s(0.05);
+    }
+    fprintf(stderr, "no %s event on job %ld after %.0f s\n", type, id, timeout_s);
+    return NULL;
+}
+
+/* Whether a report carrying job id's first event of type was accepted (in
+ * --desired-file mode: written to report.json, after which the agent
+ * records its seq in the job's events.acked and sends it no more). */
+static bool reported_event(long id, const char *type, double timeout_s)
+{
+    char *log = wait_event(id, type, timeout_s), want[64];
+    snprintf(want, sizeof(want), "\"type\":\"%s\"", type);
+    const char *at = log != NULL ? strstr(log, want) : NULL;
+    const char *seqp = at != NULL ? strstr(at, "\"seq\":") : NULL;
+    /* the seq of that line: the last "seq": before the type on its line */
+    const char *line = at;
+    while (line != NULL && line > log && line[-1] != '\n')
+        line--;
+    seqp = line != NULL ? strstr(line, "\"seq\":") : NULL;
+    int seq = seqp != NULL ? atoi(seqp + 6) : 0;
+    free(log);
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/jobs/%ld-0/events.acked", data, id);
+    double until = now_s() + timeout_s;
+    while (seq >= 1 && now_s() < until) {
+        char *t = ts_files_read(path, 64, NULL);
+        int acked = t != NULL ? atoi(t) : 0;
+        free(t);
+        if (acked >= seq)
+            return true;
+        sleep_s(0.05);
+    }
+    return false;
+}
+
+static char *job_output(long id)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/jobs/%ld-0/output.log", data, id);
+    return ts_files_read(path, 1 << 20, NULL);
+}
+
+static struct ts_ledger *ledger(void)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/ledger/gpu0.ledger", data);
+    return ts_ledger_open(path);
+}
+
+/* The job's figures in the ledger of GPU 0: used bytes, or -1 without a slot. */
+static long long ledger_used(long id)
+{
+    struct ts_ledger *l = ledger();
+    int j = l != NULL ? ts_ledger_find_job(l, ts_ledger_key(id, 0)) : -1;
+    long long u = j >= 0 ? (long long)atomic_load(&l->jobs[j].used_bytes) : -1;
+    ts_ledger_close(l);
+    return u;
+}
+
+static void setup(void)
+{
+    bin_dir = getenv("TS_BIN_DIR");
+    probe = getenv("TS_AGENT_PROBE");
+    player = getenv("TS_SHIM_PLAYER");
+    if (bin_dir == NULL || probe == NULL || player == NULL) {
+        fprintf(stderr, "TS_BIN_DIR, TS_AGENT_PROBE and TS_SHIM_PLAYER must be set\n");
+        exit(1);
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(root, sizeof(root), "%s/fraction-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(root) == NULL)
+        exit(1);
+    snprintf(data, sizeof(data), "%s/data", root);
+    snprintf(desired, sizeof(desired), "%s/desired.json", root);
+    snprintf(agent_log, sizeof(agent_log), "%s/agent.log", root);
+    set_desired("{\"generation\": 0, \"jobs\": []}");
+}
+
+static void check_sanitizer(const char *path)
+{
+    char *log = ts_files_read(path, 16 << 20, NULL);
+    if (log != NULL && (strstr(log, "Sanitizer") != NULL || strstr(log, "runtime error") != NULL)) {
+        fprintf(stderr, "sanitizer report in %s:\n%s\n", path, log);
+        failures++;
+    }
+    free(log);
+}
+
+/* Stop the agent, kill whatever jobs are left (continued first), remove the
+ * reserve file and the folder. */
+static void teardown(void)
+{
+    if (agent_pid > 0) {
+        kill(agent_pid, SIGTERM);
+        int st = -1;
+        for (int i = 0; i < 1500 && waitpid(agent_pid, &st, WNOHANG) == 0; i++)
+            sleep_s(0.01);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    check_sanitizer(agent_log);
+    struct ts_ledger *l = ledger();
+    if (l != NULL && l->h.swap_path[0] != '\0')
+        unlink(l->h.swap_path);
+    ts_ledger_close(l);
+    char jobs[PATH_MAX + 16];
+    snprintf(jobs, sizeof(jobs), "%s/jobs", data);
+    DIR *d = opendir(jobs);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char path[PATH_MAX + 300];
+        snprintf(path, sizeof(path), "%s/%s/supervisor.log", jobs, e->d_name);
+        check_sanitizer(path);
+        snprintf(path, sizeof(path), "%s/%s/job.json", jobs, e->d_name);
+        json_t *rec = ts_files_read_json(path);
+        pid_t sid = (pid_t)json_integer_value(json_object_get(rec, "pid"));
+        uint64_t ticks = (uint64_t)json_integer_value(json_object_get(rec, "start_ticks"));
+        if (sid > 0 && ts_proc_same(sid, ticks)) {
+            pid_t pids[64];
+            size_t n = ts_proc_session(sid, pids, 64);
+            for (size_t i = 0; i < n && i < 64; i++) {
+                kill(pids[i], SIGKILL);
+                kill(pids[i], SIGCONT);
+            }
+        }
+        json_decref(rec);
+    }
+    if (d != NULL)
+        closedir(d);
+    if (getenv("TS_KEEP") == NULL)
+        ts_files_remove_tree(root);
+    else
+        fprintf(stderr, "kept %s\n", root);
+}
+
+/* A desired job on GPU 0 with a request and a limit in MiB, a priority, and
+ * shim_player steps (a JSON list's inside, after the program). */
+static char *job(char *buf, size_t len, int id, const char *action, int req, int lim, int prio,
+                 const char *steps)
+{
+    snprintf(buf, len,
+             "{\"id\": %d, \"attempt\": 0, \"name\": \"j%d\", \"project\": \"p\", "
+             "\"action\": \"%s\", \"priority\": %d, \"grace_seconds\": 2, "
+             "\"gpus\": [{\"index\": 0, \"memory_bytes\": %llu, \"memory_limit_bytes\": %llu}], "
+             "\"command\": [\"%s\", %s]}",
+             id, id, action, prio, (unsigned long long)req * MiB, (unsigned long long)lim * MiB,
+             player, steps);
+    return buf;
+}
+
+static void flag(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", root, name);
+}
+
+/* ---- cases ------------------------------------------------------------------ */
+
+static void a_fractional_job_gets_a_ledger_slot_and_the_shim_environment(void)
+{
+    const char *opts[] = {"--collision", "priority", "--swap-reserve", "64MiB", NULL};
+    agent_start(opts);
+    char a[1024], b[1024], stop[256];
+    flag(stop, sizeof(stop), "stop");
+    char steps[512];
+    snprintf(steps, sizeof(steps), "\"await\", \"%s\"", stop);
+    job(a, sizeof(a), 1, "run", 64, 128, 5, steps);
+    /* a whole GPU (its request is all the GPU's usable memory): no shim */
+    snprintf(b, sizeof(b),
+             "{\"id\": 2, \"attempt\": 0, \"action\": \"run\", \"gpus\": [{\"index\": 0, "
+             "\"memory_bytes\": %llu}], \"command\": [\"%s\", \"env\"]}",
+             256 * MiB, probe);
+    char c[1024];
+    snprintf(c, sizeof(c),
+             "{\"id\": 3, \"attempt\": 0, \"action\": \"run\", \"swap\": false, \"env\": "
+             "{\"LD_PRELOAD\": \"/x/own.so\"}, \"gpus\": [{\"index\": 0, \"memory_bytes\": %llu}], "
+             "\"command\": [\"%s\", \"env\"]}",
+             32 * MiB, probe);
+    set_desired("{\"generation\": 1, \"jobs\": [%s, %s, %s]}", a, b, c);
+    json_t *j1 = wait_job(1, "running", 20);
+    json_t *j2 = wait_job(2, "exited", 20), *j3 = wait_job(3, "exited", 20);
+    REQUIRE(j1 != NULL && j2 != NULL && j3 != NULL);
+    json_decref(j1);
+    json_decref(j2);
+    json_decref(j3);
+
+    struct ts_ledger *l = ledger();
+    REQUIRE(l != NULL);
+    CHECK(l->h.total_bytes == 1024 * MiB && l->h.reserve_bytes == 768 * MiB);
+    CHECK(l->h.collision == TS_COLLISION_PRIORITY && l->h.wait_ms == 10000);
+    CHECK(strncmp(l->h.swap_path, "/dev/shm/tessera-", 17) == 0 ||
+          strstr(l->h.swap_path, "/swap.reserve") != NULL);
+    CHECK(l->h.swap_bytes == 64 * MiB);
+    struct stat st;
+    CHECK(stat(l->h.swap_path, &st) == 0 && (uint64_t)st.st_size == 64 * MiB);
+    int k = ts_ledger_find_job(l, ts_ledger_key(1, 0));
+    REQUIRE(k >= 0);
+    CHECK(l->jobs[k].job_id == 1 && l->jobs[k].attempt == 0 && l->jobs[k].priority == 5);
+    CHECK(l->jobs[k].request_bytes == 64 * MiB && l->jobs[k].limit_bytes == 128 * MiB);
+    CHECK(l->jobs[k].flags == TS_LJ_SWAP_OK);
+    CHECK(ts_ledger_find_job(l, ts_ledger_key(2, 0)) < 0); /* whole GPU */
+    ts_ledger_close(l);
+    /* the job's own folder holds the same file */
+    char path[PATH_MAX + 64], lpath[PATH_MAX + 64];
+    struct stat s1, s2;
+    snprintf(path, sizeof(path), "%s/jobs/1-0/shim/dev0.ledger", data);
+    snprintf(lpath, sizeof(lpath), "%s/ledger/gpu0.ledger", data);
+    CHECK(stat(path, &s1) == 0 && stat(lpath, &s2) == 0 && s1.st_ino == s2.st_ino);
+
+    char *out = job_output(3), want[1024];
+    REQUIRE(out != NULL);
+    snprintf(want, sizeof(want), "env LD_PRELOAD=/nonexistent/libtessera-cuda.so:/x/own.so\n");
+    CHECK(strstr(out, want) != NULL);
+    snprintf(want, sizeof(want), "env TESSERA_SHIM_DIR=%s/jobs/3-0/shim\n", data);
+    CHECK(strstr(out, want) != NULL);
+    CHECK(strstr(out, "env TESSERA_SHIM_JOB=3:0\n") != NULL);
+    free(out);
+    out = job_output(2);
+    CHECK(out != NULL && strstr(out, "LD_PRELOAD") == NULL && strstr(out, "TESSERA_SHIM") == NULL);
+    free(out);
+
+    /* the node says how it resolves collisions and what it can swap */
+    snprintf(path, sizeof(path), "%s/node.json", data);
+    json_t *node = ts_files_read_json(path);
+    CHECK(strcmp(json_string_value(json_object_get(node, "collision")), "priority") == 0);
+    CHECK(json_integer_value(json_object_get(node, "swap_bytes")) == (json_int_t)(64 * MiB));
+    json_decref(node);
+
+    /* a job that is over gives its slot back */
+    CHECK(ledger_used(3) == -1);
+    ts_files_write_atomic(stop, "", 0, 0644);
+    json_t *e = wait_job(1, "exited", 20);
+    CHECK(e != NULL && json_integer_value(json_object_get(e, "exit_code")) == 0);
+    json_decref(e);
+    double until = now_s() + 10;
+    while (ledger_used(1) != -1 && now_s() < until)
+        sleep_s(0.05);
+    CHECK(ledger_used(1) == -1);
+}
+
+static void wait_lets_a_request_wait_until_the_burst_holder_frees(void)
+{
+    const char *opts[] = {"--collision", "wait", "--collision-wait", "15s", NULL};
+    agent_start(opts);
+    char a[4096], b[4096], fa[256], fb[256], sa[1024], sb[1024];
+    flag(fa, sizeof(fa), "a");
+    flag(fb, sizeof(fb), "b");
+    snprintf(sa, sizeof(sa),
+             "\"alloc\", \"192\", \"mark\", \"%s\", \"idle\", \"3\", \"free\", \"await\", \"%s\"",
+             fa, fb);
+    snprintf(sb, sizeof(sb), "\"await\", \"%s\", \"alloc\", \"96\", \"mark\", \"%s\"", fa, fb);
+    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}",
+                job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
+                job(b, sizeof(b), 2, "run", 96, 256, 0, sb));
+    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "exit_code")) == 0);
+    CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
+    json_decref(j1);
+    json_decref(j2);
+    char *oa = job_output(1), *ob = job_output(2);
+    CHECK(oa != NULL && strstr(oa, "alloc ok 192") != NULL && strstr(oa, "freed") != NULL);
+    CHECK(ob != NULL && strstr(ob, "alloc ok 96") != NULL); /* after waiting, not refused */
+    free(oa);
+    free(ob);
+    char *ev = wait_event(2, "memory_wait", 5);
+    CHECK(ev != NULL && strstr(ev, "waits for 96.0 MiB on GPU 0") != NULL);
+    CHECK(ev != NULL && strstr(ev, "memory_ended") == NULL); /* nobody was ended */
+    free(ev);
+    CHECK(reported_event(2, "memory_wait", 5));
+}
+
+static void priority_ends_the_lowest_priority_burst_holder_and_the_waiter_gets_its_memory(void)
+{
+    const char *opts[] = {"--collision", "priority", NULL};
+    agent_start(opts);
+    char a[4096], b[4096], c[4096], fa[256], fc[256], sa[1024], sb[1024], sc[1024];
+    flag(fa, sizeof(fa), "a");
+    flag(fc, sizeof(fc), "c");
+    snprintf(sa, sizeof(sa),
+             "\"await\", \"%s\", \"alloc\", \"192\", \"mark\", \"%s\", \"idle\", \"30\"", fc, fa);
+    snprintf(sb, sizeof(sb), "\"await\", \"%s\", \"alloc\", \"96\"", fa);
+    /* lower in priority than A, but within its request: never ended */
+    snprintf(sc, sizeof(sc), "\"alloc\", \"32\", \"mark\", \"%s\", \"idle\", \"30\"", fc);
+    set_desired(
+        "{\"generation\": 1, \"jobs\": [%s, %s, %s]}", job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
+        job(b, sizeof(b), 2, "run", 96, 256, 10, sb), job(c, sizeof(c), 3, "run", 32, 32, -5, sc));
+    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
+    CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
+    json_decref(j1);
+    json_decref(j2);
+    char *ob = job_output(2);
+    CHECK(ob != NULL && strstr(ob, "alloc ok 96") != NULL);
+    free(ob);
+    json_t *r = report();
+    const char *s3 = json_string_value(json_object_get(report_job(r, 3), "state"));
+    CHECK(s3 != NULL && strcmp(s3, "running") == 0);
+    json_decref(r);
+    char *ev = wait_event(1, "memory_ended", 5);
+    CHECK(ev != NULL && strstr(ev, "above its request on GPU 0 for job 2") != NULL);
+    free(ev);
+    ev = wait_event(2, "memory_ended", 5);
+    CHECK(ev != NULL && strstr(ev, "of job 1 (priority 0") != NULL);
+    free(ev);
+    CHECK(reported_event(1, "memory_ended", 5) && reported_event(2, "memory_ended", 5));
+}
+
+static void swap_moves_the_idle_holder_out_and_its_data_comes_back_intact(void)
+{
+    const char *opts[] = {"--collision", "swap", "--swap-reserve", "192MiB", "--swap-idle",
+                          "1s",          NULL};
+    agent_start(opts);
+    char a[4096], b[4096], fa[256], fb[256], sa[1024], sb[1024];
+    flag(fa, sizeof(fa), "a");
+    flag(fb, sizeof(fb), "b");
+    snprintf(sa, sizeof(sa),
+             "\"alloc\", \"192\", \"mark\", \"%s\", \"await\", \"%s\", \"touch\", \"idle\", \"1\"",
+             fa, fb);
+    snprintf(sb, sizeof(sb),
+             "\"await\", \"%s\", \"idle\", \"1.5\", \"alloc\", \"96\", \"free\", \"mark\", \"%s\"",
+             fa, fb);
+    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}",
+                job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
+                job(b, sizeof(b), 2, "run", 96, 256, 0, sb));
+    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "exit_code")) == 0);
+    CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
+    json_decref(j1);
+    json_decref(j2);
+    char *oa = job_output(1), *ob = job_output(2);
+    CHECK(ob != NULL && strstr(ob, "alloc ok 96") != NULL);
+    CHECK(oa != NULL && strstr(oa, "data intact") != NULL); /* byte for byte after the trip */
+    free(oa);
+    free(ob);
+    char *ev = wait_event(1, "swapped_in", 5);
+    CHECK(ev != NULL && strstr(ev, "swapped out pid") != NULL &&
+          strstr(ev, "192.0 MiB to the host swap reserve") != NULL);
+    CHECK(ev != NULL && strstr(ev, "memory_ended") == NULL);
+    free(ev);
+    CHECK(reported_event(1, "swapped_out", 5) && reported_event(2, "swapped_out", 5) &&
+          reported_event(1, "swapped_in", 5));
+}
+
+static void a_full_swap_reserve_falls_back_to_ending_the_holder(void)
+{
+    const char *opts[] = {"--collision", "swap", "--swap-reserve", "64MiB", "--swap-idle",
+                          "1s",          NULL};
+    agent_start(opts);
+    char a[4096], b[4096], fa[256], sa[1024], sb[1024];
+    flag(fa, sizeof(fa), "a");
+    snprintf(sa, sizeof(sa), "\"alloc\", \"192\", \"mark\", \"%s\", \"idle\", \"30\"", fa);
+    snprintf(sb, sizeof(sb), "\"await\", \"%s\", \"idle\", \"1.5\", \"alloc\", \"96\"", fa);
+    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}",
+                job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
+                job(b, sizeof(b), 2, "run", 96, 256, 0, sb));
+    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
+    CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
+    json_decref(j1);
+    json_decref(j2);
+    char *ev = wait_event(1, "memory_ended", 5);
+    CHECK(ev != NULL && strstr(ev, "\"type\":\"swap_failed\"") != NULL &&
+          strstr(ev, "has no room for 192.0 MiB") != NULL);
+    free(ev);
+}
+
+static void suspend_swaps_a_job_out_and_stops_it_and_run_resumes_it_warm(void)
+{
+    const char *opts[] = {"--collision", "wait", "--swap-reserve", "128MiB", NULL};
+    agent_start(opts);
+    char a[4096], fa[256], fr[256], sa[1024];
+    flag(fa, sizeof(fa), "a");
+    flag(fr, sizeof(fr), "resume");
+    snprintf(sa, sizeof(sa),
+             "\"alloc\", \"64\", \"mark\", \"%s\", \"await\", \"%s\", \"touch\", \"idle\", \"1\"",
+             fa, fr);
+    set_desired("{\"generation\": 1, \"jobs\": [%s]}", job(a, sizeof(a), 1, "run", 64, 64, 0, sa));
+    double until = now_s() + 20;
+    while (access(fa, F_OK) != 0 && now_s() < until)
+        sleep_s(0.05);
+    REQUIRE(ledger_used(1) == (long long)(64 * MiB));
+    set_desired("{\"generation\": 2, \"jobs\": [%s]}",
+                job(a, sizeof(a), 1, "suspend", 64, 64, 0, sa));
+    json_t *j = wait_job(1, "suspended", 20);
+    REQUIRE(j != NULL);
+    CHECK(json_integer_value(json_object_get(j, "swapped_bytes")) == (json_int_t)(64 * MiB));
+    pid_t pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+    json_decref(j);
+    CHECK(ledger_used(1) == 0); /* its GPU memory is free while it is suspended */
+    struct ts_proc_stat st;
+    CHECK(ts_proc_stat(pid, &st) == 0 && st.state == 'T');
+    CHECK(reported_event(1, "suspended", 5));
+
+    ts_files_write_atomic(fr, "", 0, 0644); /* it may go on once continued */
+    set_desired("{\"generation\": 3, \"jobs\": [%s]}", job(a, sizeof(a), 1, "run", 64, 64, 0, sa));
+    j = wait_job(1, "exited", 20);
+    CHECK(j != NULL && json_integer_value(json_object_get(j, "exit_code")) == 0);
+    json_decref(j);
+    char *out = job_output(1);
+    CHECK(out != NULL && strstr(out, "data intact") != NULL);
+    free(out);
+    char *ev = wait_event(1, "swapped_in", 5);
+    CHECK(ev != NULL && strstr(ev, "\"type\":\"resumed\"") != NULL);
+    free(ev);
+}
+
+static void a_job_that_cannot_be_swapped_out_is_stopped_instead_of_suspended(void)
+{
+    const char *opts[] = {"--collision", "wait", NULL}; /* no reserve */
+    agent_start(opts);
+    char a[4096], fa[256], sa[1024];
+    flag(fa, sizeof(fa), "a");
+    snprintf(sa, sizeof(sa), "\"alloc\", \"64\", \"mark\", \"%s\", \"idle\", \"30\"", fa);
+    set_desired("{\"generation\": 1, \"jobs\": [%s]}", job(a, sizeof(a), 1, "run", 64, 64, 0, sa));
+    double until = now_s() + 20;
+    while (access(fa, F_OK) != 0 && now_s() < until)
+        sleep_s(0.05);
+    set_desired("{\"generation\": 2, \"jobs\": [%s]}",
+                job(a, sizeof(a), 1, "suspend", 64, 64, 0, sa));
+    json_t *j = wait_job(1, "exited", 20);
+    CHECK(j != NULL && json_integer_value(json_object_get(j, "signal")) == SIGTERM);
+    json_decref(j);
+    char *ev = wait_event(1, "swap_failed", 5);
+    CHECK(ev != NULL && strstr(ev, "no host swap reserve") != NULL);
+    free(ev);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+#define CASE(name)                                                                                 \
+    {                                                                                              \
+#name, name                                                                                \
+    }
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} cases[] = {
+    CASE(a_fractional_job_gets_a_ledger_slot_and_the_shim_environment),
+    CASE(wait_lets_a_request_wait_until_the_burst_holder_frees),
+    CASE(priority_ends_the_lowest_priority_burst_holder_and_the_waiter_gets_its_memory),
+    CASE(swap_moves_the_idle_holder_out_and_its_data_comes_back_intact),
+    CASE(a_full_swap_reserve_falls_back_to_ending_the_holder),
+    CASE(suspend_swaps_a_job_out_and_stops_it_and_run_resumes_it_warm),
+    CASE(a_job_that_cannot_be_swapped_out_is_stopped_instead_of_suspended),
+};
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: fraction_test CASE\n");
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (strcmp(argv[1], cases[i].name) != 0)
+            continue;
+        setup();
+        cases[i].fn();
+        if (failures) {
+            char *log = ts_files_read(agent_log, 1 << 20, NULL);
+            fprintf(stderr, "agent log:\n%s", log ? log : "(none)\n");
+            free(log);
+        }
+        teardown();
+        fprintf(stderr, "%s: %s\n", cases[i].name, failures ? "FAILED" : "ok");
+        return failures ? 1 : 0;
+    }
+    fprintf(stderr, "no such case: %s\n", argv[1]);
+    return 2;
+}

@@ -62,7 +62,7 @@ struct ts_engine {
     _Atomic uint64_t resident[TS_SWAP_MAX_DEV];
     _Atomic uint64_t out[TS_SWAP_MAX_DEV];
     size_t gran[TS_SWAP_MAX_DEV]; /* 0: not asked yet */
-    _Atomic int vmm; /* 0: not known yet, 1: every device supports VMM, -1: not */
+    _Atomic int vmm;              /* 0: not known yet, 1: every device supports VMM, -1: not */
 
     /* swap.c: the reserve mapping and private streams (claimer only). */
     unsigned char *map;

@@ -9,8 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char busy_ptx[] = ".version 7.0\n.target sm_90\n.address_size 64\n"
-                               ".visible .entry tessera_busy_ns(\n\t.param .u64 ns\n)\n{\n\tret;\n}\n";
+static const char busy_ptx[] =
+    ".version 7.0\n.target sm_90\n.address_size 64\n"
+    ".visible .entry tessera_busy_ns(\n\t.param .u64 ns\n)\n{\n\tret;\n}\n";
 
 #define LOAD(table, name)                                                                          \
     do {                                                                                           \

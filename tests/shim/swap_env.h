@@ -25,8 +25,8 @@ struct swap_env {
     struct ts_simgpu_dev gpu[SWAP_ENV_MAX_GPUS];
     /* beyond struct ts_cu: what a workload calls */
     CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                               unsigned by, unsigned bz, unsigned shmem, CUstream s,
-                               void **params, void **extra);
+                               unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                               void **extra);
     CUresult (*cuModuleLoadData)(CUmodule *m, const void *image);
     CUresult (*cuModuleGetFunction)(CUfunction *f, CUmodule m, const char *name);
     CUresult (*cuMemAllocHost_v2)(void **pp, size_t bytes);

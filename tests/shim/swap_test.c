@@ -21,7 +21,7 @@
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);              \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
@@ -398,7 +398,8 @@ static int the_watcher_carries_out_the_agents_commands(void)
     CHECK(memcmp(first, zero, sizeof zero) != 0);
 
     command(home, TS_CMD_SWAP_IN, 0, 0);
-    CHECK(atomic_load(&home->swap_state) == TS_SWAP_RESIDENT && atomic_load(&home->swap_error) == 0);
+    CHECK(atomic_load(&home->swap_state) == TS_SWAP_RESIDENT &&
+          atomic_load(&home->swap_error) == 0);
     CHECK(atomic_load(&ledgers[1]->procs[0].swapped_bytes) == 0);
     CHECK(swap_env_gpu_used(&env, 0) == used0 && swap_env_gpu_used(&env, 1) == used1);
 
@@ -441,7 +442,10 @@ static const struct {
     const char *name;
     int (*fn)(void);
 } cases[] = {
-#define CASE(f) {#f, f}
+#define CASE(f)                                                                                    \
+    {                                                                                              \
+#f, f                                                                                      \
+    }
     CASE(swap_round_trip_keeps_addresses_and_contents_on_two_gpus),
     CASE(the_next_gpu_call_brings_memory_back_transparently),
     CASE(a_swap_in_without_room_fails_with_out_of_memory_and_retries_later),

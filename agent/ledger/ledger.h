@@ -117,7 +117,7 @@ struct ts_ledger_job {
     uint32_t flags; /* TS_LJ_* */
     uint32_t pad0;
     _Atomic uint64_t used_bytes;    /* charged by its processes on this GPU */
-    _Atomic uint64_t swapped_bytes; /* of it, now in the host reserve */
+    _Atomic uint64_t swapped_bytes; /* in the host reserve: uncharged, not in used_bytes */
     uint64_t pad1[8];
 };
 
@@ -126,7 +126,7 @@ struct ts_ledger_proc {
     int32_t job;         /* index into jobs[] */
     uint64_t start_ticks; /* /proc/PID/stat field 22: a reused pid is not this one */
     _Atomic uint64_t used_bytes;    /* this process's charges on this GPU */
-    _Atomic uint64_t swapped_bytes; /* of them, in the reserve */
+    _Atomic uint64_t swapped_bytes; /* in the reserve: uncharged, not in used_bytes */
     _Atomic uint64_t last_call_ns;  /* CLOCK_MONOTONIC of its last GPU call (coarse) */
     _Atomic uint64_t need_bytes;    /* room it waits for on this GPU; 0: none */
     /* agent -> shim (home slot only) */

@@ -50,6 +50,7 @@ static int failures;
 static const char *bin_dir, *probe, *player;
 static char root[200], data[256], desired[256], agent_log[256];
 static pid_t agent_pid;
+static bool real_shim; /* jobs run under the real libtessera-cuda.so */
 
 static double now_s(void)
 {
@@ -104,7 +105,7 @@ static void agent_start(const char *const *extra)
                             "768MiB",
                             "--shim-lib",
                             "/nonexistent/libtessera-cuda.so"};
-    size_t n = 17;
+    size_t n = real_shim ? 15 : 17; /* the real shim: the default beside the binary */
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 38; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -598,6 +599,54 @@ static void a_job_that_cannot_be_swapped_out_is_stopped_instead_of_suspended(voi
     free(ev);
 }
 
+/* The real shim on simgpu: two tessera-gpuload jobs collide; the burst
+ * holder of lower priority is ended and the other allocates and runs. */
+static void under_the_real_shim_priority_ends_the_burst_holder_for_a_request(void)
+{
+    char lib[PATH_MAX + 64];
+    snprintf(lib, sizeof(lib), "%s/../lib/libtessera-cuda.so", bin_dir);
+    if (access(lib, R_OK) != 0) {
+        fprintf(stderr, "no %s: skipped\n", lib);
+        return;
+    }
+    real_shim = true;
+    const char *opts[] = {"--collision", "priority", NULL};
+    agent_start(opts);
+    char a[4096], b[4096], sa[1024], sb[1024];
+    snprintf(sa, sizeof(sa),
+             "\"--pattern\", \"notebook\", \"--memory\", \"192MiB\", \"--touch\", \"1MiB\", "
+             "\"--burst\", \"10ms\", \"--idle\", \"30s\"");
+    snprintf(sb, sizeof(sb),
+             "\"--pattern\", \"notebook\", \"--memory\", \"96MiB\", \"--touch\", \"1MiB\", "
+             "\"--burst\", \"10ms\", \"--idle\", \"200ms\", \"--steps\", \"3\"");
+    const char *saved = player;
+    static char gl[512];
+    snprintf(gl, sizeof(gl), "%s/tessera-gpuload", bin_dir);
+    player = gl;
+    job(a, sizeof(a), 1, "run", 32, 256, 0, sa);
+    set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
+    double until = now_s() + 20;
+    while (ledger_used(1) < (long long)(192 * MiB) && now_s() < until)
+        sleep_s(0.05);
+    REQUIRE(ledger_used(1) >= (long long)(192 * MiB)); /* charged through the shim */
+    job(b, sizeof(b), 2, "run", 96, 256, 10, sb);
+    player = saved;
+    set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
+    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
+    CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
+    json_decref(j1);
+    json_decref(j2);
+    char *ev = wait_event(1, "memory_ended", 5);
+    CHECK(ev != NULL && strstr(ev, "for job 2") != NULL);
+    free(ev);
+    if (failures) {
+        char *o = job_output(2);
+        fprintf(stderr, "job 2 output:\n%s\n", o ? o : "");
+        free(o);
+    }
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 #define CASE(name)                                                                                 \
@@ -615,6 +664,7 @@ static const struct {
     CASE(a_full_swap_reserve_falls_back_to_ending_the_holder),
     CASE(suspend_swaps_a_job_out_and_stops_it_and_run_resumes_it_warm),
     CASE(a_job_that_cannot_be_swapped_out_is_stopped_instead_of_suspended),
+    CASE(under_the_real_shim_priority_ends_the_burst_holder_for_a_request),
 };
 
 int main(int argc, char **argv)

@@ -52,6 +52,11 @@ static void *const hook_fns[TS_HOOK_COUNT] = {
 
 /* ---- resolving the real functions ---- */
 
+/* dlsym is called by the sanitizer runtimes while they start, before
+ * their shadow memory exists: the code on that path is not instrumented
+ * and calls no function they intercept (no strcmp). */
+#define NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+
 typedef void *(*dlsym_fn)(void *, const char *);
 static dlsym_fn libc_dlsym;
 static pthread_once_t dlsym_once = PTHREAD_ONCE_INIT;
@@ -59,7 +64,7 @@ static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
 static _Atomic int cuda_done, nvml_done;
 
-static void find_libc_dlsym(void)
+NO_SANITIZE static void find_libc_dlsym(void)
 {
     void *p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
     if (p == NULL)
@@ -67,7 +72,7 @@ static void find_libc_dlsym(void)
     libc_dlsym = (dlsym_fn)p;
 }
 
-void *ts_real_dlsym(void *handle, const char *name)
+NO_SANITIZE void *ts_real_dlsym(void *handle, const char *name)
 {
     pthread_once(&dlsym_once, find_libc_dlsym);
     return libc_dlsym ? libc_dlsym(handle, name) : NULL;
@@ -108,10 +113,19 @@ void ts_hooks_resolve_nvml(void)
         pthread_once(&nvml_once, resolve_nvml);
 }
 
-static int hook_by_name(const char *name)
+NO_SANITIZE static bool same_name(const char *a, const char *b)
+{
+    while (*a != '\0' && *a == *b) {
+        a++;
+        b++;
+    }
+    return *a == *b;
+}
+
+NO_SANITIZE static int hook_by_name(const char *name)
 {
     for (int i = 0; i < TS_HOOK_COUNT; i++)
-        if (strcmp(hook_names[i], name) == 0)
+        if (same_name(hook_names[i], name))
             return i;
     return -1;
 }
@@ -158,13 +172,14 @@ static int hook_by_real(const void *fn)
  * that finds some other library's function is left alone. RTLD_NEXT is
  * resolved from the shim's place in the search order, not the caller's
  * (README.md, limitations). */
-TS_EXPORT void *dlsym(void *handle, const char *name)
+NO_SANITIZE TS_EXPORT void *dlsym(void *handle, const char *name)
 {
     void *r = ts_real_dlsym(handle, name);
     if (r == NULL) /* also when name is not a symbol at all */
         return r;
     bool cu = name[0] == 'c' && name[1] == 'u';
-    if (!cu && strncmp(name, "nvml", 4) != 0)
+    bool nvml = name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l';
+    if (!cu && !nvml)
         return r;
     int id = hook_by_name(name);
     if (id < 0)

@@ -473,7 +473,8 @@ static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const cha
 
 /* A job asked to stop before its agent ever ran it (a scheduled job evicted
  * or cancelled): the agent reports every job it knows, so one it has not
- * named for a while after the stop never started there. */
+ * named for a while after the stop never started there. Likewise a job asked
+ * to suspend that its agent no longer names: it is gone, and requeued. */
 static enum ts_err never_started(struct ts_dbconn *c, const char *node_id,
                                  const struct ts_node_report *rep, struct ts_arena *a,
                                  struct ts_error *err)
@@ -490,13 +491,17 @@ static enum ts_err never_started(struct ts_dbconn *c, const char *node_id,
     enum ts_err e = exec_in_tx(
         c,
         "WITH gone AS (SELECT id, state FROM job WHERE node_id = $1"
-        "   AND state IN ('evicting', 'cancelling') AND attempt_started_at IS NULL"
+        "   AND ((state IN ('evicting', 'cancelling') AND attempt_started_at IS NULL)"
+        "     OR state = 'suspending')"
         "   AND updated_at < now() - interval '10 seconds' AND id <> ALL($2::bigint[])"
         "   FOR UPDATE),"
         " upd AS (UPDATE job SET"
         "   state = CASE WHEN gone.state = 'cancelling' THEN 'cancelled' ELSE 'pending' END,"
         "   node_id = CASE WHEN gone.state = 'cancelling' THEN job.node_id END,"
         "   finished_at = CASE WHEN gone.state = 'cancelling' THEN now() END,"
+        "   resume_count = job.resume_count + CASE WHEN gone.state = 'suspending' THEN 1"
+        "     ELSE 0 END,"
+        "   suspended_bytes = 0, suspend_held = false,"
         "   allocated_gpus = 0, stop_reason = NULL, updated_at = now(),"
         "   reason_code = CASE WHEN gone.state = 'cancelling' THEN NULL"
         "     ELSE 'not_yet_scheduled' END,"
@@ -504,9 +509,12 @@ static enum ts_err never_started(struct ts_dbconn *c, const char *node_id,
         "     ELSE 'waiting for the scheduler' END"
         "   FROM gone WHERE job.id = gone.id RETURNING job.id, job.state)"
         " INSERT INTO job_event (job_id, type, message)"
-        " SELECT id, CASE WHEN state = 'cancelled' THEN 'cancelled' ELSE 'requeued' END,"
-        "   'stopped before it started on its node'"
-        "   || CASE WHEN state = 'pending' THEN '; back in the queue' ELSE '' END FROM upd",
+        " SELECT upd.id, CASE WHEN upd.state = 'cancelled' THEN 'cancelled' ELSE 'requeued' END,"
+        "   CASE WHEN gone.state = 'suspending'"
+        "   THEN 'its node no longer has it; back in the queue'"
+        "   ELSE 'stopped before it started on its node'"
+        "   || CASE WHEN upd.state = 'pending' THEN '; back in the queue' ELSE '' END END"
+        " FROM upd JOIN gone ON gone.id = upd.id",
         2, p, &res, err);
     PQclear(res);
     return e;

@@ -704,6 +704,39 @@ static void resolver_events_are_stored_once_and_bad_ones_refused(void **state)
     report_state("sw1", a, 1, "exited", "\"exit_code\": 0");
 }
 
+static void a_suspending_job_its_agent_no_longer_names_goes_back_to_the_queue(void **state)
+{
+    (void)state;
+    long long a = running_job("owner", "gone-sus", "swap", "{\"count\": 1}", "sw1");
+    char path[96];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", a);
+    call_ok(srv.admin, "POST", path, NULL, 202);
+    /* the heartbeats name no job: after 10 s it counts as gone, back in the
+     * queue (and placed again at once: sw1 has room) */
+    double end = now_s() + 40;
+    json_t *j;
+    while (ts_it_int((j = job(a)), "resume_count") != 1) {
+        assert_true(now_s() < end);
+        json_decref(j);
+        usleep(200 * 1000);
+    }
+    assert_string_not_equal(ts_it_str(j, "state"), "suspending");
+    assert_string_not_equal(ts_it_str(j, "state"), "suspended");
+    assert_false(json_is_true(json_object_get(j, "suspend_held")));
+    assert_int_equal(ts_it_int(j, "suspended_bytes"), 0);
+    json_decref(j);
+    char q[160], out[64];
+    snprintf(q, sizeof(q),
+             "SELECT count(*) FROM job_event WHERE job_id = %lld AND type = 'requeued'", a);
+    sql(q, out, sizeof(out));
+    assert_string_equal(out, "1");
+    json_t *n = get_json(srv.admin, "/api/v1/nodes/sw1", 200);
+    assert_int_equal(ts_it_int(n, "swap_used_bytes"), 0);
+    json_decref(n);
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld", a);
+    call_ok(srv.admin, "DELETE", path, NULL, 200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -714,6 +747,7 @@ int main(void)
         cmocka_unit_test(the_scheduler_suspends_a_borrower_for_the_owner_and_resumes_it_later),
         cmocka_unit_test(cancelling_a_suspended_job_ends_its_suspension),
         cmocka_unit_test(resolver_events_are_stored_once_and_bad_ones_refused),
+        cmocka_unit_test(a_suspending_job_its_agent_no_longer_names_goes_back_to_the_queue),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -100,6 +100,7 @@ static int cmd_describe_node(struct ts_cli *cli, const struct ts_args *a)
     ts_out_kv("CPU", "%s", ts_out_member(n, "cpu", b, sizeof(b)));
     ts_out_kv("Memory", "%s", ts_out_bytes(json_object_get(n, "memory_bytes"), b, sizeof(b)));
     ts_out_kv("Swap", "%s", ts_out_bytes(json_object_get(n, "swap_bytes"), b, sizeof(b)));
+    ts_out_kv("Collision", "%s", ts_out_member(n, "collision", b, sizeof(b)));
     ts_out_kv("GPUs", "%zu", ngpus);
     ts_out_kv("Allocated", "%s",
               gpus_of(json_object_get(n, "allocated_gpus"), ngpus, b, sizeof(b)));

@@ -1126,7 +1126,8 @@ static void nodes_are_drained_and_shown_with_their_gpus(void **state)
     cancel_pending(); /* what the scheduler places is not this test's business */
     struct ts_response api;
     long st = ts_it_req(srv.admin, "PUT", "/api/v1/nodes/gpu-node-1",
-                        "{\"cpu\":64,\"memory_bytes\":549755813888,\"gpus\":["
+                        "{\"cpu\":64,\"memory_bytes\":549755813888,\"collision\":\"swap\","
+                        "\"swap_bytes\":68719476736,\"gpus\":["
                         "{\"index\":0,\"uuid\":\"GPU-aaaa\",\"model\":\"H100\","
                         "\"memory_bytes\":85899345920},"
                         "{\"index\":1,\"uuid\":\"GPU-bbbb\",\"model\":\"H100\","
@@ -1147,6 +1148,8 @@ static void nodes_are_drained_and_shown_with_their_gpus(void **state)
     run_free(&r);
     assert_int_equal(cli(&r, "describe", "node", "gpu-node-1", NULL), 0);
     assert_non_null(strstr(r.out, "GPUs:             2"));
+    assert_non_null(strstr(r.out, "Collision:        swap"));
+    assert_non_null(strstr(r.out, "64GiB")); /* the swap reserve */
     assert_non_null(strstr(r.out, "80GiB"));
     run_free(&r);
     assert_int_equal(cli(&r, "top", "node", "-o", "json", NULL), 0);

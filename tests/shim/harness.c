@@ -62,6 +62,24 @@ void world_make(struct world *w, uint64_t gpu_bytes, uint64_t reserve, uint32_t 
     }
 }
 
+void world_swap(struct world *w, uint64_t bytes)
+{
+    char path[240];
+    snprintf(path, sizeof(path), "%s/reserve", w->root);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0)
+        die("swap reserve");
+    close(fd);
+    for (int k = 0; k < 2; k++) {
+        if (w->l[k] == NULL)
+            continue;
+        ts_ledger_lock(w->l[k]);
+        snprintf(w->l[k]->h.swap_path, sizeof(w->l[k]->h.swap_path), "%s", path);
+        w->l[k]->h.swap_bytes = bytes;
+        ts_ledger_unlock(w->l[k]);
+    }
+}
+
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     return remove(p);

@@ -16,7 +16,7 @@
 #define MiB (1ull << 20)
 
 struct world {
-    char root[256];
+    char root[200];
     char sim[300];  /* simgpu state folder */
     char shim[300]; /* the job's folder: dev<K>.ledger */
     struct ts_ledger *l[2];
@@ -28,6 +28,9 @@ struct world {
 void world_make(struct world *w, uint64_t gpu_bytes, uint64_t reserve, uint32_t wait_ms,
                 bool two_devs);
 void world_free(struct world *w);
+/* Make the node a swapping one: a host swap reserve file of `bytes`
+ * named in every ledger's header. */
+void world_swap(struct world *w, uint64_t bytes);
 /* Add job (id, attempt 0) to ledger l with request and limit; returns its
  * slot index. */
 int world_job(struct ts_ledger *l, int64_t id, uint64_t request, uint64_t limit);
@@ -92,7 +95,9 @@ uint64_t now_ms(void);
     X(every_entry_path_routes_through_the_hooks)                                                   \
     X(get_proc_address_hands_out_hooks_for_every_version_and_flag)                                 \
     X(a_program_linked_against_libcuda_is_interposed)                                              \
-    X(the_readme_hooks_table_matches_hooks_def)
+    X(the_readme_hooks_table_matches_hooks_def)                                                    \
+    X(on_a_swap_node_allocations_go_through_the_engine_at_the_rounded_size)                        \
+    X(the_agent_swaps_a_shimmed_process_out_and_its_next_call_brings_it_back)
 #define TS_SHIM_DECLARE(f) int f(void);
 TS_SHIM_MORE_CASES(TS_SHIM_DECLARE)
 

@@ -15,9 +15,10 @@
  * Steps: init, dev:K, alloc:B, pitch:W:H, managed:B, create:B, async:B,
  * pool:B, array:W:H, array3d:W:H:D, free, freeall, badfree, meminfo,
  * totalmem:K, nvml:K, nvml2:K, capture_async:B, lookup:V:F:NAME...,
- * where:NAME, fork:B, launch:N, holdlock, wait, sleep:MS.
+ * where:NAME, fork:B, launch:N, fill:B, check:B, holdlock, wait, sleep:MS.
  */
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,7 @@ typedef CUresult (*f_capture)(CUstream, CUstreamCaptureMode);
 typedef CUresult (*f_endcap)(CUstream, CUgraph *);
 typedef CUresult (*f_screate)(CUstream *, unsigned);
 typedef CUresult (*f_htod)(CUdeviceptr, const void *, size_t);
+typedef CUresult (*f_dtoh)(void *, CUdeviceptr, size_t);
 typedef nvmlReturn_t (*n_init)(void);
 typedef nvmlReturn_t (*n_handle)(unsigned, nvmlDevice_t *);
 typedef nvmlReturn_t (*n_mem)(nvmlDevice_t, nvmlMemory_t *);
@@ -376,6 +378,26 @@ static void step(const char *s)
         if (p)
             CALL(f_ptr, cuMemFree_v2, p);
         printf("launch rc=%d\n", rc);
+    } else if (strncmp(s, "fill:", 5) == 0 || strncmp(s, "check:", 6) == 0) {
+        /* fill:B / check:B: write a pattern over the first B bytes of the
+         * newest allocation, or read them back and compare */
+        bool fill = s[0] == 'f';
+        size_t n = (size_t)bytes_arg(a);
+        unsigned char *buf = malloc(n);
+        rc = buf != NULL && nheld > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        size_t bad = 0;
+        if (rc == CUDA_SUCCESS && fill) {
+            for (size_t i = 0; i < n; i++)
+                buf[i] = (unsigned char)(i * 131 + 7);
+            rc = CALL(f_htod, cuMemcpyHtoD_v2, stack[nheld - 1].v, buf, n);
+        } else if (rc == CUDA_SUCCESS) {
+            rc = CALL(f_dtoh, cuMemcpyDtoH_v2, buf, stack[nheld - 1].v, n);
+            for (size_t i = 0; rc == CUDA_SUCCESS && i < n; i++)
+                bad += buf[i] != (unsigned char)(i * 131 + 7);
+        }
+        free(buf);
+        printf("%s rc=%d bad=%zu ptr=%llu\n", fill ? "fill" : "check", rc, bad,
+               nheld > 0 ? (unsigned long long)stack[nheld - 1].v : 0ull);
     } else if (strcmp(s, "holdlock") == 0) {
         /* take the ledger's lock as the shim does, and keep it until killed */
         char path[4096];

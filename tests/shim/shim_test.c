@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -228,6 +229,31 @@ static int failed_allocations_and_unknown_frees_leave_the_charges_alone(void)
     return 0;
 }
 
+static int gpu_calls_mark_the_process_recently_active(void)
+{
+    struct world w;
+    world_make(&w, 16 * GiB, 0, 5000, false);
+    world_job(w.l[0], 7, 4 * GiB, 4 * GiB);
+    struct probe p;
+    char l[512];
+    probe_start(&p, &w, 7, false, NULL, A("init", "wait", "launch:100", "wait"));
+    CHECK(probe_line(&p, "waiting", l, sizeof l, LINE_MS));
+    struct ts_ledger_proc *s = slot_of(w.l[0], p.pid);
+    CHECK(s != NULL);
+    usleep(100000);
+    /* the stamp is coarse (a tick of the coarse clock, at most every 10 ms) */
+    uint64_t before = ts_ledger_now_ns() - 30000000u;
+    CHECK(atomic_load(&s->last_call_ns) < before);
+    probe_go(&p);
+    CHECK(probe_line(&p, "launch rc=0", l, sizeof l, LINE_MS));
+    CHECK(probe_line(&p, "waiting", l, sizeof l, LINE_MS));
+    CHECK(atomic_load(&s->last_call_ns) >= before);
+    probe_go(&p);
+    CHECK_EQ(probe_end(&p, LINE_MS), 0);
+    world_free(&w);
+    return 0;
+}
+
 /* ---- registration ---- */
 
 static int no_ledger_passes_through_and_an_unusable_one_fails_closed(void)
@@ -246,6 +272,22 @@ static int no_ledger_passes_through_and_an_unusable_one_fails_closed(void)
     CHECK_EQ(probe_end(&p, LINE_MS), 0);
     /* a job with no slot in the ledger: CUDA does not start */
     probe_start(&p, &w, 99, false, NULL, A("init", "alloc:1M"));
+    CHECK(probe_line(&p, "init rc=3", l, sizeof l, LINE_MS));
+    CHECK(probe_line(&p, "alloc rc=", l, sizeof l, LINE_MS));
+    CHECK(strstr(l, "rc=0") == NULL);
+    CHECK_EQ(probe_end(&p, LINE_MS), 0);
+    /* a ledger of another size (another ABI) */
+    char bad[400], cmd[900];
+    snprintf(bad, sizeof(bad), "%s/bad", w.root);
+    snprintf(cmd, sizeof(cmd), "TESSERA_SHIM_DIR=%s", bad);
+    CHECK_EQ(mkdir(bad, 0700), 0);
+    char file[500];
+    snprintf(file, sizeof(file), "%s/dev0.ledger", bad);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    fputs("not a ledger", f);
+    fclose(f);
+    probe_start(&p, &w, 7, false, cmd, A("init", "alloc:1M"));
     CHECK(probe_line(&p, "init rc=3", l, sizeof l, LINE_MS));
     CHECK(probe_line(&p, "alloc rc=", l, sizeof l, LINE_MS));
     CHECK(strstr(l, "rc=0") == NULL);
@@ -270,7 +312,8 @@ static const struct {
                     CASE(each_allocation_path_is_charged_once_and_uncharged_once)
                         CASE(failed_allocations_and_unknown_frees_leave_the_charges_alone)
                             CASE(no_ledger_passes_through_and_an_unusable_one_fails_closed)
-                                TS_SHIM_MORE_CASES(CASE)
+                                CASE(gpu_calls_mark_the_process_recently_active)
+                                    TS_SHIM_MORE_CASES(CASE)
 #undef CASE
 };
 

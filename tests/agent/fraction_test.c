@@ -26,6 +26,7 @@
 #include "agent/daemon/files.h"
 #include "agent/daemon/proc.h"
 #include "agent/ledger/ledger.h"
+#include "api/units.h"
 
 static int failures;
 
@@ -47,7 +48,8 @@ static int failures;
 
 #define MiB (1ull << 20)
 
-static const char *bin_dir, *probe, *player;
+static const char *bin_dir, *probe, *player, *cuda_job, *preload_first;
+static const char *gpus_spec = "sim:1x1GiB";
 static char root[200], data[256], desired[256], agent_log[256];
 static pid_t agent_pid;
 static bool real_shim; /* jobs run under the real libtessera-cuda.so */
@@ -94,7 +96,7 @@ static void agent_start(const char *const *extra)
                             "--data-dir",
                             data,
                             "--gpus",
-                            "sim:1x1GiB",
+                            gpus_spec,
                             "--desired-file",
                             desired,
                             "--report-interval",
@@ -238,6 +240,8 @@ static void setup(void)
     bin_dir = getenv("TS_BIN_DIR");
     probe = getenv("TS_AGENT_PROBE");
     player = getenv("TS_SHIM_PLAYER");
+    cuda_job = getenv("TS_CUDA_JOB");
+    preload_first = getenv("TS_SHIM_PRELOAD_FIRST");
     if (bin_dir == NULL || probe == NULL || player == NULL) {
         fprintf(stderr, "TS_BIN_DIR, TS_AGENT_PROBE and TS_SHIM_PLAYER must be set\n");
         exit(1);
@@ -286,6 +290,8 @@ static void teardown(void)
         char path[PATH_MAX + 300];
         snprintf(path, sizeof(path), "%s/%s/supervisor.log", jobs, e->d_name);
         check_sanitizer(path);
+        snprintf(path, sizeof(path), "%s/%s/output.log", jobs, e->d_name);
+        check_sanitizer(path);
         snprintf(path, sizeof(path), "%s/%s/job.json", jobs, e->d_name);
         json_t *rec = ts_files_read_json(path);
         pid_t sid = (pid_t)json_integer_value(json_object_get(rec, "pid"));
@@ -322,6 +328,8 @@ static char *job(char *buf, size_t len, int id, const char *action, int req, int
              player, steps);
     return buf;
 }
+
+static void job_env_sanitizer(char *buf);
 
 static void flag(char *buf, size_t len, const char *name)
 {
@@ -624,12 +632,14 @@ static void under_the_real_shim_priority_ends_the_burst_holder_for_a_request(voi
     snprintf(gl, sizeof(gl), "%s/tessera-gpuload", bin_dir);
     player = gl;
     job(a, sizeof(a), 1, "run", 32, 256, 0, sa);
+    job_env_sanitizer(a);
     set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
     double until = now_s() + 20;
     while (ledger_used(1) < (long long)(192 * MiB) && now_s() < until)
         sleep_s(0.05);
     REQUIRE(ledger_used(1) >= (long long)(192 * MiB)); /* charged through the shim */
     job(b, sizeof(b), 2, "run", 96, 256, 10, sb);
+    job_env_sanitizer(b);
     player = saved;
     set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
     json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
@@ -645,6 +655,410 @@ static void under_the_real_shim_priority_ends_the_burst_holder_for_a_request(voi
         fprintf(stderr, "job 2 output:\n%s\n", o ? o : "");
         free(o);
     }
+}
+
+/* ---- jobs under the real shim ------------------------------------------------ */
+
+/* Sanitizer build: the agent puts the shim first in a job's LD_PRELOAD, but
+ * an ASan-built job (and the ASan-built shim) needs libasan loaded; give it
+ * through the desired env, after the shim, with ASan's order check off.
+ * Inserts an "env" member into the desired job text buf (a JSON object). */
+static void job_env_sanitizer(char *buf)
+{
+    if (preload_first == NULL || preload_first[0] == '\0')
+        return;
+    size_t n = strlen(buf);
+    char env[PATH_MAX + 128];
+    snprintf(env, sizeof(env),
+             ", \"env\": {\"LD_PRELOAD\": \"%s\", \"ASAN_OPTIONS\": "
+             "\"verify_asan_link_order=0\"}}",
+             preload_first);
+    if (n > 0 && buf[n - 1] == '}') {
+        buf[n - 1] = '\0';
+        strcat(buf, env);
+    }
+}
+
+/* The real shim beside the agent (the agent's default --shim-lib); false
+ * (the case is skipped) when it was not built. */
+static bool use_real_shim(void)
+{
+    char lib[PATH_MAX + 64];
+    snprintf(lib, sizeof(lib), "%s/../lib/libtessera-cuda.so", bin_dir);
+    if (access(lib, R_OK) != 0 || cuda_job == NULL) {
+        fprintf(stderr, "no %s or TS_CUDA_JOB: skipped\n", lib);
+        return false;
+    }
+    real_shim = true;
+    return true;
+}
+
+/* A desired cuda_job (buf, 8 KiB) with gpus (JSON list's inside: "index",
+ * "memory_bytes", "memory_limit_bytes") and steps (space-separated). */
+static char *cjob(char *buf, int id, const char *action, int prio, const char *gpus,
+                  const char *steps)
+{
+    char argv[4096] = "", copy[2048];
+    snprintf(copy, sizeof(copy), "%s", steps);
+    for (char *save = NULL, *w = strtok_r(copy, " ", &save); w != NULL;
+         w = strtok_r(NULL, " ", &save)) {
+        size_t n = strlen(argv);
+        snprintf(argv + n, sizeof(argv) - n, ", \"%s\"", w);
+    }
+    snprintf(buf, 8192,
+             "{\"id\": %d, \"attempt\": 0, \"name\": \"j%d\", \"project\": \"p\", "
+             "\"action\": \"%s\", \"priority\": %d, \"grace_seconds\": 2, \"gpus\": [%s], "
+             "\"command\": [\"%s\"%s]}",
+             id, id, action, prio, gpus, cuda_job, argv);
+    job_env_sanitizer(buf);
+    return buf;
+}
+
+/* One GPU of a desired job: index, request and limit in MiB (buf, 256). */
+static char *gpu(char *buf, int index, int req, int lim)
+{
+    snprintf(buf, 256, "{\"index\": %d, \"memory_bytes\": %llu, \"memory_limit_bytes\": %llu}",
+             index, (unsigned long long)req * MiB, (unsigned long long)lim * MiB);
+    return buf;
+}
+
+/* Device memory pid holds on simulated GPU g, as `tessera-simgpu procs`
+ * shows it (0 without a line), or -1 when the tool fails. */
+static long long simgpu_used(int g, pid_t pid)
+{
+    char cmd[PATH_MAX * 2], line[256];
+    snprintf(cmd, sizeof(cmd), "%s/tessera-simgpu procs %s/simgpu", bin_dir, data);
+    FILE *f = popen(cmd, "r");
+    if (f == NULL)
+        return -1;
+    long long used = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        int lg, lp;
+        char size[64];
+        int64_t b;
+        if (sscanf(line, "gpu=%d pid=%d used=%63s", &lg, &lp, size) == 3 && lg == g &&
+            lp == (int)pid && ts_bytesize_parse(size, &b) == 0)
+            used = b;
+    }
+    return pclose(f) == 0 ? used : -1;
+}
+
+/* Whether simgpu shows pid holding want bytes on GPU g within timeout_s. */
+static bool simgpu_shows(int g, pid_t pid, long long want, double timeout_s)
+{
+    double until = now_s() + timeout_s;
+    long long u = -1;
+    while ((u = simgpu_used(g, pid)) != want && now_s() < until)
+        sleep_s(0.1);
+    if (u != want)
+        fprintf(stderr, "simgpu: pid %d holds %lld bytes on GPU %d, not %lld\n", (int)pid, u, g,
+                want);
+    return u == want;
+}
+
+static bool wait_file(const char *path, double timeout_s)
+{
+    double until = now_s() + timeout_s;
+    while (access(path, F_OK) != 0 && now_s() < until)
+        sleep_s(0.05);
+    if (access(path, F_OK) != 0)
+        fprintf(stderr, "no %s after %.0f s\n", path, timeout_s);
+    return access(path, F_OK) == 0;
+}
+
+/* The pid of job id once it runs (0 when it does not). */
+static pid_t job_pid(long id)
+{
+    json_t *j = wait_job(id, "running", 20);
+    pid_t pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+    json_decref(j);
+    return pid;
+}
+
+/* Whether cuda_job's output shows every allocation read back intact at the
+ * address it was allocated at, and the whole data intact. */
+static bool intact_at_same_addresses(const char *out)
+{
+    if (out == NULL || strstr(out, "data intact") == NULL || strstr(out, " lost") != NULL)
+        return false;
+    int allocs = 0;
+    for (const char *p = strstr(out, "alloc ok "); p != NULL; p = strstr(p + 1, "alloc ok ")) {
+        int dev;
+        unsigned long mib;
+        unsigned long long addr;
+        if (sscanf(p, "alloc ok dev=%d mib=%lu addr=0x%llx", &dev, &mib, &addr) != 3)
+            return false;
+        char want[128];
+        snprintf(want, sizeof(want), "check dev=%d addr=0x%llx intact\n", dev, addr);
+        if (strstr(out, want) == NULL)
+            return false;
+        allocs++;
+    }
+    return allocs > 0;
+}
+
+static void dump_outputs(int n)
+{
+    for (int id = 1; failures && id <= n; id++) {
+        char *o = job_output(id);
+        fprintf(stderr, "job %d output:\n%s\n", id, o ? o : "(none)");
+        free(o);
+    }
+}
+
+/* wait: A bursts to 192 of 256 MiB usable; B's allocation within its
+ * request blocks (memory_wait) until A frees, then succeeds; nobody ends. */
+static void under_the_real_shim_wait_blocks_a_request_until_the_burst_holder_frees(void)
+{
+    if (!use_real_shim())
+        return;
+    const char *opts[] = {"--collision", "wait", "--collision-wait", "20s", NULL};
+    agent_start(opts);
+    char a[8192], b[8192], g[256], fa[256], fw[256], sa[1024], sb[1024];
+    flag(fa, sizeof(fa), "a");
+    flag(fw, sizeof(fw), "waited");
+    snprintf(sa, sizeof(sa), "alloc 0 192 mark %s await %s idle 1 check free", fa, fw);
+    snprintf(sb, sizeof(sb), "await %s alloc 0 96 check free", fa);
+    cjob(a, 1, "run", 0, gpu(g, 0, 32, 256), sa);
+    cjob(b, 2, "run", 0, gpu(g, 0, 96, 256), sb);
+    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
+    /* B is blocked inside cuMemAlloc_v2: the broker says so */
+    char *ev = wait_event(2, "memory_wait", 20);
+    CHECK(ev != NULL && strstr(ev, "waits for 96.0 MiB on GPU 0") != NULL);
+    free(ev);
+    CHECK(ledger_used(1) == (long long)(192 * MiB) && ledger_used(2) == 0);
+    char *ob = job_output(2);
+    CHECK(ob != NULL && strstr(ob, "alloc ") == NULL); /* neither ok nor failed yet */
+    free(ob);
+    ts_files_write_atomic(fw, "", 0, 0644); /* A frees 1 s from now */
+    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "exit_code")) == 0);
+    CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
+    json_decref(j1);
+    json_decref(j2);
+    char *oa = job_output(1);
+    ob = job_output(2);
+    CHECK(intact_at_same_addresses(oa) && intact_at_same_addresses(ob));
+    const char *at = ob != NULL ? strstr(ob, "alloc ok dev=0 mib=96") : NULL;
+    const char *ms = at != NULL ? strstr(at, "ms=") : NULL;
+    CHECK(ms != NULL && atof(ms + 3) >= 1000); /* it waited, it was not refused */
+    free(oa);
+    free(ob);
+    ev = wait_event(1, "memory_wait", 1);
+    CHECK(ev == NULL || strstr(ev, "memory_ended") == NULL);
+    free(ev);
+    ev = wait_event(2, "memory_wait", 5);
+    CHECK(ev != NULL && strstr(ev, "memory_ended") == NULL && strstr(ev, "swapped") == NULL);
+    free(ev);
+    CHECK(reported_event(2, "memory_wait", 5));
+    dump_outputs(2);
+}
+
+/* swap: A bursts to 192 MiB and goes idle; B's request moves A's memory
+ * to the host reserve (off the simulated GPU); once B frees, A's next GPU
+ * call brings it back, byte for byte at the same addresses. */
+static void under_the_real_shim_swap_moves_the_idle_holder_off_the_gpu_and_back_intact(void)
+{
+    if (!use_real_shim())
+        return;
+    const char *opts[] = {"--collision", "swap", "--swap-reserve", "192MiB", "--swap-idle",
+                          "1s",          NULL};
+    agent_start(opts);
+    char a[8192], b[8192], g[256], fa[256], fb[256], fc[256], fd[256], fh[256], fr[256];
+    char sa[2048], sb[2048];
+    flag(fa, sizeof(fa), "a");
+    flag(fb, sizeof(fb), "b");
+    flag(fc, sizeof(fc), "checked");
+    flag(fd, sizeof(fd), "done");
+    flag(fh, sizeof(fh), "held");
+    flag(fr, sizeof(fr), "release");
+    snprintf(sa, sizeof(sa), "alloc 0 96 alloc 0 96 mark %s await %s check mark %s await %s free",
+             fa, fb, fc, fd);
+    snprintf(sb, sizeof(sb), "await %s idle 1.5 alloc 0 96 check mark %s await %s free mark %s", fa,
+             fh, fr, fb);
+    cjob(a, 1, "run", 0, gpu(g, 0, 32, 256), sa);
+    cjob(b, 2, "run", 0, gpu(g, 0, 96, 256), sb);
+    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
+    pid_t pa = job_pid(1), pb = job_pid(2);
+    REQUIRE(pa > 0 && pb > 0);
+    REQUIRE(wait_file(fh, 30));
+    /* B holds its 96 MiB; A's 192 MiB are in the host reserve, off the GPU */
+    CHECK(simgpu_shows(0, pa, 0, 5));
+    CHECK(simgpu_shows(0, pb, (long long)(96 * MiB), 5));
+    char *ev = wait_event(1, "swapped_out", 5);
+    CHECK(ev != NULL && strstr(ev, "192.0 MiB to the host swap reserve") != NULL);
+    free(ev);
+    struct ts_ledger *l = ledger();
+    int k = l != NULL ? ts_ledger_find_job(l, ts_ledger_key(1, 0)) : -1;
+    CHECK(k >= 0 && atomic_load(&l->jobs[k].swapped_bytes) == 192 * MiB &&
+          atomic_load(&l->jobs[k].used_bytes) == 0);
+    ts_ledger_close(l);
+    char *oa = job_output(1);
+    CHECK(oa != NULL && strstr(oa, "check ") == NULL); /* A has made no call yet */
+    free(oa);
+
+    ts_files_write_atomic(fr, "", 0, 0644); /* B frees; A's check brings it back */
+    REQUIRE(wait_file(fc, 30));
+    CHECK(simgpu_shows(0, pa, (long long)(192 * MiB), 5));
+    ts_files_write_atomic(fd, "", 0, 0644);
+    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "exit_code")) == 0);
+    CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
+    json_decref(j1);
+    json_decref(j2);
+    oa = job_output(1);
+    char *ob = job_output(2);
+    CHECK(intact_at_same_addresses(oa) && strstr(oa, "data intact 201326592 bytes") != NULL);
+    CHECK(intact_at_same_addresses(ob));
+    free(oa);
+    free(ob);
+    ev = wait_event(1, "swapped_in", 5);
+    CHECK(ev != NULL && strstr(ev, "memory_ended") == NULL);
+    free(ev);
+    CHECK(reported_event(1, "swapped_out", 5) && reported_event(2, "swapped_out", 5) &&
+          reported_event(1, "swapped_in", 5));
+    dump_outputs(2);
+}
+
+/* swap with a host reserve smaller than A's burst: priority instead. */
+static void under_the_real_shim_a_full_swap_reserve_falls_back_to_ending_the_holder(void)
+{
+    if (!use_real_shim())
+        return;
+    const char *opts[] = {"--collision", "swap", "--swap-reserve", "64MiB", "--swap-idle",
+                          "1s",          NULL};
+    agent_start(opts);
+    char a[8192], b[8192], g[256], fa[256], sa[1024], sb[1024];
+    flag(fa, sizeof(fa), "a");
+    snprintf(sa, sizeof(sa), "alloc 0 192 mark %s idle 30", fa);
+    snprintf(sb, sizeof(sb), "await %s idle 1.5 alloc 0 96 check free", fa);
+    cjob(a, 1, "run", 0, gpu(g, 0, 32, 256), sa);
+    cjob(b, 2, "run", 0, gpu(g, 0, 96, 256), sb);
+    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
+    pid_t pa = job_pid(1);
+    REQUIRE(pa > 0);
+    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
+    CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
+    json_decref(j1);
+    json_decref(j2);
+    char *ob = job_output(2);
+    CHECK(intact_at_same_addresses(ob));
+    free(ob);
+    CHECK(simgpu_shows(0, pa, 0, 5)); /* the ended holder's memory is free */
+    char *ev = wait_event(1, "memory_ended", 5);
+    CHECK(ev != NULL && strstr(ev, "\"type\":\"swap_failed\"") != NULL &&
+          strstr(ev, "has no room for 192.0 MiB") != NULL);
+    CHECK(ev != NULL && strstr(ev, "for job 2") != NULL);
+    free(ev);
+    CHECK(reported_event(1, "swap_failed", 5) && reported_event(1, "memory_ended", 5));
+    dump_outputs(2);
+}
+
+/* Suspend through the desired file: the job is stopped and its memory is
+ * off the GPU; run again in the same attempt: it goes on with its data. */
+static void under_the_real_shim_suspend_stops_the_job_off_the_gpu_and_run_resumes_it_intact(void)
+{
+    if (!use_real_shim())
+        return;
+    const char *opts[] = {"--collision", "wait", "--swap-reserve", "128MiB", NULL};
+    agent_start(opts);
+    char a[8192], g[256], fa[256], fr[256], fc[256], fd[256], sa[2048];
+    flag(fa, sizeof(fa), "a");
+    flag(fr, sizeof(fr), "resume");
+    flag(fc, sizeof(fc), "checked");
+    flag(fd, sizeof(fd), "done");
+    snprintf(sa, sizeof(sa), "alloc 0 32 alloc 0 32 mark %s await %s check mark %s await %s", fa,
+             fr, fc, fd);
+    set_desired("{\"generation\": 1, \"jobs\": [%s]}", cjob(a, 1, "run", 0, gpu(g, 0, 64, 64), sa));
+    pid_t pid = job_pid(1);
+    REQUIRE(pid > 0 && wait_file(fa, 20));
+    CHECK(simgpu_shows(0, pid, (long long)(64 * MiB), 5));
+    set_desired("{\"generation\": 2, \"jobs\": [%s]}",
+                cjob(a, 1, "suspend", 0, gpu(g, 0, 64, 64), sa));
+    json_t *j = wait_job(1, "suspended", 20);
+    REQUIRE(j != NULL);
+    CHECK(json_integer_value(json_object_get(j, "swapped_bytes")) == (json_int_t)(64 * MiB));
+    CHECK((pid_t)json_integer_value(json_object_get(j, "pid")) == pid);
+    json_decref(j);
+    struct ts_proc_stat st;
+    CHECK(ts_proc_stat(pid, &st) == 0 && st.state == 'T');
+    CHECK(simgpu_shows(0, pid, 0, 5)); /* off the GPU while suspended */
+    CHECK(ledger_used(1) == 0);
+    CHECK(reported_event(1, "suspended", 5));
+
+    ts_files_write_atomic(fr, "", 0, 0644); /* it may go on once continued */
+    set_desired("{\"generation\": 3, \"jobs\": [%s]}", cjob(a, 1, "run", 0, gpu(g, 0, 64, 64), sa));
+    REQUIRE(wait_file(fc, 20));
+    CHECK(ts_proc_stat(pid, &st) == 0 && st.state != 'T');
+    CHECK(simgpu_shows(0, pid, (long long)(64 * MiB), 5)); /* back on the GPU */
+    ts_files_write_atomic(fd, "", 0, 0644);
+    j = wait_job(1, "exited", 20);
+    CHECK(j != NULL && json_integer_value(json_object_get(j, "exit_code")) == 0);
+    json_decref(j);
+    char *out = job_output(1);
+    CHECK(intact_at_same_addresses(out));
+    free(out);
+    char *ev = wait_event(1, "swapped_in", 5);
+    CHECK(ev != NULL && strstr(ev, "\"type\":\"resumed\"") != NULL);
+    free(ev);
+    CHECK(reported_event(1, "resumed", 5));
+    dump_outputs(1);
+}
+
+/* A job fractional on two GPUs, bursting on GPU 0, is swapped out for a
+ * request there: both GPUs' memory leaves, and both come back together. */
+static void under_the_real_shim_a_two_gpu_job_leaves_both_gpus_and_comes_back_together(void)
+{
+    if (!use_real_shim())
+        return;
+    gpus_spec = "sim:2x1GiB";
+    const char *opts[] = {"--collision", "swap", "--swap-reserve", "320MiB", "--swap-idle",
+                          "1s",          NULL};
+    agent_start(opts);
+    char a[8192], b[8192], g0[256], g1[256], gs[600], fa[256], fb[256], fc[256], fd[256];
+    char fh[256], fr[256], sa[2048], sb[2048];
+    flag(fa, sizeof(fa), "a");
+    flag(fb, sizeof(fb), "b");
+    flag(fc, sizeof(fc), "checked");
+    flag(fd, sizeof(fd), "done");
+    flag(fh, sizeof(fh), "held");
+    flag(fr, sizeof(fr), "release");
+    snprintf(sa, sizeof(sa), "alloc 0 192 alloc 1 96 mark %s await %s check mark %s await %s free",
+             fa, fb, fc, fd);
+    snprintf(sb, sizeof(sb), "await %s idle 1.5 alloc 0 96 mark %s await %s free mark %s", fa, fh,
+             fr, fb);
+    snprintf(gs, sizeof(gs), "%s, %s", gpu(g0, 0, 32, 256), gpu(g1, 1, 32, 256));
+    cjob(a, 1, "run", 0, gs, sa);
+    cjob(b, 2, "run", 0, gpu(g0, 0, 96, 256), sb);
+    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
+    pid_t pa = job_pid(1), pb = job_pid(2);
+    REQUIRE(pa > 0 && pb > 0);
+    REQUIRE(wait_file(fh, 30));
+    CHECK(simgpu_shows(0, pa, 0, 5)); /* both GPUs, though only GPU 0 was short */
+    CHECK(simgpu_shows(1, pa, 0, 5));
+    CHECK(simgpu_shows(0, pb, (long long)(96 * MiB), 5));
+    char *ev = wait_event(1, "swapped_out", 5);
+    CHECK(ev != NULL && strstr(ev, "288.0 MiB to the host swap reserve") != NULL);
+    free(ev);
+
+    ts_files_write_atomic(fr, "", 0, 0644);
+    REQUIRE(wait_file(fc, 30));
+    CHECK(simgpu_shows(0, pa, (long long)(192 * MiB), 5));
+    CHECK(simgpu_shows(1, pa, (long long)(96 * MiB), 5));
+    ts_files_write_atomic(fd, "", 0, 0644);
+    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "exit_code")) == 0);
+    CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
+    json_decref(j1);
+    json_decref(j2);
+    char *oa = job_output(1);
+    CHECK(intact_at_same_addresses(oa) && strstr(oa, "check dev=1 ") != NULL);
+    free(oa);
+    ev = wait_event(1, "swapped_in", 5);
+    CHECK(ev != NULL && strstr(ev, "memory_ended") == NULL);
+    free(ev);
+    dump_outputs(2);
 }
 
 /* ---- main ------------------------------------------------------------------ */
@@ -665,6 +1079,11 @@ static const struct {
     CASE(suspend_swaps_a_job_out_and_stops_it_and_run_resumes_it_warm),
     CASE(a_job_that_cannot_be_swapped_out_is_stopped_instead_of_suspended),
     CASE(under_the_real_shim_priority_ends_the_burst_holder_for_a_request),
+    CASE(under_the_real_shim_wait_blocks_a_request_until_the_burst_holder_frees),
+    CASE(under_the_real_shim_swap_moves_the_idle_holder_off_the_gpu_and_back_intact),
+    CASE(under_the_real_shim_a_full_swap_reserve_falls_back_to_ending_the_holder),
+    CASE(under_the_real_shim_suspend_stops_the_job_off_the_gpu_and_run_resumes_it_intact),
+    CASE(under_the_real_shim_a_two_gpu_job_leaves_both_gpus_and_comes_back_together),
 };
 
 int main(int argc, char **argv)

@@ -464,8 +464,9 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
             .name = ts_row_text(res, r, 1, a),
             .project = project,
             .priority = (int)ts_row_i64(res, r, 3),
-            /* a job already stopping is never chosen again */
-            .preemptible = ts_row_bool(res, r, 4) && !stopping,
+            /* a job already stopping is never chosen again, nor one resuming
+             * (its agent is bringing it back; it can be stopped once running) */
+            .preemptible = ts_row_bool(res, r, 4) && !stopping && strcmp(state, "resuming") != 0,
             .node = node,
             .started_at = ts_row_i64(res, r, 7),
         };

@@ -67,7 +67,7 @@ static bool alive(pid_t pid)
 }
 
 enum ts_swap_result ts_broker_swap_out(struct ts_broker *b, int64_t id, int attempt, pid_t pid,
-                                       uint64_t *moved, char *why, size_t whylen)
+                                       bool hold, uint64_t *moved, char *why, size_t whylen)
 {
     unsigned gpus[TS_GPUS_MAX];
     unsigned n = job_gpus(b, id, attempt, gpus);
@@ -101,7 +101,7 @@ enum ts_swap_result ts_broker_swap_out(struct ts_broker *b, int64_t id, int atte
     }
     p->swap_offset = off;
     p->swap_len = total;
-    atomic_store(&p->cmd, TS_CMD_SWAP_OUT);
+    atomic_store(&p->cmd, hold ? TS_CMD_SUSPEND : TS_CMD_SWAP_OUT);
     uint32_t seq = atomic_fetch_add(&p->cmd_seq, 1) + 1;
     ts_futex_wake(&p->cmd_seq);
     struct timespec t0;
@@ -286,7 +286,7 @@ static void suspend(struct ts_broker *b, const struct request *r)
         size_t n = job_procs(b, r, &home, pids, TS_LEDGER_PROCS);
         for (size_t k = 0; k < n && why[0] == '\0'; k++) {
             uint64_t moved = 0;
-            if (ts_broker_swap_out(b, r->id, r->attempt, pids[k], &moved, why, sizeof(why)) ==
+            if (ts_broker_swap_out(b, r->id, r->attempt, pids[k], true, &moved, why, sizeof(why)) ==
                 TS_SWAP_DONE)
                 total += moved;
         }

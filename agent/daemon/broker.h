@@ -65,9 +65,11 @@ enum ts_swap_result {
 };
 /* Swap process pid of job (id, attempt) out of all its GPUs: a range of the
  * reserve for its bytes, TS_CMD_SWAP_OUT in its home slot, then wait for
- * the acknowledgement (TS_BROKER_ACK_MS). *moved: its bytes. */
+ * the acknowledgement (TS_BROKER_ACK_MS). hold (a suspend): TS_CMD_SUSPEND,
+ * so its GPU calls wait for TS_CMD_SWAP_IN instead of taking the memory
+ * back before the agent stops it. *moved: its bytes. */
 enum ts_swap_result ts_broker_swap_out(struct ts_broker *b, int64_t id, int attempt, pid_t pid,
-                                       uint64_t *moved, char *why, size_t whylen);
+                                       bool hold, uint64_t *moved, char *why, size_t whylen);
 
 /* "1.50 GiB" into buf. */
 const char *ts_broker_bytes(uint64_t bytes, char *buf, size_t len);

@@ -182,7 +182,7 @@ static void resolve_swap(struct ts_broker *b, unsigned g, int w, uint64_t missin
         }
         uint64_t moved = 0;
         enum ts_swap_result r =
-            ts_broker_swap_out(b, v.id, v.attempt, v.pid, &moved, why, sizeof(why));
+            ts_broker_swap_out(b, v.id, v.attempt, v.pid, false, &moved, why, sizeof(why));
         char x[32], y[32];
         if (r != TS_SWAP_DONE) {
             ts_events_add(b->ev, v.id, v.attempt, "swap_failed",

@@ -80,6 +80,10 @@ enum ts_ledger_cmd {
     TS_CMD_NONE = 0,
     TS_CMD_SWAP_OUT = 1, /* move every allocation to swap_offset.. of the reserve */
     TS_CMD_SWAP_IN = 2,  /* bring it back now (resume warm), not on the next call */
+    TS_CMD_SUSPEND = 3,  /* swap out as TS_CMD_SWAP_OUT, and hold the process's GPU
+                            calls (not swapping in on the next one) until TS_CMD_SWAP_IN:
+                            the agent stops the process after the ack, so a call made
+                            in between cannot bring the memory back behind its back */
 };
 
 /* procs[].swap_state */

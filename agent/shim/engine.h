@@ -25,6 +25,7 @@
 #define TS_GATE_OUT 2u       /* memory is in the reserve */
 #define TS_GATE_COMING_IN 3u /* a swap-in is under way */
 #define TS_GATE_STATE 0xffu
+#define TS_GATE_HELD 0x100u /* suspended: memory out stays out until TS_CMD_SWAP_IN */
 #define TS_GATE_FENCED 0x80000000u
 #define TS_GATE_UNREGISTERED (-(1 << 29)) /* ts_gate_inside of a new thread */
 
@@ -87,6 +88,8 @@ uint32_t ts_gate_wait_ms(void);
 int ts_gate_quiesce(uint32_t wait_ms);
 /* Set the state (keeping the fenced bit) and wake the threads waiting. */
 void ts_gate_set(uint32_t state);
+/* Drop TS_GATE_HELD and wake the threads waiting on it. */
+void ts_gate_release_hold(void);
 /* membarrier registration (once); sets TS_GATE_FENCED when unavailable. */
 void ts_gate_barrier_init(void);
 void ts_gate_fork_child(void);

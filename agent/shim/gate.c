@@ -104,6 +104,12 @@ void ts_gate_set(uint32_t state)
     syscall(SYS_futex, (uint32_t *)&ts_gate_word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
+void ts_gate_release_hold(void)
+{
+    atomic_fetch_and(&ts_gate_word, ~TS_GATE_HELD);
+    syscall(SYS_futex, (uint32_t *)&ts_gate_word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
 void ts_gate_barrier_init(void)
 {
     if (atomic_load(&barrier_state) != 0)
@@ -128,6 +134,11 @@ CUresult ts_gate_enter_slow(void)
         return CUDA_SUCCESS;
     }
     uint64_t deadline = ts_swap_now_ms() + ts_gate_wait_ms();
+    /* A held gate (a suspend) counts its bound in 100 ms waits of this
+     * thread, not in wall time: a process stopped for hours and continued
+     * still waits for the agent's swap-in command, a process the agent
+     * never stopped takes its memory back after wait_ms. */
+    uint32_t held_waits = ts_gate_wait_ms() / 100u + 1u;
     for (;;) {
         ts_gate_inside++;
         atomic_thread_fence(memory_order_seq_cst);
@@ -136,6 +147,13 @@ CUresult ts_gate_enter_slow(void)
         if (state == TS_GATE_OPEN)
             return CUDA_SUCCESS;
         ts_gate_inside--;
+        if (state == TS_GATE_OUT && (w & TS_GATE_HELD)) {
+            if (held_waits-- == 0)
+                ts_gate_release_hold();
+            else
+                futex_wait(&ts_gate_word, w, 100u);
+            continue;
+        }
         if (state == TS_GATE_OUT) {
             uint32_t in = (w & ~TS_GATE_STATE) | TS_GATE_COMING_IN;
             if (atomic_compare_exchange_strong(&ts_gate_word, &w, in)) {

@@ -509,6 +509,12 @@ int ts_e2e_agent_start(struct ts_e2e *c, struct ts_e2e_agent *a)
         argv[argc++] = "--labels";
         argv[argc++] = a->labels;
     }
+    char args[sizeof(a->args)];
+    snprintf(args, sizeof(args), "%s", a->args);
+    char *save = NULL;
+    for (char *w = strtok_r(args, " ", &save); w != NULL && argc < 23;
+         w = strtok_r(NULL, " ", &save))
+        argv[argc++] = w;
     argv[argc] = NULL;
     if (mkdir(a->data, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "e2e: mkdir %s: %s\n", a->data, strerror(errno));
@@ -540,6 +546,12 @@ int ts_e2e_agent_add(struct ts_e2e *c, const char *node, const char *gpus, const
 int ts_e2e_agent_add_at(struct ts_e2e *c, const char *server, const char *node, const char *gpus,
                         const char *labels)
 {
+    return ts_e2e_agent_add_args(c, server, node, gpus, labels, NULL);
+}
+
+int ts_e2e_agent_add_args(struct ts_e2e *c, const char *server, const char *node, const char *gpus,
+                          const char *labels, const char *args)
+{
     if (c->nagents >= TS_E2E_AGENTS_MAX)
         return -1;
     int i = c->nagents++;
@@ -549,6 +561,7 @@ int ts_e2e_agent_add_at(struct ts_e2e *c, const char *server, const char *node, 
     snprintf(a->gpus, sizeof(a->gpus), "%s", gpus);
     snprintf(a->labels, sizeof(a->labels), "%s", labels != NULL ? labels : "");
     snprintf(a->server, sizeof(a->server), "%s", server);
+    snprintf(a->args, sizeof(a->args), "%s", args != NULL ? args : "");
     char base[320]; /* a copy: GCC cannot tell that a and c->srv do not overlap */
     snprintf(base, sizeof(base), "%s/agent-%s", c->srv.dir, node);
     snprintf(a->data, sizeof(a->data), "%s", base);

@@ -49,6 +49,7 @@ struct ts_e2e_agent {
     char node[64];
     char gpus[64];   /* --gpus */
     char labels[64]; /* --labels, or "" */
+    char args[160];  /* more options, separated by spaces, or "" */
     char server[128];
     char data[400]; /* --data-dir */
     char log[420];
@@ -93,6 +94,9 @@ int ts_e2e_agent_add(struct ts_e2e *c, const char *node, const char *gpus, const
 /* The same, talking to server (a URL). */
 int ts_e2e_agent_add_at(struct ts_e2e *c, const char *server, const char *node, const char *gpus,
                         const char *labels);
+/* The same, with more agent options (separated by spaces; NULL: none). */
+int ts_e2e_agent_add_args(struct ts_e2e *c, const char *server, const char *node,
+                          const char *gpus, const char *labels, const char *args);
 /* (Re)start agent a (with a->server); 0 or -1. */
 int ts_e2e_agent_start(struct ts_e2e *c, struct ts_e2e_agent *a);
 /* Signal agent a and wait up to 20 s for it; its wait status, or -1. */

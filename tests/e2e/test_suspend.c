@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -92,6 +93,22 @@ static int step_lines(const struct ts_e2e_agent *a, long long id)
     return n;
 }
 
+/* Run the tessera CLI as admin with one job argument: its exit status; its
+ * output (stdout and stderr) into out. */
+static int cli(struct ts_it_server *s, const char *verb, long long id, char *out, size_t len)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s/tessera --server %s --token %s %s %lld 2>&1", ts_e2e_bin_dir(),
+             s->url, TS_IT_ADMIN_TOKEN, verb, id);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL)
+        fail_msg("popen: %s", cmd);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 static long long submit_gpuload(struct ts_it_server *s, const char *name, const char *extra,
                                 int steps)
 {
@@ -123,9 +140,11 @@ static void a_job_suspended_through_the_api_resumes_warm_with_its_memory_intact(
     long long before = gpu_used(a);
     assert_true(before >= 256 * MiB);
 
-    char path[96];
-    snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", id);
-    assert_int_equal(ts_e2e_req(s, "POST", path, "{}"), 202);
+    /* through the CLI, as a user would */
+    char out[2048], want[128];
+    assert_int_equal(cli(s, "suspend", id, out, sizeof(out)), 0);
+    snprintf(want, sizeof(want), "job %lld (warm) suspend: suspending", id);
+    assert_non_null(strstr(out, want));
     j = ts_e2e_wait_state(s, id, "suspended", 30);
     assert_non_null(j);
     json_decref(j);
@@ -136,11 +155,13 @@ static void a_job_suspended_through_the_api_resumes_warm_with_its_memory_intact(
     ts_e2e_sleep(1.0);
     assert_int_equal(step_lines(a, id), steps);
     assert_true(ts_e2e_event_count(s, id, "suspended") >= 1);
-    /* suspending it again is a conflict */
-    assert_int_equal(ts_e2e_req(s, "POST", path, "{}"), 409);
+    /* suspending it again is a conflict: exit 4 with the server's detail */
+    assert_int_equal(cli(s, "suspend", id, out, sizeof(out)), 4);
+    assert_non_null(strstr(out, "only a running job can be suspended"));
 
-    snprintf(path, sizeof(path), "/api/v1/jobs/%lld/resume", id);
-    assert_int_equal(ts_e2e_req(s, "POST", path, "{}"), 202);
+    assert_int_equal(cli(s, "resume", id, out, sizeof(out)), 0);
+    snprintf(want, sizeof(want), "job %lld (warm) resume:", id);
+    assert_non_null(strstr(out, want));
     j = ts_e2e_wait_state(s, id, "running", 30);
     assert_non_null(j);
     assert_int_equal(ts_it_int(j, "attempt"), 1);

@@ -924,6 +924,52 @@ CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int ui, size_t n)
     return CUDA_SUCCESS;
 }
 
+CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short us, size_t n)
+{
+    FAIL(cuMemsetD16_v2, CUDA_ERROR_UNKNOWN);
+    NEED_CTX();
+    if (dst % 2 != 0 || n > SIZE_MAX / 2)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = range_check(dst, n * 2, true, NULL);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint16_t *p = (uint16_t *)(uintptr_t)dst;
+    for (size_t i = 0; i < n; i++)
+        p[i] = us;
+    return CUDA_SUCCESS;
+}
+
+/* The async memsets write at once, like the async copies; the stream must
+ * be valid. */
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream hs)
+{
+    FAIL(cuMemsetD8Async, CUDA_ERROR_UNKNOWN);
+    NEED_CTX();
+    if (!stream_of(hs))
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult rc = range_check(dst, n, true, NULL);
+    if (rc == CUDA_SUCCESS)
+        memset((void *)(uintptr_t)dst, uc, n);
+    return rc;
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream hs)
+{
+    FAIL(cuMemsetD32Async, CUDA_ERROR_UNKNOWN);
+    NEED_CTX();
+    if (!stream_of(hs))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (dst % 4 != 0 || n > SIZE_MAX / 4)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = range_check(dst, n * 4, true, NULL);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint32_t *p = (uint32_t *)(uintptr_t)dst;
+    for (size_t i = 0; i < n; i++)
+        p[i] = ui;
+    return CUDA_SUCCESS;
+}
+
 /* ---- page-locked host memory ----
  *
  * Ordinary host memory (not locked: a container's RLIMIT_MEMLOCK is small),
@@ -1662,11 +1708,10 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule m, const char *name)
     return CUDA_SUCCESS;
 }
 
-CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
-                        CUstream hs, void **params, void **extra)
+static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                       unsigned int bx, unsigned int by, unsigned int bz, CUstream hs,
+                       void **params)
 {
-    FAIL(cuLaunchKernel, CUDA_ERROR_LAUNCH_FAILED);
     NEED_CTX();
     if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1685,6 +1730,43 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
     uint64_t end = ts_simgpu_busy_add(&devs[s->ctx->ordinal], not_before, dur);
     atomic_store(&s->done_ns, end);
     return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                        CUstream hs, void **params, void **extra)
+{
+    FAIL(cuLaunchKernel, CUDA_ERROR_LAUNCH_FAILED);
+    (void)shmem;
+    (void)extra;
+    return launch(f, gx, gy, gz, bx, by, bz, hs, params);
+}
+
+/* cuLaunchKernelEx: cuLaunchKernel with its arguments in a CUlaunchConfig.
+ * The attributes are checked for shape (an id simgpu knows) and otherwise
+ * ignored: clusters, priorities and cooperative launches change nothing in
+ * busy time here. */
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
+{
+    FAIL(cuLaunchKernelEx, CUDA_ERROR_LAUNCH_FAILED);
+    (void)extra;
+    if (!config || (config->numAttrs && !config->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned int i = 0; i < config->numAttrs; i++)
+        if ((unsigned)config->attrs[i].id > CU_LAUNCH_ATTRIBUTE_PRIORITY)
+            return CUDA_ERROR_INVALID_VALUE;
+    return launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                  config->blockDimY, config->blockDimZ, config->hStream, params);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
+                               void **extra)
+{
+    if (!config)
+        return cuLaunchKernelEx(config, f, params, extra);
+    CUlaunchConfig c = *config;
+    c.hStream = per_thread(c.hStream);
+    return cuLaunchKernelEx(&c, f, params, extra);
 }
 
 /* ---- per-thread default stream flavours ----
@@ -1744,6 +1826,21 @@ CUresult cuMemsetD8_v2_ptds(CUdeviceptr dst, unsigned char uc, size_t n)
 CUresult cuMemsetD32_v2_ptds(CUdeviceptr dst, unsigned int ui, size_t n)
 {
     return cuMemsetD32_v2(dst, ui, n);
+}
+
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr dst, unsigned short us, size_t n)
+{
+    return cuMemsetD16_v2(dst, us, n);
+}
+
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char uc, size_t n, CUstream s)
+{
+    return cuMemsetD8Async(dst, uc, n, per_thread(s));
+}
+
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int ui, size_t n, CUstream s)
+{
+    return cuMemsetD32Async(dst, ui, n, per_thread(s));
 }
 
 CUresult cuStreamSynchronize_ptsz(CUstream s)

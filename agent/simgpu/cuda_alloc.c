@@ -141,6 +141,105 @@ CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, 
     return cuMemcpyAsync(dst, src, ByteCount, per_thread(hStream));
 }
 
+/* ---- 2D copies ----
+ *
+ * HOST, DEVICE and UNIFIED sides; an ARRAY side is CUDA_ERROR_NOT_SUPPORTED
+ * (simgpu's arrays hold no contents). The whole span of each side (from its
+ * first byte to the last byte of its last row) is checked before a byte
+ * moves: a DEVICE side must be device memory of this process, a HOST side
+ * mapped host memory that is no device allocation, a UNIFIED side either. */
+
+struct side2d {
+    uint64_t va; /* first byte copied */
+    bool device;
+    int ord;
+};
+
+static CUresult side_2d(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+                        size_t pitch, size_t w, size_t h, bool write, struct side2d *out)
+{
+    if (type == CU_MEMORYTYPE_ARRAY)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t base = type == CU_MEMORYTYPE_HOST ? (uint64_t)(uintptr_t)host : dev;
+    /* first = base + y*pitch + x; span = (h-1)*pitch + w, all checked. */
+    if (h > 1 && pitch < w)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (y && pitch > UINT64_MAX / y)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t off = (uint64_t)y * pitch;
+    if (off > UINT64_MAX - x || base > UINT64_MAX - (off + x))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t first = base + off + x;
+    if (h - 1 > 0 && pitch > (UINT64_MAX - w) / (h - 1))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t span = (uint64_t)(h - 1) * pitch + w;
+    if (first > UINT64_MAX - span)
+        return CUDA_ERROR_INVALID_VALUE;
+    out->va = first;
+    out->device = false;
+    out->ord = -1;
+    if (type == CU_MEMORYTYPE_DEVICE) {
+        out->device = true;
+        return range_check(first, span, write, &out->ord);
+    }
+    CUresult rc = copy_side(first, span, write, &out->device, &out->ord);
+    if (rc == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST && out->device)
+        return CUDA_ERROR_INVALID_VALUE;
+    return rc;
+}
+
+static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream hs, bool async)
+{
+    NEED_CTX();
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!stream_of(hs))
+        return async ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
+    if (c->WidthInBytes == 0 || c->Height == 0)
+        return CUDA_SUCCESS;
+    struct side2d d, s;
+    CUresult rc = side_2d(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY,
+                          c->dstPitch, c->WidthInBytes, c->Height, true, &d);
+    if (rc == CUDA_SUCCESS)
+        rc = side_2d(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY,
+                     c->srcPitch, c->WidthInBytes, c->Height, false, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    int ord = d.device ? d.ord : s.device ? s.ord : cur()->ordinal;
+    /* Row by row: each row costs its bytes at the copy bandwidth, so the
+     * whole copy costs Width x Height, as one copy of that size. */
+    for (size_t row = 0; row < c->Height && rc == CUDA_SUCCESS; row++)
+        rc = do_copy((void *)(uintptr_t)(d.va + (uint64_t)row * c->dstPitch),
+                     (const void *)(uintptr_t)(s.va + (uint64_t)row * c->srcPitch), c->WidthInBytes,
+                     ord, d.device != s.device, hs, async);
+    return rc;
+}
+
+CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy)
+{
+    FAIL(cuMemcpy2D_v2, CUDA_ERROR_UNKNOWN);
+    return copy_2d(pCopy, NULL, false);
+}
+
+CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    FAIL(cuMemcpy2DAsync_v2, CUDA_ERROR_UNKNOWN);
+    return copy_2d(pCopy, hStream, true);
+}
+
+CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy)
+{
+    FAIL(cuMemcpy2D_v2, CUDA_ERROR_UNKNOWN);
+    return copy_2d(pCopy, CU_STREAM_PER_THREAD, false);
+}
+
+CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{
+    return cuMemcpy2DAsync_v2(pCopy, per_thread(hStream));
+}
+
 /* ---- arrays ---- */
 
 static size_t format_bytes(CUarray_format f)

@@ -22,7 +22,14 @@ struct CUgraph_st {
     int ordinal; /* the GPU of the stream it was captured from */
 };
 
+/* An instantiated graph: simgpu's graphs are empty, so launching one
+ * checks its handle and stream and does nothing. */
+struct CUgraphExec_st {
+    int ordinal;
+};
+
 static struct table graphs; /* mu */
+static struct table execs;  /* mu */
 
 static bool default_stream(CUstream hs)
 {
@@ -126,6 +133,58 @@ CUresult cuGraphDestroy(CUgraph hGraph)
     return CUDA_SUCCESS;
 }
 
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags)
+{
+    FAIL(cuGraphInstantiateWithFlags, CUDA_ERROR_UNKNOWN);
+    NEED_CTX();
+    if (!phGraphExec || (flags & ~0xfULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    *phGraphExec = NULL;
+    struct CUgraphExec_st *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&mu);
+    if (!table_has(&graphs, hGraph))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (!table_add(&execs, e))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    else
+        e->ordinal = hGraph->ordinal;
+    pthread_mutex_unlock(&mu);
+    if (rc != CUDA_SUCCESS) {
+        free(e);
+        return rc;
+    }
+    *phGraphExec = e;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hs)
+{
+    FAIL(cuGraphLaunch, CUDA_ERROR_LAUNCH_FAILED);
+    NEED_CTX();
+    if (!known(&execs, hGraphExec))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!stream_of(hs))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_SUCCESS; /* the work ran during capture */
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    FAIL(cuGraphExecDestroy, CUDA_ERROR_UNKNOWN);
+    NEED_INIT();
+    pthread_mutex_lock(&mu);
+    bool ok = table_del(&execs, hGraphExec);
+    pthread_mutex_unlock(&mu);
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    free(hGraphExec);
+    return CUDA_SUCCESS;
+}
+
 /* Per-thread default stream flavours: their NULL stream is
  * CU_STREAM_PER_THREAD, which simgpu does not capture. */
 
@@ -142,4 +201,9 @@ CUresult cuStreamEndCapture_ptsz(CUstream hs, CUgraph *phGraph)
 CUresult cuStreamIsCapturing_ptsz(CUstream hs, CUstreamCaptureStatus *captureStatus)
 {
     return cuStreamIsCapturing(per_thread(hs), captureStatus);
+}
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hs)
+{
+    return cuGraphLaunch(hGraphExec, per_thread(hs));
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/abi/cuda.h"
@@ -688,6 +689,239 @@ static void injected_failures_hit_the_new_allocation_paths(void)
     unsetenv("TESSERA_SIMGPU_FAIL");
 }
 
+/* ---- 2D copies, memsets, cuLaunchKernelEx, cuGraphLaunch ---- */
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void two_d_copies_move_bytes_with_pitches_and_refuse_bad_ranges(void)
+{
+    setup(1, 1 * GiB);
+    enum { W = 100, H = 7, HP = 130, DP = 256 };
+    unsigned char src[HP * H], back[HP * H];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (unsigned char)(i * 31 + 7);
+    memset(back, 0xEE, sizeof back);
+    CUdeviceptr d = 0;
+    OK(CU(cuMemAlloc_v2)(&d, DP * (H + 1)));
+    OK(CU(cuMemsetD8_v2)(d, 0, DP * (H + 1)));
+
+    /* Host (from x=5, y=0, pitch 130) to device (x=3, y=1, pitch 256). */
+    CUDA_MEMCPY2D c = {0};
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = src;
+    c.srcXInBytes = 5;
+    c.srcPitch = HP;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = d;
+    c.dstXInBytes = 3;
+    c.dstY = 1;
+    c.dstPitch = DP;
+    c.WidthInBytes = W - 5;
+    c.Height = H;
+    OK(CU(cuMemcpy2D_v2)(&c));
+    /* The whole device buffer back: each row has its bytes, the rest 0. */
+    unsigned char dev[DP * (H + 1)];
+    OK(CU(cuMemcpyDtoH_v2)(dev, d, sizeof dev));
+    int bad = 0;
+    for (size_t y = 0; y < H + 1; y++)
+        for (size_t x = 0; x < DP; x++) {
+            bool in = y >= 1 && x >= 3 && x < 3 + W - 5;
+            unsigned char want = in ? src[(y - 1) * HP + 5 + (x - 3)] : 0;
+            bad += dev[y * DP + x] != want;
+        }
+    CHECK_EQ(bad, 0);
+
+    /* Device back to host (async on a stream, then unified on both sides). */
+    CUstream s;
+    OK(CU(cuStreamCreate)(&s, 0));
+    CUDA_MEMCPY2D b = {0};
+    b.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    b.srcDevice = d;
+    b.srcXInBytes = 3;
+    b.srcY = 1;
+    b.srcPitch = DP;
+    b.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+    b.dstDevice = (CUdeviceptr)(uintptr_t)back;
+    b.dstPitch = HP;
+    b.WidthInBytes = W - 5;
+    b.Height = H;
+    OK(CU(cuMemcpy2DAsync_v2)(&b, s));
+    OK(CU(cuStreamSynchronize)(s));
+    bad = 0;
+    for (size_t y = 0; y < H; y++)
+        for (size_t x = 0; x < HP; x++)
+            bad += back[y * HP + x] != (x < W - 5 ? src[y * HP + 5 + x] : 0xEE);
+    CHECK_EQ(bad, 0);
+    OK(((__typeof__(cuMemcpy2D_v2_ptds) *)sym_in(cu_lib, "cuMemcpy2D_v2_ptds"))(&b));
+    OK(CU(cuMemcpy2DAsync_v2_ptsz)(&b, NULL));
+
+    /* Refused, nothing written: a row past the allocation, a pitch under
+     * the width, an array side, a stale device pointer, a bad stream. */
+    CUDA_MEMCPY2D r = c;
+    r.Height = H + 1; /* the last row is y = H + 1: past the allocation */
+    CHECK_RC(CU(cuMemcpy2D_v2)(&r), CUDA_ERROR_INVALID_VALUE);
+    r = c;
+    r.dstPitch = 10;
+    CHECK_RC(CU(cuMemcpy2D_v2)(&r), CUDA_ERROR_INVALID_VALUE);
+    r = c;
+    r.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    CHECK_RC(CU(cuMemcpy2D_v2)(&r), CUDA_ERROR_NOT_SUPPORTED);
+    r = c;
+    r.dstMemoryType = (CUmemorytype)9;
+    CHECK_RC(CU(cuMemcpy2D_v2)(&r), CUDA_ERROR_INVALID_VALUE);
+    r = c;
+    r.srcMemoryType = CU_MEMORYTYPE_HOST;
+    r.srcHost = (const void *)(uintptr_t)d; /* device memory called host */
+    CHECK_RC(CU(cuMemcpy2D_v2)(&r), CUDA_ERROR_INVALID_VALUE);
+    r = c;
+    r.srcHost = NULL;
+    CHECK_RC(CU(cuMemcpy2D_v2)(&r), CUDA_ERROR_INVALID_VALUE);
+    r = c;
+    r.srcY = SIZE_MAX / 2;
+    CHECK_RC(CU(cuMemcpy2D_v2)(&r), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(CU(cuMemcpy2D_v2)(NULL), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(CU(cuMemcpy2DAsync_v2)(&c, (CUstream)(uintptr_t)0x1234), CUDA_ERROR_INVALID_HANDLE);
+    OK(CU(cuMemFree_v2)(d));
+    CHECK_RC(CU(cuMemcpy2D_v2)(&c), CUDA_ERROR_INVALID_VALUE); /* freed */
+    OK(CU(cuStreamDestroy_v2)(s));
+}
+
+static void new_memsets_fill_exactly_and_check_alignment(void)
+{
+    setup(1, 1 * GiB);
+    CUdeviceptr d = 0;
+    OK(CU(cuMemAlloc_v2)(&d, 4096));
+    OK(CU(cuMemsetD8_v2)(d, 0, 4096));
+    CUstream s;
+    OK(CU(cuStreamCreate)(&s, 0));
+    OK(CU(cuMemsetD16_v2)(d + 2, 0xBEEF, 3));
+    OK(CU(cuMemsetD8Async)(d + 100, 0x5A, 7, s));
+    OK(CU(cuMemsetD32Async)(d + 200, 0xA1B2C3D4u, 5, s));
+    OK(CU(cuMemsetD16_v2_ptds)(d + 400, 0x1234, 1));
+    OK(CU(cuMemsetD8Async_ptsz)(d + 500, 0x77, 2, NULL));
+    OK(CU(cuMemsetD32Async_ptsz)(d + 600, 0x01020304u, 1, NULL));
+    OK(CU(cuStreamSynchronize)(s));
+    unsigned char h[4096];
+    OK(CU(cuMemcpyDtoH_v2)(h, d, sizeof h));
+    unsigned char want[4096] = {0};
+    for (int i = 0; i < 3; i++) {
+        uint16_t v = 0xBEEF;
+        memcpy(want + 2 + 2 * i, &v, 2);
+    }
+    memset(want + 100, 0x5A, 7);
+    for (int i = 0; i < 5; i++) {
+        uint32_t v = 0xA1B2C3D4u;
+        memcpy(want + 200 + 4 * i, &v, 4);
+    }
+    uint16_t v16 = 0x1234;
+    memcpy(want + 400, &v16, 2);
+    memset(want + 500, 0x77, 2);
+    uint32_t v32 = 0x01020304u;
+    memcpy(want + 600, &v32, 4);
+    CHECK(memcmp(h, want, sizeof h) == 0);
+
+    CHECK_RC(CU(cuMemsetD16_v2)(d + 1, 0, 1), CUDA_ERROR_INVALID_VALUE);      /* unaligned */
+    CHECK_RC(CU(cuMemsetD32Async)(d + 2, 0, 1, s), CUDA_ERROR_INVALID_VALUE); /* unaligned */
+    CHECK_RC(CU(cuMemsetD16_v2)(d, 0, 2049), CUDA_ERROR_INVALID_VALUE);       /* overruns */
+    CHECK_RC(CU(cuMemsetD8Async)(d, 0, 4097, s), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(CU(cuMemsetD32Async)(d, 0, SIZE_MAX / 2, s), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(CU(cuMemsetD8Async)(d, 0, 1, (CUstream)(uintptr_t)0x1234), CUDA_ERROR_INVALID_HANDLE);
+    CHECK_RC(CU(cuMemsetD16_v2)((CUdeviceptr)(uintptr_t)h, 0, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(CU(cuMemcpyDtoH_v2)(h, d, sizeof h));
+    CHECK(memcmp(h, want, sizeof h) == 0); /* the refused ones wrote nothing */
+    OK(CU(cuMemFree_v2)(d));
+    OK(CU(cuStreamDestroy_v2)(s));
+}
+
+static const char busy_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                               ".visible .entry tessera_busy_ns(\n\t.param .u64 ns\n)\n{\n\tret;"
+                               "\n}\n";
+
+static void launch_kernel_ex_keeps_the_gpu_busy_and_graphs_launch_empty(void)
+{
+    setup(1, 1 * GiB);
+    CUmodule m;
+    CUfunction f;
+    OK(CU(cuModuleLoadData)(&m, busy_ptx));
+    OK(CU(cuModuleGetFunction)(&f, m, "tessera_busy_ns"));
+    CUstream s;
+    OK(CU(cuStreamCreate)(&s, 0));
+    uint64_t ns = 200 * 1000 * 1000;
+    void *params[] = {&ns};
+    CUlaunchAttribute attr = {0};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+    attr.value.priority = 1;
+    CUlaunchConfig cfg = {.gridDimX = 2,
+                          .gridDimY = 1,
+                          .gridDimZ = 1,
+                          .blockDimX = 32,
+                          .blockDimY = 1,
+                          .blockDimZ = 1,
+                          .hStream = s,
+                          .attrs = &attr,
+                          .numAttrs = 1};
+    double t0 = mono_s();
+    OK(CU(cuLaunchKernelEx)(&cfg, f, params, NULL));
+    OK(CU(cuLaunchKernelEx_ptsz)(&cfg, f, params, NULL));
+    CHECK(mono_s() - t0 < 0.1); /* asynchronous */
+    CHECK_RC(CU(cuStreamQuery)(s), CUDA_ERROR_NOT_READY);
+    OK(CU(cuStreamSynchronize)(s));
+    double waited = mono_s() - t0;
+    CHECK(waited >= 0.39 && waited < 2.0); /* two kernels of 200 ms, one after the other */
+
+    CUlaunchConfig bad = cfg;
+    bad.blockDimX = 2048;
+    CHECK_RC(CU(cuLaunchKernelEx)(&bad, f, params, NULL), CUDA_ERROR_INVALID_VALUE);
+    bad = cfg;
+    bad.attrs = NULL;
+    CHECK_RC(CU(cuLaunchKernelEx)(&bad, f, params, NULL), CUDA_ERROR_INVALID_VALUE);
+    bad = cfg;
+    bad.hStream = (CUstream)(uintptr_t)0x1234;
+    CHECK_RC(CU(cuLaunchKernelEx)(&bad, f, params, NULL), CUDA_ERROR_INVALID_HANDLE);
+    CHECK_RC(CU(cuLaunchKernelEx)(NULL, f, params, NULL), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(CU(cuLaunchKernelEx)(&cfg, (CUfunction)(uintptr_t)0x99, params, NULL),
+             CUDA_ERROR_INVALID_HANDLE);
+    CHECK_RC(CU(cuLaunchKernelEx)(&cfg, f, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+
+    /* A captured graph: the memset ran during capture; launching the
+     * instantiated graph succeeds and runs nothing again. */
+    CUdeviceptr d = 0;
+    OK(CU(cuMemAlloc_v2)(&d, 4096));
+    OK(CU(cuStreamBeginCapture_v2)(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    OK(CU(cuMemsetD8Async)(d, 0x42, 4096, s));
+    CUgraph g = NULL;
+    OK(CU(cuStreamEndCapture)(s, &g));
+    CUgraphExec ge = NULL;
+    OK(CU(cuGraphInstantiateWithFlags)(&ge, g, 0));
+    CHECK(ge != NULL);
+    OK(CU(cuMemsetD8_v2)(d, 0x00, 4096));
+    t0 = mono_s();
+    OK(CU(cuGraphLaunch)(ge, s));
+    OK(CU(cuGraphLaunch_ptsz)(ge, NULL));
+    OK(CU(cuStreamSynchronize)(s));
+    CHECK(mono_s() - t0 < 0.1);
+    unsigned char h[4096], zero[4096] = {0};
+    OK(CU(cuMemcpyDtoH_v2)(h, d, sizeof h));
+    CHECK(memcmp(h, zero, sizeof h) == 0);
+    CHECK_RC(CU(cuGraphLaunch)(ge, (CUstream)(uintptr_t)0x1234), CUDA_ERROR_INVALID_HANDLE);
+    CHECK_RC(CU(cuGraphLaunch)((CUgraphExec)(uintptr_t)0x5678, s), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(CU(cuGraphInstantiateWithFlags)(&ge, (CUgraph)(uintptr_t)0x5678, 0),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK(ge == NULL);
+    OK(CU(cuGraphInstantiateWithFlags)(&ge, g, 0));
+    OK(CU(cuGraphExecDestroy)(ge));
+    CHECK_RC(CU(cuGraphLaunch)(ge, s), CUDA_ERROR_INVALID_VALUE); /* destroyed */
+    CHECK_RC(CU(cuGraphExecDestroy)(ge), CUDA_ERROR_INVALID_VALUE);
+    OK(CU(cuGraphDestroy)(g));
+    OK(CU(cuMemFree_v2)(d));
+    OK(CU(cuStreamDestroy_v2)(s));
+}
+
 /* clang-format off */
 static const struct {
     const char *name;
@@ -702,6 +936,9 @@ static const struct {
     CASE(a_destroyed_context_frees_every_new_allocation_kind),
     CASE(get_proc_address_hands_out_the_new_entry_points),
     CASE(injected_failures_hit_the_new_allocation_paths),
+    CASE(two_d_copies_move_bytes_with_pitches_and_refuse_bad_ranges),
+    CASE(new_memsets_fill_exactly_and_check_alignment),
+    CASE(launch_kernel_ex_keeps_the_gpu_busy_and_graphs_launch_empty),
 #undef CASE
 };
 /* clang-format on */

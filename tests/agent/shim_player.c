@@ -4,7 +4,7 @@
  * it claims its home slot in JOBDIR/shim/dev0.ledger, charges its job slot
  * as the shim would (within request by one add, bursts under the lock while
  * the GPU has room and bursts are open, within-request charges that do not
- * fit wait for room_seq), and answers TS_CMD_SWAP_OUT / TS_CMD_SWAP_IN from
+ * fit wait for room_seq), and answers TS_CMD_SWAP_OUT / TS_CMD_SUSPEND / TS_CMD_SWAP_IN from
  * a watcher thread by copying its "device memory" (a host buffer standing
  * in for it) to and from the agent's host swap reserve.
  *
@@ -169,10 +169,13 @@ static void *watcher(void *arg)
         done = seq;
         pthread_mutex_lock(&gate);
         uint32_t cmd = atomic_load(&me->cmd);
-        int rc = cmd == TS_CMD_SWAP_OUT ? swap_out() : cmd == TS_CMD_SWAP_IN ? swap_in() : 0;
+        /* a suspend is a swap-out whose memory stays out until TS_CMD_SWAP_IN:
+         * this player only swaps in on command anyway */
+        bool out = cmd == TS_CMD_SWAP_OUT || cmd == TS_CMD_SUSPEND;
+        int rc = out ? swap_out() : cmd == TS_CMD_SWAP_IN ? swap_in() : 0;
         if (rc != 0) {
             atomic_store(&me->swap_error, rc);
-            if (cmd == TS_CMD_SWAP_OUT)
+            if (out)
                 atomic_store(&me->swap_state, TS_SWAP_FAILED);
         }
         say("command %u done rc=%d", cmd, rc);

@@ -15,7 +15,8 @@
  * Steps: init, dev:K, alloc:B, pitch:W:H, managed:B, create:B, async:B,
  * pool:B, array:W:H, array3d:W:H:D, free, freeall, badfree, meminfo,
  * totalmem:K, nvml:K, nvml2:K, capture_async:B, lookup:V:F:NAME...,
- * where:NAME, fork:B, launch:N, fill:B, check:B, holdlock, wait, sleep:MS.
+ * where:NAME, fork:B, launch:N, fill:B, check:B, check2d:B, launchex:NS,
+ * holdlock, wait, sleep:MS.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -112,6 +113,10 @@ typedef CUresult (*f_endcap)(CUstream, CUgraph *);
 typedef CUresult (*f_screate)(CUstream *, unsigned);
 typedef CUresult (*f_htod)(CUdeviceptr, const void *, size_t);
 typedef CUresult (*f_dtoh)(void *, CUdeviceptr, size_t);
+typedef CUresult (*f_copy2d)(const CUDA_MEMCPY2D *);
+typedef CUresult (*f_modload)(CUmodule *, const void *);
+typedef CUresult (*f_getfn)(CUfunction *, CUmodule, const char *);
+typedef CUresult (*f_launchex)(const CUlaunchConfig *, CUfunction, void **, void **);
 typedef nvmlReturn_t (*n_init)(void);
 typedef nvmlReturn_t (*n_handle)(unsigned, nvmlDevice_t *);
 typedef nvmlReturn_t (*n_mem)(nvmlDevice_t, nvmlMemory_t *);
@@ -398,6 +403,51 @@ static void step(const char *s)
         free(buf);
         printf("%s rc=%d bad=%zu ptr=%llu\n", fill ? "fill" : "check", rc, bad,
                nheld > 0 ? (unsigned long long)stack[nheld - 1].v : 0ull);
+    } else if (strncmp(s, "check2d:", 8) == 0) {
+        /* check2d:B: check:B through cuMemcpy2D_v2, in rows of 1 KiB read
+         * from a device pitch of 1 KiB into a host pitch of 2 KiB */
+        size_t n = (size_t)bytes_arg(a), rows = n / 1024;
+        unsigned char *buf = calloc(rows ? rows : 1, 2048);
+        rc = buf != NULL && nheld > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        size_t bad = 0;
+        if (rc == CUDA_SUCCESS) {
+            CUDA_MEMCPY2D c = {0};
+            c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+            c.srcDevice = stack[nheld - 1].v;
+            c.srcPitch = 1024;
+            c.dstMemoryType = CU_MEMORYTYPE_HOST;
+            c.dstHost = buf;
+            c.dstPitch = 2048;
+            c.WidthInBytes = 1024;
+            c.Height = rows;
+            rc = CALL(f_copy2d, cuMemcpy2D_v2, &c);
+            for (size_t i = 0; rc == CUDA_SUCCESS && i < rows * 1024; i++)
+                bad += buf[(i / 1024) * 2048 + i % 1024] != (unsigned char)(i * 131 + 7);
+        }
+        free(buf);
+        printf("check2d rc=%d bad=%zu\n", rc, bad);
+    } else if (strncmp(s, "launchex:", 9) == 0) {
+        /* launchex:NS: a busy kernel of NS nanoseconds by cuLaunchKernelEx
+         * (the only gated call of the step: loading a module is not) */
+        static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                                  ".visible .entry tessera_busy_ns(\n\t.param .u64 ns\n)\n"
+                                  "{\n\tret;\n}\n";
+        CUmodule m = NULL;
+        CUfunction f = NULL;
+        unsigned long long ns = strtoull(a, NULL, 10);
+        void *params[] = {&ns};
+        CUlaunchConfig cfg = {.gridDimX = 1,
+                              .gridDimY = 1,
+                              .gridDimZ = 1,
+                              .blockDimX = 32,
+                              .blockDimY = 1,
+                              .blockDimZ = 1};
+        rc = CALL(f_modload, cuModuleLoadData, &m, ptx);
+        if (rc == CUDA_SUCCESS)
+            rc = CALL(f_getfn, cuModuleGetFunction, &f, m, "tessera_busy_ns");
+        if (rc == CUDA_SUCCESS)
+            rc = CALL(f_launchex, cuLaunchKernelEx, &cfg, f, params, NULL);
+        printf("launchex rc=%d\n", rc);
     } else if (strcmp(s, "holdlock") == 0) {
         /* take the ledger's lock as the shim does, and keep it until killed */
         char path[4096];

@@ -108,6 +108,16 @@ static void agent_start(const char *const *extra)
                             "--shim-lib",
                             "/nonexistent/libtessera-cuda.so"};
     size_t n = real_shim ? 15 : 17; /* the real shim: the default beside the binary */
+    /* Sanitizer build: the jobs and the shim are ASan-built, and libasan
+     * must be the first object of a process (the shim before it hangs the
+     * job at start), so it goes first in the list the agent preloads. */
+    static char preload[2 * PATH_MAX + 8];
+    if (real_shim && preload_first != NULL && preload_first[0] != '\0') {
+        snprintf(preload, sizeof(preload), "%s:%s/../lib/libtessera-cuda.so", preload_first,
+                 bin_dir);
+        argv[n++] = "--shim-lib";
+        argv[n++] = preload;
+    }
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 38; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -328,8 +338,6 @@ static char *job(char *buf, size_t len, int id, const char *action, int req, int
              player, steps);
     return buf;
 }
-
-static void job_env_sanitizer(char *buf);
 
 static void flag(char *buf, size_t len, const char *name)
 {
@@ -632,14 +640,12 @@ static void under_the_real_shim_priority_ends_the_burst_holder_for_a_request(voi
     snprintf(gl, sizeof(gl), "%s/tessera-gpuload", bin_dir);
     player = gl;
     job(a, sizeof(a), 1, "run", 32, 256, 0, sa);
-    job_env_sanitizer(a);
     set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
     double until = now_s() + 20;
     while (ledger_used(1) < (long long)(192 * MiB) && now_s() < until)
         sleep_s(0.05);
     REQUIRE(ledger_used(1) >= (long long)(192 * MiB)); /* charged through the shim */
     job(b, sizeof(b), 2, "run", 96, 256, 10, sb);
-    job_env_sanitizer(b);
     player = saved;
     set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
     json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
@@ -658,26 +664,6 @@ static void under_the_real_shim_priority_ends_the_burst_holder_for_a_request(voi
 }
 
 /* ---- jobs under the real shim ------------------------------------------------ */
-
-/* Sanitizer build: the agent puts the shim first in a job's LD_PRELOAD, but
- * an ASan-built job (and the ASan-built shim) needs libasan loaded; give it
- * through the desired env, after the shim, with ASan's order check off.
- * Inserts an "env" member into the desired job text buf (a JSON object). */
-static void job_env_sanitizer(char *buf)
-{
-    if (preload_first == NULL || preload_first[0] == '\0')
-        return;
-    size_t n = strlen(buf);
-    char env[PATH_MAX + 128];
-    snprintf(env, sizeof(env),
-             ", \"env\": {\"LD_PRELOAD\": \"%s\", \"ASAN_OPTIONS\": "
-             "\"verify_asan_link_order=0\"}}",
-             preload_first);
-    if (n > 0 && buf[n - 1] == '}') {
-        buf[n - 1] = '\0';
-        strcat(buf, env);
-    }
-}
 
 /* The real shim beside the agent (the agent's default --shim-lib); false
  * (the case is skipped) when it was not built. */
@@ -710,7 +696,6 @@ static char *cjob(char *buf, int id, const char *action, int prio, const char *g
              "\"action\": \"%s\", \"priority\": %d, \"grace_seconds\": 2, \"gpus\": [%s], "
              "\"command\": [\"%s\"%s]}",
              id, id, action, prio, gpus, cuda_job, argv);
-    job_env_sanitizer(buf);
     return buf;
 }
 

@@ -81,6 +81,25 @@ static void env_set_int(struct envlist *l, const char *name, long long v)
     env_set(l, name, buf);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <dlfcn.h>
+void __asan_init(void);
+
+/* A sanitizer build's shim is instrumented too, and the AddressSanitizer
+ * runtime must be the first object of any process it is loaded into: the
+ * runtime this agent runs with goes first in the jobs' preload list. */
+static const char *sanitizer_runtime(void)
+{
+    Dl_info info;
+    return dladdr((void *)__asan_init, &info) != 0 ? info.dli_fname : NULL;
+}
+#else
+static const char *sanitizer_runtime(void)
+{
+    return NULL;
+}
+#endif
+
 /* A job with a GPU fraction runs under the shim: preloaded (before any
  * LD_PRELOAD of its own), told its folder of ledgers and who it is. */
 static void shim_env(struct envlist *l, const struct ts_ajob_ctx *ctx, const json_t *desired)
@@ -89,13 +108,17 @@ static void shim_env(struct envlist *l, const struct ts_ajob_ctx *ctx, const jso
     long long attempt = json_integer_value(json_object_get(desired, "attempt"));
     const char *lib = ctx->shim_lib != NULL ? ctx->shim_lib : "libtessera-cuda.so";
     const char *old = env_get(l, "LD_PRELOAD");
-    size_t n = strlen(lib) + (old != NULL ? strlen(old) : 0) + 2;
+    const char *rt = sanitizer_runtime();
+    if (rt != NULL && strstr(lib, rt) != NULL)
+        rt = NULL; /* --shim-lib already names it */
+    size_t n = strlen(lib) + (old != NULL ? strlen(old) : 0) + (rt != NULL ? strlen(rt) : 0) + 3;
     char *pre = malloc(n), dir[PATH_MAX + 64], who[64];
     if (pre == NULL) {
         l->failed = true;
         return;
     }
-    snprintf(pre, n, "%s%s%s", lib, old != NULL && *old ? ":" : "", old != NULL ? old : "");
+    snprintf(pre, n, "%s%s%s%s%s", rt != NULL ? rt : "", rt != NULL ? ":" : "", lib,
+             old != NULL && *old ? ":" : "", old != NULL ? old : "");
     env_set(l, "LD_PRELOAD", pre);
     free(pre);
     snprintf(dir, sizeof(dir), "%s/jobs/%lld-%lld/shim", ctx->data_dir, id, attempt);

@@ -90,6 +90,22 @@ the_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_on_the_other_node(void
     for (int i = 0; i < 3; i++)
         json_decref(running(s, b[i]));
     wait_allocated(s, "borrower", 3);
+    /* "running" is the agent's word once the process exists; the script
+     * records its start and sets its SIGTERM trap a moment later (seconds
+     * on a loaded machine under the sanitizers): wait for that */
+    for (int i = 0; i < 3; i++) {
+        double end = ts_e2e_now() + 30;
+        char *t;
+        while (t = ts_e2e_checkpoint_file(s, b[i], "starts"),
+               ts_e2e_count_lines(t, "resume=") < 1) {
+            free(t);
+            if (ts_e2e_now() > end)
+                fail_msg("borrower job %lld did not record its start", b[i]);
+            ts_e2e_sleep(0.05);
+        }
+        free(t);
+    }
+    ts_e2e_sleep(0.3); /* its trap follows the start line */
 
     /* the owner, quota 2, submits two jobs: one takes the idle GPU, the
      * other one a borrowed one */

@@ -48,7 +48,7 @@ static int failures;
 
 #define MiB (1ull << 20)
 
-static const char *bin_dir, *probe, *player, *cuda_job, *preload_first;
+static const char *bin_dir, *probe, *player, *cuda_job;
 static const char *gpus_spec = "sim:1x1GiB";
 static char root[200], data[256], desired[256], agent_log[256];
 static pid_t agent_pid;
@@ -108,16 +108,6 @@ static void agent_start(const char *const *extra)
                             "--shim-lib",
                             "/nonexistent/libtessera-cuda.so"};
     size_t n = real_shim ? 15 : 17; /* the real shim: the default beside the binary */
-    /* Sanitizer build: the jobs and the shim are ASan-built, and libasan
-     * must be the first object of a process (the shim before it hangs the
-     * job at start), so it goes first in the list the agent preloads. */
-    static char preload[2 * PATH_MAX + 8];
-    if (real_shim && preload_first != NULL && preload_first[0] != '\0') {
-        snprintf(preload, sizeof(preload), "%s:%s/../lib/libtessera-cuda.so", preload_first,
-                 bin_dir);
-        argv[n++] = "--shim-lib";
-        argv[n++] = preload;
-    }
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 38; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -251,7 +241,6 @@ static void setup(void)
     probe = getenv("TS_AGENT_PROBE");
     player = getenv("TS_SHIM_PLAYER");
     cuda_job = getenv("TS_CUDA_JOB");
-    preload_first = getenv("TS_SHIM_PRELOAD_FIRST");
     if (bin_dir == NULL || probe == NULL || player == NULL) {
         fprintf(stderr, "TS_BIN_DIR, TS_AGENT_PROBE and TS_SHIM_PLAYER must be set\n");
         exit(1);

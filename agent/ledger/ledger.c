@@ -35,9 +35,13 @@ static bool header_ok(const struct ts_ledger *l)
            l->h.size == sizeof(struct ts_ledger);
 }
 
-static struct ts_ledger *map_fd(int fd)
+/* Map the ledger file open on fd and close fd; NULL with errno. */
+static struct ts_ledger *map_close(int fd)
 {
     void *p = mmap(NULL, sizeof(struct ts_ledger), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    errno = e;
     return p == MAP_FAILED ? NULL : p;
 }
 
@@ -71,13 +75,9 @@ struct ts_ledger *ts_ledger_create(const char *path, uint32_t gpu_index, const c
         errno = e;
         return NULL;
     }
-    struct ts_ledger *l = map_fd(fd);
-    int e = errno;
-    close(fd);
-    if (l == NULL) {
-        errno = e;
+    struct ts_ledger *l = map_close(fd);
+    if (l == NULL)
         return NULL;
-    }
     if (keep && header_ok(l) && l->h.gpu_index == gpu_index &&
         strncmp(l->h.uuid, uuid, sizeof(l->h.uuid)) == 0 && l->h.total_bytes == total_bytes) {
         /* a restarted agent: keep the slots, take the new settings */
@@ -96,7 +96,8 @@ struct ts_ledger *ts_ledger_create(const char *path, uint32_t gpu_index, const c
         return l;
     }
     memset(l, 0, sizeof(*l));
-    if ((e = init_lock(l)) != 0) {
+    int e = init_lock(l);
+    if (e != 0) {
         ts_ledger_close(l);
         errno = e;
         return NULL;
@@ -129,13 +130,9 @@ struct ts_ledger *ts_ledger_open(const char *path)
         errno = EPROTO;
         return NULL;
     }
-    struct ts_ledger *l = map_fd(fd);
-    int e = errno;
-    close(fd);
-    if (l == NULL) {
-        errno = e;
+    struct ts_ledger *l = map_close(fd);
+    if (l == NULL)
         return NULL;
-    }
     if (!header_ok(l)) {
         ts_ledger_close(l);
         errno = EPROTO;
@@ -259,8 +256,8 @@ int ts_ledger_reap_locked(struct ts_ledger *l)
             struct ts_ledger_job *job = &l->jobs[p->job];
             /* saturating: never wrap a job's figure below zero */
             uint64_t cur = atomic_load(&job->used_bytes);
-            while (!atomic_compare_exchange_weak(&job->used_bytes, &cur,
-                                                 cur > used ? cur - used : 0))
+            while (
+                !atomic_compare_exchange_weak(&job->used_bytes, &cur, cur > used ? cur - used : 0))
                 ;
             cur = atomic_load(&job->swapped_bytes);
             while (!atomic_compare_exchange_weak(&job->swapped_bytes, &cur,

@@ -269,7 +269,18 @@ int ts_it_db_digest(const struct ts_it_server *s, char out[33])
         " UNION ALL SELECT 'gpu' || g::text FROM gpu g"
         " UNION ALL SELECT 'slot' || s::text FROM job_gpu s"
         " UNION ALL SELECT 'log' || l::text FROM job_log l) all_rows";
-    return ts_it_sql(s, sql, out, 33);
+    /* the scheduler loop writes pending reasons and shares on its own
+     * clock: a digest is taken once two, 50 ms apart, agree (at most 2 s) */
+    char prev[33] = "";
+    for (int tries = 0; tries < 40; tries++) {
+        if (ts_it_sql(s, sql, out, 33) != 0)
+            return -1;
+        if (strcmp(prev, out) == 0)
+            return 0;
+        memcpy(prev, out, sizeof(prev));
+        usleep(50000);
+    }
+    return 0;
 }
 
 const char *ts_it_str(const json_t *o, const char *key)

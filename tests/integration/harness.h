@@ -50,7 +50,8 @@ const char *ts_it_token(struct ts_it_server *s, const char *name, const char *ro
                         const char *projects_json);
 
 /* A digest of every row of every table: equal before and after a request
- * means it wrote nothing. out gets 33 bytes. */
+ * means it wrote nothing. Taken once the scheduler loop's own writes have
+ * settled (two digests 50 ms apart agree). out gets 33 bytes. */
 int ts_it_db_digest(const struct ts_it_server *s, char out[33]);
 /* Run SQL on the server's database; returns the first value of the first row
  * into buf (or "" when none). 0, or -1 on error. */

@@ -608,7 +608,18 @@ static enum ts_err write_stop(struct ts_dbconn *c, const struct ts_sched_decisio
                        "   SELECT id, 'evicting', 'its suspension ends: ' || $2 FROM upd)"
                        " SELECT 1 FROM upd",
                        2, p, d->job_id, err);
-    if (d->action == TS_SCHED_SUSPEND)
+    if (d->action == TS_SCHED_SUSPEND) {
+        /* The node row is locked before the swap is counted, as a suspend
+         * on request does, so that the two cannot both take the last of
+         * it; if it went since the snapshot, nothing is written. */
+        PGresult *res = NULL;
+        enum ts_err e = ts_db_exec(c,
+                                   "SELECT 1 FROM node WHERE id = (SELECT node_id FROM job"
+                                   " WHERE id = $1) FOR UPDATE",
+                                   1, p, &res, err);
+        PQclear(res);
+        if (e != TS_OK)
+            return e;
         return guarded(
             c,
             "WITH upd AS (UPDATE job j SET"
@@ -619,11 +630,18 @@ static enum ts_err write_stop(struct ts_dbconn *c, const struct ts_sched_decisio
             "   suspended_bytes = CASE WHEN j.state = 'running' AND j.swap"
             "     THEN " TS_SQL_JOB_LIMIT_BYTES " ELSE 0 END,"
             "   suspend_held = false, updated_at = now()"
-            "   WHERE j.id = $1 AND j.state IN ('scheduled', 'running') RETURNING j.id, j.state),"
+            "   WHERE j.id = $1 AND j.state IN ('scheduled', 'running')"
+            "   AND NOT (j.state = 'running' AND j.swap AND " TS_SQL_JOB_LIMIT_BYTES
+            "     > (SELECT n.swap_bytes FROM node n WHERE n.id = j.node_id)"
+            "     - (SELECT coalesce(sum(o.suspended_bytes), 0) FROM job o"
+            "        WHERE o.node_id = j.node_id AND o.id <> j.id"
+            "        AND o.state IN ('suspending', 'suspended', 'resuming')))"
+            "   RETURNING j.id, j.state),"
             " ev AS (INSERT INTO job_event (job_id, type, message)"
             "   SELECT id, state, $2 FROM upd)"
             " SELECT 1 FROM upd",
             2, p, d->job_id, err);
+    }
     return guarded(c,
                    "WITH upd AS (UPDATE job SET state = 'evicting', stop_reason = 'evicted',"
                    "   updated_at = now() WHERE id = $1 AND state IN ('scheduled', 'running')"

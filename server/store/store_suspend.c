@@ -29,23 +29,41 @@ static enum ts_err fail(struct ts_dbconn *c, struct ts_error *err, enum ts_err c
     return ts_error_set(err, code, "%s", msg);
 }
 
-enum ts_err ts_store_job_suspend(struct ts_dbconn *c, int64_t id, const char *by,
-                                 struct ts_arena *a, struct ts_job *out, struct ts_error *err)
+/* The node's swap check and the state change, in one transaction. The job
+ * row is locked first, as reports and the scheduler do, then the node row,
+ * so that two suspensions on one node are decided one after the other: the
+ * second sees the first's swap. Returns TS_ERR_CONFLICT with *retry set
+ * when PostgreSQL chose this transaction to break a deadlock. */
+static enum ts_err suspend_once(struct ts_dbconn *c, const char *idbuf, int64_t id, const char *by,
+                                struct ts_arena *a, bool *retry, struct ts_error *err)
 {
-    char idbuf[24];
-    snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
     const char *p[] = {idbuf};
     PGresult *res = NULL;
+    *retry = false;
     enum ts_err e = ts_db_begin(c, err);
     if (e != TS_OK)
         return e;
-    /* the job row is locked first, as reports and the scheduler do */
-    e = ts_db_exec(c,
-                   "SELECT j.state, j.swap, n.name, n.swap_bytes, " TS_SQL_JOB_LIMIT_BYTES
-                   ", " SWAP_USED_SQL " FROM job j LEFT JOIN node n ON n.id = j.node_id"
-                   " WHERE j.id = $1 FOR UPDATE OF j",
-                   1, p, &res, err);
+    e = ts_db_exec(c, "SELECT j.state, j.swap, j.node_id FROM job j WHERE j.id = $1 FOR UPDATE", 1,
+                   p, &res, err);
+    if (e == TS_OK && PQntuples(res) == 1 && !ts_row_null(res, 0, 2)) {
+        const char *q[] = {ts_row_text(res, 0, 2, a)};
+        PQclear(res);
+        res = NULL;
+        e = q[0] == NULL ? ts_error_set(err, TS_ERR_NOMEM, "out of memory")
+                         : ts_db_exec(c, "SELECT 1 FROM node WHERE id = $1 FOR UPDATE", 1, q, &res,
+                                      err);
+    }
+    PQclear(res);
+    res = NULL;
+    /* a new statement: it sees every suspension committed before the lock */
+    if (e == TS_OK)
+        e = ts_db_exec(c,
+                       "SELECT j.state, j.swap, n.name, n.swap_bytes, " TS_SQL_JOB_LIMIT_BYTES
+                       ", " SWAP_USED_SQL " FROM job j LEFT JOIN node n ON n.id = j.node_id"
+                       " WHERE j.id = $1",
+                       1, p, &res, err);
     if (e != TS_OK) {
+        *retry = e == TS_ERR_CONFLICT;
         ts_db_rollback(c);
         return e;
     }
@@ -108,6 +126,19 @@ enum ts_err ts_store_job_suspend(struct ts_dbconn *c, int64_t id, const char *by
         e = ts_db_commit(c, err);
     else
         ts_db_rollback(c);
+    *retry = e == TS_ERR_CONFLICT;
+    return e;
+}
+
+enum ts_err ts_store_job_suspend(struct ts_dbconn *c, int64_t id, const char *by,
+                                 struct ts_arena *a, struct ts_job *out, struct ts_error *err)
+{
+    char idbuf[24];
+    snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
+    bool retry = true;
+    enum ts_err e = TS_ERR_CONFLICT;
+    for (int attempt = 0; retry && attempt < 3; attempt++)
+        e = suspend_once(c, idbuf, id, by, a, &retry, err);
     if (e != TS_OK)
         return e;
     return ts_store_job_get(c, id, a, out, NULL, err);

@@ -265,6 +265,10 @@ struct ts_job_event {
     int64_t at_us;
     const char *type;            /* "submitted", "cancelled", ... */
     const char *message;
+    /* the attempt and its sequence number, for an event its agent reported
+     * (stored once however often resent); 0 for the server's own */
+    int64_t attempt;
+    int64_t seq;
 };
 
 enum ts_err ts_wire_job_decode(const json_t *in, struct ts_arena *a, struct ts_job_spec *out,

@@ -422,5 +422,9 @@ json_t *ts_wire_job_event_encode(const struct ts_job_event *e)
     ts_wire_enc_set(o, "at", ts_wire_time(e->at_us), &ok);
     ts_wire_enc_set(o, "type", ts_wire_enc_string(e->type), &ok);
     ts_wire_enc_set(o, "message", ts_wire_enc_string(e->message), &ok);
+    if (e->seq > 0) {
+        ts_wire_enc_set(o, "attempt", json_integer(e->attempt), &ok);
+        ts_wire_enc_set(o, "seq", json_integer(e->seq), &ok);
+    }
     return ts_wire_enc_finish(o, ok);
 }

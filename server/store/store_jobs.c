@@ -422,8 +422,9 @@ enum ts_err ts_store_job_events(struct ts_dbconn *c, int64_t id, struct ts_arena
     PGresult *res = NULL;
     enum ts_err e =
         ts_db_exec(c,
-                   "SELECT id, job_id, " TS_SQL_US("at") ", type, message FROM job_event"
-                                                         " WHERE job_id = $1 ORDER BY id",
+                   "SELECT id, job_id, " TS_SQL_US("at") ", type, message,"
+                   " coalesce(attempt, 0), coalesce(seq, 0) FROM job_event"
+                   " WHERE job_id = $1 ORDER BY id",
                    1, params, &res, err);
     if (e != TS_OK)
         return e;
@@ -439,6 +440,8 @@ enum ts_err ts_store_job_events(struct ts_dbconn *c, int64_t id, struct ts_arena
         v[i].at_us = ts_row_i64(res, i, 2);
         v[i].type = ts_row_text(res, i, 3, a);
         v[i].message = ts_row_text(res, i, 4, a);
+        v[i].attempt = ts_row_i64(res, i, 5);
+        v[i].seq = ts_row_i64(res, i, 6);
     }
     *out = v;
     *n = (size_t)rows;

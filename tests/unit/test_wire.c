@@ -660,6 +660,14 @@ static void job_events_encode(void **state)
     assert_encoded(ts_wire_job_event_encode(&e),
                    "{\"id\":5,\"job_id\":4,\"at\":\"2026-11-21T10:00:00.000001Z\","
                    "\"type\":\"submitted\",\"message\":\"submitted by ci\"}");
+    e.type = "swapped_out";
+    e.message = "moved 1 GiB";
+    e.attempt = 2;
+    e.seq = 7;
+    assert_encoded(ts_wire_job_event_encode(&e),
+                   "{\"id\":5,\"job_id\":4,\"at\":\"2026-11-21T10:00:00.000001Z\","
+                   "\"type\":\"swapped_out\",\"message\":\"moved 1 GiB\",\"attempt\":2,"
+                   "\"seq\":7}");
 }
 
 static void times_are_rfc3339_utc_with_microseconds_and_zero_is_null(void **state)

@@ -6,7 +6,6 @@
  * reclaim with eviction and requeue, the queue, lost nodes, and a second
  * replica taking over the loop when the leader dies.
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,242 +17,58 @@
 
 #include <cmocka.h>
 
-#include "tests/integration/harness.h"
+#include "tests/integration/agentplay.h"
 
 static struct ts_it_server srv;
-static struct ts_client *agent;
-static const char *agent_token;
-
-/* The heartbeat a real agent sends: nodes listed here report every 300 ms
- * (to the server at hb_url) so that only the node a test silences is lost. */
-static struct {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    bool stop, n1, n2;
-    char url[128];
-} hb = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void *heartbeat(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&hb.mu);
-        bool stop = hb.stop, n1 = hb.n1, n2 = hb.n2;
-        struct ts_client *c = ts_client_new(hb.url, agent_token);
-        pthread_mutex_unlock(&hb.mu);
-        if (stop) {
-            ts_client_free(c);
-            return NULL;
-        }
-        if (n1)
-            ts_it_req(c, "POST", "/api/v1/nodes/n1/report", "{}", NULL, NULL);
-        if (n2)
-            ts_it_req(c, "POST", "/api/v1/nodes/n2/report", "{}", NULL, NULL);
-        ts_client_free(c);
-        usleep(300 * 1000);
-    }
-}
-
-static void heartbeat_to(const struct ts_it_server *s)
-{
-    pthread_mutex_lock(&hb.mu);
-    snprintf(hb.url, sizeof(hb.url), "%s", s->url);
-    pthread_mutex_unlock(&hb.mu);
-}
-
-static void heartbeat_node(const char *node, bool on)
-{
-    pthread_mutex_lock(&hb.mu);
-    if (strcmp(node, "n1") == 0)
-        hb.n1 = on;
-    else
-        hb.n2 = on;
-    pthread_mutex_unlock(&hb.mu);
-}
 
 static const char *const server_args[] = {"--node-timeout", "2s", "--node-lost-timeout", "3s",
                                           NULL};
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static json_t *get_json(struct ts_client *c, const char *path, long want)
-{
-    struct ts_response r;
-    long st = ts_it_req(c, "GET", path, NULL, NULL, &r);
-    if (st != want)
-        fail_msg("GET %s: %ld, want %ld: %s", path, st, want, r.body.data);
-    json_t *v = json_incref(r.json);
-    ts_response_free(&r);
-    return v;
-}
-
-static void post_ok(struct ts_client *c, const char *method, const char *path, const char *body,
-                    long want)
-{
-    struct ts_response r;
-    long st = ts_it_req(c, method, path, body, NULL, &r);
-    if (st != want)
-        fail_msg("%s %s: %ld, want %ld: %s", method, path, st, want, r.body.data);
-    ts_response_free(&r);
-}
-
-static void register_node(const char *name, int gpus)
-{
-    char body[2048], path[128];
-    int len = snprintf(body, sizeof(body),
-                       "{\"cpu\": 32, \"memory_bytes\": 274877906944,"
-                       " \"gpus\": [");
-    for (int i = 0; i < gpus; i++)
-        len += snprintf(body + len, sizeof(body) - (size_t)len,
-                        "%s{\"index\": %d, \"uuid\": \"GPU-%s-%d\", \"model\": \"Sim H100\","
-                        " \"memory_bytes\": 85899345920}",
-                        i ? "," : "", i, name, i);
-    snprintf(body + len, sizeof(body) - (size_t)len, "]}");
-    snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
-    post_ok(agent, "PUT", path, body, 200);
-    heartbeat_node(name, true);
-}
-
-static long long submit(const char *project, const char *name, int gpus)
-{
-    char body[512];
-    snprintf(body, sizeof(body),
-             "{\"name\": \"%s\", \"project\": \"%s\", \"command\": [\"sleep\", \"100\"],"
-             " \"gpu\": {\"count\": %d}, \"grace_period\": \"5s\"}",
-             name, project, gpus);
-    struct ts_response r;
-    assert_int_equal(ts_it_req(srv.admin, "POST", "/api/v1/jobs", body, NULL, &r), 201);
-    long long id = ts_it_int(r.json, "id");
-    ts_response_free(&r);
-    return id;
-}
-
-static json_t *job(long long id)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/api/v1/jobs/%lld", id);
-    return get_json(srv.admin, path, 200);
-}
-
-/* Wait up to `secs` for the job to reach state; returns the job (caller's). */
-static json_t *wait_state(long long id, const char *state, double secs)
-{
-    double end = now_s() + secs;
-    for (;;) {
-        json_t *j = job(id);
-        if (strcmp(ts_it_str(j, "state"), state) == 0)
-            return j;
-        if (now_s() > end)
-            fail_msg("job %lld is %s, not %s, after %.0fs", id, ts_it_str(j, "state"), state, secs);
-        json_decref(j);
-        usleep(100 * 1000);
-    }
-}
-
-static void report(const char *node, const char *jobs_json, json_t **out)
-{
-    char path[128], body[4096];
-    snprintf(path, sizeof(path), "/api/v1/nodes/%s/report", node);
-    snprintf(body, sizeof(body),
-             "{\"jobs\": [%s], \"gpus\": [{\"index\": 0,"
-             " \"utilization\": 0.5, \"memory_used_bytes\": 1024}]}",
-             jobs_json);
-    struct ts_response r;
-    long st = ts_it_req(agent, "POST", path, body, NULL, &r);
-    if (st != 200)
-        fail_msg("report: %ld %s", st, r.body.data);
-    if (out)
-        *out = json_incref(r.json);
-    ts_response_free(&r);
-}
-
-static json_t *desired(const char *node, long long generation, const char *wait)
-{
-    char path[256];
-    if (generation >= 0)
-        snprintf(path, sizeof(path), "/api/v1/nodes/%s/desired?generation=%lld&wait=%s", node,
-                 generation, wait);
-    else
-        snprintf(path, sizeof(path), "/api/v1/nodes/%s/desired", node);
-    return get_json(agent, path, 200);
-}
-
-static json_t *desired_job(json_t *d, long long id)
-{
-    json_t *jobs = json_object_get(d, "jobs"), *v;
-    size_t i;
-    json_array_foreach(jobs, i, v)
-        if (ts_it_int(v, "id") == id)
-            return v;
-    return NULL;
-}
+/* What every job here asks for, and the GPU sample of every report. */
+#define ONE_GPU "\"gpu\": {\"count\": 1}"
+#define GPU_SAMPLE "\"gpus\": [{\"index\": 0, \"utilization\": 0.5, \"memory_used_bytes\": 1024}]"
 
 static int setup(void **state)
 {
     (void)state;
-    if (ts_it_start(&srv, NULL, server_args) != 0)
-        return -1;
-    agent_token = strdup(ts_it_token(&srv, "agent-1", "agent", NULL));
-    agent = ts_it_client(&srv, agent_token);
-    heartbeat_to(&srv);
-    pthread_create(&hb.thread, NULL, heartbeat, NULL);
-    post_ok(srv.admin, "POST", "/api/v1/departments", "{\"name\": \"research\"}", 201);
-    post_ok(srv.admin, "POST", "/api/v1/projects",
-            "{\"name\": \"owner\", \"department\": \"research\", \"quota\": {\"gpus\": 2}}", 201);
-    post_ok(srv.admin, "POST", "/api/v1/projects",
-            "{\"name\": \"borrower\", \"department\": \"research\", \"quota\": {\"gpus\": 0}}",
-            201);
-    return 0;
+    return ts_ap_start(&srv, server_args);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    pthread_mutex_lock(&hb.mu);
-    hb.stop = true;
-    pthread_mutex_unlock(&hb.mu);
-    pthread_join(hb.thread, NULL);
-    ts_client_free(agent);
-    free((void *)agent_token);
-    int rc = ts_it_stop(&srv);
-    ts_it_cleanup(&srv);
-    return rc;
+    return ts_ap_stop();
 }
 
 static void a_job_runs_to_success_through_the_agent_protocol(void **state)
 {
     (void)state;
-    register_node("n1", 2);
-    json_t *n = get_json(srv.admin, "/api/v1/nodes/n1", 200);
+    ts_ap_register_node("n1", 2, "");
+    json_t *n = ts_ap_get_json(srv.admin, "/api/v1/nodes/n1", 200);
     assert_string_equal(ts_it_str(n, "state"), "ready");
     assert_int_equal(json_array_size(json_object_get(n, "gpus")), 2);
     long long gen = ts_it_int(n, "generation");
     json_decref(n);
 
     /* an idle long-poll waits out its time */
-    double t0 = now_s();
-    json_t *d = desired("n1", gen, "1s");
-    assert_true(now_s() - t0 >= 0.9);
+    double t0 = ts_ap_now_s();
+    json_t *d = ts_ap_desired("n1", gen, "1s");
+    assert_true(ts_ap_now_s() - t0 >= 0.9);
     assert_int_equal(ts_it_int(d, "generation"), gen);
     assert_int_equal(json_array_size(json_object_get(d, "jobs")), 0);
     json_decref(d);
 
-    long long id = submit("owner", "ok-1", 1);
-    json_t *j = wait_state(id, "scheduled", 10);
+    long long id = ts_ap_submit("owner", "ok-1", ONE_GPU);
+    json_t *j = ts_ap_wait_state(id, "scheduled", 10);
     assert_string_equal(ts_it_str(j, "node"), "n1");
     assert_int_equal(ts_it_int(j, "attempt"), 1);
     json_decref(j);
     /* the long-poll from the old generation answers at once with the job */
-    t0 = now_s();
-    d = desired("n1", gen, "20s");
-    assert_true(now_s() - t0 < 5);
+    t0 = ts_ap_now_s();
+    d = ts_ap_desired("n1", gen, "20s");
+    assert_true(ts_ap_now_s() - t0 < 5);
     assert_true(ts_it_int(d, "generation") > gen);
-    json_t *dj = desired_job(d, id);
+    json_t *dj = ts_ap_desired_find(d, id);
     assert_non_null(dj);
     assert_string_equal(ts_it_str(dj, "action"), "run");
     assert_int_equal(ts_it_int(dj, "attempt"), 1);
@@ -267,12 +82,12 @@ static void a_job_runs_to_success_through_the_agent_protocol(void **state)
              "{\"id\": %lld, \"attempt\": 1, \"state\": \"running\", \"pid\": 4242,"
              " \"gpu_utilization\": 0.75}",
              id);
-    report("n1", rep, NULL);
-    j = wait_state(id, "running", 1);
+    json_decref(ts_ap_report("n1", rep, GPU_SAMPLE, 200));
+    j = ts_ap_wait_state(id, "running", 1);
     assert_true(json_real_value(json_object_get(json_object_get(j, "usage"), "gpu_utilization")) ==
                 0.75);
     json_decref(j);
-    n = get_json(srv.admin, "/api/v1/nodes/n1", 200);
+    n = ts_ap_get_json(srv.admin, "/api/v1/nodes/n1", 200);
     assert_true(json_real_value(json_object_get(n, "allocated_gpus")) == 1.0);
     json_decref(n);
 
@@ -280,8 +95,8 @@ static void a_job_runs_to_success_through_the_agent_protocol(void **state)
              "{\"id\": %lld, \"attempt\": 1, \"state\": \"exited\","
              " \"exit_code\": 0}",
              id);
-    report("n1", rep, NULL);
-    j = wait_state(id, "succeeded", 1);
+    json_decref(ts_ap_report("n1", rep, GPU_SAMPLE, 200));
+    j = ts_ap_wait_state(id, "succeeded", 1);
     assert_int_equal(ts_it_int(j, "exit_code"), 0);
     assert_true(json_is_null(json_object_get(j, "allocation")));
     json_decref(j);
@@ -297,44 +112,43 @@ static void a_job_runs_to_success_through_the_agent_protocol(void **state)
 static void failures_cancels_and_stale_reports(void **state)
 {
     (void)state;
-    long long bad = submit("owner", "bad-1", 1);
-    long long gone = submit("owner", "cancel-1", 1);
-    json_decref(wait_state(bad, "scheduled", 10));
-    json_decref(wait_state(gone, "scheduled", 10));
+    long long bad = ts_ap_submit("owner", "bad-1", ONE_GPU);
+    long long gone = ts_ap_submit("owner", "cancel-1", ONE_GPU);
+    json_decref(ts_ap_wait_state(bad, "scheduled", 10));
+    json_decref(ts_ap_wait_state(gone, "scheduled", 10));
     char rep[512];
     snprintf(rep, sizeof(rep),
              "{\"id\": %lld, \"attempt\": 1, \"state\": \"running\"},"
              " {\"id\": %lld, \"attempt\": 1, \"state\": \"running\"}",
              bad, gone);
-    report("n1", rep, NULL);
-    json_decref(wait_state(gone, "running", 1));
+    json_decref(ts_ap_report("n1", rep, GPU_SAMPLE, 200));
+    json_decref(ts_ap_wait_state(gone, "running", 1));
 
     /* a report about another attempt changes nothing and is named */
-    json_t *res = NULL;
     snprintf(rep, sizeof(rep),
              "{\"id\": %lld, \"attempt\": 7, \"state\": \"exited\","
              " \"exit_code\": 0}",
              bad);
-    report("n1", rep, &res);
+    json_t *res = ts_ap_report("n1", rep, GPU_SAMPLE, 200);
     assert_int_equal(json_integer_value(json_array_get(json_object_get(res, "ignored"), 0)), bad);
     json_decref(res);
-    json_decref(wait_state(bad, "running", 1));
+    json_decref(ts_ap_wait_state(bad, "running", 1));
 
     snprintf(rep, sizeof(rep),
              "{\"id\": %lld, \"attempt\": 1, \"state\": \"exited\","
              " \"exit_code\": 3}",
              bad);
-    report("n1", rep, NULL);
-    json_t *j = wait_state(bad, "failed", 1);
+    json_decref(ts_ap_report("n1", rep, GPU_SAMPLE, 200));
+    json_t *j = ts_ap_wait_state(bad, "failed", 1);
     assert_int_equal(ts_it_int(j, "exit_code"), 3);
     json_decref(j);
 
     char path[64];
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld", gone);
-    post_ok(srv.admin, "DELETE", path, NULL, 200);
-    json_decref(wait_state(gone, "cancelling", 1));
-    json_t *d = desired("n1", -1, NULL);
-    json_t *dj = desired_job(d, gone);
+    ts_ap_call_ok(srv.admin, "DELETE", path, NULL, 200);
+    json_decref(ts_ap_wait_state(gone, "cancelling", 1));
+    json_t *d = ts_ap_desired("n1", -1, NULL);
+    json_t *dj = ts_ap_desired_find(d, gone);
     assert_non_null(dj);
     assert_string_equal(ts_it_str(dj, "action"), "stop");
     assert_string_equal(ts_it_str(dj, "stop_reason"), "cancelled");
@@ -343,8 +157,8 @@ static void failures_cancels_and_stale_reports(void **state)
              "{\"id\": %lld, \"attempt\": 1, \"state\": \"exited\","
              " \"signal\": 15}",
              gone);
-    report("n1", rep, NULL);
-    j = wait_state(gone, "cancelled", 1);
+    json_decref(ts_ap_report("n1", rep, GPU_SAMPLE, 200));
+    j = ts_ap_wait_state(gone, "cancelled", 1);
     assert_int_equal(ts_it_int(j, "exit_code"), 143);
     json_decref(j);
 }
@@ -352,24 +166,24 @@ static void failures_cancels_and_stale_reports(void **state)
 static void the_owner_reclaims_what_a_borrower_took(void **state)
 {
     (void)state;
-    long long b1 = submit("borrower", "borrow-1", 1);
-    long long b2 = submit("borrower", "borrow-2", 1);
-    json_decref(wait_state(b1, "scheduled", 10));
-    json_decref(wait_state(b2, "scheduled", 10));
+    long long b1 = ts_ap_submit("borrower", "borrow-1", ONE_GPU);
+    long long b2 = ts_ap_submit("borrower", "borrow-2", ONE_GPU);
+    json_decref(ts_ap_wait_state(b1, "scheduled", 10));
+    json_decref(ts_ap_wait_state(b2, "scheduled", 10));
     char rep[512];
     snprintf(rep, sizeof(rep),
              "{\"id\": %lld, \"attempt\": 1, \"state\": \"running\"},"
              " {\"id\": %lld, \"attempt\": 1, \"state\": \"running\"}",
              b1, b2);
-    report("n1", rep, NULL);
-    json_decref(wait_state(b1, "running", 1));
+    json_decref(ts_ap_report("n1", rep, GPU_SAMPLE, 200));
+    json_decref(ts_ap_wait_state(b1, "running", 1));
 
-    long long own = submit("owner", "own-1", 1);
+    long long own = ts_ap_submit("owner", "own-1", ONE_GPU);
     /* one borrower job is evicted for it */
     long long victim = -1;
-    double end = now_s() + 10;
-    while (victim < 0 && now_s() < end) {
-        json_t *x = job(b1), *y = job(b2);
+    double end = ts_ap_now_s() + 10;
+    while (victim < 0 && ts_ap_now_s() < end) {
+        json_t *x = ts_ap_job(b1), *y = ts_ap_job(b2);
         if (strcmp(ts_it_str(x, "state"), "evicting") == 0)
             victim = b1;
         else if (strcmp(ts_it_str(y, "state"), "evicting") == 0)
@@ -379,40 +193,40 @@ static void the_owner_reclaims_what_a_borrower_took(void **state)
         usleep(100 * 1000);
     }
     assert_true(victim > 0);
-    json_t *o = job(own);
+    json_t *o = ts_ap_job(own);
     assert_string_equal(ts_it_str(o, "state"), "pending"); /* until the room is free */
     json_decref(o);
-    json_t *d = desired("n1", -1, NULL);
-    assert_string_equal(ts_it_str(desired_job(d, victim), "stop_reason"), "evicted");
+    json_t *d = ts_ap_desired("n1", -1, NULL);
+    assert_string_equal(ts_it_str(ts_ap_desired_find(d, victim), "stop_reason"), "evicted");
     json_decref(d);
     snprintf(rep, sizeof(rep),
              "{\"id\": %lld, \"attempt\": 1, \"state\": \"exited\","
              " \"signal\": 15}",
              victim);
-    report("n1", rep, NULL);
-    json_t *v = wait_state(victim, "pending", 2);
+    json_decref(ts_ap_report("n1", rep, GPU_SAMPLE, 200));
+    json_t *v = ts_ap_wait_state(victim, "pending", 2);
     assert_int_equal(ts_it_int(v, "resume_count"), 1);
     json_decref(v);
-    json_decref(wait_state(own, "scheduled", 10));
+    json_decref(ts_ap_wait_state(own, "scheduled", 10));
     /* fair share as the loop computed it: the owner wants one GPU (own-1) and
      * deserves it: min(quota 2, demand 1) */
-    json_t *p = get_json(srv.admin, "/api/v1/projects/owner", 200);
+    json_t *p = ts_ap_get_json(srv.admin, "/api/v1/projects/owner", 200);
     json_t *st = json_object_get(p, "status");
     assert_true(json_real_value(json_object_get(st, "deserved_gpus")) == 1.0);
     assert_true(json_real_value(json_object_get(st, "fair_share_gpus")) == 1.0);
     json_decref(p);
 
     /* the victim waits in the queue with a reason and a position */
-    double until = now_s() + 5;
+    double until = ts_ap_now_s() + 5;
     json_t *q = NULL;
     for (;;) {
-        q = get_json(srv.admin, "/api/v1/queue", 200);
+        q = ts_ap_get_json(srv.admin, "/api/v1/queue", 200);
         json_t *first = json_array_get(json_object_get(q, "jobs"), 0);
         json_t *reason = json_object_get(first, "pending_reason");
         if (ts_it_int(first, "id") == victim && ts_it_int(reason, "queue_position") == 1 &&
             strcmp(ts_it_str(reason, "code"), "not_yet_scheduled") != 0)
             break;
-        assert_true(now_s() < until);
+        assert_true(ts_ap_now_s() < until);
         json_decref(q);
         usleep(100 * 1000);
     }
@@ -424,29 +238,29 @@ static void a_silent_node_is_not_ready_and_its_jobs_go_back_to_the_queue(void **
     (void)state;
     /* submitted first, so that it (the owner's, below its fair share) and
      * not the borrower's waiting job gets the new node */
-    long long id = submit("owner", "lost-1", 1);
-    register_node("n2", 1);
-    json_t *j = wait_state(id, "scheduled", 10);
+    long long id = ts_ap_submit("owner", "lost-1", ONE_GPU);
+    ts_ap_register_node("n2", 1, "");
+    json_t *j = ts_ap_wait_state(id, "scheduled", 10);
     assert_string_equal(ts_it_str(j, "node"), "n2");
     json_decref(j);
     /* n1 keeps reporting; n2 falls silent */
-    heartbeat_node("n2", false);
-    double end = now_s() + 10;
+    ts_ap_heartbeat("n2", false);
+    double end = ts_ap_now_s() + 10;
     for (;;) {
-        j = job(id);
+        j = ts_ap_job(id);
         bool back = strcmp(ts_it_str(j, "state"), "pending") == 0;
         if (back)
             assert_int_equal(ts_it_int(j, "resume_count"), 1);
         json_decref(j);
         if (back)
             break;
-        assert_true(now_s() < end);
+        assert_true(ts_ap_now_s() < end);
         usleep(300 * 1000);
     }
-    json_t *n = get_json(srv.admin, "/api/v1/nodes/n2", 200);
+    json_t *n = ts_ap_get_json(srv.admin, "/api/v1/nodes/n2", 200);
     assert_string_equal(ts_it_str(n, "state"), "not_ready");
     json_decref(n);
-    n = get_json(srv.admin, "/api/v1/nodes/n1", 200);
+    n = ts_ap_get_json(srv.admin, "/api/v1/nodes/n1", 200);
     assert_string_equal(ts_it_str(n, "state"), "ready");
     json_decref(n);
     char q[160], out[64];
@@ -455,9 +269,9 @@ static void a_silent_node_is_not_ready_and_its_jobs_go_back_to_the_queue(void **
     assert_int_equal(ts_it_sql(&srv, q, out, sizeof(out)), 0);
     assert_string_equal(out, "1");
     /* a report brings it back */
-    report("n2", "", NULL);
-    heartbeat_node("n2", true);
-    n = get_json(srv.admin, "/api/v1/nodes/n2", 200);
+    json_decref(ts_ap_report("n2", "", GPU_SAMPLE, 200));
+    ts_ap_heartbeat("n2", true);
+    n = ts_ap_get_json(srv.admin, "/api/v1/nodes/n2", 200);
     assert_string_equal(ts_it_str(n, "state"), "ready");
     json_decref(n);
 }
@@ -465,13 +279,13 @@ static void a_silent_node_is_not_ready_and_its_jobs_go_back_to_the_queue(void **
 static void drain_keeps_new_jobs_off_a_node(void **state)
 {
     (void)state;
-    post_ok(srv.admin, "POST", "/api/v1/nodes/n2/drain", NULL, 200);
-    json_t *n = get_json(srv.admin, "/api/v1/nodes/n2", 200);
+    ts_ap_call_ok(srv.admin, "POST", "/api/v1/nodes/n2/drain", NULL, 200);
+    json_t *n = ts_ap_get_json(srv.admin, "/api/v1/nodes/n2", 200);
     assert_string_equal(ts_it_str(n, "state"), "drained");
     json_decref(n);
-    post_ok(agent, "POST", "/api/v1/nodes/n2/drain", NULL, 403); /* admin only */
-    post_ok(srv.admin, "POST", "/api/v1/nodes/n2/undrain", NULL, 200);
-    post_ok(srv.admin, "POST", "/api/v1/nodes/nope/drain", NULL, 404);
+    ts_ap_call_ok(ts_ap_agent(), "POST", "/api/v1/nodes/n2/drain", NULL, 403); /* admin only */
+    ts_ap_call_ok(srv.admin, "POST", "/api/v1/nodes/n2/undrain", NULL, 200);
+    ts_ap_call_ok(srv.admin, "POST", "/api/v1/nodes/nope/drain", NULL, 404);
 }
 
 static void a_job_stopped_before_its_agent_started_it_does_not_hang(void **state)
@@ -484,8 +298,8 @@ static void a_job_stopped_before_its_agent_started_it_does_not_hang(void **state
                                " ('succeeded', 'failed', 'cancelled')",
                                out, sizeof(out)),
                      0);
-    long long id = submit("owner", "never-1", 1);
-    json_t *j = wait_state(id, "scheduled", 10);
+    long long id = ts_ap_submit("owner", "never-1", ONE_GPU);
+    json_t *j = ts_ap_wait_state(id, "scheduled", 10);
     json_decref(j);
     /* as if the scheduler evicted it 20 s ago and the agent, which never
      * started it, ignored the stop: its reports do not name the job */
@@ -498,19 +312,19 @@ static void a_job_stopped_before_its_agent_started_it_does_not_hang(void **state
              "SELECT count(*) FROM job_event WHERE job_id = %lld AND type = 'requeued'"
              " AND message LIKE 'stopped before it started%%'",
              id);
-    double end = now_s() + 5;
+    double end = ts_ap_now_s() + 5;
     while (ts_it_sql(&srv, q, out, sizeof(out)) == 0 && strcmp(out, "1") != 0) {
-        assert_true(now_s() < end);
+        assert_true(ts_ap_now_s() < end);
         usleep(100 * 1000);
     }
     /* back in the queue (and placed again, as attempt 2): never resumed */
-    j = job(id);
+    j = ts_ap_job(id);
     assert_int_equal(ts_it_int(j, "resume_count"), 0);
     assert_true(strcmp(ts_it_str(j, "state"), "pending") == 0 || ts_it_int(j, "attempt") == 2);
     json_decref(j);
     /* cancel it so that it leaves the GPUs to the next test */
     snprintf(q, sizeof(q), "/api/v1/jobs/%lld", id);
-    post_ok(srv.admin, "DELETE", q, NULL, 200);
+    ts_ap_call_ok(srv.admin, "DELETE", q, NULL, 200);
 }
 
 static void a_second_replica_takes_over_the_loop(void **state)
@@ -520,7 +334,7 @@ static void a_second_replica_takes_over_the_loop(void **state)
     const char *args[] = {"--database", srv.conninfo, NULL};
     assert_int_equal(ts_it_start(&b, NULL, args), 0);
     snprintf(b.conninfo, sizeof(b.conninfo), "%s", srv.conninfo); /* for ts_it_sql */
-    heartbeat_to(&b);
+    ts_ap_heartbeat_to(&b);
     ts_it_crash(&srv); /* the leader dies; its PostgreSQL lives on */
     /* free GPUs so that the new job can go somewhere: undo the reclaim test's jobs */
     assert_int_equal(ts_it_sql(&b, "UPDATE job SET state = 'cancelled' WHERE state <> 'pending'",
@@ -536,14 +350,14 @@ static void a_second_replica_takes_over_the_loop(void **state)
     ts_response_free(&r);
     char path[64];
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld", id);
-    double end = now_s() + 15;
+    double end = ts_ap_now_s() + 15;
     for (;;) {
         assert_int_equal(ts_it_req(b.admin, "GET", path, NULL, NULL, &r), 200);
         bool placed = strcmp(ts_it_str(r.json, "state"), "scheduled") == 0;
         ts_response_free(&r);
         if (placed)
             break;
-        assert_true(now_s() < end);
+        assert_true(ts_ap_now_s() < end);
         usleep(200 * 1000);
     }
     assert_int_equal(ts_it_stop(&b), 0);
@@ -552,7 +366,7 @@ static void a_second_replica_takes_over_the_loop(void **state)
     char dir[256];
     snprintf(dir, sizeof(dir), "%s", srv.dir);
     assert_int_equal(ts_it_start(&srv, dir, server_args), 0);
-    heartbeat_to(&srv);
+    ts_ap_heartbeat_to(&srv);
 }
 
 int main(void)

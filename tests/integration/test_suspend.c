@@ -7,7 +7,6 @@
  * returns, the end of a suspension by a cancel, the refusals (each writing
  * nothing), jobs that refuse swap, and the resolver's events stored once.
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,174 +18,37 @@
 
 #include <cmocka.h>
 
-#include "tests/integration/harness.h"
+#include "tests/integration/agentplay.h"
 
 #define GIB 1073741824LL
 
 static struct ts_it_server srv;
-static struct ts_client *agent;
-static const char *agent_token;
-
-/* Heartbeats for every registered node, as running agents send them. */
-static struct {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    bool stop;
-    char nodes[4][16];
-    int n;
-    char url[128];
-} hb = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
-static void *heartbeat(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&hb.mu);
-        bool stop = hb.stop;
-        int n = hb.n;
-        char nodes[4][16];
-        memcpy(nodes, hb.nodes, sizeof(nodes));
-        struct ts_client *c = ts_client_new(hb.url, agent_token);
-        pthread_mutex_unlock(&hb.mu);
-        if (stop) {
-            ts_client_free(c);
-            return NULL;
-        }
-        for (int i = 0; i < n; i++) {
-            char path[128];
-            snprintf(path, sizeof(path), "/api/v1/nodes/%s/report", nodes[i]);
-            ts_it_req(c, "POST", path, "{}", NULL, NULL);
-        }
-        ts_client_free(c);
-        usleep(300 * 1000);
-    }
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static json_t *get_json(struct ts_client *c, const char *path, long want)
-{
-    struct ts_response r;
-    long st = ts_it_req(c, "GET", path, NULL, NULL, &r);
-    if (st != want)
-        fail_msg("GET %s: %ld, want %ld: %s", path, st, want, r.body.data);
-    json_t *v = json_incref(r.json);
-    ts_response_free(&r);
-    return v;
-}
-
-/* The request's answer (caller's), failing unless its status is want. */
-static json_t *call(struct ts_client *c, const char *method, const char *path, const char *body,
-                    long want)
-{
-    struct ts_response r;
-    long st = ts_it_req(c, method, path, body, NULL, &r);
-    if (st != want)
-        fail_msg("%s %s: %ld, want %ld: %s", method, path, st, want, r.body.data);
-    json_t *v = json_incref(r.json);
-    ts_response_free(&r);
-    return v;
-}
-
-static void call_ok(struct ts_client *c, const char *method, const char *path, const char *body,
-                    long want)
-{
-    json_decref(call(c, method, path, body, want));
-}
 
 /* name: 80 GiB GPUs, labelled pool=<pool>; swap in GiB. */
 static void register_node(const char *name, int gpus, const char *collision, long long swap_gib,
                           const char *pool)
 {
-    char body[2048], path[128];
-    int len =
-        snprintf(body, sizeof(body),
-                 "{\"cpu\": 32, \"memory_bytes\": 274877906944, \"labels\": {\"pool\": \"%s\"},"
-                 " \"collision\": \"%s\", \"swap_bytes\": %lld, \"gpus\": [",
-                 pool, collision, swap_gib * GIB);
-    for (int i = 0; i < gpus; i++)
-        len += snprintf(body + len, sizeof(body) - (size_t)len,
-                        "%s{\"index\": %d, \"uuid\": \"GPU-%s-%d\", \"model\": \"Sim H100\","
-                        " \"memory_bytes\": 85899345920}",
-                        i ? "," : "", i, name, i);
-    snprintf(body + len, sizeof(body) - (size_t)len, "]}");
-    snprintf(path, sizeof(path), "/api/v1/nodes/%s", name);
-    call_ok(agent, "PUT", path, body, 200);
-    pthread_mutex_lock(&hb.mu);
-    snprintf(hb.nodes[hb.n++], sizeof(hb.nodes[0]), "%s", name);
-    pthread_mutex_unlock(&hb.mu);
-}
-
-/* extra: more members of the job ("" for none). */
-static long long submit(const char *project, const char *name, const char *extra)
-{
-    char body[1024];
-    snprintf(body, sizeof(body),
-             "{\"name\": \"%s\", \"project\": \"%s\", \"command\": [\"sleep\", \"100\"],"
-             " \"grace_period\": \"5s\"%s%s}",
-             name, project, extra[0] ? ", " : "", extra);
-    json_t *j = call(srv.admin, "POST", "/api/v1/jobs", body, 201);
-    long long id = ts_it_int(j, "id");
-    json_decref(j);
-    return id;
-}
-
-static json_t *job(long long id)
-{
-    char path[64];
-    snprintf(path, sizeof(path), "/api/v1/jobs/%lld", id);
-    return get_json(srv.admin, path, 200);
-}
-
-/* Wait up to `secs` for the job to reach state; returns the job (caller's). */
-static json_t *wait_state(long long id, const char *state, double secs)
-{
-    double end = now_s() + secs;
-    for (;;) {
-        json_t *j = job(id);
-        if (strcmp(ts_it_str(j, "state"), state) == 0)
-            return j;
-        if (now_s() > end)
-            fail_msg("job %lld is %s, not %s, after %.0fs", id, ts_it_str(j, "state"), state, secs);
-        json_decref(j);
-        usleep(100 * 1000);
-    }
+    char extra[256];
+    snprintf(extra, sizeof(extra),
+             "\"labels\": {\"pool\": \"%s\"}, \"collision\": \"%s\", \"swap_bytes\": %lld", pool,
+             collision, swap_gib * GIB);
+    ts_ap_register_node(name, gpus, extra);
 }
 
 /* Wait for the job's pending reason code; returns the job (caller's). */
 static json_t *wait_reason(long long id, const char *code, double secs)
 {
-    double end = now_s() + secs;
+    double end = ts_ap_now_s() + secs;
     for (;;) {
-        json_t *j = job(id);
+        json_t *j = ts_ap_job(id);
         if (strcmp(ts_it_str(json_object_get(j, "pending_reason"), "code"), code) == 0)
             return j;
-        if (now_s() > end)
+        if (ts_ap_now_s() > end)
             fail_msg("job %lld waits with %s, not %s, after %.0fs", id,
                      ts_it_str(json_object_get(j, "pending_reason"), "code"), code, secs);
         json_decref(j);
         usleep(100 * 1000);
     }
-}
-
-/* POST a report for node: jobs (JSON members of the array) and extra
- * top-level members ("" for none); the answer (caller's) when it is want. */
-static json_t *report(const char *node, const char *jobs_json, const char *extra, long want)
-{
-    char path[128];
-    size_t cap = strlen(jobs_json) + strlen(extra) + 64;
-    char *body = malloc(cap);
-    assert_non_null(body);
-    snprintf(path, sizeof(path), "/api/v1/nodes/%s/report", node);
-    snprintf(body, cap, "{\"jobs\": [%s]%s%s}", jobs_json, extra[0] ? ", " : "", extra);
-    json_t *v = call(agent, "POST", path, body, want);
-    free(body);
-    return v;
 }
 
 static void report_state(const char *node, long long id, int attempt, const char *state,
@@ -195,20 +57,7 @@ static void report_state(const char *node, long long id, int attempt, const char
     char rep[256];
     snprintf(rep, sizeof(rep), "{\"id\": %lld, \"attempt\": %d, \"state\": \"%s\"%s%s}", id,
              attempt, state, more[0] ? ", " : "", more);
-    json_decref(report(node, rep, "", 200));
-}
-
-static json_t *desired_job(const char *node, long long id)
-{
-    char path[128];
-    snprintf(path, sizeof(path), "/api/v1/nodes/%s/desired", node);
-    json_t *d = get_json(agent, path, 200), *v, *found = NULL;
-    size_t i;
-    json_array_foreach(json_object_get(d, "jobs"), i, v)
-        if (ts_it_int(v, "id") == id)
-            found = json_incref(v);
-    json_decref(d);
-    return found;
+    json_decref(ts_ap_report(node, rep, "", 200));
 }
 
 /* The device indexes of the job's allocation, as "0" or "0,1" ("" when none). */
@@ -233,12 +82,12 @@ static long long running_job(const char *project, const char *name, const char *
 {
     char extra[256];
     snprintf(extra, sizeof(extra), "\"gpu\": %s, \"node_selector\": {\"pool\": \"%s\"}", gpu, pool);
-    long long id = submit(project, name, extra);
-    json_t *j = wait_state(id, "scheduled", 10);
+    long long id = ts_ap_submit(project, name, extra);
+    json_t *j = ts_ap_wait_state(id, "scheduled", 10);
     assert_string_equal(ts_it_str(j, "node"), node);
     json_decref(j);
     report_state(node, id, 1, "running", "");
-    json_decref(wait_state(id, "running", 2));
+    json_decref(ts_ap_wait_state(id, "running", 2));
     return id;
 }
 
@@ -257,18 +106,8 @@ static int setup(void **state)
 {
     (void)state;
     static const char *const args[] = {"--node-timeout", "5s", "--node-lost-timeout", "60s", NULL};
-    if (ts_it_start(&srv, NULL, args) != 0)
+    if (ts_ap_start(&srv, args) != 0)
         return -1;
-    agent_token = strdup(ts_it_token(&srv, "agent-1", "agent", NULL));
-    agent = ts_it_client(&srv, agent_token);
-    snprintf(hb.url, sizeof(hb.url), "%s", srv.url);
-    pthread_create(&hb.thread, NULL, heartbeat, NULL);
-    call_ok(srv.admin, "POST", "/api/v1/departments", "{\"name\": \"research\"}", 201);
-    call_ok(srv.admin, "POST", "/api/v1/projects",
-            "{\"name\": \"owner\", \"department\": \"research\", \"quota\": {\"gpus\": 2}}", 201);
-    call_ok(srv.admin, "POST", "/api/v1/projects",
-            "{\"name\": \"borrower\", \"department\": \"research\", \"quota\": {\"gpus\": 0}}",
-            201);
     register_node("sw1", 2, "swap", 200, "swap");
     register_node("plain1", 1, "wait", 0, "plain");
     register_node("small1", 1, "swap", 1, "small");
@@ -278,35 +117,27 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    pthread_mutex_lock(&hb.mu);
-    hb.stop = true;
-    pthread_mutex_unlock(&hb.mu);
-    pthread_join(hb.thread, NULL);
-    ts_client_free(agent);
-    free((void *)agent_token);
-    int rc = ts_it_stop(&srv);
-    ts_it_cleanup(&srv);
-    return rc;
+    return ts_ap_stop();
 }
 
 static void nodes_show_their_resolver_and_swap_and_a_bad_resolver_is_refused(void **state)
 {
     (void)state;
-    json_t *n = get_json(srv.admin, "/api/v1/nodes/sw1", 200);
+    json_t *n = ts_ap_get_json(srv.admin, "/api/v1/nodes/sw1", 200);
     assert_string_equal(ts_it_str(n, "collision"), "swap");
     assert_int_equal(ts_it_int(n, "swap_bytes"), 200 * GIB);
     assert_int_equal(ts_it_int(n, "swap_used_bytes"), 0);
     json_decref(n);
-    n = get_json(srv.admin, "/api/v1/nodes/plain1", 200);
+    n = ts_ap_get_json(srv.admin, "/api/v1/nodes/plain1", 200);
     assert_string_equal(ts_it_str(n, "collision"), "wait");
     json_decref(n);
-    json_t *p = call(agent, "PUT", "/api/v1/nodes/sw1",
-                     "{\"collision\": \"kill\", \"swap_bytes\": 0, \"gpus\": []}", 422);
+    json_t *p = ts_ap_call(ts_ap_agent(), "PUT", "/api/v1/nodes/sw1",
+                           "{\"collision\": \"kill\", \"swap_bytes\": 0, \"gpus\": []}", 422);
     assert_string_equal(ts_it_str(p, "field"), "collision");
     assert_non_null(strstr(ts_it_str(p, "detail"), "wait, priority or swap"));
     json_decref(p);
     /* nothing changed: still swap, same reserve, same GPUs */
-    n = get_json(srv.admin, "/api/v1/nodes/sw1", 200);
+    n = ts_ap_get_json(srv.admin, "/api/v1/nodes/sw1", 200);
     assert_string_equal(ts_it_str(n, "collision"), "swap");
     assert_int_equal(ts_it_int(n, "swap_bytes"), 200 * GIB);
     assert_int_equal(json_array_size(json_object_get(n, "gpus")), 2);
@@ -317,34 +148,34 @@ static void a_job_suspended_on_request_frees_its_gpus_and_resumes_on_the_same_on
 {
     (void)state;
     long long a = running_job("owner", "sus-a", "swap", "{\"count\": 1}", "sw1");
-    json_t *j = job(a);
+    json_t *j = ts_ap_job(a);
     char held_on[16];
     devices(j, held_on, sizeof(held_on));
     assert_true(json_is_true(json_object_get(j, "swap")));
     json_decref(j);
-    json_t *dj = desired_job("sw1", a);
+    json_t *dj = ts_ap_desired_job("sw1", a);
     assert_true(json_is_true(json_object_get(dj, "swap")));
     json_decref(dj);
 
     char path[96];
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", a);
-    j = call(srv.admin, "POST", path, NULL, 202);
+    j = ts_ap_call(srv.admin, "POST", path, NULL, 202);
     assert_string_equal(ts_it_str(j, "state"), "suspending");
     assert_true(json_is_true(json_object_get(j, "suspend_held")));
     /* the whole GPU is its limit: that much swap is held until it says */
     assert_int_equal(ts_it_int(j, "suspended_bytes"), 80 * GIB);
     json_decref(j);
-    dj = desired_job("sw1", a);
+    dj = ts_ap_desired_job("sw1", a);
     assert_string_equal(ts_it_str(dj, "action"), "suspend");
     assert_int_equal(ts_it_int(dj, "attempt"), 1);
     json_decref(dj);
     /* a second request: it is no longer running */
-    json_t *p = call(srv.admin, "POST", path, NULL, 409);
+    json_t *p = ts_ap_call(srv.admin, "POST", path, NULL, 409);
     assert_non_null(strstr(ts_it_str(p, "detail"), "suspending"));
     json_decref(p);
 
     report_state("sw1", a, 1, "suspended", "\"swapped_bytes\": 3221225472");
-    j = wait_state(a, "suspended", 2);
+    j = ts_ap_wait_state(a, "suspended", 2);
     assert_string_equal(ts_it_str(j, "node"), "sw1");
     assert_int_equal(ts_it_int(j, "attempt"), 1);
     assert_int_equal(ts_it_int(j, "suspended_bytes"), 3 * GIB);
@@ -356,16 +187,16 @@ static void a_job_suspended_on_request_frees_its_gpus_and_resumes_on_the_same_on
     snprintf(q, sizeof(q), "SELECT count(*) FROM job_gpu WHERE job_id = %lld", a);
     sql(q, out, sizeof(out));
     assert_string_equal(out, "0");
-    json_t *n = get_json(srv.admin, "/api/v1/nodes/sw1", 200);
+    json_t *n = ts_ap_get_json(srv.admin, "/api/v1/nodes/sw1", 200);
     assert_int_equal(ts_it_int(n, "swap_used_bytes"), 3 * GIB);
     json_decref(n);
     /* still on its node's desired state, stopped, with the GPU it keeps */
-    dj = desired_job("sw1", a);
+    dj = ts_ap_desired_job("sw1", a);
     assert_string_equal(ts_it_str(dj, "action"), "suspend");
     assert_int_equal(json_array_size(json_object_get(dj, "gpus")), 1);
     json_decref(dj);
     /* the queue names it and says how to continue */
-    json_t *queue = get_json(srv.admin, "/api/v1/queue", 200), *v;
+    json_t *queue = ts_ap_get_json(srv.admin, "/api/v1/queue", 200), *v;
     size_t i;
     bool listed = false;
     json_array_foreach(json_object_get(queue, "jobs"), i, v)
@@ -376,7 +207,7 @@ static void a_job_suspended_on_request_frees_its_gpus_and_resumes_on_the_same_on
 
     /* its GPU is free for another job, which takes the same one */
     long long c = running_job("owner", "sus-c", "swap", "{\"count\": 1}", "sw1");
-    j = job(c);
+    j = ts_ap_job(c);
     char c_on[16];
     devices(j, c_on, sizeof(c_on));
     assert_string_equal(c_on, held_on);
@@ -384,7 +215,7 @@ static void a_job_suspended_on_request_frees_its_gpus_and_resumes_on_the_same_on
 
     /* resume: it waits for its own GPU although the other one is free */
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/resume", a);
-    j = call(srv.admin, "POST", path, NULL, 202);
+    j = ts_ap_call(srv.admin, "POST", path, NULL, 202);
     assert_false(json_is_true(json_object_get(j, "suspend_held")));
     json_decref(j);
     j = wait_reason(a, "no_fit", 10);
@@ -393,27 +224,27 @@ static void a_job_suspended_on_request_frees_its_gpus_and_resumes_on_the_same_on
     assert_non_null(strstr(ts_it_str(json_object_get(j, "pending_reason"), "message"), q));
     json_decref(j);
     /* a second resume: it is no longer held */
-    p = call(srv.admin, "POST", path, NULL, 409);
+    p = ts_ap_call(srv.admin, "POST", path, NULL, 409);
     json_decref(p);
 
     report_state("sw1", c, 1, "exited", "\"exit_code\": 0");
-    j = wait_state(a, "resuming", 10);
+    j = ts_ap_wait_state(a, "resuming", 10);
     assert_string_equal(ts_it_str(j, "node"), "sw1");
     assert_int_equal(ts_it_int(j, "attempt"), 1);
     char back_on[16];
     devices(j, back_on, sizeof(back_on));
     assert_string_equal(back_on, held_on);
     json_decref(j);
-    dj = desired_job("sw1", a);
+    dj = ts_ap_desired_job("sw1", a);
     assert_string_equal(ts_it_str(dj, "action"), "run");
     assert_int_equal(ts_it_int(dj, "attempt"), 1);
     json_decref(dj);
     report_state("sw1", a, 1, "running", "");
-    j = wait_state(a, "running", 2);
+    j = ts_ap_wait_state(a, "running", 2);
     assert_int_equal(ts_it_int(j, "resume_count"), 0);
     assert_int_equal(ts_it_int(j, "suspended_bytes"), 0);
     json_decref(j);
-    n = get_json(srv.admin, "/api/v1/nodes/sw1", 200);
+    n = ts_ap_get_json(srv.admin, "/api/v1/nodes/sw1", 200);
     assert_int_equal(ts_it_int(n, "swap_used_bytes"), 0);
     json_decref(n);
     snprintf(q, sizeof(q),
@@ -422,34 +253,34 @@ static void a_job_suspended_on_request_frees_its_gpus_and_resumes_on_the_same_on
     assert_string_equal(out, "submitted,scheduled,running,suspending,suspended,resume_requested,"
                              "resuming,resumed");
     report_state("sw1", a, 1, "exited", "\"exit_code\": 0");
-    json_decref(wait_state(a, "succeeded", 2));
+    json_decref(ts_ap_wait_state(a, "succeeded", 2));
 }
 
 static void refusals_say_why_and_change_nothing(void **state)
 {
     (void)state;
-    call_ok(srv.admin, "POST", "/api/v1/jobs/999999/suspend", NULL, 404);
-    call_ok(srv.admin, "POST", "/api/v1/jobs/999999/resume", NULL, 404);
+    ts_ap_call_ok(srv.admin, "POST", "/api/v1/jobs/999999/suspend", NULL, 404);
+    ts_ap_call_ok(srv.admin, "POST", "/api/v1/jobs/999999/resume", NULL, 404);
     char path[96], before[256], after[256];
 
     /* pending: never placed (no node has 8 GPUs) */
-    long long pend = submit("owner", "ref-pending", "\"gpu\": {\"count\": 8}");
+    long long pend = ts_ap_submit("owner", "ref-pending", "\"gpu\": {\"count\": 8}");
     json_decref(wait_reason(pend, "too_large", 10));
     job_row(pend, before, sizeof(before));
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", pend);
-    json_t *p = call(srv.admin, "POST", path, NULL, 409);
+    json_t *p = ts_ap_call(srv.admin, "POST", path, NULL, 409);
     assert_non_null(strstr(ts_it_str(p, "detail"), "only a running job can be suspended"));
     json_decref(p);
     job_row(pend, after, sizeof(after));
     assert_string_equal(before, after);
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld", pend);
-    call_ok(srv.admin, "DELETE", path, NULL, 200);
+    ts_ap_call_ok(srv.admin, "DELETE", path, NULL, 200);
 
     /* a node without host swap */
     long long plain = running_job("owner", "ref-plain", "plain", "{\"count\": 1}", "plain1");
     job_row(plain, before, sizeof(before));
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", plain);
-    p = call(srv.admin, "POST", path, NULL, 409);
+    p = ts_ap_call(srv.admin, "POST", path, NULL, 409);
     assert_non_null(strstr(ts_it_str(p, "detail"), "node plain1 has no host swap"));
     json_decref(p);
     job_row(plain, after, sizeof(after));
@@ -457,7 +288,7 @@ static void refusals_say_why_and_change_nothing(void **state)
 
     /* resume a running job */
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/resume", plain);
-    p = call(srv.admin, "POST", path, NULL, 409);
+    p = ts_ap_call(srv.admin, "POST", path, NULL, 409);
     assert_non_null(strstr(ts_it_str(p, "detail"), "is running"));
     json_decref(p);
     job_row(plain, after, sizeof(after));
@@ -467,7 +298,7 @@ static void refusals_say_why_and_change_nothing(void **state)
     const char *other = ts_it_token(&srv, "member-b", "member", "[\"borrower\"]");
     struct ts_client *mb = ts_it_client(&srv, other);
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", plain);
-    call_ok(mb, "POST", path, NULL, 403);
+    ts_ap_call_ok(mb, "POST", path, NULL, 403);
     ts_client_free(mb);
     job_row(plain, after, sizeof(after));
     assert_string_equal(before, after);
@@ -477,7 +308,7 @@ static void refusals_say_why_and_change_nothing(void **state)
     long long small = running_job("owner", "ref-small", "small", "{\"count\": 1}", "small1");
     job_row(small, before, sizeof(before));
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", small);
-    p = call(srv.admin, "POST", path, NULL, 409);
+    p = ts_ap_call(srv.admin, "POST", path, NULL, 409);
     assert_non_null(strstr(ts_it_str(p, "detail"), "too little free host swap"));
     json_decref(p);
     job_row(small, after, sizeof(after));
@@ -487,24 +318,24 @@ static void refusals_say_why_and_change_nothing(void **state)
     /* a job that refuses swap */
     long long ns =
         running_job("owner", "ref-noswap", "swap", "{\"count\": 1}, \"swap\": false", "sw1");
-    json_t *dj = desired_job("sw1", ns);
+    json_t *dj = ts_ap_desired_job("sw1", ns);
     assert_true(json_is_false(json_object_get(dj, "swap")));
     json_decref(dj);
     job_row(ns, before, sizeof(before));
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", ns);
-    p = call(srv.admin, "POST", path, NULL, 409);
+    p = ts_ap_call(srv.admin, "POST", path, NULL, 409);
     assert_non_null(strstr(ts_it_str(p, "detail"), "refuses swap"));
     json_decref(p);
     job_row(ns, after, sizeof(after));
     assert_string_equal(before, after);
     report_state("sw1", ns, 1, "exited", "\"exit_code\": 0");
-    json_decref(wait_state(ns, "succeeded", 2));
+    json_decref(ts_ap_wait_state(ns, "succeeded", 2));
 
     /* swap of the wrong type at submission */
-    p = call(srv.admin, "POST", "/api/v1/jobs",
-             "{\"name\": \"bad-swap\", \"project\": \"owner\", \"command\": [\"x\"],"
-             " \"swap\": \"no\"}",
-             400);
+    p = ts_ap_call(srv.admin, "POST", "/api/v1/jobs",
+                   "{\"name\": \"bad-swap\", \"project\": \"owner\", \"command\": [\"x\"],"
+                   " \"swap\": \"no\"}",
+                   400);
     assert_string_equal(ts_it_str(p, "field"), "swap");
     json_decref(p);
 }
@@ -514,27 +345,27 @@ static void a_job_that_refuses_swap_and_can_burst_stays_off_nodes_that_swap(void
     (void)state;
     /* only swapping nodes match: it waits, saying why */
     long long pinned =
-        submit("owner", "burst-pinned",
-               "\"gpu\": {\"portion\": 0.25, \"portion_limit\": 0.5}, \"swap\": false,"
-               " \"node_selector\": {\"pool\": \"swap\"}");
+        ts_ap_submit("owner", "burst-pinned",
+                     "\"gpu\": {\"portion\": 0.25, \"portion_limit\": 0.5}, \"swap\": false,"
+                     " \"node_selector\": {\"pool\": \"swap\"}");
     json_t *j = wait_reason(pinned, "node_unavailable", 10);
     assert_non_null(
         strstr(ts_it_str(json_object_get(j, "pending_reason"), "message"), "refuses swap"));
     json_decref(j);
     /* anywhere: it goes to the one node that does not swap */
     long long free_ =
-        submit("owner", "burst-free",
-               "\"gpu\": {\"portion\": 0.25, \"portion_limit\": 0.5}, \"swap\": false");
-    j = wait_state(free_, "scheduled", 10);
+        ts_ap_submit("owner", "burst-free",
+                     "\"gpu\": {\"portion\": 0.25, \"portion_limit\": 0.5}, \"swap\": false");
+    j = ts_ap_wait_state(free_, "scheduled", 10);
     assert_string_equal(ts_it_str(j, "node"), "plain1");
     json_decref(j);
     char path[64];
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld", pinned);
-    call_ok(srv.admin, "DELETE", path, NULL, 200);
+    ts_ap_call_ok(srv.admin, "DELETE", path, NULL, 200);
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld", free_);
-    call_ok(srv.admin, "DELETE", path, NULL, 200);
+    ts_ap_call_ok(srv.admin, "DELETE", path, NULL, 200);
     report_state("plain1", free_, 1, "exited", "\"signal\": 15");
-    json_decref(wait_state(free_, "cancelled", 2));
+    json_decref(ts_ap_wait_state(free_, "cancelled", 2));
 }
 
 static void the_scheduler_suspends_a_borrower_for_the_owner_and_resumes_it_later(void **state)
@@ -542,18 +373,18 @@ static void the_scheduler_suspends_a_borrower_for_the_owner_and_resumes_it_later
     (void)state;
     /* the cluster is sw1 alone, so that the borrower's two GPUs are above
      * its fair share once the owner wants one */
-    call_ok(srv.admin, "POST", "/api/v1/nodes/plain1/drain", NULL, 200);
-    call_ok(srv.admin, "POST", "/api/v1/nodes/small1/drain", NULL, 200);
+    ts_ap_call_ok(srv.admin, "POST", "/api/v1/nodes/plain1/drain", NULL, 200);
+    ts_ap_call_ok(srv.admin, "POST", "/api/v1/nodes/small1/drain", NULL, 200);
     long long b1 = running_job("borrower", "borrow-1", "swap", "{\"count\": 1}", "sw1");
     long long b2 = running_job("borrower", "borrow-2", "swap", "{\"count\": 1}", "sw1");
-    long long own = submit("owner", "own-1",
-                           "\"gpu\": {\"count\": 1},"
-                           " \"node_selector\": {\"pool\": \"swap\"}");
+    long long own = ts_ap_submit("owner", "own-1",
+                                 "\"gpu\": {\"count\": 1},"
+                                 " \"node_selector\": {\"pool\": \"swap\"}");
     /* one borrower job is suspended in place for it, not evicted */
     long long victim = -1;
-    double end = now_s() + 10;
-    while (victim < 0 && now_s() < end) {
-        json_t *x = job(b1), *y = job(b2);
+    double end = ts_ap_now_s() + 10;
+    while (victim < 0 && ts_ap_now_s() < end) {
+        json_t *x = ts_ap_job(b1), *y = ts_ap_job(b2);
         if (strcmp(ts_it_str(x, "state"), "suspending") == 0)
             victim = b1;
         else if (strcmp(ts_it_str(y, "state"), "suspending") == 0)
@@ -565,18 +396,18 @@ static void the_scheduler_suspends_a_borrower_for_the_owner_and_resumes_it_later
         usleep(100 * 1000);
     }
     assert_true(victim > 0);
-    json_t *j = job(victim);
+    json_t *j = ts_ap_job(victim);
     char held_on[16];
     devices(j, held_on, sizeof(held_on));
     assert_string_equal(ts_it_str(j, "stop_reason"), "suspended");
     assert_false(json_is_true(json_object_get(j, "suspend_held")));
     json_decref(j);
-    json_t *dj = desired_job("sw1", victim);
+    json_t *dj = ts_ap_desired_job("sw1", victim);
     assert_string_equal(ts_it_str(dj, "action"), "suspend");
     json_decref(dj);
     report_state("sw1", victim, 1, "suspended", "\"swapped_bytes\": 1073741824");
-    json_decref(wait_state(victim, "suspended", 2));
-    j = wait_state(own, "scheduled", 10);
+    json_decref(ts_ap_wait_state(victim, "suspended", 2));
+    j = ts_ap_wait_state(own, "scheduled", 10);
     char own_on[16];
     devices(j, own_on, sizeof(own_on));
     assert_string_equal(own_on, held_on);
@@ -589,21 +420,21 @@ static void the_scheduler_suspends_a_borrower_for_the_owner_and_resumes_it_later
 
     /* room returns: it resumes in place, same attempt */
     report_state("sw1", own, 1, "exited", "\"exit_code\": 0");
-    j = wait_state(victim, "resuming", 10);
+    j = ts_ap_wait_state(victim, "resuming", 10);
     assert_int_equal(ts_it_int(j, "attempt"), 1);
     char back_on[16];
     devices(j, back_on, sizeof(back_on));
     assert_string_equal(back_on, held_on);
     json_decref(j);
     report_state("sw1", victim, 1, "running", "");
-    json_decref(wait_state(victim, "running", 2));
+    json_decref(ts_ap_wait_state(victim, "running", 2));
     long long other = victim == b1 ? b2 : b1;
     report_state("sw1", victim, 1, "exited", "\"exit_code\": 0");
     report_state("sw1", other, 1, "exited", "\"exit_code\": 0");
-    json_decref(wait_state(victim, "succeeded", 2));
-    json_decref(wait_state(other, "succeeded", 2));
-    call_ok(srv.admin, "POST", "/api/v1/nodes/plain1/undrain", NULL, 200);
-    call_ok(srv.admin, "POST", "/api/v1/nodes/small1/undrain", NULL, 200);
+    json_decref(ts_ap_wait_state(victim, "succeeded", 2));
+    json_decref(ts_ap_wait_state(other, "succeeded", 2));
+    ts_ap_call_ok(srv.admin, "POST", "/api/v1/nodes/plain1/undrain", NULL, 200);
+    ts_ap_call_ok(srv.admin, "POST", "/api/v1/nodes/small1/undrain", NULL, 200);
 }
 
 static void cancelling_a_suspended_job_ends_its_suspension(void **state)
@@ -612,19 +443,19 @@ static void cancelling_a_suspended_job_ends_its_suspension(void **state)
     long long a = running_job("owner", "cancel-sus", "swap", "{\"count\": 1}", "sw1");
     char path[96];
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", a);
-    call_ok(srv.admin, "POST", path, NULL, 202);
+    ts_ap_call_ok(srv.admin, "POST", path, NULL, 202);
     report_state("sw1", a, 1, "suspended", "\"swapped_bytes\": 1073741824");
-    json_decref(wait_state(a, "suspended", 2));
+    json_decref(ts_ap_wait_state(a, "suspended", 2));
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld", a);
-    json_t *j = call(srv.admin, "DELETE", path, NULL, 200);
+    json_t *j = ts_ap_call(srv.admin, "DELETE", path, NULL, 200);
     assert_string_equal(ts_it_str(j, "state"), "cancelling");
     json_decref(j);
-    json_t *dj = desired_job("sw1", a);
+    json_t *dj = ts_ap_desired_job("sw1", a);
     assert_string_equal(ts_it_str(dj, "action"), "stop");
     json_decref(dj);
     report_state("sw1", a, 1, "exited", "\"signal\": 9");
-    json_decref(wait_state(a, "cancelled", 2));
-    json_t *n = get_json(srv.admin, "/api/v1/nodes/sw1", 200);
+    json_decref(ts_ap_wait_state(a, "cancelled", 2));
+    json_t *n = ts_ap_get_json(srv.admin, "/api/v1/nodes/sw1", 200);
     assert_int_equal(ts_it_int(n, "swap_used_bytes"), 0);
     json_decref(n);
 }
@@ -649,7 +480,7 @@ static void resolver_events_are_stored_once_and_bad_ones_refused(void **state)
              " WHERE job_id = %lld AND seq IS NOT NULL",
              a);
     for (int k = 0; k < 2; k++) { /* the second time: a resent report */
-        json_t *res = report("sw1", rep, events, 200);
+        json_t *res = ts_ap_report("sw1", rep, events, 200);
         json_t *ign = json_object_get(res, "ignored");
         assert_int_equal(json_array_size(ign), 1);
         assert_int_equal(json_integer_value(json_array_get(ign, 0)), 999999);
@@ -659,7 +490,7 @@ static void resolver_events_are_stored_once_and_bad_ones_refused(void **state)
     }
     char path[96];
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/events", a);
-    json_t *ev = get_json(srv.admin, path, 200), *v;
+    json_t *ev = ts_ap_get_json(srv.admin, path, 200), *v;
     size_t i;
     bool seen = false;
     json_array_foreach(json_object_get(ev, "events"), i, v)
@@ -680,7 +511,7 @@ static void resolver_events_are_stored_once_and_bad_ones_refused(void **state)
                  "\"events\": [{\"id\": %lld, \"attempt\": 1, \"seq\": 4, \"type\": \"t\","
                  " \"message\": \"fine\"}, {\"id\": %lld, \"attempt\": 1, %s, \"message\": \"m\"}]",
                  a, a, bad[k]);
-        json_t *p = report("sw1", rep, events, 422);
+        json_t *p = ts_ap_report("sw1", rep, events, 422);
         assert_non_null(strstr(ts_it_str(p, "field"), "events[1]"));
         json_decref(p);
     }
@@ -694,7 +525,7 @@ static void resolver_events_are_stored_once_and_bad_ones_refused(void **state)
                                 " \"message\": \"m\"}",
                                 k ? "," : "", a, 10 + k);
     snprintf(many + len, cap - len, "]");
-    json_t *p = report("sw1", rep, many, 422);
+    json_t *p = ts_ap_report("sw1", rep, many, 422);
     assert_string_equal(ts_it_str(p, "field"), "events");
     assert_non_null(strstr(ts_it_str(p, "detail"), "at most 1000"));
     json_decref(p);
@@ -710,13 +541,13 @@ static void a_suspending_job_its_agent_no_longer_names_goes_back_to_the_queue(vo
     long long a = running_job("owner", "gone-sus", "swap", "{\"count\": 1}", "sw1");
     char path[96];
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", a);
-    call_ok(srv.admin, "POST", path, NULL, 202);
+    ts_ap_call_ok(srv.admin, "POST", path, NULL, 202);
     /* the heartbeats name no job: after 10 s it counts as gone, back in the
      * queue (and placed again at once: sw1 has room) */
-    double end = now_s() + 40;
+    double end = ts_ap_now_s() + 40;
     json_t *j;
-    while (ts_it_int((j = job(a)), "resume_count") != 1) {
-        assert_true(now_s() < end);
+    while (ts_it_int((j = ts_ap_job(a)), "resume_count") != 1) {
+        assert_true(ts_ap_now_s() < end);
         json_decref(j);
         usleep(200 * 1000);
     }
@@ -730,11 +561,11 @@ static void a_suspending_job_its_agent_no_longer_names_goes_back_to_the_queue(vo
              "SELECT count(*) FROM job_event WHERE job_id = %lld AND type = 'requeued'", a);
     sql(q, out, sizeof(out));
     assert_string_equal(out, "1");
-    json_t *n = get_json(srv.admin, "/api/v1/nodes/sw1", 200);
+    json_t *n = ts_ap_get_json(srv.admin, "/api/v1/nodes/sw1", 200);
     assert_int_equal(ts_it_int(n, "swap_used_bytes"), 0);
     json_decref(n);
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld", a);
-    call_ok(srv.admin, "DELETE", path, NULL, 200);
+    ts_ap_call_ok(srv.admin, "DELETE", path, NULL, 200);
 }
 
 int main(void)

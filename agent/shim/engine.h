@@ -68,6 +68,7 @@ struct ts_engine {
     /* swap.c: the reserve mapping and private streams (claimer only). */
     unsigned char *map;
     size_t map_len;
+    uint64_t pop_lo, pop_hi; /* [lo, hi) of the map is known faulted in */
     bool registered;
     struct {
         CUcontext ctx;

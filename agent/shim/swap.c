@@ -77,6 +77,7 @@ void ts_swap_fork_child(void)
     }
     ts_eng.map = NULL; /* the mapping is inherited; it stays, unused */
     ts_eng.map_len = 0;
+    ts_eng.pop_lo = ts_eng.pop_hi = 0;
     ts_eng.registered = false;
     ts_eng.nstreams = 0;
     ts_eng.home = NULL;
@@ -104,14 +105,27 @@ static int map_reserve(void)
 }
 
 /* Fault the reserve pages about to be written in, in one call rather than
- * one fault per page during the copies (best effort: Linux >= 5.14). */
+ * one fault per page during the copies (best effort: Linux >= 5.14). The
+ * pages of the reserve stay (it is a file the agent keeps), so a range
+ * this process has faulted in before is not walked again: that walk costs
+ * as much as a fifth of the copy itself with 4 KiB pages. */
 static void populate(uint64_t offset, uint64_t len)
 {
+    if (offset >= ts_eng.pop_lo && offset + len <= ts_eng.pop_hi)
+        return;
 #ifdef MADV_POPULATE_WRITE
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t lo = (uintptr_t)(ts_eng.map + offset) & ~(page - 1);
     uintptr_t hi = (uintptr_t)(ts_eng.map + offset + len);
-    madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+    if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) != 0)
+        return;
+    if (offset + len < ts_eng.pop_lo || offset > ts_eng.pop_hi || ts_eng.pop_lo == ts_eng.pop_hi) {
+        ts_eng.pop_lo = offset; /* apart from the known range: it replaces it */
+        ts_eng.pop_hi = offset + len;
+    } else {
+        ts_eng.pop_lo = offset < ts_eng.pop_lo ? offset : ts_eng.pop_lo;
+        ts_eng.pop_hi = offset + len > ts_eng.pop_hi ? offset + len : ts_eng.pop_hi;
+    }
 #else
     (void)offset, (void)len;
 #endif

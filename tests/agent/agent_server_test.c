@@ -3,7 +3,8 @@
  * PostgreSQL), end to end: the agent registers the node and its simulated
  * GPUs, jobs submitted over REST run as real processes, succeed, fail,
  * are cancelled, their output reaches the server, utilization too, and a
- * restarted agent adopts its jobs. Uses tests/integration/harness.c.
+ * restarted agent adopts its jobs. Uses tests/integration/harness.c
+ * and agentharness.c (starting and stopping the agent).
  */
 #include <fcntl.h>
 #include <setjmp.h>
@@ -22,18 +23,12 @@
 
 #include "agent/daemon/files.h"
 #include "agent/daemon/proc.h"
+#include "tests/agent/agentharness.h"
 #include "tests/integration/harness.h"
 
 static struct ts_it_server srv;
 static char dir[512], data[600], token_file[600], agent_log[600];
 static pid_t agent_pid;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void agent_start(void)
 {
@@ -44,36 +39,15 @@ static void agent_start(void)
                           data,       "--gpus",        "sim:2x4GiB", "--report-interval",
                           "1s",       "--labels",      "zone=a",     "--log-level",
                           "debug",    "--gpu-reserve", "512MiB",     NULL};
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(agent_log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    agent_pid = pid;
+    agent_pid = ts_ah_spawn(argv, agent_log);
 }
 
 /* Signal the agent and wait for it; its wait status (-1: it would not go). */
 static int agent_stop(int sig)
 {
-    kill(agent_pid, sig);
-    double until = now_s() + 20;
-    int st = -1;
-    while (now_s() < until) {
-        if (waitpid(agent_pid, &st, WNOHANG) == agent_pid) {
-            agent_pid = 0;
-            return st;
-        }
-        usleep(20 * 1000);
-    }
-    kill(agent_pid, SIGKILL);
-    waitpid(agent_pid, NULL, 0);
+    int st = ts_ah_stop(agent_pid, sig, 20);
     agent_pid = 0;
-    return -1;
+    return st;
 }
 
 static json_t *get_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -112,12 +86,12 @@ static long long submit(const char *name, const char *command_json, const char *
 /* Wait for the job to reach state; the job (caller's). */
 static json_t *wait_state(long long id, const char *state, double secs)
 {
-    double end = now_s() + secs;
+    double end = ts_ah_now_s() + secs;
     for (;;) {
         json_t *j = get_json("/api/v1/jobs/%lld", id);
         if (strcmp(ts_it_str(j, "state"), state) == 0)
             return j;
-        if (now_s() > end)
+        if (ts_ah_now_s() > end)
             fail_msg("job %lld is %s, not %s, after %.0fs", id, ts_it_str(j, "state"), state, secs);
         json_decref(j);
         usleep(100 * 1000);
@@ -139,12 +113,12 @@ static char *logs(long long id)
 /* Wait until the server's copy of the output holds text. */
 static char *wait_logs(long long id, const char *text, double secs)
 {
-    double end = now_s() + secs;
+    double end = ts_ah_now_s() + secs;
     for (;;) {
         char *out = logs(id);
         if (strstr(out, text) != NULL)
             return out;
-        if (now_s() > end)
+        if (ts_ah_now_s() > end)
             fail_msg("job %lld output lacks \"%s\" after %.0fs: \"%s\"", id, text, secs, out);
         free(out);
         usleep(100 * 1000);
@@ -230,7 +204,7 @@ static void the_agent_registers_the_node_and_its_gpus(void **state)
 {
     (void)state;
     json_t *n = NULL;
-    double end = now_s() + 20;
+    double end = ts_ah_now_s() + 20;
     for (;;) {
         struct ts_response r;
         long st = ts_it_req(srv.admin, "GET", "/api/v1/nodes/n1", NULL, NULL, &r);
@@ -240,7 +214,7 @@ static void the_agent_registers_the_node_and_its_gpus(void **state)
             break;
         }
         ts_response_free(&r);
-        if (now_s() > end)
+        if (ts_ah_now_s() > end)
             fail_msg("node n1 not ready after 20 s");
         usleep(100 * 1000);
     }
@@ -288,8 +262,8 @@ static void a_job_runs_to_success_and_its_output_reaches_the_server(void **state
     free(out);
     /* the server has it all: the agent forgets the job, marking its folder */
     snprintf(path, sizeof(path), "%s/jobs/%lld-%lld/reported", data, id, attempt);
-    double end = now_s() + 20;
-    while (access(path, F_OK) != 0 && now_s() < end)
+    double end = ts_ah_now_s() + 20;
+    while (access(path, F_OK) != 0 && ts_ah_now_s() < end)
         usleep(100 * 1000);
     assert_int_equal(access(path, F_OK), 0);
 }
@@ -379,10 +353,10 @@ static void utilization_and_memory_reach_the_server(void **state)
     long long id = submit("busy", cmd, "{\"count\": 1}");
     json_t *j = wait_state(id, "running", 30);
     json_decref(j);
-    double end = now_s() + 30;
+    double end = ts_ah_now_s() + 30;
     double job_util = 0, gpu_util = 0;
     long long job_mem = 0, gpu_mem = 0;
-    while (now_s() < end) {
+    while (ts_ah_now_s() < end) {
         j = get_json("/api/v1/jobs/%lld", id);
         json_t *u = json_object_get(j, "usage");
         job_util = json_number_value(json_object_get(u, "gpu_utilization"));

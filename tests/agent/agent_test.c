@@ -28,65 +28,11 @@
 #include "agent/daemon/files.h"
 #include "agent/daemon/proc.h"
 #include "agent/simgpu/state.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define REQUIRE(cond)                                                                              \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: required check failed: %s\n", __FILE__, __LINE__, #cond);      \
-            failures++;                                                                            \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
+#include "tests/agent/agentharness.h"
 
 static const char *bin_dir, *probe;
-static char root[PATH_MAX - 512], data[PATH_MAX], desired[PATH_MAX], agent_log[PATH_MAX];
-static pid_t agent_pid;
 
 /* ---- helpers --------------------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
-/* The desired state: a JSON text with "%s"-style arguments. */
-static void set_desired(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void set_desired(const char *fmt, ...)
-{
-    char text[16384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    json_error_t je;
-    json_t *v = json_loads(text, 0, &je);
-    if (v == NULL) {
-        fprintf(stderr, "bad desired state in the test: %s: %s\n", je.text, text);
-        exit(1);
-    }
-    json_decref(v);
-    if (ts_files_write_atomic(desired, text, strlen(text), 0600) != 0) {
-        perror("desired state");
-        exit(1);
-    }
-}
 
 static void setup(void)
 {
@@ -96,16 +42,7 @@ static void setup(void)
         fprintf(stderr, "TS_BIN_DIR and TS_AGENT_PROBE must be set (run through ctest)\n");
         exit(1);
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(root, sizeof(root), "%s/agent-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(root) == NULL) {
-        perror("mkdtemp");
-        exit(1);
-    }
-    snprintf(data, sizeof(data), "%s/data", root);
-    snprintf(desired, sizeof(desired), "%s/desired.json", root);
-    snprintf(agent_log, sizeof(agent_log), "%s/agent.log", root);
-    set_desired("{\"generation\": 0, \"jobs\": []}");
+    ts_ah_setup("agent-test");
 }
 
 /* Start tessera-agent; extra: NULL-terminated extra arguments or NULL. */
@@ -113,97 +50,20 @@ static pid_t agent_start(const char *const *extra)
 {
     char exe[PATH_MAX];
     snprintf(exe, sizeof(exe), "%s/tessera-agent", bin_dir);
-    const char *argv[40] = {
-        exe,          "--node",         "n1",    "--data-dir",        data, "--gpus",
-        "sim:2x1GiB", "--desired-file", desired, "--report-interval", "1s", "--log-level",
-        "debug",      "--gpu-reserve",  "256MiB"};
+    const char *argv[40] = {exe,           "--node",
+                            "n1",          "--data-dir",
+                            ts_ah_data,    "--gpus",
+                            "sim:2x1GiB",  "--desired-file",
+                            ts_ah_desired, "--report-interval",
+                            "1s",          "--log-level",
+                            "debug",       "--gpu-reserve",
+                            "256MiB"};
     size_t n = 15;
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 38; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(agent_log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    agent_pid = pid;
-    return pid;
-}
-
-/* Wait for a child to exit; its wait status, or -1 after timeout_s. */
-static int wait_exit(pid_t pid, double timeout_s)
-{
-    double until = now_s() + timeout_s;
-    int st;
-    while (now_s() < until) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            return st;
-        sleep_s(0.02);
-    }
-    return -1;
-}
-
-/* Stop the agent with sig and wait for it. Returns its wait status. */
-static int agent_stop(int sig)
-{
-    if (agent_pid <= 0)
-        return -1;
-    kill(agent_pid, sig);
-    int st = wait_exit(agent_pid, 15);
-    if (st == -1) {
-        kill(agent_pid, SIGKILL);
-        waitpid(agent_pid, &st, 0);
-        st = -1;
-    }
-    agent_pid = 0;
-    return st;
-}
-
-static json_t *report(void)
-{
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/report.json", data);
-    return ts_files_read_json(path);
-}
-
-/* The job (id, attempt) in a report (borrowed from r), or NULL. */
-static json_t *report_job(json_t *r, long id, int attempt)
-{
-    size_t i;
-    json_t *j;
-    json_array_foreach(json_object_get(r, "jobs"), i, j) {
-        if (json_integer_value(json_object_get(j, "id")) == id &&
-            json_integer_value(json_object_get(j, "attempt")) == attempt)
-            return j;
-    }
-    return NULL;
-}
-
-/* Wait until the report shows the job in state; a copy of its entry (new),
- * or NULL after timeout_s. */
-static json_t *wait_job(long id, int attempt, const char *state, double timeout_s)
-{
-    double until = now_s() + timeout_s;
-    while (now_s() < until) {
-        json_t *r = report();
-        json_t *j = report_job(r, id, attempt);
-        const char *s = json_string_value(json_object_get(j, "state"));
-        if (s != NULL && strcmp(s, state) == 0) {
-            json_t *copy = json_deep_copy(j);
-            json_decref(r);
-            return copy;
-        }
-        json_decref(r);
-        sleep_s(0.05);
-    }
-    fprintf(stderr, "job %ld attempt %d not %s after %.0f s\n", id, attempt, state, timeout_s);
-    return NULL;
+    ts_ah_agent_pid = ts_ah_spawn(argv, ts_ah_agent_log);
+    return ts_ah_agent_pid;
 }
 
 static long long jint(const json_t *o, const char *key)
@@ -222,7 +82,7 @@ static bool running(pid_t pid)
 static char *job_file(long id, int attempt, const char *name)
 {
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/jobs/%ld-%d/%s", data, id, attempt, name);
+    snprintf(path, sizeof(path), "%s/jobs/%ld-%d/%s", ts_ah_data, id, attempt, name);
     return ts_files_read(path, 16 << 20, NULL);
 }
 
@@ -234,56 +94,10 @@ static int count_substr(const char *text, const char *needle)
     return n;
 }
 
-/* Kill every process whose session is a job's (whatever a failed case left
- * running), stop the agent, remove the folder. */
-/* A sanitizer's report in a log of the agent or of a supervisor (ASan
- * builds) fails the case. */
-static void check_sanitizer(const char *path)
-{
-    char *log = ts_files_read(path, 16 << 20, NULL);
-    if (log != NULL && (strstr(log, "Sanitizer") != NULL || strstr(log, "runtime error") != NULL)) {
-        fprintf(stderr, "sanitizer report in %s:\n%s\n", path, log);
-        failures++;
-    }
-    free(log);
-}
-
 static void teardown(void)
 {
-    if (agent_pid > 0) {
-        int st = agent_stop(SIGTERM);
-        CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    check_sanitizer(agent_log);
-    char jobs[PATH_MAX + 16];
-    snprintf(jobs, sizeof(jobs), "%s/jobs", data);
-    DIR *d = opendir(jobs);
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        char path[PATH_MAX + 300];
-        snprintf(path, sizeof(path), "%s/%s/supervisor.log", jobs, e->d_name);
-        check_sanitizer(path);
-        snprintf(path, sizeof(path), "%s/%s/job.json", jobs, e->d_name);
-        json_t *rec = ts_files_read_json(path);
-        pid_t sids[2] = {(pid_t)jint(rec, "pid"), (pid_t)jint(rec, "supervisor_pid")};
-        uint64_t ticks[2] = {(uint64_t)jint(rec, "start_ticks"),
-                             (uint64_t)jint(rec, "supervisor_start_ticks")};
-        for (int k = 0; k < 2; k++) {
-            if (sids[k] <= 0 || !ts_proc_same(sids[k], ticks[k]))
-                continue;
-            pid_t pids[64];
-            size_t n = ts_proc_session(sids[k], pids, 64);
-            for (size_t i = 0; i < n && i < 64; i++)
-                kill(pids[i], SIGKILL);
-        }
-        json_decref(rec);
-    }
-    if (d != NULL)
-        closedir(d);
-    if (getenv("TS_KEEP") == NULL)
-        ts_files_remove_tree(root);
-    else
-        fprintf(stderr, "kept %s\n", root);
+    ts_ah_end_agent();
+    ts_ah_end_jobs(false);
 }
 
 /* A desired job with action run: id, attempt, extra members (JSON text
@@ -298,26 +112,26 @@ static void teardown(void)
 static void a_job_sees_its_environment_folder_and_session(void)
 {
     char ckpt[PATH_MAX + 32];
-    snprintf(ckpt, sizeof(ckpt), "%s/shared/ckpt/7", root);
+    snprintf(ckpt, sizeof(ckpt), "%s/shared/ckpt/7", ts_ah_root);
     setenv("TESSERA_TOKEN", "agent-secret", 1);
     setenv("SOME_AGENT_SETTING", "x", 1);
     agent_start(NULL);
-    set_desired("{\"generation\": 1, \"jobs\": [" JOB(
-                    7, 2,
-                    "\"checkpoint_dir\": \"%s\", \"resume_count\": 1,"
-                    " \"gpus\": [{\"index\": 1}, {\"index\": 0}],"
-                    " \"env\": {\"FOO\": \"bar\", \"TESSERA_JOB_ID\": \"999\","
-                    " \"LD_LIBRARY_PATH\": \"/opt/x\"},",
-                    "[\"%s\", \"env\"]") "]}",
-                ckpt, probe);
-    json_t *j = wait_job(7, 2, "exited", 20);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [" JOB(
+                          7, 2,
+                          "\"checkpoint_dir\": \"%s\", \"resume_count\": 1,"
+                          " \"gpus\": [{\"index\": 1}, {\"index\": 0}],"
+                          " \"env\": {\"FOO\": \"bar\", \"TESSERA_JOB_ID\": \"999\","
+                          " \"LD_LIBRARY_PATH\": \"/opt/x\"},",
+                          "[\"%s\", \"env\"]") "]}",
+                      ckpt, probe);
+    json_t *j = ts_ah_wait_job(7, 2, "exited", 20);
     REQUIRE(j != NULL);
     CHECK(jint(j, "exit_code") == 0);
     json_decref(j);
     char *out = job_file(7, 2, "output.log");
     REQUIRE(out != NULL);
     char want[PATH_MAX * 2];
-    snprintf(want, sizeof(want), "cwd=%s/jobs/7-2\n", data);
+    snprintf(want, sizeof(want), "cwd=%s/jobs/7-2\n", ts_ah_data);
     CHECK(strstr(out, want) != NULL); /* no working_dir: its own folder */
     CHECK(strstr(out, "session_leader=1\n") != NULL);
     CHECK(strstr(out, "group_leader=1\n") != NULL);
@@ -331,7 +145,7 @@ static void a_job_sees_its_environment_folder_and_session(void)
     CHECK(strstr(out, "env FOO=bar\n") != NULL);
     snprintf(want, sizeof(want), "env TESSERA_CHECKPOINT_DIR=%s\n", ckpt);
     CHECK(strstr(out, want) != NULL);
-    snprintf(want, sizeof(want), "env TESSERA_SIMGPU_DIR=%s/simgpu\n", data);
+    snprintf(want, sizeof(want), "env TESSERA_SIMGPU_DIR=%s/simgpu\n", ts_ah_data);
     CHECK(strstr(out, want) != NULL);
     char lib[PATH_MAX], guess[PATH_MAX + 32];
     snprintf(guess, sizeof(guess), "%s/../lib/simgpu", bin_dir);
@@ -350,10 +164,10 @@ static void a_job_sees_its_environment_folder_and_session(void)
 static void a_job_finds_the_simulated_driver_through_its_library_path(void)
 {
     agent_start(NULL);
-    set_desired("{\"generation\": 1, \"jobs\": [" JOB(3, 0, "\"gpus\": [{\"index\": 1}],",
-                                                      "[\"%s\", \"cuda\"]") "]}",
-                probe);
-    json_t *j = wait_job(3, 0, "exited", 20);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [" JOB(3, 0, "\"gpus\": [{\"index\": 1}],",
+                                                            "[\"%s\", \"cuda\"]") "]}",
+                      probe);
+    json_t *j = ts_ah_wait_job(3, 0, "exited", 20);
     REQUIRE(j != NULL);
     CHECK(jint(j, "exit_code") == 0);
     json_decref(j);
@@ -369,7 +183,7 @@ static void a_job_finds_the_simulated_driver_through_its_library_path(void)
     CHECK(strstr(out, want) != NULL);
     CHECK(strstr(out, "cuda_devices=1\n") != NULL); /* CUDA_VISIBLE_DEVICES=1 */
     CHECK(strstr(out, "nvml_devices=2\n") != NULL); /* NVML sees the node */
-    if (failures)
+    if (ts_ah_failures)
         fprintf(stderr, "output:\n%s", out);
     free(out);
 }
@@ -377,24 +191,28 @@ static void a_job_finds_the_simulated_driver_through_its_library_path(void)
 static void exit_codes_signals_and_failures_to_start_are_reported(void)
 {
     agent_start(NULL);
-    set_desired("{\"generation\": 1, \"jobs\": [" JOB(1, 0, "", "[\"sh\", \"-c\", \"exit 3\"]") "," JOB(
-        2, 0, "",
-        "[\"sh\", \"-c\", \"kill -USR1 "
-        "$$\"]") "," JOB(3, 0, "",
-                         "[\"true\"]") "," JOB(4, 0, "",
-                                               "[\"/no/such/program\"]") "," JOB(5, 0,
-                                                                                 "\"working_"
-                                                                                 "dir\": "
-                                                                                 "\"/no/"
-                                                                                 "such/"
-                                                                                 "folder\",",
-                                                                                 "[\"true\""
-                                                                                 "]") "," JOB(6, 0,
-                                                                                              "",
-                                                                                              "[]") "]}");
-    json_t *j1 = wait_job(1, 0, "exited", 20), *j2 = wait_job(2, 0, "exited", 20),
-           *j3 = wait_job(3, 0, "exited", 20), *j4 = wait_job(4, 0, "failed_to_start", 20),
-           *j5 = wait_job(5, 0, "failed_to_start", 20), *j6 = wait_job(6, 0, "failed_to_start", 20);
+    ts_ah_set_desired(
+        "{\"generation\": 1, \"jobs\": [" JOB(1, 0, "", "[\"sh\", \"-c\", \"exit 3\"]") "," JOB(
+            2, 0, "",
+            "[\"sh\", \"-c\", \"kill -USR1 "
+            "$$\"]") "," JOB(3, 0, "",
+                             "[\"true\"]") "," JOB(4, 0, "",
+                                                   "[\"/no/such/program\"]") "," JOB(5, 0,
+                                                                                     "\"working_"
+                                                                                     "dir\": "
+                                                                                     "\"/no/"
+                                                                                     "such/"
+                                                                                     "folder\",",
+                                                                                     "[\"true\""
+                                                                                     "]") "," JOB(6,
+                                                                                                  0,
+                                                                                                  "",
+                                                                                                  "[]") "]}");
+    json_t *j1 = ts_ah_wait_job(1, 0, "exited", 20), *j2 = ts_ah_wait_job(2, 0, "exited", 20),
+           *j3 = ts_ah_wait_job(3, 0, "exited", 20),
+           *j4 = ts_ah_wait_job(4, 0, "failed_to_start", 20),
+           *j5 = ts_ah_wait_job(5, 0, "failed_to_start", 20),
+           *j6 = ts_ah_wait_job(6, 0, "failed_to_start", 20);
     CHECK(j1 != NULL && jint(j1, "exit_code") == 3 && json_object_get(j1, "signal") == NULL);
     CHECK(j2 != NULL && jint(j2, "signal") == SIGUSR1 && json_object_get(j2, "exit_code") == NULL);
     CHECK(j3 != NULL && jint(j3, "exit_code") == 0);
@@ -423,45 +241,45 @@ static void exit_codes_signals_and_failures_to_start_are_reported(void)
 static void a_restarted_agent_adopts_running_jobs_and_never_starts_them_twice(void)
 {
     agent_start(NULL);
-    set_desired("{\"generation\": 1, \"jobs\": [" JOB(11, 0, "", STARTS_ONCE) "]}");
-    json_t *j = wait_job(11, 0, "running", 20);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [" JOB(11, 0, "", STARTS_ONCE) "]}");
+    json_t *j = ts_ah_wait_job(11, 0, "running", 20);
     REQUIRE(j != NULL);
     pid_t pid = (pid_t)jint(j, "pid");
     json_decref(j);
     CHECK(running(pid));
 
     /* killed: the job goes on, its supervisor too */
-    CHECK(agent_stop(SIGKILL) != -1);
-    sleep_s(0.5);
+    CHECK(ts_ah_agent_stop(SIGKILL) != -1);
+    ts_ah_sleep_s(0.5);
     CHECK(running(pid));
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/report.json", data);
+    snprintf(path, sizeof(path), "%s/report.json", ts_ah_data);
     unlink(path);
 
     agent_start(NULL);
-    j = wait_job(11, 0, "running", 20);
+    j = ts_ah_wait_job(11, 0, "running", 20);
     REQUIRE(j != NULL);
     CHECK(jint(j, "pid") == pid);
     json_decref(j);
-    sleep_s(1.5); /* time to start a second copy, were it going to */
+    ts_ah_sleep_s(1.5); /* time to start a second copy, were it going to */
     char *out = job_file(11, 0, "output.log");
     CHECK(out != NULL && count_substr(out, "start ") == 1);
     free(out);
 
     /* SIGTERM stops the agent only */
-    int st = agent_stop(SIGTERM);
+    int st = ts_ah_agent_stop(SIGTERM);
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    sleep_s(0.3);
+    ts_ah_sleep_s(0.3);
     CHECK(running(pid));
 
     /* a third agent still adopts it, and stops it when it is no longer wanted */
     unlink(path);
     agent_start(NULL);
-    j = wait_job(11, 0, "running", 20);
+    j = ts_ah_wait_job(11, 0, "running", 20);
     CHECK(j != NULL && jint(j, "pid") == pid);
     json_decref(j);
-    set_desired("{\"generation\": 2, \"jobs\": []}");
-    j = wait_job(11, 0, "exited", 20);
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": []}");
+    j = ts_ah_wait_job(11, 0, "exited", 20);
     CHECK(j != NULL && jint(j, "signal") == SIGTERM);
     json_decref(j);
     CHECK(!running(pid));
@@ -470,26 +288,26 @@ static void a_restarted_agent_adopts_running_jobs_and_never_starts_them_twice(vo
 static void an_exit_status_written_while_the_agent_was_down_is_reported_after_restart(void)
 {
     agent_start(NULL);
-    set_desired("{\"generation\": 1, \"jobs\": [" JOB(
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [" JOB(
         12, 0, "", "[\"sh\", \"-c\", \"echo start; sleep 1; exit 5\"]") "]}");
-    json_t *j = wait_job(12, 0, "running", 20);
+    json_t *j = ts_ah_wait_job(12, 0, "running", 20);
     REQUIRE(j != NULL);
     pid_t pid = (pid_t)jint(j, "pid");
     json_decref(j);
-    CHECK(agent_stop(SIGKILL) != -1);
-    double until = now_s() + 10;
-    while (running(pid) && now_s() < until)
-        sleep_s(0.05);
-    sleep_s(0.3);
+    CHECK(ts_ah_agent_stop(SIGKILL) != -1);
+    double until = ts_ah_now_s() + 10;
+    while (running(pid) && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.05);
+    ts_ah_sleep_s(0.3);
     char *status = job_file(12, 0, "status.json");
     CHECK(status != NULL && strstr(status, "\"exit_code\":5") != NULL);
     free(status);
 
     agent_start(NULL);
-    j = wait_job(12, 0, "exited", 20);
+    j = ts_ah_wait_job(12, 0, "exited", 20);
     CHECK(j != NULL && jint(j, "exit_code") == 5 && jint(j, "pid") == pid);
     json_decref(j);
-    sleep_s(0.5);
+    ts_ah_sleep_s(0.5);
     char *out = job_file(12, 0, "output.log");
     CHECK(out != NULL && count_substr(out, "start") == 1); /* not run again */
     free(out);
@@ -498,23 +316,24 @@ static void an_exit_status_written_while_the_agent_was_down_is_reported_after_re
 static void stop_sends_sigterm_then_sigkill_to_the_whole_group_after_the_grace_period(void)
 {
     agent_start(NULL);
-    set_desired("{\"generation\": 1, \"jobs\": [" JOB(
-                    21, 0, "", "[\"%s\", \"ignore-term\", \"2\"]") "," JOB(22, 0, "",
-                                                                           "[\"sh\", \"-c\", "
-                                                                           "\"trap 'exit 0' "
-                                                                           "TERM; while :; do "
-                                                                           "sleep 0.1; "
-                                                                           "done\"]") "]}",
-                probe);
-    json_t *j = wait_job(21, 0, "running", 20);
-    json_t *k = wait_job(22, 0, "running", 20);
+    ts_ah_set_desired(
+        "{\"generation\": 1, \"jobs\": [" JOB(
+            21, 0, "", "[\"%s\", \"ignore-term\", \"2\"]") "," JOB(22, 0, "",
+                                                                   "[\"sh\", \"-c\", "
+                                                                   "\"trap 'exit 0' "
+                                                                   "TERM; while :; do "
+                                                                   "sleep 0.1; "
+                                                                   "done\"]") "]}",
+        probe);
+    json_t *j = ts_ah_wait_job(21, 0, "running", 20);
+    json_t *k = ts_ah_wait_job(22, 0, "running", 20);
     REQUIRE(j != NULL && k != NULL);
     json_decref(j);
     json_decref(k);
     /* the three processes of job 21 */
     pid_t pids[3] = {0};
-    double until = now_s() + 10;
-    while (now_s() < until) {
+    double until = ts_ah_now_s() + 10;
+    while (ts_ah_now_s() < until) {
         char *out = job_file(21, 0, "output.log");
         if (out != NULL && strstr(out, "ready") != NULL) {
             sscanf(out, "pid %d\npid %d\npid %d", &pids[0], &pids[1], &pids[2]);
@@ -522,29 +341,29 @@ static void stop_sends_sigterm_then_sigkill_to_the_whole_group_after_the_grace_p
             break;
         }
         free(out);
-        sleep_s(0.05);
+        ts_ah_sleep_s(0.05);
     }
     REQUIRE(pids[0] > 0 && pids[1] > 0 && pids[2] > 0);
 
-    double t0 = now_s();
-    set_desired("{\"generation\": 2, \"jobs\": ["
-                "{\"id\": 21, \"attempt\": 0, \"action\": \"stop\", \"grace_seconds\": 2},"
-                "{\"id\": 22, \"attempt\": 0, \"action\": \"stop\", \"grace_seconds\": 2}]}");
+    double t0 = ts_ah_now_s();
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": ["
+                      "{\"id\": 21, \"attempt\": 0, \"action\": \"stop\", \"grace_seconds\": 2},"
+                      "{\"id\": 22, \"attempt\": 0, \"action\": \"stop\", \"grace_seconds\": 2}]}");
     /* a job that ends on SIGTERM ends within the grace period, by itself */
-    k = wait_job(22, 0, "exited", 10);
+    k = ts_ah_wait_job(22, 0, "exited", 10);
     CHECK(k != NULL && jint(k, "exit_code") == 0);
-    CHECK(now_s() - t0 < 1.5);
+    CHECK(ts_ah_now_s() - t0 < 1.5);
     json_decref(k);
     /* one that ignores it, and its children, live until the grace is over */
-    sleep_s(1.0);
+    ts_ah_sleep_s(1.0);
     for (int i = 0; i < 3; i++)
         CHECK(running(pids[i]));
-    j = wait_job(21, 0, "exited", 10);
-    double took = now_s() - t0;
+    j = ts_ah_wait_job(21, 0, "exited", 10);
+    double took = ts_ah_now_s() - t0;
     CHECK(j != NULL && jint(j, "signal") == SIGKILL);
     CHECK(took >= 1.9 && took < 5);
     json_decref(j);
-    sleep_s(0.2);
+    ts_ah_sleep_s(0.2);
     for (int i = 0; i < 3; i++)
         CHECK(!running(pids[i]));
 }
@@ -552,31 +371,32 @@ static void stop_sends_sigterm_then_sigkill_to_the_whole_group_after_the_grace_p
 static void a_job_left_out_of_the_desired_state_or_in_another_attempt_is_stopped(void)
 {
     char marks[PATH_MAX + 16];
-    snprintf(marks, sizeof(marks), "%s/marks", root);
+    snprintf(marks, sizeof(marks), "%s/marks", ts_ah_root);
     agent_start(NULL);
     /* attempt 0 takes a second to stop; attempt 1 must not start before */
-    set_desired("{\"generation\": 1, \"jobs\": [" JOB(
-                    31, 0, "",
-                    "[\"sh\", \"-c\", \"trap 'sleep 1; echo a0-end >> %s; exit 0' TERM; "
-                    "while :; do sleep 0.1; done\"]") "," JOB(32, 0, "", STARTS_ONCE) "]}",
-                marks);
-    json_t *a0 = wait_job(31, 0, "running", 20), *b = wait_job(32, 0, "running", 20);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [" JOB(
+                          31, 0, "",
+                          "[\"sh\", \"-c\", \"trap 'sleep 1; echo a0-end >> %s; exit 0' TERM; "
+                          "while :; do sleep 0.1; done\"]") "," JOB(32, 0, "", STARTS_ONCE) "]}",
+                      marks);
+    json_t *a0 = ts_ah_wait_job(31, 0, "running", 20), *b = ts_ah_wait_job(32, 0, "running", 20);
     REQUIRE(a0 != NULL && b != NULL);
     json_decref(a0);
     json_decref(b);
-    set_desired("{\"generation\": 2, \"jobs\": [" JOB(
-                    31, 1, "", "[\"sh\", \"-c\", \"echo a1-start >> %s; exec sleep 600\"]") "]}",
-                marks);
-    b = wait_job(32, 0, "exited", 20);
+    ts_ah_set_desired(
+        "{\"generation\": 2, \"jobs\": [" JOB(
+            31, 1, "", "[\"sh\", \"-c\", \"echo a1-start >> %s; exec sleep 600\"]") "]}",
+        marks);
+    b = ts_ah_wait_job(32, 0, "exited", 20);
     CHECK(b != NULL && jint(b, "signal") == SIGTERM);
     json_decref(b);
-    a0 = wait_job(31, 0, "exited", 20);
+    a0 = ts_ah_wait_job(31, 0, "exited", 20);
     CHECK(a0 != NULL && jint(a0, "exit_code") == 0);
     json_decref(a0);
-    json_t *a1 = wait_job(31, 1, "running", 20);
+    json_t *a1 = ts_ah_wait_job(31, 1, "running", 20);
     CHECK(a1 != NULL);
     json_decref(a1);
-    sleep_s(0.3);
+    ts_ah_sleep_s(0.3);
     char *m = ts_files_read(marks, 4096, NULL);
     CHECK(m != NULL && strcmp(m, "a0-end\na1-start\n") == 0);
     free(m);
@@ -586,24 +406,24 @@ static void samples_show_gpu_and_job_utilization_and_memory(void)
 {
     agent_start(NULL);
     /* 64 MiB on GPU 1, busy half the time */
-    set_desired(
+    ts_ah_set_desired(
         "{\"generation\": 1, \"jobs\": [" JOB(41, 0, "\"gpus\": [{\"index\": 1}],",
                                               "[\"%s\", \"busy\", \"64\", \"0.5\", \"60\"]") "]}",
         probe);
-    json_t *j = wait_job(41, 0, "running", 20);
+    json_t *j = ts_ah_wait_job(41, 0, "running", 20);
     REQUIRE(j != NULL);
     json_decref(j);
     /* past the first second, then four reports */
-    sleep_s(2.5);
+    ts_ah_sleep_s(2.5);
     double gpu0 = 0, gpu1 = 0, job = 0;
     long long mem1 = 0, jmem = 0;
     int n = 0;
     long long last = 0;
-    double until = now_s() + 15;
-    while (n < 4 && now_s() < until) {
-        json_t *r = report();
+    double until = ts_ah_now_s() + 15;
+    while (n < 4 && ts_ah_now_s() < until) {
+        json_t *r = ts_ah_report();
         long long at = jint(r, "reported_at");
-        json_t *rj = report_job(r, 41, 0);
+        json_t *rj = ts_ah_report_job(r, 41, 0);
         json_t *g0 = json_array_get(json_object_get(r, "gpus"), 0);
         json_t *g1 = json_array_get(json_object_get(r, "gpus"), 1);
         if (r != NULL && at != last && rj != NULL && g0 != NULL && g1 != NULL &&
@@ -618,7 +438,7 @@ static void samples_show_gpu_and_job_utilization_and_memory(void)
             n++;
         }
         json_decref(r);
-        sleep_s(0.1);
+        ts_ah_sleep_s(0.1);
     }
     REQUIRE(n == 4);
     gpu0 /= n;
@@ -638,11 +458,11 @@ static void the_node_description_names_every_gpu(void)
     const char *extra[] = {"--labels", "zone=a,rack=r7", "--cpu", "3", "--memory", "8GiB", NULL};
     agent_start(extra);
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/node.json", data);
+    snprintf(path, sizeof(path), "%s/node.json", ts_ah_data);
     json_t *n = NULL;
-    double until = now_s() + 10;
-    while ((n = ts_files_read_json(path)) == NULL && now_s() < until)
-        sleep_s(0.05);
+    double until = ts_ah_now_s() + 10;
+    while ((n = ts_files_read_json(path)) == NULL && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.05);
     REQUIRE(n != NULL);
     CHECK(jint(n, "cpu") == 3);
     CHECK(jint(n, "memory_bytes") == 8LL << 30);
@@ -663,11 +483,11 @@ static void the_node_description_names_every_gpu(void)
     }
     json_decref(n);
     /* a second agent on the same folder is refused */
-    pid_t first = agent_pid;
+    pid_t first = ts_ah_agent_pid;
     pid_t second = agent_start(NULL);
-    int st = wait_exit(second, 10);
+    int st = ts_ah_wait_exit(second, 10);
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0);
-    agent_pid = first;
+    ts_ah_agent_pid = first;
 }
 
 static void the_nvml_backend_reads_the_libnvidia_ml_the_loader_finds(void)
@@ -676,7 +496,7 @@ static void the_nvml_backend_reads_the_libnvidia_ml_the_loader_finds(void)
     char lib[PATH_MAX], guess[PATH_MAX + 32], gpus[PATH_MAX + 16];
     snprintf(guess, sizeof(guess), "%s/../lib/simgpu", bin_dir);
     REQUIRE(realpath(guess, lib) != NULL);
-    snprintf(gpus, sizeof(gpus), "%s/gpus", root);
+    snprintf(gpus, sizeof(gpus), "%s/gpus", ts_ah_root);
     REQUIRE(ts_simgpu_create(gpus, 3, 2ull << 30, 0) == 0);
     setenv("LD_LIBRARY_PATH", lib, 1);
     setenv("TESSERA_SIMGPU_DIR", gpus, 1);
@@ -684,29 +504,29 @@ static void the_nvml_backend_reads_the_libnvidia_ml_the_loader_finds(void)
     unsetenv("LD_LIBRARY_PATH");
     unsetenv("TESSERA_SIMGPU_DIR");
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/node.json", data);
+    snprintf(path, sizeof(path), "%s/node.json", ts_ah_data);
     json_t *n = NULL;
-    double until = now_s() + 10;
-    while ((n = ts_files_read_json(path)) == NULL && now_s() < until)
-        sleep_s(0.05);
+    double until = ts_ah_now_s() + 10;
+    while ((n = ts_files_read_json(path)) == NULL && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.05);
     REQUIRE(n != NULL);
     CHECK(json_array_size(json_object_get(n, "gpus")) == 3);
     CHECK(jint(json_array_get(json_object_get(n, "gpus"), 2), "memory_bytes") == 2LL << 30);
     json_decref(n);
-    snprintf(path, sizeof(path), "%s/simgpu", data);
+    snprintf(path, sizeof(path), "%s/simgpu", ts_ah_data);
     CHECK(!ts_files_exists(path)); /* nothing simulated by the agent itself */
 
     /* a job that brings its own driver path; the agent adds no simgpu
      * variables of its own, and orders CUDA's devices as NVML does */
-    set_desired("{\"generation\": 1, \"jobs\": [" JOB(
-                    51, 0,
-                    "\"gpus\": [{\"index\": 2}], \"env\": {\"LD_LIBRARY_PATH\": \"%s\","
-                    " \"TESSERA_SIMGPU_DIR\": \"%s\"},",
-                    "[\"%s\", \"busy\", \"32\", \"0.5\", \"60\"]") "," JOB(52, 0, "",
-                                                                           "[\"%s\", "
-                                                                           "\"env\"]") "]}",
-                lib, gpus, probe, probe);
-    json_t *j = wait_job(52, 0, "exited", 20);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [" JOB(
+                          51, 0,
+                          "\"gpus\": [{\"index\": 2}], \"env\": {\"LD_LIBRARY_PATH\": \"%s\","
+                          " \"TESSERA_SIMGPU_DIR\": \"%s\"},",
+                          "[\"%s\", \"busy\", \"32\", \"0.5\", \"60\"]") "," JOB(52, 0, "",
+                                                                                 "[\"%s\", "
+                                                                                 "\"env\"]") "]}",
+                      lib, gpus, probe, probe);
+    json_t *j = ts_ah_wait_job(52, 0, "exited", 20);
     CHECK(j != NULL);
     json_decref(j);
     char *out = job_file(52, 0, "output.log");
@@ -714,23 +534,23 @@ static void the_nvml_backend_reads_the_libnvidia_ml_the_loader_finds(void)
     CHECK(out != NULL && strstr(out, "TESSERA_SIMGPU_DIR") == NULL);
     CHECK(out != NULL && strstr(out, "env LD_LIBRARY_PATH") == NULL);
     free(out);
-    REQUIRE((j = wait_job(51, 0, "running", 20)) != NULL);
+    REQUIRE((j = ts_ah_wait_job(51, 0, "running", 20)) != NULL);
     json_decref(j);
     /* memory per GPU and per job from NVML's process list */
     long long mem = 0, jmem = 0;
     double util = 0;
-    until = now_s() + 15;
-    while (now_s() < until) {
-        json_t *r = report();
+    until = ts_ah_now_s() + 15;
+    while (ts_ah_now_s() < until) {
+        json_t *r = ts_ah_report();
         json_t *g2 = json_array_get(json_object_get(r, "gpus"), 2);
-        json_t *rj = report_job(r, 51, 0);
+        json_t *rj = ts_ah_report_job(r, 51, 0);
         mem = jint(g2, "memory_used_bytes");
         jmem = jint(rj, "gpu_memory_used_bytes");
         util = json_number_value(json_object_get(g2, "utilization"));
         json_decref(r);
         if (mem >= 32LL << 20 && jmem >= 32LL << 20 && util > 0.2)
             break;
-        sleep_s(0.2);
+        ts_ah_sleep_s(0.2);
     }
     CHECK(mem >= 32LL << 20 && mem < 48LL << 20);
     CHECK(jmem >= 32LL << 20 && jmem < 48LL << 20);
@@ -741,15 +561,15 @@ static void the_nvml_backend_reads_the_libnvidia_ml_the_loader_finds(void)
  * with want in its log. */
 static void refused(const char *const *extra, const char *want)
 {
-    truncate(agent_log, 0);
+    truncate(ts_ah_agent_log, 0);
     pid_t p = agent_start(extra);
-    int st = wait_exit(p, 10);
+    int st = ts_ah_wait_exit(p, 10);
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0);
-    agent_pid = 0;
-    char *log = ts_files_read(agent_log, 1 << 20, NULL);
+    ts_ah_agent_pid = 0;
+    char *log = ts_files_read(ts_ah_agent_log, 1 << 20, NULL);
     if (log == NULL || strstr(log, want) == NULL) {
         fprintf(stderr, "wanted \"%s\" in the agent's log\n", want);
-        failures++;
+        ts_ah_failures++;
     }
     free(log);
 }
@@ -897,15 +717,10 @@ int main(int argc, char **argv)
             setup();
         cases[i].fn();
         if (cases[i].agent) {
-            if (failures) {
-                char *log = ts_files_read(agent_log, 1 << 20, NULL);
-                fprintf(stderr, "agent log:\n%s", log ? log : "(none)\n");
-                free(log);
-            }
+            ts_ah_show_agent_log();
             teardown();
         }
-        fprintf(stderr, "%s: %s\n", cases[i].name, failures ? "FAILED" : "ok");
-        return failures ? 1 : 0;
+        return ts_ah_result(cases[i].name);
     }
     fprintf(stderr, "no such case: %s\n", argv[1]);
     return 2;

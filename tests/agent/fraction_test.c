@@ -27,63 +27,13 @@
 #include "agent/daemon/proc.h"
 #include "agent/ledger/ledger.h"
 #include "api/units.h"
-
-static int failures;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define REQUIRE(cond)                                                                              \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: required check failed: %s\n", __FILE__, __LINE__, #cond);      \
-            failures++;                                                                            \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
+#include "tests/agent/agentharness.h"
 
 #define MiB (1ull << 20)
 
 static const char *bin_dir, *probe, *player, *cuda_job;
 static const char *gpus_spec = "sim:1x1GiB";
-static char root[200], data[256], desired[256], agent_log[256];
-static pid_t agent_pid;
 static bool real_shim; /* jobs run under the real libtessera-cuda.so */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
-static void set_desired(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void set_desired(const char *fmt, ...)
-{
-    char text[16384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    json_t *v = json_loads(text, 0, NULL);
-    if (v == NULL) {
-        fprintf(stderr, "bad desired state in the test: %s\n", text);
-        exit(1);
-    }
-    json_decref(v);
-    if (ts_files_write_atomic(desired, text, strlen(text), 0600) != 0)
-        exit(1);
-}
 
 /* Start the agent with the fraction options given (NULL-terminated). */
 static void agent_start(const char *const *extra)
@@ -94,11 +44,11 @@ static void agent_start(const char *const *extra)
                             "--node",
                             "n1",
                             "--data-dir",
-                            data,
+                            ts_ah_data,
                             "--gpus",
                             gpus_spec,
                             "--desired-file",
-                            desired,
+                            ts_ah_desired,
                             "--report-interval",
                             "1s",
                             "--log-level",
@@ -111,55 +61,7 @@ static void agent_start(const char *const *extra)
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 38; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(agent_log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    agent_pid = pid;
-}
-
-static json_t *report(void)
-{
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/report.json", data);
-    return ts_files_read_json(path);
-}
-
-static json_t *report_job(json_t *r, long id)
-{
-    size_t i;
-    json_t *j;
-    json_array_foreach(json_object_get(r, "jobs"), i, j) {
-        if (json_integer_value(json_object_get(j, "id")) == id)
-            return j;
-    }
-    return NULL;
-}
-
-/* Wait until the report shows job id (attempt 0) in state; its entry (new) or NULL. */
-static json_t *wait_job(long id, const char *state, double timeout_s)
-{
-    double until = now_s() + timeout_s;
-    while (now_s() < until) {
-        json_t *r = report();
-        json_t *j = report_job(r, id);
-        const char *s = json_string_value(json_object_get(j, "state"));
-        if (s != NULL && strcmp(s, state) == 0) {
-            json_t *copy = json_deep_copy(j);
-            json_decref(r);
-            return copy;
-        }
-        json_decref(r);
-        sleep_s(0.05);
-    }
-    fprintf(stderr, "job %ld not %s after %.0f s\n", id, state, timeout_s);
-    return NULL;
+    ts_ah_agent_pid = ts_ah_spawn(argv, ts_ah_agent_log);
 }
 
 /* The job's events.log (every event it had, in order; new), once it holds
@@ -167,15 +69,15 @@ static json_t *wait_job(long id, const char *state, double timeout_s)
 static char *wait_event(long id, const char *type, double timeout_s)
 {
     char path[PATH_MAX + 64], want[64];
-    snprintf(path, sizeof(path), "%s/jobs/%ld-0/events.log", data, id);
+    snprintf(path, sizeof(path), "%s/jobs/%ld-0/events.log", ts_ah_data, id);
     snprintf(want, sizeof(want), "\"type\":\"%s\"", type);
-    double until = now_s() + timeout_s;
-    while (now_s() < until) {
+    double until = ts_ah_now_s() + timeout_s;
+    while (ts_ah_now_s() < until) {
         char *t = ts_files_read(path, 1 << 20, NULL);
         if (t != NULL && strstr(t, want) != NULL)
             return t;
         free(t);
-        sleep_s(0.05);
+        ts_ah_sleep_s(0.05);
     }
     fprintf(stderr, "no %s event on job %ld after %.0f s\n", type, id, timeout_s);
     return NULL;
@@ -198,15 +100,15 @@ static bool reported_event(long id, const char *type, double timeout_s)
     int seq = seqp != NULL ? atoi(seqp + 6) : 0;
     free(log);
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/jobs/%ld-0/events.acked", data, id);
-    double until = now_s() + timeout_s;
-    while (seq >= 1 && now_s() < until) {
+    snprintf(path, sizeof(path), "%s/jobs/%ld-0/events.acked", ts_ah_data, id);
+    double until = ts_ah_now_s() + timeout_s;
+    while (seq >= 1 && ts_ah_now_s() < until) {
         char *t = ts_files_read(path, 64, NULL);
         int acked = t != NULL ? atoi(t) : 0;
         free(t);
         if (acked >= seq)
             return true;
-        sleep_s(0.05);
+        ts_ah_sleep_s(0.05);
     }
     return false;
 }
@@ -214,14 +116,14 @@ static bool reported_event(long id, const char *type, double timeout_s)
 static char *job_output(long id)
 {
     char path[PATH_MAX + 64];
-    snprintf(path, sizeof(path), "%s/jobs/%ld-0/output.log", data, id);
+    snprintf(path, sizeof(path), "%s/jobs/%ld-0/output.log", ts_ah_data, id);
     return ts_files_read(path, 1 << 20, NULL);
 }
 
 static struct ts_ledger *ledger(void)
 {
     char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/ledger/gpu0.ledger", data);
+    snprintf(path, sizeof(path), "%s/ledger/gpu0.ledger", ts_ah_data);
     return ts_ledger_open(path);
 }
 
@@ -245,72 +147,19 @@ static void setup(void)
         fprintf(stderr, "TS_BIN_DIR, TS_AGENT_PROBE and TS_SHIM_PLAYER must be set\n");
         exit(1);
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(root, sizeof(root), "%s/fraction-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(root) == NULL)
-        exit(1);
-    snprintf(data, sizeof(data), "%s/data", root);
-    snprintf(desired, sizeof(desired), "%s/desired.json", root);
-    snprintf(agent_log, sizeof(agent_log), "%s/agent.log", root);
-    set_desired("{\"generation\": 0, \"jobs\": []}");
+    ts_ah_setup("fraction-test");
 }
 
-static void check_sanitizer(const char *path)
-{
-    char *log = ts_files_read(path, 16 << 20, NULL);
-    if (log != NULL && (strstr(log, "Sanitizer") != NULL || strstr(log, "runtime error") != NULL)) {
-        fprintf(stderr, "sanitizer report in %s:\n%s\n", path, log);
-        failures++;
-    }
-    free(log);
-}
-
-/* Stop the agent, kill whatever jobs are left (continued first), remove the
- * reserve file and the folder. */
+/* Stop the agent, remove the reserve file, kill whatever jobs are left
+ * (continued first) and remove the folder. */
 static void teardown(void)
 {
-    if (agent_pid > 0) {
-        kill(agent_pid, SIGTERM);
-        int st = -1;
-        for (int i = 0; i < 1500 && waitpid(agent_pid, &st, WNOHANG) == 0; i++)
-            sleep_s(0.01);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    check_sanitizer(agent_log);
+    ts_ah_end_agent();
     struct ts_ledger *l = ledger();
     if (l != NULL && l->h.swap_path[0] != '\0')
         unlink(l->h.swap_path);
     ts_ledger_close(l);
-    char jobs[PATH_MAX + 16];
-    snprintf(jobs, sizeof(jobs), "%s/jobs", data);
-    DIR *d = opendir(jobs);
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        char path[PATH_MAX + 300];
-        snprintf(path, sizeof(path), "%s/%s/supervisor.log", jobs, e->d_name);
-        check_sanitizer(path);
-        snprintf(path, sizeof(path), "%s/%s/output.log", jobs, e->d_name);
-        check_sanitizer(path);
-        snprintf(path, sizeof(path), "%s/%s/job.json", jobs, e->d_name);
-        json_t *rec = ts_files_read_json(path);
-        pid_t sid = (pid_t)json_integer_value(json_object_get(rec, "pid"));
-        uint64_t ticks = (uint64_t)json_integer_value(json_object_get(rec, "start_ticks"));
-        if (sid > 0 && ts_proc_same(sid, ticks)) {
-            pid_t pids[64];
-            size_t n = ts_proc_session(sid, pids, 64);
-            for (size_t i = 0; i < n && i < 64; i++) {
-                kill(pids[i], SIGKILL);
-                kill(pids[i], SIGCONT);
-            }
-        }
-        json_decref(rec);
-    }
-    if (d != NULL)
-        closedir(d);
-    if (getenv("TS_KEEP") == NULL)
-        ts_files_remove_tree(root);
-    else
-        fprintf(stderr, "kept %s\n", root);
+    ts_ah_end_jobs(true);
 }
 
 /* A desired job on GPU 0 with a request and a limit in MiB, a priority, and
@@ -330,7 +179,7 @@ static char *job(char *buf, size_t len, int id, const char *action, int req, int
 
 static void flag(char *buf, size_t len, const char *name)
 {
-    snprintf(buf, len, "%s/%s", root, name);
+    snprintf(buf, len, "%s/%s", ts_ah_root, name);
 }
 
 /* ---- cases ------------------------------------------------------------------ */
@@ -355,9 +204,9 @@ static void a_fractional_job_gets_a_ledger_slot_and_the_shim_environment(void)
              "{\"LD_PRELOAD\": \"/x/own.so\"}, \"gpus\": [{\"index\": 0, \"memory_bytes\": %llu}], "
              "\"command\": [\"%s\", \"env\"]}",
              32 * MiB, probe);
-    set_desired("{\"generation\": 1, \"jobs\": [%s, %s, %s]}", a, b, c);
-    json_t *j1 = wait_job(1, "running", 20);
-    json_t *j2 = wait_job(2, "exited", 20), *j3 = wait_job(3, "exited", 20);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s, %s, %s]}", a, b, c);
+    json_t *j1 = ts_ah_wait_job(1, 0, "running", 20);
+    json_t *j2 = ts_ah_wait_job(2, 0, "exited", 20), *j3 = ts_ah_wait_job(3, 0, "exited", 20);
     REQUIRE(j1 != NULL && j2 != NULL && j3 != NULL);
     json_decref(j1);
     json_decref(j2);
@@ -382,8 +231,8 @@ static void a_fractional_job_gets_a_ledger_slot_and_the_shim_environment(void)
     /* the job's own folder holds the same file */
     char path[PATH_MAX + 64], lpath[PATH_MAX + 64];
     struct stat s1, s2;
-    snprintf(path, sizeof(path), "%s/jobs/1-0/shim/dev0.ledger", data);
-    snprintf(lpath, sizeof(lpath), "%s/ledger/gpu0.ledger", data);
+    snprintf(path, sizeof(path), "%s/jobs/1-0/shim/dev0.ledger", ts_ah_data);
+    snprintf(lpath, sizeof(lpath), "%s/ledger/gpu0.ledger", ts_ah_data);
     CHECK(stat(path, &s1) == 0 && stat(lpath, &s2) == 0 && s1.st_ino == s2.st_ino);
 
     char *out = job_output(3), want[1024];
@@ -396,7 +245,7 @@ static void a_fractional_job_gets_a_ledger_slot_and_the_shim_environment(void)
     const char *tail = "/nonexistent/libtessera-cuda.so:/x/own.so\n";
     CHECK(eol != NULL && (size_t)(eol + 1 - pre) >= strlen(tail) &&
           strncmp(eol + 1 - strlen(tail), tail, strlen(tail)) == 0);
-    snprintf(want, sizeof(want), "env TESSERA_SHIM_DIR=%s/jobs/3-0/shim\n", data);
+    snprintf(want, sizeof(want), "env TESSERA_SHIM_DIR=%s/jobs/3-0/shim\n", ts_ah_data);
     CHECK(strstr(out, want) != NULL);
     CHECK(strstr(out, "env TESSERA_SHIM_JOB=3:0\n") != NULL);
     free(out);
@@ -405,7 +254,7 @@ static void a_fractional_job_gets_a_ledger_slot_and_the_shim_environment(void)
     free(out);
 
     /* the node says how it resolves collisions and what it can swap */
-    snprintf(path, sizeof(path), "%s/node.json", data);
+    snprintf(path, sizeof(path), "%s/node.json", ts_ah_data);
     json_t *node = ts_files_read_json(path);
     CHECK(strcmp(json_string_value(json_object_get(node, "collision")), "priority") == 0);
     CHECK(json_integer_value(json_object_get(node, "swap_bytes")) == (json_int_t)(64 * MiB));
@@ -414,12 +263,12 @@ static void a_fractional_job_gets_a_ledger_slot_and_the_shim_environment(void)
     /* a job that is over gives its slot back */
     CHECK(ledger_used(3) == -1);
     ts_files_write_atomic(stop, "", 0, 0644);
-    json_t *e = wait_job(1, "exited", 20);
+    json_t *e = ts_ah_wait_job(1, 0, "exited", 20);
     CHECK(e != NULL && json_integer_value(json_object_get(e, "exit_code")) == 0);
     json_decref(e);
-    double until = now_s() + 10;
-    while (ledger_used(1) != -1 && now_s() < until)
-        sleep_s(0.05);
+    double until = ts_ah_now_s() + 10;
+    while (ledger_used(1) != -1 && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.05);
     CHECK(ledger_used(1) == -1);
 }
 
@@ -434,10 +283,10 @@ static void wait_lets_a_request_wait_until_the_burst_holder_frees(void)
              "\"alloc\", \"192\", \"mark\", \"%s\", \"idle\", \"3\", \"free\", \"await\", \"%s\"",
              fa, fb);
     snprintf(sb, sizeof(sb), "\"await\", \"%s\", \"alloc\", \"96\", \"mark\", \"%s\"", fa, fb);
-    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}",
-                job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
-                job(b, sizeof(b), 2, "run", 96, 256, 0, sb));
-    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}",
+                      job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
+                      job(b, sizeof(b), 2, "run", 96, 256, 0, sb));
+    json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
     CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "exit_code")) == 0);
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
@@ -466,10 +315,10 @@ static void priority_ends_the_lowest_priority_burst_holder_and_the_waiter_gets_i
     snprintf(sb, sizeof(sb), "\"await\", \"%s\", \"alloc\", \"96\"", fa);
     /* lower in priority than A, but within its request: never ended */
     snprintf(sc, sizeof(sc), "\"alloc\", \"32\", \"mark\", \"%s\", \"idle\", \"30\"", fc);
-    set_desired(
+    ts_ah_set_desired(
         "{\"generation\": 1, \"jobs\": [%s, %s, %s]}", job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
         job(b, sizeof(b), 2, "run", 96, 256, 10, sb), job(c, sizeof(c), 3, "run", 32, 32, -5, sc));
-    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
     CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
@@ -477,8 +326,8 @@ static void priority_ends_the_lowest_priority_burst_holder_and_the_waiter_gets_i
     char *ob = job_output(2);
     CHECK(ob != NULL && strstr(ob, "alloc ok 96") != NULL);
     free(ob);
-    json_t *r = report();
-    const char *s3 = json_string_value(json_object_get(report_job(r, 3), "state"));
+    json_t *r = ts_ah_report();
+    const char *s3 = json_string_value(json_object_get(ts_ah_report_job(r, 3, 0), "state"));
     CHECK(s3 != NULL && strcmp(s3, "running") == 0);
     json_decref(r);
     char *ev = wait_event(1, "memory_ended", 5);
@@ -504,10 +353,10 @@ static void swap_moves_the_idle_holder_out_and_its_data_comes_back_intact(void)
     snprintf(sb, sizeof(sb),
              "\"await\", \"%s\", \"idle\", \"1.5\", \"alloc\", \"96\", \"free\", \"mark\", \"%s\"",
              fa, fb);
-    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}",
-                job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
-                job(b, sizeof(b), 2, "run", 96, 256, 0, sb));
-    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}",
+                      job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
+                      job(b, sizeof(b), 2, "run", 96, 256, 0, sb));
+    json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
     CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "exit_code")) == 0);
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
@@ -535,10 +384,10 @@ static void a_full_swap_reserve_falls_back_to_ending_the_holder(void)
     flag(fa, sizeof(fa), "a");
     snprintf(sa, sizeof(sa), "\"alloc\", \"192\", \"mark\", \"%s\", \"idle\", \"30\"", fa);
     snprintf(sb, sizeof(sb), "\"await\", \"%s\", \"idle\", \"1.5\", \"alloc\", \"96\"", fa);
-    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}",
-                job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
-                job(b, sizeof(b), 2, "run", 96, 256, 0, sb));
-    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}",
+                      job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
+                      job(b, sizeof(b), 2, "run", 96, 256, 0, sb));
+    json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
     CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
@@ -559,14 +408,15 @@ static void suspend_swaps_a_job_out_and_stops_it_and_run_resumes_it_warm(void)
     snprintf(sa, sizeof(sa),
              "\"alloc\", \"64\", \"mark\", \"%s\", \"await\", \"%s\", \"touch\", \"idle\", \"1\"",
              fa, fr);
-    set_desired("{\"generation\": 1, \"jobs\": [%s]}", job(a, sizeof(a), 1, "run", 64, 64, 0, sa));
-    double until = now_s() + 20;
-    while (access(fa, F_OK) != 0 && now_s() < until)
-        sleep_s(0.05);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}",
+                      job(a, sizeof(a), 1, "run", 64, 64, 0, sa));
+    double until = ts_ah_now_s() + 20;
+    while (access(fa, F_OK) != 0 && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.05);
     REQUIRE(ledger_used(1) == (long long)(64 * MiB));
-    set_desired("{\"generation\": 2, \"jobs\": [%s]}",
-                job(a, sizeof(a), 1, "suspend", 64, 64, 0, sa));
-    json_t *j = wait_job(1, "suspended", 20);
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s]}",
+                      job(a, sizeof(a), 1, "suspend", 64, 64, 0, sa));
+    json_t *j = ts_ah_wait_job(1, 0, "suspended", 20);
     REQUIRE(j != NULL);
     CHECK(json_integer_value(json_object_get(j, "swapped_bytes")) == (json_int_t)(64 * MiB));
     pid_t pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
@@ -577,8 +427,9 @@ static void suspend_swaps_a_job_out_and_stops_it_and_run_resumes_it_warm(void)
     CHECK(reported_event(1, "suspended", 5));
 
     ts_files_write_atomic(fr, "", 0, 0644); /* it may go on once continued */
-    set_desired("{\"generation\": 3, \"jobs\": [%s]}", job(a, sizeof(a), 1, "run", 64, 64, 0, sa));
-    j = wait_job(1, "exited", 20);
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s]}",
+                      job(a, sizeof(a), 1, "run", 64, 64, 0, sa));
+    j = ts_ah_wait_job(1, 0, "exited", 20);
     CHECK(j != NULL && json_integer_value(json_object_get(j, "exit_code")) == 0);
     json_decref(j);
     char *out = job_output(1);
@@ -596,13 +447,14 @@ static void a_job_that_cannot_be_swapped_out_is_stopped_instead_of_suspended(voi
     char a[4096], fa[256], sa[1024];
     flag(fa, sizeof(fa), "a");
     snprintf(sa, sizeof(sa), "\"alloc\", \"64\", \"mark\", \"%s\", \"idle\", \"30\"", fa);
-    set_desired("{\"generation\": 1, \"jobs\": [%s]}", job(a, sizeof(a), 1, "run", 64, 64, 0, sa));
-    double until = now_s() + 20;
-    while (access(fa, F_OK) != 0 && now_s() < until)
-        sleep_s(0.05);
-    set_desired("{\"generation\": 2, \"jobs\": [%s]}",
-                job(a, sizeof(a), 1, "suspend", 64, 64, 0, sa));
-    json_t *j = wait_job(1, "exited", 20);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}",
+                      job(a, sizeof(a), 1, "run", 64, 64, 0, sa));
+    double until = ts_ah_now_s() + 20;
+    while (access(fa, F_OK) != 0 && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.05);
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s]}",
+                      job(a, sizeof(a), 1, "suspend", 64, 64, 0, sa));
+    json_t *j = ts_ah_wait_job(1, 0, "exited", 20);
     CHECK(j != NULL && json_integer_value(json_object_get(j, "signal")) == SIGTERM);
     json_decref(j);
     char *ev = wait_event(1, "swap_failed", 5);
@@ -635,15 +487,15 @@ static void under_the_real_shim_priority_ends_the_burst_holder_for_a_request(voi
     snprintf(gl, sizeof(gl), "%s/tessera-gpuload", bin_dir);
     player = gl;
     job(a, sizeof(a), 1, "run", 32, 256, 0, sa);
-    set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
-    double until = now_s() + 20;
-    while (ledger_used(1) < (long long)(192 * MiB) && now_s() < until)
-        sleep_s(0.05);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
+    double until = ts_ah_now_s() + 20;
+    while (ledger_used(1) < (long long)(192 * MiB) && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.05);
     REQUIRE(ledger_used(1) >= (long long)(192 * MiB)); /* charged through the shim */
     job(b, sizeof(b), 2, "run", 96, 256, 10, sb);
     player = saved;
-    set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
-    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
+    json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
     CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
@@ -651,7 +503,7 @@ static void under_the_real_shim_priority_ends_the_burst_holder_for_a_request(voi
     char *ev = wait_event(1, "memory_ended", 5);
     CHECK(ev != NULL && strstr(ev, "for job 2") != NULL);
     free(ev);
-    if (failures) {
+    if (ts_ah_failures) {
         char *o = job_output(2);
         fprintf(stderr, "job 2 output:\n%s\n", o ? o : "");
         free(o);
@@ -707,7 +559,7 @@ static char *gpu(char *buf, int index, int req, int lim)
 static long long simgpu_used(int g, pid_t pid)
 {
     char cmd[PATH_MAX * 2], line[256];
-    snprintf(cmd, sizeof(cmd), "%s/tessera-simgpu procs %s/simgpu", bin_dir, data);
+    snprintf(cmd, sizeof(cmd), "%s/tessera-simgpu procs %s/simgpu", bin_dir, ts_ah_data);
     FILE *f = popen(cmd, "r");
     if (f == NULL)
         return -1;
@@ -726,10 +578,10 @@ static long long simgpu_used(int g, pid_t pid)
 /* Whether simgpu shows pid holding want bytes on GPU g within timeout_s. */
 static bool simgpu_shows(int g, pid_t pid, long long want, double timeout_s)
 {
-    double until = now_s() + timeout_s;
+    double until = ts_ah_now_s() + timeout_s;
     long long u = -1;
-    while ((u = simgpu_used(g, pid)) != want && now_s() < until)
-        sleep_s(0.1);
+    while ((u = simgpu_used(g, pid)) != want && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.1);
     if (u != want)
         fprintf(stderr, "simgpu: pid %d holds %lld bytes on GPU %d, not %lld\n", (int)pid, u, g,
                 want);
@@ -738,9 +590,9 @@ static bool simgpu_shows(int g, pid_t pid, long long want, double timeout_s)
 
 static bool wait_file(const char *path, double timeout_s)
 {
-    double until = now_s() + timeout_s;
-    while (access(path, F_OK) != 0 && now_s() < until)
-        sleep_s(0.05);
+    double until = ts_ah_now_s() + timeout_s;
+    while (access(path, F_OK) != 0 && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.05);
     if (access(path, F_OK) != 0)
         fprintf(stderr, "no %s after %.0f s\n", path, timeout_s);
     return access(path, F_OK) == 0;
@@ -749,7 +601,7 @@ static bool wait_file(const char *path, double timeout_s)
 /* The pid of job id once it runs (0 when it does not). */
 static pid_t job_pid(long id)
 {
-    json_t *j = wait_job(id, "running", 20);
+    json_t *j = ts_ah_wait_job(id, 0, "running", 20);
     pid_t pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
     json_decref(j);
     return pid;
@@ -779,7 +631,7 @@ static bool intact_at_same_addresses(const char *out)
 
 static void dump_outputs(int n)
 {
-    for (int id = 1; failures && id <= n; id++) {
+    for (int id = 1; ts_ah_failures && id <= n; id++) {
         char *o = job_output(id);
         fprintf(stderr, "job %d output:\n%s\n", id, o ? o : "(none)");
         free(o);
@@ -801,7 +653,7 @@ static void under_the_real_shim_wait_blocks_a_request_until_the_burst_holder_fre
     snprintf(sb, sizeof(sb), "await %s alloc 0 96 check free", fa);
     cjob(a, 1, "run", 0, gpu(g, 0, 32, 256), sa);
     cjob(b, 2, "run", 0, gpu(g, 0, 96, 256), sb);
-    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
     /* B is blocked inside cuMemAlloc_v2: the broker says so */
     char *ev = wait_event(2, "memory_wait", 20);
     CHECK(ev != NULL && strstr(ev, "waits for 96.0 MiB on GPU 0") != NULL);
@@ -811,7 +663,7 @@ static void under_the_real_shim_wait_blocks_a_request_until_the_burst_holder_fre
     CHECK(ob != NULL && strstr(ob, "alloc ") == NULL); /* neither ok nor failed yet */
     free(ob);
     ts_files_write_atomic(fw, "", 0, 0644); /* A frees 1 s from now */
-    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
     CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "exit_code")) == 0);
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
@@ -858,7 +710,7 @@ static void under_the_real_shim_swap_moves_the_idle_holder_off_the_gpu_and_back_
              fh, fr, fb);
     cjob(a, 1, "run", 0, gpu(g, 0, 32, 256), sa);
     cjob(b, 2, "run", 0, gpu(g, 0, 96, 256), sb);
-    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
     pid_t pa = job_pid(1), pb = job_pid(2);
     REQUIRE(pa > 0 && pb > 0);
     REQUIRE(wait_file(fh, 30));
@@ -881,7 +733,7 @@ static void under_the_real_shim_swap_moves_the_idle_holder_off_the_gpu_and_back_
     REQUIRE(wait_file(fc, 30));
     CHECK(simgpu_shows(0, pa, (long long)(192 * MiB), 5));
     ts_files_write_atomic(fd, "", 0, 0644);
-    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
     CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "exit_code")) == 0);
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
@@ -914,10 +766,10 @@ static void under_the_real_shim_a_full_swap_reserve_falls_back_to_ending_the_hol
     snprintf(sb, sizeof(sb), "await %s idle 1.5 alloc 0 96 check free", fa);
     cjob(a, 1, "run", 0, gpu(g, 0, 32, 256), sa);
     cjob(b, 2, "run", 0, gpu(g, 0, 96, 256), sb);
-    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
     pid_t pa = job_pid(1);
     REQUIRE(pa > 0);
-    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
     CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
@@ -950,13 +802,14 @@ static void under_the_real_shim_suspend_stops_the_job_off_the_gpu_and_run_resume
     flag(fd, sizeof(fd), "done");
     snprintf(sa, sizeof(sa), "alloc 0 32 alloc 0 32 mark %s await %s check mark %s await %s", fa,
              fr, fc, fd);
-    set_desired("{\"generation\": 1, \"jobs\": [%s]}", cjob(a, 1, "run", 0, gpu(g, 0, 64, 64), sa));
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}",
+                      cjob(a, 1, "run", 0, gpu(g, 0, 64, 64), sa));
     pid_t pid = job_pid(1);
     REQUIRE(pid > 0 && wait_file(fa, 20));
     CHECK(simgpu_shows(0, pid, (long long)(64 * MiB), 5));
-    set_desired("{\"generation\": 2, \"jobs\": [%s]}",
-                cjob(a, 1, "suspend", 0, gpu(g, 0, 64, 64), sa));
-    json_t *j = wait_job(1, "suspended", 20);
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s]}",
+                      cjob(a, 1, "suspend", 0, gpu(g, 0, 64, 64), sa));
+    json_t *j = ts_ah_wait_job(1, 0, "suspended", 20);
     REQUIRE(j != NULL);
     CHECK(json_integer_value(json_object_get(j, "swapped_bytes")) == (json_int_t)(64 * MiB));
     CHECK((pid_t)json_integer_value(json_object_get(j, "pid")) == pid);
@@ -968,12 +821,13 @@ static void under_the_real_shim_suspend_stops_the_job_off_the_gpu_and_run_resume
     CHECK(reported_event(1, "suspended", 5));
 
     ts_files_write_atomic(fr, "", 0, 0644); /* it may go on once continued */
-    set_desired("{\"generation\": 3, \"jobs\": [%s]}", cjob(a, 1, "run", 0, gpu(g, 0, 64, 64), sa));
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s]}",
+                      cjob(a, 1, "run", 0, gpu(g, 0, 64, 64), sa));
     REQUIRE(wait_file(fc, 20));
     CHECK(ts_proc_stat(pid, &st) == 0 && st.state != 'T');
     CHECK(simgpu_shows(0, pid, (long long)(64 * MiB), 5)); /* back on the GPU */
     ts_files_write_atomic(fd, "", 0, 0644);
-    j = wait_job(1, "exited", 20);
+    j = ts_ah_wait_job(1, 0, "exited", 20);
     CHECK(j != NULL && json_integer_value(json_object_get(j, "exit_code")) == 0);
     json_decref(j);
     char *out = job_output(1);
@@ -1011,7 +865,7 @@ static void under_the_real_shim_a_two_gpu_job_leaves_both_gpus_and_comes_back_to
     snprintf(gs, sizeof(gs), "%s, %s", gpu(g0, 0, 32, 256), gpu(g1, 1, 32, 256));
     cjob(a, 1, "run", 0, gs, sa);
     cjob(b, 2, "run", 0, gpu(g0, 0, 96, 256), sb);
-    set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s, %s]}", a, b);
     pid_t pa = job_pid(1), pb = job_pid(2);
     REQUIRE(pa > 0 && pb > 0);
     REQUIRE(wait_file(fh, 30));
@@ -1027,7 +881,7 @@ static void under_the_real_shim_a_two_gpu_job_leaves_both_gpus_and_comes_back_to
     CHECK(simgpu_shows(0, pa, (long long)(192 * MiB), 5));
     CHECK(simgpu_shows(1, pa, (long long)(96 * MiB), 5));
     ts_files_write_atomic(fd, "", 0, 0644);
-    json_t *j1 = wait_job(1, "exited", 30), *j2 = wait_job(2, "exited", 30);
+    json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
     CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "exit_code")) == 0);
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
@@ -1077,14 +931,9 @@ int main(int argc, char **argv)
             continue;
         setup();
         cases[i].fn();
-        if (failures) {
-            char *log = ts_files_read(agent_log, 1 << 20, NULL);
-            fprintf(stderr, "agent log:\n%s", log ? log : "(none)\n");
-            free(log);
-        }
+        ts_ah_show_agent_log();
         teardown();
-        fprintf(stderr, "%s: %s\n", cases[i].name, failures ? "FAILED" : "ok");
-        return failures ? 1 : 0;
+        return ts_ah_result(cases[i].name);
     }
     fprintf(stderr, "no such case: %s\n", argv[1]);
     return 2;

@@ -161,3 +161,11 @@ enum ts_err ts_conn_json(struct ts_conn *c, const char *method, const char *path
     free(text);
     return e;
 }
+
+const char *ts_conn_problem(const json_t *body)
+{
+    const char *d = json_string_value(json_object_get(body, "detail"));
+    if (d == NULL)
+        d = json_string_value(json_object_get(body, "title"));
+    return d != NULL ? d : "";
+}

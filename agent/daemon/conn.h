@@ -30,4 +30,7 @@ enum ts_err ts_conn_json(struct ts_conn *c, const char *method, const char *path
                          const json_t *body, long timeout_s, long *status, json_t **out,
                          struct ts_error *err);
 
+/* The "detail" (else "title") of a problem+json body, or "". */
+const char *ts_conn_problem(const json_t *body);
+
 #endif /* TS_AGENT_DAEMON_CONN_H */

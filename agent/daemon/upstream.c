@@ -8,9 +8,10 @@
  * changes.
  *
  * ship: sends new job output (logship.c: POST /nodes/NAME/logs); then,
- * every --report-interval and at once when a job changes state, posts a NodeReport (POST /nodes/NAME/report). Output goes first: a
- * job's whole output is on the server before its final state, after which
- * the server may take the job off this node. With --desired-file reports
+ * every --report-interval and at once when a job changes state, posts a
+ * NodeReport (POST /nodes/NAME/report). Output goes first: a job's whole
+ * output is on the server before its final state, after which the server
+ * may take the job off this node. With --desired-file reports
  * go to DATA/report.json and output stays in the job folders.
  *
  * Both retry with exponential backoff (0.5 s to 30 s) while the server is

@@ -729,3 +729,40 @@ int ts_e2e_stop(struct ts_e2e *c)
     }
     return rc;
 }
+
+int ts_e2e_setup(void **state, const char *const *server_args,
+                 const struct ts_e2e_project_spec *projects, const struct ts_e2e_agent_spec *agents)
+{
+    int rc = -1;
+    struct ts_e2e *c = calloc(1, sizeof(*c));
+    *state = c;
+    if (c == NULL || ts_e2e_start(c, server_args) != 0)
+        goto out;
+    for (size_t i = 0; projects != NULL && projects[i].name != NULL; i++)
+        if (ts_e2e_project(&c->srv, projects[i].name, projects[i].quota) != 0)
+            goto out;
+    for (size_t i = 0; agents != NULL && agents[i].node != NULL; i++)
+        if (ts_e2e_agent_add_args(c, c->srv.url, agents[i].node, agents[i].gpus, agents[i].labels,
+                                  agents[i].args) < 0)
+            goto out;
+    for (size_t i = 0; agents != NULL && agents[i].node != NULL; i++)
+        if (ts_e2e_wait_node(&c->srv, agents[i].node, "ready", 30) != 0)
+            goto out;
+    rc = 0;
+out:
+    if (rc != 0) {
+        if (c != NULL)
+            ts_e2e_stop(c);
+        free(c);
+        *state = NULL;
+    }
+    return rc;
+}
+
+int ts_e2e_teardown(void **state)
+{
+    struct ts_e2e *c = *state;
+    int rc = ts_e2e_stop(c);
+    free(c);
+    return rc;
+}

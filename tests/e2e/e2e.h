@@ -89,14 +89,41 @@ int ts_e2e_start(struct ts_e2e *c, const char *const *server_args);
  */
 int ts_e2e_stop(struct ts_e2e *c);
 
+/* What ts_e2e_setup creates: a project (in department "research") and an
+ * agent on c->srv. Lists of them end with an entry whose name or node is
+ * NULL. */
+struct ts_e2e_project_spec {
+    const char *name;
+    double quota; /* GPUs */
+};
+struct ts_e2e_agent_spec {
+    const char *node;
+    const char *gpus;   /* --gpus */
+    const char *labels; /* --labels, or NULL */
+    const char *args;   /* more options, separated by spaces, or NULL */
+};
+
+/*
+ * A cmocka setup (and teardown) for a test's own cluster: a new struct
+ * ts_e2e in *state, its server started with server_args, the projects
+ * created, the agents started and each agent's node ready within 30 s
+ * (projects, agents: lists or NULL). 0, or -1 with everything stopped and
+ * *state NULL. ts_e2e_teardown stops the cluster (ts_e2e_stop) and frees
+ * it; ts_e2e_stop's result.
+ */
+int ts_e2e_setup(void **state, const char *const *server_args,
+                 const struct ts_e2e_project_spec *projects,
+                 const struct ts_e2e_agent_spec *agents);
+int ts_e2e_teardown(void **state);
+
 /* Add and start an agent talking to c->srv; its index, or -1. */
 int ts_e2e_agent_add(struct ts_e2e *c, const char *node, const char *gpus, const char *labels);
 /* The same, talking to server (a URL). */
 int ts_e2e_agent_add_at(struct ts_e2e *c, const char *server, const char *node, const char *gpus,
                         const char *labels);
 /* The same, with more agent options (separated by spaces; NULL: none). */
-int ts_e2e_agent_add_args(struct ts_e2e *c, const char *server, const char *node,
-                          const char *gpus, const char *labels, const char *args);
+int ts_e2e_agent_add_args(struct ts_e2e *c, const char *server, const char *node, const char *gpus,
+                          const char *labels, const char *args);
 /* (Re)start agent a (with a->server); 0 or -1. */
 int ts_e2e_agent_start(struct ts_e2e *c, struct ts_e2e_agent *a);
 /* Signal agent a and wait up to 20 s for it; its wait status, or -1. */

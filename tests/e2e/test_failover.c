@@ -27,16 +27,8 @@ static const char *const fixed_port_args[] = {"--listen", listen_arg, NULL};
 
 static int start(void **state, const char *const *args)
 {
-    struct ts_e2e *c = calloc(1, sizeof(*c));
-    *state = c;
-    if (c == NULL || ts_e2e_start(c, args) != 0 || ts_e2e_project(&c->srv, "vision", 4) != 0) {
-        if (c != NULL)
-            ts_e2e_stop(c);
-        free(c);
-        *state = NULL;
-        return -1;
-    }
-    return 0;
+    static const struct ts_e2e_project_spec projects[] = {{"vision", 4}, {NULL, 0}};
+    return ts_e2e_setup(state, args, projects, NULL);
 }
 
 static int setup_lost(void **state)
@@ -56,14 +48,6 @@ static int setup_fixed_port(void **state)
 static int setup_default(void **state)
 {
     return start(state, NULL);
-}
-
-static int teardown(void **state)
-{
-    struct ts_e2e *c = *state;
-    int rc = ts_e2e_stop(c);
-    free(c);
-    return rc;
 }
 
 static json_t *running(struct ts_it_server *s, long long id)
@@ -372,12 +356,12 @@ int main(int argc, char **argv)
         cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(a_lost_node_s_jobs_are_requeued_and_run_on_another_node,
-                                        setup_lost, teardown),
+                                        setup_lost, ts_e2e_teardown),
         cmocka_unit_test_setup_teardown(a_server_killed_and_restarted_loses_nothing,
-                                        setup_fixed_port, teardown),
+                                        setup_fixed_port, ts_e2e_teardown),
         cmocka_unit_test_setup_teardown(
             killing_the_leader_moves_the_scheduler_loop_to_the_other_replica, setup_default,
-            teardown),
+            ts_e2e_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

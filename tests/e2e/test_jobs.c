@@ -23,26 +23,10 @@
 
 static int setup(void **state)
 {
-    struct ts_e2e *c = calloc(1, sizeof(*c));
-    *state = c;
-    if (c == NULL || ts_e2e_start(c, NULL) != 0 || ts_e2e_project(&c->srv, "vision", 2) != 0 ||
-        ts_e2e_agent_add(c, "n1", "sim:2x16GiB", NULL) < 0 ||
-        ts_e2e_wait_node(&c->srv, "n1", "ready", 30) != 0) {
-        if (c != NULL)
-            ts_e2e_stop(c);
-        free(c);
-        *state = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct ts_e2e *c = *state;
-    int rc = ts_e2e_stop(c);
-    free(c);
-    return rc;
+    static const struct ts_e2e_project_spec projects[] = {{"vision", 2}, {NULL, 0}};
+    static const struct ts_e2e_agent_spec agents[] = {{"n1", "sim:2x16GiB", NULL, NULL},
+                                                      {NULL, NULL, NULL, NULL}};
+    return ts_e2e_setup(state, NULL, projects, agents);
 }
 
 static json_t *running(struct ts_it_server *s, long long id)
@@ -283,11 +267,11 @@ int main(int argc, char **argv)
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(fractional_jobs_share_one_gpu, setup, teardown),
+        cmocka_unit_test_setup_teardown(fractional_jobs_share_one_gpu, setup, ts_e2e_teardown),
         cmocka_unit_test_setup_teardown(cancel_ends_the_job_and_its_whole_process_group, setup,
-                                        teardown),
+                                        ts_e2e_teardown),
         cmocka_unit_test_setup_teardown(a_restarted_agent_adopts_its_jobs_which_kept_running, setup,
-                                        teardown),
+                                        ts_e2e_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,29 +23,11 @@
 
 static int setup(void **state)
 {
-    struct ts_e2e *c = calloc(1, sizeof(*c));
-    *state = c;
-    if (c == NULL || ts_e2e_start(c, NULL) != 0 || ts_e2e_project(&c->srv, "borrower", 1) != 0 ||
-        ts_e2e_project(&c->srv, "owner", 2) != 0 ||
-        ts_e2e_agent_add(c, "n1", "sim:2x16GiB", NULL) < 0 ||
-        ts_e2e_agent_add(c, "n2", "sim:2x16GiB", NULL) < 0 ||
-        ts_e2e_wait_node(&c->srv, "n1", "ready", 30) != 0 ||
-        ts_e2e_wait_node(&c->srv, "n2", "ready", 30) != 0) {
-        if (c != NULL)
-            ts_e2e_stop(c);
-        free(c);
-        *state = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct ts_e2e *c = *state;
-    int rc = ts_e2e_stop(c);
-    free(c);
-    return rc;
+    static const struct ts_e2e_project_spec projects[] = {{"borrower", 1}, {"owner", 2}, {NULL, 0}};
+    static const struct ts_e2e_agent_spec agents[] = {{"n1", "sim:2x16GiB", NULL, NULL},
+                                                      {"n2", "sim:2x16GiB", NULL, NULL},
+                                                      {NULL, NULL, NULL, NULL}};
+    return ts_e2e_setup(state, NULL, projects, agents);
 }
 
 /* Wait for the project's status.allocated_gpus to be want. */
@@ -313,9 +295,9 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
             the_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_on_the_other_node, setup,
-            teardown),
+            ts_e2e_teardown),
         cmocka_unit_test_setup_teardown(
-            limits_and_non_preemptible_jobs_keep_projects_to_their_share, setup, teardown),
+            limits_and_non_preemptible_jobs_keep_projects_to_their_share, setup, ts_e2e_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,30 +28,13 @@
 
 static int setup(void **state)
 {
-    struct ts_e2e *c = calloc(1, sizeof(*c));
-    *state = c;
-    if (c == NULL || ts_e2e_start(c, NULL) != 0 || ts_e2e_project(&c->srv, "vision", 2) != 0 ||
-        ts_e2e_agent_add_args(c, c->srv.url, "n1", "sim:1x8GiB", "swap=yes",
-                              "--collision swap --swap-reserve 1GiB --gpu-reserve 512MiB") < 0 ||
-        ts_e2e_agent_add_args(c, c->srv.url, "n2", "sim:1x8GiB", "swap=no",
-                              "--collision priority") < 0 ||
-        ts_e2e_wait_node(&c->srv, "n1", "ready", 30) != 0 ||
-        ts_e2e_wait_node(&c->srv, "n2", "ready", 30) != 0) {
-        if (c != NULL)
-            ts_e2e_stop(c);
-        free(c);
-        *state = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct ts_e2e *c = *state;
-    int rc = ts_e2e_stop(c);
-    free(c);
-    return rc;
+    static const struct ts_e2e_project_spec projects[] = {{"vision", 2}, {NULL, 0}};
+    static const struct ts_e2e_agent_spec agents[] = {
+        {"n1", "sim:1x8GiB", "swap=yes",
+         "--collision swap --swap-reserve 1GiB --gpu-reserve 512MiB"},
+        {"n2", "sim:1x8GiB", "swap=no", "--collision priority"},
+        {NULL, NULL, NULL, NULL}};
+    return ts_e2e_setup(state, NULL, projects, agents);
 }
 
 /* Bytes of simulated GPU 0 of agent a held by processes now. */
@@ -236,10 +219,11 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
-            a_job_suspended_through_the_api_resumes_warm_with_its_memory_intact, setup, teardown),
+            a_job_suspended_through_the_api_resumes_warm_with_its_memory_intact, setup,
+            ts_e2e_teardown),
         cmocka_unit_test_setup_teardown(
             a_job_that_refuses_swap_cannot_be_suspended_and_a_suspended_job_can_be_cancelled, setup,
-            teardown),
+            ts_e2e_teardown),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);

@@ -102,6 +102,7 @@ typedef enum cudaError_enum {
     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
     CUDA_ERROR_LAUNCH_FAILED = 719,
+    CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE = 720,
     CUDA_ERROR_NOT_PERMITTED = 800,
     CUDA_ERROR_NOT_SUPPORTED = 801,
     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
@@ -142,6 +143,7 @@ typedef enum CUdevice_attribute_enum {
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
     CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY = 83,
+    CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH = 95,
     CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
     CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED = 103
 } CUdevice_attribute;
@@ -291,6 +293,137 @@ typedef struct CUDA_MEMCPY2D_st {
 } CUDA_MEMCPY2D_v2;
 typedef CUDA_MEMCPY2D_v2 CUDA_MEMCPY2D;
 
+/* A 3D copy: Depth slices of Height rows of WidthInBytes. A side starts at
+ * (XInBytes, Y, Z) of its slices of Height rows of Pitch bytes (LOD: the
+ * mipmap level of an array side). The plain one's reserved fields must be
+ * NULL; the peer one names the context of each device side instead. */
+typedef struct CUDA_MEMCPY3D_st {
+    size_t srcXInBytes;
+    size_t srcY;
+    size_t srcZ;
+    size_t srcLOD;
+    CUmemorytype srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    void *reserved0;
+    size_t srcPitch;
+    size_t srcHeight; /* rows per slice; may be 0 when Depth is 1 */
+    size_t dstXInBytes;
+    size_t dstY;
+    size_t dstZ;
+    size_t dstLOD;
+    CUmemorytype dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    void *reserved1;
+    size_t dstPitch;
+    size_t dstHeight;
+    size_t WidthInBytes;
+    size_t Height;
+    size_t Depth;
+} CUDA_MEMCPY3D_v2;
+typedef CUDA_MEMCPY3D_v2 CUDA_MEMCPY3D;
+
+typedef struct CUDA_MEMCPY3D_PEER_st {
+    size_t srcXInBytes;
+    size_t srcY;
+    size_t srcZ;
+    size_t srcLOD;
+    CUmemorytype srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    CUcontext srcContext; /* of srcDevice; ignored for an array */
+    size_t srcPitch;
+    size_t srcHeight;
+    size_t dstXInBytes;
+    size_t dstY;
+    size_t dstZ;
+    size_t dstLOD;
+    CUmemorytype dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    CUcontext dstContext;
+    size_t dstPitch;
+    size_t dstHeight;
+    size_t WidthInBytes;
+    size_t Height;
+    size_t Depth;
+} CUDA_MEMCPY3D_PEER_v1;
+typedef CUDA_MEMCPY3D_PEER_v1 CUDA_MEMCPY3D_PEER;
+
+/* Twenty-five 8-byte members each (an enum is padded to the pointer that
+ * follows it). */
+_Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D layout");
+_Static_assert(sizeof(CUDA_MEMCPY3D_PEER) == 200, "CUDA_MEMCPY3D_PEER layout");
+
+/* Stream memory operations (cuStreamWaitValue32, cuStreamWriteValue32,
+ * cuStreamBatchMemOp). The _v2 entry points (CUDA 11.7, what cuda.h calls
+ * from 12.0) need no opt-in; the CUDA 11 ones took the same arguments. */
+typedef unsigned int cuuint32_t;
+
+typedef enum CUstreamWaitValue_flags_enum {
+    CU_STREAM_WAIT_VALUE_GEQ = 0x0, /* (int32_t)(*addr - value) >= 0, cyclic */
+    CU_STREAM_WAIT_VALUE_EQ = 0x1,  /* *addr == value */
+    CU_STREAM_WAIT_VALUE_AND = 0x2, /* (*addr & value) != 0 */
+    CU_STREAM_WAIT_VALUE_NOR = 0x3, /* ~(*addr | value) != 0 */
+    CU_STREAM_WAIT_VALUE_FLUSH = 1 << 30
+} CUstreamWaitValue_flags;
+
+typedef enum CUstreamWriteValue_flags_enum {
+    CU_STREAM_WRITE_VALUE_DEFAULT = 0x0,
+    CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER = 0x1 /* v1 only */
+} CUstreamWriteValue_flags;
+
+typedef enum CUstreamBatchMemOpType_enum {
+    CU_STREAM_MEM_OP_WAIT_VALUE_32 = 1,
+    CU_STREAM_MEM_OP_WRITE_VALUE_32 = 2,
+    CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES = 3,
+    CU_STREAM_MEM_OP_WAIT_VALUE_64 = 4,
+    CU_STREAM_MEM_OP_WRITE_VALUE_64 = 5,
+    CU_STREAM_MEM_OP_BARRIER = 6
+} CUstreamBatchMemOpType;
+
+/* One operation of cuStreamBatchMemOp: `operation` is the first member of
+ * every variant and says which one is meant. alias is the driver's. */
+typedef union CUstreamBatchMemOpParams_union {
+    CUstreamBatchMemOpType operation;
+    struct CUstreamMemOpWaitValueParams_st {
+        CUstreamBatchMemOpType operation;
+        CUdeviceptr address;
+        union {
+            cuuint32_t value;
+            cuuint64_t value64;
+        };
+        unsigned int flags; /* CUstreamWaitValue_flags */
+        CUdeviceptr alias;
+    } waitValue;
+    struct CUstreamMemOpWriteValueParams_st {
+        CUstreamBatchMemOpType operation;
+        CUdeviceptr address;
+        union {
+            cuuint32_t value;
+            cuuint64_t value64;
+        };
+        unsigned int flags; /* CUstreamWriteValue_flags */
+        CUdeviceptr alias;
+    } writeValue;
+    struct CUstreamMemOpFlushRemoteWritesParams_st {
+        CUstreamBatchMemOpType operation;
+        unsigned int flags;
+    } flushRemoteWrites;
+    struct CUstreamMemOpMemoryBarrierParams_st {
+        CUstreamBatchMemOpType operation;
+        unsigned int flags;
+    } memoryBarrier;
+    cuuint64_t pad[6];
+} CUstreamBatchMemOpParams_v1;
+typedef CUstreamBatchMemOpParams_v1 CUstreamBatchMemOpParams;
+_Static_assert(sizeof(CUstreamBatchMemOpParams) == 48, "CUstreamBatchMemOpParams layout");
+
 /* cuLaunchKernelEx: launch attributes (the first ids; a value is a 64-byte
  * union in the driver, kept opaque here). */
 typedef enum CUlaunchAttributeID_enum {
@@ -394,6 +527,51 @@ CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUst
 CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream);
 CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy);
 CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream);
+CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy);
+CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream);
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *pCopy);
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream);
+CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                      CUcontext srcContext, size_t ByteCount);
+CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                           CUcontext srcContext, size_t ByteCount, CUstream hStream);
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream);
+/* 2D memsets: Height rows of Width elements, rows dstPitch bytes apart. */
+CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
+                         size_t Height);
+CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
+                          size_t Height);
+CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
+                          size_t Height);
+CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
+                           size_t Height, CUstream hStream);
+CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
+                            size_t Height, CUstream hStream);
+CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
+                            size_t Height, CUstream hStream);
+
+/* Stream memory operations: the _v2 entry points, and the CUDA 11 ones of
+ * the same signature that the driver still exports. */
+CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                 unsigned int flags);
+CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                 unsigned int flags);
+CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                unsigned int flags);
+CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                unsigned int flags);
+CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
+                               CUstreamBatchMemOpParams *paramArray, unsigned int flags);
+CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                              unsigned int flags);
+CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                              unsigned int flags);
+CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                             unsigned int flags);
+CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                             unsigned int flags);
+CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count,
+                            CUstreamBatchMemOpParams *paramArray, unsigned int flags);
 
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize);
@@ -471,6 +649,13 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
                         void **kernelParams, void **extra);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                           void **extra);
+/* As cuLaunchKernel, all blocks resident at once (grid-wide sync); no
+ * `extra`. */
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX,
+                                   unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams);
 
 /* Per-thread default stream flavours (CUDA >= 7.0): the same calls, where a
  * NULL stream means CU_STREAM_PER_THREAD. _ptds for calls without a stream
@@ -510,6 +695,53 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int g
                              void **kernelParams, void **extra);
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                void **extra);
+CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy);
+CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream);
+CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy);
+CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream);
+CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                           CUcontext srcContext, size_t ByteCount);
+CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                CUcontext srcContext, size_t ByteCount, CUstream hStream);
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N,
+                               CUstream hStream);
+CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
+                              size_t Width, size_t Height);
+CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                               size_t Width, size_t Height);
+CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
+                               size_t Width, size_t Height);
+CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
+                                size_t Width, size_t Height, CUstream hStream);
+CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                                 size_t Width, size_t Height, CUstream hStream);
+CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
+                                 size_t Width, size_t Height, CUstream hStream);
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                        unsigned int gridDimZ, unsigned int blockDimX,
+                                        unsigned int blockDimY, unsigned int blockDimZ,
+                                        unsigned int sharedMemBytes, CUstream hStream,
+                                        void **kernelParams);
+CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                      unsigned int flags);
+CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                      unsigned int flags);
+CUresult cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                     unsigned int flags);
+CUresult cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                     unsigned int flags);
+CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count,
+                                    CUstreamBatchMemOpParams *paramArray, unsigned int flags);
+CUresult cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                   unsigned int flags);
+CUresult cuStreamWriteValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                   unsigned int flags);
+CUresult cuStreamWaitValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                  unsigned int flags);
+CUresult cuStreamWaitValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                  unsigned int flags);
+CUresult cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count,
+                                 CUstreamBatchMemOpParams *paramArray, unsigned int flags);
 
 /* Private tables of NVIDIA's runtime; simgpu has none (CUDA_ERROR_NOT_SUPPORTED). */
 CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId);

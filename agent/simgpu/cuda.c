@@ -303,6 +303,8 @@ static const struct {
      "primary context active"},
     {CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
+     "too many blocks in cooperative launch"},
     {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
@@ -441,6 +443,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: v = 0; break;
     default: return CUDA_ERROR_INVALID_VALUE;
@@ -503,7 +506,7 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
 
 /* A context this thread may make current: a primary one, or a created one
  * not destroyed. */
-static bool ctx_valid(struct CUctx_st *c)
+bool ctx_valid(struct CUctx_st *c)
 {
     if (c >= ctxs && c < ctxs + ndev)
         return true;
@@ -1708,9 +1711,8 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule m, const char *name)
     return CUDA_SUCCESS;
 }
 
-static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                       unsigned int bx, unsigned int by, unsigned int bz, CUstream hs,
-                       void **params)
+CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                unsigned int by, unsigned int bz, CUstream hs, void **params)
 {
     NEED_CTX();
     if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
@@ -1894,10 +1896,26 @@ static void *proc_find(const char *name)
     return NULL;
 }
 
+/* Base names whose _v2 the driver hands out only from CUDA 12.0 (the
+ * version whose cuda.h calls it): the CUDA 11 programs asking for them call
+ * the first version. */
+static const char *const v2_from_12[] = {
+    "cuGetProcAddress",    "cuStreamWriteValue32", "cuStreamWriteValue64",
+    "cuStreamWaitValue32", "cuStreamWaitValue64",  "cuStreamBatchMemOp",
+};
+
+static bool v2_at(const char *symbol, int cudaVersion)
+{
+    for (size_t i = 0; cudaVersion < 12000 && i < sizeof v2_from_12 / sizeof v2_from_12[0]; i++)
+        if (strcmp(symbol, v2_from_12[i]) == 0)
+            return false;
+    return true;
+}
+
 /*
  * The newest version of `symbol` (a base name, "cuMemAlloc") that exists at
  * cudaVersion, as the real driver does: _v2 where we export one, except that
- * cuGetProcAddress itself is _v2 only from CUDA 12.0. With
+ * the names of v2_from_12 are _v2 only from CUDA 12.0. With
  * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, the _ptds or _ptsz flavour
  * of that version where one exists; without it (DEFAULT, LEGACY_STREAM), the
  * plain one.
@@ -1910,7 +1928,7 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
     *pfn = NULL;
     char name[128], pt[160];
     void *fn = NULL;
-    if (!(strcmp(symbol, "cuGetProcAddress") == 0 && cudaVersion < 12000)) {
+    if (v2_at(symbol, cudaVersion)) {
         snprintf(name, sizeof name, "%s_v2", symbol);
         fn = proc_find(name);
     }

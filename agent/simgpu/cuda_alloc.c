@@ -149,14 +149,8 @@ CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, 
  * moves: a DEVICE side must be device memory of this process, a HOST side
  * mapped host memory that is no device allocation, a UNIFIED side either. */
 
-struct side2d {
-    uint64_t va; /* first byte copied */
-    bool device;
-    int ord;
-};
-
-static CUresult side_2d(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
-                        size_t pitch, size_t w, size_t h, bool write, struct side2d *out)
+CUresult side_2d(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+                 size_t pitch, size_t w, size_t h, bool write, struct side2d *out)
 {
     if (type == CU_MEMORYTYPE_ARRAY)
         return CUDA_ERROR_NOT_SUPPORTED;

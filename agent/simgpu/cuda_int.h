@@ -96,6 +96,9 @@ extern struct table streams;   /* mu; created streams */
 
 /* The calling thread's current context, or NULL. */
 struct CUctx_st *cur(void);
+/* A context this thread may make current: a primary one, or a created one
+ * not destroyed. */
+bool ctx_valid(struct CUctx_st *c);
 bool grow(void **arr, size_t *cap, size_t n, size_t elem);
 size_t round_up(size_t n, size_t to);
 uint64_t max_u64(uint64_t a, uint64_t b);
@@ -123,12 +126,31 @@ CUstream per_thread(CUstream s);
  * stream carries the time instead of the caller. */
 CUresult do_copy(void *dst, const void *src, size_t n, int ord, bool host_link, CUstream hs,
                  bool async);
+/* A kernel launch as cuLaunchKernel does it, without failure injection:
+ * checks the shape, the function and the stream, and keeps the stream's
+ * GPU busy for the kernel's time. */
+CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                unsigned int by, unsigned int bz, CUstream hs, void **params);
 /* cuMemAlloc without failure injection: page-rounded, charged to the
  * current context's GPU, freed with the context. */
 CUresult mem_alloc(CUdeviceptr *dptr, size_t bytesize);
 /* An ALLOC region just taken out of the table, mu held: unmapped, and its
  * memory given back to its pool or to the GPU. */
 void alloc_free(const struct region *r);
+
+/* cuda_alloc.c: one side of a 2D copy, checked over its whole span (from
+ * (x, y) over h rows of pitch bytes, w bytes each) before a byte moves:
+ * DEVICE is device memory of this process, HOST mapped host memory that is
+ * no device allocation, UNIFIED either; ARRAY is CUDA_ERROR_NOT_SUPPORTED.
+ * Fills *out with the first byte, whether it is device memory and its GPU.
+ * Takes mu. */
+struct side2d {
+    uint64_t va; /* first byte copied */
+    bool device;
+    int ord;
+};
+CUresult side_2d(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+                 size_t pitch, size_t w, size_t h, bool write, struct side2d *out);
 
 /* cuda_pool.c, mu held: a stream-ordered allocation taken out of the table
  * goes back to its pool (to_gpu: and the pool gives its memory back to the

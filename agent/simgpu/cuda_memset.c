@@ -1,0 +1,150 @@
+/*
+ * cuda_memset.c - the memsets of simgpu's libcuda.so.1 beyond the 1D ones of
+ * cuda.c: 2D memsets (cuMemsetD2D8_v2, cuMemsetD2D16_v2, cuMemsetD2D32_v2 and
+ * their Async forms) and cuMemsetD16Async, with their per-thread default
+ * stream flavours.
+ *
+ * A 2D memset writes Height rows of Width elements, rows dstPitch bytes
+ * apart; the whole span (from the first byte to the last element of the
+ * last row) must be device memory of this process, and the pointer (and the
+ * pitch, with more than one row) aligned to the element, else
+ * CUDA_ERROR_INVALID_VALUE and nothing is written. The Async forms need a
+ * valid stream and write at once, as the async copies do.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#pragma GCC visibility push(default)
+#include "agent/abi/cuda.h"
+#pragma GCC visibility pop
+#include "agent/simgpu/cuda_int.h"
+
+/* n elements of elem bytes (1, 2 or 4) of value v at p. */
+static void fill(uint64_t p, uint32_t v, size_t elem, size_t n)
+{
+    if (elem == 1) {
+        memset((void *)(uintptr_t)p, (int)(v & 0xFF), n);
+    } else if (elem == 2) {
+        uint16_t *q = (uint16_t *)(uintptr_t)p;
+        for (size_t i = 0; i < n; i++)
+            q[i] = (uint16_t)v;
+    } else {
+        uint32_t *q = (uint32_t *)(uintptr_t)p;
+        for (size_t i = 0; i < n; i++)
+            q[i] = v;
+    }
+}
+
+static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t v, size_t elem, size_t w,
+                          size_t h, CUstream hs, bool async)
+{
+    NEED_CTX();
+    if (async && !stream_of(hs))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (w == 0 || h == 0)
+        return CUDA_SUCCESS;
+    size_t row, span;
+    if (dst % elem != 0 || (h > 1 && pitch % elem != 0) || __builtin_mul_overflow(w, elem, &row) ||
+        (h > 1 && pitch < row) || __builtin_mul_overflow(h - 1, pitch, &span) ||
+        __builtin_add_overflow(span, row, &span))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = range_check(dst, span, true, NULL);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    for (size_t r = 0; r < h; r++)
+        fill(dst + (uint64_t)r * pitch, v, elem, w);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
+                         size_t Height)
+{
+    FAIL(cuMemsetD2D8_v2, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, uc, 1, Width, Height, NULL, false);
+}
+
+CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
+                          size_t Height)
+{
+    FAIL(cuMemsetD2D16_v2, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, us, 2, Width, Height, NULL, false);
+}
+
+CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
+                          size_t Height)
+{
+    FAIL(cuMemsetD2D32_v2, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, ui, 4, Width, Height, NULL, false);
+}
+
+CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
+                           size_t Height, CUstream hStream)
+{
+    FAIL(cuMemsetD2D8Async, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, uc, 1, Width, Height, hStream, true);
+}
+
+CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
+                            size_t Height, CUstream hStream)
+{
+    FAIL(cuMemsetD2D16Async, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, us, 2, Width, Height, hStream, true);
+}
+
+CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
+                            size_t Height, CUstream hStream)
+{
+    FAIL(cuMemsetD2D32Async, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, ui, 4, Width, Height, hStream, true);
+}
+
+/* cuMemsetD16Async: one row of N 16-bit elements. */
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    FAIL(cuMemsetD16Async, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, 0, us, 2, N, 1, hStream, true);
+}
+
+/* ---- per-thread default stream flavours (counted with the plain calls) ---- */
+
+CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
+                              size_t Width, size_t Height)
+{
+    return cuMemsetD2D8_v2(dstDevice, dstPitch, uc, Width, Height);
+}
+
+CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                               size_t Width, size_t Height)
+{
+    return cuMemsetD2D16_v2(dstDevice, dstPitch, us, Width, Height);
+}
+
+CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
+                               size_t Width, size_t Height)
+{
+    return cuMemsetD2D32_v2(dstDevice, dstPitch, ui, Width, Height);
+}
+
+CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
+                                size_t Width, size_t Height, CUstream hStream)
+{
+    return cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, per_thread(hStream));
+}
+
+CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
+                                 size_t Width, size_t Height, CUstream hStream)
+{
+    return cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, per_thread(hStream));
+}
+
+CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
+                                 size_t Width, size_t Height, CUstream hStream)
+{
+    return cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, per_thread(hStream));
+}
+
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    return cuMemsetD16Async(dstDevice, us, N, per_thread(hStream));
+}

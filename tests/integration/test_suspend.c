@@ -5,8 +5,11 @@
  * on request (back on the same node, GPUs and attempt), the scheduler
  * suspending a borrower instead of evicting it and resuming it when room
  * returns, the end of a suspension by a cancel, the refusals (each writing
- * nothing), jobs that refuse swap, and the resolver's events stored once.
+ * nothing), two suspensions racing for a node's last swap, jobs that refuse
+ * swap, and the resolver's events stored once.
  */
+#include <libpq-fe.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -493,9 +496,18 @@ static void resolver_events_are_stored_once_and_bad_ones_refused(void **state)
     json_t *ev = ts_ap_get_json(srv.admin, path, 200), *v;
     size_t i;
     bool seen = false;
-    json_array_foreach(json_object_get(ev, "events"), i, v)
-        seen |= strcmp(ts_it_str(v, "type"), "swapped_out") == 0 &&
-                strcmp(ts_it_str(v, "message"), "4 GiB to host RAM") == 0;
+    json_array_foreach(json_object_get(ev, "events"), i, v) {
+        if (strcmp(ts_it_str(v, "type"), "swapped_out") == 0) {
+            seen = true;
+            assert_string_equal(ts_it_str(v, "message"), "4 GiB to host RAM");
+            assert_int_equal(ts_it_int(v, "attempt"), 1);
+            assert_int_equal(ts_it_int(v, "seq"), 2);
+        } else if (strcmp(ts_it_str(v, "type"), "submitted") == 0) {
+            /* the server's own events have neither */
+            assert_null(json_object_get(v, "attempt"));
+            assert_null(json_object_get(v, "seq"));
+        }
+    }
     assert_true(seen);
     json_decref(ev);
 
@@ -568,6 +580,88 @@ static void a_suspending_job_its_agent_no_longer_names_goes_back_to_the_queue(vo
     ts_ap_call_ok(srv.admin, "DELETE", path, NULL, 200);
 }
 
+struct racer {
+    long long id;
+    long status;
+    char detail[512];
+};
+
+static void *suspend_racer(void *arg)
+{
+    struct racer *r = arg;
+    struct ts_client *c = ts_it_client(&srv, TS_IT_ADMIN_TOKEN);
+    char path[96];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", r->id);
+    struct ts_response resp = {0};
+    r->status = ts_it_req(c, "POST", path, NULL, NULL, &resp);
+    snprintf(r->detail, sizeof(r->detail), "%s", ts_it_str(resp.json, "detail"));
+    ts_response_free(&resp);
+    ts_client_free(c);
+    return NULL;
+}
+
+/* Backends waiting for a row lock, apart from heartbeats (which write the
+ * node row too). */
+static int lock_waiters(PGconn *pg)
+{
+    PGresult *res = PQexec(pg, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type ="
+                               " 'Lock' AND query NOT LIKE 'UPDATE node SET last_seen_at%'");
+    int n = PQresultStatus(res) == PGRES_TUPLES_OK ? atoi(PQgetvalue(res, 0, 0)) : -1;
+    PQclear(res);
+    return n;
+}
+
+static void two_suspensions_at_once_cannot_both_take_the_last_swap(void **state)
+{
+    (void)state;
+    /* race1 has 100 GiB of swap: room for one whole 80 GiB GPU, not two
+     * (registered here: its GPUs would change the cases before) */
+    register_node("race1", 2, "swap", 100, "race");
+    long long a = running_job("owner", "race-a", "race", "{\"count\": 1}", "race1");
+    long long b = running_job("owner", "race-b", "race", "{\"count\": 1}", "race1");
+    /* hold the node row so that both requests are under way before either
+     * decides */
+    PGconn *pg = PQconnectdb(srv.conninfo);
+    assert_int_equal(PQstatus(pg), CONNECTION_OK);
+    PQclear(PQexec(pg, "BEGIN"));
+    PGresult *res = PQexec(pg, "SELECT 1 FROM node WHERE name = 'race1' FOR UPDATE");
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    PQclear(res);
+    PGconn *watch = PQconnectdb(srv.conninfo);
+    assert_int_equal(PQstatus(watch), CONNECTION_OK);
+    struct racer r[2] = {{.id = a}, {.id = b}};
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(pthread_create(&t[k], NULL, suspend_racer, &r[k]), 0);
+    double end = ts_ap_now_s() + 20;
+    while (lock_waiters(watch) < 2) {
+        assert_true(ts_ap_now_s() < end);
+        usleep(20 * 1000);
+    }
+    PQclear(PQexec(pg, "COMMIT"));
+    PQfinish(pg);
+    PQfinish(watch);
+    for (int k = 0; k < 2; k++)
+        pthread_join(t[k], NULL);
+    /* one took the swap, the other was told why not */
+    int won = r[0].status == 202 ? 0 : 1, lost = 1 - won;
+    assert_int_equal(r[won].status, 202);
+    assert_int_equal(r[lost].status, 409);
+    assert_non_null(strstr(r[lost].detail, "too little free host swap"));
+    json_t *n = ts_ap_get_json(srv.admin, "/api/v1/nodes/race1", 200);
+    assert_int_equal(ts_it_int(n, "swap_used_bytes"), 80 * GIB);
+    json_decref(n);
+    json_t *j = ts_ap_job(r[lost].id);
+    assert_string_equal(ts_it_str(j, "state"), "running");
+    assert_int_equal(ts_it_int(j, "suspended_bytes"), 0);
+    json_decref(j);
+    for (int k = 0; k < 2; k++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/api/v1/jobs/%lld", r[k].id);
+        ts_ap_call_ok(srv.admin, "DELETE", path, NULL, 200);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -579,6 +673,7 @@ int main(void)
         cmocka_unit_test(cancelling_a_suspended_job_ends_its_suspension),
         cmocka_unit_test(resolver_events_are_stored_once_and_bad_ones_refused),
         cmocka_unit_test(a_suspending_job_its_agent_no_longer_names_goes_back_to_the_queue),
+        cmocka_unit_test(two_suspensions_at_once_cannot_both_take_the_last_swap),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -420,12 +420,12 @@ enum ts_err ts_store_job_events(struct ts_dbconn *c, int64_t id, struct ts_arena
     snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
     const char *params[] = {idbuf};
     PGresult *res = NULL;
-    enum ts_err e =
-        ts_db_exec(c,
-                   "SELECT id, job_id, " TS_SQL_US("at") ", type, message,"
-                   " coalesce(attempt, 0), coalesce(seq, 0) FROM job_event"
-                   " WHERE job_id = $1 ORDER BY id",
-                   1, params, &res, err);
+    enum ts_err e = ts_db_exec(c,
+                               "SELECT id, job_id, " TS_SQL_US(
+                                   "at") ", type, message,"
+                                         " coalesce(attempt, 0), coalesce(seq, 0) FROM job_event"
+                                         " WHERE job_id = $1 ORDER BY id",
+                               1, params, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);

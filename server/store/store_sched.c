@@ -620,27 +620,26 @@ static enum ts_err write_stop(struct ts_dbconn *c, const struct ts_sched_decisio
         PQclear(res);
         if (e != TS_OK)
             return e;
-        return guarded(
-            c,
-            "WITH upd AS (UPDATE job j SET"
-            "   state = CASE WHEN j.state = 'running' AND j.swap THEN 'suspending'"
-            "     ELSE 'evicting' END,"
-            "   stop_reason = CASE WHEN j.state = 'running' AND j.swap THEN 'suspended'"
-            "     ELSE 'evicted' END,"
-            "   suspended_bytes = CASE WHEN j.state = 'running' AND j.swap"
-            "     THEN " TS_SQL_JOB_LIMIT_BYTES " ELSE 0 END,"
-            "   suspend_held = false, updated_at = now()"
-            "   WHERE j.id = $1 AND j.state IN ('scheduled', 'running')"
-            "   AND NOT (j.state = 'running' AND j.swap AND " TS_SQL_JOB_LIMIT_BYTES
-            "     > (SELECT n.swap_bytes FROM node n WHERE n.id = j.node_id)"
-            "     - (SELECT coalesce(sum(o.suspended_bytes), 0) FROM job o"
-            "        WHERE o.node_id = j.node_id AND o.id <> j.id"
-            "        AND o.state IN ('suspending', 'suspended', 'resuming')))"
-            "   RETURNING j.id, j.state),"
-            " ev AS (INSERT INTO job_event (job_id, type, message)"
-            "   SELECT id, state, $2 FROM upd)"
-            " SELECT 1 FROM upd",
-            2, p, d->job_id, err);
+        return guarded(c,
+                       "WITH upd AS (UPDATE job j SET"
+                       "   state = CASE WHEN j.state = 'running' AND j.swap THEN 'suspending'"
+                       "     ELSE 'evicting' END,"
+                       "   stop_reason = CASE WHEN j.state = 'running' AND j.swap THEN 'suspended'"
+                       "     ELSE 'evicted' END,"
+                       "   suspended_bytes = CASE WHEN j.state = 'running' AND j.swap"
+                       "     THEN " TS_SQL_JOB_LIMIT_BYTES " ELSE 0 END,"
+                       "   suspend_held = false, updated_at = now()"
+                       "   WHERE j.id = $1 AND j.state IN ('scheduled', 'running')"
+                       "   AND NOT (j.state = 'running' AND j.swap AND " TS_SQL_JOB_LIMIT_BYTES
+                       "     > (SELECT n.swap_bytes FROM node n WHERE n.id = j.node_id)"
+                       "     - (SELECT coalesce(sum(o.suspended_bytes), 0) FROM job o"
+                       "        WHERE o.node_id = j.node_id AND o.id <> j.id"
+                       "        AND o.state IN ('suspending', 'suspended', 'resuming')))"
+                       "   RETURNING j.id, j.state),"
+                       " ev AS (INSERT INTO job_event (job_id, type, message)"
+                       "   SELECT id, state, $2 FROM upd)"
+                       " SELECT 1 FROM upd",
+                       2, p, d->job_id, err);
     }
     return guarded(c,
                    "WITH upd AS (UPDATE job SET state = 'evicting', stop_reason = 'evicted',"

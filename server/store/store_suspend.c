@@ -49,9 +49,9 @@ static enum ts_err suspend_once(struct ts_dbconn *c, const char *idbuf, int64_t 
         const char *q[] = {ts_row_text(res, 0, 2, a)};
         PQclear(res);
         res = NULL;
-        e = q[0] == NULL ? ts_error_set(err, TS_ERR_NOMEM, "out of memory")
-                         : ts_db_exec(c, "SELECT 1 FROM node WHERE id = $1 FOR UPDATE", 1, q, &res,
-                                      err);
+        e = q[0] == NULL
+                ? ts_error_set(err, TS_ERR_NOMEM, "out of memory")
+                : ts_db_exec(c, "SELECT 1 FROM node WHERE id = $1 FOR UPDATE", 1, q, &res, err);
     }
     PQclear(res);
     res = NULL;

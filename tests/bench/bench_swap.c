@@ -85,7 +85,7 @@ static int check(CUdeviceptr p, size_t size)
 }
 
 struct figures {
-    double dtoh, htod;         /* plain pinned copies, GB/s */
+    double dtoh, htod;          /* plain pinned copies, GB/s */
     double out_plain, in_plain; /* the same driver calls a swap makes, in sequence, GB/s */
 };
 
@@ -222,8 +222,8 @@ static int run(uint64_t bw, size_t size)
     printf("bench_swap bandwidth=%s size=%zu MiB: pinned DtoH %.2f GB/s HtoD %.2f GB/s | "
            "swap-out %.2f GB/s (%.0f%%) in %.3f s, swap-in %.2f GB/s (%.0f%%) in %.3f s | "
            "first swap of the process: out %.3f s, in %.3f s\n",
-           bws, size / MiB, f.dtoh, f.htod, out, 100 * out / f.dtoh, t1 - t0, in,
-           100 * in / f.htod, t2 - t1, c1 - c0, c2 - c1);
+           bws, size / MiB, f.dtoh, f.htod, out, 100 * out / f.dtoh, t1 - t0, in, 100 * in / f.htod,
+           t2 - t1, c1 - c0, c2 - c1);
     printf("bench_swap bandwidth=%s size=%zu MiB: the same driver calls without the engine: "
            "out %.2f GB/s, in %.2f GB/s | engine vs them: swap-out %.0f%%, swap-in %.0f%%\n",
            bws, size / MiB, f.out_plain, f.in_plain, 100 * out / f.out_plain,

@@ -3,8 +3,9 @@
  * test playing the agent over HTTP against a real server and PostgreSQL:
  * registration, the scheduler loop binding jobs, the long-polled desired
  * state, reports moving jobs through their states, cancel, stale reports,
- * reclaim with eviction and requeue, the queue, lost nodes, and a second
- * replica taking over the loop when the leader dies.
+ * reclaim with eviction and requeue, the queue, lost nodes (with a
+ * suspended job on one), and a second replica taking over the loop when the
+ * leader dies.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -327,6 +328,55 @@ static void a_job_stopped_before_its_agent_started_it_does_not_hang(void **state
     ts_ap_call_ok(srv.admin, "DELETE", q, NULL, 200);
 }
 
+static void a_suspended_job_on_a_lost_node_goes_back_to_the_queue_unsuspended(void **state)
+{
+    (void)state;
+    ts_ap_register_node("sw9", 1,
+                        "\"labels\": {\"pool\": \"lostswap\"}, \"collision\": \"swap\","
+                        " \"swap_bytes\": 107374182400");
+    long long id =
+        ts_ap_submit("owner", "lost-sus", ONE_GPU ", \"node_selector\": {\"pool\": \"lostswap\"}");
+    json_decref(ts_ap_wait_state(id, "scheduled", 10));
+    char rep[160], path[64], q[256], out[64];
+    snprintf(rep, sizeof(rep), "{\"id\": %lld, \"attempt\": 1, \"state\": \"running\"}", id);
+    json_decref(ts_ap_report("sw9", rep, "", 200));
+    json_decref(ts_ap_wait_state(id, "running", 2));
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", id);
+    ts_ap_call_ok(srv.admin, "POST", path, NULL, 202);
+    snprintf(rep, sizeof(rep),
+             "{\"id\": %lld, \"attempt\": 1, \"state\": \"suspended\", \"swapped_bytes\": 1048576}",
+             id);
+    json_decref(ts_ap_report("sw9", rep, "", 200));
+    json_t *j = ts_ap_wait_state(id, "suspended", 2);
+    assert_true(json_is_true(json_object_get(j, "suspend_held")));
+    json_decref(j);
+    snprintf(q, sizeof(q), "SELECT suspended_gpu_ids IS NOT NULL FROM job WHERE id = %lld", id);
+    assert_int_equal(ts_it_sql(&srv, q, out, sizeof(out)), 0);
+    assert_string_equal(out, "t");
+
+    /* its node falls silent: the host memory it was suspended into is
+     * gone with it, so the job starts again elsewhere, from the queue */
+    ts_ap_heartbeat("sw9", false);
+    j = ts_ap_wait_state(id, "pending", 10);
+    assert_int_equal(ts_it_int(j, "resume_count"), 1);
+    assert_int_equal(ts_it_int(j, "suspended_bytes"), 0);
+    assert_false(json_is_true(json_object_get(j, "suspend_held")));
+    assert_string_equal(ts_it_str(j, "node"), "");
+    json_decref(j);
+    snprintf(q, sizeof(q),
+             "SELECT (suspended_gpu_ids IS NULL)::text || (SELECT count(*) FROM job_event"
+             " WHERE job_id = %lld AND type = 'node_lost') FROM job WHERE id = %lld",
+             id, id);
+    assert_int_equal(ts_it_sql(&srv, q, out, sizeof(out)), 0);
+    assert_string_equal(out, "true1");
+    json_t *n = ts_ap_get_json(srv.admin, "/api/v1/nodes/sw9", 200);
+    assert_string_equal(ts_it_str(n, "state"), "not_ready");
+    assert_int_equal(ts_it_int(n, "swap_used_bytes"), 0);
+    json_decref(n);
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld", id);
+    ts_ap_call_ok(srv.admin, "DELETE", path, NULL, 200);
+}
+
 static void a_second_replica_takes_over_the_loop(void **state)
 {
     (void)state;
@@ -378,6 +428,7 @@ int main(void)
         cmocka_unit_test(a_silent_node_is_not_ready_and_its_jobs_go_back_to_the_queue),
         cmocka_unit_test(drain_keeps_new_jobs_off_a_node),
         cmocka_unit_test(a_job_stopped_before_its_agent_started_it_does_not_hang),
+        cmocka_unit_test(a_suspended_job_on_a_lost_node_goes_back_to_the_queue_unsuspended),
         cmocka_unit_test(a_second_replica_takes_over_the_loop),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -5,7 +5,12 @@
  * memory with cuMemAlloc_v2, fills every byte with a pattern of its own,
  * and later reads every byte back at the same addresses and compares.
  *
- * Usage: cuda_job STEP...
+ * Usage: cuda_job [fork] STEP...
+ *   fork           (first only) two processes run the steps, each with its
+ *                  own driver and allocations: a job of several processes.
+ *                  The second one's lines start "w1 " and the files it
+ *                  marks end ".w1"; the first waits for it at the end and
+ *                  exits with its status if its own is 0
  *   alloc DEV MiB  on CUDA ordinal DEV: one allocation, every byte written;
  *                  prints "alloc ok dev=D mib=N addr=0x... ms=T" (T: how
  *                  long cuMemAlloc_v2 took) or "alloc failed dev=D mib=N err=E"
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,12 +70,15 @@ static struct buf bufs[MAX_BUFS];
 static int nbufs;
 static CUcontext ctxs[8];
 static unsigned char *host, *back; /* CHUNK bytes each */
+static int worker;                 /* 1 in the second process of "fork" */
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
+    if (worker)
+        printf("w%d ", worker);
     vprintf(fmt, ap);
     va_end(ap);
     printf("\n");
@@ -219,15 +228,37 @@ static int do_free(void)
     return 0;
 }
 
+/* The first process's status, or the second's when the first's is 0. */
+static int join(pid_t child, int rc)
+{
+    int st = 0;
+    if (child <= 0 || waitpid(child, &st, 0) != child)
+        return child < 0 ? rc : 4;
+    int crc = WIFEXITED(st) ? WEXITSTATUS(st) : 4;
+    return rc != 0 ? rc : crc;
+}
+
 int main(int argc, char **argv)
 {
+    int first = 1;
+    pid_t child = 0; /* 0: no second process (or this is it) */
+    if (argc > 1 && strcmp(argv[1], "fork") == 0) {
+        first = 2;
+        fflush(stdout);
+        child = fork();
+        if (child < 0)
+            return 2;
+        worker = child == 0;
+    }
+    if (child == 0 && !worker)
+        child = -1;
     host = malloc(CHUNK);
     back = malloc(CHUNK);
     if (host == NULL || back == NULL || load() != 0)
         return 2;
     say("pid %d", (int)getpid());
     int rc = 0;
-    for (int i = 1; i < argc && rc == 0; i++) {
+    for (int i = first; i < argc && rc == 0; i++) {
         const char *s = argv[i];
         if (strcmp(s, "alloc") == 0 && i + 2 < argc) {
             rc = do_alloc(atoi(argv[i + 1]), strtoul(argv[i + 2], NULL, 10));
@@ -239,7 +270,9 @@ int main(int argc, char **argv)
         } else if (strcmp(s, "idle") == 0 && i + 1 < argc) {
             sleep_s(atof(argv[++i]));
         } else if (strcmp(s, "mark") == 0 && i + 1 < argc) {
-            int fd = open(argv[++i], O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+            char f[4096];
+            snprintf(f, sizeof(f), "%s%s", argv[++i], worker ? ".w1" : "");
+            int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
             if (fd >= 0)
                 close(fd);
         } else if (strcmp(s, "await") == 0 && i + 1 < argc) {
@@ -258,5 +291,5 @@ int main(int argc, char **argv)
     }
     free(host);
     free(back);
-    return rc;
+    return worker ? rc : join(child, rc);
 }

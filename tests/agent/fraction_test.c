@@ -840,6 +840,84 @@ static void under_the_real_shim_suspend_stops_the_job_off_the_gpu_and_run_resume
     dump_outputs(1);
 }
 
+/* The lines of out (a job's output) of cuda_job's second process ("w1 ",
+ * taken off) or of its first (new). */
+static char *worker_lines(const char *out, bool second)
+{
+    char *v = calloc(1, out != NULL ? strlen(out) + 1 : 1);
+    for (const char *p = out; v != NULL && p != NULL && *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl != NULL ? (size_t)(nl - p + 1) : strlen(p);
+        bool w1 = strncmp(p, "w1 ", 3) == 0;
+        if (w1 == second)
+            strncat(v, w1 ? p + 3 : p, w1 ? n - 3 : n);
+        p += n;
+    }
+    return v;
+}
+
+/* A job of two processes (each its own driver and allocations on GPU 0):
+ * suspend moves both off the GPU and stops both; run brings both back
+ * intact at the same addresses. */
+static void under_the_real_shim_suspend_takes_every_process_of_a_job_and_brings_all_back(void)
+{
+    if (!use_real_shim())
+        return;
+    const char *opts[] = {"--collision", "wait", "--swap-reserve", "128MiB", NULL};
+    agent_start(opts);
+    char a[8192], g[256], fa[256], fa1[272], fr[256], fc[256], fc1[272], fd[256], sa[2048];
+    flag(fa, sizeof(fa), "a");
+    flag(fr, sizeof(fr), "resume");
+    flag(fc, sizeof(fc), "checked");
+    flag(fd, sizeof(fd), "done");
+    snprintf(fa1, sizeof(fa1), "%s.w1", fa);
+    snprintf(fc1, sizeof(fc1), "%s.w1", fc);
+    snprintf(sa, sizeof(sa), "fork alloc 0 16 alloc 0 16 mark %s await %s check mark %s await %s",
+             fa, fr, fc, fd);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}",
+                      cjob(a, 1, "run", 0, gpu(g, 0, 64, 64), sa));
+    pid_t pid = job_pid(1);
+    REQUIRE(pid > 0 && wait_file(fa, 20) && wait_file(fa1, 20));
+    char *out = job_output(1);
+    const char *at = out != NULL ? strstr(out, "w1 pid ") : NULL;
+    pid_t second = at != NULL ? (pid_t)atoi(at + 7) : 0;
+    free(out);
+    REQUIRE(second > 0 && second != pid);
+    CHECK(simgpu_shows(0, pid, (long long)(32 * MiB), 5));
+    CHECK(simgpu_shows(0, second, (long long)(32 * MiB), 5));
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s]}",
+                      cjob(a, 1, "suspend", 0, gpu(g, 0, 64, 64), sa));
+    json_t *j = ts_ah_wait_job(1, 0, "suspended", 20);
+    REQUIRE(j != NULL);
+    CHECK(json_integer_value(json_object_get(j, "swapped_bytes")) == (json_int_t)(64 * MiB));
+    json_decref(j);
+    struct ts_proc_stat st;
+    CHECK(ts_proc_stat(pid, &st) == 0 && st.state == 'T');
+    CHECK(ts_proc_stat(second, &st) == 0 && st.state == 'T');
+    CHECK(simgpu_shows(0, pid, 0, 5));
+    CHECK(simgpu_shows(0, second, 0, 5));
+    CHECK(ledger_used(1) == 0);
+
+    ts_files_write_atomic(fr, "", 0, 0644);
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s]}",
+                      cjob(a, 1, "run", 0, gpu(g, 0, 64, 64), sa));
+    REQUIRE(wait_file(fc, 20) && wait_file(fc1, 20));
+    CHECK(simgpu_shows(0, pid, (long long)(32 * MiB), 5));
+    CHECK(simgpu_shows(0, second, (long long)(32 * MiB), 5));
+    ts_files_write_atomic(fd, "", 0, 0644);
+    j = ts_ah_wait_job(1, 0, "exited", 20);
+    CHECK(j != NULL && json_integer_value(json_object_get(j, "exit_code")) == 0);
+    json_decref(j);
+    out = job_output(1);
+    char *o0 = worker_lines(out, false), *o1 = worker_lines(out, true);
+    CHECK(intact_at_same_addresses(o0) && intact_at_same_addresses(o1));
+    free(o0);
+    free(o1);
+    free(out);
+    CHECK(reported_event(1, "resumed", 5));
+    dump_outputs(1);
+}
+
 /* A job fractional on two GPUs, bursting on GPU 0, is swapped out for a
  * request there: both GPUs' memory leaves, and both come back together. */
 static void under_the_real_shim_a_two_gpu_job_leaves_both_gpus_and_comes_back_together(void)
@@ -918,6 +996,7 @@ static const struct {
     CASE(under_the_real_shim_a_full_swap_reserve_falls_back_to_ending_the_holder),
     CASE(under_the_real_shim_suspend_stops_the_job_off_the_gpu_and_run_resumes_it_intact),
     CASE(under_the_real_shim_a_two_gpu_job_leaves_both_gpus_and_comes_back_together),
+    CASE(under_the_real_shim_suspend_takes_every_process_of_a_job_and_brings_all_back),
 };
 
 int main(int argc, char **argv)

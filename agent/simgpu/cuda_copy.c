@@ -193,7 +193,11 @@ CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdevice
     return copy_peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, true);
 }
 
-/* ---- per-thread default stream flavours (counted with the plain calls) ---- */
+/* ---- per-thread default stream flavours ----
+ *
+ * Counted with the plain calls by failure injection; none calls an entry
+ * point (inside the library that call would go through the PLT, and so
+ * through an interposer's hook of it, which a real driver never does). */
 
 CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
 {
@@ -203,7 +207,8 @@ CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy)
 
 CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
 {
-    return cuMemcpy3DAsync_v2(pCopy, per_thread(hStream));
+    FAIL(cuMemcpy3DAsync_v2, CUDA_ERROR_UNKNOWN);
+    return copy_3d_plain(pCopy, per_thread(hStream), true);
 }
 
 CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
@@ -214,7 +219,8 @@ CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *pCopy)
 
 CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream)
 {
-    return cuMemcpy3DPeerAsync(pCopy, per_thread(hStream));
+    FAIL(cuMemcpy3DPeerAsync, CUDA_ERROR_UNKNOWN);
+    return copy_3d_peer(pCopy, per_thread(hStream), true);
 }
 
 CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
@@ -228,6 +234,7 @@ CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdevice
 CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
                                 CUcontext srcContext, size_t ByteCount, CUstream hStream)
 {
-    return cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount,
-                             per_thread(hStream));
+    FAIL(cuMemcpyPeerAsync, CUDA_ERROR_UNKNOWN);
+    return copy_peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, per_thread(hStream),
+                     true);
 }

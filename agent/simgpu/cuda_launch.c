@@ -30,6 +30,19 @@ static bool grid_resident(uint64_t blocks, uint64_t threads)
     return blocks <= (uint64_t)sms * ((uint64_t)per_sm / threads);
 }
 
+static CUresult coop_launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                            unsigned int bx, unsigned int by, unsigned int bz, CUstream hs,
+                            void **params)
+{
+    NEED_CTX();
+    uint64_t threads = (uint64_t)bx * by * bz, blocks = (uint64_t)gx * gy * gz;
+    /* A shape launch() refuses (an empty grid or block, a block of more
+     * than 1024 threads) is its CUDA_ERROR_INVALID_VALUE. */
+    if (blocks > 0 && threads > 0 && threads <= 1024 && !grid_resident(blocks, threads))
+        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    return launch(f, gx, gy, gz, bx, by, bz, hs, params);
+}
+
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                    unsigned int gridDimZ, unsigned int blockDimX,
                                    unsigned int blockDimY, unsigned int blockDimZ,
@@ -38,23 +51,20 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned
 {
     FAIL(cuLaunchCooperativeKernel, CUDA_ERROR_LAUNCH_FAILED);
     (void)sharedMemBytes;
-    NEED_CTX();
-    uint64_t threads = (uint64_t)blockDimX * blockDimY * blockDimZ;
-    uint64_t blocks = (uint64_t)gridDimX * gridDimY * gridDimZ;
-    /* A shape launch() refuses (an empty grid or block, a block of more
-     * than 1024 threads) is its CUDA_ERROR_INVALID_VALUE. */
-    if (blocks > 0 && threads > 0 && threads <= 1024 && !grid_resident(blocks, threads))
-        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
-    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream,
-                  kernelParams);
+    return coop_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream,
+                       kernelParams);
 }
 
+/* Counted with the plain call; calls no entry point (an interposer would
+ * catch that call, as it never catches a real driver's own). */
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                         unsigned int gridDimZ, unsigned int blockDimX,
                                         unsigned int blockDimY, unsigned int blockDimZ,
                                         unsigned int sharedMemBytes, CUstream hStream,
                                         void **kernelParams)
 {
-    return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                                     blockDimZ, sharedMemBytes, per_thread(hStream), kernelParams);
+    FAIL(cuLaunchCooperativeKernel, CUDA_ERROR_LAUNCH_FAILED);
+    (void)sharedMemBytes;
+    return coop_launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                       per_thread(hStream), kernelParams);
 }

@@ -211,7 +211,12 @@ static CUresult batch(CUstream hs, unsigned int count, const CUstreamBatchMemOpP
     return run_ops(hs, ops, count);
 }
 
-/* ---- _v2 ---- */
+/* ---- the entry points ----
+ *
+ * The CUDA 11 ones and the per-thread flavours are counted by failure
+ * injection with the _v2 call. None calls another entry point: inside the
+ * library that call would go through the PLT, and so through an
+ * interposer's hook of it, which a real driver's internal calls never do. */
 
 CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
                                  unsigned int flags)
@@ -248,96 +253,107 @@ CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
     return batch(stream, count, paramArray, flags);
 }
 
-/* ---- CUDA 11 (v1): the same here; counted with the _v2 calls ---- */
-
 CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
                               unsigned int flags)
 {
-    return cuStreamWriteValue32_v2(stream, addr, value, flags);
+    FAIL(cuStreamWriteValue32_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(stream, CU_STREAM_MEM_OP_WRITE_VALUE_32, addr, value, flags);
 }
 
 CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
                               unsigned int flags)
 {
-    return cuStreamWriteValue64_v2(stream, addr, value, flags);
+    FAIL(cuStreamWriteValue64_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(stream, CU_STREAM_MEM_OP_WRITE_VALUE_64, addr, value, flags);
 }
 
 CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
                              unsigned int flags)
 {
-    return cuStreamWaitValue32_v2(stream, addr, value, flags);
+    FAIL(cuStreamWaitValue32_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(stream, CU_STREAM_MEM_OP_WAIT_VALUE_32, addr, value, flags);
 }
 
 CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
                              unsigned int flags)
 {
-    return cuStreamWaitValue64_v2(stream, addr, value, flags);
+    FAIL(cuStreamWaitValue64_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(stream, CU_STREAM_MEM_OP_WAIT_VALUE_64, addr, value, flags);
 }
 
 CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count,
                             CUstreamBatchMemOpParams *paramArray, unsigned int flags)
 {
-    return cuStreamBatchMemOp_v2(stream, count, paramArray, flags);
+    FAIL(cuStreamBatchMemOp_v2, CUDA_ERROR_UNKNOWN);
+    return batch(stream, count, paramArray, flags);
 }
-
-/* ---- per-thread default stream flavours ---- */
 
 CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value,
                                       unsigned int flags)
 {
-    return cuStreamWriteValue32_v2(per_thread(stream), addr, value, flags);
+    FAIL(cuStreamWriteValue32_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(per_thread(stream), CU_STREAM_MEM_OP_WRITE_VALUE_32, addr, value, flags);
 }
 
 CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
                                       unsigned int flags)
 {
-    return cuStreamWriteValue64_v2(per_thread(stream), addr, value, flags);
+    FAIL(cuStreamWriteValue64_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(per_thread(stream), CU_STREAM_MEM_OP_WRITE_VALUE_64, addr, value, flags);
 }
 
 CUresult cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value,
                                      unsigned int flags)
 {
-    return cuStreamWaitValue32_v2(per_thread(stream), addr, value, flags);
+    FAIL(cuStreamWaitValue32_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(per_thread(stream), CU_STREAM_MEM_OP_WAIT_VALUE_32, addr, value, flags);
 }
 
 CUresult cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
                                      unsigned int flags)
 {
-    return cuStreamWaitValue64_v2(per_thread(stream), addr, value, flags);
+    FAIL(cuStreamWaitValue64_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(per_thread(stream), CU_STREAM_MEM_OP_WAIT_VALUE_64, addr, value, flags);
 }
 
 CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count,
                                     CUstreamBatchMemOpParams *paramArray, unsigned int flags)
 {
-    return cuStreamBatchMemOp_v2(per_thread(stream), count, paramArray, flags);
+    FAIL(cuStreamBatchMemOp_v2, CUDA_ERROR_UNKNOWN);
+    return batch(per_thread(stream), count, paramArray, flags);
 }
 
 CUresult cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value,
                                    unsigned int flags)
 {
-    return cuStreamWriteValue32_v2(per_thread(stream), addr, value, flags);
+    FAIL(cuStreamWriteValue32_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(per_thread(stream), CU_STREAM_MEM_OP_WRITE_VALUE_32, addr, value, flags);
 }
 
 CUresult cuStreamWriteValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
                                    unsigned int flags)
 {
-    return cuStreamWriteValue64_v2(per_thread(stream), addr, value, flags);
+    FAIL(cuStreamWriteValue64_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(per_thread(stream), CU_STREAM_MEM_OP_WRITE_VALUE_64, addr, value, flags);
 }
 
 CUresult cuStreamWaitValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value,
                                   unsigned int flags)
 {
-    return cuStreamWaitValue32_v2(per_thread(stream), addr, value, flags);
+    FAIL(cuStreamWaitValue32_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(per_thread(stream), CU_STREAM_MEM_OP_WAIT_VALUE_32, addr, value, flags);
 }
 
 CUresult cuStreamWaitValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value,
                                   unsigned int flags)
 {
-    return cuStreamWaitValue64_v2(per_thread(stream), addr, value, flags);
+    FAIL(cuStreamWaitValue64_v2, CUDA_ERROR_UNKNOWN);
+    return one_op(per_thread(stream), CU_STREAM_MEM_OP_WAIT_VALUE_64, addr, value, flags);
 }
 
 CUresult cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count,
                                  CUstreamBatchMemOpParams *paramArray, unsigned int flags)
 {
-    return cuStreamBatchMemOp_v2(per_thread(stream), count, paramArray, flags);
+    FAIL(cuStreamBatchMemOp_v2, CUDA_ERROR_UNKNOWN);
+    return batch(per_thread(stream), count, paramArray, flags);
 }

@@ -106,45 +106,53 @@ CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CU
     return memset_2d(dstDevice, 0, us, 2, N, 1, hStream, true);
 }
 
-/* ---- per-thread default stream flavours (counted with the plain calls) ---- */
+/* ---- per-thread default stream flavours (counted with the plain calls;
+ * they call no entry point, which an interposer could catch) ---- */
 
 CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
                               size_t Width, size_t Height)
 {
-    return cuMemsetD2D8_v2(dstDevice, dstPitch, uc, Width, Height);
+    FAIL(cuMemsetD2D8_v2, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, uc, 1, Width, Height, NULL, false);
 }
 
 CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
                                size_t Width, size_t Height)
 {
-    return cuMemsetD2D16_v2(dstDevice, dstPitch, us, Width, Height);
+    FAIL(cuMemsetD2D16_v2, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, us, 2, Width, Height, NULL, false);
 }
 
 CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
                                size_t Width, size_t Height)
 {
-    return cuMemsetD2D32_v2(dstDevice, dstPitch, ui, Width, Height);
+    FAIL(cuMemsetD2D32_v2, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, ui, 4, Width, Height, NULL, false);
 }
 
 CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc,
                                 size_t Width, size_t Height, CUstream hStream)
 {
-    return cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, per_thread(hStream));
+    FAIL(cuMemsetD2D8Async, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, uc, 1, Width, Height, per_thread(hStream), true);
 }
 
 CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us,
                                  size_t Width, size_t Height, CUstream hStream)
 {
-    return cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, per_thread(hStream));
+    FAIL(cuMemsetD2D16Async, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, us, 2, Width, Height, per_thread(hStream), true);
 }
 
 CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui,
                                  size_t Width, size_t Height, CUstream hStream)
 {
-    return cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, per_thread(hStream));
+    FAIL(cuMemsetD2D32Async, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, dstPitch, ui, 4, Width, Height, per_thread(hStream), true);
 }
 
 CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
 {
-    return cuMemsetD16Async(dstDevice, us, N, per_thread(hStream));
+    FAIL(cuMemsetD16Async, CUDA_ERROR_UNKNOWN);
+    return memset_2d(dstDevice, 0, us, 2, N, 1, per_thread(hStream), true);
 }

@@ -98,7 +98,8 @@ uint64_t now_ms(void);
     X(the_readme_hooks_table_matches_hooks_def)                                                    \
     X(on_a_swap_node_allocations_go_through_the_engine_at_the_rounded_size)                        \
     X(the_agent_swaps_a_shimmed_process_out_and_its_next_call_brings_it_back)                      \
-    X(a_swapped_out_process_is_swapped_in_by_a_2d_copy_or_a_launch_ex)
+    X(a_swapped_out_process_is_swapped_in_by_a_2d_copy_or_a_launch_ex)                             \
+    X(a_swapped_out_process_is_swapped_in_by_each_newly_gated_call)
 #define TS_SHIM_DECLARE(f) int f(void);
 TS_SHIM_MORE_CASES(TS_SHIM_DECLARE)
 

@@ -16,7 +16,7 @@
  * pool:B, array:W:H, array3d:W:H:D, free, freeall, badfree, meminfo,
  * totalmem:K, nvml:K, nvml2:K, capture_async:B, lookup:V:F:NAME...,
  * where:NAME, fork:B, launch:N, fill:B, check:B, check2d:B, launchex:NS,
- * holdlock, wait, sleep:MS.
+ * gated:NAME:B (shim_probe_gated.c), holdlock, wait, sleep:MS.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -31,6 +31,7 @@
 #include "agent/abi/cuda.h"
 #include "agent/abi/nvml.h"
 #include "agent/ledger/ledger.h"
+#include "tests/shim/shim_probe.h"
 
 static void *libcuda, *libnvml;
 static const char *via = "handle";
@@ -79,6 +80,11 @@ static void *find(const char *name)
     if (strcmp(via, "next") == 0)
         return dlsym(RTLD_NEXT, name);
     return dlsym(libcuda, name);
+}
+
+void *probe_find(const char *name)
+{
+    return find(name);
 }
 
 #define CALL(type, name, ...)                                                                      \
@@ -393,12 +399,12 @@ static void step(const char *s)
         size_t bad = 0;
         if (rc == CUDA_SUCCESS && fill) {
             for (size_t i = 0; i < n; i++)
-                buf[i] = (unsigned char)(i * 131 + 7);
+                buf[i] = probe_pattern(i);
             rc = CALL(f_htod, cuMemcpyHtoD_v2, stack[nheld - 1].v, buf, n);
         } else if (rc == CUDA_SUCCESS) {
             rc = CALL(f_dtoh, cuMemcpyDtoH_v2, buf, stack[nheld - 1].v, n);
             for (size_t i = 0; rc == CUDA_SUCCESS && i < n; i++)
-                bad += buf[i] != (unsigned char)(i * 131 + 7);
+                bad += buf[i] != probe_pattern(i);
         }
         free(buf);
         printf("%s rc=%d bad=%zu ptr=%llu\n", fill ? "fill" : "check", rc, bad,
@@ -422,7 +428,7 @@ static void step(const char *s)
             c.Height = rows;
             rc = CALL(f_copy2d, cuMemcpy2D_v2, &c);
             for (size_t i = 0; rc == CUDA_SUCCESS && i < rows * 1024; i++)
-                bad += buf[(i / 1024) * 2048 + i % 1024] != (unsigned char)(i * 131 + 7);
+                bad += buf[(i / 1024) * 2048 + i % 1024] != probe_pattern(i);
         }
         free(buf);
         printf("check2d rc=%d bad=%zu\n", rc, bad);
@@ -448,6 +454,18 @@ static void step(const char *s)
         if (rc == CUDA_SUCCESS)
             rc = CALL(f_launchex, cuLaunchKernelEx, &cfg, f, params, NULL);
         printf("launchex rc=%d\n", rc);
+    } else if (strncmp(s, "gated:", 6) == 0) {
+        /* gated:NAME:B on the newest allocation; the one before it (on
+         * device 1) is the peer copies' destination */
+        char name[128] = "";
+        unsigned long long n = 0;
+        const char *colon = strchr(a, ':');
+        snprintf(name, sizeof(name), "%.*s", colon ? (int)(colon - a) : 0, a);
+        n = colon ? bytes_arg(colon + 1) : 0;
+        size_t bad = 0;
+        rc = nheld >= 2 ? probe_gated(name, stack[nheld - 1].v, stack[nheld - 2].v, n, &bad)
+                        : CUDA_ERROR_INVALID_VALUE;
+        printf("gated %s rc=%d bad=%zu\n", name, rc, bad);
     } else if (strcmp(s, "holdlock") == 0) {
         /* take the ledger's lock as the shim does, and keep it until killed */
         char path[4096];

@@ -151,3 +151,125 @@ int a_swapped_out_process_is_swapped_in_by_a_2d_copy_or_a_launch_ex(void)
     world_free(&w);
     return 0;
 }
+
+/* Every entry point gated after the 2D copies and cuLaunchKernelEx: the
+ * driver's exported names, all flavours (a list of its own, not read from
+ * hooks.def, so that a hook missing there fails here). */
+static const char *const newly_gated[] = {
+    "cuMemcpy3D_v2",
+    "cuMemcpy3D_v2_ptds",
+    "cuMemcpy3DAsync_v2",
+    "cuMemcpy3DAsync_v2_ptsz",
+    "cuMemcpy3DPeer",
+    "cuMemcpy3DPeer_ptds",
+    "cuMemcpy3DPeerAsync",
+    "cuMemcpy3DPeerAsync_ptsz",
+    "cuMemcpyPeer",
+    "cuMemcpyPeer_ptds",
+    "cuMemcpyPeerAsync",
+    "cuMemcpyPeerAsync_ptsz",
+    "cuMemsetD2D8_v2",
+    "cuMemsetD2D8_v2_ptds",
+    "cuMemsetD2D16_v2",
+    "cuMemsetD2D16_v2_ptds",
+    "cuMemsetD2D32_v2",
+    "cuMemsetD2D32_v2_ptds",
+    "cuMemsetD2D8Async",
+    "cuMemsetD2D8Async_ptsz",
+    "cuMemsetD2D16Async",
+    "cuMemsetD2D16Async_ptsz",
+    "cuMemsetD2D32Async",
+    "cuMemsetD2D32Async_ptsz",
+    "cuMemsetD16Async",
+    "cuMemsetD16Async_ptsz",
+    "cuLaunchCooperativeKernel",
+    "cuLaunchCooperativeKernel_ptsz",
+    "cuStreamWriteValue32_v2",
+    "cuStreamWriteValue32_v2_ptsz",
+    "cuStreamWriteValue64_v2",
+    "cuStreamWriteValue64_v2_ptsz",
+    "cuStreamWaitValue32_v2",
+    "cuStreamWaitValue32_v2_ptsz",
+    "cuStreamWaitValue64_v2",
+    "cuStreamWaitValue64_v2_ptsz",
+    "cuStreamBatchMemOp_v2",
+    "cuStreamBatchMemOp_v2_ptsz",
+    "cuStreamWriteValue32",
+    "cuStreamWriteValue32_ptsz",
+    "cuStreamWriteValue64",
+    "cuStreamWriteValue64_ptsz",
+    "cuStreamWaitValue32",
+    "cuStreamWaitValue32_ptsz",
+    "cuStreamWaitValue64",
+    "cuStreamWaitValue64_ptsz",
+    "cuStreamBatchMemOp",
+    "cuStreamBatchMemOp_ptsz",
+};
+#define NGATED (sizeof(newly_gated) / sizeof(newly_gated[0]))
+
+/* The job's memory on both GPUs is swapped out before each call. */
+static int both_out(struct world *w, struct probe *p, const int j[2])
+{
+    CHECK(swap_out_now(w, p) == 0);
+    CHECK_EQ(job_used(w->l[0], j[0]), 0);
+    CHECK_EQ(job_used(w->l[1], j[1]), 0);
+    return 0;
+}
+
+/* Each newly gated call (probe step gated:NAME:1M, shim_probe_gated.c),
+ * made as the first GPU call after a swap-out of memory on two GPUs,
+ * brings it back first: the call succeeds (simgpu refuses memory that is
+ * not mapped, as a GPU faults on it) and what it copied, set or wrote is
+ * right to the byte; a cooperative launch, which touches no memory here,
+ * leaves the process resident and charged again before anything else of
+ * the step is gated. */
+int a_swapped_out_process_is_swapped_in_by_each_newly_gated_call(void)
+{
+    struct world w;
+    world_make(&w, 16 * GiB, 0, 5000, true);
+    world_swap(&w, 64 * MiB);
+    int j[2] = {world_job(w.l[0], 7, 4 * GiB, 4 * GiB), world_job(w.l[1], 7, 4 * GiB, 4 * GiB)};
+    static char steps[NGATED][96];
+    static const char *args[2 * NGATED + 8];
+    size_t na = 0;
+    /* device 1: the peer copies' destination; device 0: the pattern */
+    for (const char *const *s =
+             A("init", "dev:1", "alloc:6M", "dev:0", "alloc:6M", "fill:6M", "wait");
+         *s; s++)
+        args[na++] = *s;
+    for (size_t i = 0; i < NGATED; i++) {
+        snprintf(steps[i], sizeof(steps[i]), "gated:%s:1M", newly_gated[i]);
+        args[na++] = steps[i];
+        args[na++] = "wait";
+    }
+    args[na] = NULL;
+    struct probe p;
+    char l[512], want[160];
+    probe_start(&p, &w, 7, false, NULL, args);
+    CHECK(probe_line(&p, "fill rc=0 bad=0", l, sizeof l, LINE_MS));
+    CHECK(probe_line(&p, "waiting", l, sizeof l, LINE_MS));
+    CHECK_EQ(job_used(w.l[1], j[1]), 6 * MiB);
+    struct ts_ledger_proc *home = slot_of(w.l[0], p.pid);
+    CHECK(home != NULL);
+    for (size_t i = 0; i < NGATED; i++) {
+        CHECK(both_out(&w, &p, j) == 0);
+        probe_go(&p);
+        snprintf(want, sizeof(want), "gated %s rc=0 bad=0", newly_gated[i]);
+        if (!probe_line(&p, "gated ", l, sizeof l, LINE_MS) || strcmp(l, want) != 0) {
+            fprintf(stderr, "wanted \"%s\", got \"%s\"\n", want, l);
+            return 1;
+        }
+        CHECK(probe_line(&p, "waiting", l, sizeof l, LINE_MS));
+        if (atomic_load(&home->swap_state) == TS_SWAP_OUT || job_used(w.l[0], j[0]) != 6 * MiB ||
+            job_used(w.l[1], j[1]) != 6 * MiB) {
+            fprintf(stderr, "%s: not swapped in (used %llu and %llu)\n", newly_gated[i],
+                    (unsigned long long)job_used(w.l[0], j[0]),
+                    (unsigned long long)job_used(w.l[1], j[1]));
+            return 1;
+        }
+    }
+    probe_go(&p);
+    CHECK_EQ(probe_end(&p, LINE_MS), 0);
+    world_free(&w);
+    return 0;
+}

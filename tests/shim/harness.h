@@ -96,6 +96,7 @@ uint64_t now_ms(void);
     X(get_proc_address_hands_out_hooks_for_every_version_and_flag)                                 \
     X(a_program_linked_against_libcuda_is_interposed)                                              \
     X(the_readme_hooks_table_matches_hooks_def)                                                    \
+    X(every_per_thread_flavour_of_a_hooked_call_is_hooked)                                         \
     X(on_a_swap_node_allocations_go_through_the_engine_at_the_rounded_size)                        \
     X(the_agent_swaps_a_shimmed_process_out_and_its_next_call_brings_it_back)                      \
     X(a_swapped_out_process_is_swapped_in_by_a_2d_copy_or_a_launch_ex)                             \

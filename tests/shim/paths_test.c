@@ -5,6 +5,7 @@
  * each flag) ends in the hook; and README.md's table agrees with
  * hooks.def. Run by shim_test.c.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,13 +111,16 @@ int get_proc_address_hands_out_hooks_for_every_version_and_flag(void)
     }
     snprintf(names[nnames++], sizeof(names[0]), "cuDeviceGet");
     snprintf(names[nnames++], sizeof(names[0]), "cuCtxGetCurrent");
-    static char argbuf[1024][160];
-    static const char *args[1025];
+    enum { LOOKUPS_MAX = 4096 };
+    static char argbuf[LOOKUPS_MAX][160];
+    static const char *args[LOOKUPS_MAX + 1];
     size_t na = 0;
     args[na++] = "init";
+    /* every name at every version and flag: none may be left out */
+    CHECK(1 + 4 * 3 * nnames < LOOKUPS_MAX);
     for (size_t v = 0; v < 4; v++)
         for (size_t f = 0; f < 3; f++)
-            for (size_t n = 0; n < nnames && na < 1023; n++) {
+            for (size_t n = 0; n < nnames && na < LOOKUPS_MAX; n++) {
                 snprintf(argbuf[na], sizeof(argbuf[0]), "lookup:%d:%d:%s", versions[v], flags[f],
                          names[n]);
                 args[na] = argbuf[na];
@@ -229,5 +233,38 @@ int the_readme_hooks_table_matches_hooks_def(void)
         }
     CHECK_EQ(bad, 0);
     CHECK_EQ(rows, NHOOKS);
+    return 0;
+}
+
+/* Every per-thread flavour (_ptds, _ptsz) the driver exports of a hooked
+ * call is hooked too: otherwise a program built with per-thread default
+ * streams would reach the driver around the gate or the charge. */
+int every_per_thread_flavour_of_a_hooked_call_is_hooked(void)
+{
+    char lib[1024];
+    snprintf(lib, sizeof(lib), "%s/libcuda.so.1", getenv("TS_SIMGPU_LIBDIR"));
+    void *drv = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    CHECK(drv != NULL);
+    int flavours = 0, missing = 0;
+    for (size_t i = 0; i < NHOOKS; i++) {
+        const char *n = hooks[i].name;
+        if (strncmp(n, "cu", 2) != 0 || strstr(n, "_ptds") || strstr(n, "_ptsz"))
+            continue;
+        static const char *const suffix[] = {"_ptds", "_ptsz"};
+        for (int k = 0; k < 2; k++) {
+            char flavour[160];
+            snprintf(flavour, sizeof(flavour), "%s%s", n, suffix[k]);
+            if (dlsym(drv, flavour) == NULL)
+                continue;
+            flavours++;
+            if (!is_hook(flavour)) {
+                fprintf(stderr, "the driver exports %s but hooks.def lacks it\n", flavour);
+                missing++;
+            }
+        }
+    }
+    dlclose(drv);
+    CHECK(flavours > 20); /* the driver's list was read */
+    CHECK_EQ(missing, 0);
     return 0;
 }

@@ -22,6 +22,9 @@
 #include "api/log.h"
 #include "api/wire.h"
 
+/* bodies up to this many times the limit are drained before a 413 */
+#define DRAIN_FACTOR 8
+
 struct ts_http {
     struct MHD_Daemon *daemon;
     struct ts_http_config cfg;
@@ -256,15 +259,20 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         *con_cls = r;
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        bool drain = true;
         if (cl != NULL) {
             char *end;
             unsigned long long n = strtoull(cl, &end, 10);
             if (*end != '\0' || n > h->cfg.max_body)
                 r->body_too_large = true;
+            /* A body a few times over the limit is read and dropped before
+             * the 413: a client still sending when the server closed would
+             * see a broken connection ("failed sending data") instead. */
+            drain = *end == '\0' && n <= (unsigned long long)h->cfg.max_body * DRAIN_FACTOR;
         }
-        if (!r->body_too_large)
+        if (!r->body_too_large || drain)
             return MHD_YES; /* wait for the body, if any */
-        /* refuse before reading the body: the client learns at once */
+        /* far too large: refuse before reading it (the connection closes) */
         ts_log_set_request(r->request_id);
         h->cfg.dispatch(h->cfg.cls, r);
         ts_log_set_request(NULL);

@@ -21,90 +21,36 @@
 #include "agent/abi/cuda.h"
 #include "agent/abi/nvml.h"
 #include "agent/simgpu/state.h"
+#include "tests/simgpu/harness.h"
 
 #define GiB (1ull << 30)
 #define MiB (1ull << 20)
 #define PAGE 4096ull
 
-static int failures;
-static char dir[256];
 static void *cu_lib, *nvml_lib;
 static struct ts_simgpu_dev gpu0;
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define CHECK_RC(expr, want)                                                                       \
-    do {                                                                                           \
-        long got_ = (long)(expr);                                                                  \
-        if (got_ != (long)(want)) {                                                                \
-            fprintf(stderr, "%s:%d: %s returned %ld, wanted %ld\n", __FILE__, __LINE__, #expr,     \
-                    got_, (long)(want));                                                           \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define OK(expr) CHECK_RC(expr, 0)
-#define CHECK_EQ(got, want)                                                                        \
-    do {                                                                                           \
-        unsigned long long g_ = (got), w_ = (want);                                                \
-        if (g_ != w_) {                                                                            \
-            fprintf(stderr, "%s:%d: %s is %llu, wanted %llu\n", __FILE__, __LINE__, #got, g_, w_); \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-static void *sym_in(void *lib, const char *name)
-{
-    void *p = dlsym(lib, name);
-    if (!p) {
-        fprintf(stderr, "missing symbol %s\n", name);
-        exit(1);
-    }
-    return p;
-}
-/* An entry point of libcuda.so.1, looked up as a job would. */
-#define CU(name) ((__typeof__(name) *)sym_in(cu_lib, #name))
-#define NVML(name) ((__typeof__(name) *)sym_in(nvml_lib, #name))
+/* Entry points of libcuda.so.1 and libnvidia-ml.so.1, looked up as a job
+ * would. */
+#define CU(name) ((__typeof__(name) *)sg_sym(cu_lib, #name))
+#define NVML(name) ((__typeof__(name) *)sg_sym(nvml_lib, #name))
 
 /* Fresh GPUs in a temporary folder, the libraries loaded, the primary
  * context of device 0 current. */
 static CUcontext setup(unsigned count, uint64_t bytes)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/simgpu-alloc-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir) || ts_simgpu_create(dir, count, bytes, 0) < 0 ||
-        ts_simgpu_open(dir, 0, &gpu0) < 0) {
-        fprintf(stderr, "could not create GPUs in %s\n", dir);
+    sg_make_gpus("alloc", count, bytes, 0);
+    if (ts_simgpu_open(sg_dir, 0, &gpu0) < 0) {
+        fprintf(stderr, "could not open GPU 0 in %s\n", sg_dir);
         exit(1);
     }
-    setenv("TESSERA_SIMGPU_DIR", dir, 1);
-    cu_lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    nvml_lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!cu_lib || !nvml_lib) {
-        fprintf(stderr, "could not load simgpu: %s\n", dlerror());
-        exit(1);
-    }
+    cu_lib = sg_load("libcuda.so.1");
+    nvml_lib = sg_load("libnvidia-ml.so.1");
     OK(CU(cuInit)(0));
     CUcontext ctx = NULL;
     OK(CU(cuDevicePrimaryCtxRetain)(&ctx, 0));
     OK(CU(cuCtxSetCurrent)(ctx));
     return ctx;
-}
-
-static void cleanup(void)
-{
-    if (!dir[0])
-        return;
-    char path[512];
-    for (unsigned i = 0; i < TS_SIMGPU_MAX_GPUS; i++) {
-        snprintf(path, sizeof path, "%s/gpu%u.state", dir, i);
-        unlink(path);
-    }
-    rmdir(dir);
 }
 
 /* GPU 0's used bytes, as cuMemGetInfo_v2 reports them (total - free). */
@@ -630,8 +576,8 @@ static void get_proc_address_hands_out_the_new_entry_points(void)
 {
     setup(1, 1 * GiB);
     for (size_t i = 0; i < sizeof proc_names / sizeof proc_names[0]; i++) {
-        void *plain = sym_in(cu_lib, proc_names[i].plain), *fn = NULL;
-        void *pt = proc_names[i].per_thread ? sym_in(cu_lib, proc_names[i].per_thread) : plain;
+        void *plain = sg_sym(cu_lib, proc_names[i].plain), *fn = NULL;
+        void *pt = proc_names[i].per_thread ? sg_sym(cu_lib, proc_names[i].per_thread) : plain;
         CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         OK(CU(cuGetProcAddress_v2)(proc_names[i].base, &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT,
                                    &st));
@@ -757,7 +703,7 @@ static void two_d_copies_move_bytes_with_pitches_and_refuse_bad_ranges(void)
         for (size_t x = 0; x < HP; x++)
             bad += back[y * HP + x] != (x < W - 5 ? src[y * HP + 5 + x] : 0xEE);
     CHECK_EQ(bad, 0);
-    OK(((__typeof__(cuMemcpy2D_v2_ptds) *)sym_in(cu_lib, "cuMemcpy2D_v2_ptds"))(&b));
+    OK(((__typeof__(cuMemcpy2D_v2_ptds) *)sg_sym(cu_lib, "cuMemcpy2D_v2_ptds"))(&b));
     OK(CU(cuMemcpy2DAsync_v2_ptsz)(&b, NULL));
 
     /* Refused, nothing written: a row past the allocation, a pitch under
@@ -923,11 +869,8 @@ static void launch_kernel_ex_keeps_the_gpu_busy_and_graphs_launch_empty(void)
 }
 
 /* clang-format off */
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} cases[] = {
-#define CASE(f) {#f, f}
+static const struct sg_case cases[] = {
+#define CASE(f) SG_CASE(f)
     CASE(pitched_and_managed_memory_are_charged_and_freed_exactly),
     CASE(arrays_charge_their_size_and_refuse_bad_formats),
     CASE(stream_ordered_allocations_come_from_pools_and_return_at_synchronize),
@@ -945,18 +888,5 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: simgpu_alloc_test CASE\n");
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (strcmp(cases[i].name, argv[1]) == 0) {
-            cases[i].fn();
-            cleanup();
-            if (failures)
-                fprintf(stderr, "%s: %d checks failed\n", argv[1], failures);
-            return failures ? 1 : 0;
-        }
-    fprintf(stderr, "unknown case: %s\n", argv[1]);
-    return 2;
+    return sg_main("simgpu_alloc_test", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

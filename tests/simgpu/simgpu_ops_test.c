@@ -21,68 +21,21 @@
 
 #include "agent/abi/cuda.h"
 #include "agent/simgpu/state.h"
+#include "tests/simgpu/harness.h"
 
 #define GiB (1ull << 30)
 #define MiB (1ull << 20)
 
-static int failures;
-static char dir[256];
 static void *cu_lib;
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define CHECK_RC(expr, want)                                                                       \
-    do {                                                                                           \
-        long got_ = (long)(expr);                                                                  \
-        if (got_ != (long)(want)) {                                                                \
-            fprintf(stderr, "%s:%d: %s returned %ld, wanted %ld\n", __FILE__, __LINE__, #expr,     \
-                    got_, (long)(want));                                                           \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define OK(expr) CHECK_RC(expr, 0)
-#define CHECK_EQ(got, want)                                                                        \
-    do {                                                                                           \
-        unsigned long long g_ = (got), w_ = (want);                                                \
-        if (g_ != w_) {                                                                            \
-            fprintf(stderr, "%s:%d: %s is %llu, wanted %llu\n", __FILE__, __LINE__, #got, g_, w_); \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-static void *sym_in(void *lib, const char *name)
-{
-    void *p = dlsym(lib, name);
-    if (!p) {
-        fprintf(stderr, "missing symbol %s\n", name);
-        exit(1);
-    }
-    return p;
-}
 /* An entry point of libcuda.so.1, looked up as a job would. */
-#define CU(name) ((__typeof__(name) *)sym_in(cu_lib, #name))
+#define CU(name) ((__typeof__(name) *)sg_sym(cu_lib, #name))
 
 /* Fresh GPUs in a temporary folder, libcuda.so.1 loaded, the primary
  * context of device 0 current; *ctx1 (if asked) device 1's. */
 static CUcontext setup(unsigned count, CUcontext *ctx1)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/simgpu-ops-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir) || ts_simgpu_create(dir, count, 1 * GiB, 0) < 0) {
-        fprintf(stderr, "could not create GPUs in %s\n", dir);
-        exit(1);
-    }
-    setenv("TESSERA_SIMGPU_DIR", dir, 1);
-    cu_lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!cu_lib) {
-        fprintf(stderr, "could not load simgpu: %s\n", dlerror());
-        exit(1);
-    }
+    sg_make_gpus("ops", count, 1 * GiB, 0);
+    cu_lib = sg_load("libcuda.so.1");
     OK(CU(cuInit)(0));
     CUcontext ctx = NULL;
     if (ctx1)
@@ -90,18 +43,6 @@ static CUcontext setup(unsigned count, CUcontext *ctx1)
     OK(CU(cuDevicePrimaryCtxRetain)(&ctx, 0));
     OK(CU(cuCtxSetCurrent)(ctx));
     return ctx;
-}
-
-static void cleanup(void)
-{
-    if (!dir[0])
-        return;
-    char path[512];
-    for (unsigned i = 0; i < TS_SIMGPU_MAX_GPUS; i++) {
-        snprintf(path, sizeof path, "%s/gpu%u.state", dir, i);
-        unlink(path);
-    }
-    rmdir(dir);
 }
 
 static double mono_s(void)
@@ -645,21 +586,21 @@ static void get_proc_address_hands_out_each_version_and_flavour(void)
     setup(1, NULL);
     for (size_t i = 0; i < sizeof proc_names / sizeof proc_names[0]; i++) {
         const char *b = proc_names[i].base;
-        void *plain = sym_in(cu_lib, proc_names[i].plain);
-        void *pt = sym_in(cu_lib, proc_names[i].per_thread);
+        void *plain = sg_sym(cu_lib, proc_names[i].plain);
+        void *pt = sg_sym(cu_lib, proc_names[i].per_thread);
         if (proc(b, 12000, CU_GET_PROC_ADDRESS_DEFAULT) != plain ||
             proc(b, 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM) != plain ||
             proc(b, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != pt) {
             fprintf(stderr, "%s: not %s / %s\n", b, proc_names[i].plain, proc_names[i].per_thread);
-            failures++;
+            sg_failures++;
         }
     }
     /* CUDA 11 programs get the first version of the stream memory
      * operations (and its per-thread flavour). */
-    CHECK(proc("cuStreamWaitValue32", 11080, 0) == sym_in(cu_lib, "cuStreamWaitValue32"));
+    CHECK(proc("cuStreamWaitValue32", 11080, 0) == sg_sym(cu_lib, "cuStreamWaitValue32"));
     CHECK(proc("cuStreamBatchMemOp", 11030, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) ==
-          sym_in(cu_lib, "cuStreamBatchMemOp_ptsz"));
-    CHECK(proc("cuMemcpy3D", 11030, 0) == sym_in(cu_lib, "cuMemcpy3D_v2"));
+          sg_sym(cu_lib, "cuStreamBatchMemOp_ptsz"));
+    CHECK(proc("cuMemcpy3D", 11030, 0) == sg_sym(cu_lib, "cuMemcpy3D_v2"));
 }
 
 static void injected_failures_count_the_flavours_with_the_plain_call(void)
@@ -690,11 +631,8 @@ static void injected_failures_count_the_flavours_with_the_plain_call(void)
 }
 
 /* clang-format off */
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} cases[] = {
-#define CASE(f) {#f, f}
+static const struct sg_case cases[] = {
+#define CASE(f) SG_CASE(f)
     CASE(three_d_copies_move_slices_with_pitches_and_refuse_bad_ranges),
     CASE(peer_copies_move_bytes_between_two_gpus_and_check_contexts),
     CASE(two_d_memsets_fill_rows_and_leave_the_gaps),
@@ -708,18 +646,5 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: simgpu_ops_test CASE\n");
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (strcmp(cases[i].name, argv[1]) == 0) {
-            cases[i].fn();
-            cleanup();
-            if (failures)
-                fprintf(stderr, "%s: %d checks failed\n", argv[1], failures);
-            return failures ? 1 : 0;
-        }
-    fprintf(stderr, "unknown case: %s\n", argv[1]);
-    return 2;
+    return sg_main("simgpu_ops_test", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

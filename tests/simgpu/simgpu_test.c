@@ -25,30 +25,10 @@
 #include "agent/abi/cuda.h"
 #include "agent/abi/nvml.h"
 #include "agent/simgpu/state.h"
+#include "tests/simgpu/harness.h"
 
 #define GiB (1ull << 30)
 #define MiB (1ull << 20)
-
-static int failures;
-static char dir[256];
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define CHECK_RC(expr, want)                                                                       \
-    do {                                                                                           \
-        long got_ = (long)(expr);                                                                  \
-        if (got_ != (long)(want)) {                                                                \
-            fprintf(stderr, "%s:%d: %s returned %ld, wanted %ld\n", __FILE__, __LINE__, #expr,     \
-                    got_, (long)(want));                                                           \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define OK(expr) CHECK_RC(expr, 0)
 
 /* The entry points, looked up with dlsym as a job would. */
 #define CU_FNS(X)                                                                                  \
@@ -134,20 +114,10 @@ NVML_FNS(DECL)
 
 static void *cu_lib;
 
-static void *load(const char *lib)
-{
-    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "could not load %s: %s\n", lib, dlerror());
-        exit(1);
-    }
-    return h;
-}
-
 static void load_all(void)
 {
-    void *cu = cu_lib = load("libcuda.so.1");
-    void *nv = load("libnvidia-ml.so.1");
+    void *cu = cu_lib = sg_load("libcuda.so.1");
+    void *nv = sg_load("libnvidia-ml.so.1");
 #define LOOK(name)                                                                                 \
     if (!(*(void **)&p_##name = dlsym(HANDLE, #name))) {                                           \
         fprintf(stderr, "missing symbol %s\n", #name);                                             \
@@ -165,36 +135,13 @@ static void load_all(void)
 /* Fresh GPUs in a temporary folder, libraries loaded, device 0 current. */
 static CUcontext setup(unsigned count, uint64_t bytes, uint64_t bw)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/simgpu-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        exit(1);
-    }
-    int rc = ts_simgpu_create(dir, count, bytes, bw);
-    if (rc < 0) {
-        fprintf(stderr, "could not create GPUs: %s\n", strerror(-rc));
-        exit(1);
-    }
-    setenv("TESSERA_SIMGPU_DIR", dir, 1);
+    sg_make_gpus("test", count, bytes, bw);
     load_all();
     OK(p_cuInit(0));
     CUcontext ctx = NULL;
     OK(p_cuDevicePrimaryCtxRetain(&ctx, 0));
     OK(p_cuCtxSetCurrent(ctx));
     return ctx;
-}
-
-static void cleanup(void)
-{
-    if (!dir[0])
-        return;
-    char path[512];
-    for (unsigned i = 0; i < TS_SIMGPU_MAX_GPUS; i++) {
-        snprintf(path, sizeof path, "%s/gpu%u.state", dir, i);
-        unlink(path);
-    }
-    rmdir(dir);
 }
 
 static double now_s(void)
@@ -585,12 +532,12 @@ static void cuda_visible_devices_selects_and_orders_gpus(void)
 {
     /* Create three GPUs first, then restrict the process to "2,0". */
     const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/simgpu-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir) || ts_simgpu_create(dir, 3, 8 * GiB, 0) < 0) {
-        failures++;
+    snprintf(sg_dir, sizeof sg_dir, "%s/simgpu-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(sg_dir) || ts_simgpu_create(sg_dir, 3, 8 * GiB, 0) < 0) {
+        sg_failures++;
         return;
     }
-    setenv("TESSERA_SIMGPU_DIR", dir, 1);
+    setenv("TESSERA_SIMGPU_DIR", sg_dir, 1);
     setenv("CUDA_VISIBLE_DEVICES", "2,0", 1);
     load_all();
     OK(p_cuInit(0));
@@ -598,7 +545,7 @@ static void cuda_visible_devices_selects_and_orders_gpus(void)
     OK(p_cuDeviceGetCount(&n));
     CHECK(n == 2);
     struct ts_simgpu_dev g2;
-    OK(ts_simgpu_open(dir, 2, &g2));
+    OK(ts_simgpu_open(sg_dir, 2, &g2));
     CUuuid u;
     OK(p_cuDeviceGetUuid(&u, 0));
     CHECK(memcmp(u.bytes, g2.st->uuid, 16) == 0);
@@ -1130,7 +1077,7 @@ static void nvml_attributes_memory_and_busy_time_to_each_process(void)
     const char *tool = getenv("TS_SIMGPU_TOOL");
     if (tool && *tool) {
         char cmd[1024], line[256], want[128];
-        snprintf(cmd, sizeof cmd, "'%s' procs '%s'", tool, dir);
+        snprintf(cmd, sizeof cmd, "'%s' procs '%s'", tool, sg_dir);
         snprintf(want, sizeof want, "gpu=0 pid=%d used=3GiB busy_ms=100 ", (int)pid);
         FILE *f2 = popen(cmd, "r");
         bool found = false;
@@ -1148,11 +1095,8 @@ static void nvml_attributes_memory_and_busy_time_to_each_process(void)
 }
 
 /* clang-format off */
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} cases[] = {
-#define CASE(f) {#f, f}
+static const struct sg_case cases[] = {
+#define CASE(f) SG_CASE(f)
     CASE(device_queries_report_the_configured_gpus),
     CASE(allocations_are_distinct_and_counted_in_memory_info),
     CASE(a_large_gpu_is_simulated_without_touching_its_memory),
@@ -1180,18 +1124,5 @@ int main(int argc, char **argv)
     if (argc == 5 && strcmp(argv[1], "child-alloc") == 0)
         return child_alloc(strtoull(argv[2], NULL, 10), atoi(argv[3]),
                            (unsigned)strtoul(argv[4], NULL, 10));
-    if (argc != 2) {
-        fprintf(stderr, "usage: simgpu_test CASE\n");
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (strcmp(cases[i].name, argv[1]) == 0) {
-            cases[i].fn();
-            cleanup();
-            if (failures)
-                fprintf(stderr, "%s: %d checks failed\n", argv[1], failures);
-            return failures ? 1 : 0;
-        }
-    fprintf(stderr, "unknown case: %s\n", argv[1]);
-    return 2;
+    return sg_main("simgpu_test", cases, sizeof cases / sizeof cases[0], argc, argv);
 }

@@ -1,8 +1,10 @@
 /*
- * cuda_memset.c - the memsets of simgpu's libcuda.so.1 beyond the 1D ones of
- * cuda.c: 2D memsets (cuMemsetD2D8_v2, cuMemsetD2D16_v2, cuMemsetD2D32_v2 and
- * their Async forms) and cuMemsetD16Async, with their per-thread default
- * stream flavours.
+ * cuda_memset.c - the memsets of simgpu's libcuda.so.1: 1D (cuMemsetD8_v2,
+ * cuMemsetD16_v2, cuMemsetD32_v2, cuMemsetD8Async, cuMemsetD16Async,
+ * cuMemsetD32Async) and 2D (cuMemsetD2D8_v2, cuMemsetD2D16_v2,
+ * cuMemsetD2D32_v2 and their Async forms), with the per-thread default
+ * stream flavours of the 2D ones and cuMemsetD16Async (cuda.c has those of
+ * the others).
  *
  * A 2D memset writes Height rows of Width elements, rows dstPitch bytes
  * apart; the whole span (from the first byte to the last element of the
@@ -34,6 +36,54 @@ static void fill(uint64_t p, uint32_t v, size_t elem, size_t n)
         for (size_t i = 0; i < n; i++)
             q[i] = v;
     }
+}
+
+/* The 1D memsets but cuMemsetD16Async: n elements of elem bytes; the
+ * pointer aligned to the element and the whole range device memory of this
+ * process (checked even when n is 0), else nothing is written. The async
+ * forms need a valid stream and write at once, as the async copies do. */
+static CUresult memset_1d(CUdeviceptr dst, uint32_t v, size_t elem, size_t n, CUstream hs,
+                          bool async)
+{
+    NEED_CTX();
+    if (async && !stream_of(hs))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (dst % elem != 0 || n > SIZE_MAX / elem)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = range_check(dst, n * elem, true, NULL);
+    if (rc == CUDA_SUCCESS)
+        fill(dst, v, elem, n);
+    return rc;
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+    FAIL(cuMemsetD8_v2, CUDA_ERROR_UNKNOWN);
+    return memset_1d(dst, uc, 1, n, NULL, false);
+}
+
+CUresult cuMemsetD16_v2(CUdeviceptr dst, unsigned short us, size_t n)
+{
+    FAIL(cuMemsetD16_v2, CUDA_ERROR_UNKNOWN);
+    return memset_1d(dst, us, 2, n, NULL, false);
+}
+
+CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int ui, size_t n)
+{
+    FAIL(cuMemsetD32_v2, CUDA_ERROR_UNKNOWN);
+    return memset_1d(dst, ui, 4, n, NULL, false);
+}
+
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream hs)
+{
+    FAIL(cuMemsetD8Async, CUDA_ERROR_UNKNOWN);
+    return memset_1d(dst, uc, 1, n, hs, true);
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUstream hs)
+{
+    FAIL(cuMemsetD32Async, CUDA_ERROR_UNKNOWN);
+    return memset_1d(dst, ui, 4, n, hs, true);
 }
 
 static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t v, size_t elem, size_t w,

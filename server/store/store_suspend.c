@@ -43,10 +43,9 @@ static enum ts_err suspend_once(struct ts_dbconn *c, const char *idbuf, int64_t 
     enum ts_err e = ts_db_begin(c, err);
     if (e != TS_OK)
         return e;
-    e = ts_db_exec(c, "SELECT j.state, j.swap, j.node_id FROM job j WHERE j.id = $1 FOR UPDATE", 1,
-                   p, &res, err);
-    if (e == TS_OK && PQntuples(res) == 1 && !ts_row_null(res, 0, 2)) {
-        const char *q[] = {ts_row_text(res, 0, 2, a)};
+    e = ts_db_exec(c, "SELECT node_id FROM job WHERE id = $1 FOR UPDATE", 1, p, &res, err);
+    if (e == TS_OK && PQntuples(res) == 1 && !ts_row_null(res, 0, 0)) {
+        const char *q[] = {ts_row_text(res, 0, 0, a)};
         PQclear(res);
         res = NULL;
         e = q[0] == NULL

@@ -1,10 +1,11 @@
 -- schema.sql: the whole Tessera database schema as the migrations leave it
--- (migrations/0001_init.sql, 0002_lifecycle.sql and 0003_suspend.sql, plus the schema_migration table the server
--- creates to record them). Read it to learn the schema; never apply it to a
+-- (migrations/0001_init.sql, 0002_lifecycle.sql, 0003_suspend.sql and
+-- 0004_collisions.sql, plus the schema_migration table the server creates to
+-- record them). Read it to learn the schema; never apply it to a
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 3
+-- schema version: 4
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -173,6 +174,8 @@ CREATE TABLE job (
     suspend_held        boolean NOT NULL DEFAULT false,
     suspended_gpu_ids   bigint[],
     suspended_gpu_bytes bigint[],
+    swapped_bytes       bigint NOT NULL DEFAULT 0,
+    idle_swap_after_seconds integer NOT NULL DEFAULT 0,
     CONSTRAINT job_pkey PRIMARY KEY (id),
     CONSTRAINT job_project_name_key UNIQUE (project_id, name),
     CONSTRAINT job_name_check CHECK (name ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
@@ -185,7 +188,12 @@ CREATE TABLE job (
     CONSTRAINT job_submitted_by_fkey FOREIGN KEY (submitted_by)
         REFERENCES api_token (id) ON DELETE SET NULL,
     CONSTRAINT job_grace_check CHECK (grace_seconds >= 0 AND grace_seconds <= 86400),
-    CONSTRAINT job_suspended_bytes_check CHECK (suspended_bytes >= 0)
+    CONSTRAINT job_suspended_bytes_check CHECK (suspended_bytes >= 0),
+    -- host swap a running job's detached GPU memory takes; only running jobs
+    CONSTRAINT job_swapped_bytes_check
+        CHECK (swapped_bytes >= 0 AND (state = 'running' OR swapped_bytes = 0)),
+    CONSTRAINT job_idle_swap_after_check
+        CHECK (idle_swap_after_seconds >= 0 AND idle_swap_after_seconds <= 604800)
 );
 CREATE INDEX job_state_idx ON job (state);
 CREATE INDEX job_node_idx ON job (node_id) WHERE node_id IS NOT NULL;
@@ -205,6 +213,20 @@ CREATE TABLE job_event (
 CREATE INDEX job_event_job_idx ON job_event (job_id, id);
 -- an agent's event (attempt, seq) is stored once
 CREATE UNIQUE INDEX job_event_seq_key ON job_event (job_id, attempt, seq) WHERE seq IS NOT NULL;
+
+-- Which node ran which attempt of a job (the trigger job_attempt_record
+-- writes a row at every bind): an agent's events about an attempt are stored
+-- only when that attempt ran on its node, whatever the job's state now.
+CREATE TABLE job_attempt (
+    job_id     bigint NOT NULL,
+    attempt    integer NOT NULL,
+    node_id    bigint NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT job_attempt_pkey PRIMARY KEY (job_id, attempt),
+    CONSTRAINT job_attempt_job_fkey FOREIGN KEY (job_id) REFERENCES job (id) ON DELETE CASCADE,
+    CONSTRAINT job_attempt_node_fkey FOREIGN KEY (node_id) REFERENCES node (id) ON DELETE CASCADE
+);
+CREATE INDEX job_attempt_node_idx ON job_attempt (node_id);
 
 -- Idempotency-Key headers of job submissions, per token; kept at least 24 h.
 CREATE TABLE idempotency_key (
@@ -297,6 +319,30 @@ CREATE TRIGGER job_update_notify AFTER UPDATE ON job
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state
                        OR OLD.node_id IS DISTINCT FROM NEW.node_id)
     EXECUTE FUNCTION tessera_job_changed();
+
+-- Record which node runs which attempt of a job.
+CREATE FUNCTION tessera_job_attempt() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO job_attempt (job_id, attempt, node_id)
+    VALUES (NEW.id, NEW.attempt, NEW.node_id)
+    ON CONFLICT (job_id, attempt) DO NOTHING;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER job_attempt_record AFTER INSERT OR UPDATE OF node_id, attempt ON job
+    FOR EACH ROW WHEN (NEW.node_id IS NOT NULL AND NEW.attempt > 0)
+    EXECUTE FUNCTION tessera_job_attempt();
+
+-- Only a running job holds host swap for detached memory.
+CREATE FUNCTION tessera_job_swap_clear() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.swapped_bytes := 0;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER job_swap_clear BEFORE UPDATE ON job
+    FOR EACH ROW WHEN (NEW.state <> 'running' AND NEW.swapped_bytes <> 0)
+    EXECUTE FUNCTION tessera_job_swap_clear();
 
 CREATE FUNCTION tessera_sched_wake() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

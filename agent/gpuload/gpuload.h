@@ -7,8 +7,10 @@
  * README.md says what it does and how the tests use it.
  *
  * Modules: options.c (the option table and the plan made from it), cuda.c
- * (the driver's entry points), data.c (buffer patterns), checkpoint.c
- * (progress file), run.c (the loop). Only main.c exits.
+ * (the driver's entry points), data.c (buffer patterns), jitter.c (the
+ * intervals drawn from --seed), checkpoint.c (progress file), run.c (the
+ * loop), buffer.c (writing and checking device memory) and burst.c (memory
+ * bursts), the last three sharing run.h. Only main.c exits.
  */
 #ifndef TS_AGENT_GPULOAD_GPULOAD_H
 #define TS_AGENT_GPULOAD_GPULOAD_H
@@ -56,6 +58,11 @@ struct ts_gpuload_config {
     char *checkpoint_every;
     int64_t resume_count;
     int64_t seed;
+    int64_t burst_memory; /* 0 = no bursts */
+    char *burst_every;
+    char *burst_hold;
+    char *jitter;
+    bool burst_optional;
 };
 
 extern const struct ts_option ts_gpuload_options[];
@@ -79,7 +86,13 @@ struct ts_gpuload_plan {
     uint64_t checkpoint_every;
     int64_t resume_count;
     uint64_t seed;
-    int64_t corrupt_step; /* test hook TESSERA_GPULOAD_CORRUPT_STEP; -1 = off */
+    uint64_t burst_memory; /* bytes of each burst, one allocation; 0 = no bursts */
+    uint64_t burst_every;  /* mean time from the end of a burst to the next (> 0) */
+    uint64_t burst_hold;   /* mean time a burst is held (0: freed at once) */
+    double jitter;         /* 0..1: intervals drawn in mean * [1 - jitter, 1 + jitter] */
+    bool burst_optional;   /* a burst refused for memory is skipped, not exit 2 */
+    int64_t corrupt_step;  /* test hook TESSERA_GPULOAD_CORRUPT_STEP; -1 = off */
+    int64_t corrupt_burst; /* test hook TESSERA_GPULOAD_CORRUPT_BURST; -1 = off */
 };
 
 /* Check cfg and fill plan (which borrows cfg's strings). TS_ERR_CONFIG with
@@ -150,6 +163,21 @@ void ts_gpuload_data_fill(void *out, size_t n, uint64_t key, uint64_t offset);
  * and *count how many bytes differ. */
 bool ts_gpuload_data_same(const void *got, const void *want, size_t n, size_t *first,
                           size_t *count);
+
+/*
+ * Jitter: the intervals a run draws (notebook idle, time between bursts,
+ * hold of a burst) are uniform in [mean * (1 - share), mean * (1 + share)].
+ * Draw k of a stream is a function of (seed, stream, k) only, so two runs
+ * with one --seed draw the same intervals however their steps are timed.
+ */
+enum ts_gpuload_jitter_stream {
+    TS_GPULOAD_JITTER_IDLE,  /* k: the step the idle time follows */
+    TS_GPULOAD_JITTER_EVERY, /* k: the burst the interval leads to */
+    TS_GPULOAD_JITTER_HOLD,  /* k: the burst held */
+};
+/* mean itself when share is 0; share in 0..1. */
+uint64_t ts_gpuload_jitter(uint64_t seed, enum ts_gpuload_jitter_stream stream, uint64_t k,
+                           uint64_t mean, double share);
 
 /*
  * Checkpoint: DIR/gpuload.ckpt, a few `key=value` lines, replaced

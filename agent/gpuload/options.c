@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,7 +51,21 @@ const struct ts_option ts_gpuload_options[] = {
      "time between checkpoints (one is also written at the end and on SIGTERM)", 0, 0, NULL, 0},
     {"resume-count", TS_OPT_INT, OPT(resume_count), "0", "N",
      "times the job was resumed (the agent sets TESSERA_RESUME_COUNT)", 0, -1, NULL, 0},
-    {"seed", TS_OPT_INT, OPT(seed), "1", "N", "seed of the buffer patterns", 0, -1, NULL, 0},
+    {"seed", TS_OPT_INT, OPT(seed), "1", "N", "seed of the buffer patterns and of --jitter", 0, -1,
+     NULL, 0},
+    {"burst-memory", TS_OPT_BYTES, OPT(burst_memory), "0", "SIZE",
+     "extra device memory taken for each burst, one allocation; 0: no bursts", 0, -1, NULL, 0},
+    {"burst-every", TS_OPT_STRING, OPT(burst_every), "10s", "TIME",
+     "mean time from the end of a burst to the start of the next (and to the first)", 0, 0, NULL,
+     0},
+    {"burst-hold", TS_OPT_STRING, OPT(burst_hold), "5s", "TIME",
+     "mean time a burst is held (0: freed once written and checked)", 0, 0, NULL, 0},
+    {"burst-optional", TS_OPT_BOOL, OPT(burst_optional), "false", NULL,
+     "skip a burst the GPU has no room for instead of exiting with status 2", 0, 0, NULL, 0},
+    {"jitter", TS_OPT_STRING, OPT(jitter), "0", "SHARE",
+     "draw --idle, --burst-every and --burst-hold uniformly within this share of their mean, "
+     "0 to 1",
+     0, 0, NULL, 0},
 };
 
 const size_t ts_gpuload_options_count = sizeof(ts_gpuload_options) / sizeof(ts_gpuload_options[0]);
@@ -61,12 +76,16 @@ const char ts_gpuload_options_epilog[] =
     "kernel of --burst, then sleeps --idle; inference a kernel of --burst per\n"
     "request, --rate requests a second, one step a second. Every step checks the\n"
     "--touch bytes of each buffer against what was written and rewrites one buffer.\n"
-    "One line per step goes to stdout; errors go to stderr.\n"
+    "With --burst-memory, bursts of that much more memory are taken and freed\n"
+    "between steps (inference: between requests; notebook: never in its idle time),\n"
+    "checked every step while held. One line per step and per burst start and end\n"
+    "goes to stdout; errors go to stderr.\n"
     "\n"
     "Exit status:\n"
     "  0    ran --duration or --steps\n"
     "  1    a CUDA call failed (its error name is printed) or the checkpoint failed\n"
-    "  2    out of device memory (cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY)\n"
+    "  2    out of device memory (cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY), also for a\n"
+    "       burst unless --burst-optional\n"
     "  3    data loss detected: device memory did not hold what was written\n"
     "  4    no GPU: libcuda.so.1 not found, cuInit failed or no device --device\n"
     "  64   invalid options\n"
@@ -111,6 +130,37 @@ int ts_gpuload_options_parse_rate(const char *s, double *per_s)
     return 0;
 }
 
+/* "0.9" into a number from 0 to 1; -1 when it is anything else. */
+static int parse_share(const char *s, double *share)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0 && v <= 1))
+        return -1;
+    *share = v;
+    return 0;
+}
+
+/* TESSERA_GPULOAD_<name> (a test hook): *v -1 when unset. */
+static enum ts_err parse_hook(const char *name, int64_t *v, struct ts_error *err)
+{
+    char var[64];
+    snprintf(var, sizeof var, "TESSERA_GPULOAD_%s", name);
+    *v = -1;
+    const char *hook = getenv(var);
+    if (!hook || !*hook)
+        return TS_OK;
+    char *end;
+    errno = 0;
+    long long n = strtoll(hook, &end, 10);
+    if (errno || *end || n < 1)
+        return ts_error_set(err, TS_ERR_CONFIG, "invalid %s: \"%s\": expected a number from 1", var,
+                            hook);
+    *v = n;
+    return TS_OK;
+}
+
 static enum ts_err bad(struct ts_error *err, const char *name, const char *value,
                        const char *expected)
 {
@@ -142,10 +192,7 @@ enum ts_err ts_gpuload_options_plan(const struct ts_gpuload_config *cfg,
 
     if (ts_gpuload_options_parse_time(cfg->step, &plan->step) < 0 || plan->step == 0)
         return bad(err, "step", cfg->step, "a time above 0 such as 500ms or 1s");
-    char *end;
-    errno = 0;
-    plan->busy = strtod(cfg->busy, &end);
-    if (errno || end == cfg->busy || *end || !(plan->busy >= 0 && plan->busy <= 1))
+    if (parse_share(cfg->busy, &plan->busy) < 0)
         return bad(err, "busy", cfg->busy, "a number from 0 to 1");
     const char *burst =
         cfg->burst ? cfg->burst : (plan->pattern == TS_GPULOAD_INFERENCE ? "20ms" : "200ms");
@@ -162,17 +209,16 @@ enum ts_err ts_gpuload_options_plan(const struct ts_gpuload_config *cfg,
         return bad(err, "checkpoint-every", cfg->checkpoint_every,
                    "a time above 0 such as 500ms or 10s");
 
-    plan->corrupt_step = -1;
-    const char *hook = getenv("TESSERA_GPULOAD_CORRUPT_STEP");
-    if (hook && *hook) {
-        errno = 0;
-        long long v = strtoll(hook, &end, 10);
-        if (errno || *end || v < 1)
-            return ts_error_set(err, TS_ERR_CONFIG,
-                                "invalid TESSERA_GPULOAD_CORRUPT_STEP: \"%s\": expected a step "
-                                "number from 1",
-                                hook);
-        plan->corrupt_step = v;
-    }
-    return TS_OK;
+    plan->burst_memory = (uint64_t)cfg->burst_memory;
+    plan->burst_optional = cfg->burst_optional;
+    if (ts_gpuload_options_parse_time(cfg->burst_every, &plan->burst_every) < 0 ||
+        plan->burst_every == 0)
+        return bad(err, "burst-every", cfg->burst_every, "a time above 0 such as 500ms or 10s");
+    if (ts_gpuload_options_parse_time(cfg->burst_hold, &plan->burst_hold) < 0)
+        return bad(err, "burst-hold", cfg->burst_hold, "a time such as 500ms or 5s");
+    if (parse_share(cfg->jitter, &plan->jitter) < 0)
+        return bad(err, "jitter", cfg->jitter, "a number from 0 to 1");
+
+    enum ts_err e = parse_hook("CORRUPT_STEP", &plan->corrupt_step, err);
+    return e == TS_OK ? parse_hook("CORRUPT_BURST", &plan->corrupt_burst, err) : e;
 }

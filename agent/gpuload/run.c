@@ -4,10 +4,16 @@
  *
  * A step launches the busy kernel on a non-blocking stream, meanwhile
  * checks every buffer against the pattern it was last written with and
- * rewrites one buffer (round robin) with the pattern of this step, waits for
- * the kernel, prints one line, and sleeps until the next step is due. So a
- * buffer holds its data for --buffers steps, long enough for a suspend or a
- * swap to happen in between, and every byte that comes back is checked.
+ * rewrites one buffer (round robin) with the pattern of this step (buffer.c),
+ * waits for the kernel, prints one line, and sleeps until the next step is
+ * due. So a buffer holds its data for --buffers steps, long enough for a
+ * suspend or a swap to happen in between, and every byte that comes back is
+ * checked.
+ *
+ * Bursts (--burst-memory, burst.c) are taken and freed here only between
+ * steps (train), between requests (inference) or just before a step
+ * (notebook: its idle time has no GPU call at all, so an idle notebook holds
+ * its burst).
  *
  * Signals only set a flag; sleeps are cut into short naps that look at it,
  * so a SIGTERM ends the current step, writes the checkpoint and returns
@@ -22,11 +28,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/gpuload/gpuload.h"
-#include "api/units.h"
+#include "agent/gpuload/run.h"
 
-#define CHUNK ((size_t)4 << 20) /* bytes per copy when writing or checking */
-#define NAP_NS 50000000ull      /* longest sleep between looks at the signal flag */
+#define NAP_NS 50000000ull /* longest sleep between looks at the signal flag */
 #define INFERENCE_STEP_NS 1000000000ull
 #define LATENCY_SAMPLES 1024 /* per inference step, for the median */
 
@@ -35,44 +39,6 @@ static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig)
 {
     stop_signal = sig;
-}
-
-struct buffer {
-    CUdeviceptr ptr;
-    uint64_t size;
-    uint64_t written; /* the step whose pattern it holds */
-};
-
-struct run {
-    const struct ts_gpuload_plan *plan;
-    struct ts_gpuload_cuda cu;
-    CUdevice dev;
-    bool ctx_retained;
-    CUmodule mod;
-    CUfunction busy;
-    CUstream stream;
-    struct buffer *bufs;
-    unsigned nbufs;            /* allocated so far */
-    unsigned char *got, *want; /* CHUNK bytes each */
-    uint64_t step;             /* steps completed, counted across resumes */
-    bool resumed;
-    uint64_t start_ns, end_ns; /* end_ns 0: no duration */
-    uint64_t next_checkpoint_ns;
-    uint64_t next_request_ns; /* inference */
-    uint64_t busy_total_ns;
-    uint64_t checked; /* bytes checked by the last step */
-};
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static double ms(uint64_t ns)
-{
-    return (double)ns / 1e6;
 }
 
 /* Sleep until t, or less when a signal came. */
@@ -94,125 +60,6 @@ static const char *signal_name(int sig)
     return sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : "a signal";
 }
 
-/* Print why a CUDA call failed; the exit status for it. */
-static int cuda_failed(const struct run *r, CUresult rc, const char *what)
-{
-    char desc[160];
-    fprintf(stderr, "tessera-gpuload: could not %s: %s\n", what,
-            ts_gpuload_cuda_describe(&r->cu, rc, desc, sizeof desc));
-    return TS_GPULOAD_EXIT_FAILED;
-}
-
-/* The head and the tail of a buffer that are written and checked. */
-static unsigned windows_of(const struct run *r, const struct buffer *b, uint64_t off[2],
-                           uint64_t len[2])
-{
-    uint64_t t = r->plan->touch;
-    if (t == 0)
-        return 0;
-    if (t >= b->size) {
-        off[0] = 0;
-        len[0] = b->size;
-        return 1;
-    }
-    uint64_t tail = t / 2;
-    off[0] = 0;
-    len[0] = t - tail;
-    if (tail == 0)
-        return 1;
-    off[1] = b->size - tail;
-    len[1] = tail;
-    return 2;
-}
-
-static int write_buffer(struct run *r, unsigned i, uint64_t step)
-{
-    struct buffer *b = &r->bufs[i];
-    uint64_t key = ts_gpuload_data_key(r->plan->seed, i, step);
-    uint64_t off[2], len[2];
-    unsigned nw = windows_of(r, b, off, len);
-    for (unsigned w = 0; w < nw; w++)
-        for (uint64_t pos = 0; pos < len[w]; pos += CHUNK) {
-            size_t n = len[w] - pos < CHUNK ? (size_t)(len[w] - pos) : CHUNK;
-            ts_gpuload_data_fill(r->want, n, key, off[w] + pos);
-            CUresult rc = r->cu.cuMemcpyHtoD_v2(b->ptr + off[w] + pos, r->want, n);
-            if (rc != CUDA_SUCCESS)
-                return cuda_failed(r, rc, "copy to the device (cuMemcpyHtoD_v2)");
-        }
-    b->written = step;
-    return 0;
-}
-
-static int check_buffer(struct run *r, unsigned i)
-{
-    struct buffer *b = &r->bufs[i];
-    uint64_t key = ts_gpuload_data_key(r->plan->seed, i, b->written);
-    uint64_t off[2], len[2];
-    unsigned nw = windows_of(r, b, off, len);
-    for (unsigned w = 0; w < nw; w++)
-        for (uint64_t pos = 0; pos < len[w]; pos += CHUNK) {
-            size_t n = len[w] - pos < CHUNK ? (size_t)(len[w] - pos) : CHUNK;
-            uint64_t at = off[w] + pos;
-            CUresult rc = r->cu.cuMemcpyDtoH_v2(r->got, b->ptr + at, n);
-            if (rc != CUDA_SUCCESS)
-                return cuda_failed(r, rc, "copy from the device (cuMemcpyDtoH_v2)");
-            ts_gpuload_data_fill(r->want, n, key, at);
-            size_t first, count;
-            if (!ts_gpuload_data_same(r->got, r->want, n, &first, &count)) {
-                char size[32];
-                fprintf(stderr,
-                        "tessera-gpuload: data loss detected: buffer %u of %u (%s at device "
-                        "address 0x%llx), byte %" PRIu64 ": expected 0x%02x, found 0x%02x; %zu "
-                        "of %zu bytes read back differ (written at step %" PRIu64
-                        ", checked in step %" PRIu64 ")\n",
-                        i, r->nbufs, ts_bytesize_format((int64_t)b->size, size, sizeof size),
-                        (unsigned long long)b->ptr, at + first, r->want[first], r->got[first],
-                        count, n, b->written, r->step + 1);
-                return TS_GPULOAD_EXIT_DATA_LOSS;
-            }
-            r->checked += n;
-        }
-    return 0;
-}
-
-/* Check every buffer, then rewrite one with the pattern of step s. */
-static int data_step(struct run *r, uint64_t s)
-{
-    r->checked = 0;
-    if (r->nbufs == 0 || r->plan->touch == 0)
-        return 0;
-    for (unsigned i = 0; i < r->nbufs; i++) {
-        int st = check_buffer(r, i);
-        if (st)
-            return st;
-    }
-    return write_buffer(r, (unsigned)(s % r->nbufs), s);
-}
-
-/* Test hook: change one byte of buffer 0 behind the pattern's back, as a
- * faulty swap would; the next step must find it. */
-static int corrupt(struct run *r)
-{
-    uint64_t off[2], len[2];
-    if (r->nbufs == 0 || windows_of(r, &r->bufs[0], off, len) == 0) {
-        fprintf(stderr, "tessera-gpuload: TESSERA_GPULOAD_CORRUPT_STEP needs memory and --touch\n");
-        return 0;
-    }
-    CUdeviceptr at = r->bufs[0].ptr + len[0] / 2;
-    unsigned char byte;
-    CUresult rc = r->cu.cuMemcpyDtoH_v2(&byte, at, 1);
-    byte ^= 0x5a;
-    if (rc == CUDA_SUCCESS)
-        rc = r->cu.cuMemcpyHtoD_v2(at, &byte, 1);
-    if (rc != CUDA_SUCCESS)
-        return cuda_failed(r, rc, "change a byte for TESSERA_GPULOAD_CORRUPT_STEP");
-    fprintf(stderr,
-            "tessera-gpuload: test hook: changed byte %" PRIu64 " of buffer 0 after step %" PRIu64
-            "\n",
-            len[0] / 2, r->step);
-    return 0;
-}
-
 static int launch(struct run *r, uint64_t ns)
 {
     if (ns == 0)
@@ -232,9 +79,24 @@ static int wait_kernel(struct run *r)
     return rc == CUDA_SUCCESS ? 0 : cuda_failed(r, rc, "wait for the GPU (cuStreamSynchronize)");
 }
 
-static const char *fmt_bytes(uint64_t n, char *buf, size_t len)
+/* Sleep until t, or less when a signal came, starting and ending bursts
+ * that fall due meanwhile; a notebook's sleep is its idle time and has no
+ * GPU call at all, so it only sleeps. */
+static int wait_until(struct run *r, uint64_t t)
 {
-    return ts_bytesize_format((int64_t)n, buf, len);
+    if (r->plan->pattern == TS_GPULOAD_NOTEBOOK) {
+        nap_until(t);
+        return 0;
+    }
+    for (;;) {
+        uint64_t due = ts_gpuload_burst_due_ns(r);
+        nap_until(due < t ? due : t);
+        if (stop_signal || now_ns() >= t)
+            return 0;
+        int st = ts_gpuload_burst_tick(r);
+        if (st)
+            return st;
+    }
 }
 
 /* ---- patterns: one step each; *next is when the next step is due ---- */
@@ -245,7 +107,7 @@ static int train_step(struct run *r, uint64_t *next)
     uint64_t t0 = now_ns(), busy = (uint64_t)(p->busy * (double)p->step);
     int st = launch(r, busy);
     if (!st)
-        st = data_step(r, r->step + 1);
+        st = ts_gpuload_buffer_step(r, r->step + 1);
     if (!st)
         st = wait_kernel(r);
     if (st)
@@ -264,17 +126,18 @@ static int notebook_step(struct run *r, uint64_t *next)
     uint64_t t0 = now_ns();
     int st = launch(r, p->burst);
     if (!st)
-        st = data_step(r, r->step + 1);
+        st = ts_gpuload_buffer_step(r, r->step + 1);
     if (!st)
         st = wait_kernel(r);
     if (st)
         return st;
     r->step++;
     uint64_t done = now_ns();
+    uint64_t idle = ts_gpuload_jitter(p->seed, TS_GPULOAD_JITTER_IDLE, r->step, p->idle, p->jitter);
     char c[32];
     printf("step=%" PRIu64 " burst_ms=%.0f took_ms=%.0f idle_ms=%.0f checked=%s\n", r->step,
-           ms(p->burst), ms(done - t0), ms(p->idle), fmt_bytes(r->checked, c, sizeof c));
-    *next = done + p->idle;
+           ms(p->burst), ms(done - t0), ms(idle), fmt_bytes(r->checked, c, sizeof c));
+    *next = done + idle;
     return 0;
 }
 
@@ -299,10 +162,12 @@ static int inference_step(struct run *r, uint64_t *next)
     uint64_t lat[LATENCY_SAMPLES], lat_max = 0, served = 0;
     size_t nlat = 0;
     while (r->next_request_ns < end && !stop_signal) {
-        nap_until(r->next_request_ns);
+        int st = wait_until(r, r->next_request_ns);
+        if (st)
+            return st;
         if (stop_signal)
             break;
-        int st = launch(r, p->burst);
+        st = launch(r, p->burst);
         if (!st)
             st = wait_kernel(r);
         if (st)
@@ -314,7 +179,7 @@ static int inference_step(struct run *r, uint64_t *next)
         served++;
         r->next_request_ns += interval;
     }
-    int st = data_step(r, r->step + 1);
+    int st = ts_gpuload_buffer_step(r, r->step + 1);
     if (st)
         return st;
     r->step++;
@@ -389,19 +254,24 @@ static int setup(struct run *r)
         return cuda_failed(r, rc, "create a stream (cuStreamCreate)");
     }
 
-    char a[32], b[32], c[32], d[32];
+    char a[32], b[32], c[32], d[32], bursts[160] = "";
+    if (p->burst_memory)
+        snprintf(bursts, sizeof bursts,
+                 " burst_memory=%s burst_every_ms=%.0f burst_hold_ms=%.0f jitter=%g%s",
+                 fmt_bytes(p->burst_memory, a, sizeof a), ms(p->burst_every), ms(p->burst_hold),
+                 p->jitter, p->burst_optional ? " burst_optional=yes" : "");
     printf("tessera-gpuload pattern=%s device=%d gpu=\"%s\" gpu_memory=%s memory=%s buffers=%u "
-           "touch=%s duration=%s steps=%" PRIu64 " pid=%d\n",
+           "touch=%s duration=%s steps=%" PRIu64 "%s pid=%d\n",
            p->pattern == TS_GPULOAD_TRAIN      ? "train"
            : p->pattern == TS_GPULOAD_NOTEBOOK ? "notebook"
                                                : "inference",
            p->device, name, fmt_bytes(total, a, sizeof a), fmt_bytes(p->memory, b, sizeof b),
            p->buffers, fmt_bytes(p->touch, c, sizeof c),
            ts_duration_format((int64_t)(p->duration / 1000000000ull), d, sizeof d), p->steps,
-           (int)getpid());
+           bursts, (int)getpid());
 
-    r->got = malloc(CHUNK);
-    r->want = malloc(CHUNK);
+    r->got = malloc(TS_GPULOAD_CHUNK);
+    r->want = malloc(TS_GPULOAD_CHUNK);
     r->bufs = calloc(p->buffers ? p->buffers : 1, sizeof *r->bufs);
     if (!r->got || !r->want || !r->bufs) {
         fprintf(stderr, "tessera-gpuload: out of host memory\n");
@@ -422,7 +292,7 @@ static int setup(struct run *r)
         r->nbufs++;
     }
     for (unsigned i = 0; i < r->nbufs; i++) {
-        int st = write_buffer(r, i, r->step);
+        int st = ts_gpuload_buffer_write(r, &r->bufs[i], r->step);
         if (st)
             return st;
     }
@@ -438,6 +308,8 @@ static void teardown(struct run *r)
     }
     for (unsigned i = 0; i < r->nbufs; i++)
         cu->cuMemFree_v2(r->bufs[i].ptr);
+    if (r->burst_held)
+        cu->cuMemFree_v2(r->burst.ptr);
     if (r->mod)
         cu->cuModuleUnload(r->mod);
     if (r->ctx_retained) {
@@ -500,15 +372,20 @@ static int loop(struct run *r)
     r->start_ns = now_ns();
     r->end_ns = p->duration ? r->start_ns + p->duration : 0;
     r->next_checkpoint_ns = r->start_ns + p->checkpoint_every;
+    ts_gpuload_burst_init(r);
     for (;;) {
         if (stop_signal || (r->end_ns && now_ns() >= r->end_ns) ||
             (p->steps && r->step >= p->steps))
             return 0;
         uint64_t next = 0;
-        int st = step_fn(r, &next);
+        int st = ts_gpuload_burst_tick(r);
+        if (!st)
+            st = step_fn(r, &next);
         if (st)
             return st;
-        if (p->corrupt_step >= 0 && r->step == (uint64_t)p->corrupt_step && (st = corrupt(r)))
+        if (p->corrupt_step >= 0 && r->step == (uint64_t)p->corrupt_step &&
+            (st = ts_gpuload_buffer_corrupt(r, r->nbufs ? &r->bufs[0] : NULL,
+                                            "TESSERA_GPULOAD_CORRUPT_STEP")))
             return st;
         if (p->checkpoint_dir && now_ns() >= r->next_checkpoint_ns) {
             if ((st = checkpoint(r)))
@@ -517,7 +394,8 @@ static int loop(struct run *r)
         }
         if (p->steps && r->step >= p->steps)
             return 0;
-        nap_until(r->end_ns && r->end_ns < next ? r->end_ns : next);
+        if ((st = wait_until(r, r->end_ns && r->end_ns < next ? r->end_ns : next)))
+            return st;
     }
 }
 
@@ -541,6 +419,9 @@ int ts_gpuload_run(const struct ts_gpuload_plan *p)
         say_resume(&r);
         st = loop(&r);
     }
+    if (!st && !stop_signal && r.burst_held)
+        st = ts_gpuload_burst_end(
+            &r); /* its last check and its line; a signal leaves it to teardown */
     if (!st && p->checkpoint_dir)
         st = checkpoint(&r);
     if (!st) {
@@ -548,12 +429,19 @@ int ts_gpuload_run(const struct ts_gpuload_plan *p)
         if (p->checkpoint_dir)
             snprintf(ckpt, sizeof ckpt, " checkpoint=%s/%s", p->checkpoint_dir,
                      TS_GPULOAD_CHECKPOINT_FILE);
+        char bursts[64] = "";
+        if (p->burst_memory && p->burst_optional)
+            snprintf(bursts, sizeof bursts, " bursts=%" PRIu64 " bursts_skipped=%" PRIu64, r.bursts,
+                     r.bursts_skipped);
+        else if (p->burst_memory)
+            snprintf(bursts, sizeof bursts, " bursts=%" PRIu64, r.bursts);
         if (stop_signal)
             printf("stopping on %s after step %" PRIu64 "%s\n", signal_name(stop_signal), r.step,
                    ckpt);
         else
-            printf("done step=%" PRIu64 " busy_s=%.1f elapsed_s=%.1f%s\n", r.step,
-                   (double)r.busy_total_ns / 1e9, (double)(now_ns() - r.start_ns) / 1e9, ckpt);
+            printf("done step=%" PRIu64 " busy_s=%.1f elapsed_s=%.1f%s%s\n", r.step,
+                   (double)r.busy_total_ns / 1e9, (double)(now_ns() - r.start_ns) / 1e9, bursts,
+                   ckpt);
     }
     teardown(&r);
     fflush(stdout);

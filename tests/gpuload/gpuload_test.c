@@ -1,294 +1,19 @@
 /*
  * gpuload_test.c - checks of tessera-gpuload. Unit cases call its modules;
  * e2e cases run the program on fresh simulated GPUs in a temporary folder
- * (simgpu's libcuda.so.1 through LD_LIBRARY_PATH, set by CTest), as the
- * agent would run it, and check its output, exit status, checkpoint file
- * and what the GPU's shared state says about it.
+ * (harness.c), as the agent would run it, and check its output, exit
+ * status, checkpoint file and what the GPU's shared state says about it.
+ * Bursts have their own program, gpuload_burst_test.c.
  *
  * Usage: gpuload_test PATH_TO_TESSERA_GPULOAD CASE
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "agent/gpuload/gpuload.h"
-#include "agent/simgpu/state.h"
-
-#define GiB (1ull << 30)
-#define MiB (1ull << 20)
-#define MS 1000000ull
-
-static int failures;
-static bool skipped; /* exit 77: CTest's skip */
-static const char *gpuload;
-static char tmp[256], simdir[300];
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-#define CHECK_EQ(got, want)                                                                        \
-    do {                                                                                           \
-        long long got_ = (long long)(got), want_ = (long long)(want);                              \
-        if (got_ != want_) {                                                                       \
-            fprintf(stderr, "%s:%d: %s is %lld, wanted %lld\n", __FILE__, __LINE__, #got, got_,    \
-                    want_);                                                                        \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-static double now_s(void)
-{
-    return (double)ts_simgpu_now_ns() / 1e9;
-}
-
-static void sleep_ms(unsigned n)
-{
-    struct timespec ts = {n / 1000, (long)(n % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* A temporary folder with one simulated GPU of `bytes` in it. */
-static void setup(uint64_t bytes)
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(tmp, sizeof tmp, "%s/gpuload-test-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(tmp)) {
-        perror("mkdtemp");
-        exit(1);
-    }
-    snprintf(simdir, sizeof simdir, "%s/gpus", tmp);
-    int rc = ts_simgpu_create(simdir, 1, bytes, 0);
-    if (rc < 0) {
-        fprintf(stderr, "could not create GPUs: %s\n", strerror(-rc));
-        exit(1);
-    }
-}
-
-static void cleanup(void)
-{
-    if (!tmp[0])
-        return;
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmp);
-}
-
-/* ---- running tessera-gpuload ---- */
-
-struct child {
-    pid_t pid;
-    char out[400], err[400];
-};
-
-/*
- * Start tessera-gpuload with args and env ("NAME=VALUE", NULL-terminated
- * lists); stdout and stderr go to TMP/TAG.out and TMP/TAG.err. The child
- * gets TESSERA_SIMGPU_DIR and none of the job variables the test does not
- * give it.
- */
-static struct child spawn(const char *tag, const char *const *args, const char *const *env)
-{
-    struct child c = {0};
-    snprintf(c.out, sizeof c.out, "%s/%s.out", tmp, tag);
-    snprintf(c.err, sizeof c.err, "%s/%s.err", tmp, tag);
-    c.pid = fork();
-    if (c.pid == 0) {
-        int fo = open(c.out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int fe = open(c.err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
-            _exit(126);
-        const char *drop[] = {"TESSERA_CHECKPOINT_DIR", "TESSERA_RESUME_COUNT",
-                              "TESSERA_SIMGPU_FAIL",    "TESSERA_GPULOAD_CORRUPT_STEP",
-                              "TESSERA_CONFIG",         "CUDA_VISIBLE_DEVICES"};
-        for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
-            unsetenv(drop[i]);
-        setenv("TESSERA_SIMGPU_DIR", simdir, 1);
-        for (size_t i = 0; env && env[i]; i++) {
-            char kv[1024];
-            snprintf(kv, sizeof kv, "%s", env[i]);
-            char *eq = strchr(kv, '=');
-            if (!eq)
-                _exit(126);
-            *eq = '\0';
-            setenv(kv, eq + 1, 1);
-        }
-        const char *argv[64] = {gpuload};
-        size_t n = 1;
-        for (size_t i = 0; args && args[i] && n < 63; i++)
-            argv[n++] = args[i];
-        argv[n] = NULL;
-        execv(gpuload, (char *const *)argv);
-        _exit(127);
-    }
-    return c;
-}
-
-/* Wait for the child; its exit status, 1000 + N when signal N ended it,
- * -1 (and a failure) when it outlives timeout_s. */
-static int finish(struct child *c, double timeout_s)
-{
-    double until = now_s() + timeout_s;
-    int status;
-    for (;;) {
-        pid_t w = waitpid(c->pid, &status, WNOHANG);
-        if (w == c->pid)
-            break;
-        if (w < 0 || now_s() > until) {
-            fprintf(stderr, "tessera-gpuload (%s) did not end within %.0f s\n", c->out, timeout_s);
-            kill(c->pid, SIGKILL);
-            waitpid(c->pid, &status, 0);
-            failures++;
-            return -1;
-        }
-        sleep_ms(10);
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 1000 + WTERMSIG(status);
-}
-
-/* Everything in path (new; free it), "" when missing. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    size_t cap = 1 << 20, n = 0;
-    char *buf = calloc(1, cap + 1);
-    if (f && buf) {
-        n = fread(buf, 1, cap, f);
-        buf[n] = '\0';
-    }
-    if (f)
-        fclose(f);
-    return buf;
-}
-
-static bool has(const char *path, const char *needle)
-{
-    char *text = slurp(path);
-    bool found = text && strstr(text, needle) != NULL;
-    free(text);
-    return found;
-}
-
-/* Wait until path holds needle; false after timeout_s. */
-static bool wait_for(const char *path, const char *needle, double timeout_s)
-{
-    double until = now_s() + timeout_s;
-    while (now_s() < until) {
-        if (has(path, needle))
-            return true;
-        sleep_ms(10);
-    }
-    fprintf(stderr, "%s: no \"%s\" within %.0f s\n", path, needle, timeout_s);
-    return false;
-}
-
-/* The step lines of an output: how many, the last step, and the sum of a
- * numeric key over them. */
-struct steps {
-    int lines;
-    long long last;
-    double sum;
-};
-
-static struct steps steps_of(const char *path, const char *key)
-{
-    struct steps s = {0, -1, 0};
-    char *text = slurp(path);
-    char want[64];
-    snprintf(want, sizeof want, " %s=", key ? key : "");
-    for (char *line = text; line && *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl)
-            *nl = '\0';
-        if (strncmp(line, "step=", 5) == 0) {
-            s.lines++;
-            s.last = atoll(line + 5);
-            char *k = key ? strstr(line, want) : NULL;
-            if (k)
-                s.sum += atof(k + strlen(want));
-        }
-        line = nl ? nl + 1 : NULL;
-    }
-    free(text);
-    return s;
-}
-
-/* elapsed_s of the "done" line, 0 without one. */
-static double elapsed_of(const char *path)
-{
-    char *text = slurp(path), *done = text ? strstr(text, "elapsed_s=") : NULL;
-    double e = done ? atof(done + strlen("elapsed_s=")) : 0;
-    free(text);
-    return e;
-}
-
-static void dump(const struct child *c)
-{
-    char *o = slurp(c->out), *e = slurp(c->err);
-    fprintf(stderr, "--- %s\n%s--- %s\n%s---\n", c->out, o ? o : "", c->err, e ? e : "");
-    free(o);
-    free(e);
-}
-
-/* The GPU's slot for pid, read under the lock without reaping. */
-static struct ts_simgpu_proc slot_of(pid_t pid)
-{
-    struct ts_simgpu_proc p = {0};
-    struct ts_simgpu_dev g;
-    if (ts_simgpu_open(simdir, 0, &g) != 0)
-        return p;
-    ts_simgpu_lock(&g);
-    for (int i = 0; i < TS_SIMGPU_MAX_PROCS; i++)
-        if (g.st->procs[i].pid == pid)
-            p = g.st->procs[i];
-    ts_simgpu_unlock(&g);
-    ts_simgpu_close(&g);
-    return p;
-}
-
-static uint64_t gpu_used_after_reap(void)
-{
-    struct ts_simgpu_dev g;
-    if (ts_simgpu_open(simdir, 0, &g) != 0)
-        return ~0ull;
-    ts_simgpu_lock(&g);
-    ts_simgpu_reap(&g);
-    uint64_t used = atomic_load(&g.st->used_bytes);
-    ts_simgpu_unlock(&g);
-    ts_simgpu_close(&g);
-    return used;
-}
-
-static unsigned gpu_util(void)
-{
-    struct ts_simgpu_dev g;
-    if (ts_simgpu_open(simdir, 0, &g) != 0)
-        return 0;
-    unsigned u = ts_simgpu_util_percent(&g, 1000000000ull);
-    ts_simgpu_close(&g);
-    return u;
-}
-
-static long long checkpoint_step(const char *dir)
-{
-    uint64_t step = 0;
-    bool found = false;
-    struct ts_error err;
-    if (ts_gpuload_checkpoint_read(dir, &step, &found, &err) != TS_OK || !found)
-        return -1;
-    return (long long)step;
-}
+#include "tests/gpuload/harness.h"
 
 /* ---- unit cases ---- */
 
@@ -385,9 +110,9 @@ static void any_window_of_a_pattern_can_be_made_again_and_a_changed_byte_is_foun
 
 static void checkpoint_round_trips_and_a_damaged_one_is_refused(void)
 {
-    setup(GiB);
+    gl_setup(GiB);
     char dir[400], path[500];
-    snprintf(dir, sizeof dir, "%s/ckpt", tmp);
+    snprintf(dir, sizeof dir, "%s/ckpt", gl_tmp);
     snprintf(path, sizeof path, "%s/%s", dir, TS_GPULOAD_CHECKPOINT_FILE);
     uint64_t step = 99;
     bool found = true;
@@ -395,7 +120,7 @@ static void checkpoint_round_trips_and_a_damaged_one_is_refused(void)
     CHECK(ts_gpuload_checkpoint_read(dir, &step, &found, &err) == TS_OK && !found);
     CHECK(ts_gpuload_checkpoint_write(dir, 1234, 2, &err) == TS_OK); /* creates dir */
     CHECK(ts_gpuload_checkpoint_read(dir, &step, &found, &err) == TS_OK && found && step == 1234);
-    CHECK(has(path, "step=1234\n") && has(path, "resume_count=2\n"));
+    CHECK(gl_has(path, "step=1234\n") && gl_has(path, "resume_count=2\n"));
     CHECK(ts_gpuload_checkpoint_write(dir, 1235, 2, &err) == TS_OK); /* replaces */
     CHECK(ts_gpuload_checkpoint_read(dir, &step, &found, &err) == TS_OK && step == 1235);
     const char *damaged[] = {"", "step=\n", "step=12x\n", "step=-1\n", "# no step\nfoo=1\n"};
@@ -412,7 +137,7 @@ static void checkpoint_round_trips_and_a_damaged_one_is_refused(void)
     CHECK(ts_gpuload_checkpoint_read(dir, &step, &found, &err) == TS_OK && step == 5);
     /* A folder that cannot be made. */
     char bad[500];
-    snprintf(bad, sizeof bad, "%s/none/deeper", tmp);
+    snprintf(bad, sizeof bad, "%s/none/deeper", gl_tmp);
     CHECK(ts_gpuload_checkpoint_write(bad, 1, 0, &err) == TS_ERR_IO);
 }
 
@@ -428,12 +153,12 @@ static void the_embedded_ptx_assembles_for_real_gpus_when_ptxas_is_installed(voi
             ptxas = cands[i];
     if (!ptxas) {
         fprintf(stderr, "no ptxas: skipped\n");
-        skipped = true;
+        gl_skipped = true;
         return;
     }
-    setup(GiB);
+    gl_setup(GiB);
     char path[400], cmd[1600];
-    snprintf(path, sizeof path, "%s/busy.ptx", tmp);
+    snprintf(path, sizeof path, "%s/busy.ptx", gl_tmp);
     FILE *f = fopen(path, "w");
     CHECK(f && fputs(ts_gpuload_cuda_ptx, f) >= 0);
     if (f)
@@ -441,10 +166,10 @@ static void the_embedded_ptx_assembles_for_real_gpus_when_ptxas_is_installed(voi
     const char *archs[] = {"sm_75", "sm_90"};
     for (size_t i = 0; i < 2; i++) {
         snprintf(cmd, sizeof cmd, "'%s' -arch=%s '%s' -o '%s/busy_%s.cubin'", ptxas, archs[i], path,
-                 tmp, archs[i]);
+                 gl_tmp, archs[i]);
         if (system(cmd) != 0) {
             fprintf(stderr, "ptxas failed for %s: %s\n", archs[i], cmd);
-            failures++;
+            gl_failures++;
         }
     }
 }
@@ -453,177 +178,177 @@ static void the_embedded_ptx_assembles_for_real_gpus_when_ptxas_is_installed(voi
 
 static void train_holds_its_memory_and_keeps_the_gpu_busy(void)
 {
-    setup(4 * GiB);
+    gl_setup(4 * GiB);
     /* --steps rather than --duration: a loaded machine makes steps late,
      * not fewer. */
     const char *args[] = {"--pattern", "train",   "--memory", "64MiB",  "--buffers",
                           "4",         "--touch", "1MiB",     "--step", "100ms",
                           "--busy",    "0.5",     "--steps",  "20",     NULL};
-    struct child c = spawn("train", args, NULL);
-    CHECK(wait_for(c.out, "\nstep=3 ", 30));
-    struct ts_simgpu_proc p1 = slot_of(c.pid);
+    struct gl_child c = gl_spawn("train", args, NULL);
+    CHECK(gl_wait_for(c.out, "\nstep=3 ", 30));
+    struct ts_simgpu_proc p1 = gl_slot_of(c.pid);
     CHECK_EQ(p1.used_bytes, 64 * MiB); /* the allocations, visible in the shared state */
     CHECK(p1.busy_ns >= 3 * 50 * MS);
-    CHECK(wait_for(c.out, "\nstep=8 ", 30));
-    struct ts_simgpu_proc p2 = slot_of(c.pid);
+    CHECK(gl_wait_for(c.out, "\nstep=8 ", 30));
+    struct ts_simgpu_proc p2 = gl_slot_of(c.pid);
     CHECK(p2.busy_ns >= p1.busy_ns + 4 * 50 * MS); /* busy time advances */
-    unsigned util = gpu_util();
+    unsigned util = gl_gpu_util();
     CHECK(util > 0 && util <= 70); /* busy, at most --busy of the last second */
-    CHECK_EQ(finish(&c, 30), 0);
-    struct steps s = steps_of(c.out, "busy_ms");
+    CHECK_EQ(gl_finish(&c, 30), 0);
+    struct gl_steps s = gl_steps_of(c.out, "busy_ms");
     CHECK(s.lines == 20 && s.last == 20);
     CHECK(s.sum == 50.0 * s.lines);
-    CHECK(elapsed_of(c.out) >= 1.9); /* one step every 100 ms, not faster */
-    struct ts_simgpu_proc p3 = slot_of(c.pid);
+    CHECK(gl_elapsed_of(c.out) >= 1.9); /* one step every 100 ms, not faster */
+    struct ts_simgpu_proc p3 = gl_slot_of(c.pid);
     CHECK_EQ(p3.busy_ns, 20 * 50 * MS); /* every kernel, each of its length */
     CHECK_EQ(p3.used_bytes, 0);         /* freed before it ended */
-    CHECK(has(c.out, "tessera-gpuload pattern=train device=0 gpu=\"Tessera SimGPU 4GiB\""));
-    CHECK(has(c.out, "checked=4MiB")); /* 1 MiB of each of 4 buffers */
-    CHECK(has(c.out, "\ndone step=20 "));
-    CHECK_EQ(gpu_used_after_reap(), 0);
-    if (failures)
-        dump(&c);
+    CHECK(gl_has(c.out, "tessera-gpuload pattern=train device=0 gpu=\"Tessera SimGPU 4GiB\""));
+    CHECK(gl_has(c.out, "checked=4MiB")); /* 1 MiB of each of 4 buffers */
+    CHECK(gl_has(c.out, "\ndone step=20 "));
+    CHECK_EQ(gl_gpu_used_after_reap(), 0);
+    if (gl_failures)
+        gl_dump(&c);
 
     /* --duration: it ends by itself, once the time is up. */
     const char *timed[] = {"--memory", "8MiB",       "--touch", "64KiB", "--step",
                            "100ms",    "--duration", "1",       NULL};
-    struct child d = spawn("timed", timed, NULL);
-    CHECK_EQ(finish(&d, 30), 0);
-    CHECK(elapsed_of(d.out) >= 1.0 && steps_of(d.out, NULL).lines >= 1);
-    if (failures)
-        dump(&d);
+    struct gl_child d = gl_spawn("timed", timed, NULL);
+    CHECK_EQ(gl_finish(&d, 30), 0);
+    CHECK(gl_elapsed_of(d.out) >= 1.0 && gl_steps_of(d.out, NULL).lines >= 1);
+    if (gl_failures)
+        gl_dump(&d);
 }
 
 static void notebook_runs_short_bursts_between_long_idle_periods(void)
 {
-    setup(4 * GiB);
+    gl_setup(4 * GiB);
     const char *args[] = {"--pattern", "notebook", "--memory", "16MiB", "--burst", "100ms",
                           "--idle",    "400ms",    "--steps",  "4",     NULL};
-    struct child c = spawn("notebook", args, NULL);
-    CHECK_EQ(finish(&c, 30), 0);
-    struct steps s = steps_of(c.out, "burst_ms");
+    struct gl_child c = gl_spawn("notebook", args, NULL);
+    CHECK_EQ(gl_finish(&c, 30), 0);
+    struct gl_steps s = gl_steps_of(c.out, "burst_ms");
     CHECK(s.lines == 4);
     CHECK(s.sum == 100.0 * s.lines);
-    CHECK_EQ(slot_of(c.pid).busy_ns, 4 * 100 * MS); /* 400 ms of kernels ... */
-    CHECK(elapsed_of(c.out) >= 1.6);                /* ... and 400 ms idle between them */
-    CHECK(has(c.out, "idle_ms=400 "));
-    if (failures)
-        dump(&c);
+    CHECK_EQ(gl_slot_of(c.pid).busy_ns, 4 * 100 * MS); /* 400 ms of kernels ... */
+    CHECK(gl_elapsed_of(c.out) >= 1.6);                /* ... and 400 ms idle between them */
+    CHECK(gl_has(c.out, "idle_ms=400 "));
+    if (gl_failures)
+        gl_dump(&c);
 }
 
 static void inference_serves_requests_at_its_rate(void)
 {
-    setup(4 * GiB);
+    gl_setup(4 * GiB);
     const char *args[] = {"--pattern", "inference", "--memory", "16MiB", "--rate", "20/s",
                           "--burst",   "5ms",       "--steps",  "2",     NULL};
-    struct child c = spawn("inference", args, NULL);
-    int st = finish(&c, 30);
+    struct gl_child c = gl_spawn("inference", args, NULL);
+    int st = gl_finish(&c, 30);
     CHECK_EQ(st, 0);
-    struct steps s = steps_of(c.out, "requests");
+    struct gl_steps s = gl_steps_of(c.out, "requests");
     CHECK(s.lines == 2); /* one step a second */
-    CHECK(elapsed_of(c.out) >= 1.9);
+    CHECK(gl_elapsed_of(c.out) >= 1.9);
     /* Requests arrive on their own clock, 20 a second: all of 2 s at
      * least, and no more than arrived while it ran (over 2 s when a loaded
      * machine made a step late). */
-    CHECK(s.sum >= 40 && s.sum <= 20 * elapsed_of(c.out) + 2);
-    CHECK_EQ(slot_of(c.pid).busy_ns, (uint64_t)(s.sum * 5 * MS));
+    CHECK(s.sum >= 40 && s.sum <= 20 * gl_elapsed_of(c.out) + 2);
+    CHECK_EQ(gl_slot_of(c.pid).busy_ns, (uint64_t)(s.sum * 5 * MS));
     /* Latency: at least the burst; a loaded machine adds to it. */
-    CHECK(steps_of(c.out, "p50_ms").sum >= 2 * 5.0);
-    if (failures)
-        dump(&c);
+    CHECK(gl_steps_of(c.out, "p50_ms").sum >= 2 * 5.0);
+    if (gl_failures)
+        gl_dump(&c);
 }
 
 static void a_restart_resumes_from_the_checkpoint(void)
 {
-    setup(4 * GiB);
+    gl_setup(4 * GiB);
     char dir[400], env_dir[500];
-    snprintf(dir, sizeof dir, "%s/ckpt", tmp);
+    snprintf(dir, sizeof dir, "%s/ckpt", gl_tmp);
     snprintf(env_dir, sizeof env_dir, "TESSERA_CHECKPOINT_DIR=%s", dir);
     const char *env0[] = {env_dir, NULL};
     const char *args3[] = {"--memory", "8MiB", "--step", "50ms", "--steps", "3", NULL};
-    struct child c = spawn("first", args3, env0);
-    CHECK_EQ(finish(&c, 30), 0);
-    CHECK(has(c.out, "no checkpoint in"));
-    CHECK(has(c.out, "starting from step 0 (resume count 0)"));
-    CHECK_EQ(steps_of(c.out, NULL).last, 3);
-    CHECK_EQ(checkpoint_step(dir), 3);
-    if (failures)
-        dump(&c);
+    struct gl_child c = gl_spawn("first", args3, env0);
+    CHECK_EQ(gl_finish(&c, 30), 0);
+    CHECK(gl_has(c.out, "no checkpoint in"));
+    CHECK(gl_has(c.out, "starting from step 0 (resume count 0)"));
+    CHECK_EQ(gl_steps_of(c.out, NULL).last, 3);
+    CHECK_EQ(gl_checkpoint_step(dir), 3);
+    if (gl_failures)
+        gl_dump(&c);
 
     const char *env1[] = {env_dir, "TESSERA_RESUME_COUNT=1", NULL};
     const char *args5[] = {"--memory", "8MiB", "--step", "50ms", "--steps", "5", NULL};
-    struct child d = spawn("second", args5, env1);
-    CHECK_EQ(finish(&d, 30), 0);
-    CHECK(has(d.out, "resumed from step 3 (resume count 1)\n"));
-    struct steps s = steps_of(d.out, NULL);
+    struct gl_child d = gl_spawn("second", args5, env1);
+    CHECK_EQ(gl_finish(&d, 30), 0);
+    CHECK(gl_has(d.out, "resumed from step 3 (resume count 1)\n"));
+    struct gl_steps s = gl_steps_of(d.out, NULL);
     CHECK(s.lines == 2 && s.last == 5); /* steps 4 and 5 only */
-    CHECK(has(d.out, "\nstep=4 "));
-    CHECK_EQ(checkpoint_step(dir), 5);
-    if (failures)
-        dump(&d);
+    CHECK(gl_has(d.out, "\nstep=4 "));
+    CHECK_EQ(gl_checkpoint_step(dir), 5);
+    if (gl_failures)
+        gl_dump(&d);
 
     /* Already done: says so and ends at once; a damaged file fails. */
-    struct child e = spawn("third", args5, env1);
-    CHECK_EQ(finish(&e, 30), 0);
-    CHECK(has(e.out, "already at --steps 5"));
+    struct gl_child e = gl_spawn("third", args5, env1);
+    CHECK_EQ(gl_finish(&e, 30), 0);
+    CHECK(gl_has(e.out, "already at --steps 5"));
     char path[500];
     snprintf(path, sizeof path, "%s/%s", dir, TS_GPULOAD_CHECKPOINT_FILE);
     FILE *f = fopen(path, "w");
     fputs("step=banana\n", f);
     fclose(f);
-    struct child g = spawn("damaged", args5, env1);
-    CHECK_EQ(finish(&g, 30), TS_GPULOAD_EXIT_FAILED);
-    CHECK(has(g.err, "is damaged"));
+    struct gl_child g = gl_spawn("damaged", args5, env1);
+    CHECK_EQ(gl_finish(&g, 30), TS_GPULOAD_EXIT_FAILED);
+    CHECK(gl_has(g.err, "is damaged"));
 }
 
 static void sigterm_ends_the_step_writes_the_checkpoint_and_ends_the_process_by_sigterm(void)
 {
-    setup(4 * GiB);
+    gl_setup(4 * GiB);
     char dir[400], env_dir[500];
-    snprintf(dir, sizeof dir, "%s/ckpt", tmp);
+    snprintf(dir, sizeof dir, "%s/ckpt", gl_tmp);
     snprintf(env_dir, sizeof env_dir, "TESSERA_CHECKPOINT_DIR=%s", dir);
     const char *env[] = {env_dir, NULL};
     /* No periodic checkpoint in the test's time: the one found is SIGTERM's. */
     const char *args[] = {"--memory",           "64MiB", "--step", "500ms", "--busy", "0.5",
                           "--checkpoint-every", "1h",    NULL};
-    struct child c = spawn("train", args, env);
-    CHECK(wait_for(c.out, "\nstep=2 ", 30));
-    CHECK_EQ(checkpoint_step(dir), -1);
-    long long before = steps_of(c.out, NULL).last;
+    struct gl_child c = gl_spawn("train", args, env);
+    CHECK(gl_wait_for(c.out, "\nstep=2 ", 30));
+    CHECK_EQ(gl_checkpoint_step(dir), -1);
+    long long before = gl_steps_of(c.out, NULL).last;
     kill(c.pid, SIGTERM);
-    CHECK_EQ(finish(&c, 30), 1000 + SIGTERM);
-    struct steps s = steps_of(c.out, NULL);
+    CHECK_EQ(gl_finish(&c, 30), 1000 + SIGTERM);
+    struct gl_steps s = gl_steps_of(c.out, NULL);
     CHECK(s.last >= 2 && s.last <= before + 1); /* the step under way, no more */
-    CHECK_EQ(checkpoint_step(dir), s.last);     /* every step it finished, no more */
+    CHECK_EQ(gl_checkpoint_step(dir), s.last);  /* every step it finished, no more */
     char want[128];
     snprintf(want, sizeof want, "stopping on SIGTERM after step %lld checkpoint=", s.last);
-    CHECK(has(c.out, want));
-    CHECK_EQ(slot_of(c.pid).used_bytes, 0); /* memory given back before it ended */
-    if (failures)
-        dump(&c);
+    CHECK(gl_has(c.out, want));
+    CHECK_EQ(gl_slot_of(c.pid).used_bytes, 0); /* memory given back before it ended */
+    if (gl_failures)
+        gl_dump(&c);
 
     /* A notebook sleeping a long idle period stops at once, and resumes. */
     const char *env1[] = {env_dir, "TESSERA_RESUME_COUNT=1", NULL};
     const char *nb[] = {"--pattern", "notebook", "--memory", "16MiB", "--burst",
                         "50ms",      "--idle",   "1h",       NULL};
-    struct child d = spawn("notebook", nb, env1);
+    struct gl_child d = gl_spawn("notebook", nb, env1);
     char resumed[128];
     snprintf(resumed, sizeof resumed, "resumed from step %lld (resume count 1)\n", s.last);
-    CHECK(wait_for(d.out, resumed, 30));
+    CHECK(gl_wait_for(d.out, resumed, 30));
     snprintf(want, sizeof want, "\nstep=%lld ", s.last + 1);
-    CHECK(wait_for(d.out, want, 30));
-    double t0 = now_s();
+    CHECK(gl_wait_for(d.out, want, 30));
+    double t0 = gl_now_s();
     kill(d.pid, SIGTERM);
-    CHECK_EQ(finish(&d, 30), 1000 + SIGTERM);
-    CHECK(now_s() - t0 < 10); /* not the hour of --idle */
-    CHECK_EQ(checkpoint_step(dir), s.last + 1);
-    if (failures)
-        dump(&d);
+    CHECK_EQ(gl_finish(&d, 30), 1000 + SIGTERM);
+    CHECK(gl_now_s() - t0 < 10); /* not the hour of --idle */
+    CHECK_EQ(gl_checkpoint_step(dir), s.last + 1);
+    if (gl_failures)
+        gl_dump(&d);
 }
 
 static void failures_give_the_documented_exit_codes(void)
 {
-    setup(4 * GiB);
+    gl_setup(4 * GiB);
     struct {
         const char *tag;
         const char *fail; /* TESSERA_SIMGPU_FAIL, or NULL */
@@ -662,58 +387,56 @@ static void failures_give_the_documented_exit_codes(void)
         char fail[128];
         snprintf(fail, sizeof fail, "TESSERA_SIMGPU_FAIL=%s", cases[i].fail ? cases[i].fail : "");
         const char *env[] = {fail, NULL};
-        struct child c = spawn(cases[i].tag, cases[i].args, env);
-        int st = finish(&c, 30);
-        if (st != cases[i].status || !has(c.err, cases[i].err)) {
+        struct gl_child c = gl_spawn(cases[i].tag, cases[i].args, env);
+        int st = gl_finish(&c, 30);
+        if (st != cases[i].status || !gl_has(c.err, cases[i].err)) {
             fprintf(stderr, "case %s: exit %d, wanted %d with \"%s\"\n", cases[i].tag, st,
                     cases[i].status, cases[i].err);
-            dump(&c);
-            failures++;
+            gl_dump(&c);
+            gl_failures++;
         }
     }
     /* No simulated GPUs at all: cuInit finds no device. */
     const char *env[] = {"TESSERA_SIMGPU_DIR=", NULL};
-    struct child c = spawn("nodir", NULL, env);
-    CHECK_EQ(finish(&c, 30), TS_GPULOAD_EXIT_NO_GPU);
-    CHECK(has(c.err, "CUDA_ERROR_NO_DEVICE"));
+    struct gl_child c = gl_spawn("nodir", NULL, env);
+    CHECK_EQ(gl_finish(&c, 30), TS_GPULOAD_EXIT_NO_GPU);
+    CHECK(gl_has(c.err, "CUDA_ERROR_NO_DEVICE"));
     /* --help names every exit status. */
     const char *help[] = {"--help", NULL};
-    struct child h = spawn("help", help, NULL);
-    CHECK_EQ(finish(&h, 30), 0);
-    CHECK(has(h.out, "--pattern NAME") && has(h.out, "TESSERA_CHECKPOINT_DIR"));
-    CHECK(has(h.out, "  3    data loss detected"));
+    struct gl_child h = gl_spawn("help", help, NULL);
+    CHECK_EQ(gl_finish(&h, 30), 0);
+    CHECK(gl_has(h.out, "--pattern NAME") && gl_has(h.out, "TESSERA_CHECKPOINT_DIR"));
+    CHECK(gl_has(h.out, "  3    data loss detected"));
 }
 
 static void a_corrupted_buffer_is_detected_as_data_loss(void)
 {
-    setup(4 * GiB);
+    gl_setup(4 * GiB);
     /* The hook changes one byte of buffer 0 through cuMemcpyHtoD after
      * step 2, as a faulty swap would; step 3 must find it. */
     const char *args[] = {"--memory", "32MiB",   "--touch", "2MiB", "--step",
                           "20ms",     "--steps", "6",       NULL};
     const char *env[] = {"TESSERA_GPULOAD_CORRUPT_STEP=2", NULL};
-    struct child c = spawn("corrupt", args, env);
-    CHECK_EQ(finish(&c, 30), TS_GPULOAD_EXIT_DATA_LOSS);
-    CHECK(has(c.err, "data loss detected: buffer 0 of 4 (8MiB at device address 0x"));
-    CHECK(has(c.err, "byte 524288: expected 0x")); /* the middle of the 1 MiB head */
-    CHECK(has(c.err, "1 of 1048576 bytes read back differ (written at step 0, checked in step 3)"));
-    CHECK_EQ(steps_of(c.out, NULL).last, 2);
-    if (failures)
-        dump(&c);
+    struct gl_child c = gl_spawn("corrupt", args, env);
+    CHECK_EQ(gl_finish(&c, 30), TS_GPULOAD_EXIT_DATA_LOSS);
+    CHECK(gl_has(c.err, "data loss detected: buffer 0 of 4 (8MiB at device address 0x"));
+    CHECK(gl_has(c.err, "byte 524288: expected 0x")); /* the middle of the 1 MiB head */
+    CHECK(gl_has(c.err,
+                 "1 of 1048576 bytes read back differ (written at step 0, checked in step 3)"));
+    CHECK_EQ(gl_steps_of(c.out, NULL).last, 2);
+    if (gl_failures)
+        gl_dump(&c);
     /* The same run without the hook checks the same bytes and passes. */
-    struct child d = spawn("clean", args, NULL);
-    CHECK_EQ(finish(&d, 30), 0);
-    CHECK_EQ(steps_of(d.out, NULL).last, 6);
-    CHECK(has(d.out, "checked=8MiB")); /* 2 MiB of each of 4 buffers */
-    if (failures)
-        dump(&d);
+    struct gl_child d = gl_spawn("clean", args, NULL);
+    CHECK_EQ(gl_finish(&d, 30), 0);
+    CHECK_EQ(gl_steps_of(d.out, NULL).last, 6);
+    CHECK(gl_has(d.out, "checked=8MiB")); /* 2 MiB of each of 4 buffers */
+    if (gl_failures)
+        gl_dump(&d);
 }
 
 /* clang-format off */
-static const struct {
-    const char *name;
-    void (*fn)(void);
-} cases[] = {
+static const struct gl_case cases[] = {
 #define CASE(f) {#f, f}
     CASE(times_rates_and_plans_parse_as_documented),
     CASE(any_window_of_a_pattern_can_be_made_again_and_a_changed_byte_is_found),
@@ -732,19 +455,5 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: gpuload_test PATH_TO_TESSERA_GPULOAD CASE\n");
-        return 2;
-    }
-    gpuload = argv[1];
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (strcmp(cases[i].name, argv[2]) == 0) {
-            cases[i].fn();
-            cleanup();
-            if (failures)
-                fprintf(stderr, "%s: %d checks failed\n", argv[2], failures);
-            return failures ? 1 : skipped ? 77 : 0;
-        }
-    fprintf(stderr, "unknown case: %s\n", argv[2]);
-    return 2;
+    return gl_main(cases, sizeof cases / sizeof cases[0], argc, argv);
 }

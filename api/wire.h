@@ -50,6 +50,7 @@
 #define TS_JOB_PATH_MAX 4095          /* bytes of "working_dir" */
 #define TS_JOB_GRACE_DEFAULT 30       /* seconds from SIGTERM to SIGKILL */
 #define TS_JOB_GRACE_MAX 86400
+#define TS_JOB_IDLE_SWAP_MAX 604800   /* idle_swap_after: at most 7 days */
 
 /* ---- parsing --------------------------------------------------------- */
 
@@ -221,6 +222,11 @@ struct ts_job_spec {
     int64_t max_runtime_seconds; /* 0 = no limit */
     int grace_seconds;           /* SIGTERM to SIGKILL when stopped; default 30 */
     bool swap;                   /* accepts being swapped; default true */
+    /* idle detach: after this long idle on its GPUs its GPU memory goes to
+     * its node's host swap while its processes run; 0 = never. Absent
+     * (has_idle_swap_after false): the caller resolves the kind's default */
+    bool has_idle_swap_after;
+    int64_t idle_swap_after_seconds; /* 0..TS_JOB_IDLE_SWAP_MAX */
 };
 
 /* A GPU a placed job holds: its index on the job's node, the bytes packed. */
@@ -257,6 +263,7 @@ struct ts_job {
     double project_fair_share_gpus;
     int64_t suspended_bytes;     /* host swap held while suspending or suspended */
     bool suspend_held;           /* suspended on request: waits for POST /resume */
+    int64_t swapped_bytes;       /* running: its GPU memory its node keeps in host swap */
 };
 
 struct ts_job_event {
@@ -310,7 +317,8 @@ struct ts_node {
     int64_t registered_at_us;    /* 0 = never */
     int running_jobs;            /* scheduled, running or stopping here */
     const char *collision;       /* "wait", "priority" or "swap" */
-    int64_t swap_used_bytes;     /* held by jobs suspending or suspended here */
+    int64_t swap_used_bytes;     /* held by jobs suspending, suspended or resuming
+                                    here, and swapped out of running ones */
 };
 
 json_t *ts_wire_node_encode(const struct ts_node *n);
@@ -357,7 +365,11 @@ struct ts_report_job {
     double gpu_utilization;       /* 0..1 */
     int64_t gpu_memory_used_bytes;
     bool has_swapped_bytes;
-    int64_t swapped_bytes;        /* SUSPENDED: host swap it holds */
+    int64_t swapped_bytes;        /* SUSPENDED: host swap it holds; RUNNING: what
+                                     of its GPU memory its node keeps in host
+                                     swap while it runs (idle detach) */
+    bool evicted;                 /* EXITED only: its node ended it to make room
+                                     (collision resolver): requeued, not failed */
 };
 
 /* An action of the node's collision resolver on a job attempt; seq >= 1

@@ -36,6 +36,7 @@ static const char *const report_job_fields[] = {"id",
                                                 "gpu_utilization",
                                                 "gpu_memory_used_bytes",
                                                 "swapped_bytes",
+                                                "evicted",
                                                 NULL};
 static const char *const report_event_fields[] = {"id", "attempt", "seq", "type", "message", NULL};
 static const char *const collisions[] = {"wait", "priority", "swap", NULL};
@@ -224,8 +225,20 @@ static enum ts_err report_job_decode(const json_t *v, const char *path, struct t
     if (e == TS_OK)
         e = ts_wire_dec_integer(v, path, "swapped_bytes", 0, BYTES_MAX, &j->has_swapped_bytes,
                                 &j->swapped_bytes, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_bool(v, path, "evicted", NULL, &j->evicted, err);
     if (e != TS_OK)
         return e;
+    if (j->evicted && j->state != TS_REPORT_EXITED) {
+        /* only an ended job can have been ended to make room */
+        char f[TS_WIRE_PATH_MAX];
+        ts_wire_dec_path(f, sizeof(f), path, "evicted");
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, f,
+                              "%s is only for a job reported exited: %s", f,
+                              j->state == TS_REPORT_RUNNING     ? "running"
+                              : j->state == TS_REPORT_SUSPENDED ? "suspended"
+                                                                : "failed_to_start");
+    }
     j->attempt = (int)attempt;
     j->pid = (int)pid;
     j->exit_code = (int)code;

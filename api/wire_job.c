@@ -84,16 +84,32 @@ bool ts_job_state_finished(enum ts_job_state s)
 /* ---- decoding -------------------------------------------------------------- */
 
 static const char *const job_fields[] = {
-    "name",          "project",     "kind",         "priority", "preemptible", "command",
-    "env",           "working_dir", "gpu",          "cpu",      "memory",      "gpu_model",
-    "node_selector", "max_runtime", "grace_period", "swap",     NULL};
-static const char *const job_readonly[] = {"id",          "state",           "node",
-                                           "exit_code",   "pending_reason",  "resume_count",
-                                           "created_at",  "updated_at",      "started_at",
-                                           "finished_at", "memory_bytes",    "max_runtime_seconds",
-                                           "attempt",     "grace_seconds",   "checkpoint_dir",
-                                           "allocation",  "usage",           "fair_share",
-                                           "stop_reason", "suspended_bytes", "suspend_held",
+    "name",          "project",     "kind",         "priority", "preemptible",     "command",
+    "env",           "working_dir", "gpu",          "cpu",      "memory",          "gpu_model",
+    "node_selector", "max_runtime", "grace_period", "swap",     "idle_swap_after", NULL};
+static const char *const job_readonly[] = {"id",
+                                           "state",
+                                           "node",
+                                           "exit_code",
+                                           "pending_reason",
+                                           "resume_count",
+                                           "created_at",
+                                           "updated_at",
+                                           "started_at",
+                                           "finished_at",
+                                           "memory_bytes",
+                                           "max_runtime_seconds",
+                                           "attempt",
+                                           "grace_seconds",
+                                           "checkpoint_dir",
+                                           "allocation",
+                                           "usage",
+                                           "fair_share",
+                                           "stop_reason",
+                                           "suspended_bytes",
+                                           "suspend_held",
+                                           "swapped_bytes",
+                                           "idle_swap_after_seconds",
                                            NULL};
 
 static enum ts_err nomem(struct ts_error *err)
@@ -290,6 +306,13 @@ enum ts_err ts_wire_job_decode(const json_t *in, struct ts_arena *a, struct ts_j
     out->grace_seconds = (int)grace;
     if (e == TS_OK)
         e = ts_wire_dec_bool(in, "", "swap", NULL, &out->swap, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_duration(in, "", "idle_swap_after", &out->has_idle_swap_after,
+                                 &out->idle_swap_after_seconds, err);
+    if (e == TS_OK && out->idle_swap_after_seconds > TS_JOB_IDLE_SWAP_MAX)
+        e = ts_error_field(err, TS_ERR_INVALID_VALUE, "idle_swap_after",
+                           "idle_swap_after must be at most 7d (%d seconds): %lld",
+                           TS_JOB_IDLE_SWAP_MAX, (long long)out->idle_swap_after_seconds);
     return e;
 }
 
@@ -363,7 +386,7 @@ json_t *ts_wire_job_encode(const struct ts_job *j)
     json_t *o = json_object();
     if (o == NULL)
         return NULL;
-    char runtime[32], grace[32];
+    char runtime[32], grace[32], idle[32];
     ts_wire_enc_set(o, "id", json_integer(j->id), &ok);
     ts_wire_enc_set(o, "name", json_string(s->name), &ok);
     ts_wire_enc_set(o, "project", json_string(s->project), &ok);
@@ -405,6 +428,11 @@ json_t *ts_wire_job_encode(const struct ts_job *j)
     ts_wire_enc_set(o, "swap", json_boolean(s->swap), &ok);
     ts_wire_enc_set(o, "suspended_bytes", json_integer(j->suspended_bytes), &ok);
     ts_wire_enc_set(o, "suspend_held", json_boolean(j->suspend_held), &ok);
+    ts_wire_enc_set(o, "swapped_bytes", json_integer(j->swapped_bytes), &ok);
+    ts_wire_enc_set(o, "idle_swap_after",
+                    json_string(ts_duration_format(s->idle_swap_after_seconds, idle, sizeof(idle))),
+                    &ok);
+    ts_wire_enc_set(o, "idle_swap_after_seconds", json_integer(s->idle_swap_after_seconds), &ok);
     ts_wire_enc_set(o, "allocation", allocation_encode(j), &ok);
     ts_wire_enc_set(o, "usage", usage_encode(j), &ok);
     ts_wire_enc_set(o, "fair_share", fair_share_encode(j), &ok);

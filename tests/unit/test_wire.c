@@ -799,6 +799,81 @@ static void reports_decode_jobs_and_samples(void **state)
     ts_arena_free(a);
 }
 
+static void reports_decode_evicted_exits_and_swap_held_while_running(void **state)
+{
+    (void)state;
+    struct ts_arena *a = ts_arena_new();
+    struct ts_node_report rep;
+    struct ts_error err;
+    json_t *v =
+        body("{\"jobs\": [{\"id\": 5, \"attempt\": 2, \"state\": \"exited\", \"signal\": 9,"
+             " \"evicted\": true, \"message\": \"ended on node n1 by the priority resolver to make"
+             " room for job 12\"},"
+             " {\"id\": 6, \"attempt\": 1, \"state\": \"exited\", \"exit_code\": 1},"
+             " {\"id\": 7, \"attempt\": 1, \"state\": \"exited\", \"exit_code\": 0,"
+             " \"evicted\": false},"
+             " {\"id\": 8, \"attempt\": 3, \"state\": \"running\", \"swapped_bytes\": 2147483648,"
+             " \"gpu_memory_used_bytes\": 4294967296},"
+             " {\"id\": 9, \"attempt\": 1, \"state\": \"running\", \"evicted\": false}]}");
+    assert_int_equal(ts_wire_node_report_decode(v, a, &rep, &err), TS_OK);
+    json_decref(v);
+    assert_int_equal(rep.njobs, 5);
+    assert_true(rep.jobs[0].evicted);
+    assert_int_equal(rep.jobs[0].signal, 9);
+    assert_string_equal(rep.jobs[0].message,
+                        "ended on node n1 by the priority resolver to make room for job 12");
+    assert_false(rep.jobs[1].evicted); /* absent: false */
+    assert_false(rep.jobs[2].evicted);
+    assert_int_equal(rep.jobs[3].state, TS_REPORT_RUNNING);
+    assert_true(rep.jobs[3].has_swapped_bytes);
+    assert_int_equal(rep.jobs[3].swapped_bytes, 2147483648LL);
+    assert_int_equal(rep.jobs[3].gpu_memory_used_bytes, 4294967296LL);
+    assert_false(rep.jobs[4].has_swapped_bytes);
+    assert_false(rep.jobs[4].evicted);
+
+    struct {
+        const char *text, *field;
+        enum ts_err code;
+    } bad[] = {
+        /* only an ended job was ended to make room */
+        {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"running\", \"evicted\": true}]}",
+         "jobs[0].evicted", TS_ERR_INVALID_VALUE},
+        {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"suspended\", \"evicted\": "
+         "true}]}",
+         "jobs[0].evicted", TS_ERR_INVALID_VALUE},
+        {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"failed_to_start\","
+         " \"evicted\": true}]}",
+         "jobs[0].evicted", TS_ERR_INVALID_VALUE},
+        {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"exited\", \"evicted\": 1}]}",
+         "jobs[0].evicted", TS_ERR_WRONG_TYPE},
+        {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"exited\", \"evicted\": "
+         "\"yes\"}]}",
+         "jobs[0].evicted", TS_ERR_WRONG_TYPE},
+        {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"running\", \"swapped_bytes\": "
+         "-1}]}",
+         "jobs[0].swapped_bytes", TS_ERR_INVALID_VALUE},
+        {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"running\", \"swapped_bytes\": "
+         "\"1GiB\"}]}",
+         "jobs[0].swapped_bytes", TS_ERR_WRONG_TYPE},
+        {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"exited\", \"evict\": true}]}",
+         "jobs[0].evict", TS_ERR_UNKNOWN_FIELD},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = body(bad[i].text);
+        enum ts_err e = ts_wire_node_report_decode(v, a, &rep, &err);
+        json_decref(v);
+        if (e != bad[i].code || strcmp(err.field, bad[i].field) != 0)
+            fail_msg("%s: got %d at \"%s\" (%s), want %d at \"%s\"", bad[i].text, e, err.field,
+                     err.message, bad[i].code, bad[i].field);
+    }
+    v = body("{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"running\", \"evicted\": "
+             "true}]}");
+    assert_int_equal(ts_wire_node_report_decode(v, a, &rep, &err), TS_ERR_INVALID_VALUE);
+    assert_string_equal(err.message, "jobs[0].evicted is only for a job reported exited: running");
+    json_decref(v);
+    ts_arena_free(a);
+}
+
 static void reports_decode_suspended_jobs_and_resolver_events(void **state)
 {
     (void)state;
@@ -942,6 +1017,7 @@ int main(void)
         cmocka_unit_test(registrations_decode_and_refuse_what_cannot_be),
         cmocka_unit_test(reports_decode_jobs_and_samples),
         cmocka_unit_test(reports_decode_suspended_jobs_and_resolver_events),
+        cmocka_unit_test(reports_decode_evicted_exits_and_swap_held_while_running),
         cmocka_unit_test(job_events_encode),
         cmocka_unit_test(times_are_rfc3339_utc_with_microseconds_and_zero_is_null),
         cmocka_unit_test(encoders_refuse_strings_that_are_not_utf8),

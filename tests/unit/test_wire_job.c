@@ -561,6 +561,70 @@ static void max_runtime_is_a_duration_or_seconds(void **state)
                    "max_runtime must be a duration string or an integer of seconds");
 }
 
+static void idle_swap_after_is_a_duration_of_at_most_7_days(void **state)
+{
+    struct fixture *f = *state;
+    /* absent: not given, the server resolves the kind's default */
+    assert_ok(f, "\"kind\": \"interactive\"");
+    assert_false(f->spec.has_idle_swap_after);
+    assert_int_equal(f->spec.idle_swap_after_seconds, 0);
+    assert_ok(f, "\"idle_swap_after\": null");
+    assert_false(f->spec.has_idle_swap_after);
+    assert_ok(f, "\"idle_swap_after\": \"10m\"");
+    assert_true(f->spec.has_idle_swap_after);
+    assert_int_equal(f->spec.idle_swap_after_seconds, 600);
+    assert_ok(f, "\"idle_swap_after\": 90");
+    assert_int_equal(f->spec.idle_swap_after_seconds, 90);
+    /* 0 and "0s" turn it off, and are given (not the kind's default) */
+    assert_ok(f, "\"kind\": \"interactive\", \"idle_swap_after\": 0");
+    assert_true(f->spec.has_idle_swap_after);
+    assert_int_equal(f->spec.idle_swap_after_seconds, 0);
+    assert_ok(f, "\"kind\": \"interactive\", \"idle_swap_after\": \"0s\"");
+    assert_true(f->spec.has_idle_swap_after);
+    assert_int_equal(f->spec.idle_swap_after_seconds, 0);
+    assert_ok(f, "\"idle_swap_after\": \"7d\"");
+    assert_int_equal(f->spec.idle_swap_after_seconds, 604800);
+    assert_refused(f, "\"idle_swap_after\": \"7d1s\"", TS_ERR_INVALID_VALUE, "idle_swap_after",
+                   "idle_swap_after must be at most 7d (604800 seconds): 604801");
+    assert_refused(f, "\"idle_swap_after\": 604801", TS_ERR_INVALID_VALUE, "idle_swap_after", NULL);
+    assert_refused(f, "\"idle_swap_after\": -1", TS_ERR_INVALID_VALUE, "idle_swap_after",
+                   "idle_swap_after must be between 0 and 315576000: -1");
+    assert_refused(f, "\"idle_swap_after\": \"-5m\"", TS_ERR_INVALID_VALUE, "idle_swap_after",
+                   "idle_swap_after is not a duration: \"-5m\"");
+    assert_refused(f, "\"idle_swap_after\": \"soon\"", TS_ERR_INVALID_VALUE, "idle_swap_after",
+                   NULL);
+    assert_refused(f, "\"idle_swap_after\": 1.5", TS_ERR_INVALID_VALUE, "idle_swap_after", NULL);
+    assert_refused(f, "\"idle_swap_after\": true", TS_ERR_WRONG_TYPE, "idle_swap_after",
+                   "idle_swap_after must be a duration string or an integer of seconds");
+    assert_refused(f, "\"idle_swap_after\": [\"5m\"]", TS_ERR_WRONG_TYPE, "idle_swap_after", NULL);
+    assert_refused(f, "\"idle_swap_after_seconds\": 60", TS_ERR_UNKNOWN_FIELD,
+                   "idle_swap_after_seconds", NULL);
+    assert_refused(f, "\"idle_swap_afterr\": \"5m\"", TS_ERR_UNKNOWN_FIELD, "idle_swap_afterr",
+                   NULL);
+    assert_refused(f, "\"swapped_bytes\": 0", TS_ERR_UNKNOWN_FIELD, "swapped_bytes", NULL);
+}
+
+static void idle_swap_after_and_swapped_bytes_encode(void **state)
+{
+    struct fixture *f = *state;
+    assert_ok(f, "\"kind\": \"interactive\", \"idle_swap_after\": \"1h30m\"");
+    struct ts_job j = {.id = 4, .spec = f->spec, .state = TS_JOB_RUNNING};
+    j.swapped_bytes = 3LL << 30;
+    json_t *v = ts_wire_job_encode(&j);
+    assert_non_null(v);
+    assert_string_equal(json_string_value(json_object_get(v, "idle_swap_after")), "1h30m");
+    assert_int_equal(json_integer_value(json_object_get(v, "idle_swap_after_seconds")), 5400);
+    assert_int_equal(json_integer_value(json_object_get(v, "swapped_bytes")), 3LL << 30);
+    json_decref(v);
+    j.spec.idle_swap_after_seconds = 0;
+    j.swapped_bytes = 0;
+    v = ts_wire_job_encode(&j);
+    assert_string_equal(json_string_value(json_object_get(v, "idle_swap_after")), "0s");
+    assert_int_equal(json_integer_value(json_object_get(v, "idle_swap_after_seconds")), 0);
+    assert_int_equal(json_integer_value(json_object_get(v, "swapped_bytes")), 0);
+    json_decref(v);
+}
+
 /* ---- kinds and states ----------------------------------------------------------- */
 
 static void kinds_and_states_have_one_name_each_and_parse_back(void **state)
@@ -645,7 +709,8 @@ static void a_decoded_job_encodes_back_with_its_defaults_filled_in(void **state)
         "\"stop_reason\":null,\"allocation\":null,"
         "\"usage\":{\"gpu_utilization\":0.0,\"gpu_memory_used_bytes\":0,\"last_active_at\":null},"
         "\"fair_share\":{\"project_deserved_gpus\":0.0,\"project_fair_share_gpus\":0.0},"
-        "\"swap\":true,\"suspended_bytes\":0,\"suspend_held\":false}");
+        "\"swap\":true,\"suspended_bytes\":0,\"suspend_held\":false,\"swapped_bytes\":0,"
+        "\"idle_swap_after\":\"0s\",\"idle_swap_after_seconds\":0}");
 }
 
 static void swap_is_a_boolean_that_defaults_to_true(void **state)
@@ -736,17 +801,33 @@ static void the_encoded_spec_members_decode_to_the_same_spec(void **state)
                  "\"working_dir\": \"/w\", \"gpu\": {\"portion\": 0.3, \"portion_limit\": 0.9,"
                  "\"devices\": 2}, \"cpu\": 1.25, \"memory\": \"1536MiB\","
                  "\"gpu_model\": [\"A100\"], \"node_selector\": {\"z\": \"1\"},"
-                 "\"max_runtime\": \"1d1s\"");
+                 "\"max_runtime\": \"1d1s\", \"idle_swap_after\": \"15m\"");
     struct ts_job_spec first = f->spec;
     struct ts_job j = {.spec = first};
     json_t *v = ts_wire_job_encode(&j);
-    const char *out_only[] = {"id",          "state",           "node",
-                              "exit_code",   "pending_reason",  "resume_count",
-                              "created_at",  "updated_at",      "started_at",
-                              "finished_at", "memory_bytes",    "max_runtime_seconds",
-                              "attempt",     "grace_seconds",   "checkpoint_dir",
-                              "stop_reason", "allocation",      "usage",
-                              "fair_share",  "suspended_bytes", "suspend_held"};
+    const char *out_only[] = {"id",
+                              "state",
+                              "node",
+                              "exit_code",
+                              "pending_reason",
+                              "resume_count",
+                              "created_at",
+                              "updated_at",
+                              "started_at",
+                              "finished_at",
+                              "memory_bytes",
+                              "max_runtime_seconds",
+                              "attempt",
+                              "grace_seconds",
+                              "checkpoint_dir",
+                              "stop_reason",
+                              "allocation",
+                              "usage",
+                              "fair_share",
+                              "suspended_bytes",
+                              "suspend_held",
+                              "swapped_bytes",
+                              "idle_swap_after_seconds"};
     for (size_t i = 0; i < sizeof(out_only) / sizeof(out_only[0]); i++)
         json_object_del(v, out_only[i]);
     char *text = ts_wire_dumps(v);
@@ -771,6 +852,8 @@ static void the_encoded_spec_members_decode_to_the_same_spec(void **state)
     assert_string_equal(second.node_selector, first.node_selector);
     assert_int_equal(second.max_runtime_seconds, first.max_runtime_seconds);
     assert_int_equal(second.swap, first.swap);
+    assert_true(second.has_idle_swap_after);
+    assert_int_equal(second.idle_swap_after_seconds, 900);
 }
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -811,6 +894,8 @@ int main(void)
         T(gpu_model_is_an_array_of_strings),
         T(node_selector_is_an_object_of_strings),
         T(max_runtime_is_a_duration_or_seconds),
+        T(idle_swap_after_is_a_duration_of_at_most_7_days),
+        T(idle_swap_after_and_swapped_bytes_encode),
         T(kinds_and_states_have_one_name_each_and_parse_back),
         T(a_decoded_job_encodes_back_with_its_defaults_filled_in),
         T(swap_is_a_boolean_that_defaults_to_true),

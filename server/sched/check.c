@@ -381,12 +381,8 @@ enum ts_err ts_sched_apply(const struct ts_sched_snapshot *s, const struct ts_sc
         }
         rstate[d->job] = d->action == TS_SCHED_SUSPEND ? 2 : 1;
         rnode[d->job] = d->node;
-        if (d->action == TS_SCHED_SUSPEND) {
-            int64_t b = 0;
-            for (size_t k = 0; k < d->nslots; k++)
-                b += d->slots[k].memory_bytes;
-            nodes[d->node].swap_free_bytes -= b;
-        }
+        if (d->action == TS_SCHED_SUSPEND)
+            nodes[d->node].swap_free_bytes -= ts_sched_suspend_bytes(&s->running[d->job]);
     }
     for (size_t i = 0; i < nr; i++)
         if (rstate[i] == 0)

@@ -41,10 +41,12 @@ struct job {
     int saved_only_node; /* its pending pin, restored when unbound */
     const struct ts_sched_slot *saved_only_slots; /* and the GPUs of that pin */
     size_t saved_nonly_slots;
-    bool saved_held; /* its host memory was held before it was placed */
-    bool evicted;    /* stopped by this cycle */
-    int stop_dec;    /* its stop decision, -1 */
-    int prev, next;  /* the node's list of running jobs */
+    bool saved_held;   /* its host memory was held before it was placed */
+    bool evicted;      /* stopped by this cycle */
+    int64_t swap_need; /* running: host swap its suspension takes
+                          (ts_sched_suspend_bytes) */
+    int stop_dec;      /* its stop decision, -1 */
+    int prev, next;    /* the node's list of running jobs */
     enum stage stage;
     bool reclaim_tried;
     int64_t position;

@@ -161,6 +161,16 @@ static int64_t slots_bytes(const struct ts_sched_slot *slots, size_t n)
     return b;
 }
 
+int64_t ts_sched_suspend_bytes(const struct ts_sched_running *r)
+{
+    int64_t held = slots_bytes(r->slots, r->nslots);
+    if (r->memory_used_bytes > held)
+        held = r->memory_used_bytes;
+    if (r->swapped_bytes > held)
+        held = r->swapped_bytes;
+    return held - (r->swapped_bytes > 0 ? r->swapped_bytes : 0);
+}
+
 /* Take back a placement this cycle made: its bind decision is cancelled and
  * the job is pending again, as it was. A job that was suspended (by the
  * snapshot or by this cycle) keeps its suspension when `suspend`; otherwise
@@ -202,7 +212,7 @@ static void unbind(struct cycle *cy, int v, int for_job, bool suspend, const cha
         if (V->stop_dec >= 0) {
             struct ts_sched_decision *d = &cy->dec.v[V->stop_dec];
             d->action = TS_SCHED_EVICT;
-            cy->c->nodes[d->node].swap_free += slots_bytes(d->slots, d->nslots);
+            cy->c->nodes[d->node].swap_free += V->swap_need;
         } else {
             struct ts_sched_decision d = {
                 .action = TS_SCHED_EVICT,
@@ -233,11 +243,12 @@ void cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, const cha
         return;
     }
     int node = V->node;
+    /* a job that holds GPU memory, where its node's swap has room for it */
     int64_t bytes = slots_bytes(V->slots, V->nslots);
     struct node_state *n = &cy->c->nodes[node];
-    bool suspend = suspend_it && bytes > 0 && n->swap_free >= bytes;
+    bool suspend = suspend_it && bytes > 0 && n->swap_free >= V->swap_need;
     if (suspend)
-        n->swap_free -= bytes;
+        n->swap_free -= V->swap_need;
     cluster_give(cy->c, node, V->slots, V->nslots, V->req->cpu,
                  suspend ? 0 : V->req->host_memory_bytes);
     list_del(cy, v);
@@ -391,6 +402,7 @@ static enum ts_err build_jobs(struct cycle *cy)
                 memcpy(J->slots, r->slots, r->nslots * sizeof(struct ts_sched_slot));
             J->nslots = r->nslots;
             J->gpus = cluster_slots_gpus(cy->c, r->slots, r->nslots);
+            J->swap_need = ts_sched_suspend_bytes(r);
         } else {
             const struct ts_sched_pending *p = &snap->pending[i - snap->nrunning];
             J->id = p->id;

@@ -118,8 +118,19 @@ struct ts_sched_running {
     int node;                          /* index into nodes */
     const struct ts_sched_slot *slots; /* one per GPU held; none for CPU-only */
     size_t nslots;
-    int64_t started_at; /* seconds; protection counts from here */
+    int64_t started_at;        /* seconds; protection counts from here */
+    int64_t memory_used_bytes; /* GPU memory it last reported using, all its GPUs
+                                  (0: unknown) */
+    int64_t swapped_bytes;     /* of its GPU memory, what its node keeps in host
+                                  swap while it runs (idle detach); already out
+                                  of its node's swap_free_bytes */
 };
+
+/* The host swap a suspension of r takes beyond what it already holds there:
+ * what it holds (the greater of its packed bytes, memory_used_bytes and
+ * swapped_bytes) less swapped_bytes. The server's store counts the same
+ * when it writes the suspension. */
+int64_t ts_sched_suspend_bytes(const struct ts_sched_running *r);
 
 struct ts_sched_pending {
     int64_t id;

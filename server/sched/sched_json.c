@@ -475,9 +475,10 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
     out->pending = qv;
     for (size_t i = 0; i < nr; i++) {
         const json_t *o = json_array_get(run, i);
-        static const char *const k[] = {"id",   "name", "project",    "priority",  "preemptible",
-                                        "gpu",  "cpu",  "memory_gib", "gpu_model", "node_selector",
-                                        "node", "gpus", "started_at", "swap",      NULL};
+        static const char *const k[] = {
+            "id",         "name",       "project",         "priority",      "preemptible", "gpu",
+            "cpu",        "memory_gib", "gpu_model",       "node_selector", "node",        "gpus",
+            "started_at", "swap",       "memory_used_gib", "swapped_gib",   NULL};
         snprintf(path, sizeof(path), "running[%zu]", i);
         TRY(keys(d, o, path, k));
         struct ts_sched_running *j = &rv[i];
@@ -496,6 +497,8 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
         if ((j->node = find_name(nn, out->nnodes, node_name, d)) < 0)
             return fail(d, path, "no node \"%s\"", nn);
         TRY(integer(d, o, "started_at", path, 0, &j->started_at));
+        TRY(gib(d, o, "memory_used_gib", path, 0, &j->memory_used_bytes));
+        TRY(gib(d, o, "swapped_gib", path, 0, &j->swapped_bytes));
         const json_t *gl = array(d, o, "gpus", &rc);
         TRY(rc);
         size_t ns = gl ? json_array_size(gl) : 0;
@@ -709,6 +712,10 @@ json_t *ts_sched_snapshot_to_json(const struct ts_sched_snapshot *s)
                               j->priority, "preemptible", j->preemptible, "node",
                               s->nodes[j->node].name, "started_at", (json_int_t)j->started_at);
         request_json(x, &j->request);
+        if (j->memory_used_bytes > 0)
+            json_object_set_new(x, "memory_used_gib", gib_json(j->memory_used_bytes));
+        if (j->swapped_bytes > 0)
+            json_object_set_new(x, "swapped_gib", gib_json(j->swapped_bytes));
         json_t *g = json_array();
         for (size_t k = 0; k < j->nslots; k++)
             json_array_append_new(g, json_integer(s->gpus[j->slots[k].gpu].index));

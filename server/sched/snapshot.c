@@ -99,6 +99,10 @@ enum ts_err ts_sched_snapshot_validate(const struct ts_sched_snapshot *s, struct
             return ts_error_set(err, TS_ERR_INVALID_VALUE,
                                 "running job \"%s\": %zu GPUs is more than %d", name, j->nslots,
                                 TS_SCHED_MAX_DEVICES);
+        if (j->memory_used_bytes < 0 || j->swapped_bytes < 0)
+            return ts_error_set(err, TS_ERR_INVALID_VALUE,
+                                "running job \"%s\": memory used and swapped must be 0 or more",
+                                name);
         for (size_t k = 0; k < j->nslots; k++) {
             int g = j->slots[k].gpu;
             if (g < 0 || g >= (int)s->ngpus || s->gpus[g].node != j->node)

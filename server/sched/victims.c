@@ -88,10 +88,9 @@ static bool scratch_release(struct scratch *s, const struct job *v, bool suspend
         return true;
     }
     if (suspend) {
-        int64_t b = job_bytes(v);
-        if (s->swap < b)
+        if (s->swap < v->swap_need)
             return false;
-        s->swap -= b;
+        s->swap -= v->swap_need;
         return true;
     }
     s->v.mem_free += v->req->host_memory_bytes;

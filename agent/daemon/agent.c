@@ -334,13 +334,22 @@ static void remove_old(struct ts_agent *a)
     closedir(d);
 }
 
-/* Jobs the broker could not suspend are stopped; the slots of jobs that
- * are over are freed once their processes are gone. */
+/* Jobs the broker could not suspend are stopped, and those it ends to make
+ * room; the slots of jobs that are over are freed once their processes are
+ * gone. */
 static void after_jobs(struct ts_agent *a)
 {
     for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
         pthread_mutex_lock(&a->mu);
         bool failed = j->suspend_failed && !j->stopping && !ts_ajob_final(j);
+        if (j->evict_req && !j->stopping) {
+            if (j->suspended && j->pid > 0 && !ts_ajob_final(j))
+                kill(-j->pid, SIGCONT);
+            ts_ajob_evict(j, j->evict_grace, j->evict_msg);
+            a->report_now = true;
+            pthread_cond_broadcast(&a->cond);
+        }
+        j->evict_req = false;
         pthread_mutex_unlock(&a->mu);
         if (failed)
             ts_reconcile_stop(a, j, j->grace_seconds, "could not be suspended");
@@ -468,7 +477,7 @@ int ts_agent_run(struct ts_agent *a)
     if (ts_ledgers_open(&a->ledgers, a->gpus, a->cfg.data_dir, (uint64_t)a->cfg.gpu_reserve,
                         ts_ledgers_collision_parse(a->cfg.collision),
                         (uint32_t)a->cfg.collision_wait * 1000u, (uint64_t)a->cfg.swap_reserve,
-                        &err) != TS_OK) {
+                        a->gpus->simgpu_dir[0] == '\0', &err) != TS_OK) {
         ts_log_error("%s", err.message);
         goto out;
     }

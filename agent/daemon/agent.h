@@ -44,6 +44,9 @@ struct ts_agent_config {
     int64_t swap_reserve;   /* bytes of host swap reserve; 0: none */
     int64_t collision_wait; /* seconds */
     int64_t swap_idle;      /* seconds */
+    int64_t swap_quantum;   /* seconds */
+    int64_t priority_idle;  /* seconds; 0: never */
+    int64_t collision_grace; /* seconds */
     char *shim_lib;
 };
 

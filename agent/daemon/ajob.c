@@ -318,6 +318,9 @@ static void read_spec(struct ts_ajob *j, const json_t *spec)
     j->grace_seconds = json_is_integer(g) ? (int)json_integer_value(g) : TS_AJOB_GRACE_DEFAULT;
     if (j->grace_seconds < 0 || j->grace_seconds > MAX_GRACE)
         j->grace_seconds = TS_AJOB_GRACE_DEFAULT;
+    j->priority = (int)json_integer_value(json_object_get(spec, "priority"));
+    json_int_t idle = json_integer_value(json_object_get(spec, "idle_swap_after_seconds"));
+    j->idle_swap_after = idle > 0 && idle <= INT32_MAX ? (int)idle : 0;
     size_t i;
     json_t *gpu;
     j->ngpus = 0;
@@ -470,6 +473,14 @@ struct ts_ajob *ts_ajob_load(const char *dir)
         j->log_acked = strtoll(off, NULL, 10);
     free(off);
 
+    snprintf(path, sizeof(path), "%s/evicted", dir);
+    char *ev = ts_files_read(path, sizeof(j->evict_msg) - 1, NULL);
+    if (ev != NULL) {
+        j->evicted = true;
+        snprintf(j->evict_msg, sizeof(j->evict_msg), "%s", ev);
+        free(ev);
+    }
+
     snprintf(path, sizeof(path), "%s/stop.json", dir);
     json_t *stop = ts_files_read_json(path);
     if (stop != NULL) {
@@ -499,6 +510,19 @@ void ts_ajob_save_log_offset(const struct ts_ajob *j)
     job_path(j, "log.offset", path, sizeof(path));
     int n = snprintf(text, sizeof(text), "%lld\n", (long long)j->log_acked);
     ts_files_write_quick(path, text, (size_t)n, 0600); /* lost: the server says where */
+}
+
+void ts_ajob_evict(struct ts_ajob *j, int grace_seconds, const char *msg)
+{
+    if (ts_ajob_final(j))
+        return;
+    char path[PATH_MAX];
+    j->evicted = true;
+    if (msg != j->evict_msg)
+        snprintf(j->evict_msg, sizeof(j->evict_msg), "%s", msg);
+    job_path(j, "evicted", path, sizeof(path));
+    ts_files_write_atomic(path, j->evict_msg, strlen(j->evict_msg), 0600);
+    ts_ajob_stop(j, grace_seconds, "ended to make room for another job's GPU memory");
 }
 
 void ts_ajob_mark_reported(const struct ts_ajob *j)

@@ -43,6 +43,8 @@ struct ts_ajob {
     int attempt;
     char dir[TS_AJOB_DIR_MAX];
     int grace_seconds; /* for stops the desired state does not time */
+    int priority;
+    int idle_swap_after; /* seconds without a GPU call before its memory is detached; 0: never */
     unsigned gpus[TS_GPUS_MAX];
     unsigned ngpus;
 
@@ -66,9 +68,21 @@ struct ts_ajob {
     bool slots_freed; /* over, and its slots are free again */
     /* suspend in place, under the agent's lock (main: want; broker: the rest) */
     bool want_suspend;      /* the desired state says suspend */
-    bool suspended;         /* swapped out and SIGSTOPped */
+    bool suspending;        /* the broker's swap-outs are under way */
+    bool suspended;         /* swapped out and SIGSTOPped (also while resuming) */
+    bool resuming;          /* continued, its memory coming back: still reported suspended */
     bool suspend_failed;    /* could not swap out: to be stopped */
     uint64_t swapped_bytes; /* while suspended */
+    int64_t resume_started_ms;
+    char wait_msg[256]; /* resuming: what its memory waits for */
+    int64_t retry_ms; /* broker: no idle detach (after a failed one), no new ask for a
+                         resume's failed swap-in, before this */
+    /* ended by the node to make room (the priority resolver): broker asks
+     * (evict_req, under the lock), the main thread stops it; reported evicted */
+    bool evict_req;
+    int evict_grace;
+    bool evicted;
+    char evict_msg[384];
 
     /* upstream, under the agent's lock */
     bool final_reported; /* a report with the final state was accepted */
@@ -121,6 +135,9 @@ bool ts_ajob_final(const struct ts_ajob *j);
 const char *ts_ajob_state_name(const struct ts_ajob *j);
 /* Persist log_acked (best effort). */
 void ts_ajob_save_log_offset(const struct ts_ajob *j);
+/* Mark the job ended by the node to make room (evicted, evict_msg; the
+ * file `evicted` keeps it across a restart) and stop it with that grace. */
+void ts_ajob_evict(struct ts_ajob *j, int grace_seconds, const char *msg);
 /* Write the `reported` marker: a restarted agent does not load it again. */
 void ts_ajob_mark_reported(const struct ts_ajob *j);
 void ts_ajob_free(struct ts_ajob *j); /* NULL is a no-op */

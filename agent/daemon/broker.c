@@ -1,6 +1,7 @@
 /*
- * broker.c - the broker thread (broker.h): waiters, room, swap commands,
- * swapped-in processes, suspend and resume.
+ * broker.c - the broker thread (broker.h): waiters served in the ledger's
+ * order, room, the actions in flight, out-of-memory after a wait, processes
+ * back from the reserve.
  */
 #include "agent/daemon/broker.h"
 
@@ -11,10 +12,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/abi/cuda.h"
 #include "api/log.h"
 
-#define PASS_MS 50 /* a pass at least this often; a waiter's wake starts one at once */
-#define REQUESTS_MAX 16
+#define PASS_MS 50         /* a pass at least this often; a waiter's wake starts one at once */
+#define REAP_MS 1000       /* dead processes' slots are freed at least this often */
+#define TRIM_MS 2000       /* an unpinned reserve gives back unused pages this often */
+#define WAITERS_MAX TS_LEDGER_PROCS
 
 const char *ts_broker_bytes(uint64_t bytes, char *buf, size_t len)
 {
@@ -23,6 +27,13 @@ const char *ts_broker_bytes(uint64_t bytes, char *buf, size_t len)
     else
         snprintf(buf, len, "%.1f MiB", (double)bytes / (double)(1ull << 20));
     return buf;
+}
+
+int64_t ts_broker_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 bool ts_broker_job_of(const struct ts_ledger *l, int slot, int64_t *id, int *attempt)
@@ -47,108 +58,361 @@ uint64_t ts_broker_free(const struct ts_broker *b, unsigned g)
     return used < b->s->usable[g] ? b->s->usable[g] - used : 0;
 }
 
-/* The job's GPUs in CUDA order (device 0 first) from the job list. */
-static unsigned job_gpus(struct ts_broker *b, int64_t id, int attempt, unsigned *out)
+bool ts_broker_alive(pid_t pid)
+{
+    return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
+}
+
+unsigned ts_broker_job_gpus(struct ts_broker *b, int64_t id, int attempt, unsigned *pos)
 {
     unsigned n = 0;
     pthread_mutex_lock(&b->a->mu);
     struct ts_ajob *j = ts_agent_find(b->a, id, attempt);
-    if (j != NULL) {
-        n = j->ngpus;
-        memcpy(out, j->gpus, n * sizeof(*out));
+    for (unsigned k = 0; j != NULL && k < j->ngpus; k++) {
+        int p = ts_ledgers_pos(b->s, j->gpus[k]);
+        if (p >= 0)
+            pos[n++] = (unsigned)p;
     }
     pthread_mutex_unlock(&b->a->mu);
     return n;
 }
 
-static bool alive(pid_t pid)
+bool ts_broker_busy_job(const struct ts_broker *b, int64_t id, int attempt)
 {
-    return kill(pid, 0) == 0 || errno != ESRCH;
+    for (int k = 0; k < TS_BROKER_ACTIONS; k++)
+        if (b->act[k].used && b->act[k].id == id && b->act[k].attempt == attempt)
+            return true;
+    return false;
 }
 
-enum ts_swap_result ts_broker_swap_out(struct ts_broker *b, int64_t id, int attempt, pid_t pid,
-                                       bool hold, uint64_t *moved, char *why, size_t whylen)
+bool ts_broker_busy_pid(const struct ts_broker *b, pid_t pid)
 {
-    unsigned gpus[TS_GPUS_MAX];
-    unsigned n = job_gpus(b, id, attempt, gpus);
-    *moved = 0;
-    struct ts_ledger *home = n > 0 ? ts_ledgers_get(b->s, gpus[0]) : NULL;
+    for (int k = 0; k < TS_BROKER_ACTIONS; k++)
+        if (b->act[k].used && b->act[k].pid == pid)
+            return true;
+    return false;
+}
+
+struct ts_action *ts_broker_action_new(struct ts_broker *b)
+{
+    for (int k = 0; k < TS_BROKER_ACTIONS; k++)
+        if (!b->act[k].used) {
+            memset(&b->act[k], 0, sizeof(b->act[k]));
+            b->act[k].used = true;
+            b->act[k].started_ms = ts_broker_now_ms();
+            return &b->act[k];
+        }
+    return NULL;
+}
+
+void ts_broker_holders(struct ts_broker *b, unsigned g, int64_t except, char *buf, size_t len)
+{
+    struct ts_ledger *l = b->s->l[g];
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int j = 0; j < TS_LEDGER_JOBS && at + 64 < len; j++) {
+        struct ts_ledger_job *job = &l->jobs[j];
+        uint64_t used = atomic_load(&job->used_bytes);
+        if (atomic_load(&job->key) == 0 || job->job_id == except || used <= job->request_bytes)
+            continue;
+        char x[32];
+        int n = snprintf(buf + at, len - at, "%sjob %lld (%s)", at ? ", " : "",
+                         (long long)job->job_id,
+                         ts_broker_bytes(used - job->request_bytes, x, sizeof(x)));
+        at += n > 0 ? (size_t)n : 0;
+    }
+    if (at == 0)
+        snprintf(buf, len, "nobody above their request");
+}
+
+/* ---- starting actions ---------------------------------------------------- */
+
+struct ts_action *ts_broker_swap_out(struct ts_broker *b, int64_t id, int attempt, pid_t pid,
+                                     enum ts_action_why why, bool *no_room, bool *nothing,
+                                     char *whybuf, size_t whylen)
+{
+    unsigned pos[TS_GPUS_MAX];
+    unsigned n = ts_broker_job_gpus(b, id, attempt, pos);
+    *no_room = *nothing = false;
+    struct ts_ledger *home = n > 0 ? b->s->l[pos[0]] : NULL;
     int hi = home != NULL ? ts_ledger_find_proc(home, pid) : -1;
     if (hi < 0) {
-        snprintf(why, whylen, "pid %d has no slot in the ledger of its job's first GPU", (int)pid);
-        return TS_SWAP_FAILURE;
+        snprintf(whybuf, whylen, "pid %d has no slot in the ledger of its job's first GPU",
+                 (int)pid);
+        return NULL;
     }
     struct ts_ledger_proc *p = &home->procs[hi];
-    if (atomic_load(&p->swap_state) == TS_SWAP_OUT)
-        return TS_SWAP_DONE; /* already out */
-    uint64_t total = 0;
+    uint32_t state = atomic_load(&p->swap_state);
+    bool out = state == TS_SWAP_OUT && p->swap_len > 0;
+    uint64_t frees[TS_GPUS_MAX] = {0}, total = 0;
     for (unsigned k = 0; k < n; k++) {
-        struct ts_ledger *l = ts_ledgers_get(b->s, gpus[k]);
-        int i = l != NULL ? ts_ledger_find_proc(l, pid) : -1;
-        if (i >= 0)
-            total += atomic_load(&l->procs[i].used_bytes);
-    }
-    if (total == 0)
-        return TS_SWAP_DONE;
-    uint64_t off;
-    if (!ts_ledgers_swap_alloc(b->s, total, &off)) {
-        char a[32], c[32], d[32];
-        snprintf(why, whylen, "the host swap reserve has no room for %s: %s of %s in use",
-                 ts_broker_bytes(total, a, sizeof(a)),
-                 ts_broker_bytes(ts_ledgers_swap_used(b->s), c, sizeof(c)),
-                 ts_broker_bytes(b->s->swap_bytes, d, sizeof(d)));
-        return TS_SWAP_NO_ROOM;
-    }
-    p->swap_offset = off;
-    p->swap_len = total;
-    atomic_store(&p->cmd, hold ? TS_CMD_SUSPEND : TS_CMD_SWAP_OUT);
-    uint32_t seq = atomic_fetch_add(&p->cmd_seq, 1) + 1;
-    ts_futex_wake(&p->cmd_seq);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        uint32_t ack = atomic_load(&p->ack_seq);
-        if (ack == seq)
-            break;
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        int64_t ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
-        if (ms >= TS_BROKER_ACK_MS || !alive(pid) || atomic_load(&b->a->stop)) {
-            snprintf(why, whylen, "pid %d did not answer the swap-out within %d s", (int)pid,
-                     TS_BROKER_ACK_MS / 1000);
-            if (atomic_load(&p->pid) == pid)
-                p->swap_len = 0;
-            return TS_SWAP_FAILURE;
+        struct ts_ledger *l = b->s->l[pos[k]];
+        int i = ts_ledger_find_proc(l, pid);
+        if (i >= 0) {
+            frees[pos[k]] = atomic_load(&l->procs[i].used_bytes);
+            total += frees[pos[k]];
         }
-        ts_futex_wait(&p->ack_seq, ack, 100);
     }
-    if (atomic_load(&p->swap_state) != TS_SWAP_OUT) {
-        snprintf(why, whylen, "pid %d could not swap out (CUDA error %d)", (int)pid,
+    if (!out && total == 0) {
+        *nothing = true;
+        snprintf(whybuf, whylen, "pid %d holds no GPU memory", (int)pid);
+        return NULL;
+    }
+    if (out && why != TS_WHY_SUSPEND) {
+        *nothing = true; /* already out: nothing more to move */
+        snprintf(whybuf, whylen, "pid %d is already out", (int)pid);
+        return NULL;
+    }
+    struct ts_action *x = ts_broker_action_new(b);
+    if (x == NULL) {
+        snprintf(whybuf, whylen, "the broker has %d actions in flight", TS_BROKER_ACTIONS);
+        return NULL;
+    }
+    if (!out) {
+        uint64_t off;
+        if (!ts_ledgers_swap_alloc(b->s, total, &off)) {
+            char a1[32], c[32], d[32];
+            snprintf(whybuf, whylen, "the host swap reserve has no room for %s: %s of %s in use",
+                     ts_broker_bytes(total, a1, sizeof(a1)),
+                     ts_broker_bytes(ts_ledgers_swap_used(b->s), c, sizeof(c)),
+                     ts_broker_bytes(b->s->swap_bytes, d, sizeof(d)));
+            *no_room = true;
+            x->used = false;
+            return NULL;
+        }
+        /* written before any other range is handed out: the allocator's
+         * state is the slots */
+        p->swap_offset = off;
+        p->swap_len = total;
+    }
+    x->kind = TS_ACT_SWAP_OUT;
+    x->why = why;
+    x->id = id;
+    x->attempt = attempt;
+    x->pid = pid;
+    x->home = pos[0];
+    x->slot = hi;
+    x->bytes = out ? p->swap_len : total;
+    memcpy(x->frees, frees, sizeof(frees));
+    x->deadline_ms = x->started_ms + TS_BROKER_ACK_MS;
+    int j = p->job;
+    x->priority = j >= 0 && j < TS_LEDGER_JOBS ? home->jobs[j].priority : 0;
+    atomic_store(&p->cmd, why == TS_WHY_SUSPEND ? TS_CMD_SUSPEND : TS_CMD_SWAP_OUT);
+    x->seq = atomic_fetch_add(&p->cmd_seq, 1) + 1;
+    ts_futex_wake(&p->cmd_seq);
+    return x;
+}
+
+struct ts_action *ts_broker_end_job(struct ts_broker *b, int64_t id, int attempt, int32_t priority,
+                                    pid_t pid, int slot, const struct ts_waiter *w,
+                                    const char *note)
+{
+    struct ts_action *x = ts_broker_action_new(b);
+    if (x == NULL)
+        return NULL;
+    int grace = b->collision_grace_s;
+    bool found = false;
+    pthread_mutex_lock(&b->a->mu);
+    struct ts_ajob *j = ts_agent_find(b->a, id, attempt);
+    if (j != NULL && !ts_ajob_final(j) && !j->stopping) {
+        if (j->grace_seconds < grace)
+            grace = j->grace_seconds;
+        j->evict_req = true;
+        j->evict_grace = grace;
+        snprintf(j->evict_msg, sizeof(j->evict_msg), "%s", note);
+        found = true;
+    }
+    pthread_mutex_unlock(&b->a->mu);
+    if (!found) {
+        x->used = false;
+        return NULL;
+    }
+    ts_agent_wake(b->a);
+    struct ts_ledger *l = b->s->l[w->g];
+    int jslot = l->procs[slot].job;
+    x->kind = TS_ACT_END;
+    x->why = TS_WHY_COLLISION;
+    x->id = id;
+    x->attempt = attempt;
+    x->priority = priority;
+    x->pid = pid;
+    x->slot = slot;
+    x->bytes = jslot >= 0 && jslot < TS_LEDGER_JOBS ? atomic_load(&l->jobs[jslot].used_bytes) : 0;
+    x->frees[w->g] = x->bytes;
+    x->w = *w;
+    x->deadline_ms = x->started_ms + grace * 1000 + TS_BROKER_FREE_MS;
+    snprintf(x->note, sizeof(x->note), "%s", note);
+    return x;
+}
+
+/* ---- actions in flight ---------------------------------------------------- */
+
+static void collision_swapped(struct ts_broker *b, struct ts_action *x)
+{
+    char m[32], n[32];
+    const struct ts_waiter *w = &x->w;
+    ts_broker_bytes(x->bytes, m, sizeof(m));
+    ts_broker_bytes(w->need, n, sizeof(n));
+    ts_events_add(b->ev, x->id, x->attempt, "swapped_out",
+                  "pid %d swapped out: %s moved to the host swap reserve (%s) to make room for "
+                  "job %lld (pid %d needs %s on GPU %u); it comes back at its next GPU call",
+                  (int)x->pid, m, x->note, (long long)w->id, (int)w->pid, n, b->s->index[w->g]);
+    ts_events_add(b->ev, w->id, w->attempt, "swapped_out",
+                  "job %lld (pid %d, priority %d) was swapped out (%s) to make room for pid %d: "
+                  "%s on GPU %u",
+                  (long long)x->id, (int)x->pid, (int)x->priority, x->note, (int)w->pid, n,
+                  b->s->index[w->g]);
+}
+
+/* A swap-out acknowledged (or overdue): how it went. */
+static void poll_swap(struct ts_broker *b, struct ts_action *x, int64_t now)
+{
+    struct ts_ledger *home = b->s->l[x->home];
+    struct ts_ledger_proc *p = &home->procs[x->slot];
+    bool gone = atomic_load(&p->pid) != x->pid || !ts_broker_alive(x->pid);
+    bool acked = !gone && atomic_load(&p->ack_seq) == x->seq;
+    if (!acked && !gone && now < x->deadline_ms)
+        return;
+    char why[256] = "";
+    bool ok = acked && atomic_load(&p->swap_state) == TS_SWAP_OUT;
+    if (gone)
+        snprintf(why, sizeof(why), "pid %d ended", (int)x->pid);
+    else if (!acked)
+        snprintf(why, sizeof(why), "pid %d did not answer the swap-out within %d s", (int)x->pid,
+                 TS_BROKER_ACK_MS / 1000);
+    else if (!ok && atomic_load(&p->swap_error) == CUDA_ERROR_TIMEOUT)
+        snprintf(why, sizeof(why), "pid %d stayed inside a GPU call", (int)x->pid);
+    else if (!ok && atomic_load(&p->swap_state) == TS_SWAP_RESIDENT)
+        snprintf(why, sizeof(why), "pid %d had nothing to move", (int)x->pid);
+    else if (!ok)
+        snprintf(why, sizeof(why), "pid %d could not swap out (CUDA error %d)", (int)x->pid,
                  (int)atomic_load(&p->swap_error));
+    /* its range is free again once it said it did not use it; one that
+     * never answered may still be copying: the range stays its until it
+     * answers or its slot is reaped */
+    if (!ok && acked && atomic_load(&p->swap_state) != TS_SWAP_OUT)
         p->swap_len = 0;
-        return TS_SWAP_FAILURE;
+    if (x->why == TS_WHY_COLLISION) {
+        if (ok) {
+            collision_swapped(b, x);
+            ts_broker_room(b, x->w.g);
+        } else {
+            ts_log_info("swap-out for a collision did not happen: %s job=%lld", why,
+                        (long long)x->id);
+        }
+    } else {
+        ts_jobswap_done(b, x, ok, why);
     }
-    *moved = total;
-    return TS_SWAP_DONE;
+    x->used = false;
+}
+
+/* An ended job: done when its processes' slots on the GPU are reaped. */
+static void poll_end(struct ts_broker *b, struct ts_action *x, int64_t now)
+{
+    struct ts_ledger *l = b->s->l[x->w.g];
+    bool freed = atomic_load(&l->procs[x->slot].pid) != x->pid;
+    if (!freed && now < x->deadline_ms) {
+        if (!ts_broker_alive(x->pid) && ts_ledger_lock(l) == 0) {
+            ts_ledger_reap_locked(l);
+            ts_ledger_unlock(l);
+        }
+        return;
+    }
+    char m[32], n[32];
+    const struct ts_waiter *w = &x->w;
+    ts_broker_bytes(x->bytes, m, sizeof(m));
+    ts_broker_bytes(w->need, n, sizeof(n));
+    ts_events_add(b->ev, x->id, x->attempt, "memory_ended",
+                  "%s; this job (priority %d) held %s there and goes back to the queue%s", x->note,
+                  (int)x->priority, m, freed ? "" : "; its memory was not freed in time");
+    ts_events_add(b->ev, w->id, w->attempt, "memory_ended",
+                  "job %lld (priority %d, %s on GPU %u) was ended to make room for pid %d: %s %s",
+                  (long long)x->id, (int)x->priority, m, b->s->index[w->g], (int)w->pid, n,
+                  ts_broker_need_words(w->kind));
+    ts_broker_room(b, w->g);
+    x->used = false;
+}
+
+static void poll_actions(struct ts_broker *b)
+{
+    int64_t now = ts_broker_now_ms();
+    for (int k = 0; k < TS_BROKER_ACTIONS; k++) {
+        struct ts_action *x = &b->act[k];
+        if (!x->used)
+            continue;
+        if (x->kind == TS_ACT_SWAP_OUT)
+            poll_swap(b, x, now);
+        else
+            poll_end(b, x, now);
+    }
+}
+
+/* Room on ledger position g that actions in flight are making. */
+static uint64_t coming(const struct ts_broker *b, unsigned g)
+{
+    uint64_t c = 0;
+    for (int k = 0; k < TS_BROKER_ACTIONS; k++)
+        if (b->act[k].used)
+            c += b->act[k].frees[g];
+    return c;
 }
 
 /* ---- one pass over a GPU ------------------------------------------------- */
 
-static void report_wait(struct ts_broker *b, unsigned g, int i, uint64_t need)
+const char *ts_broker_need_words(uint32_t kind)
+{
+    if (kind & TS_NEED_SWAPIN)
+        return kind & TS_NEED_BURST ? "its memory coming back, above its request"
+                                    : "its memory coming back, within its request";
+    return kind & TS_NEED_BURST ? "a burst above its request" : "within its request";
+}
+
+static void report_wait(struct ts_broker *b, const struct ts_waiter *w)
+{
+    char n[32], f[32], u[32], h[512];
+    ts_broker_holders(b, w->g, w->id, h, sizeof(h));
+    ts_events_add(b->ev, w->id, w->attempt, "memory_wait",
+                  "pid %d waits for %s on GPU %u (%s): %s free of %s usable; held above their "
+                  "requests by %s; resolver %s",
+                  (int)w->pid, ts_broker_bytes(w->need, n, sizeof(n)), b->s->index[w->g],
+                  ts_broker_need_words(w->kind), ts_broker_bytes(ts_broker_free(b, w->g), f, sizeof(f)),
+                  ts_broker_bytes(b->s->usable[w->g], u, sizeof(u)), h, b->resolver->name);
+}
+
+/* A wait that ended in out-of-memory (the shim bumped gaveup_seq): the
+ * waiter's job and every job holding room above its request hear of it. */
+static void report_gave_up(struct ts_broker *b, unsigned g, int i, int64_t id, int attempt)
 {
     struct ts_ledger *l = b->s->l[g];
-    int64_t id;
-    int attempt;
-    if (!ts_broker_job_of(l, i, &id, &attempt))
-        return;
-    char n[32], f[32], u[32], br[32];
-    ts_events_add(b->ev, id, attempt, "memory_wait",
-                  "pid %d waits for %s on GPU %u: %s free of %s usable, %s borrowed above "
-                  "requests; resolver %s",
-                  (int)atomic_load(&l->procs[i].pid), ts_broker_bytes(need, n, sizeof(n)),
-                  b->s->index[g], ts_broker_bytes(ts_broker_free(b, g), f, sizeof(f)),
-                  ts_broker_bytes(b->s->usable[g], u, sizeof(u)),
-                  ts_broker_bytes(atomic_load(&l->burst_bytes), br, sizeof(br)), b->resolver->name);
+    struct ts_ledger_proc *p = &l->procs[i];
+    char n[32], h[512];
+    ts_broker_bytes(atomic_load(&p->gaveup_bytes), n, sizeof(n));
+    ts_broker_holders(b, g, id, h, sizeof(h));
+    ts_events_add(b->ev, id, attempt, "out_of_memory",
+                  "pid %d's allocation of %s on GPU %u failed with out-of-memory after waiting "
+                  "%.1f s (--collision-wait): the room was held above their requests by %s",
+                  (int)atomic_load(&p->pid), n, b->s->index[g], l->h.wait_ms / 1000.0, h);
+    for (int j = 0; j < TS_LEDGER_JOBS; j++) {
+        struct ts_ledger_job *job = &l->jobs[j];
+        uint64_t used = atomic_load(&job->used_bytes);
+        if (atomic_load(&job->key) == 0 || job->job_id == id || used <= job->request_bytes)
+            continue;
+        char x[32];
+        ts_events_add(b->ev, job->job_id, job->attempt, "out_of_memory",
+                      "job %lld's allocation of %s on GPU %u failed after waiting %.1f s while "
+                      "this job held %s above its request there",
+                      (long long)id, n, b->s->index[g], l->h.wait_ms / 1000.0,
+                      ts_broker_bytes(used - job->request_bytes, x, sizeof(x)));
+    }
+}
+
+static int waiter_cmp(const void *x, const void *y)
+{
+    const struct ts_waiter *a = x, *c = y;
+    int ra = ts_ledger_need_rank(a->kind), rc = ts_ledger_need_rank(c->kind);
+    if (ra != rc)
+        return ra < rc ? -1 : 1;
+    return a->since_ns < c->since_ns ? -1 : a->since_ns > c->since_ns;
 }
 
 static void pass_gpu(struct ts_broker *b, unsigned g)
@@ -158,36 +422,58 @@ static void pass_gpu(struct ts_broker *b, unsigned g)
     if (used < b->last_used[g])
         ts_broker_room(b, g);
     b->last_used[g] = used;
-    bool any = false;
+    static struct ts_waiter w[WAITERS_MAX]; /* broker thread only */
+    size_t nw = 0;
     for (int i = 0; i < TS_LEDGER_PROCS; i++) {
         struct ts_ledger_proc *p = &l->procs[i];
         pid_t pid = atomic_load(&p->pid);
-        uint64_t need = pid != 0 ? atomic_load(&p->need_bytes) : 0;
-        if (need == 0 || !alive(pid)) {
+        int64_t id;
+        int attempt;
+        if (pid == 0 || !ts_broker_job_of(l, i, &id, &attempt)) {
             b->waiting[g][i] = 0;
             continue;
         }
-        any = true;
-        /* new bursts fail fast while someone waits for room */
-        atomic_store(&l->burst_closed, 1);
+        uint32_t gs = atomic_load(&p->gaveup_seq);
+        if (b->gaveup_pid[g][i] != pid) {
+            b->gaveup_pid[g][i] = pid;
+            b->gaveup_seq[g][i] = gs;
+        } else if (b->gaveup_seq[g][i] != gs) {
+            b->gaveup_seq[g][i] = gs;
+            report_gave_up(b, g, i, id, attempt);
+        }
+        uint64_t need = atomic_load(&p->need_bytes);
+        if (need == 0 || !ts_broker_alive(pid)) {
+            b->waiting[g][i] = 0;
+            continue;
+        }
+        struct ts_waiter *x = &w[nw++];
+        *x = (struct ts_waiter){g,    i,       pid, need, atomic_load(&p->need_kind),
+                                atomic_load(&p->need_since_ns), id, attempt, l->jobs[p->job].priority};
         if (b->waiting[g][i] != pid) {
             b->waiting[g][i] = pid;
-            report_wait(b, g, i, need);
+            report_wait(b, x);
         }
-        uint64_t free = ts_broker_free(b, g);
-        if (need > free) {
-            b->resolver->resolve(b, g, i, need - free);
-            free = ts_broker_free(b, g);
-        }
-        if (need <= free)
-            ts_broker_room(b, g); /* the waiter looks again */
     }
-    if (!any)
-        atomic_store(&l->burst_closed, 0);
+    qsort(w, nw, sizeof(w[0]), waiter_cmp);
+    uint64_t free = ts_broker_free(b, g), incoming = coming(b, g), sum = 0;
+    for (size_t k = 0; k < nw; k++) {
+        sum += w[k].need;
+        if (sum <= free) {
+            ts_broker_room(b, g); /* it fits: the waiter looks again */
+            continue;
+        }
+        if (sum <= free + incoming)
+            continue; /* room is on its way */
+        uint64_t missing = sum - free - incoming;
+        uint64_t got = b->resolver->resolve(b, &w[k], missing);
+        incoming += got;
+        if (got < missing && ts_ledger_need_rank(w[k].kind) > 0)
+            break; /* first come, first served: nobody behind it jumps ahead */
+    }
     b->last_used[g] = ts_ledger_used(l);
 }
 
-/* Swapped-out processes that are resident again: their range is free. */
+/* Processes that came back from the reserve: their range is free. */
 static void swapped_in(struct ts_broker *b, unsigned g)
 {
     struct ts_ledger *l = b->s->l[g];
@@ -195,7 +481,7 @@ static void swapped_in(struct ts_broker *b, unsigned g)
         struct ts_ledger_proc *p = &l->procs[i];
         pid_t pid = atomic_load(&p->pid);
         if (pid == 0 || p->swap_len == 0 || atomic_load(&p->ack_seq) != atomic_load(&p->cmd_seq) ||
-            atomic_load(&p->swap_state) != TS_SWAP_RESIDENT)
+            atomic_load(&p->swap_state) != TS_SWAP_RESIDENT || ts_broker_busy_pid(b, pid))
             continue;
         int64_t id;
         int attempt;
@@ -208,145 +494,24 @@ static void swapped_in(struct ts_broker *b, unsigned g)
     }
 }
 
-/* ---- suspend and resume ---------------------------------------------------- */
+/* ---- the thread ----------------------------------------------------------- */
 
-struct request {
-    int64_t id;
-    int attempt;
-    pid_t pgid;
-    bool shim, resume;
-    unsigned gpu0;
-};
-
-static size_t requests(struct ts_broker *b, struct request *out)
+static void housekeeping(struct ts_broker *b)
 {
-    size_t n = 0;
-    pthread_mutex_lock(&b->a->mu);
-    for (struct ts_ajob *j = b->a->jobs; j != NULL && n < REQUESTS_MAX; j = j->next) {
-        if (j->phase != TS_AJOB_RUNNING || j->stopping || j->suspend_failed)
-            continue;
-        if (j->want_suspend != j->suspended)
-            out[n++] = (struct request){j->id,   j->attempt,   j->pid,
-                                        j->shim, j->suspended, j->ngpus > 0 ? j->gpus[0] : 0};
+    int64_t now = ts_broker_now_ms();
+    if (now >= b->next_reap_ms) {
+        b->next_reap_ms = now + REAP_MS;
+        for (unsigned g = 0; g < b->s->count; g++)
+            if (ts_ledger_lock(b->s->l[g]) == 0) {
+                ts_ledger_reap_locked(b->s->l[g]);
+                ts_ledger_unlock(b->s->l[g]);
+            }
     }
-    pthread_mutex_unlock(&b->a->mu);
-    return n;
-}
-
-/* The job's processes: live slots of its home ledger. */
-static size_t job_procs(struct ts_broker *b, const struct request *r, struct ts_ledger **home,
-                        pid_t *pids, size_t max)
-{
-    *home = ts_ledgers_get(b->s, r->gpu0);
-    int j = *home != NULL ? ts_ledger_find_job(*home, ts_ledger_key(r->id, r->attempt)) : -1;
-    size_t n = 0;
-    for (int i = 0; j >= 0 && i < TS_LEDGER_PROCS && n < max; i++)
-        if (atomic_load(&(*home)->procs[i].pid) != 0 && (*home)->procs[i].job == j)
-            pids[n++] = atomic_load(&(*home)->procs[i].pid);
-    return n;
-}
-
-static uint64_t job_swapped(struct ts_broker *b, int64_t id, int attempt)
-{
-    uint64_t sum = 0;
-    for (unsigned g = 0; g < b->s->count; g++) {
-        int j = ts_ledger_find_job(b->s->l[g], ts_ledger_key(id, attempt));
-        if (j >= 0)
-            sum += atomic_load(&b->s->l[g]->jobs[j].swapped_bytes);
-    }
-    return sum;
-}
-
-static void resume_procs(struct ts_broker *b, const struct request *r)
-{
-    struct ts_ledger *home;
-    pid_t pids[TS_LEDGER_PROCS];
-    size_t n = job_procs(b, r, &home, pids, TS_LEDGER_PROCS);
-    for (size_t k = 0; k < n; k++) {
-        struct ts_ledger_proc *p = &home->procs[ts_ledger_find_proc(home, pids[k])];
-        if (atomic_load(&p->swap_state) != TS_SWAP_OUT)
-            continue;
-        atomic_store(&p->cmd, TS_CMD_SWAP_IN);
-        atomic_fetch_add(&p->cmd_seq, 1);
-        ts_futex_wake(&p->cmd_seq);
+    if (now >= b->next_trim_ms) {
+        b->next_trim_ms = now + TRIM_MS;
+        ts_ledgers_swap_trim(b->s);
     }
 }
-
-static void suspend(struct ts_broker *b, const struct request *r)
-{
-    char why[512] = "", x[32];
-    uint64_t total = 0;
-    if (!r->shim) {
-        snprintf(why, sizeof(why), "the job runs without the shim (whole GPUs): cannot swap it");
-    } else if (b->s->swap_bytes == 0) {
-        snprintf(why, sizeof(why), "this node has no host swap reserve (--swap-reserve)");
-    } else {
-        struct ts_ledger *home;
-        pid_t pids[TS_LEDGER_PROCS];
-        size_t n = job_procs(b, r, &home, pids, TS_LEDGER_PROCS);
-        for (size_t k = 0; k < n && why[0] == '\0'; k++) {
-            uint64_t moved = 0;
-            if (ts_broker_swap_out(b, r->id, r->attempt, pids[k], true, &moved, why, sizeof(why)) ==
-                TS_SWAP_DONE)
-                total += moved;
-        }
-    }
-    bool stopped = false, rerun = false;
-    pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, r->id, r->attempt);
-    if (j != NULL && why[0] != '\0') {
-        j->suspend_failed = true;
-    } else if (j != NULL && j->want_suspend && !j->stopping && !ts_ajob_final(j)) {
-        kill(-j->pid, SIGSTOP);
-        j->suspended = stopped = true;
-        j->swapped_bytes = job_swapped(b, r->id, r->attempt);
-        b->a->report_now = true;
-        pthread_cond_broadcast(&b->a->cond);
-    } else if (j != NULL && !j->stopping && !j->want_suspend) {
-        rerun = true; /* listed with run again before it was stopped */
-    }
-    pthread_mutex_unlock(&b->a->mu);
-    if (why[0] != '\0') {
-        ts_events_add(b->ev, r->id, r->attempt, "swap_failed",
-                      "could not suspend the job: %s; it is stopped instead", why);
-        ts_agent_wake(b->a);
-    } else if (stopped) {
-        ts_events_add(b->ev, r->id, r->attempt, "suspended",
-                      "suspended: %s of GPU memory moved to the host swap reserve, processes "
-                      "stopped",
-                      ts_broker_bytes(job_swapped(b, r->id, r->attempt), x, sizeof(x)));
-    } else if (rerun) {
-        resume_procs(b, r);
-    }
-    ts_log_debug("suspend pass job=%lld attempt=%d moved=%llu", (long long)r->id, r->attempt,
-                 (unsigned long long)total);
-}
-
-static void resume(struct ts_broker *b, const struct request *r)
-{
-    char x[32];
-    uint64_t swapped = job_swapped(b, r->id, r->attempt);
-    bool go = false;
-    pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, r->id, r->attempt);
-    if (j != NULL && j->suspended && !j->want_suspend) {
-        kill(-j->pid, SIGCONT);
-        j->suspended = false;
-        j->swapped_bytes = 0;
-        b->a->report_now = true;
-        pthread_cond_broadcast(&b->a->cond);
-        go = true;
-    }
-    pthread_mutex_unlock(&b->a->mu);
-    if (!go)
-        return;
-    resume_procs(b, r);
-    ts_events_add(b->ev, r->id, r->attempt, "resumed",
-                  "resumed: processes continued, %s coming back from the host swap reserve",
-                  ts_broker_bytes(swapped, x, sizeof(x)));
-}
-
-/* ---- the thread --------------------------------------------------------------- */
 
 static void *broker_main(void *arg)
 {
@@ -354,19 +519,15 @@ static void *broker_main(void *arg)
     unsigned turn = 0;
     uint32_t seen[TS_GPUS_MAX] = {0};
     while (!atomic_load(&b->a->stop)) {
-        for (unsigned g = 0; g < b->s->count; g++) {
+        for (unsigned g = 0; g < b->s->count; g++)
             seen[g] = atomic_load(&b->s->l[g]->agent_wake);
+        housekeeping(b);
+        poll_actions(b);
+        for (unsigned g = 0; g < b->s->count; g++) {
             pass_gpu(b, g);
             swapped_in(b, g);
         }
-        struct request req[REQUESTS_MAX];
-        size_t n = requests(b, req);
-        for (size_t k = 0; k < n; k++) {
-            if (req[k].resume)
-                resume(b, &req[k]);
-            else
-                suspend(b, &req[k]);
-        }
+        ts_jobswap_pass(b);
         if (b->s->count == 0) {
             struct timespec ts = {0, PASS_MS * 1000000L};
             nanosleep(&ts, NULL);
@@ -389,6 +550,9 @@ int ts_broker_start(struct ts_agent *a)
     b->s = &a->ledgers;
     b->ev = a->events;
     b->swap_idle_ns = (uint64_t)a->cfg.swap_idle * 1000000000ull;
+    b->quantum_ns = (uint64_t)a->cfg.swap_quantum * 1000000000ull;
+    b->priority_idle_ns = (uint64_t)a->cfg.priority_idle * 1000000000ull;
+    b->collision_grace_s = (int)a->cfg.collision_grace;
     enum ts_ledger_collision c = ts_ledgers_collision_parse(a->cfg.collision);
     b->resolver = c == TS_COLLISION_PRIORITY ? &ts_resolver_priority
                   : c == TS_COLLISION_SWAP   ? &ts_resolver_swap

@@ -12,16 +12,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/daemon/ajob.h"
 #include "agent/daemon/files.h"
 #include "api/log.h"
 
 #define PENDING_MAX 4096
 #define JOBS_MAX 1024 /* seq counters kept; the oldest is read back from disk */
+#define QUIET_MS 30000 /* a routine event of a type: at most one per job this often */
+
+/* Routine events: time-sharing makes them every few seconds, for hours.
+ * The first of a type is sent at once, then at most one per QUIET_MS,
+ * saying how many were left out. */
+static const char *const routine[] = {"memory_wait", "swapped_out", "swapped_in"};
+#define ROUTINE_N (sizeof(routine) / sizeof(routine[0]))
 
 struct seqent {
     int64_t id;
     int attempt;
     int next; /* the next event's seq */
+    int64_t last_ms[ROUTINE_N];
+    unsigned quiet[ROUTINE_N]; /* left out since the last one */
 };
 
 struct ts_events {
@@ -106,7 +116,7 @@ static struct seqent *seq_of(struct ts_events *ev, int64_t id, int attempt)
     }
     int m = 0;
     each_logged(ev, id, attempt, max_seq, &m);
-    *s = (struct seqent){id, attempt, m + 1};
+    *s = (struct seqent){.id = id, .attempt = attempt, .next = m + 1};
     return s;
 }
 
@@ -133,6 +143,23 @@ void ts_events_add(struct ts_events *ev, int64_t id, int attempt, const char *ty
         return;
     pthread_mutex_lock(&ev->mu);
     struct seqent *s = seq_of(ev, id, attempt);
+    for (size_t r = 0; r < ROUTINE_N; r++) {
+        if (strcmp(type, routine[r]) != 0)
+            continue;
+        int64_t now = ts_ajob_now_ms();
+        if (s->last_ms[r] != 0 && now - s->last_ms[r] < QUIET_MS) {
+            s->quiet[r]++;
+            pthread_mutex_unlock(&ev->mu);
+            return;
+        }
+        if (s->quiet[r] > 0) {
+            size_t n = strlen(msg);
+            snprintf(msg + n, sizeof(msg) - n, " (and %u more %s events in the last %.0f s)",
+                     s->quiet[r], type, (double)(now - s->last_ms[r]) / 1000.0);
+        }
+        s->last_ms[r] = now;
+        s->quiet[r] = 0;
+    }
     json_t *e = json_pack("{s:I, s:i, s:i, s:s, s:s}", "id", (json_int_t)id, "attempt", attempt,
                           "seq", s->next, "type", type, "message", msg);
     if (e != NULL) {

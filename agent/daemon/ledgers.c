@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "agent/daemon/files.h"
@@ -48,8 +49,15 @@ static void reserve_path(const char *data_dir, char *out, size_t len)
         snprintf(out, len, "%s/swap.reserve", data_dir);
 }
 
+/* Bytes of the reserve file already in memory (a restarted agent's). */
+static uint64_t reserve_pages(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 ? (uint64_t)st.st_blocks * 512u : 0;
+}
+
 static enum ts_err reserve_open(struct ts_ledgers *s, const char *data_dir, uint64_t bytes,
-                                struct ts_error *err)
+                                bool pin, struct ts_error *err)
 {
     reserve_path(data_dir, s->swap_path, sizeof(s->swap_path));
     /* kept across restarts: swapped-out jobs have their memory in it */
@@ -57,12 +65,23 @@ static enum ts_err reserve_open(struct ts_ledgers *s, const char *data_dir, uint
     if (fd < 0)
         return ts_error_set(err, TS_ERR_INTERNAL, "could not open the swap reserve %s: %s",
                             s->swap_path, strerror(errno));
-    if (ftruncate(fd, (off_t)bytes) != 0) {
-        int e = errno;
+    int rc = ftruncate(fd, (off_t)bytes) == 0 ? 0 : errno;
+    /* pinned: its pages are taken now, so a folder too small says so here
+     * rather than with SIGBUS in a job's swap-out */
+    if (rc == 0 && pin)
+        rc = posix_fallocate(fd, 0, (off_t)bytes);
+    if (rc != 0) {
         close(fd);
-        return ts_error_set(err, TS_ERR_INTERNAL, "could not size the swap reserve %s: %s",
-                            s->swap_path, strerror(e));
+        return ts_error_set(err, TS_ERR_INTERNAL, "could not size the swap reserve %s to %llu bytes: %s",
+                            s->swap_path, (unsigned long long)bytes, strerror(rc));
     }
+    struct statvfs vs;
+    if (!pin && fstatvfs(fd, &vs) == 0 &&
+        (uint64_t)vs.f_bavail * vs.f_frsize + reserve_pages(fd) < bytes)
+        ts_log_warn("the swap reserve is larger than the room left where it lives: a swap-out "
+                    "may find no room path=%s bytes=%llu free=%llu",
+                    s->swap_path, (unsigned long long)bytes,
+                    (unsigned long long)vs.f_bavail * vs.f_frsize);
     void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int e = errno;
     close(fd);
@@ -71,8 +90,9 @@ static enum ts_err reserve_open(struct ts_ledgers *s, const char *data_dir, uint
                             s->swap_path, strerror(e));
     s->swap_map = m;
     s->swap_bytes = bytes;
-    s->swap_locked = mlock(m, bytes) == 0;
-    if (!s->swap_locked)
+    s->swap_pinned = pin;
+    s->swap_locked = pin && mlock(m, bytes) == 0;
+    if (pin && !s->swap_locked)
         ts_log_warn("could not lock the swap reserve in memory (it may be paged out): %s "
                     "path=%s bytes=%llu",
                     strerror(errno), s->swap_path, (unsigned long long)bytes);
@@ -83,7 +103,8 @@ static enum ts_err reserve_open(struct ts_ledgers *s, const char *data_dir, uint
 
 enum ts_err ts_ledgers_open(struct ts_ledgers *s, const struct ts_gpus *gpus, const char *data_dir,
                             uint64_t gpu_reserve, enum ts_ledger_collision collision,
-                            uint32_t wait_ms, uint64_t swap_bytes, struct ts_error *err)
+                            uint32_t wait_ms, uint64_t swap_bytes, bool swap_pin,
+                            struct ts_error *err)
 {
     memset(s, 0, sizeof(*s));
     s->collision = collision;
@@ -92,7 +113,7 @@ enum ts_err ts_ledgers_open(struct ts_ledgers *s, const struct ts_gpus *gpus, co
     if (rc != 0)
         return ts_error_set(err, TS_ERR_INTERNAL, "could not create %s: %s", s->dir, strerror(-rc));
     if (swap_bytes > 0) {
-        enum ts_err e = reserve_open(s, data_dir, swap_bytes, err);
+        enum ts_err e = reserve_open(s, data_dir, swap_bytes, swap_pin, err);
         if (e != TS_OK)
             return e;
     }
@@ -331,6 +352,17 @@ bool ts_ledgers_swap_alloc(const struct ts_ledgers *s, uint64_t len, uint64_t *o
     return true;
 }
 
+uint64_t ts_ledgers_job_swapped(const struct ts_ledgers *s, int64_t id, int attempt)
+{
+    uint64_t sum = 0;
+    for (unsigned g = 0; g < s->count; g++) {
+        int j = ts_ledger_find_job(s->l[g], ts_ledger_key(id, attempt));
+        if (j >= 0)
+            sum += atomic_load(&s->l[g]->jobs[j].swapped_bytes);
+    }
+    return sum;
+}
+
 uint64_t ts_ledgers_swap_used(const struct ts_ledgers *s)
 {
     uint64_t u = 0;
@@ -339,4 +371,23 @@ uint64_t ts_ledgers_swap_used(const struct ts_ledgers *s)
             if (atomic_load(&s->l[g]->procs[i].pid) != 0)
                 u += s->l[g]->procs[i].swap_len;
     return u;
+}
+
+void ts_ledgers_swap_trim(const struct ts_ledgers *s)
+{
+    if (s->swap_map == NULL || s->swap_pinned)
+        return;
+    static struct range r[TS_GPUS_MAX * TS_LEDGER_PROCS]; /* broker thread only */
+    size_t n = held_ranges(s, r, sizeof(r) / sizeof(r[0]));
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uint64_t at = 0;
+    for (size_t i = 0; i <= n; i++) {
+        uint64_t end = i < n ? r[i].off : s->swap_bytes;
+        /* whole pages strictly between the ranges in use */
+        uint64_t lo = (at + page - 1) / page * page, hi = end / page * page;
+        if (hi > lo)
+            madvise((char *)s->swap_map + lo, hi - lo, MADV_REMOVE);
+        if (i < n && r[i].off + r[i].len > at)
+            at = r[i].off + r[i].len;
+    }
 }

@@ -34,6 +34,7 @@ struct ts_ledgers {
     char swap_path[256]; /* "" when the node has no reserve */
     uint64_t swap_bytes;
     void *swap_map;
+    bool swap_pinned; /* taken and locked at start (real GPUs); else its pages come and go */
     bool swap_locked; /* mlock succeeded */
 };
 
@@ -44,12 +45,17 @@ const char *ts_ledgers_collision_name(enum ts_ledger_collision c);
 /*
  * Create (or keep) a ledger per GPU and the host swap reserve of swap_bytes
  * (0: none), and write the reserve's path and size, the collision mode and
- * wait_ms into every ledger's header. s is filled; TS_OK or an error with
+ * wait_ms into every ledger's header. swap_pin: the reserve's memory is
+ * taken and locked at start (real GPUs: the driver copies to pinned
+ * memory); without it (simulated GPUs, which are host memory themselves)
+ * the reserve holds only the pages in use, and ts_ledgers_swap_trim gives
+ * back the others. s is filled; TS_OK or an error with
  * the reason. Close with ts_ledgers_close (the files stay: jobs use them).
  */
 enum ts_err ts_ledgers_open(struct ts_ledgers *s, const struct ts_gpus *gpus, const char *data_dir,
                             uint64_t gpu_reserve, enum ts_ledger_collision collision,
-                            uint32_t wait_ms, uint64_t swap_bytes, struct ts_error *err);
+                            uint32_t wait_ms, uint64_t swap_bytes, bool swap_pin,
+                            struct ts_error *err);
 void ts_ledgers_close(struct ts_ledgers *s);
 
 /* The ledger of GPU index gpu (borrowed), or NULL. */
@@ -70,6 +76,8 @@ bool ts_ledgers_fractional(const struct ts_ledgers *s, const json_t *desired);
  */
 enum ts_err ts_ledgers_job_add(struct ts_ledgers *s, const json_t *desired, const char *jobdir,
                                struct ts_error *err);
+/* Bytes of job (id, attempt) in the host swap reserve, over all GPUs. */
+uint64_t ts_ledgers_job_swapped(const struct ts_ledgers *s, int64_t id, int attempt);
 /* Whether job (id, attempt) has a slot in the ledger of GPU gpu. */
 bool ts_ledgers_job_has(const struct ts_ledgers *s, int64_t id, int attempt, unsigned gpu);
 /*
@@ -83,6 +91,9 @@ bool ts_ledgers_job_remove(struct ts_ledgers *s, int64_t id, int attempt, const 
 /* First fit of len bytes in the reserve among the ranges the processes'
  * slots hold. true with *off, or false (no reserve, or full). Broker only. */
 bool ts_ledgers_swap_alloc(const struct ts_ledgers *s, uint64_t len, uint64_t *off);
+/* An unpinned reserve: give back the pages of the ranges no slot holds.
+ * Broker only (the one that hands ranges out). */
+void ts_ledgers_swap_trim(const struct ts_ledgers *s);
 /* Bytes of the reserve held by the processes' slots. */
 uint64_t ts_ledgers_swap_used(const struct ts_ledgers *s);
 

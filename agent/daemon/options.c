@@ -48,13 +48,29 @@ const struct ts_option ts_agent_options[] = {
      "how colliding GPU memory bursts are resolved: wait, priority or swap", 0, 0,
      "wait|priority|swap", 0},
     {"swap-reserve", TS_OPT_BYTES, OPT(swap_reserve), "0", "SIZE",
-     "host memory pinned at start for swapping jobs out (suspend; swapping with --collision "
-     "swap); 0: none",
+     "host memory for swapped-out GPU memory (suspend, idle detach, and time-sharing with "
+     "--collision swap), taken and locked at start on real GPUs; 0: none",
      0, -1, NULL, 0},
     {"collision-wait", TS_OPT_DURATION, OPT(collision_wait), "10s", "DURATION",
-     "longest an allocation within a job's request waits for room", 0, 3600, NULL, 0},
+     "longest a new allocation (within a job's request or a burst) waits for room, then "
+     "out-of-memory; memory a job held coming back waits as long as it takes",
+     0, 3600, NULL, 0},
     {"swap-idle", TS_OPT_DURATION, OPT(swap_idle), "2s", "DURATION",
-     "how long a burst holder must have made no GPU call to be swapped out", 0, 86400, NULL, 0},
+     "with --collision swap, a burst holder that made no GPU call this long may be swapped out "
+     "for another's memory at once",
+     0, 86400, NULL, 0},
+    {"swap-quantum", TS_OPT_DURATION, OPT(swap_quantum), "2s", "DURATION",
+     "with --collision swap, a busy burst holder's turn: it is not swapped out for another's "
+     "burst before it has been back (or borrowing) this long",
+     0, 3600, NULL, 0},
+    {"priority-idle", TS_OPT_DURATION, OPT(priority_idle), "5m", "DURATION",
+     "with --collision priority, a burst holder idle this long may be ended for a burst of "
+     "any priority; 0: only lower priorities",
+     0, 86400 * 7, NULL, 0},
+    {"collision-grace", TS_OPT_DURATION, OPT(collision_grace), "2s", "DURATION",
+     "a job ended to make room gets SIGTERM, then SIGKILL after this long (or its own grace "
+     "period, when shorter)",
+     0, 3600, NULL, 0},
     {"shim-lib", TS_OPT_STRING, OPT(shim_lib), NULL, "PATH",
      "libtessera-cuda.so, preloaded into jobs with a GPU fraction; default: "
      "../lib/libtessera-cuda.so beside the agent binary",

@@ -1,209 +1,223 @@
 /*
- * resolve.c - the collision resolvers (broker.h): what the broker does for
- * a process that waits for room on a GPU.
+ * resolve.c - the collision resolvers (broker.h): what the broker starts
+ * for a process waiting for room on a GPU, beyond serving waiters in the
+ * ledger's order as memory frees (which the broker does for every mode).
  *
- *   wait:     nothing more than the broker does for everyone (bursts closed
- *             while someone waits, room_seq bumped whenever memory frees);
- *             the shim gives up after the ledger's wait_ms.
- *   priority: end the process holding burst memory on the GPU that is
- *             lowest in priority, then longest idle, then most borrowed;
- *             only processes of jobs above their request, never of the
- *             waiter's own job; SIGKILL, then wait until its slot is
- *             reaped and the GPU's figure is down. Again while room misses.
- *   swap:     ask an idle burst holder (swap accepted, no GPU call for
- *             --swap-idle, lowest priority first) to swap out to the host
- *             reserve; with no one idle, a full reserve or a failed swap,
- *             fall back to priority.
+ * Only burst holders are ever acted on: processes of jobs above their
+ * request on that GPU, never of the waiter's own job, never one the broker
+ * is already acting on. A waiter within its request (new memory or memory
+ * coming back) is owed the room by the scheduler, so it may take from any
+ * burst holder; a burst, new or coming back, takes only what the rules of
+ * the mode give it.
+ *
+ *   wait:     nothing more: the waiter has the room when a holder frees it,
+ *             first come first served; a new allocation gives up after
+ *             --collision-wait (event out_of_memory naming the holders).
+ *   priority: end the job of the holder lowest in priority, then longest
+ *             idle, then most borrowed. A burst may end only holders of a
+ *             lower priority than its own, or idle for --priority-idle.
+ *             The ended job gets SIGTERM, SIGKILL after --collision-grace,
+ *             and goes back to the queue (reported evicted).
+ *   swap:     time-sharing. Swap out a holder that is idle (no GPU call for
+ *             --swap-idle) or whose turn is over (resident for
+ *             --swap-quantum since it came back or began to borrow); none
+ *             before its turn is over unless idle, except for a waiter
+ *             within its request. It comes back at its next GPU call, as a
+ *             waiter itself. Only when the host reserve has no room for a
+ *             holder does the mode fall back to priority, with an event
+ *             fell_back_to_priority on both jobs.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "agent/daemon/broker.h"
 #include "api/log.h"
 
-#define ROUNDS_MAX 16
+#define VICTIMS_MAX 16 /* acted on for one waiter in one pass */
 
 struct victim {
     int slot;
     pid_t pid;
     int32_t priority;
-    uint64_t last_call_ns, borrowed, used;
+    uint64_t idle_ns, turn_ns, borrowed, used, job_used;
+    bool idle, turn_over;
     int64_t id;
     int attempt;
 };
 
-/* Whether a comes before b as a victim. */
-static bool before(const struct victim *a, const struct victim *b)
+/* Priority order: lowest priority, then longest idle, then most borrowed. */
+static bool before_priority(const struct victim *a, const struct victim *b)
 {
     if (a->priority != b->priority)
         return a->priority < b->priority;
-    if (a->last_call_ns != b->last_call_ns)
-        return a->last_call_ns < b->last_call_ns;
+    if (a->idle_ns != b->idle_ns)
+        return a->idle_ns > b->idle_ns;
     return a->borrowed > b->borrowed;
 }
 
-/* The first burst holder on ledger position g to act on for waiter w. */
-static bool pick(struct ts_broker *b, unsigned g, int w, bool swap, struct victim *out)
+/* Swap order: idle ones first (longest idle), then lowest priority, then
+ * the longest turn. */
+static bool before_swap(const struct victim *a, const struct victim *b)
 {
-    struct ts_ledger *l = b->s->l[g];
-    int wj = l->procs[w].job;
+    if (a->idle != b->idle)
+        return a->idle;
+    if (a->idle && a->idle_ns != b->idle_ns)
+        return a->idle_ns > b->idle_ns;
+    if (a->priority != b->priority)
+        return a->priority < b->priority;
+    return a->turn_ns > b->turn_ns;
+}
+
+/* The burst holders on w's GPU, not of w's job, not acted on. */
+static size_t holders(struct ts_broker *b, const struct ts_waiter *w, bool swap, struct victim *out,
+                      size_t max)
+{
+    struct ts_ledger *l = b->s->l[w->g];
     uint64_t now = ts_ledger_now_ns();
-    bool found = false;
-    for (int i = 0; i < TS_LEDGER_PROCS; i++) {
+    size_t n = 0;
+    for (int i = 0; i < TS_LEDGER_PROCS && n < max; i++) {
         struct ts_ledger_proc *p = &l->procs[i];
         pid_t pid = atomic_load(&p->pid);
         int j = p->job;
-        if (pid == 0 || i == w || j == wj || j < 0 || j >= TS_LEDGER_JOBS)
+        if (pid == 0 || i == w->slot || j < 0 || j >= TS_LEDGER_JOBS)
             continue;
         struct ts_ledger_job *job = &l->jobs[j];
         uint64_t used = atomic_load(&p->used_bytes), jused = atomic_load(&job->used_bytes);
-        if (atomic_load(&job->key) == 0 || used == 0 || jused <= job->request_bytes)
+        if (atomic_load(&job->key) == 0 || job->job_id == w->id || used == 0 ||
+            jused <= job->request_bytes)
             continue; /* holds nothing here, or its job is within its request */
-        if (kill(pid, 0) != 0 && errno == ESRCH)
+        if (!ts_broker_alive(pid) || ts_broker_busy_job(b, job->job_id, job->attempt))
             continue;
-        uint64_t last = atomic_load(&p->last_call_ns);
-        if (swap) {
-            if (!(job->flags & TS_LJ_SWAP_OK) || atomic_load(&p->need_bytes) != 0 ||
-                atomic_load(&p->swap_state) != TS_SWAP_RESIDENT || now - last < b->swap_idle_ns ||
-                last > now)
-                continue;
-        }
-        struct victim v = {i,    pid,         job->priority, last, jused - job->request_bytes,
-                           used, job->job_id, job->attempt};
-        if (!found || before(&v, out)) {
-            *out = v;
-            found = true;
-        }
+        if (swap && (!(job->flags & TS_LJ_SWAP_OK) || atomic_load(&p->need_bytes) != 0 ||
+                     atomic_load(&p->swap_state) != TS_SWAP_RESIDENT))
+            continue;
+        uint64_t last = atomic_load(&p->last_call_ns), turn = atomic_load(&p->turn_ns);
+        struct victim v = {.slot = i,
+                           .pid = pid,
+                           .priority = job->priority,
+                           .idle_ns = now > last ? now - last : 0,
+                           .turn_ns = turn != 0 && now > turn ? now - turn : UINT64_MAX / 2,
+                           .borrowed = jused - job->request_bytes,
+                           .used = used,
+                           .job_used = jused,
+                           .id = job->job_id,
+                           .attempt = job->attempt};
+        v.idle = v.idle_ns >= b->swap_idle_ns;
+        v.turn_over = v.turn_ns >= b->quantum_ns;
+        out[n++] = v;
     }
-    return found;
+    return n;
 }
 
-static int64_t mono_ms(void)
+static void sort(struct victim *v, size_t n, bool (*before)(const struct victim *, const struct victim *))
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Wait until v's slot on l is reaped (bounded). */
-static bool wait_freed(struct ts_broker *b, struct ts_ledger *l, const struct victim *v)
-{
-    int64_t until = mono_ms() + TS_BROKER_FREE_MS;
-    while (mono_ms() < until && !atomic_load(&b->a->stop)) {
-        if (ts_ledger_lock(l) == 0) {
-            ts_ledger_reap_locked(l);
-            ts_ledger_unlock(l);
+    for (size_t i = 1; i < n; i++)
+        for (size_t k = i; k > 0 && before(&v[k], &v[k - 1]); k--) {
+            struct victim t = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = t;
         }
-        if (atomic_load(&l->procs[v->slot].pid) != v->pid)
-            return true;
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
+}
+
+static bool within_request(const struct ts_waiter *w)
+{
+    return !(w->kind & TS_NEED_BURST);
+}
+
+/* ---- priority ------------------------------------------------------------- */
+
+/* End holders' jobs until `missing` is covered, by the priority rules.
+ * fallback: why swapping did not do (an event on both jobs per victim). */
+static uint64_t end_holders(struct ts_broker *b, const struct ts_waiter *w, uint64_t missing,
+                            const char *fallback)
+{
+    struct victim v[VICTIMS_MAX * 4];
+    size_t n = holders(b, w, false, v, sizeof(v) / sizeof(v[0]));
+    sort(v, n, before_priority);
+    uint64_t got = 0;
+    for (size_t k = 0; k < n && got < missing; k++) {
+        bool may = within_request(w) || v[k].priority < w->priority ||
+                   (b->priority_idle_ns > 0 && v[k].idle_ns >= b->priority_idle_ns);
+        if (!may || ts_broker_busy_job(b, v[k].id, v[k].attempt))
+            continue;
+        char note[320], n1[32];
+        snprintf(note, sizeof(note),
+                 "ended on node %s by the %s to make room for job %lld (pid %d needs %s on GPU %u, "
+                 "%s%s)%s%s",
+                 b->a->cfg.node, fallback ? "swap resolver's fallback to priority" : "priority resolver",
+                 (long long)w->id, (int)w->pid, ts_broker_bytes(w->need, n1, sizeof(n1)),
+                 b->s->index[w->g], ts_broker_need_words(w->kind),
+                 within_request(w)             ? ""
+                 : v[k].priority < w->priority ? ", of a higher priority"
+                                               : ", while this job was idle too long",
+                 fallback ? "; " : "", fallback ? fallback : "");
+        if (fallback != NULL) {
+            ts_events_add(b->ev, v[k].id, v[k].attempt, "fell_back_to_priority",
+                          "not swapped out for job %lld: %s; ended instead", (long long)w->id,
+                          fallback);
+            ts_events_add(b->ev, w->id, w->attempt, "fell_back_to_priority",
+                          "job %lld could not be swapped out to make room for pid %d: %s; it is "
+                          "ended instead",
+                          (long long)v[k].id, (int)w->pid, fallback);
+        }
+        if (ts_broker_end_job(b, v[k].id, v[k].attempt, v[k].priority, v[k].pid, v[k].slot, w,
+                              note) != NULL)
+            got += v[k].job_used;
     }
-    return false;
+    return got;
 }
 
-/* The priority resolver, also the fallback of swap (because: why swapping
- * did not do, or NULL). */
-static void end_holders(struct ts_broker *b, unsigned g, int w, const char *because)
+static uint64_t resolve_wait(struct ts_broker *b, const struct ts_waiter *w, uint64_t missing)
 {
-    struct ts_ledger *l = b->s->l[g];
-    pid_t wpid = atomic_load(&l->procs[w].pid);
-    int64_t wid;
-    int watt;
-    if (!ts_broker_job_of(l, w, &wid, &watt))
-        return;
-    for (int round = 0; round < ROUNDS_MAX; round++) {
-        uint64_t need = atomic_load(&l->procs[w].need_bytes);
-        if (atomic_load(&l->procs[w].pid) != wpid || need == 0 || need <= ts_broker_free(b, g))
-            return;
-        struct victim v;
-        if (!pick(b, g, w, false, &v)) {
-            ts_log_debug("no burst holder to end on gpu=%u for pid=%d", b->s->index[g], (int)wpid);
-            return;
+    (void)b, (void)w, (void)missing; /* the broker serves waiters as memory frees */
+    return 0;
+}
+
+static uint64_t resolve_priority(struct ts_broker *b, const struct ts_waiter *w, uint64_t missing)
+{
+    return end_holders(b, w, missing, NULL);
+}
+
+/* ---- swap ----------------------------------------------------------------- */
+
+static uint64_t resolve_swap(struct ts_broker *b, const struct ts_waiter *w, uint64_t missing)
+{
+    if (b->s->swap_bytes == 0)
+        return end_holders(b, w, missing, "this node has no host swap reserve");
+    struct victim v[VICTIMS_MAX * 4];
+    size_t n = holders(b, w, true, v, sizeof(v) / sizeof(v[0]));
+    sort(v, n, before_swap);
+    uint64_t got = 0;
+    char full[256] = "";
+    for (size_t k = 0; k < n && got < missing; k++) {
+        if (!v[k].idle && !v[k].turn_over && !within_request(w))
+            continue; /* its turn is not over: the waiter waits for it */
+        bool no_room, nothing;
+        char why[256];
+        struct ts_action *x = ts_broker_swap_out(b, v[k].id, v[k].attempt, v[k].pid,
+                                                 TS_WHY_COLLISION, &no_room, &nothing, why,
+                                                 sizeof(why));
+        if (x == NULL) {
+            if (no_room)
+                snprintf(full, sizeof(full), "%s", why);
+            continue;
         }
-        char x[32], y[32];
-        ts_broker_bytes(v.borrowed, x, sizeof(x));
-        ts_broker_bytes(need, y, sizeof(y));
-        kill(v.pid, SIGKILL);
-        bool freed = wait_freed(b, l, &v);
-        ts_events_add(b->ev, v.id, v.attempt, "memory_ended",
-                      "ended pid %d holding %s above its request on GPU %u for job %lld "
-                      "(pid %d needs %s)%s%s%s",
-                      (int)v.pid, x, b->s->index[g], (long long)wid, (int)wpid, y,
-                      because ? "; " : "", because ? because : "",
-                      freed ? "" : "; its memory was not freed in time");
-        ts_events_add(b->ev, wid, watt, "memory_ended",
-                      "pid %d of job %lld (priority %d, %s above its request) was ended to make "
-                      "room for pid %d: %s on GPU %u",
-                      (int)v.pid, (long long)v.id, (int)v.priority, x, (int)wpid, y,
-                      b->s->index[g]);
-        ts_broker_room(b, g);
-        if (!freed)
-            return;
+        x->w = *w;
+        x->turn = !v[k].idle;
+        if (v[k].idle)
+            snprintf(x->note, sizeof(x->note), "idle for %.1f s", (double)v[k].idle_ns / 1e9);
+        else if (v[k].turn_ns < UINT64_MAX / 4)
+            snprintf(x->note, sizeof(x->note), "its turn of %.1f s was over",
+                     (double)v[k].turn_ns / 1e9);
+        else
+            snprintf(x->note, sizeof(x->note), "its turn was over");
+        got += x->frees[w->g];
     }
-}
-
-static void resolve_wait(struct ts_broker *b, unsigned g, int w, uint64_t missing)
-{
-    (void)b, (void)g, (void)w, (void)missing; /* the broker's pass does it all */
-}
-
-static void resolve_priority(struct ts_broker *b, unsigned g, int w, uint64_t missing)
-{
-    (void)missing;
-    end_holders(b, g, w, NULL);
-}
-
-static void resolve_swap(struct ts_broker *b, unsigned g, int w, uint64_t missing)
-{
-    (void)missing;
-    struct ts_ledger *l = b->s->l[g];
-    pid_t wpid = atomic_load(&l->procs[w].pid);
-    int64_t wid;
-    int watt;
-    if (!ts_broker_job_of(l, w, &wid, &watt))
-        return;
-    char why[512];
-    for (int round = 0; round < ROUNDS_MAX; round++) {
-        uint64_t need = atomic_load(&l->procs[w].need_bytes);
-        if (atomic_load(&l->procs[w].pid) != wpid || need == 0 || need <= ts_broker_free(b, g))
-            return;
-        struct victim v;
-        if (b->s->swap_bytes == 0) {
-            end_holders(b, g, w, "this node has no host swap reserve");
-            return;
-        }
-        if (!pick(b, g, w, true, &v)) {
-            end_holders(b, g, w, "no idle burst holder could be swapped out");
-            return;
-        }
-        uint64_t moved = 0;
-        enum ts_swap_result r =
-            ts_broker_swap_out(b, v.id, v.attempt, v.pid, false, &moved, why, sizeof(why));
-        char x[32], y[32];
-        if (r != TS_SWAP_DONE) {
-            ts_events_add(b->ev, v.id, v.attempt, "swap_failed",
-                          "could not swap out pid %d for job %lld on GPU %u: %s", (int)v.pid,
-                          (long long)wid, b->s->index[g], why);
-            end_holders(b, g, w, why);
-            return;
-        }
-        ts_broker_bytes(moved, x, sizeof(x));
-        ts_broker_bytes(need, y, sizeof(y));
-        ts_events_add(b->ev, v.id, v.attempt, "swapped_out",
-                      "swapped out pid %d: %s to the host swap reserve, idle %.1f s, for job %lld "
-                      "(pid %d needs %s on GPU %u); back on its next GPU call",
-                      (int)v.pid, x, (double)(ts_ledger_now_ns() - v.last_call_ns) / 1e9,
-                      (long long)wid, (int)wpid, y, b->s->index[g]);
-        ts_events_add(b->ev, wid, watt, "swapped_out",
-                      "pid %d of job %lld (priority %d) was swapped out to make room for pid %d: "
-                      "%s on GPU %u",
-                      (int)v.pid, (long long)v.id, (int)v.priority, (int)wpid, y, b->s->index[g]);
-        ts_broker_room(b, g);
-    }
+    if (got < missing && full[0] != '\0')
+        got += end_holders(b, w, missing - got, full);
+    return got;
 }
 
 const struct ts_resolver ts_resolver_wait = {"wait", resolve_wait};

@@ -151,14 +151,24 @@ json_t *ts_upstream_report(struct ts_agent *a)
             json_object_set_new(o, "exit_code", json_integer(j->exit_code));
         if (j->phase == TS_AJOB_EXITED && j->signal > 0)
             json_object_set_new(o, "signal", json_integer(j->signal));
-        if (j->message[0] != '\0')
+        if (j->evicted && ts_ajob_final(j)) {
+            json_object_set_new(o, "evicted", json_true());
+            json_object_set_new(o, "message", json_string(j->evict_msg));
+        } else if (j->resuming && j->wait_msg[0] != '\0') {
+            json_object_set_new(o, "message", json_string(j->wait_msg));
+        } else if (j->message[0] != '\0') {
             json_object_set_new(o, "message", json_string(j->message));
+        }
         if (j->phase == TS_AJOB_RUNNING && j->util_n > 0) {
             double u = j->util_sum / j->util_n;
             json_object_set_new(o, "gpu_utilization", json_real(u > 1 ? 1 : u));
         }
         if (j->suspended && j->phase == TS_AJOB_RUNNING)
             json_object_set_new(o, "swapped_bytes", json_integer((json_int_t)j->swapped_bytes));
+        else if (j->shim && j->phase == TS_AJOB_RUNNING)
+            json_object_set_new(o, "swapped_bytes",
+                                json_integer((json_int_t)ts_ledgers_job_swapped(
+                                    &a->ledgers, j->id, j->attempt)));
         if (j->phase == TS_AJOB_RUNNING && j->has_usage)
             json_object_set_new(o, "gpu_memory_used_bytes", json_integer((json_int_t)j->mem_used));
         j->util_sum = 0;

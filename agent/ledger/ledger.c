@@ -234,6 +234,22 @@ uint64_t ts_ledger_burst_locked(const struct ts_ledger *l)
     return b;
 }
 
+bool ts_ledger_ahead_locked(const struct ts_ledger *l, int self, uint32_t kind, uint64_t since)
+{
+    int rank = ts_ledger_need_rank(kind);
+    for (int i = 0; i < TS_LEDGER_PROCS; i++) {
+        const struct ts_ledger_proc *p = &l->procs[i];
+        if (i == self || atomic_load_explicit(&p->pid, memory_order_relaxed) == 0 ||
+            atomic_load_explicit(&p->need_bytes, memory_order_relaxed) == 0)
+            continue;
+        int r = ts_ledger_need_rank(atomic_load_explicit(&p->need_kind, memory_order_relaxed));
+        uint64_t t = atomic_load_explicit(&p->need_since_ns, memory_order_relaxed);
+        if (r < rank || (r == rank && t < since))
+            return true;
+    }
+    return false;
+}
+
 uint64_t ts_ledger_used(const struct ts_ledger *l)
 {
     uint64_t u = 0;

@@ -26,10 +26,29 @@
  *     request_bytes is granted by that one fetch_add; when burst_bytes is
  *     0 nobody borrows, so the scheduler's packing guarantees the room.
  *   burst: used above request and <= limit_bytes, granted under the lock
- *     while sum(jobs[].used_bytes) <= usable and bursts are not closed;
- *     burst_bytes = sum(max(0, used - request)) is kept under the lock.
+ *     while sum(jobs[].used_bytes) <= usable and no waiter is ahead of it
+ *     (ts_ledger_ahead_locked); burst_bytes = sum(max(0, used - request))
+ *     is kept under the lock.
  *   A charge that would take a job past limit_bytes fails with
  *     CUDA_ERROR_OUT_OF_MEMORY, always.
+ *
+ * Waiting for room (ABI 1.1)
+ *   A charge that does not fit waits; its process slot says what for:
+ *   need_bytes, need_kind (TS_NEED_*) and need_since_ns. Waiters are served
+ *   in rank order, first come first served within a rank:
+ *     0  within the job's request (new memory or memory coming back): the
+ *        scheduler guaranteed it, so it is granted whenever it fits and is
+ *        never queued behind anyone;
+ *     1  memory the process held coming back above its request (a swap-in
+ *        of a swapped-out or suspended process);
+ *     2  a new burst.
+ *   A burst or a swap-in is granted only when it fits and no live waiter
+ *   of a lower rank, or of its rank with an earlier need_since_ns, waits on
+ *   that GPU. New bursts and within-request charges wait at most the
+ *   header's wait_ms, then fail with out-of-memory (gaveup_seq and
+ *   gaveup_bytes tell the agent, which names the holders in an event); a
+ *   swap-in waits until the memory is back: a process never fails for
+ *   memory it held.
  *
  * Agent <-> shim
  *   shim -> agent: a process that needs room (a within-request charge that
@@ -62,7 +81,7 @@
 
 #define TS_LEDGER_MAGIC 0x4c475354u /* "TSGL" little-endian */
 #define TS_LEDGER_ABI_MAJOR 1u
-#define TS_LEDGER_ABI_MINOR 0u
+#define TS_LEDGER_ABI_MINOR 1u
 #define TS_LEDGER_JOBS 64
 #define TS_LEDGER_PROCS 256
 
@@ -74,6 +93,10 @@ enum ts_ledger_collision {
 
 /* jobs[].flags */
 #define TS_LJ_SWAP_OK 0x1u /* the job accepts being swapped out */
+
+/* procs[].need_kind: what a waiter waits for */
+#define TS_NEED_BURST 0x1u  /* the charge takes its job above its request on that GPU */
+#define TS_NEED_SWAPIN 0x2u /* memory the process held, coming back */
 
 /* procs[].cmd: what the agent asks of a process */
 enum ts_ledger_cmd {
@@ -142,7 +165,13 @@ struct ts_ledger_proc {
     uint64_t swap_len;
     _Atomic int32_t swap_error; /* CUresult of the last failed command */
     uint32_t pad0;
-    uint64_t pad1[5];
+    /* ABI 1.1: the wait for room and the turn (shim writes, agent reads) */
+    _Atomic uint64_t need_since_ns; /* when the current wait began: its place in the queue */
+    _Atomic uint32_t need_kind;     /* TS_NEED_* of the current wait */
+    _Atomic uint32_t gaveup_seq;    /* bumped when a wait ended in out-of-memory */
+    _Atomic uint64_t gaveup_bytes;  /* what that wait asked for */
+    _Atomic uint64_t turn_ns;       /* its turn began: last swap-in, or a burst after none */
+    uint64_t pad1[1];
 };
 
 struct ts_ledger {
@@ -150,7 +179,7 @@ struct ts_ledger {
     pthread_mutex_t lock; /* process-shared, robust */
     char lock_pad[64 - sizeof(pthread_mutex_t) % 64];
     _Atomic uint64_t burst_bytes;  /* sum of max(0, used - request) over jobs */
-    _Atomic uint32_t burst_closed; /* agent: new bursts fail while someone waits for room */
+    _Atomic uint32_t unused0;      /* ABI 1.0's burst_closed: no longer read or written */
     _Atomic uint32_t agent_wake;   /* futex: processes that need room bump it */
     _Atomic uint32_t room_seq;     /* futex: the agent bumps it when room was made */
     uint32_t pad0;
@@ -185,6 +214,15 @@ void ts_ledger_unlock(struct ts_ledger *l);
  * zombie, or another process with that pid) and take their charges out of
  * their jobs; recompute burst_bytes. Returns the number reaped. */
 int ts_ledger_reap_locked(struct ts_ledger *l);
+/* Under the lock: whether a live waiter other than process slot `self`
+ * comes before a charge of need_kind `kind` whose wait began at `since`
+ * (UINT64_MAX: not waiting yet), in the order above. */
+bool ts_ledger_ahead_locked(const struct ts_ledger *l, int self, uint32_t kind, uint64_t since);
+/* The rank of a need_kind in that order: 0 request, 1 swap-in, 2 burst. */
+static inline int ts_ledger_need_rank(uint32_t kind)
+{
+    return !(kind & TS_NEED_BURST) ? 0 : (kind & TS_NEED_SWAPIN) ? 1 : 2;
+}
 /* Under the lock: sum(max(0, used - request)) over the jobs. */
 uint64_t ts_ledger_burst_locked(const struct ts_ledger *l);
 uint64_t ts_ledger_used(const struct ts_ledger *l); /* sum of jobs[].used_bytes */

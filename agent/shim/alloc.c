@@ -17,7 +17,7 @@
 /* Charge, then enter the gate (a wait for room is never inside it). */
 static CUresult begin(int ord, uint64_t bytes, bool may_wait)
 {
-    CUresult rc = ts_charge(ord, bytes, may_wait);
+    CUresult rc = ts_charge(ord, bytes, may_wait ? TS_CHARGE_WAIT : TS_CHARGE_NOWAIT);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = ts_gate_enter();
@@ -99,7 +99,7 @@ TS_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
     if (rc == CUDA_SUCCESS && pPitch != NULL) {
         /* charge what the driver really took: pitch * height */
         uint64_t real = (uint64_t)*pPitch * Height;
-        if (real > guess && ts_charge(ord, real - guess, false) != CUDA_SUCCESS) {
+        if (real > guess && ts_charge(ord, real - guess, TS_CHARGE_NOWAIT) != CUDA_SUCCESS) {
             TS_REAL(cuMemFree_v2)(*dptr);
             return finish(CUDA_ERROR_OUT_OF_MEMORY, ord, guess, TS_ALLOC_PTR, 0);
         }

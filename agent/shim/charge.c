@@ -1,14 +1,16 @@
 /*
  * charge.c - the ledger client: charging and uncharging device memory on
- * the job's ledgers (ledger.h, "Accounting" and "Agent <-> shim"), and the
- * process-local table of what each allocation was charged.
+ * the job's ledgers (ledger.h, "Accounting", "Waiting for room" and "Agent
+ * <-> shim"), and the process-local table of what each allocation was
+ * charged.
  *
  * Within the request, a charge is one fetch_add on the job's used_bytes;
  * when burst_bytes is 0 it is granted without the lock. Above the request
- * it is a burst, granted under the lock while the GPU has room and bursts
- * are open, else refused at once. Over the limit it is always refused. A
- * within-request charge that finds bursts and no room asks the agent for
- * room and waits on room_seq, bounded by the ledger's wait_ms.
+ * it is a burst, granted under the lock while the GPU has room and no
+ * waiter is ahead of it. Over the limit it is always refused. A charge
+ * that does not fit asks the agent for room (need_bytes, need_kind,
+ * need_since_ns, agent_wake) and waits on room_seq: a new allocation for at
+ * most the ledger's wait_ms, a swap-in until its memory is back.
  *
  * The fast path and a burst race without the lock: the charger adds then
  * reads burst_bytes; the burst grantor stores burst_bytes then reads the
@@ -37,55 +39,58 @@ static void sub_sat(_Atomic uint64_t *v, uint64_t n)
         ;
 }
 
-/* Under the lock, with the job's used already raised: publish the new
- * burst figure first, then look at the room. */
-static bool burst_fits_locked(struct ts_ledger *l)
-{
-    atomic_store(&l->burst_bytes, ts_ledger_burst_locked(l));
-    atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load(&l->burst_closed) != 0)
-        return false;
-    return ts_ledger_used(l) <= usable(l);
-}
-
-static int try_charge(struct ts_shim_dev *d, uint64_t bytes, bool reap)
+/* One try. since: when this charge's wait began (UINT64_MAX before it
+ * waits); *kind: TS_NEED_* of the charge as tried (swapin given). */
+static int try_charge(struct ts_shim_dev *d, uint64_t bytes, bool reap, bool swapin,
+                      uint64_t since, uint32_t *kind)
 {
     struct ts_ledger *l = d->l;
     struct ts_ledger_job *job = d->job;
     uint64_t used = atomic_fetch_add(&job->used_bytes, bytes) + bytes;
-    if (used <= job->request_bytes) {
-        if (atomic_load(&l->burst_bytes) == 0)
-            return GRANTED; /* the fast path: one atomic operation */
-        if (ts_ledger_lock(l) != 0) {
-            sub_sat(&job->used_bytes, bytes);
-            return REFUSED;
-        }
-        if (reap)
-            ts_ledger_reap_locked(l);
-        bool ok = ts_ledger_used(l) <= usable(l);
-        if (!ok)
-            sub_sat(&job->used_bytes, bytes);
-        ts_ledger_unlock(l);
-        return ok ? GRANTED : NO_ROOM;
-    }
+    bool burst = used > job->request_bytes;
+    *kind = (burst ? TS_NEED_BURST : 0u) | (swapin ? TS_NEED_SWAPIN : 0u);
     if (used > job->limit_bytes) {
         sub_sat(&job->used_bytes, bytes);
         return REFUSED;
     }
+    if (!burst && atomic_load(&l->burst_bytes) == 0)
+        return GRANTED; /* the fast path: one atomic operation */
     if (ts_ledger_lock(l) != 0) {
         sub_sat(&job->used_bytes, bytes);
         return REFUSED;
     }
-    bool ok = burst_fits_locked(l);
+    if (reap)
+        ts_ledger_reap_locked(l);
+    bool ok;
+    if (burst) {
+        /* publish the new burst figure first, then look at the room */
+        bool first = used - bytes <= job->request_bytes;
+        atomic_store(&l->burst_bytes, ts_ledger_burst_locked(l));
+        atomic_thread_fence(memory_order_seq_cst);
+        ok = ts_ledger_used(l) <= usable(l) &&
+             !ts_ledger_ahead_locked(l, (int)(d->proc - l->procs), *kind, since);
+        if (ok && first)
+            atomic_store(&d->proc->turn_ns, ts_ledger_now_ns()); /* it starts to borrow */
+    } else {
+        ok = ts_ledger_used(l) <= usable(l);
+    }
     if (!ok) {
         sub_sat(&job->used_bytes, bytes);
-        atomic_store(&l->burst_bytes, ts_ledger_burst_locked(l));
+        if (burst)
+            atomic_store(&l->burst_bytes, ts_ledger_burst_locked(l));
     }
     ts_ledger_unlock(l);
-    return ok ? GRANTED : REFUSED;
+    return ok ? GRANTED : NO_ROOM;
 }
 
-CUresult ts_charge(int ord, uint64_t bytes, bool may_wait)
+static void stop_waiting(struct ts_ledger_proc *p)
+{
+    atomic_store(&p->need_bytes, 0);
+    atomic_store(&p->need_since_ns, 0);
+    atomic_store(&p->need_kind, 0);
+}
+
+CUresult ts_charge(int ord, uint64_t bytes, enum ts_charge_wait how)
 {
     if (ts_shim.mode == TS_SHIM_BROKEN)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -93,34 +98,46 @@ CUresult ts_charge(int ord, uint64_t bytes, bool may_wait)
     if (d == NULL || bytes == 0)
         return CUDA_SUCCESS;
     struct ts_ledger *l = d->l;
-    uint64_t deadline = 0;
-    bool asked = false;
-    for (;;) {
-        uint32_t seq = atomic_load(&l->room_seq);
-        int r = try_charge(d, bytes, asked);
+    bool swapin = how == TS_CHARGE_SWAPIN || how == TS_CHARGE_SWAPIN_TRY;
+    bool bounded = how != TS_CHARGE_SWAPIN;
+    uint64_t deadline = 0, since = UINT64_MAX;
+    for (unsigned tries = 0;; tries++) {
+        uint32_t seq = atomic_load(&l->room_seq), kind;
+        /* the first retry reaps: a dead process's charges may be the room */
+        int r = try_charge(d, bytes, tries == 1, swapin, since, &kind);
         if (r == GRANTED) {
             atomic_fetch_add_explicit(&d->proc->used_bytes, bytes, memory_order_relaxed);
-            if (asked)
-                atomic_store(&d->proc->need_bytes, 0);
+            if (since != UINT64_MAX)
+                stop_waiting(d->proc);
             return CUDA_SUCCESS;
         }
         uint64_t now = ts_ledger_now_ns();
         if (deadline == 0)
             deadline = now + (uint64_t)ts_shim.wait_ms * 1000000u;
-        if (r == REFUSED || !may_wait || now >= deadline) {
-            if (asked)
-                atomic_store(&d->proc->need_bytes, 0);
+        if (r == REFUSED || how == TS_CHARGE_NOWAIT || (bounded && now >= deadline)) {
+            if (since != UINT64_MAX) {
+                if (how == TS_CHARGE_WAIT) { /* the agent names the holders in an event */
+                    atomic_store(&d->proc->gaveup_bytes, bytes);
+                    atomic_fetch_add(&d->proc->gaveup_seq, 1);
+                }
+                stop_waiting(d->proc);
+                atomic_fetch_add(&l->agent_wake, 1);
+                ts_futex_wake(&l->agent_wake);
+            }
             ts_shim_log("charge of %llu bytes on device %d refused (%s)", (unsigned long long)bytes,
-                        ord,
-                        r == REFUSED ? "over the limit or no room to burst" : "no room in time");
-            return CUDA_ERROR_OUT_OF_MEMORY;
+                        ord, r == REFUSED ? "over the limit" : "no room in time");
+            return r == NO_ROOM && swapin ? CUDA_ERROR_TIMEOUT : CUDA_ERROR_OUT_OF_MEMORY;
         }
-        /* a collision: ask the agent for room, then wait for it */
+        /* a collision: take a place in the queue, ask the agent for room, wait */
+        if (since == UINT64_MAX) {
+            since = now;
+            atomic_store(&d->proc->need_since_ns, since);
+        }
+        atomic_store(&d->proc->need_kind, kind);
         atomic_store(&d->proc->need_bytes, bytes);
         atomic_fetch_add(&l->agent_wake, 1);
         ts_futex_wake(&l->agent_wake);
-        asked = true;
-        uint64_t left_ms = (deadline - now + 999999u) / 1000000u;
+        uint64_t left_ms = bounded ? (deadline - now + 999999u) / 1000000u : POLL_MS;
         ts_futex_wait(&l->room_seq, seq, left_ms < POLL_MS ? (int)left_ms : POLL_MS);
     }
 }
@@ -144,9 +161,9 @@ void ts_uncharge(int ord, uint64_t bytes)
     ts_futex_wake(&l->room_seq);
 }
 
-static CUresult swap_charge(int dev, uint64_t bytes)
+static CUresult swap_charge(int dev, uint64_t bytes, bool bounded)
 {
-    return ts_charge(dev, bytes, true);
+    return ts_charge(dev, bytes, bounded ? TS_CHARGE_SWAPIN_TRY : TS_CHARGE_SWAPIN);
 }
 
 void ts_charge_fill_swap_config(struct ts_swap_config *cfg)

@@ -48,7 +48,7 @@ struct ts_engine {
     bool configured;
     const struct ts_cu *cu;
     int ndev;
-    CUresult (*charge)(int dev, uint64_t bytes);
+    CUresult (*charge)(int dev, uint64_t bytes, bool bounded);
     void (*uncharge)(int dev, uint64_t bytes);
     char reserve_path[256];
     struct ts_ledger *ledgers[TS_SWAP_MAX_DEV];
@@ -83,6 +83,8 @@ extern struct ts_engine ts_eng;
 
 /* gate.c */
 uint32_t ts_gate_wait_ms(void);
+/* Wait (at most ms) until ts_gate_word is no longer `seen`. */
+void ts_gate_wait_change(uint32_t seen, uint32_t ms);
 /* After the caller closed the gate: make the close visible to every thread
  * and wait (bounded) until no thread but the caller is inside a bracket.
  * Returns 0, or -1 on timeout. */

@@ -96,6 +96,11 @@ static void futex_wait(_Atomic uint32_t *w, uint32_t expect, uint32_t ms)
     syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, expect, &ts, NULL, 0);
 }
 
+void ts_gate_wait_change(uint32_t seen, uint32_t ms)
+{
+    futex_wait(&ts_gate_word, seen, ms);
+}
+
 void ts_gate_set(uint32_t state)
 {
     uint32_t w = atomic_load(&ts_gate_word);
@@ -133,7 +138,6 @@ CUresult ts_gate_enter_slow(void)
         ts_gate_inside++;
         return CUDA_SUCCESS;
     }
-    uint64_t deadline = ts_swap_now_ms() + ts_gate_wait_ms();
     /* A held gate (a suspend) counts its bound in 100 ms waits of this
      * thread, not in wall time: a process stopped for hours and continued
      * still waits for the agent's swap-in command, a process the agent
@@ -163,11 +167,10 @@ CUresult ts_gate_enter_slow(void)
             }
             continue;
         }
-        uint64_t now = ts_swap_now_ms();
-        if (now >= deadline)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        uint64_t left = deadline - now;
-        futex_wait(&ts_gate_word, w, left < 100 ? (uint32_t)left : 100u);
+        /* A swap-out (bounded) or a swap-in (waiting for room as long as
+         * it takes) under way: this thread's memory is in it, so it waits
+         * with it rather than fail for memory it held. */
+        futex_wait(&ts_gate_word, w, 100u);
     }
 }
 

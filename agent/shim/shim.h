@@ -104,11 +104,20 @@ static inline void ts_shim_touch(void)
 
 /* ---- charging (charge.c) ---- */
 
-/* Charge `bytes` on ordinal `ord` for this process. may_wait: a
- * within-request charge that finds no room may wait (bounded by wait_ms)
- * for the agent to make some. CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY.
- * A device without a ledger is always granted. */
-CUresult ts_charge(int ord, uint64_t bytes, bool may_wait);
+/* How a charge that does not fit waits (ledger.h, "Waiting for room"). */
+enum ts_charge_wait {
+    TS_CHARGE_NOWAIT,     /* out-of-memory at once (stream capture, a pitch correction) */
+    TS_CHARGE_WAIT,       /* a new allocation: up to wait_ms, then out-of-memory, which
+                             the agent reports naming the holders (gaveup_seq) */
+    TS_CHARGE_SWAPIN,     /* memory the process held, coming back: until it fits */
+    TS_CHARGE_SWAPIN_TRY, /* the same for up to wait_ms, then out-of-memory quietly (a
+                             swap-in of several GPUs lets go of the others and retries) */
+};
+
+/* Charge `bytes` on ordinal `ord` for this process. CUDA_SUCCESS or
+ * CUDA_ERROR_OUT_OF_MEMORY (over the limit: always, at once). A device
+ * without a ledger is always granted. */
+CUresult ts_charge(int ord, uint64_t bytes, enum ts_charge_wait how);
 void ts_uncharge(int ord, uint64_t bytes);
 
 enum ts_alloc_kind {

@@ -201,6 +201,8 @@ static void publish(int d, int64_t delta_out, uint32_t state)
         if (l && p->job >= 0 && p->job < TS_LEDGER_JOBS)
             atomic_fetch_add(&l->jobs[p->job].swapped_bytes, (uint64_t)delta_out);
     }
+    if (state == TS_SWAP_RESIDENT && delta_out < 0)
+        atomic_store(&p->turn_ns, ts_ledger_now_ns()); /* back: a turn begins */
     atomic_store(&p->swap_state, state);
 }
 
@@ -314,6 +316,35 @@ CUresult ts_swap_out(uint64_t offset, uint64_t len, uint64_t *moved)
     return *moved ? CUDA_SUCCESS : rc;
 }
 
+/* Charge what comes back on every device, waiting for room as long as it
+ * takes. One device: one wait. Several: each wait is bounded, and a device
+ * that times out lets go of the others before all are tried again, so two
+ * processes coming back on the same GPUs in the other order cannot hold
+ * one each for ever. */
+static CUresult charge_all(const uint64_t *want)
+{
+    int ndev = 0;
+    for (int d = 0; d < ts_eng.ndev; d++)
+        ndev += want[d] != 0;
+    if (!ts_eng.charge || ndev == 0)
+        return CUDA_SUCCESS;
+    for (unsigned round = 0;; round++) {
+        CUresult rc = CUDA_SUCCESS;
+        int d = 0;
+        for (; d < ts_eng.ndev && rc == CUDA_SUCCESS; d++)
+            if (want[d])
+                rc = ts_eng.charge(d, want[d], ndev > 1);
+        if (rc == CUDA_SUCCESS)
+            return CUDA_SUCCESS;
+        for (int k = 0; k < d - 1; k++)
+            if (want[k] && ts_eng.uncharge)
+                ts_eng.uncharge(k, want[k]);
+        if (rc != CUDA_ERROR_TIMEOUT)
+            return rc;
+        usleep(1000u * (10u + (unsigned)getpid() % 7u * 5u + round % 3u * 10u));
+    }
+}
+
 CUresult ts_swap_in_claimed(void)
 {
     const struct ts_cu *cu = ts_eng.cu;
@@ -323,17 +354,8 @@ CUresult ts_swap_in_claimed(void)
     for (size_t i = 0; i < ts_eng.n; i++)
         if (!ts_eng.v[i].resident)
             want[ts_eng.v[i].dev] += ts_eng.v[i].size;
-    int charged = 0; /* devices [0, charged) are charged */
-    while (charged < ts_eng.ndev && rc == CUDA_SUCCESS) {
-        if (want[charged] && ts_eng.charge)
-            rc = ts_eng.charge(charged, want[charged]);
-        if (rc == CUDA_SUCCESS)
-            charged++;
-    }
+    rc = charge_all(want);
     if (rc != CUDA_SUCCESS) {
-        for (int d = 0; d < charged; d++)
-            if (want[d] && ts_eng.uncharge)
-                ts_eng.uncharge(d, want[d]);
         pthread_rwlock_unlock(&ts_eng.lock);
         ts_gate_set(TS_GATE_OUT);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -409,7 +431,6 @@ CUresult ts_swap_in(void)
 {
     if (!ts_eng.configured)
         return CUDA_SUCCESS;
-    uint64_t deadline = ts_swap_now_ms() + ts_gate_wait_ms();
     for (;;) {
         uint32_t w = atomic_load(&ts_gate_word);
         uint32_t state = w & TS_GATE_STATE;
@@ -419,8 +440,8 @@ CUresult ts_swap_in(void)
             atomic_compare_exchange_strong(&ts_gate_word, &w,
                                            (w & ~TS_GATE_STATE) | TS_GATE_COMING_IN))
             return ts_swap_in_claimed();
-        if (ts_swap_now_ms() >= deadline)
-            return CUDA_ERROR_TIMEOUT;
-        usleep(200);
+        /* a swap under way in another thread: it ends (a swap-out is
+         * bounded, a swap-in waits for room as this one would) */
+        ts_gate_wait_change(w, 100u);
     }
 }

@@ -36,12 +36,13 @@
  * thread unregisters itself.
  *
  * While a swap is pending or memory is out, enter blocks until the memory
- * is back, the first caller bringing it back in (ts_swap_in). Every wait
- * is bounded by the ledger's wait_ms; then, or when the memory cannot come
- * back (no room on the GPU), enter returns CUDA_ERROR_OUT_OF_MEMORY, which
- * the hook returns without calling the driver (frameworks handle it; the
- * next call tries again). A thread already inside a bracket (a nested
- * hook) never blocks. */
+ * is back, the first caller bringing it back in (ts_swap_in), which waits
+ * for room on its GPUs for as long as it takes: a process never fails for
+ * memory it held (the agent makes the room, ledger.h "Waiting for room").
+ * Only a swap-in the driver refuses makes enter return
+ * CUDA_ERROR_OUT_OF_MEMORY, which the hook returns without calling the
+ * driver (the next call tries again). A thread already inside a bracket (a
+ * nested hook) never blocks. */
 extern _Atomic uint32_t ts_gate_word; /* 0: open; otherwise a swap is pending or out */
 
 /* Slow path of ts_gate_enter. Returns CUDA_SUCCESS once the gate is open
@@ -77,9 +78,11 @@ static inline void ts_gate_leave(void)
 struct ts_swap_config {
     const struct ts_cu *cu;
     int ndevices;
-    /* Charge/uncharge `bytes` on device `dev` for swap-in / swap-out;
-     * charge may wait for room (bounded) and returns a CUresult. */
-    CUresult (*charge)(int dev, uint64_t bytes);
+    /* Charge/uncharge `bytes` on device `dev` for swap-in / swap-out.
+     * charge waits for room until it fits (bounded: for the ledger's
+     * wait_ms, then CUDA_ERROR_TIMEOUT) and returns a CUresult; any other
+     * error is final (the memory stays out). */
+    CUresult (*charge)(int dev, uint64_t bytes, bool bounded);
     void (*uncharge)(int dev, uint64_t bytes);
     /* The host swap reserve (the agent's file), mapped by the engine on
      * the first swap-out; "" or NULL: no swap on this node. */
@@ -125,8 +128,10 @@ CUresult ts_vmm_lookup(CUdeviceptr ptr, CUdeviceptr *base, size_t *size);
  * the addresses), uncharge. Returns CUDA_SUCCESS with *moved set, or an
  * error having left everything resident (the gate opens again). */
 CUresult ts_swap_out(uint64_t offset, uint64_t len, uint64_t *moved);
-/* Charge, create, map, copy back, open the gate. Called by the gate's
- * slow path on the next GPU call, or at once for TS_CMD_SWAP_IN. */
+/* Charge (waiting for room as long as it takes), create, map, copy back,
+ * open the gate. Called by the gate's slow path on the next GPU call, or
+ * at once for TS_CMD_SWAP_IN; a swap under way in another thread is waited
+ * for. */
 CUresult ts_swap_in(void);
 /* Bytes resident / swapped out, per device (for the ledger's figures). */
 uint64_t ts_swap_resident_bytes(int dev);

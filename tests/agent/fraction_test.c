@@ -319,8 +319,14 @@ static void priority_ends_the_lowest_priority_burst_holder_and_the_waiter_gets_i
         "{\"generation\": 1, \"jobs\": [%s, %s, %s]}", job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
         job(b, sizeof(b), 2, "run", 96, 256, 10, sb), job(c, sizeof(c), 3, "run", 32, 32, -5, sc));
     json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
-    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
+    /* ended as an eviction: SIGTERM (SIGKILL after the grace), reported
+     * evicted with why, so the server requeues it */
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGTERM);
+    CHECK(j1 != NULL && json_is_true(json_object_get(j1, "evicted")));
+    const char *why = json_string_value(json_object_get(j1, "message"));
+    CHECK(why != NULL && strstr(why, "by the priority resolver to make room for job 2") != NULL);
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
+    CHECK(j2 != NULL && json_object_get(j2, "evicted") == NULL);
     json_decref(j1);
     json_decref(j2);
     char *ob = job_output(2);
@@ -331,10 +337,11 @@ static void priority_ends_the_lowest_priority_burst_holder_and_the_waiter_gets_i
     CHECK(s3 != NULL && strcmp(s3, "running") == 0);
     json_decref(r);
     char *ev = wait_event(1, "memory_ended", 5);
-    CHECK(ev != NULL && strstr(ev, "above its request on GPU 0 for job 2") != NULL);
+    CHECK(ev != NULL && strstr(ev, "to make room for job 2") != NULL &&
+          strstr(ev, "goes back to the queue") != NULL);
     free(ev);
     ev = wait_event(2, "memory_ended", 5);
-    CHECK(ev != NULL && strstr(ev, "of job 1 (priority 0") != NULL);
+    CHECK(ev != NULL && strstr(ev, "job 1 (priority 0, 192.0 MiB on GPU 0) was ended") != NULL);
     free(ev);
     CHECK(reported_event(1, "memory_ended", 5) && reported_event(2, "memory_ended", 5));
 }
@@ -367,8 +374,8 @@ static void swap_moves_the_idle_holder_out_and_its_data_comes_back_intact(void)
     free(oa);
     free(ob);
     char *ev = wait_event(1, "swapped_in", 5);
-    CHECK(ev != NULL && strstr(ev, "swapped out pid") != NULL &&
-          strstr(ev, "192.0 MiB to the host swap reserve") != NULL);
+    CHECK(ev != NULL && strstr(ev, "swapped out: 192.0 MiB moved to the host swap reserve") != NULL &&
+          strstr(ev, "to make room for job 2") != NULL);
     CHECK(ev != NULL && strstr(ev, "memory_ended") == NULL);
     free(ev);
     CHECK(reported_event(1, "swapped_out", 5) && reported_event(2, "swapped_out", 5) &&
@@ -388,13 +395,17 @@ static void a_full_swap_reserve_falls_back_to_ending_the_holder(void)
                       job(a, sizeof(a), 1, "run", 32, 256, 0, sa),
                       job(b, sizeof(b), 2, "run", 96, 256, 0, sb));
     json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
-    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGTERM);
+    CHECK(j1 != NULL && json_is_true(json_object_get(j1, "evicted")));
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
     json_decref(j2);
     char *ev = wait_event(1, "memory_ended", 5);
-    CHECK(ev != NULL && strstr(ev, "\"type\":\"swap_failed\"") != NULL &&
+    CHECK(ev != NULL && strstr(ev, "\"type\":\"fell_back_to_priority\"") != NULL &&
           strstr(ev, "has no room for 192.0 MiB") != NULL);
+    free(ev);
+    ev = wait_event(2, "fell_back_to_priority", 5);
+    CHECK(ev != NULL && strstr(ev, "job 1 could not be swapped out") != NULL);
     free(ev);
 }
 
@@ -496,7 +507,9 @@ static void under_the_real_shim_priority_ends_the_burst_holder_for_a_request(voi
     player = saved;
     ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
     json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
-    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
+    /* gpuload frees its memory and ends by SIGTERM, as evicted jobs do */
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGTERM);
+    CHECK(j1 != NULL && json_is_true(json_object_get(j1, "evicted")));
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
     json_decref(j2);
@@ -718,7 +731,7 @@ static void under_the_real_shim_swap_moves_the_idle_holder_off_the_gpu_and_back_
     CHECK(simgpu_shows(0, pa, 0, 5));
     CHECK(simgpu_shows(0, pb, (long long)(96 * MiB), 5));
     char *ev = wait_event(1, "swapped_out", 5);
-    CHECK(ev != NULL && strstr(ev, "192.0 MiB to the host swap reserve") != NULL);
+    CHECK(ev != NULL && strstr(ev, "192.0 MiB moved to the host swap reserve") != NULL);
     free(ev);
     struct ts_ledger *l = ledger();
     int k = l != NULL ? ts_ledger_find_job(l, ts_ledger_key(1, 0)) : -1;
@@ -770,7 +783,8 @@ static void under_the_real_shim_a_full_swap_reserve_falls_back_to_ending_the_hol
     pid_t pa = job_pid(1);
     REQUIRE(pa > 0);
     json_t *j1 = ts_ah_wait_job(1, 0, "exited", 30), *j2 = ts_ah_wait_job(2, 0, "exited", 30);
-    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGKILL);
+    CHECK(j1 != NULL && json_integer_value(json_object_get(j1, "signal")) == SIGTERM);
+    CHECK(j1 != NULL && json_is_true(json_object_get(j1, "evicted")));
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "exit_code")) == 0);
     json_decref(j1);
     json_decref(j2);
@@ -779,11 +793,12 @@ static void under_the_real_shim_a_full_swap_reserve_falls_back_to_ending_the_hol
     free(ob);
     CHECK(simgpu_shows(0, pa, 0, 5)); /* the ended holder's memory is free */
     char *ev = wait_event(1, "memory_ended", 5);
-    CHECK(ev != NULL && strstr(ev, "\"type\":\"swap_failed\"") != NULL &&
+    CHECK(ev != NULL && strstr(ev, "\"type\":\"fell_back_to_priority\"") != NULL &&
           strstr(ev, "has no room for 192.0 MiB") != NULL);
     CHECK(ev != NULL && strstr(ev, "for job 2") != NULL);
     free(ev);
-    CHECK(reported_event(1, "swap_failed", 5) && reported_event(1, "memory_ended", 5));
+    CHECK(reported_event(1, "fell_back_to_priority", 5) &&
+          reported_event(2, "fell_back_to_priority", 5) && reported_event(1, "memory_ended", 5));
     dump_outputs(2);
 }
 
@@ -951,7 +966,7 @@ static void under_the_real_shim_a_two_gpu_job_leaves_both_gpus_and_comes_back_to
     CHECK(simgpu_shows(1, pa, 0, 5));
     CHECK(simgpu_shows(0, pb, (long long)(96 * MiB), 5));
     char *ev = wait_event(1, "swapped_out", 5);
-    CHECK(ev != NULL && strstr(ev, "288.0 MiB to the host swap reserve") != NULL);
+    CHECK(ev != NULL && strstr(ev, "288.0 MiB moved to the host swap reserve") != NULL);
     free(ev);
 
     ts_files_write_atomic(fr, "", 0, 0644);

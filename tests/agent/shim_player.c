@@ -2,9 +2,9 @@
  * shim_player.c - a job that plays a shimmed process against the real
  * agent's broker, through the ledger protocol alone (agent/ledger/ledger.h):
  * it claims its home slot in JOBDIR/shim/dev0.ledger, charges its job slot
- * as the shim would (within request by one add, bursts under the lock while
- * the GPU has room and bursts are open, within-request charges that do not
- * fit wait for room_seq), and answers TS_CMD_SWAP_OUT / TS_CMD_SUSPEND / TS_CMD_SWAP_IN from
+ * as the shim would (within request while it fits, bursts under the lock
+ * while the GPU has room and nobody waits ahead of them, a charge that does
+ * not fit waits for room_seq in the ledger's queue), and answers TS_CMD_SWAP_OUT / TS_CMD_SUSPEND / TS_CMD_SWAP_IN from
  * a watcher thread by copying its "device memory" (a host buffer standing
  * in for it) to and from the agent's host swap reserve.
  *
@@ -63,31 +63,50 @@ static void called(void)
     atomic_store(&me->last_call_ns, ts_ledger_now_ns());
 }
 
-/* Charge n bytes as the shim does; wait for room when the charge is within
- * the request or brings swapped memory back. */
-static bool charge(uint64_t n, bool may_wait)
+/* Charge n bytes as the shim does (ledger.h, "Waiting for room"): a
+ * burst only when no waiter is ahead of it; a charge that does not fit
+ * waits in the queue, a new one for at most wait_ms (then gaveup_seq), one
+ * bringing swapped memory back until it fits. */
+static bool charge(uint64_t n, bool swapin)
 {
     uint64_t usable = l->h.total_bytes - l->h.reserve_bytes;
     uint64_t until = ts_ledger_now_ns() + (uint64_t)l->h.wait_ms * 1000000ull;
+    uint64_t since = UINT64_MAX;
+    int self = (int)(me - l->procs);
     for (;;) {
         uint32_t seq = atomic_load(&l->room_seq);
         if (ts_ledger_lock(l) != 0)
             return false;
         uint64_t ju = atomic_load(&job->used_bytes);
-        bool within = ju + n <= job->request_bytes;
-        bool ok = ju + n <= job->limit_bytes && ts_ledger_used(l) + n <= usable &&
-                  (within || may_wait || !atomic_load(&l->burst_closed));
+        bool burst = ju + n > job->request_bytes;
+        uint32_t kind = (burst ? TS_NEED_BURST : 0u) | (swapin ? TS_NEED_SWAPIN : 0u);
+        bool over = ju + n > job->limit_bytes;
+        bool ok = !over && ts_ledger_used(l) + n <= usable &&
+                  (!burst || !ts_ledger_ahead_locked(l, self, kind, since));
         if (ok) {
             atomic_fetch_add(&job->used_bytes, n);
             atomic_fetch_add(&me->used_bytes, n);
             atomic_store(&l->burst_bytes, ts_ledger_burst_locked(l));
+            if (burst && ju <= job->request_bytes)
+                atomic_store(&me->turn_ns, ts_ledger_now_ns());
         }
         ts_ledger_unlock(l);
-        if (ok || ju + n > job->limit_bytes || (!within && !may_wait) ||
-            ts_ledger_now_ns() >= until) {
+        bool give_up = over || (!swapin && ts_ledger_now_ns() >= until);
+        if (ok || give_up) {
+            if (!ok && since != UINT64_MAX) {
+                atomic_store(&me->gaveup_bytes, n);
+                atomic_fetch_add(&me->gaveup_seq, 1);
+            }
             atomic_store(&me->need_bytes, 0);
+            atomic_store(&me->need_since_ns, 0);
+            atomic_store(&me->need_kind, 0);
             return ok;
         }
+        if (since == UINT64_MAX) {
+            since = ts_ledger_now_ns();
+            atomic_store(&me->need_since_ns, since);
+        }
+        atomic_store(&me->need_kind, kind);
         atomic_store(&me->need_bytes, n);
         atomic_fetch_add(&l->agent_wake, 1);
         ts_futex_wake(&l->agent_wake);
@@ -152,6 +171,7 @@ static int swap_in(void)
     memcpy(data, reserve() + me->swap_offset, data_len);
     atomic_store(&me->swapped_bytes, 0);
     atomic_fetch_sub(&job->swapped_bytes, n);
+    atomic_store(&me->turn_ns, ts_ledger_now_ns());
     atomic_store(&me->swap_state, TS_SWAP_RESIDENT);
     return 0;
 }

@@ -39,8 +39,9 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static CUresult charge(int dev, uint64_t bytes)
+static CUresult charge(int dev, uint64_t bytes, bool bounded)
 {
+    (void)bounded;
     (void)dev, (void)bytes;
     return CUDA_SUCCESS;
 }

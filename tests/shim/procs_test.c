@@ -1,7 +1,7 @@
 /*
  * procs_test.c - the shim's cases about processes: a lock holder killed,
  * fork, many processes at once, and collisions (waiting for room, giving
- * up, bursts refused, stream capture). Run by shim_test.c.
+ * up, bursts in first come first served order, stream capture). Run by shim_test.c.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -190,41 +190,71 @@ int a_within_request_allocation_gives_up_after_wait_ms(void)
     return 0;
 }
 
-int a_burst_fails_fast_when_bursts_are_closed_or_the_gpu_is_full(void)
+/* Bursts that do not fit wait in the ledger's queue, first come first
+ * served: a later burst that would fit waits behind an earlier one, an
+ * allocation within a job's request never does; a burst that gets no room
+ * within wait_ms fails with out-of-memory and says so in gaveup_seq. */
+int a_burst_waits_first_come_first_served_and_gives_up_after_wait_ms(void)
 {
     struct world w;
-    world_make(&w, 16 * GiB, 0, 30000, false);
-    int ja = world_job(w.l[0], 7, 2 * GiB, 8 * GiB);
-    int jb = world_job(w.l[0], 8, 12 * GiB, 12 * GiB);
-    struct probe a, b;
+    world_make(&w, 16 * GiB, 0, 3000, false);
+    int ja = world_job(w.l[0], 7, 2 * GiB, 12 * GiB);
+    int jb = world_job(w.l[0], 8, 2 * GiB, 12 * GiB);
+    int jc = world_job(w.l[0], 9, 2 * GiB, 4 * GiB);
+    int jd = world_job(w.l[0], 10, 1 * GiB, 4 * GiB);
+    int je = world_job(w.l[0], 11, 1 * GiB, 8 * GiB);
+    struct probe a, b, c, d, e;
     char l[512];
-    atomic_store(&w.l[0]->burst_closed, 1); /* the agent closes bursts */
-    probe_start(&a, &w, 7, false, NULL,
-                A("init", "alloc:3G", "wait", "alloc:3G", "wait", "alloc:2G"));
-    CHECK(probe_line(&a, "init rc=0", l, sizeof l, LINE_MS));
+    probe_start(&a, &w, 7, false, NULL, A("init", "alloc:10G", "wait", "free", "wait"));
+    CHECK(probe_line(&a, "alloc rc=0", l, sizeof l, LINE_MS)); /* a burst with room: at once */
+    CHECK(probe_line(&a, "waiting", l, sizeof l, LINE_MS));
+    probe_start(&b, &w, 8, false, NULL, A("init", "alloc:8G", "wait"));
+    CHECK(probe_line(&b, "init rc=0", l, sizeof l, LINE_MS));
     uint64_t t0 = now_ms();
-    CHECK(probe_line(&a, "alloc rc=2", l, sizeof l, LINE_MS));
-    CHECK(now_ms() - t0 < 10000); /* far less than wait_ms: no wait */
-    CHECK(probe_line(&a, "waiting", l, sizeof l, LINE_MS));
-    CHECK_EQ(job_used(w.l[0], ja), 0);
-    atomic_store(&w.l[0]->burst_closed, 0);
-    probe_go(&a);
-    CHECK(probe_line(&a, "alloc rc=0", l, sizeof l, LINE_MS)); /* open, with room */
-    CHECK(probe_line(&a, "waiting", l, sizeof l, LINE_MS));
-    CHECK_EQ(atomic_load(&w.l[0]->burst_bytes), 1 * GiB);
-    probe_start(&b, &w, 8, false, NULL, A("init", "alloc:12G", "wait"));
-    CHECK(probe_line(&b, "alloc rc=0", l, sizeof l, LINE_MS)); /* 15 of 16 GiB */
-    CHECK(probe_line(&b, "waiting", l, sizeof l, LINE_MS));
-    probe_go(&a);
+    while (atomic_load(&slot_of(w.l[0], b.pid)->need_bytes) == 0 && now_ms() - t0 < LINE_MS)
+        usleep(10000);
+    struct ts_ledger_proc *bs = slot_of(w.l[0], b.pid);
+    CHECK_EQ(atomic_load(&bs->need_bytes), 8 * GiB); /* 10 + 8 > 16: it waits */
+    CHECK_EQ(atomic_load(&bs->need_kind), TS_NEED_BURST);
+    CHECK(atomic_load(&bs->need_since_ns) != 0);
+    /* within its request: granted at once, ahead of the waiting burst */
+    probe_start(&c, &w, 9, false, NULL, A("init", "alloc:1G", "wait"));
     t0 = now_ms();
-    CHECK(probe_line(&a, "alloc rc=2", l, sizeof l, LINE_MS)); /* no room to burst */
-    CHECK(now_ms() - t0 < 10000);
-    CHECK_EQ(job_used(w.l[0], ja), 3 * GiB);
-    CHECK_EQ(job_used(w.l[0], jb), 12 * GiB);
-    CHECK_EQ(atomic_load(&w.l[0]->burst_bytes), 1 * GiB);
-    probe_go(&b);
-    CHECK_EQ(probe_end(&a, LINE_MS), 0);
-    CHECK_EQ(probe_end(&b, LINE_MS), 0);
+    CHECK(probe_line(&c, "alloc rc=0", l, sizeof l, LINE_MS));
+    CHECK(now_ms() - t0 < 2000);
+    CHECK(probe_line(&c, "waiting", l, sizeof l, LINE_MS));
+    /* a later burst that would fit (11 + 3 <= 16) waits behind b's */
+    probe_start(&d, &w, 10, false, NULL, A("init", "alloc:3G", "wait"));
+    CHECK(probe_line(&d, "init rc=0", l, sizeof l, LINE_MS));
+    CHECK(!probe_line(&d, "alloc", l, sizeof l, 700));
+    CHECK_EQ(job_used(w.l[0], jd), 0);
+    CHECK_EQ(atomic_load(&slot_of(w.l[0], d.pid)->need_bytes), 3 * GiB);
+    CHECK(!probe_line(&b, "alloc", l, sizeof l, 100));
+    probe_go(&a); /* 10 GiB freed: b first, then d */
+    CHECK(probe_line(&b, "alloc rc=0", l, sizeof l, LINE_MS));
+    CHECK(probe_line(&d, "alloc rc=0", l, sizeof l, LINE_MS));
+    CHECK(probe_line(&a, "free rc=0", l, sizeof l, LINE_MS));
+    CHECK_EQ(job_used(w.l[0], ja), 0);
+    CHECK_EQ(job_used(w.l[0], jb), 8 * GiB);
+    CHECK_EQ(job_used(w.l[0], jc), 1 * GiB);
+    CHECK_EQ(job_used(w.l[0], jd), 3 * GiB);
+    /* 12 of 16 GiB used: a burst of 6 GiB waits wait_ms, then out-of-memory */
+    probe_start(&e, &w, 11, false, NULL, A("init", "alloc:6G", "wait"));
+    CHECK(probe_line(&e, "init rc=0", l, sizeof l, LINE_MS));
+    t0 = now_ms();
+    CHECK(probe_line(&e, "alloc rc=2", l, sizeof l, LINE_MS));
+    CHECK(now_ms() - t0 >= 2500);
+    struct ts_ledger_proc *es = slot_of(w.l[0], e.pid);
+    CHECK_EQ(atomic_load(&es->need_bytes), 0);
+    CHECK_EQ(atomic_load(&es->gaveup_seq), 1);
+    CHECK_EQ(atomic_load(&es->gaveup_bytes), 6 * GiB);
+    CHECK_EQ(job_used(w.l[0], je), 0);
+    CHECK_EQ(atomic_load(&bs->gaveup_seq), 0);
+    struct probe *all[] = {&a, &b, &c, &d, &e};
+    for (int i = 0; i < 5; i++)
+        probe_go(all[i]);
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ(probe_end(all[i], LINE_MS), 0);
     world_free(&w);
     return 0;
 }

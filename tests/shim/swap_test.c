@@ -31,8 +31,9 @@ static struct swap_env env;
 static _Atomic uint64_t charged[4], uncharged[4];
 static _Atomic int refuse_charge;
 
-static CUresult charge(int dev, uint64_t bytes)
+static CUresult charge(int dev, uint64_t bytes, bool bounded)
 {
+    (void)bounded;
     if (atomic_load(&refuse_charge))
         return CUDA_ERROR_OUT_OF_MEMORY;
     atomic_fetch_add(&charged[dev], bytes);

@@ -273,3 +273,50 @@ int a_swapped_out_process_is_swapped_in_by_each_newly_gated_call(void)
     world_free(&w);
     return 0;
 }
+
+/* A process swapped out whose memory has no room to come back (another
+ * job's burst took it) waits in its next GPU call for as long as it takes
+ * (past wait_ms), asking for the room as memory it held; it never gets
+ * out-of-memory, and once the room frees its call goes on with the same
+ * bytes at the same addresses. */
+int a_swapped_out_process_waits_for_its_memory_as_long_as_it_takes(void)
+{
+    struct world w;
+    world_make(&w, 16 * GiB, 16 * GiB - 96 * MiB, 1000, false); /* 96 MiB usable */
+    world_swap(&w, 64 * MiB);
+    int ja = world_job(w.l[0], 7, 16 * MiB, 64 * MiB);
+    int jb = world_job(w.l[0], 8, 16 * MiB, 80 * MiB);
+    atomic_store(&w.l[0]->jobs[ja].key, 0); /* flags are written before the key */
+    w.l[0]->jobs[ja].flags = TS_LJ_SWAP_OK;
+    atomic_store(&w.l[0]->jobs[ja].key, ts_ledger_key(7, 0));
+    struct probe a, b;
+    char l[512], before[512];
+    probe_start(&a, &w, 7, false, NULL, A("init", "alloc:48M", "fill:48M", "wait", "check:48M", "wait"));
+    CHECK(probe_line(&a, "fill rc=0", before, sizeof before, LINE_MS));
+    CHECK(probe_line(&a, "waiting", l, sizeof l, LINE_MS));
+    CHECK(swap_out_now(&w, &a) == 0);
+    CHECK_EQ(job_used(w.l[0], ja), 0);
+    probe_start(&b, &w, 8, false, NULL, A("init", "alloc:64M", "wait", "free", "wait"));
+    CHECK(probe_line(&b, "alloc rc=0", l, sizeof l, LINE_MS)); /* the room a held */
+    CHECK(probe_line(&b, "waiting", l, sizeof l, LINE_MS));
+    probe_go(&a); /* its next call: 48 MiB to come back, 32 MiB free */
+    CHECK(!probe_line(&a, "check", l, sizeof l, 2500)); /* 2.5 x wait_ms: still waiting */
+    struct ts_ledger_proc *home = slot_of(w.l[0], a.pid);
+    CHECK_EQ(atomic_load(&home->need_bytes), 48 * MiB);
+    CHECK_EQ(atomic_load(&home->need_kind), TS_NEED_SWAPIN | TS_NEED_BURST);
+    CHECK_EQ(atomic_load(&home->gaveup_seq), 0);
+    probe_go(&b); /* b frees its burst */
+    CHECK(probe_line(&a, "check rc=0 bad=0", l, sizeof l, LINE_MS));
+    CHECK(strcmp(strstr(l, "ptr="), strstr(before, "ptr=")) == 0);
+    CHECK_EQ(job_used(w.l[0], ja), 48 * MiB);
+    CHECK_EQ(atomic_load(&home->need_bytes), 0);
+    CHECK_EQ(atomic_load(&home->swap_state), TS_SWAP_RESIDENT);
+    CHECK(atomic_load(&home->turn_ns) != 0); /* back: its turn began */
+    probe_go(&a);
+    probe_go(&b);
+    CHECK_EQ(probe_end(&a, LINE_MS), 0);
+    CHECK_EQ(probe_end(&b, LINE_MS), 0);
+    CHECK_EQ(job_used(w.l[0], jb), 0);
+    world_free(&w);
+    return 0;
+}

@@ -49,6 +49,10 @@ const struct ts_option ts_server_options[] = {
     {"auth-cache-ttl", TS_OPT_INT, OPT(auth_cache_ttl), "2000", "MS",
      "milliseconds a checked token is trusted before it is checked again; 0: every request", 0,
      60000, NULL, 0},
+    {"idle-swap-after", TS_OPT_DURATION, OPT(idle_swap_after), "5m", "DURATION",
+     "interactive jobs' default idle_swap_after: idle this long, their GPU memory goes to host "
+     "swap; 0: never",
+     0, 604800, NULL, 0},
     {"log-max-bytes", TS_OPT_BYTES, OPT(log_max_bytes), "8MiB", "SIZE",
      "job output kept per job; beyond it the oldest chunks are dropped", 4096, 1LL << 40, NULL, 0},
     {"series-interval", TS_OPT_DURATION, OPT(series_interval), "10s", "DURATION",

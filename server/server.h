@@ -36,6 +36,7 @@ struct ts_server_config {
     char *checkpoint_root;     /* NULL: data_dir/checkpoints */
     int64_t idempotency_ttl; /* seconds */
     int64_t auth_cache_ttl;  /* milliseconds; 0: off */
+    int64_t idle_swap_after; /* seconds: interactive jobs' idle_swap_after when not given */
 
     /* job output and the metric series */
     int64_t log_max_bytes;       /* job output kept per job; the oldest goes first */

@@ -132,6 +132,7 @@ static json_t *desired_job_encode(const struct ts_desired_job *j)
     json_object_set_new(o, "checkpoint_dir",
                         j->checkpoint_dir ? json_string(j->checkpoint_dir) : json_null());
     json_object_set_new(o, "resume_count", json_integer(j->resume_count));
+    json_object_set_new(o, "idle_swap_after_seconds", json_integer(j->idle_swap_after_seconds));
     return o;
 }
 

@@ -46,6 +46,10 @@ TS_HANDLER(ts_h_job_submit)
         return e;
     if (canonical == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    /* idle detach not given: the kind's default, stored resolved */
+    if (!spec.has_idle_swap_after)
+        spec.idle_swap_after_seconds =
+            spec.kind == TS_JOB_INTERACTIVE ? c->srv->cfg.idle_swap_after : 0;
     struct ts_dbconn *conn = ts_ctx_db(c, err);
     if (conn == NULL)
         return err->code;

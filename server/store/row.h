@@ -14,15 +14,22 @@
 
 #define TS_SQL_US(col) "coalesce((extract(epoch from " col ") * 1000000)::bigint, 0)"
 
-/* A job's GPU memory limit summed over the GPUs it holds (job_gpu), for the
- * job row aliased j: the host swap a suspension of it may need. */
-#define TS_SQL_JOB_LIMIT_BYTES                                                                     \
-    "(SELECT coalesce(sum(least(g.memory_bytes, CASE j.gpu_kind"                                   \
-    "   WHEN 'portion' THEN greatest(jg.memory_bytes,"                                             \
-    "     (j.gpu_portion_limit * g.memory_bytes)::bigint)"                                         \
-    "   WHEN 'memory' THEN greatest(jg.memory_bytes, j.gpu_memory_limit_bytes)"                    \
-    "   ELSE g.memory_bytes END)), 0)::bigint"                                                     \
-    " FROM job_gpu jg JOIN gpu g ON g.id = jg.gpu_id WHERE jg.job_id = j.id)"
+/* The GPU memory a job (the row aliased j) holds: the greater of the bytes
+ * packed for it on its GPUs (job_gpu), its last reported use, and what its
+ * node keeps of it in host swap while it runs. A suspension of it takes
+ * that much of its node's host swap. */
+#define TS_SQL_JOB_HELD_BYTES                                                                      \
+    "greatest((SELECT coalesce(sum(jg.memory_bytes), 0) FROM job_gpu jg WHERE jg.job_id = j.id),"  \
+    " j.gpu_memory_used_bytes, j.swapped_bytes)::bigint"
+
+/* The host swap of job j's node that its other jobs hold: suspensions
+ * (suspending, suspended, resuming) and the memory running jobs have
+ * swapped out (swapped_bytes). j's own swapped memory is part of what it
+ * holds (TS_SQL_JOB_HELD_BYTES), so it is not counted here. */
+#define TS_SQL_NODE_SWAP_USED_BY_OTHERS                                                            \
+    "(SELECT coalesce(sum(CASE WHEN o.state = 'running' THEN o.swapped_bytes"                      \
+    "   ELSE o.suspended_bytes END), 0)::bigint FROM job o WHERE o.node_id = j.node_id"            \
+    "   AND o.id <> j.id AND o.state IN ('running', 'suspending', 'suspended', 'resuming'))"
 
 int64_t ts_row_i64(const PGresult *res, int row, int col);   /* NULL -> 0 */
 double ts_row_double(const PGresult *res, int row, int col); /* NULL -> 0 */

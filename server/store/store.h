@@ -93,9 +93,10 @@ struct ts_job_submit {
     const char *request_sha256;  /* with a key: hash of the body */
     int64_t idempotency_ttl;     /* seconds */
 };
-/* Insert the job and its "submitted" event in one statement. With a key that
- * was seen before: *replayed = true and out is that job, or
- * TS_ERR_IDEMPOTENCY_MISMATCH when the body differs. A taken name ->
+/* Insert the job and its "submitted" event in one statement; the spec's
+ * idle_swap_after_seconds is stored as it is (the caller resolves the kind's
+ * default). With a key that was seen before: *replayed = true and out is
+ * that job, or TS_ERR_IDEMPOTENCY_MISMATCH when the body differs. A taken name ->
  * TS_ERR_ALREADY_EXISTS; an unknown project -> TS_ERR_UNKNOWN_REFERENCE; a
  * project outside allowed_projects -> TS_ERR_FORBIDDEN. */
 enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit *s,
@@ -199,6 +200,7 @@ struct ts_desired_job {
     int64_t max_runtime_seconds;
     const char *checkpoint_dir; /* or NULL */
     int resume_count;
+    int64_t idle_swap_after_seconds; /* idle detach after this long idle; 0: never */
 };
 struct ts_desired {
     int64_t node_id;

@@ -7,12 +7,18 @@
  * + 1) or succeeded when it finished on its own; cancelling -> cancelled;
  * suspending -> suspended (its GPUs are given back, the swap it holds
  * recorded); resuming -> running; a suspending or suspended job that exits
- * counts as evicted. Events the agent sends (its collision resolver's
- * actions) are stored once per (job, attempt, seq). A
- * report names a job by (id, attempt) and counts only when that attempt is
+ * counts as evicted, and so does any job its agent reports exited with
+ * evicted (its collision resolver ended it to make room) unless a cancel
+ * came first. A resuming job its agent still reports suspended with a
+ * message waits for memory (reason waiting_for_memory). A running job's
+ * swapped_bytes (GPU memory its node keeps in host swap) are recorded.
+ * A report names a job by (id, attempt) and counts only when that attempt is
  * the job's current one on this node; otherwise it is ignored and named in
- * the answer. The job trigger (migrations/0002) frees job_gpu rows and wakes
- * the scheduler and the node's agent.
+ * the answer. Events the agent sends (its collision resolver's actions) are
+ * stored once per (job, attempt, seq) when that attempt ran on this node
+ * (job_attempt, migrations/0004), whatever the job's state now. The job
+ * trigger (migrations/0002) frees job_gpu rows and wakes the scheduler and
+ * the node's agent.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -180,7 +186,7 @@ static const char desired_sql[] =
     "   WHEN 'portion' THEN greatest(jg.memory_bytes, (j.gpu_portion_limit * "
     "g.memory_bytes)::bigint)"
     "   WHEN 'memory' THEN greatest(jg.memory_bytes, j.gpu_memory_limit_bytes)"
-    "   ELSE g.memory_bytes END), j.swap"
+    "   ELSE g.memory_bytes END), j.swap, j.idle_swap_after_seconds"
     " FROM node n"
     " LEFT JOIN job j ON j.node_id = n.id"
     "   AND j.state IN ('scheduled', 'running', 'evicting', 'cancelling', 'suspending',"
@@ -246,6 +252,7 @@ enum ts_err ts_store_node_desired(struct ts_dbconn *c, const char *name, struct 
             j->max_runtime_seconds = ts_row_i64(res, i, 18);
             j->checkpoint_dir = ts_row_text(res, i, 19, a);
             j->resume_count = (int)ts_row_i64(res, i, 20);
+            j->idle_swap_after_seconds = ts_row_i64(res, i, 26);
             j->gpus = &gpus[i];
         }
         if (!ts_row_null(res, i, 21)) {
@@ -299,6 +306,19 @@ static enum ts_err job_ended(struct ts_dbconn *c, const char *id, const char *st
         type = next;
         msg = ts_arena_printf(a, "%s on node %s: %s",
                               timeout ? "stopped at its maximum runtime" : "stopped", node, how);
+    } else if (r->evicted) {
+        /* its node ended it to make room (the collision resolver): an
+         * eviction whatever its exit status, never a failure */
+        next = "pending";
+        type = "requeued";
+        msg = r->message ? ts_arena_printf(a,
+                                           "evicted by node %s: %s; %s; back in the queue, it "
+                                           "resumes later",
+                                           node, r->message, how)
+                         : ts_arena_printf(a,
+                                           "evicted by node %s to make room; %s; back in the "
+                                           "queue, it resumes later",
+                                           node, how);
     } else if ((strcmp(state, "evicting") == 0 || strcmp(state, "suspending") == 0 ||
                 strcmp(state, "suspended") == 0) &&
                !clean) {
@@ -337,6 +357,30 @@ static enum ts_err job_ended(struct ts_dbconn *c, const char *id, const char *st
     return e;
 }
 
+/* A resuming job its agent still reports suspended: the swap-in was sent
+ * but its memory is not back yet. With a message (what it waits for, the
+ * agent's words) that becomes its reason, waiting_for_memory; it stays
+ * resuming until its agent reports it running. */
+static enum ts_err job_waits_for_memory(struct ts_dbconn *c, const char *id,
+                                        const struct ts_report_job *r, const char *bytes,
+                                        struct ts_error *err)
+{
+    if (r->message == NULL && bytes == NULL)
+        return TS_OK;
+    const char *p[] = {id, bytes, r->message};
+    PGresult *res = NULL;
+    enum ts_err e =
+        exec_in_tx(c,
+                   "UPDATE job SET suspended_bytes = coalesce($2::bigint, suspended_bytes),"
+                   " reason_code = CASE WHEN $3::text IS NULL THEN reason_code"
+                   "   ELSE 'waiting_for_memory' END,"
+                   " reason_message = coalesce($3::text, reason_message), queue_position = 0"
+                   " WHERE id = $1",
+                   3, p, &res, err);
+    PQclear(res);
+    return e;
+}
+
 /* Its agent reports it suspended: its processes are stopped and its GPU
  * memory is in host swap. A suspending job becomes suspended: its GPUs are
  * given back (the trigger deletes its job_gpu rows; the GPUs are kept in
@@ -357,6 +401,8 @@ static enum ts_err job_suspended(struct ts_dbconn *c, const char *id, const char
         PQclear(res);
         return e;
     }
+    if (strcmp(state, "resuming") == 0)
+        return job_waits_for_memory(c, id, r, bytes, err);
     if (strcmp(state, "suspending") != 0)
         return TS_OK;
     const char *why = held ? ts_arena_printf(a,
@@ -399,13 +445,35 @@ static enum ts_err job_resumed(struct ts_dbconn *c, const char *id, const char *
     enum ts_err e = exec_in_tx(c,
                                "UPDATE job SET state = 'running', suspended_bytes = 0,"
                                " suspended_gpu_ids = NULL, suspended_gpu_bytes = NULL,"
-                               " stop_reason = NULL, updated_at = now() WHERE id = $1",
+                               " stop_reason = NULL, reason_code = NULL, reason_message = NULL,"
+                               " updated_at = now() WHERE id = $1",
                                1, p, &res, err);
     PQclear(res);
     if (e != TS_OK)
         return e;
     const char *msg = ts_arena_printf(a, "resumed on node %s", node);
     return msg ? add_event(c, id, "resumed", msg, err) : nomem(err);
+}
+
+/* Its agent reports a scheduled job running: its attempt starts. */
+static enum ts_err job_started(struct ts_dbconn *c, const char *id, const char *node,
+                               const struct ts_report_job *r, struct ts_arena *a,
+                               struct ts_error *err)
+{
+    PGresult *res = NULL;
+    const char *p[] = {id};
+    enum ts_err e =
+        exec_in_tx(c,
+                   "UPDATE job SET state = 'running', started_at = coalesce(started_at, now()),"
+                   " attempt_started_at = now(), last_active_at = coalesce(last_active_at, now()),"
+                   " updated_at = now() WHERE id = $1",
+                   1, p, &res, err);
+    PQclear(res);
+    if (e != TS_OK)
+        return e;
+    const char *msg = r->pid > 0 ? ts_arena_printf(a, "running on node %s (pid %d)", node, r->pid)
+                                 : ts_arena_printf(a, "running on node %s", node);
+    return msg ? add_event(c, id, "running", msg, err) : nomem(err);
 }
 
 static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const char *node,
@@ -440,9 +508,20 @@ static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const cha
         return job_ended(c, id, state, stop_reason, node, r, a, err);
     if (strcmp(state, "suspended") == 0)
         return TS_OK; /* not resumed yet: the agent still has it stopped */
-    const char *u[] = {id, r->pid > 0 ? P("%d", r->pid) : NULL, r->has_usage ? "t" : "f",
+    if (strcmp(state, "resuming") == 0)
+        e = job_resumed(c, id, node, a, err);
+    else if (strcmp(state, "scheduled") == 0)
+        e = job_started(c, id, node, r, a, err);
+    if (e != TS_OK)
+        return e;
+    /* the samples, and the host swap it holds while it runs (the trigger of
+     * migrations/0004 keeps that at 0 in any other state) */
+    const char *u[] = {id,
+                       r->pid > 0 ? P("%d", r->pid) : NULL,
+                       r->has_usage ? "t" : "f",
                        P("%.17g", r->gpu_utilization),
-                       P("%lld", (long long)r->gpu_memory_used_bytes)};
+                       P("%lld", (long long)r->gpu_memory_used_bytes),
+                       r->has_swapped_bytes ? P("%lld", (long long)r->swapped_bytes) : NULL};
     e = exec_in_tx(c,
                    "UPDATE job SET pid = coalesce($2::int, pid),"
                    " gpu_utilization = CASE WHEN $3::boolean THEN $4 ELSE gpu_utilization END,"
@@ -450,25 +529,12 @@ static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const cha
                    "   ELSE gpu_memory_used_bytes END,"
                    " sampled_at = CASE WHEN $3::boolean THEN now() ELSE sampled_at END,"
                    " last_active_at = CASE WHEN $3::boolean AND $4::float8 > 0 THEN now()"
-                   "   ELSE last_active_at END"
+                   "   ELSE last_active_at END,"
+                   " swapped_bytes = coalesce($6::bigint, swapped_bytes)"
                    " WHERE id = $1",
-                   5, u, &res, err);
+                   6, u, &res, err);
     PQclear(res);
-    if (e == TS_OK && strcmp(state, "resuming") == 0)
-        return job_resumed(c, id, node, a, err);
-    if (e != TS_OK || strcmp(state, "scheduled") != 0)
-        return e;
-    e = exec_in_tx(c,
-                   "UPDATE job SET state = 'running', started_at = coalesce(started_at, now()),"
-                   " attempt_started_at = now(), last_active_at = coalesce(last_active_at, now()),"
-                   " updated_at = now() WHERE id = $1",
-                   1, p, &res, err);
-    PQclear(res);
-    if (e != TS_OK)
-        return e;
-    const char *msg = r->pid > 0 ? ts_arena_printf(a, "running on node %s (pid %d)", node, r->pid)
-                                 : ts_arena_printf(a, "running on node %s", node);
-    return msg ? add_event(c, id, "running", msg, err) : nomem(err);
+    return e;
 }
 
 /* A job asked to stop before its agent ever ran it (a scheduled job evicted
@@ -540,8 +606,11 @@ static enum ts_err apply_gpus(struct ts_dbconn *c, const char *node_id,
     return TS_OK;
 }
 
-/* The resolver's events: stored once per (job, attempt, seq), only for jobs
- * placed on this node at that attempt; the others' ids go to ignored. */
+/* The resolver's events: stored once per (job, attempt, seq), only for
+ * attempts that ran on this node (job_attempt), whatever the job's state
+ * now: the victim of a resolver is often requeued or ended by the time its
+ * node reports why. An agent's token never writes into another node's jobs:
+ * the others' ids go to ignored. */
 static enum ts_err apply_events(struct ts_dbconn *c, const char *node_id,
                                 const struct ts_node_report *rep, struct ts_arena *a,
                                 struct ts_report_result *out, struct ts_error *err)
@@ -555,15 +624,15 @@ static enum ts_err apply_events(struct ts_dbconn *c, const char *node_id,
                            ev->message,
                            node_id};
         PGresult *res = NULL;
-        enum ts_err e = exec_in_tx(
-            c,
-            "WITH j AS (SELECT id FROM job WHERE id = $1 AND attempt = $2 AND node_id = $6"
-            "   AND state NOT IN ('pending', 'succeeded', 'failed', 'cancelled')),"
-            " ins AS (INSERT INTO job_event (job_id, type, message, attempt, seq)"
-            "   SELECT id, $4, $5, $2, $3 FROM j"
-            "   ON CONFLICT (job_id, attempt, seq) WHERE seq IS NOT NULL DO NOTHING)"
-            " SELECT count(*) FROM j",
-            6, p, &res, err);
+        enum ts_err e =
+            exec_in_tx(c,
+                       "WITH j AS (SELECT job_id AS id FROM job_attempt"
+                       "   WHERE job_id = $1 AND attempt = $2 AND node_id = $6),"
+                       " ins AS (INSERT INTO job_event (job_id, type, message, attempt, seq)"
+                       "   SELECT id, $4, $5, $2, $3 FROM j"
+                       "   ON CONFLICT (job_id, attempt, seq) WHERE seq IS NOT NULL DO NOTHING)"
+                       " SELECT count(*) FROM j",
+                       6, p, &res, err);
         if (e != TS_OK)
             return e;
         bool known = ts_row_i64(res, 0, 0) > 0;

@@ -25,7 +25,7 @@
     " (SELECT string_agg(g.idx || ':' || jg.memory_bytes, ',' ORDER BY g.idx)"                     \
     "   FROM job_gpu jg JOIN gpu g ON g.id = jg.gpu_id WHERE jg.job_id = j.id),"                   \
     " p.deserved_gpus, p.fair_share_gpus, j.stop_reason, j.swap, j.suspended_bytes,"              \
-    " j.suspend_held"
+    " j.suspend_held, j.swapped_bytes, j.idle_swap_after_seconds"
 /* clang-format on */
 
 #define JOB_FROM " JOIN project p ON p.id = j.project_id LEFT JOIN node n ON n.id = j.node_id"
@@ -108,6 +108,9 @@ static void read_job(const PGresult *res, int row, struct ts_arena *a, struct ts
     s->swap = ts_row_bool(res, row, 44);
     j->suspended_bytes = ts_row_i64(res, row, 45);
     j->suspend_held = ts_row_bool(res, row, 46);
+    j->swapped_bytes = ts_row_i64(res, row, 47);
+    s->idle_swap_after_seconds = ts_row_i64(res, row, 48);
+    s->has_idle_swap_after = true;
 }
 
 static const char submit_sql[] =
@@ -115,10 +118,10 @@ static const char submit_sql[] =
     "   working_dir, gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"
     "   gpu_memory_limit_bytes, gpu_devices, requested_gpus, cpu, memory_bytes, gpu_model,"
     "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message,"
-    "   grace_seconds, swap)"
+    "   grace_seconds, swap, idle_swap_after_seconds)"
     "   SELECT p.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"
     "   $18, $19, $20, $21, $22, 'not_yet_scheduled', 'waiting for the scheduler to consider it',"
-    "   $27, $28"
+    "   $27, $28, $29"
     "   FROM project p WHERE p.name = $1 AND ($26::bigint[] IS NULL OR p.id = ANY($26::bigint[]))"
     "   RETURNING *),"
     " e AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'submitted', $23 FROM j),"
@@ -160,7 +163,7 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
 {
     const struct ts_job_spec *sp = s->spec;
     char prio[16], count[16], portion[32], plimit[32], mem[24], mlimit[24], devices[16];
-    char req[32], cpu[32], hostmem[24], runtime[24], tok[24], grace[16];
+    char req[32], cpu[32], hostmem[24], runtime[24], tok[24], grace[16], idle[24];
     char *allowed = NULL;
     if (s->allowed_projects != NULL) {
         allowed = ts_row_id_array(a, s->allowed_projects, s->nallowed);
@@ -180,7 +183,7 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
     snprintf(runtime, sizeof(runtime), "%lld", (long long)sp->max_runtime_seconds);
     snprintf(tok, sizeof(tok), "%lld", (long long)s->token_id);
     snprintf(grace, sizeof(grace), "%d", sp->grace_seconds);
-    snprintf(grace, sizeof(grace), "%d", sp->grace_seconds);
+    snprintf(idle, sizeof(idle), "%lld", (long long)sp->idle_swap_after_seconds);
     char *message = ts_arena_printf(a, "submitted to project \"%s\"", sp->project);
     const char *params[] = {sp->project,
                             sp->name,
@@ -209,12 +212,13 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
                             s->request_sha256,
                             allowed,
                             grace,
-                            sp->swap ? "true" : "false"};
+                            sp->swap ? "true" : "false",
+                            idle};
     *replayed = false;
     for (int attempt = 0; attempt < 2; attempt++) {
         PGresult *res = NULL;
         struct ts_error sub;
-        enum ts_err e = ts_db_exec(c, submit_sql, 28, params, &res, &sub);
+        enum ts_err e = ts_db_exec(c, submit_sql, 29, params, &res, &sub);
         if (e == TS_OK && PQntuples(res) == 1) {
             read_job(res, 0, a, out);
             PQclear(res);

@@ -19,8 +19,9 @@
     "   ('scheduled', 'running', 'evicting', 'cancelling', 'suspending', 'resuming')),"            \
     " coalesce(a.bytes, 0), g.utilization, g.memory_used_bytes, " TS_SQL_US("g.sampled_at") ","    \
     " a.jobs, n.collision,"                                                                        \
-    " (SELECT coalesce(sum(j.suspended_bytes), 0) FROM job j WHERE j.node_id = n.id"               \
-    "   AND j.state IN ('suspending', 'suspended', 'resuming'))"                                   \
+    " (SELECT coalesce(sum(CASE WHEN j.state = 'running' THEN j.swapped_bytes"                    \
+    "   ELSE j.suspended_bytes END), 0) FROM job j WHERE j.node_id = n.id"                         \
+    "   AND j.state IN ('running', 'suspending', 'suspended', 'resuming'))"                        \
     " FROM node n LEFT JOIN gpu g ON g.node_id = n.id"                                             \
     " LEFT JOIN LATERAL (SELECT sum(jg.memory_bytes) AS bytes,"                                    \
     "   string_agg(jg.job_id::text, ',' ORDER BY jg.job_id) AS jobs"                               \

@@ -234,9 +234,11 @@ static enum ts_err load_nodes(struct ts_dbconn *c, struct ts_arena *a, struct ts
     enum ts_err e = query(c,
                           "SELECT id, name, state, cpu, memory_bytes, labels::text,"
                           " gpu_reserve_bytes, collision,"
-                          " greatest(0, swap_bytes - (SELECT coalesce(sum(j.suspended_bytes), 0)"
+                          " greatest(0, swap_bytes - (SELECT coalesce(sum(CASE"
+                          "   WHEN j.state = 'running' THEN j.swapped_bytes"
+                          "   ELSE j.suspended_bytes END), 0)"
                           "   FROM job j WHERE j.node_id = node.id"
-                          "   AND j.state IN ('suspending', 'suspended', 'resuming')))"
+                          "   AND j.state IN ('running', 'suspending', 'suspended', 'resuming')))"
                           " FROM node ORDER BY id",
                           &res, err);
     if (e != TS_OK)
@@ -326,7 +328,8 @@ static const char jobs_sql[] =
     " gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"
     " gpu_memory_limit_bytes, gpu_devices, cpu, memory_bytes, gpu_model::text,"
     " node_selector::text, swap, suspend_held, array_to_string(suspended_gpu_ids, ','),"
-    " EXISTS (SELECT 1 FROM job_gpu jg WHERE jg.job_id = job.id)"
+    " EXISTS (SELECT 1 FROM job_gpu jg WHERE jg.job_id = job.id),"
+    " gpu_memory_used_bytes, swapped_bytes"
     " FROM job WHERE state IN ('pending', 'scheduled', 'running', 'evicting', 'cancelling',"
     " 'suspending', 'suspended', 'resuming')"
     " ORDER BY id";
@@ -469,6 +472,10 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
             .preemptible = ts_row_bool(res, r, 4) && !stopping && strcmp(state, "resuming") != 0,
             .node = node,
             .started_at = ts_row_i64(res, r, 7),
+            /* what a suspension moves: the store counts the same
+             * (TS_SQL_JOB_HELD_BYTES) */
+            .memory_used_bytes = ts_row_i64(res, r, 24),
+            .swapped_bytes = ts_row_i64(res, r, 25),
         };
         read_request(res, r, 9, a, &j->request);
         rows->running_stopping[nrun++] = stopping;
@@ -590,8 +597,10 @@ static enum ts_err write_bind(struct ts_dbconn *c, const struct ts_sched_snapsho
 }
 
 /* EVICT: a running job stops (evicting). SUSPEND: a running job that
- * accepts swap is suspended in place (suspending, holding its GPU memory
- * limit of the node's swap until its agent says what it moved); one its
+ * accepts swap is suspended in place (suspending, holding what it holds on
+ * its GPUs of the node's swap until its agent says what it moved; the
+ * snapshot gave the core the same figures, so the check here refuses only
+ * when a report moved them since); one its
  * agent has not started yet is simply evicted. EVICT of a pending job
  * (job_was_running false): its suspension ends, its processes are killed
  * (evicting, with no GPUs) and it is queued again. */
@@ -627,14 +636,12 @@ static enum ts_err write_stop(struct ts_dbconn *c, const struct ts_sched_decisio
                        "   stop_reason = CASE WHEN j.state = 'running' AND j.swap THEN 'suspended'"
                        "     ELSE 'evicted' END,"
                        "   suspended_bytes = CASE WHEN j.state = 'running' AND j.swap"
-                       "     THEN " TS_SQL_JOB_LIMIT_BYTES " ELSE 0 END,"
+                       "     THEN " TS_SQL_JOB_HELD_BYTES " ELSE 0 END,"
                        "   suspend_held = false, updated_at = now()"
                        "   WHERE j.id = $1 AND j.state IN ('scheduled', 'running')"
-                       "   AND NOT (j.state = 'running' AND j.swap AND " TS_SQL_JOB_LIMIT_BYTES
+                       "   AND NOT (j.state = 'running' AND j.swap AND " TS_SQL_JOB_HELD_BYTES
                        "     > (SELECT n.swap_bytes FROM node n WHERE n.id = j.node_id)"
-                       "     - (SELECT coalesce(sum(o.suspended_bytes), 0) FROM job o"
-                       "        WHERE o.node_id = j.node_id AND o.id <> j.id"
-                       "        AND o.state IN ('suspending', 'suspended', 'resuming')))"
+                       "     - " TS_SQL_NODE_SWAP_USED_BY_OTHERS ")"
                        "   RETURNING j.id, j.state),"
                        " ev AS (INSERT INTO job_event (job_id, type, message)"
                        "   SELECT id, state, $2 FROM upd)"

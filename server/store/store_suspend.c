@@ -7,20 +7,18 @@
  * the scheduler binds again on its node and GPUs when they have room.
  *
  * Swap accounting: a job suspending, suspended or resuming holds
- * suspended_bytes of its node's host swap (swap_bytes). While suspending,
- * that is its GPU memory limit over its GPUs (what it may have to move);
- * once its agent reports it suspended, what it moved.
+ * suspended_bytes of its node's host swap (swap_bytes), and a running job
+ * swapped_bytes (its GPU memory its node keeps in host swap while it runs:
+ * idle detach, time-sharing). While suspending, suspended_bytes is what the
+ * job holds on its GPUs (TS_SQL_JOB_HELD_BYTES: the greater of its packed
+ * request, its last reported use and its swapped bytes), what its agent
+ * will move; once its agent reports it suspended, what it moved.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "server/store/row.h"
 #include "server/store/store.h"
-
-/* The swap a node's suspensions hold. */
-#define SWAP_USED_SQL                                                                              \
-    "(SELECT coalesce(sum(o.suspended_bytes), 0)::bigint FROM job o WHERE o.node_id = j.node_id"   \
-    "   AND o.state IN ('suspending', 'suspended', 'resuming'))"
 
 static enum ts_err fail(struct ts_dbconn *c, struct ts_error *err, enum ts_err code,
                         const char *msg)
@@ -57,8 +55,9 @@ static enum ts_err suspend_once(struct ts_dbconn *c, const char *idbuf, int64_t 
     /* a new statement: it sees every suspension committed before the lock */
     if (e == TS_OK)
         e = ts_db_exec(c,
-                       "SELECT j.state, j.swap, n.name, n.swap_bytes, " TS_SQL_JOB_LIMIT_BYTES
-                       ", " SWAP_USED_SQL " FROM job j LEFT JOIN node n ON n.id = j.node_id"
+                       "SELECT j.state, j.swap, n.name, n.swap_bytes, " TS_SQL_JOB_HELD_BYTES
+                       ", " TS_SQL_NODE_SWAP_USED_BY_OTHERS
+                       " FROM job j LEFT JOIN node n ON n.id = j.node_id"
                        " WHERE j.id = $1",
                        1, p, &res, err);
     if (e != TS_OK) {
@@ -101,7 +100,7 @@ static enum ts_err suspend_once(struct ts_dbconn *c, const char *idbuf, int64_t 
     if (swap_bytes - used < need) {
         snprintf(msg, sizeof(msg),
                  "node %s has too little free host swap for job %lld: %lld of %lld bytes free, "
-                 "its GPU memory limit is %lld bytes",
+                 "it holds %lld bytes of GPU memory",
                  node, (long long)id, (long long)(swap_bytes - used), (long long)swap_bytes,
                  (long long)need);
         return fail(c, err, TS_ERR_CONFLICT, msg);

@@ -91,6 +91,11 @@ static void help_lists_every_option_with_its_environment_variable(void **state)
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strstr(out, names[i]) == NULL)
             fail_msg("--help does not mention %s:\n%s", names[i], out);
+    const char *more[] = {"--idle-swap-after DURATION",
+                          "(default 5m; env TESSERA_IDLE_SWAP_AFTER)"};
+    for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+        if (strstr(out, more[i]) == NULL)
+            fail_msg("--help does not mention %s:\n%s", more[i], out);
 }
 
 static void bad_options_are_refused_with_a_clear_message(void **state)

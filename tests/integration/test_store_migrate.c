@@ -378,6 +378,90 @@ static void schema_sql_equals_the_migrated_database(void **state)
     free(out);
 }
 
+/* Run SQL (several statements allowed) on a connection; fails the test on error. */
+static void exec(PGconn *c, const char *sql)
+{
+    char buf[8];
+    assert_true(pgtest_value(c, sql, buf, sizeof(buf)));
+}
+
+/* Migration 4 records which node runs each placed job's current attempt
+ * (so that its agent's events about it keep counting), its trigger records
+ * every later bind, and running jobs alone keep swapped_bytes. Built on a
+ * database that 0001 to 0003 left with jobs in it, as an upgraded server
+ * finds it. */
+static void migration_4_backfills_placed_attempts_and_records_every_bind(void **state)
+{
+    (void)state;
+    char ci[1024];
+    new_database("m_attempts", ci, sizeof(ci));
+    PGconn *c = pgtest_connect(ci);
+    assert_non_null(c);
+    exec(c, "CREATE TABLE schema_migration (version integer NOT NULL, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now(),"
+            " CONSTRAINT schema_migration_pkey PRIMARY KEY (version))");
+    for (size_t i = 0; i < ts_migrations_count; i++) {
+        const char *name = ts_migrations_files[i].name;
+        if (strncmp(name, "0004", 4) >= 0)
+            continue;
+        char rec[256];
+        exec(c, "BEGIN");
+        exec(c, ts_migrations_files[i].data);
+        snprintf(rec, sizeof(rec),
+                 "INSERT INTO schema_migration (version, name) VALUES (%d, '%s'); COMMIT",
+                 atoi(name), name);
+        exec(c, rec);
+    }
+    /* running on n1 in attempt 2; never placed; finished on n2; requeued */
+    exec(c, "INSERT INTO department (name) VALUES ('d');"
+            " INSERT INTO project (name, department_id) SELECT 'p', id FROM department;"
+            " INSERT INTO node (name) VALUES ('n1'), ('n2');"
+            " INSERT INTO job (project_id, name, kind, priority, preemptible, command, state,"
+            "   node_id, attempt, attempt_started_at)"
+            " SELECT p.id, v.name, 'train', 50, true, '[\"x\"]', v.state,"
+            "   (SELECT id FROM node WHERE name = v.node), v.attempt,"
+            "   '2026-01-02 03:04:05+00'::timestamptz"
+            " FROM project p, (VALUES ('run', 'running', 'n1', 2), ('new', 'pending', NULL, 0),"
+            "   ('done', 'succeeded', 'n2', 1), ('back', 'pending', NULL, 1))"
+            "   AS v(name, state, node, attempt)");
+    int applied = -1;
+    struct ts_error err;
+    assert_int_equal(migrate(ci, &applied, &err), TS_OK);
+    assert_int_equal(applied, 1);
+    const char *attempts =
+        "SELECT string_agg(j.name || ':' || a.attempt || ':' || n.name, ',' ORDER BY j.name,"
+        " a.attempt) FROM job_attempt a JOIN job j ON j.id = a.job_id JOIN node n ON n.id ="
+        " a.node_id";
+    assert_value(ci, attempts, "done:1:n2,run:2:n1");
+    assert_value(ci,
+                 "SELECT a.started_at = '2026-01-02 03:04:05+00' FROM job_attempt a"
+                 " JOIN job j ON j.id = a.job_id WHERE j.name = 'run'",
+                 "t");
+
+    /* a bind records its attempt; a resume in the same attempt and a
+     * requeue record nothing new */
+    exec(c, "UPDATE job SET state = 'scheduled', attempt = attempt + 1,"
+            " node_id = (SELECT id FROM node WHERE name = 'n2') WHERE name = 'back'");
+    exec(c, "UPDATE job SET state = 'suspended' WHERE name = 'run';"
+            " UPDATE job SET state = 'resuming' WHERE name = 'run';"
+            " UPDATE job SET state = 'pending', node_id = NULL WHERE name = 'done'");
+    assert_value(ci, attempts, "back:2:n2,done:1:n2,run:2:n1");
+
+    /* only a running job holds host swap; it is cleared when it leaves */
+    exec(c, "UPDATE job SET state = 'running' WHERE name = 'run';"
+            " UPDATE job SET swapped_bytes = 4096 WHERE name IN ('run', 'new')");
+    assert_value(ci, "SELECT string_agg(name || ':' || swapped_bytes, ',' ORDER BY name) FROM job",
+                 "back:0,done:0,new:0,run:4096");
+    exec(c, "UPDATE job SET state = 'evicting' WHERE name = 'run'");
+    assert_value(ci, "SELECT swapped_bytes FROM job WHERE name = 'run'", "0");
+    assert_value(ci, "SELECT idle_swap_after_seconds FROM job WHERE name = 'new'", "0");
+    char buf[64];
+    PQclear(PQexec(c, "SET client_min_messages = error"));
+    assert_false(pgtest_value(
+        c, "UPDATE job SET idle_swap_after_seconds = 604801 WHERE name = 'new'", buf, sizeof(buf)));
+    PQfinish(c);
+}
+
 static void schema_sql_names_the_latest_version(void **state)
 {
     (void)state;
@@ -402,6 +486,7 @@ int main(void)
         cmocka_unit_test(a_database_newer_than_the_server_is_refused),
         cmocka_unit_test(schema_sql_equals_the_migrated_database),
         cmocka_unit_test(schema_sql_names_the_latest_version),
+        cmocka_unit_test(migration_4_backfills_placed_attempts_and_records_every_bind),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

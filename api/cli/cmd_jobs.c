@@ -386,6 +386,12 @@ static int cmd_describe_job(struct ts_cli *cli, const struct ts_args *a)
     ts_out_kv("Node selector", "%s",
               pairs_text(json_object_get(j, "node_selector"), b1, sizeof(b1)));
     ts_out_kv("Max runtime", "%s", ts_out_member(j, "max_runtime", b1, sizeof(b1)));
+    const json_t *idle = json_object_get(j, "idle_swap_after_seconds");
+    if (json_is_integer(idle))
+        ts_out_kv("Idle swap after", "%s",
+                  json_integer_value(idle) > 0
+                      ? ts_out_member(j, "idle_swap_after", b1, sizeof(b1))
+                      : "never (its GPU memory stays on its GPUs while it is idle)");
     ts_out_kv("Node", "%s", ts_out_member(j, "node", b1, sizeof(b1)));
     if (json_is_integer(json_object_get(j, "attempt")))
         ts_out_kv("Attempt", "%s", ts_out_member(j, "attempt", b1, sizeof(b1)));
@@ -400,6 +406,10 @@ static int cmd_describe_job(struct ts_cli *cli, const struct ts_args *a)
                   100 * json_number_value(json_object_get(usage, "gpu_utilization")),
                   ts_out_bytes(json_object_get(usage, "gpu_memory_used_bytes"), b3, sizeof(b3)));
     }
+    const json_t *swapped = json_object_get(j, "swapped_bytes");
+    if (json_is_integer(swapped) && json_integer_value(swapped) > 0)
+        ts_out_kv("Swapped", "%s of its GPU memory in its node's host memory",
+                  ts_out_bytes(swapped, b1, sizeof(b1)));
     const json_t *share = json_object_get(j, "fair_share");
     if (json_is_object(share)) {
         char b3[64];
@@ -446,6 +456,9 @@ static const struct {
                          "ask an admin whether the nodes are drained or down"},
     {"invalid_request", "the request cannot be placed as written: cancel it and submit a valid "
                         "one"},
+    {"waiting_for_memory", "it is resuming on its node, which brings its GPU memory back from host "
+                           "memory once other jobs give back what they hold above their requests: "
+                           "wait (the message says for what)"},
 };
 
 static int cmd_why(struct ts_cli *cli, const struct ts_args *a)
@@ -491,7 +504,7 @@ static int cmd_why(struct ts_cli *cli, const struct ts_args *a)
                    ts_out_member(share, "project_fair_share_gpus", f, sizeof(f)));
         }
     }
-    if (strcmp(state, "pending") == 0) {
+    if (strcmp(state, "pending") == 0 || (strcmp(state, "resuming") == 0 && reason)) {
         const char *what = NULL;
         for (size_t i = 0; code && i < sizeof(advice) / sizeof(advice[0]); i++)
             if (strcmp(advice[i].code, code) == 0)

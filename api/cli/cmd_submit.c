@@ -40,6 +40,10 @@ static const struct ts_opt submit_opts[] = {
     {"selector", 0, "K=V", "run only on nodes with this label", true},
     {"working-dir", 0, "DIR", "the job's working folder (absolute)", false},
     {"max-runtime", 0, "DURATION", "end the job after this long, such as 8h", false},
+    {"idle-swap-after", 0, "DURATION",
+     "idle this long on its GPUs, its GPU memory moves to host memory while it runs, such as "
+     "10m; 0 = never (default: the server's, 5m, for interactive jobs; never for others)",
+     false},
     {"parsable", 0, NULL, "print only the job's id", false},
     {"wait", 0, NULL, "wait until the job ends; exit 6 unless it succeeded", false},
     {"idempotency-key", 0, "KEY", "the Idempotency-Key (default: a new random one)", false},
@@ -191,6 +195,15 @@ static json_t *job_request(struct ts_cli *cli, const struct ts_args *a)
                            runtime);
         return NULL;
     }
+    const char *idle = ts_args_get(a, "idle-swap-after");
+    int64_t idle_s = 0;
+    if (idle && (ts_duration_parse(idle, &idle_s) != 0 || idle_s > TS_JOB_IDLE_SWAP_MAX)) {
+        ts_cli_usage_error(cli,
+                           "--idle-swap-after must be a duration up to 7d such as 30s, 10m "
+                           "or 1h, or 0 for never: \"%s\"",
+                           idle);
+        return NULL;
+    }
     json_t *body = json_object(), *cmd = json_array();
     json_object_set_new(body, "name", json_string(name));
     json_object_set_new(body, "project", json_string(project));
@@ -211,6 +224,8 @@ static json_t *job_request(struct ts_cli *cli, const struct ts_args *a)
         json_object_set_new(body, "working_dir", json_string(ts_args_get(a, "working-dir")));
     if (runtime)
         json_object_set_new(body, "max_runtime", json_string(runtime));
+    if (idle)
+        json_object_set_new(body, "idle_swap_after", json_string(idle));
     const char *models[TS_JOB_GPU_MODELS_MAX + 1];
     size_t nmodels = ts_args_all(a, "gpu-model", models, TS_JOB_GPU_MODELS_MAX + 1);
     if (nmodels > TS_JOB_GPU_MODELS_MAX) {

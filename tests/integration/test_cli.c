@@ -417,8 +417,8 @@ static void submit_sends_every_other_option(void **state)
     assert_int_equal(cli(&r, "submit", "everything", "-p", "p1", "--kind", "interactive", "--cpu",
                          "4", "--memory", "32G", "--priority", "7", "--preemptible", "--env", "A=1",
                          "-e", "B=x=y", "--gpu-model", "A100", "--gpu-model", "H100", "--selector",
-                         "zone=a", "--working-dir", "/srv", "--max-runtime", "2h", "--parsable",
-                         "--", "jupyter", "lab", NULL),
+                         "zone=a", "--working-dir", "/srv", "--max-runtime", "2h",
+                         "--idle-swap-after", "20m", "--parsable", "--", "jupyter", "lab", NULL),
                      0);
     json_t *j = api_job(atoll(r.out));
     run_free(&r);
@@ -435,7 +435,16 @@ static void submit_sends_every_other_option(void **state)
     assert_string_equal(ts_it_str(json_object_get(j, "node_selector"), "zone"), "a");
     assert_string_equal(ts_it_str(j, "working_dir"), "/srv");
     assert_int_equal(ts_it_int(j, "max_runtime_seconds"), 7200);
+    assert_int_equal(ts_it_int(j, "idle_swap_after_seconds"), 1200);
     assert_true(json_is_null(json_object_get(j, "gpu")));
+    json_decref(j);
+    /* --idle-swap-after 0: an interactive job that never swaps its idle memory out */
+    assert_int_equal(cli(&r, "submit", "never-idle", "-p", "p1", "--kind", "interactive",
+                         "--idle-swap-after", "0", "--parsable", "--", "true", NULL),
+                     0);
+    j = api_job(atoll(r.out));
+    run_free(&r);
+    assert_int_equal(ts_it_int(j, "idle_swap_after_seconds"), 0);
     json_decref(j);
     /* --non-preemptible */
     assert_int_equal(
@@ -487,6 +496,14 @@ static void submit_refuses_bad_command_lines_with_exit_1(void **state)
     assert_int_equal(cli(&r, "submit", "env", "-p", "p1", "--env", "NOVALUE", "--", "true", NULL),
                      1);
     run_free(&r);
+    const char *idle[] = {"soon", "-5m", "8d"};
+    for (size_t i = 0; i < sizeof(idle) / sizeof(idle[0]); i++) {
+        assert_int_equal(
+            cli(&r, "submit", "idle", "-p", "p1", "--idle-swap-after", idle[i], "--", "true", NULL),
+            1);
+        assert_non_null(strstr(r.err, "--idle-swap-after"));
+        run_free(&r);
+    }
     ts_it_db_digest(&srv, after);
     assert_string_equal(before, after);
     /* what only the server can judge: its message, exit 1 */
@@ -684,8 +701,29 @@ static void describe_job_shows_the_job_and_its_events_by_id_or_name(void **state
     assert_non_null(strstr(r.out, want));
     assert_non_null(strstr(r.out, "Project:          p2"));
     assert_non_null(strstr(r.out, "Command:          true"));
+    assert_non_null(strstr(r.out, "Idle swap after:  never"));
+    assert_null(strstr(r.out, "Swapped:"));
     assert_non_null(strstr(r.out, "submitted"));
     run_free(&r);
+    /* an interactive job: the server's default; running with memory in host
+     * swap, it says how much (the state is set here as its agent's report
+     * would; then it is put back) */
+    assert_int_equal(cli(&r, "submit", "described-nb", "-p", "p2", "--kind", "interactive",
+                         "--parsable", "--", "true", NULL),
+                     0);
+    long long nb = atoll(r.out);
+    run_free(&r);
+    char q[256];
+    snprintf(q, sizeof(q),
+             "UPDATE job SET state = 'running', swapped_bytes = 3221225472 WHERE id = %lld", nb);
+    char out[16];
+    assert_int_equal(ts_it_sql(&srv, q, out, sizeof(out)), 0);
+    assert_int_equal(cli(&r, "describe", "job", "described-nb", "-p", "p2", NULL), 0);
+    assert_non_null(strstr(r.out, "Idle swap after:  5m"));
+    assert_non_null(strstr(r.out, "Swapped:          3GiB of its GPU memory"));
+    run_free(&r);
+    snprintf(q, sizeof(q), "UPDATE job SET state = 'pending' WHERE id = %lld", nb);
+    assert_int_equal(ts_it_sql(&srv, q, out, sizeof(out)), 0);
     /* by name without a project: the one job of that name anywhere */
     assert_int_equal(cli(&r, "describe", "job", "described", "-o", "json", NULL), 0);
     json_t *j = json_loads(r.out, 0, NULL), *api = api_job(id);

@@ -1,6 +1,6 @@
 // job.js - one job's page (#/jobs/ID): what it is and where it runs
-// (GET /jobs/{id}), why it waits when it is pending (its reason code,
-// sentence and queue position), what happened to it (GET /jobs/{id}/events)
+// (GET /jobs/{id}), why it waits when it is pending or resuming (its reason
+// code, sentence and queue position), what happened to it (GET /jobs/{id}/events)
 // and its output, streamed live (GET /jobs/{id}/logs?follow=true, text/plain
 // read chunk by chunk until the job finishes or the page is left).
 
@@ -98,7 +98,8 @@ export class JobPage {
     setText(this.stateBadge, j.state);
     this.stateBadge.className = `state state-${j.state}`;
     const r = j.pending_reason;
-    show(this.reason, j.state === 'pending' && !!r);
+    // a resuming job waits too: for its GPU memory to come back (waiting_for_memory)
+    show(this.reason, (j.state === 'pending' || j.state === 'resuming') && !!r);
     if (r) {
       setText(this.reasonCode, r.code);
       setText(this.reasonText, r.message);
@@ -115,6 +116,8 @@ export class JobPage {
       ['Node', j.node || '–'],
       ['GPU utilization', j.state === 'running' ? percent(u.gpu_utilization) : '–'],
       ['GPU memory used', j.state === 'running' ? bytes(u.gpu_memory_used_bytes) : '–'],
+      ['GPU memory in host swap', j.state === 'running' && j.swapped_bytes > 0 ? bytes(j.swapped_bytes) : '–'],
+      ['Idle swap after', j.idle_swap_after_seconds > 0 ? j.idle_swap_after : 'never'],
       ['Last active', time(u.last_active_at)],
       ['Project deserved / fair share', j.fair_share ? `${gpus(j.fair_share.project_deserved_gpus)} / ${gpus(j.fair_share.project_fair_share_gpus)} GPUs` : '–'],
       ['Submitted', time(j.created_at)],

@@ -9,6 +9,11 @@
  * (enough GPU is free on matching nodes, but not in one place), no_fit (not
  * enough is free). The node scan behind the last four is cached per request
  * shape, so 10,000 pending jobs of a few shapes cost a few scans.
+ *
+ * The server's store writes three more codes of its own: not_yet_scheduled
+ * (before a cycle has looked at a job), suspended (suspended on request,
+ * until POST /resume) and waiting_for_memory (a resuming job whose node
+ * waits for room to bring its GPU memory back; the agent's sentence).
  */
 #include <math.h>
 #include <stdio.h>

@@ -19,6 +19,9 @@ static void check_spec(const struct ts_job_spec *s)
     FUZZ_CHECK(s->cpu >= 0 && s->cpu <= TS_JOB_CPU_MAX);
     FUZZ_CHECK(s->memory_bytes >= 0 && s->memory_bytes <= TS_BYTESIZE_MAX);
     FUZZ_CHECK(s->max_runtime_seconds >= 0 && s->max_runtime_seconds <= TS_DURATION_MAX_SECONDS);
+    FUZZ_CHECK(s->idle_swap_after_seconds >= 0 &&
+               s->idle_swap_after_seconds <= TS_JOB_IDLE_SWAP_MAX);
+    FUZZ_CHECK(s->has_idle_swap_after || s->idle_swap_after_seconds == 0);
     const struct ts_gpu_request *g = &s->gpu;
     switch (g->kind) {
     case TS_GPU_NONE:
@@ -54,6 +57,8 @@ static void check_round_trip(const struct ts_job_spec *s, struct ts_arena *a)
                                            "fair_share",  "suspended_bytes", "suspend_held"};
     for (size_t i = 0; i < sizeof(out_only) / sizeof(out_only[0]); i++)
         json_object_del(v, out_only[i]);
+    json_object_del(v, "swapped_bytes");
+    json_object_del(v, "idle_swap_after_seconds");
     json_t *gpu = json_object_get(v, "gpu");
     json_object_del(gpu, "memory_bytes");
     json_object_del(gpu, "memory_limit_bytes");
@@ -87,6 +92,8 @@ static void check_round_trip(const struct ts_job_spec *s, struct ts_arena *a)
     FUZZ_CHECK(strcmp(s->node_selector, t.node_selector) == 0);
     FUZZ_CHECK(s->max_runtime_seconds == t.max_runtime_seconds);
     FUZZ_CHECK(s->grace_seconds == t.grace_seconds);
+    /* the encoder always writes idle_swap_after: given, the same value */
+    FUZZ_CHECK(t.has_idle_swap_after && s->idle_swap_after_seconds == t.idle_swap_after_seconds);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -368,8 +368,9 @@ struct ts_report_job {
     int64_t swapped_bytes;        /* SUSPENDED: host swap it holds; RUNNING: what
                                      of its GPU memory its node keeps in host
                                      swap while it runs (idle detach) */
-    bool evicted;                 /* EXITED only: its node ended it to make room
-                                     (collision resolver): requeued, not failed */
+    bool evicted;                 /* EXITED or FAILED_TO_START only: its node ended
+                                     it to make room (collision resolver):
+                                     requeued, not failed */
 };
 
 /* An action of the node's collision resolver on a job attempt; seq >= 1

@@ -229,15 +229,13 @@ static enum ts_err report_job_decode(const json_t *v, const char *path, struct t
         e = ts_wire_dec_bool(v, path, "evicted", NULL, &j->evicted, err);
     if (e != TS_OK)
         return e;
-    if (j->evicted && j->state != TS_REPORT_EXITED) {
-        /* only an ended job can have been ended to make room */
+    if (j->evicted && (j->state == TS_REPORT_RUNNING || j->state == TS_REPORT_SUSPENDED)) {
+        /* only a job that has ended can have been ended to make room */
         char f[TS_WIRE_PATH_MAX];
         ts_wire_dec_path(f, sizeof(f), path, "evicted");
         return ts_error_field(err, TS_ERR_INVALID_VALUE, f,
-                              "%s is only for a job reported exited: %s", f,
-                              j->state == TS_REPORT_RUNNING     ? "running"
-                              : j->state == TS_REPORT_SUSPENDED ? "suspended"
-                                                                : "failed_to_start");
+                              "%s is only for a job reported exited or failed_to_start: %s", f,
+                              j->state == TS_REPORT_RUNNING ? "running" : "suspended");
     }
     j->attempt = (int)attempt;
     j->pid = (int)pid;

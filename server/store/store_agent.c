@@ -311,6 +311,8 @@ static enum ts_err job_ended(struct ts_dbconn *c, const char *id, const char *st
          * eviction whatever its exit status, never a failure */
         next = "pending";
         type = "requeued";
+        if (r->state == TS_REPORT_FAILED_TO_START)
+            how = "before it had started";
         msg = r->message ? ts_arena_printf(a,
                                            "evicted by node %s: %s; %s; back in the queue, it "
                                            "resumes later",

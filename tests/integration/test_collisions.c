@@ -183,27 +183,32 @@ static void a_job_its_node_ended_to_make_room_is_requeued_never_failed(void **st
     long long c = ts_ap_submit(
         "owner", "ev-c", "\"gpu\": {\"portion\": 0.25}, \"node_selector\": {\"pool\": \"ev\"}");
     json_decref(ts_ap_wait_state(c, "scheduled", 10));
+    long long d = ts_ap_submit(
+        "owner", "ev-d", "\"gpu\": {\"portion\": 0.25}, \"node_selector\": {\"pool\": \"ev\"}");
+    json_decref(ts_ap_wait_state(d, "scheduled", 10));
     /* drained, ev1 keeps its jobs but gets no new ones: the requeued jobs
      * stay in the queue where the test can look at them */
     ts_ap_call_ok(srv.admin, "POST", "/api/v1/nodes/ev1/drain", NULL, 200);
 
     char rep[1024];
     /* killed by the priority resolver; then one that exited 0 once ended
-     * (a checkpoint saved on SIGTERM), and one it ended before its agent had
-     * said it was running */
+     * (a checkpoint saved on SIGTERM), one it ended before its agent had
+     * said it was running, and one ended before it could start */
     snprintf(rep, sizeof(rep),
              "{\"id\": %lld, \"attempt\": 1, \"state\": \"exited\", \"signal\": 9,"
              " \"evicted\": true, \"message\": \"" RESOLVER_MSG "\"},"
              " {\"id\": %lld, \"attempt\": 1, \"state\": \"exited\", \"exit_code\": 0,"
              " \"evicted\": true},"
              " {\"id\": %lld, \"attempt\": 1, \"state\": \"exited\", \"exit_code\": 1,"
+             " \"evicted\": true, \"message\": \"ended to make room\"},"
+             " {\"id\": %lld, \"attempt\": 1, \"state\": \"failed_to_start\","
              " \"evicted\": true, \"message\": \"ended to make room\"}",
-             a, b, c);
+             a, b, c, d);
     json_t *res = ts_ap_report("ev1", rep, "", 200);
     assert_int_equal(json_array_size(json_object_get(res, "ignored")), 0);
     json_decref(res);
-    long long ids[] = {a, b, c};
-    for (int k = 0; k < 3; k++) {
+    long long ids[] = {a, b, c, d};
+    for (int k = 0; k < 4; k++) {
         json_t *j = wait_resumes(ids[k], 1, 2);
         assert_string_equal(ts_it_str(j, "state"), "pending");
         assert_true(json_is_null(json_object_get(j, "node")));
@@ -246,7 +251,7 @@ static void a_job_its_node_ended_to_make_room_is_requeued_never_failed(void **st
 
     /* back on the node, they run again in attempt 2 */
     ts_ap_call_ok(srv.admin, "POST", "/api/v1/nodes/ev1/undrain", NULL, 200);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         json_t *j = ts_ap_wait_state(ids[k], "scheduled", 10);
         assert_int_equal(ts_it_int(j, "attempt"), 2);
         json_decref(j);
@@ -255,7 +260,7 @@ static void a_job_its_node_ended_to_make_room_is_requeued_never_failed(void **st
         assert_int_equal(ts_it_int(dj, "resume_count"), 1);
         json_decref(dj);
     }
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         finish(ids[k], "ev1", 2);
 }
 

@@ -814,10 +814,11 @@ static void reports_decode_evicted_exits_and_swap_held_while_running(void **stat
              " \"evicted\": false},"
              " {\"id\": 8, \"attempt\": 3, \"state\": \"running\", \"swapped_bytes\": 2147483648,"
              " \"gpu_memory_used_bytes\": 4294967296},"
-             " {\"id\": 9, \"attempt\": 1, \"state\": \"running\", \"evicted\": false}]}");
+             " {\"id\": 9, \"attempt\": 1, \"state\": \"running\", \"evicted\": false},"
+             " {\"id\": 10, \"attempt\": 1, \"state\": \"failed_to_start\", \"evicted\": true}]}");
     assert_int_equal(ts_wire_node_report_decode(v, a, &rep, &err), TS_OK);
     json_decref(v);
-    assert_int_equal(rep.njobs, 5);
+    assert_int_equal(rep.njobs, 6);
     assert_true(rep.jobs[0].evicted);
     assert_int_equal(rep.jobs[0].signal, 9);
     assert_string_equal(rep.jobs[0].message,
@@ -830,6 +831,9 @@ static void reports_decode_evicted_exits_and_swap_held_while_running(void **stat
     assert_int_equal(rep.jobs[3].gpu_memory_used_bytes, 4294967296LL);
     assert_false(rep.jobs[4].has_swapped_bytes);
     assert_false(rep.jobs[4].evicted);
+    /* ended before it had started: ended all the same */
+    assert_int_equal(rep.jobs[5].state, TS_REPORT_FAILED_TO_START);
+    assert_true(rep.jobs[5].evicted);
 
     struct {
         const char *text, *field;
@@ -840,9 +844,6 @@ static void reports_decode_evicted_exits_and_swap_held_while_running(void **stat
          "jobs[0].evicted", TS_ERR_INVALID_VALUE},
         {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"suspended\", \"evicted\": "
          "true}]}",
-         "jobs[0].evicted", TS_ERR_INVALID_VALUE},
-        {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"failed_to_start\","
-         " \"evicted\": true}]}",
          "jobs[0].evicted", TS_ERR_INVALID_VALUE},
         {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"exited\", \"evicted\": 1}]}",
          "jobs[0].evicted", TS_ERR_WRONG_TYPE},
@@ -869,7 +870,9 @@ static void reports_decode_evicted_exits_and_swap_held_while_running(void **stat
     v = body("{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"running\", \"evicted\": "
              "true}]}");
     assert_int_equal(ts_wire_node_report_decode(v, a, &rep, &err), TS_ERR_INVALID_VALUE);
-    assert_string_equal(err.message, "jobs[0].evicted is only for a job reported exited: running");
+    assert_string_equal(err.message,
+                        "jobs[0].evicted is only for a job reported exited or failed_to_start: "
+                        "running");
     json_decref(v);
     ts_arena_free(a);
 }

@@ -169,9 +169,16 @@ int main(int argc, char **argv)
         if (!ts_sched_cluster_place(c, bp, &j->request, &node, slots[nr], &ns))
             continue;
         ts_sched_cluster_commit(c, &j->request, node, slots[nr], ns);
-        *j =
-            (struct ts_sched_running){(int64_t)nr + 1, "r",  (int)rnd(10), 50, rnd(5) != 0,
-                                      j->request,      node, slots[nr],    ns, (int64_t)rnd(90000)};
+        *j = (struct ts_sched_running){.id = (int64_t)nr + 1,
+                                       .name = "r",
+                                       .project = (int)rnd(10),
+                                       .priority = 50,
+                                       .preemptible = rnd(5) != 0,
+                                       .request = j->request,
+                                       .node = node,
+                                       .slots = slots[nr],
+                                       .nslots = ns,
+                                       .started_at = (int64_t)rnd(90000)};
         nr++;
     }
     double allocated = ts_sched_cluster_allocated_gpus(c);

@@ -272,9 +272,16 @@ int sim_replay_main(int argc, char **argv)
         for (size_t i = 0; i < nj; i++) {
             struct rjob *j = &jobs[i];
             if (j->st == J_RUNNING) {
-                run[s.nrunning] = (struct ts_sched_running){
-                    (int64_t)i + 1, j->t->name, j->project, j->t->priority, j->t->preemptible,
-                    j->req,         j->node,    j->slots,   j->nslots,      j->started_at};
+                run[s.nrunning] = (struct ts_sched_running){.id = (int64_t)i + 1,
+                                                            .name = j->t->name,
+                                                            .project = j->project,
+                                                            .priority = j->t->priority,
+                                                            .preemptible = j->t->preemptible,
+                                                            .request = j->req,
+                                                            .node = j->node,
+                                                            .slots = j->slots,
+                                                            .nslots = j->nslots,
+                                                            .started_at = j->started_at};
                 run_of[s.nrunning++] = (int)i;
             } else if (j->st == J_PENDING) {
                 pen[s.npending] = (struct ts_sched_pending){

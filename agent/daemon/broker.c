@@ -274,23 +274,28 @@ static void poll_swap(struct ts_broker *b, struct ts_action *x, int64_t now)
     if (!acked && !gone && now < x->deadline_ms)
         return;
     char why[256] = "";
-    bool ok = acked && atomic_load(&p->swap_state) == TS_SWAP_OUT;
+    int32_t err = acked ? atomic_load(&p->swap_error) : 0;
+    uint64_t moved = acked ? atomic_load(&p->moved_bytes) : 0;
+    bool ok = acked && err == CUDA_SUCCESS && moved > 0;
     if (gone)
         snprintf(why, sizeof(why), "pid %d ended", (int)x->pid);
     else if (!acked)
         snprintf(why, sizeof(why), "pid %d did not answer the swap-out within %d s", (int)x->pid,
                  TS_BROKER_ACK_MS / 1000);
-    else if (!ok && atomic_load(&p->swap_error) == CUDA_ERROR_TIMEOUT)
+    else if (err == CUDA_ERROR_TIMEOUT)
         snprintf(why, sizeof(why), "pid %d stayed inside a GPU call", (int)x->pid);
-    else if (!ok && atomic_load(&p->swap_state) == TS_SWAP_RESIDENT)
-        snprintf(why, sizeof(why), "pid %d had nothing to move", (int)x->pid);
-    else if (!ok)
+    else if (err == CUDA_ERROR_NOT_READY)
+        snprintf(why, sizeof(why), "pid %d was moving its memory already", (int)x->pid);
+    else if (err != CUDA_SUCCESS)
         snprintf(why, sizeof(why), "pid %d could not swap out (CUDA error %d)", (int)x->pid,
-                 (int)atomic_load(&p->swap_error));
-    /* its range is free again once it said it did not use it; one that
-     * never answered may still be copying: the range stays its until it
-     * answers or its slot is reaped */
-    if (!ok && acked && atomic_load(&p->swap_state) != TS_SWAP_OUT)
+                 (int)err);
+    else if (!ok)
+        snprintf(why, sizeof(why), "pid %d had nothing to move", (int)x->pid);
+    /* a range that was not used is free again; one that was stays the
+     * process's until it is back (swapped_in), and one it never answered
+     * for, until it answers or its slot is reaped: it may still be
+     * copying */
+    if (acked && !ok && x->why != TS_WHY_SUSPEND)
         p->swap_len = 0;
     if (x->why == TS_WHY_COLLISION) {
         if (ok) {

@@ -223,8 +223,8 @@ static bool all_back(struct ts_broker *b, const struct look *k, bool retry, char
         if (state == TS_SWAP_RESIDENT && acked)
             continue;
         back = false;
-        if (state == TS_SWAP_FAILED && acked && retry)
-            ask_swap_in(p);
+        if (state == TS_SWAP_OUT && acked && atomic_load(&p->swap_error) != 0 && retry)
+            ask_swap_in(p); /* its swap-in failed (a driver error): again */
     }
     if (back)
         return true;

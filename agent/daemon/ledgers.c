@@ -129,6 +129,7 @@ enum ts_err ts_ledgers_open(struct ts_ledgers *s, const struct ts_gpus *gpus, co
             ts_ledgers_close(s);
             return e;
         }
+        s->l[i]->h.flags = s->swap_pinned ? TS_LH_SWAP_PINNED : 0u;
         s->index[i] = g->index;
         s->usable[i] = g->memory_bytes > gpu_reserve ? g->memory_bytes - gpu_reserve : 0;
         s->count = i + 1;

@@ -90,7 +90,10 @@ static size_t holders(struct ts_broker *b, const struct ts_waiter *w, bool swap,
             continue; /* holds nothing here, or its job is within its request */
         if (!ts_broker_alive(pid) || ts_broker_busy_job(b, job->job_id, job->attempt))
             continue;
-        if (swap && (!(job->flags & TS_LJ_SWAP_OK) || atomic_load(&p->need_bytes) != 0 ||
+        /* a process waiting for more room may go out too: its wait is
+         * outside the gate, and what it holds may be what the queue's
+         * head needs */
+        if (swap && (!(job->flags & TS_LJ_SWAP_OK) ||
                      atomic_load(&p->swap_state) != TS_SWAP_RESIDENT))
             continue;
         uint64_t last = atomic_load(&p->last_call_ns), turn = atomic_load(&p->turn_ns);

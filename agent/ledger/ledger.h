@@ -59,8 +59,12 @@
  *     waiting process re-checks. Bounded by header.wait_ms.
  *   agent -> shim: the agent writes the command (and, for a swap-out, the
  *     range of the host swap reserve the process may use), then increments
- *     cmd_seq with a FUTEX_WAKE; the shim's watcher thread does it, sets
- *     swap_state and ack_seq = cmd_seq and FUTEX_WAKEs ack_seq.
+ *     cmd_seq with a FUTEX_WAKE; the shim's watcher thread does it, writes
+ *     its outcome (swap_error: the CUresult; moved_bytes: bytes out after a
+ *     swap-out, 0 when there was nothing to move), then ack_seq = cmd_seq
+ *     and FUTEX_WAKEs ack_seq. The range of a swap-out that moved bytes is
+ *     the process's until the agent sees it RESIDENT again with no command
+ *     pending: its own next GPU call may be reading it back already.
  *   Every process of a job has its home slot in the ledger of the job's
  *   device 0 (claimed at init even before it allocates there): commands go
  *   to the home slot and act on all of the process's GPUs at once.
@@ -91,6 +95,10 @@ enum ts_ledger_collision {
     TS_COLLISION_SWAP = 2,
 };
 
+/* header.flags */
+#define TS_LH_SWAP_PINNED 0x1u /* the swap reserve is taken and locked in memory: its pages
+                                  are there (else they come and go with the ranges in use) */
+
 /* jobs[].flags */
 #define TS_LJ_SWAP_OK 0x1u /* the job accepts being swapped out */
 
@@ -109,13 +117,14 @@ enum ts_ledger_cmd {
                             in between cannot bring the memory back behind its back */
 };
 
-/* procs[].swap_state */
+/* procs[].swap_state: where the process's memory is, kept by its swap
+ * engine as it moves (OUT once a swap-out released it, RESIDENT again once
+ * a swap-in has copied it all back, whoever asked for either). What a
+ * command did is in swap_error and moved_bytes, written before ack_seq:
+ * the memory may already be on its way back by then. */
 enum ts_ledger_swap_state {
     TS_SWAP_RESIDENT = 0,
-    TS_SWAP_GOING_OUT = 1,
     TS_SWAP_OUT = 2, /* physical memory released, contents in the reserve */
-    TS_SWAP_COMING_IN = 3,
-    TS_SWAP_FAILED = 4, /* the last command failed; swap_error says why */
 };
 
 struct ts_ledger_header {
@@ -125,8 +134,8 @@ struct ts_ledger_header {
     uint32_t size; /* sizeof(struct ts_ledger) */
     uint32_t gpu_index;
     uint32_t collision;     /* enum ts_ledger_collision */
-    uint32_t wait_ms;       /* longest a within-request charge waits for room */
-    uint32_t pad0;
+    uint32_t wait_ms;       /* longest a new allocation waits for room */
+    uint32_t flags;         /* TS_LH_* (ABI 1.1; 0 before) */
     uint64_t total_bytes;   /* device memory */
     uint64_t reserve_bytes; /* per-GPU reserve: never charged to jobs */
     char uuid[48];          /* "GPU-..." */
@@ -171,7 +180,7 @@ struct ts_ledger_proc {
     _Atomic uint32_t gaveup_seq;    /* bumped when a wait ended in out-of-memory */
     _Atomic uint64_t gaveup_bytes;  /* what that wait asked for */
     _Atomic uint64_t turn_ns;       /* its turn began: last swap-in, or a burst after none */
-    uint64_t pad1[1];
+    _Atomic uint64_t moved_bytes;   /* the last command's outcome: bytes out after a swap-out */
 };
 
 struct ts_ledger {

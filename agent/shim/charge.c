@@ -114,7 +114,8 @@ CUresult ts_charge(int ord, uint64_t bytes, enum ts_charge_wait how)
         uint64_t now = ts_ledger_now_ns();
         if (deadline == 0)
             deadline = now + (uint64_t)ts_shim.wait_ms * 1000000u;
-        if (r == REFUSED || how == TS_CHARGE_NOWAIT || (bounded && now >= deadline)) {
+        bool held = swapin && ts_swap_held(); /* a suspend came: the memory stays out */
+        if (r == REFUSED || how == TS_CHARGE_NOWAIT || (bounded && now >= deadline) || held) {
             if (since != UINT64_MAX) {
                 if (how == TS_CHARGE_WAIT) { /* the agent names the holders in an event */
                     atomic_store(&d->proc->gaveup_bytes, bytes);
@@ -126,6 +127,8 @@ CUresult ts_charge(int ord, uint64_t bytes, enum ts_charge_wait how)
             }
             ts_shim_log("charge of %llu bytes on device %d refused (%s)", (unsigned long long)bytes,
                         ord, r == REFUSED ? "over the limit" : "no room in time");
+            if (held && r == NO_ROOM)
+                return CUDA_ERROR_NOT_READY;
             return r == NO_ROOM && swapin ? CUDA_ERROR_TIMEOUT : CUDA_ERROR_OUT_OF_MEMORY;
         }
         /* a collision: take a place in the queue, ask the agent for room, wait */

@@ -51,6 +51,7 @@ struct ts_engine {
     CUresult (*charge)(int dev, uint64_t bytes, bool bounded);
     void (*uncharge)(int dev, uint64_t bytes);
     char reserve_path[256];
+    bool reserve_pinned;
     struct ts_ledger *ledgers[TS_SWAP_MAX_DEV];
     struct ts_ledger_proc *procs[TS_SWAP_MAX_DEV];
     struct ts_ledger_proc *home;

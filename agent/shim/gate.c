@@ -109,6 +109,11 @@ void ts_gate_set(uint32_t state)
     syscall(SYS_futex, (uint32_t *)&ts_gate_word, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
+bool ts_swap_held(void)
+{
+    return (atomic_load(&ts_gate_word) & TS_GATE_HELD) != 0;
+}
+
 void ts_gate_release_hold(void)
 {
     atomic_fetch_and(&ts_gate_word, ~TS_GATE_HELD);
@@ -162,8 +167,8 @@ CUresult ts_gate_enter_slow(void)
             uint32_t in = (w & ~TS_GATE_STATE) | TS_GATE_COMING_IN;
             if (atomic_compare_exchange_strong(&ts_gate_word, &w, in)) {
                 CUresult rc = ts_swap_in_claimed();
-                if (rc != CUDA_SUCCESS)
-                    return rc;
+                if (rc != CUDA_SUCCESS && rc != CUDA_ERROR_NOT_READY)
+                    return rc; /* NOT_READY: held by a suspend, waited for above */
             }
             continue;
         }

@@ -192,6 +192,7 @@ static void do_init(void)
         .uncharge = NULL,
         .reserve_path = l0->h.swap_path,
         .reserve_bytes = l0->h.swap_bytes,
+        .reserve_pinned = (l0->h.flags & TS_LH_SWAP_PINNED) != 0,
         .ledgers = swap_ledgers,
         .procs = swap_procs,
         .home = ts_shim.dev[0].proc,

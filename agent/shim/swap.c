@@ -46,6 +46,7 @@ int ts_swap_init(const struct ts_swap_config *cfg)
     ts_eng.charge = cfg->charge;
     ts_eng.uncharge = cfg->uncharge;
     ts_eng.reserve_path[0] = '\0';
+    ts_eng.reserve_pinned = cfg->reserve_pinned;
     if (cfg->reserve_path && strlen(cfg->reserve_path) < sizeof ts_eng.reserve_path)
         strcpy(ts_eng.reserve_path, cfg->reserve_path);
     for (int d = 0; d < TS_SWAP_MAX_DEV; d++) {
@@ -111,7 +112,7 @@ static int map_reserve(void)
  * as much as a fifth of the copy itself with 4 KiB pages. */
 static void populate(uint64_t offset, uint64_t len)
 {
-    if (offset >= ts_eng.pop_lo && offset + len <= ts_eng.pop_hi)
+    if (!ts_eng.reserve_pinned || (offset >= ts_eng.pop_lo && offset + len <= ts_eng.pop_hi))
         return;
 #ifdef MADV_POPULATE_WRITE
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -305,12 +306,22 @@ CUresult ts_swap_out(uint64_t offset, uint64_t len, uint64_t *moved)
     *moved = 0;
     if (!ts_eng.configured || !ts_eng.cu)
         return CUDA_ERROR_NOT_INITIALIZED;
-    uint32_t w = atomic_load(&ts_gate_word);
-    if ((w & TS_GATE_STATE) == TS_GATE_OUT)
-        return CUDA_SUCCESS; /* already out: nothing more to move */
-    if ((w & TS_GATE_STATE) != TS_GATE_OPEN ||
-        !atomic_compare_exchange_strong(&ts_gate_word, &w, (w & ~TS_GATE_STATE) | TS_GATE_CLOSING))
-        return CUDA_ERROR_NOT_READY; /* another swap is under way */
+    uint64_t deadline = ts_swap_now_ms() + ts_gate_wait_ms();
+    for (;;) {
+        uint32_t w = atomic_load(&ts_gate_word);
+        if ((w & TS_GATE_STATE) == TS_GATE_OUT) {
+            for (int d = 0; d < ts_eng.ndev; d++)
+                *moved += atomic_load(&ts_eng.out[d]); /* already out: nothing more to move */
+            return CUDA_SUCCESS;
+        }
+        if ((w & TS_GATE_STATE) == TS_GATE_OPEN &&
+            atomic_compare_exchange_strong(&ts_gate_word, &w,
+                                           (w & ~TS_GATE_STATE) | TS_GATE_CLOSING))
+            break;
+        if (ts_swap_now_ms() >= deadline)
+            return CUDA_ERROR_NOT_READY; /* another swap is under way */
+        ts_gate_wait_change(w, 50u);
+    }
     CUresult rc = swap_out_claimed(offset, len, moved);
     ts_gate_set(*moved ? TS_GATE_OUT : TS_GATE_OPEN);
     return *moved ? CUDA_SUCCESS : rc;
@@ -339,8 +350,8 @@ static CUresult charge_all(const uint64_t *want)
         for (int k = 0; k < d - 1; k++)
             if (want[k] && ts_eng.uncharge)
                 ts_eng.uncharge(k, want[k]);
-        if (rc != CUDA_ERROR_TIMEOUT)
-            return rc;
+        if (rc != CUDA_ERROR_TIMEOUT || ts_swap_held())
+            return rc == CUDA_ERROR_TIMEOUT ? CUDA_ERROR_NOT_READY : rc;
         usleep(1000u * (10u + (unsigned)getpid() % 7u * 5u + round % 3u * 10u));
     }
 }
@@ -358,7 +369,8 @@ CUresult ts_swap_in_claimed(void)
     if (rc != CUDA_SUCCESS) {
         pthread_rwlock_unlock(&ts_eng.lock);
         ts_gate_set(TS_GATE_OUT);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        /* NOT_READY: a suspend stopped the wait; the memory stays out */
+        return rc == CUDA_ERROR_NOT_READY ? rc : CUDA_ERROR_OUT_OF_MEMORY;
     }
     CUcontext caller = NULL, current;
     cu->cuCtxGetCurrent(&caller);

@@ -88,6 +88,10 @@ struct ts_swap_config {
      * the first swap-out; "" or NULL: no swap on this node. */
     const char *reserve_path;
     uint64_t reserve_bytes;
+    /* Its pages are taken and locked (a real node): a range is faulted in
+     * before the copies (MADV_POPULATE_WRITE, once). Not pinned (simgpu):
+     * left as it is, so that never-written memory stays free. */
+    bool reserve_pinned;
     /* Per device (ndevices entries): the ledger and this process's slot in
      * it, where the engine keeps swapped_bytes and swap_state; NULL when
      * the process runs without a ledger (tests of the engine alone). */
@@ -125,14 +129,21 @@ CUresult ts_vmm_lookup(CUdeviceptr ptr, CUdeviceptr *base, size_t *size);
 /* Close the gate, wait for the threads inside, synchronize every context,
  * copy every resident VMM allocation of every device to the reserve at
  * [offset, offset + len), unmap and release the physical memory (keeping
- * the addresses), uncharge. Returns CUDA_SUCCESS with *moved set, or an
- * error having left everything resident (the gate opens again). */
+ * the addresses), uncharge. Returns CUDA_SUCCESS with *moved set (the
+ * bytes out: 0 when there was nothing to move; what is out when it was out
+ * already), or an error having left everything resident (the gate opens
+ * again). A swap under way in another thread is waited for (at most the
+ * wait bound), so a suspend's swap-out stops a swap-in still waiting for
+ * room (ts_swap_held) and takes the memory out as it is. */
 CUresult ts_swap_out(uint64_t offset, uint64_t len, uint64_t *moved);
 /* Charge (waiting for room as long as it takes), create, map, copy back,
  * open the gate. Called by the gate's slow path on the next GPU call, or
  * at once for TS_CMD_SWAP_IN; a swap under way in another thread is waited
  * for. */
 CUresult ts_swap_in(void);
+/* Whether a suspend holds the process's memory out (TS_CMD_SUSPEND): a
+ * swap-in waiting for room gives up (the charge code asks). */
+bool ts_swap_held(void);
 /* Bytes resident / swapped out, per device (for the ledger's figures). */
 uint64_t ts_swap_resident_bytes(int dev);
 uint64_t ts_swap_out_bytes(int dev);

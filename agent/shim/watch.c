@@ -4,7 +4,7 @@
  *
  * It waits on home->cmd_seq in bounded futex waits (1 s each, forever: it
  * is a background thread with every signal blocked), and for each new
- * sequence number runs the command, sets swap_state and swap_error, then
+ * sequence number runs the command, writes swap_error and moved_bytes, then
  * ack_seq = cmd_seq with a FUTEX_WAKE. A forked child has no watcher
  * until ts_swap_init runs in it again.
  */
@@ -16,26 +16,19 @@ static void run_command(struct ts_ledger_proc *home, uint32_t seq)
 {
     uint32_t cmd = atomic_load(&home->cmd);
     CUresult rc = CUDA_SUCCESS;
+    uint64_t moved = 0;
     if (cmd == TS_CMD_SWAP_OUT || cmd == TS_CMD_SUSPEND) {
-        atomic_store(&home->swap_state, TS_SWAP_GOING_OUT);
-        uint64_t moved = 0;
         if (cmd == TS_CMD_SUSPEND) /* before the memory is out: no call may take it back */
             atomic_fetch_or(&ts_gate_word, TS_GATE_HELD);
         rc = ts_swap_out(home->swap_offset, home->swap_len, &moved);
         if (rc != CUDA_SUCCESS)
             ts_gate_release_hold();
-        uint32_t state = rc != CUDA_SUCCESS ? TS_SWAP_FAILED
-                         : (atomic_load(&ts_gate_word) & TS_GATE_STATE) == TS_GATE_OUT
-                             ? TS_SWAP_OUT
-                             : TS_SWAP_RESIDENT; /* nothing to move */
-        atomic_store(&home->swap_state, state);
     } else if (cmd == TS_CMD_SWAP_IN) {
         ts_gate_release_hold();
-        atomic_store(&home->swap_state, TS_SWAP_COMING_IN);
         rc = ts_swap_in();
-        uint32_t state = rc == CUDA_SUCCESS ? TS_SWAP_RESIDENT : TS_SWAP_FAILED;
-        atomic_store(&home->swap_state, state);
     }
+    /* the engine keeps swap_state as the memory moves; this is the outcome */
+    atomic_store(&home->moved_bytes, moved);
     atomic_store(&home->swap_error, (int32_t)rc);
     atomic_store(&home->ack_seq, seq);
     ts_futex_wake(&home->ack_seq);

@@ -818,7 +818,7 @@ CUresult do_copy(void *dst, const void *src, size_t n, int ord, bool host_link, 
         return async ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
     if (!async)
         ts_simgpu_sleep_until(atomic_load(&s->done_ns)); /* the null stream's order */
-    memmove(dst, src, n);
+    ts_simgpu_move(dst, src, n);
     uint64_t t = host_link ? copy_ns(ord, n) : 0;
     if (t == 0)
         return CUDA_SUCCESS;

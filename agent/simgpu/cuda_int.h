@@ -124,6 +124,8 @@ struct CUstream_st *stream_of(CUstream s);
 CUstream per_thread(CUstream s);
 /* Copy n bytes now; host_link: at the copy bandwidth of GPU ord; async: the
  * stream carries the time instead of the caller. */
+/* memmove that keeps never-written memory free (cuda_sparse.c). */
+void ts_simgpu_move(void *dst, const void *src, size_t n);
 CUresult do_copy(void *dst, const void *src, size_t n, int ord, bool host_link, CUstream hs,
                  bool async);
 /* A kernel launch as cuLaunchKernel does it, without failure injection:

@@ -146,7 +146,6 @@ static int swap_out(void)
         return 1;
     if (getenv("PLAYER_SWAP_FAIL") != NULL)
         return 2;
-    atomic_store(&me->swap_state, TS_SWAP_GOING_OUT);
     memcpy(r + me->swap_offset, data, data_len);
     memset(data, 0, data_len); /* the physical memory is released */
     uint64_t n = charged;
@@ -163,11 +162,8 @@ static int swap_in(void)
     if (atomic_load(&me->swap_state) != TS_SWAP_OUT)
         return 0;
     uint64_t n = atomic_load(&me->swapped_bytes);
-    atomic_store(&me->swap_state, TS_SWAP_COMING_IN);
-    if (!charge(n, true)) {
-        atomic_store(&me->swap_state, TS_SWAP_OUT);
+    if (!charge(n, true))
         return 1;
-    }
     memcpy(data, reserve() + me->swap_offset, data_len);
     atomic_store(&me->swapped_bytes, 0);
     atomic_fetch_sub(&job->swapped_bytes, n);
@@ -192,12 +188,11 @@ static void *watcher(void *arg)
         /* a suspend is a swap-out whose memory stays out until TS_CMD_SWAP_IN:
          * this player only swaps in on command anyway */
         bool out = cmd == TS_CMD_SWAP_OUT || cmd == TS_CMD_SUSPEND;
-        int rc = out ? swap_out() : cmd == TS_CMD_SWAP_IN ? swap_in() : 0;
-        if (rc != 0) {
-            atomic_store(&me->swap_error, rc);
-            if (out)
-                atomic_store(&me->swap_state, TS_SWAP_FAILED);
-        }
+        bool was_out = atomic_load(&me->swap_state) == TS_SWAP_OUT;
+        int rc = out ? (was_out ? 0 : swap_out()) : cmd == TS_CMD_SWAP_IN ? swap_in() : 0;
+        /* the outcome; swap_state is where the memory is */
+        atomic_store(&me->moved_bytes, out && rc == 0 ? atomic_load(&me->swapped_bytes) : 0);
+        atomic_store(&me->swap_error, rc);
         say("command %u done rc=%d", cmd, rc);
         pthread_mutex_unlock(&gate);
         atomic_store(&me->ack_seq, seq);

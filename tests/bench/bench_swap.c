@@ -255,6 +255,7 @@ int main(int argc, char **argv)
                                  .charge = charge,
                                  .uncharge = uncharge,
                                  .reserve_path = env.reserve,
+                                 .reserve_pinned = true,
                                  .wait_ms = 60000};
     int rc = ts_swap_init(&cfg) == 0 && ts_vmm_active() ? 0 : 1;
     for (int i = 2; i < argc && rc == 0; i++)

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/simgpu/state.h"
 #include "tests/integration/pgtest.h"
 
 const char *ts_e2e_bin_dir(void)
@@ -238,6 +239,35 @@ int ts_e2e_event_count(struct ts_it_server *s, long long id, const char *type)
     int n = (int)json_array_size(ev);
     json_decref(ev);
     return n;
+}
+
+bool ts_e2e_event_has(struct ts_it_server *s, long long id, const char *type, const char *text)
+{
+    json_t *ev = events_of(s, id, type);
+    bool found = false;
+    size_t i;
+    json_t *e;
+    json_array_foreach(ev, i, e) {
+        const char *m = ts_it_str(e, "message");
+        if (text == NULL || (m != NULL && strstr(m, text) != NULL))
+            found = true;
+    }
+    json_decref(ev);
+    return found;
+}
+
+bool ts_e2e_wait_event(struct ts_it_server *s, long long id, const char *type, const char *text,
+                       double secs)
+{
+    double until = ts_e2e_now() + secs;
+    do {
+        if (ts_e2e_event_has(s, id, type, text))
+            return true;
+        ts_e2e_sleep(0.2);
+    } while (ts_e2e_now() < until);
+    fprintf(stderr, "e2e: job %lld has no %s event%s%s%s\n", id, type, text ? " with \"" : "",
+            text ? text : "", text ? "\"" : "");
+    return false;
 }
 
 double ts_e2e_event_time(struct ts_it_server *s, long long id, const char *type, int n)
@@ -489,7 +519,7 @@ int ts_e2e_agent_start(struct ts_e2e *c, struct ts_e2e_agent *a)
 {
     char exe[512];
     snprintf(exe, sizeof(exe), "%s/tessera-agent", ts_e2e_bin_dir());
-    const char *argv[24] = {exe,
+    const char *argv[48] = {exe,
                             "--server",
                             a->server,
                             "--token-file",
@@ -512,9 +542,13 @@ int ts_e2e_agent_start(struct ts_e2e *c, struct ts_e2e_agent *a)
     char args[sizeof(a->args)];
     snprintf(args, sizeof(args), "%s", a->args);
     char *save = NULL;
-    for (char *w = strtok_r(args, " ", &save); w != NULL && argc < 23;
-         w = strtok_r(NULL, " ", &save))
+    for (char *w = strtok_r(args, " ", &save); w != NULL; w = strtok_r(NULL, " ", &save)) {
+        if (argc + 1 >= (int)(sizeof(argv) / sizeof(argv[0]))) {
+            fprintf(stderr, "e2e: agent %s: too many options: %s\n", a->node, a->args);
+            return -1;
+        }
         argv[argc++] = w;
+    }
     argv[argc] = NULL;
     if (mkdir(a->data, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "e2e: mkdir %s: %s\n", a->data, strerror(errno));
@@ -552,8 +586,10 @@ int ts_e2e_agent_add_at(struct ts_e2e *c, const char *server, const char *node, 
 int ts_e2e_agent_add_args(struct ts_e2e *c, const char *server, const char *node, const char *gpus,
                           const char *labels, const char *args)
 {
-    if (c->nagents >= TS_E2E_AGENTS_MAX)
+    if (c->nagents >= TS_E2E_AGENTS_MAX || (args != NULL && strlen(args) >= sizeof(c->agents[0].args))) {
+        fprintf(stderr, "e2e: agent %s: too many agents, or options too long\n", node);
         return -1;
+    }
     int i = c->nagents++;
     struct ts_e2e_agent *a = &c->agents[i];
     memset(a, 0, sizeof(*a));
@@ -765,4 +801,82 @@ int ts_e2e_teardown(void **state)
     int rc = ts_e2e_stop(c);
     free(c);
     return rc;
+}
+
+/* ---- job programs and flag files ------------------------------------------ */
+
+const char *ts_e2e_cuda_job(void)
+{
+    static char path[1024];
+    const char *env = getenv("TS_CUDA_JOB");
+    if (env != NULL && *env != '\0')
+        return env;
+    snprintf(path, sizeof(path), "%s/../tests/cuda_job", ts_e2e_bin_dir());
+    return path;
+}
+
+const char *ts_e2e_flag(const struct ts_e2e *c, const char *name, char *buf, size_t len)
+{
+    char dir[512];
+    snprintf(dir, sizeof(dir), "%s/flags", c->srv.dir);
+    mkdir(dir, 0755);
+    snprintf(buf, len, "%s/%s", dir, name);
+    return buf;
+}
+
+void ts_e2e_flag_set(const struct ts_e2e *c, const char *name)
+{
+    char path[600];
+    int fd = open(ts_e2e_flag(c, name, path, sizeof(path)), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+}
+
+bool ts_e2e_flag_wait(const struct ts_e2e *c, const char *name, double secs)
+{
+    char path[600];
+    ts_e2e_flag(c, name, path, sizeof(path));
+    double until = ts_e2e_now() + secs;
+    while (access(path, F_OK) != 0) {
+        if (ts_e2e_now() >= until) {
+            fprintf(stderr, "e2e: no flag %s after %.0f s\n", name, secs);
+            return false;
+        }
+        ts_e2e_sleep(0.05);
+    }
+    return true;
+}
+
+const char *ts_e2e_cuda_script(const struct ts_e2e *c, char *buf, size_t len, const char *steps)
+{
+    size_t at = (size_t)snprintf(buf, len, "exec %s ", ts_e2e_cuda_job());
+    for (const char *p = steps; *p && at + 1 < len; p++) {
+        if (*p != '@') {
+            buf[at++] = *p;
+            continue;
+        }
+        char name[64], path[600];
+        size_t n = 0;
+        while (p[1] && p[1] != ' ' && n + 1 < sizeof(name))
+            name[n++] = *++p;
+        name[n] = '\0';
+        at += (size_t)snprintf(buf + at, len - at, "%s", ts_e2e_flag(c, name, path, sizeof(path)));
+    }
+    buf[at < len ? at : len - 1] = '\0';
+    return buf;
+}
+
+long long ts_e2e_gpu_used(const struct ts_e2e_agent *a, unsigned index)
+{
+    char dir[512];
+    snprintf(dir, sizeof(dir), "%s/simgpu", a->data);
+    struct ts_simgpu_dev dev;
+    if (ts_simgpu_open(dir, index, &dev) != 0)
+        return -1;
+    ts_simgpu_lock(&dev);
+    ts_simgpu_reap(&dev); /* processes that have exited hold nothing */
+    long long used = (long long)atomic_load(&dev.st->used_bytes);
+    ts_simgpu_unlock(&dev);
+    ts_simgpu_close(&dev);
+    return used;
 }

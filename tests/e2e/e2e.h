@@ -49,7 +49,7 @@ struct ts_e2e_agent {
     char node[64];
     char gpus[64];   /* --gpus */
     char labels[64]; /* --labels, or "" */
-    char args[160];  /* more options, separated by spaces, or "" */
+    char args[320];  /* more options, separated by spaces, or "" */
     char server[128];
     char data[400]; /* --data-dir */
     char log[420];
@@ -163,6 +163,11 @@ json_t *ts_e2e_wait_state(struct ts_it_server *s, long long id, const char *stat
 int ts_e2e_wait_node(struct ts_it_server *s, const char *node, const char *state, double secs);
 /* How many events of type the job has (-1 on error). */
 int ts_e2e_event_count(struct ts_it_server *s, long long id, const char *type);
+/* Whether the job has an event of type whose message contains text (NULL:
+ * any); and the same, waiting up to secs (saying so on stderr when not). */
+bool ts_e2e_event_has(struct ts_it_server *s, long long id, const char *type, const char *text);
+bool ts_e2e_wait_event(struct ts_it_server *s, long long id, const char *type, const char *text,
+                       double secs);
 /* Time (Unix seconds) of the n-th (from 1; -1: last) event of type, or -1. */
 double ts_e2e_event_time(struct ts_it_server *s, long long id, const char *type, int n);
 /* RFC 3339 "2024-05-01T10:00:00.123456Z" as Unix seconds, or -1. */
@@ -205,5 +210,23 @@ bool ts_e2e_wait_output(const struct ts_e2e_agent *a, long long id, int attempt,
 bool ts_e2e_log_has(const char *path, const char *text);
 /* The agent called node, or NULL. */
 struct ts_e2e_agent *ts_e2e_agent_named(struct ts_e2e *c, const char *node);
+
+/* tests/agent/cuda_job, the job that writes every byte of its device
+ * memory and checks it ($TS_CUDA_JOB, else next to TS_BIN_DIR); borrowed. */
+const char *ts_e2e_cuda_job(void);
+/* Flag files jobs and tests hand each other (cuda_job's mark and await):
+ * the path of flag `name` in the cluster's folder into buf; create it;
+ * wait up to secs for it (false, said on stderr, when it did not come). */
+const char *ts_e2e_flag(const struct ts_e2e *c, const char *name, char *buf, size_t len);
+void ts_e2e_flag_set(const struct ts_e2e *c, const char *name);
+bool ts_e2e_flag_wait(const struct ts_e2e *c, const char *name, double secs);
+
+/* "exec CUDA_JOB STEPS" into buf, each @NAME in steps replaced by the path
+ * of flag NAME (cuda_job's steps: alloc DEV MiB, check, free, idle S, mark
+ * FILE, await FILE). */
+const char *ts_e2e_cuda_script(const struct ts_e2e *c, char *buf, size_t len, const char *steps);
+/* Bytes of simulated GPU `index` of agent a that processes hold now (dead
+ * ones reaped first), or -1. */
+long long ts_e2e_gpu_used(const struct ts_e2e_agent *a, unsigned index);
 
 #endif /* TS_TESTS_E2E_E2E_H */

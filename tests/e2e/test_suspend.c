@@ -21,7 +21,6 @@
 
 #include <cmocka.h>
 
-#include "agent/simgpu/state.h"
 #include "tests/e2e/e2e.h"
 
 #define MiB (1024ll * 1024)
@@ -35,22 +34,6 @@ static int setup(void **state)
         {"n2", "sim:1x8GiB", "swap=no", "--collision priority"},
         {NULL, NULL, NULL, NULL}};
     return ts_e2e_setup(state, NULL, projects, agents);
-}
-
-/* Bytes of simulated GPU 0 of agent a held by processes now. */
-static long long gpu_used(const struct ts_e2e_agent *a)
-{
-    char dir[512];
-    snprintf(dir, sizeof(dir), "%s/simgpu", a->data);
-    struct ts_simgpu_dev dev;
-    if (ts_simgpu_open(dir, 0, &dev) != 0)
-        fail_msg("no simulated GPU in %s", dir);
-    ts_simgpu_lock(&dev);
-    ts_simgpu_reap(&dev); /* processes that have exited hold nothing */
-    long long used = (long long)atomic_load(&dev.st->used_bytes);
-    ts_simgpu_unlock(&dev);
-    ts_simgpu_close(&dev);
-    return used;
 }
 
 /* The one-letter state of pid in /proc (R, S, T...), or '?'. */
@@ -120,7 +103,7 @@ static void a_job_suspended_through_the_api_resumes_warm_with_its_memory_intact(
     assert_true(ts_e2e_wait_output(a, id, 1, "step=3 ", 30));
     struct ts_e2e_proc p;
     assert_int_equal(ts_e2e_job_proc(a, id, 1, &p), 0);
-    long long before = gpu_used(a);
+    long long before = ts_e2e_gpu_used(a, 0);
     assert_true(before >= 256 * MiB);
 
     /* through the CLI, as a user would */
@@ -132,7 +115,7 @@ static void a_job_suspended_through_the_api_resumes_warm_with_its_memory_intact(
     assert_non_null(j);
     json_decref(j);
     /* its device memory left the GPU; its processes are stopped */
-    assert_true(gpu_used(a) <= before - 256 * MiB);
+    assert_true(ts_e2e_gpu_used(a, 0) <= before - 256 * MiB);
     assert_int_equal(proc_state(p.pid), 'T');
     int steps = step_lines(a, id);
     ts_e2e_sleep(1.0);
@@ -152,7 +135,7 @@ static void a_job_suspended_through_the_api_resumes_warm_with_its_memory_intact(
     /* the same process, going on from where it was, memory back on the GPU */
     assert_true(ts_e2e_alive(p.pid, p.ticks));
     assert_true(ts_e2e_wait_output(a, id, 1, "step=20 ", 30));
-    assert_true(gpu_used(a) >= 256 * MiB);
+    assert_true(ts_e2e_gpu_used(a, 0) >= 256 * MiB);
     /* gpuload checked its buffers every step: it ends 0 only if no byte changed */
     j = ts_e2e_wait_state(s, id, "succeeded", 60);
     assert_non_null(j);

@@ -383,6 +383,7 @@ static int the_watcher_carries_out_the_agents_commands(void)
 
     command(home, TS_CMD_SWAP_OUT, 6 * MiB, 128 * MiB);
     CHECK(atomic_load(&home->swap_state) == TS_SWAP_OUT && atomic_load(&home->swap_error) == 0);
+    CHECK(atomic_load(&home->moved_bytes) == per_dev[0] + per_dev[1]);
     for (int d = 0; d < 2; d++) {
         CHECK(atomic_load(&ledgers[d]->procs[0].swapped_bytes) == per_dev[d]);
         CHECK(atomic_load(&ledgers[d]->jobs[0].swapped_bytes) == per_dev[d]);
@@ -406,8 +407,9 @@ static int the_watcher_carries_out_the_agents_commands(void)
 
     /* A range too small for the job: the command fails, nothing moves. */
     command(home, TS_CMD_SWAP_OUT, 0, 2 * MiB);
-    CHECK(atomic_load(&home->swap_state) == TS_SWAP_FAILED);
+    CHECK(atomic_load(&home->swap_state) == TS_SWAP_RESIDENT);
     CHECK(atomic_load(&home->swap_error) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(atomic_load(&home->moved_bytes) == 0);
     CHECK(swap_env_gpu_used(&env, 0) == used0);
 
     CHECK(write(go[1], "x", 1) == 1);

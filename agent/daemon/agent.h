@@ -40,12 +40,12 @@ struct ts_agent_config {
     char *log_level;
     char *simgpu_lib_dir;
     char *desired_file;
-    char *collision;        /* wait|priority|swap */
-    int64_t swap_reserve;   /* bytes of host swap reserve; 0: none */
-    int64_t collision_wait; /* seconds */
-    int64_t swap_idle;      /* seconds */
-    int64_t swap_quantum;   /* seconds */
-    int64_t priority_idle;  /* seconds; 0: never */
+    char *collision;         /* wait|priority|swap */
+    int64_t swap_reserve;    /* bytes of host swap reserve; 0: none */
+    int64_t collision_wait;  /* seconds */
+    int64_t swap_idle;       /* seconds */
+    int64_t swap_quantum;    /* seconds */
+    int64_t priority_idle;   /* seconds; 0: never */
     int64_t collision_grace; /* seconds */
     char *shim_lib;
 };

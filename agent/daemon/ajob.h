@@ -75,8 +75,8 @@ struct ts_ajob {
     uint64_t swapped_bytes; /* while suspended */
     int64_t resume_started_ms;
     char wait_msg[256]; /* resuming: what its memory waits for */
-    int64_t retry_ms; /* broker: no idle detach (after a failed one), no new ask for a
-                         resume's failed swap-in, before this */
+    int64_t retry_ms;   /* broker: no idle detach (after a failed one), no new ask for a
+                           resume's failed swap-in, before this */
     /* ended by the node to make room (the priority resolver): broker asks
      * (evict_req, under the lock), the main thread stops it; reported evicted */
     bool evict_req;

@@ -15,9 +15,9 @@
 #include "agent/abi/cuda.h"
 #include "api/log.h"
 
-#define PASS_MS 50         /* a pass at least this often; a waiter's wake starts one at once */
-#define REAP_MS 1000       /* dead processes' slots are freed at least this often */
-#define TRIM_MS 2000       /* an unpinned reserve gives back unused pages this often */
+#define PASS_MS 50   /* a pass at least this often; a waiter's wake starts one at once */
+#define REAP_MS 1000 /* dead processes' slots are freed at least this often */
+#define TRIM_MS 2000 /* an unpinned reserve gives back unused pages this often */
 #define WAITERS_MAX TS_LEDGER_PROCS
 
 const char *ts_broker_bytes(uint64_t bytes, char *buf, size_t len)
@@ -116,9 +116,9 @@ void ts_broker_holders(struct ts_broker *b, unsigned g, int64_t except, char *bu
         if (atomic_load(&job->key) == 0 || job->job_id == except || used <= job->request_bytes)
             continue;
         char x[32];
-        int n = snprintf(buf + at, len - at, "%sjob %lld (%s)", at ? ", " : "",
-                         (long long)job->job_id,
-                         ts_broker_bytes(used - job->request_bytes, x, sizeof(x)));
+        int n =
+            snprintf(buf + at, len - at, "%sjob %lld (%s)", at ? ", " : "", (long long)job->job_id,
+                     ts_broker_bytes(used - job->request_bytes, x, sizeof(x)));
         at += n > 0 ? (size_t)n : 0;
     }
     if (at == 0)
@@ -380,7 +380,8 @@ static void report_wait(struct ts_broker *b, const struct ts_waiter *w)
                   "pid %d waits for %s on GPU %u (%s): %s free of %s usable; held above their "
                   "requests by %s; resolver %s",
                   (int)w->pid, ts_broker_bytes(w->need, n, sizeof(n)), b->s->index[w->g],
-                  ts_broker_need_words(w->kind), ts_broker_bytes(ts_broker_free(b, w->g), f, sizeof(f)),
+                  ts_broker_need_words(w->kind),
+                  ts_broker_bytes(ts_broker_free(b, w->g), f, sizeof(f)),
                   ts_broker_bytes(b->s->usable[w->g], u, sizeof(u)), h, b->resolver->name);
 }
 
@@ -452,8 +453,15 @@ static void pass_gpu(struct ts_broker *b, unsigned g)
             continue;
         }
         struct ts_waiter *x = &w[nw++];
-        *x = (struct ts_waiter){g,    i,       pid, need, atomic_load(&p->need_kind),
-                                atomic_load(&p->need_since_ns), id, attempt, l->jobs[p->job].priority};
+        *x = (struct ts_waiter){g,
+                                i,
+                                pid,
+                                need,
+                                atomic_load(&p->need_kind),
+                                atomic_load(&p->need_since_ns),
+                                id,
+                                attempt,
+                                l->jobs[p->job].priority};
         if (b->waiting[g][i] != pid) {
             b->waiting[g][i] = pid;
             report_wait(b, x);

@@ -23,9 +23,10 @@
 
 #include "agent/daemon/agent.h"
 
-#define TS_BROKER_ACK_MS 30000  /* longest a swap command waits for the shim */
-#define TS_BROKER_FREE_MS 10000 /* longest an ended job's memory takes to be freed, after its grace */
-#define TS_BROKER_ACTIONS 64    /* actions in flight at once */
+#define TS_BROKER_ACK_MS 30000 /* longest a swap command waits for the shim */
+#define TS_BROKER_FREE_MS                                                                          \
+    10000                    /* longest an ended job's memory takes to be freed, after its grace */
+#define TS_BROKER_ACTIONS 64 /* actions in flight at once */
 
 struct ts_broker;
 
@@ -72,17 +73,17 @@ struct ts_action {
     int64_t id; /* the job acted on */
     int attempt;
     int32_t priority;
-    pid_t pid;      /* SWAP_OUT: the process; END: one of its processes on g */
-    unsigned home;  /* SWAP_OUT: ledger position of its home slot */
-    int slot;       /* SWAP_OUT: the home slot; END: the slot on g */
-    uint32_t seq;   /* SWAP_OUT: the cmd_seq written */
-    uint64_t bytes; /* SWAP_OUT: all it moves; END: what its job holds on g */
+    pid_t pid;                   /* SWAP_OUT: the process; END: one of its processes on g */
+    unsigned home;               /* SWAP_OUT: ledger position of its home slot */
+    int slot;                    /* SWAP_OUT: the home slot; END: the slot on g */
+    uint32_t seq;                /* SWAP_OUT: the cmd_seq written */
+    uint64_t bytes;              /* SWAP_OUT: all it moves; END: what its job holds on g */
     uint64_t frees[TS_GPUS_MAX]; /* per ledger position: room it makes there */
     int64_t started_ms, deadline_ms;
-    bool fallback;          /* END as the swap resolver's fallback */
-    bool turn;              /* SWAP_OUT for a collision: its turn was over (not idle) */
-    struct ts_waiter w;     /* TS_WHY_COLLISION: the waiter */
-    char note[256];         /* why, for the events */
+    bool fallback;      /* END as the swap resolver's fallback */
+    bool turn;          /* SWAP_OUT for a collision: its turn was over (not idle) */
+    struct ts_waiter w; /* TS_WHY_COLLISION: the waiter */
+    char note[256];     /* why, for the events */
 };
 
 struct ts_broker {

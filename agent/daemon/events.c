@@ -17,7 +17,7 @@
 #include "api/log.h"
 
 #define PENDING_MAX 4096
-#define JOBS_MAX 1024 /* seq counters kept; the oldest is read back from disk */
+#define JOBS_MAX 1024  /* seq counters kept; the oldest is read back from disk */
 #define QUIET_MS 30000 /* a routine event of a type: at most one per job this often */
 
 /* Routine events: time-sharing makes them every few seconds, for hours.

@@ -79,7 +79,12 @@ static size_t look(struct ts_broker *b, struct look *out)
                  now >= j->retry_ms)
             t = DETACH;
         if (t != NONE)
-            out[n++] = (struct look){j->id,   j->attempt, t, j->shim, j->pid, j->ngpus ? j->gpus[0] : 0,
+            out[n++] = (struct look){j->id,
+                                     j->attempt,
+                                     t,
+                                     j->shim,
+                                     j->pid,
+                                     j->ngpus ? j->gpus[0] : 0,
                                      j->idle_swap_after};
     }
     pthread_mutex_unlock(&b->a->mu);
@@ -160,10 +165,11 @@ static void finish_suspend(struct ts_broker *b, const struct look *k)
     }
     pthread_mutex_unlock(&b->a->mu);
     if (stopped)
-        ts_events_add(b->ev, k->id, k->attempt, "suspended",
-                      "suspended: %s of GPU memory moved to the host swap reserve, processes "
-                      "stopped",
-                      ts_broker_bytes(ts_ledgers_job_swapped(b->s, k->id, k->attempt), x, sizeof(x)));
+        ts_events_add(
+            b->ev, k->id, k->attempt, "suspended",
+            "suspended: %s of GPU memory moved to the host swap reserve, processes "
+            "stopped",
+            ts_broker_bytes(ts_ledgers_job_swapped(b->s, k->id, k->attempt), x, sizeof(x)));
     if (rerun) {
         struct ts_ledger *home;
         int slots[TS_LEDGER_PROCS];
@@ -239,8 +245,9 @@ static bool all_back(struct ts_broker *b, const struct look *k, bool retry, char
                 continue;
             char a1[32], f[32], h[160];
             ts_broker_holders(b, g, k->id, h, sizeof(h));
-            snprintf(msg, len, "waiting for %s on GPU %u to come back: %s free; held above their "
-                               "requests by %s",
+            snprintf(msg, len,
+                     "waiting for %s on GPU %u to come back: %s free; held above their "
+                     "requests by %s",
                      ts_broker_bytes(need, a1, sizeof(a1)), b->s->index[g],
                      ts_broker_bytes(ts_broker_free(b, g), f, sizeof(f)), h);
         }
@@ -311,8 +318,8 @@ static void detach(struct ts_broker *b, const struct look *k)
             continue;
         bool no_room, nothing;
         char why[256];
-        struct ts_action *x = ts_broker_swap_out(b, k->id, k->attempt, pid, TS_WHY_DETACH,
-                                                 &no_room, &nothing, why, sizeof(why));
+        struct ts_action *x = ts_broker_swap_out(b, k->id, k->attempt, pid, TS_WHY_DETACH, &no_room,
+                                                 &nothing, why, sizeof(why));
         if (x != NULL) {
             snprintf(x->note, sizeof(x->note), "%.0f s without a GPU call",
                      (double)(now - last) / 1e9);
@@ -356,12 +363,23 @@ void ts_jobswap_pass(struct ts_broker *b)
     size_t n = look(b, k);
     for (size_t i = 0; i < n; i++) {
         switch (k[i].todo) {
-        case SUSPEND: start_suspend(b, &k[i]); break;
-        case SUSPEND_CHECK: finish_suspend(b, &k[i]); break;
-        case RESUME: start_resume(b, &k[i]); break;
-        case RESUME_CHECK: check_resume(b, &k[i]); break;
-        case DETACH: detach(b, &k[i]); break;
-        case NONE: break;
+        case SUSPEND:
+            start_suspend(b, &k[i]);
+            break;
+        case SUSPEND_CHECK:
+            finish_suspend(b, &k[i]);
+            break;
+        case RESUME:
+            start_resume(b, &k[i]);
+            break;
+        case RESUME_CHECK:
+            check_resume(b, &k[i]);
+            break;
+        case DETACH:
+            detach(b, &k[i]);
+            break;
+        case NONE:
+            break;
         }
     }
 }

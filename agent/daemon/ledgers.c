@@ -72,8 +72,9 @@ static enum ts_err reserve_open(struct ts_ledgers *s, const char *data_dir, uint
         rc = posix_fallocate(fd, 0, (off_t)bytes);
     if (rc != 0) {
         close(fd);
-        return ts_error_set(err, TS_ERR_INTERNAL, "could not size the swap reserve %s to %llu bytes: %s",
-                            s->swap_path, (unsigned long long)bytes, strerror(rc));
+        return ts_error_set(err, TS_ERR_INTERNAL,
+                            "could not size the swap reserve %s to %llu bytes: %s", s->swap_path,
+                            (unsigned long long)bytes, strerror(rc));
     }
     struct statvfs vs;
     if (!pin && fstatvfs(fd, &vs) == 0 &&

@@ -93,8 +93,8 @@ static size_t holders(struct ts_broker *b, const struct ts_waiter *w, bool swap,
         /* a process waiting for more room may go out too: its wait is
          * outside the gate, and what it holds may be what the queue's
          * head needs */
-        if (swap && (!(job->flags & TS_LJ_SWAP_OK) ||
-                     atomic_load(&p->swap_state) != TS_SWAP_RESIDENT))
+        if (swap &&
+            (!(job->flags & TS_LJ_SWAP_OK) || atomic_load(&p->swap_state) != TS_SWAP_RESIDENT))
             continue;
         uint64_t last = atomic_load(&p->last_call_ns), turn = atomic_load(&p->turn_ns);
         struct victim v = {.slot = i,
@@ -114,7 +114,8 @@ static size_t holders(struct ts_broker *b, const struct ts_waiter *w, bool swap,
     return n;
 }
 
-static void sort(struct victim *v, size_t n, bool (*before)(const struct victim *, const struct victim *))
+static void sort(struct victim *v, size_t n,
+                 bool (*before)(const struct victim *, const struct victim *))
 {
     for (size_t i = 1; i < n; i++)
         for (size_t k = i; k > 0 && before(&v[k], &v[k - 1]); k--) {
@@ -149,7 +150,8 @@ static uint64_t end_holders(struct ts_broker *b, const struct ts_waiter *w, uint
         snprintf(note, sizeof(note),
                  "ended on node %s by the %s to make room for job %lld (pid %d needs %s on GPU %u, "
                  "%s%s)%s%s",
-                 b->a->cfg.node, fallback ? "swap resolver's fallback to priority" : "priority resolver",
+                 b->a->cfg.node,
+                 fallback ? "swap resolver's fallback to priority" : "priority resolver",
                  (long long)w->id, (int)w->pid, ts_broker_bytes(w->need, n1, sizeof(n1)),
                  b->s->index[w->g], ts_broker_need_words(w->kind),
                  within_request(w)             ? ""
@@ -199,9 +201,9 @@ static uint64_t resolve_swap(struct ts_broker *b, const struct ts_waiter *w, uin
             continue; /* its turn is not over: the waiter waits for it */
         bool no_room, nothing;
         char why[256];
-        struct ts_action *x = ts_broker_swap_out(b, v[k].id, v[k].attempt, v[k].pid,
-                                                 TS_WHY_COLLISION, &no_room, &nothing, why,
-                                                 sizeof(why));
+        struct ts_action *x =
+            ts_broker_swap_out(b, v[k].id, v[k].attempt, v[k].pid, TS_WHY_COLLISION, &no_room,
+                               &nothing, why, sizeof(why));
         if (x == NULL) {
             if (no_room)
                 snprintf(full, sizeof(full), "%s", why);

@@ -166,9 +166,9 @@ json_t *ts_upstream_report(struct ts_agent *a)
         if (j->suspended && j->phase == TS_AJOB_RUNNING)
             json_object_set_new(o, "swapped_bytes", json_integer((json_int_t)j->swapped_bytes));
         else if (j->shim && j->phase == TS_AJOB_RUNNING)
-            json_object_set_new(o, "swapped_bytes",
-                                json_integer((json_int_t)ts_ledgers_job_swapped(
-                                    &a->ledgers, j->id, j->attempt)));
+            json_object_set_new(
+                o, "swapped_bytes",
+                json_integer((json_int_t)ts_ledgers_job_swapped(&a->ledgers, j->id, j->attempt)));
         if (j->phase == TS_AJOB_RUNNING && j->has_usage)
             json_object_set_new(o, "gpu_memory_used_bytes", json_integer((json_int_t)j->mem_used));
         j->util_sum = 0;

@@ -96,8 +96,9 @@ enum ts_ledger_collision {
 };
 
 /* header.flags */
-#define TS_LH_SWAP_PINNED 0x1u /* the swap reserve is taken and locked in memory: its pages
-                                  are there (else they come and go with the ranges in use) */
+#define TS_LH_SWAP_PINNED                                                                          \
+    0x1u /* the swap reserve is taken and locked in memory: its pages                              \
+            are there (else they come and go with the ranges in use) */
 
 /* jobs[].flags */
 #define TS_LJ_SWAP_OK 0x1u /* the job accepts being swapped out */
@@ -158,19 +159,19 @@ struct ts_ledger_job {
 };
 
 struct ts_ledger_proc {
-    _Atomic int32_t pid; /* host pid (NSpid's first field); 0: free slot */
-    int32_t job;         /* index into jobs[] */
-    uint64_t start_ticks; /* /proc/PID/stat field 22: a reused pid is not this one */
+    _Atomic int32_t pid;            /* host pid (NSpid's first field); 0: free slot */
+    int32_t job;                    /* index into jobs[] */
+    uint64_t start_ticks;           /* /proc/PID/stat field 22: a reused pid is not this one */
     _Atomic uint64_t used_bytes;    /* this process's charges on this GPU */
     _Atomic uint64_t swapped_bytes; /* in the reserve: uncharged, not in used_bytes */
     _Atomic uint64_t last_call_ns;  /* CLOCK_MONOTONIC of its last GPU call (coarse) */
     _Atomic uint64_t need_bytes;    /* room it waits for on this GPU; 0: none */
     /* agent -> shim (home slot only) */
-    _Atomic uint32_t cmd;     /* enum ts_ledger_cmd */
-    _Atomic uint32_t cmd_seq; /* futex: the shim's watcher waits on it */
-    _Atomic uint32_t ack_seq; /* futex: the agent waits for it to reach cmd_seq */
+    _Atomic uint32_t cmd;        /* enum ts_ledger_cmd */
+    _Atomic uint32_t cmd_seq;    /* futex: the shim's watcher waits on it */
+    _Atomic uint32_t ack_seq;    /* futex: the agent waits for it to reach cmd_seq */
     _Atomic uint32_t swap_state; /* enum ts_ledger_swap_state */
-    uint64_t swap_offset; /* the range of the reserve granted for TS_CMD_SWAP_OUT */
+    uint64_t swap_offset;        /* the range of the reserve granted for TS_CMD_SWAP_OUT */
     uint64_t swap_len;
     _Atomic int32_t swap_error; /* CUresult of the last failed command */
     uint32_t pad0;
@@ -187,10 +188,10 @@ struct ts_ledger {
     struct ts_ledger_header h;
     pthread_mutex_t lock; /* process-shared, robust */
     char lock_pad[64 - sizeof(pthread_mutex_t) % 64];
-    _Atomic uint64_t burst_bytes;  /* sum of max(0, used - request) over jobs */
-    _Atomic uint32_t unused0;      /* ABI 1.0's burst_closed: no longer read or written */
-    _Atomic uint32_t agent_wake;   /* futex: processes that need room bump it */
-    _Atomic uint32_t room_seq;     /* futex: the agent bumps it when room was made */
+    _Atomic uint64_t burst_bytes; /* sum of max(0, used - request) over jobs */
+    _Atomic uint32_t unused0;     /* ABI 1.0's burst_closed: no longer read or written */
+    _Atomic uint32_t agent_wake;  /* futex: processes that need room bump it */
+    _Atomic uint32_t room_seq;    /* futex: the agent bumps it when room was made */
     uint32_t pad0;
     struct ts_ledger_job jobs[TS_LEDGER_JOBS];
     struct ts_ledger_proc procs[TS_LEDGER_PROCS];

@@ -41,8 +41,8 @@ static void sub_sat(_Atomic uint64_t *v, uint64_t n)
 
 /* One try. since: when this charge's wait began (UINT64_MAX before it
  * waits); *kind: TS_NEED_* of the charge as tried (swapin given). */
-static int try_charge(struct ts_shim_dev *d, uint64_t bytes, bool reap, bool swapin,
-                      uint64_t since, uint32_t *kind)
+static int try_charge(struct ts_shim_dev *d, uint64_t bytes, bool reap, bool swapin, uint64_t since,
+                      uint32_t *kind)
 {
     struct ts_ledger *l = d->l;
     struct ts_ledger_job *job = d->job;

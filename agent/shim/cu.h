@@ -30,15 +30,14 @@ struct ts_cu {
     CUresult (*cuMemUnmap)(CUdeviceptr ptr, size_t size);
     CUresult (*cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                size_t count);
-    CUresult (*cuMemGetAllocationGranularity)(size_t *granularity,
-                                              const CUmemAllocationProp *prop,
+    CUresult (*cuMemGetAllocationGranularity)(size_t *granularity, const CUmemAllocationProp *prop,
                                               CUmemAllocationGranularity_flags option);
     CUresult (*cuMemcpyDtoH_v2)(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount);
     CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount);
     CUresult (*cuMemcpyDtoHAsync_v2)(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                      CUstream hStream);
-    CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr dstDevice, const void *srcHost,
-                                     size_t ByteCount, CUstream hStream);
+    CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                     CUstream hStream);
     CUresult (*cuStreamCreate)(CUstream *phStream, unsigned int Flags);
     CUresult (*cuStreamSynchronize)(CUstream hStream);
     CUresult (*cuMemHostRegister_v2)(void *p, size_t bytesize, unsigned int Flags);

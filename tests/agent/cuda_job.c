@@ -20,7 +20,7 @@
  *   free           free every allocation; prints "freed N bytes"
  *   idle SECONDS   no GPU call
  *   mark FILE      create FILE
- *   await FILE     wait (at most 30 s) until FILE exists, with no GPU call
+ *   await FILE     wait (at most 120 s) until FILE exists, with no GPU call
  * Exit 0; 3 when data was lost; 4 when an allocation or a copy failed;
  * 2 on a usage error or no driver.
  */
@@ -277,11 +277,11 @@ int main(int argc, char **argv)
                 close(fd);
         } else if (strcmp(s, "await") == 0 && i + 1 < argc) {
             const char *f = argv[++i];
-            double until = now_s() + 30;
+            double until = now_s() + 120;
             while (access(f, F_OK) != 0 && now_s() < until)
                 sleep_s(0.05);
             if (access(f, F_OK) != 0) {
-                say("no %s after 30 s", f);
+                say("no %s after 120 s", f);
                 rc = 2;
             }
         } else {

@@ -374,7 +374,8 @@ static void swap_moves_the_idle_holder_out_and_its_data_comes_back_intact(void)
     free(oa);
     free(ob);
     char *ev = wait_event(1, "swapped_in", 5);
-    CHECK(ev != NULL && strstr(ev, "swapped out: 192.0 MiB moved to the host swap reserve") != NULL &&
+    CHECK(ev != NULL &&
+          strstr(ev, "swapped out: 192.0 MiB moved to the host swap reserve") != NULL &&
           strstr(ev, "to make room for job 2") != NULL);
     CHECK(ev != NULL && strstr(ev, "memory_ended") == NULL);
     free(ev);

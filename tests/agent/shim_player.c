@@ -4,9 +4,9 @@
  * it claims its home slot in JOBDIR/shim/dev0.ledger, charges its job slot
  * as the shim would (within request while it fits, bursts under the lock
  * while the GPU has room and nobody waits ahead of them, a charge that does
- * not fit waits for room_seq in the ledger's queue), and answers TS_CMD_SWAP_OUT / TS_CMD_SUSPEND / TS_CMD_SWAP_IN from
- * a watcher thread by copying its "device memory" (a host buffer standing
- * in for it) to and from the agent's host swap reserve.
+ * not fit waits for room_seq in the ledger's queue), and answers TS_CMD_SWAP_OUT / TS_CMD_SUSPEND /
+ * TS_CMD_SWAP_IN from a watcher thread by copying its "device memory" (a host buffer standing in
+ * for it) to and from the agent's host swap reserve.
  *
  * Usage: shim_player STEP...
  *   alloc MiB      charge MiB on device 0 and fill it; prints "alloc ok N" or "alloc oom N"

@@ -586,7 +586,8 @@ int ts_e2e_agent_add_at(struct ts_e2e *c, const char *server, const char *node, 
 int ts_e2e_agent_add_args(struct ts_e2e *c, const char *server, const char *node, const char *gpus,
                           const char *labels, const char *args)
 {
-    if (c->nagents >= TS_E2E_AGENTS_MAX || (args != NULL && strlen(args) >= sizeof(c->agents[0].args))) {
+    if (c->nagents >= TS_E2E_AGENTS_MAX ||
+        (args != NULL && strlen(args) >= sizeof(c->agents[0].args))) {
         fprintf(stderr, "e2e: agent %s: too many agents, or options too long\n", node);
         return -1;
     }

@@ -291,7 +291,8 @@ int a_swapped_out_process_waits_for_its_memory_as_long_as_it_takes(void)
     atomic_store(&w.l[0]->jobs[ja].key, ts_ledger_key(7, 0));
     struct probe a, b;
     char l[512], before[512];
-    probe_start(&a, &w, 7, false, NULL, A("init", "alloc:48M", "fill:48M", "wait", "check:48M", "wait"));
+    probe_start(&a, &w, 7, false, NULL,
+                A("init", "alloc:48M", "fill:48M", "wait", "check:48M", "wait"));
     CHECK(probe_line(&a, "fill rc=0", before, sizeof before, LINE_MS));
     CHECK(probe_line(&a, "waiting", l, sizeof l, LINE_MS));
     CHECK(swap_out_now(&w, &a) == 0);

@@ -183,7 +183,8 @@ bool ts_ledgers_fractional(const struct ts_ledgers *s, const json_t *desired)
         int64_t req = jint(g, "memory_bytes", -1), lim = jint(g, "memory_limit_bytes", -1);
         if (p < 0 || req < 0)
             continue;
-        if ((uint64_t)req < s->usable[p] || lim > req)
+        /* on a node that swaps every GPU job can be swapped out (suspend) */
+        if ((uint64_t)req < s->usable[p] || lim > req || s->swap_bytes > 0)
             return true;
     }
     return false;

@@ -65,7 +65,9 @@ int ts_ledgers_pos(const struct ts_ledgers *s, unsigned gpu);
 
 /* Whether a desired job (borrowed) runs under the shim: one of its gpus[]
  * asks for less than the GPU's usable memory (memory_bytes), or may burst
- * above its request (memory_limit_bytes > memory_bytes). */
+ * above its request (memory_limit_bytes > memory_bytes), or the node has a
+ * host swap reserve (then every GPU job can be swapped out, and sees its
+ * GPUs less the per-GPU reserve, as on a real swapping node). */
 bool ts_ledgers_fractional(const struct ts_ledgers *s, const json_t *desired);
 
 /*

@@ -193,7 +193,8 @@ static void a_fractional_job_gets_a_ledger_slot_and_the_shim_environment(void)
     char steps[512];
     snprintf(steps, sizeof(steps), "\"await\", \"%s\"", stop);
     job(a, sizeof(a), 1, "run", 64, 128, 5, steps);
-    /* a whole GPU (its request is all the GPU's usable memory): no shim */
+    /* a whole GPU (its request is all the GPU's usable memory): under the
+     * shim too on this node, which swaps (any job can be suspended) */
     snprintf(b, sizeof(b),
              "{\"id\": 2, \"attempt\": 0, \"action\": \"run\", \"gpus\": [{\"index\": 0, "
              "\"memory_bytes\": %llu}], \"command\": [\"%s\", \"env\"]}",
@@ -226,7 +227,6 @@ static void a_fractional_job_gets_a_ledger_slot_and_the_shim_environment(void)
     CHECK(l->jobs[k].job_id == 1 && l->jobs[k].attempt == 0 && l->jobs[k].priority == 5);
     CHECK(l->jobs[k].request_bytes == 64 * MiB && l->jobs[k].limit_bytes == 128 * MiB);
     CHECK(l->jobs[k].flags == TS_LJ_SWAP_OK);
-    CHECK(ts_ledger_find_job(l, ts_ledger_key(2, 0)) < 0); /* whole GPU */
     ts_ledger_close(l);
     /* the job's own folder holds the same file */
     char path[PATH_MAX + 64], lpath[PATH_MAX + 64];
@@ -250,7 +250,7 @@ static void a_fractional_job_gets_a_ledger_slot_and_the_shim_environment(void)
     CHECK(strstr(out, "env TESSERA_SHIM_JOB=3:0\n") != NULL);
     free(out);
     out = job_output(2);
-    CHECK(out != NULL && strstr(out, "LD_PRELOAD") == NULL && strstr(out, "TESSERA_SHIM") == NULL);
+    CHECK(out != NULL && strstr(out, "env TESSERA_SHIM_JOB=2:0\n") != NULL);
     free(out);
 
     /* the node says how it resolves collisions and what it can swap */
@@ -472,6 +472,19 @@ static void a_job_that_cannot_be_swapped_out_is_stopped_instead_of_suspended(voi
     char *ev = wait_event(1, "swap_failed", 5);
     CHECK(ev != NULL && strstr(ev, "no host swap reserve") != NULL);
     free(ev);
+    /* on a node without a reserve a job on a whole GPU runs without the shim */
+    char b[1024];
+    snprintf(b, sizeof(b),
+             "{\"id\": 2, \"attempt\": 0, \"action\": \"run\", \"gpus\": [{\"index\": 0, "
+             "\"memory_bytes\": %llu}], \"command\": [\"%s\", \"env\"]}",
+             256 * MiB, probe);
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s]}", b);
+    j = ts_ah_wait_job(2, 0, "exited", 20);
+    REQUIRE(j != NULL);
+    json_decref(j);
+    char *out = job_output(2);
+    CHECK(out != NULL && strstr(out, "LD_PRELOAD") == NULL && strstr(out, "TESSERA_SHIM") == NULL);
+    free(out);
 }
 
 /* The real shim on simgpu: two tessera-gpuload jobs collide; the burst

@@ -3,7 +3,8 @@
 # every GPU with its UUID, model and memory, as the agent registers them.
 # Skips (77) without an NVIDIA GPU.
 set -euo pipefail
-[ -e /dev/nvidiactl ] && ldconfig -p | grep -q 'libnvidia-ml.so.1' || { echo "no NVIDIA GPU: skipped"; exit 77; }
+[ -e /dev/nvidiactl ] && ldconfig -p 2>/dev/null | grep 'libnvidia-ml.so.1' >/dev/null ||
+  { echo "no NVIDIA GPU: skipped"; exit 77; } # no grep -q: under pipefail, SIGPIPE could skip a GPU node
 bin=${TS_BIN_DIR:?}
 dir=$(mktemp -d)
 trap 'kill $agent 2>/dev/null || true; rm -rf "$dir"' EXIT

@@ -116,13 +116,13 @@ void ts_broker_holders(struct ts_broker *b, unsigned g, int64_t except, char *bu
         if (atomic_load(&job->key) == 0 || job->job_id == except || used <= job->request_bytes)
             continue;
         char x[32];
-        int n =
-            snprintf(buf + at, len - at, "%sjob %lld (%s)", at ? ", " : "", (long long)job->job_id,
-                     ts_broker_bytes(used - job->request_bytes, x, sizeof(x)));
+        int n = snprintf(buf + at, len - at, "%sjob %lld (%s)",
+                         at ? ", " : "held above their requests by ", (long long)job->job_id,
+                         ts_broker_bytes(used - job->request_bytes, x, sizeof(x)));
         at += n > 0 ? (size_t)n : 0;
     }
     if (at == 0)
-        snprintf(buf, len, "nobody above their request");
+        snprintf(buf, len, "no job holds memory above its request there");
 }
 
 /* ---- starting actions ---------------------------------------------------- */
@@ -194,7 +194,8 @@ struct ts_action *ts_broker_swap_out(struct ts_broker *b, int64_t id, int attemp
     x->slot = hi;
     x->bytes = out ? p->swap_len : total;
     memcpy(x->frees, frees, sizeof(frees));
-    x->deadline_ms = x->started_ms + TS_BROKER_ACK_MS;
+    /* a big move takes its time on a slow host: 10 s more per GiB */
+    x->deadline_ms = x->started_ms + TS_BROKER_ACK_MS + (int64_t)(x->bytes >> 30) * 10000;
     int j = p->job;
     x->priority = j >= 0 && j < TS_LEDGER_JOBS ? home->jobs[j].priority : 0;
     atomic_store(&p->cmd, why == TS_WHY_SUSPEND ? TS_CMD_SUSPEND : TS_CMD_SWAP_OUT);
@@ -280,8 +281,8 @@ static void poll_swap(struct ts_broker *b, struct ts_action *x, int64_t now)
     if (gone)
         snprintf(why, sizeof(why), "pid %d ended", (int)x->pid);
     else if (!acked)
-        snprintf(why, sizeof(why), "pid %d did not answer the swap-out within %d s", (int)x->pid,
-                 TS_BROKER_ACK_MS / 1000);
+        snprintf(why, sizeof(why), "pid %d did not answer the swap-out within %.0f s", (int)x->pid,
+                 (double)(x->deadline_ms - x->started_ms) / 1000.0);
     else if (err == CUDA_ERROR_TIMEOUT)
         snprintf(why, sizeof(why), "pid %d stayed inside a GPU call", (int)x->pid);
     else if (err == CUDA_ERROR_NOT_READY)
@@ -377,8 +378,7 @@ static void report_wait(struct ts_broker *b, const struct ts_waiter *w)
     char n[32], f[32], u[32], h[512];
     ts_broker_holders(b, w->g, w->id, h, sizeof(h));
     ts_events_add(b->ev, w->id, w->attempt, "memory_wait",
-                  "pid %d waits for %s on GPU %u (%s): %s free of %s usable; held above their "
-                  "requests by %s; resolver %s",
+                  "pid %d waits for %s on GPU %u (%s): %s free of %s usable; %s; resolver %s",
                   (int)w->pid, ts_broker_bytes(w->need, n, sizeof(n)), b->s->index[w->g],
                   ts_broker_need_words(w->kind),
                   ts_broker_bytes(ts_broker_free(b, w->g), f, sizeof(f)),
@@ -396,7 +396,7 @@ static void report_gave_up(struct ts_broker *b, unsigned g, int i, int64_t id, i
     ts_broker_holders(b, g, id, h, sizeof(h));
     ts_events_add(b->ev, id, attempt, "out_of_memory",
                   "pid %d's allocation of %s on GPU %u failed with out-of-memory after waiting "
-                  "%.1f s (--collision-wait): the room was held above their requests by %s",
+                  "%.1f s (--collision-wait); %s",
                   (int)atomic_load(&p->pid), n, b->s->index[g], l->h.wait_ms / 1000.0, h);
     for (int j = 0; j < TS_LEDGER_JOBS; j++) {
         struct ts_ledger_job *job = &l->jobs[j];

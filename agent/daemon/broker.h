@@ -23,7 +23,7 @@
 
 #include "agent/daemon/agent.h"
 
-#define TS_BROKER_ACK_MS 30000 /* longest a swap command waits for the shim */
+#define TS_BROKER_ACK_MS 30000 /* longest a swap command waits for the shim, plus 10 s a GiB */
 #define TS_BROKER_FREE_MS                                                                          \
     10000                    /* longest an ended job's memory takes to be freed, after its grace */
 #define TS_BROKER_ACTIONS 64 /* actions in flight at once */
@@ -124,9 +124,9 @@ unsigned ts_broker_job_gpus(struct ts_broker *b, int64_t id, int attempt, unsign
 /* Whether an action in flight is about job (id, attempt) / process pid. */
 bool ts_broker_busy_job(const struct ts_broker *b, int64_t id, int attempt);
 bool ts_broker_busy_pid(const struct ts_broker *b, pid_t pid);
-/* "pid 12 of job 3, job 9 (2.00 GiB above its request)..." for the burst
- * holders on ledger position g other than job `except` (0: none), or
- * "nobody above their request" when there are none. */
+/* "held above their requests by job 3 (1.00 GiB), job 9 (2.00 GiB)": the
+ * burst holders on ledger position g other than job `except` (0: none),
+ * or "no job holds memory above its request there". */
 void ts_broker_holders(struct ts_broker *b, unsigned g, int64_t except, char *buf, size_t len);
 
 /* Start swapping process pid of job (id, attempt) out of all its GPUs: a

@@ -245,9 +245,7 @@ static bool all_back(struct ts_broker *b, const struct look *k, bool retry, char
                 continue;
             char a1[32], f[32], h[160];
             ts_broker_holders(b, g, k->id, h, sizeof(h));
-            snprintf(msg, len,
-                     "waiting for %s on GPU %u to come back: %s free; held above their "
-                     "requests by %s",
+            snprintf(msg, len, "waiting for %s on GPU %u to come back: %s free; %s",
                      ts_broker_bytes(need, a1, sizeof(a1)), b->s->index[g],
                      ts_broker_bytes(ts_broker_free(b, g), f, sizeof(f)), h);
         }

@@ -141,7 +141,13 @@ enum ts_err ts_ledgers_open(struct ts_ledgers *s, const struct ts_gpus *gpus, co
 void ts_ledgers_close(struct ts_ledgers *s)
 {
     /* the reserve is RAM (tmpfs): kept across a restart only while some
-     * process has memory in it, which a restarted agent must find again */
+     * live process has memory in it, which a restarted agent must find
+     * again (the slots of processes that ended are reaped first) */
+    for (unsigned i = 0; i < s->count; i++)
+        if (ts_ledger_lock(s->l[i]) == 0) {
+            ts_ledger_reap_locked(s->l[i]);
+            ts_ledger_unlock(s->l[i]);
+        }
     if (s->swap_map != NULL && s->swap_path[0] != '\0' && ts_ledgers_swap_used(s) == 0)
         unlink(s->swap_path);
     for (unsigned i = 0; i < s->count; i++)

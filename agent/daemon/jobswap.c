@@ -322,7 +322,8 @@ static void detach(struct ts_broker *b, const struct look *k)
             snprintf(x->note, sizeof(x->note), "%.0f s without a GPU call",
                      (double)(now - last) / 1e9);
         } else if (!nothing) {
-            struct ts_action fake = {.id = k->id, .attempt = k->attempt, .pid = pid};
+            struct ts_action fake = {
+                .why = TS_WHY_DETACH, .id = k->id, .attempt = k->attempt, .pid = pid};
             ts_jobswap_done(b, &fake, false, why);
         }
     }

@@ -131,11 +131,12 @@ CUresult ts_charge(int ord, uint64_t bytes, enum ts_charge_wait how)
                 return CUDA_ERROR_NOT_READY;
             return r == NO_ROOM && swapin ? CUDA_ERROR_TIMEOUT : CUDA_ERROR_OUT_OF_MEMORY;
         }
-        /* a collision: take a place in the queue, ask the agent for room, wait */
-        if (since == UINT64_MAX) {
+        /* a collision: take a place in the queue, ask the agent for room,
+         * wait (written again each time: another thread of the process
+         * may have been served meanwhile and cleared the slot's wait) */
+        if (since == UINT64_MAX)
             since = now;
-            atomic_store(&d->proc->need_since_ns, since);
-        }
+        atomic_store(&d->proc->need_since_ns, since);
         atomic_store(&d->proc->need_kind, kind);
         atomic_store(&d->proc->need_bytes, bytes);
         atomic_fetch_add(&l->agent_wake, 1);

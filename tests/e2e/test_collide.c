@@ -71,7 +71,7 @@ static void ends(struct ts_it_server *s, long long id, const char *state, int co
 
 static void has_output(struct ts_e2e_agent *a, long long id, int attempt, const char *text)
 {
-    if (!ts_e2e_wait_output(a, id, attempt, text, 30)) {
+    if (!ts_e2e_wait_output(a, id, attempt, text, 180)) {
         char *o = ts_e2e_output(a, id, attempt);
         fail_msg("job %lld attempt %d has no \"%s\" in its output:\n%s", id, attempt, text, o);
     }
@@ -111,12 +111,12 @@ static void wait_a_burst_waits_for_the_holders_burst_then_gets_it(void **state)
         submit(c, "w1-a", "train", "wait", burst,
                ts_e2e_cuda_script(c, sa, sizeof(sa),
                                   "alloc 0 512 alloc 0 1024 mark @w1a await @w1go check free"));
-    assert_true(ts_e2e_flag_wait(c, "w1a", 60));
+    assert_true(ts_e2e_flag_wait(c, "w1a", 180));
     long long b =
         submit(c, "w1-b", "inference", "wait", burst,
                ts_e2e_cuda_script(c, sb, sizeof(sb), "alloc 0 512 alloc 0 1024 check free"));
     has_output(n1, b, 1, "alloc ok dev=0 mib=512 "); /* within its request: at once */
-    assert_true(ts_e2e_wait_event(s, b, "memory_wait", job_words(a), 20));
+    assert_true(ts_e2e_wait_event(s, b, "memory_wait", job_words(a), 60));
     assert_true(ts_e2e_event_has(s, b, "memory_wait", "a burst above its request"));
     char *o = ts_e2e_output(n1, b, 1);
     assert_null(strstr(o, "mib=1024")); /* still waiting, not failed */
@@ -127,8 +127,8 @@ static void wait_a_burst_waits_for_the_holders_burst_then_gets_it(void **state)
     assert_true(alloc_ms(n1, b, 1, 1024) >= 1000); /* it waited for the room */
     has_output(n1, b, 1, "data intact 1610612736 bytes");
     has_output(n1, a, 1, "data intact 1610612736 bytes");
-    ends(s, a, "succeeded", 0, 30);
-    ends(s, b, "succeeded", 0, 30);
+    ends(s, a, "succeeded", 0, 180);
+    ends(s, b, "succeeded", 0, 180);
     assert_int_equal(ts_e2e_event_count(s, b, "out_of_memory"), 0);
     c->passed = true;
 }
@@ -149,19 +149,19 @@ static void wait_a_burst_gives_up_after_collision_wait_and_a_request_waits_for_a
         submit(c, "w2-a", "train", "wait", burst,
                ts_e2e_cuda_script(c, sa, sizeof(sa),
                                   "alloc 0 512 alloc 0 1024 mark @w2a await @w2go check free"));
-    assert_true(ts_e2e_flag_wait(c, "w2a", 60));
+    assert_true(ts_e2e_flag_wait(c, "w2a", 180));
     long long b = submit(c, "w2-b", "train", "wait", burst,
                          ts_e2e_cuda_script(c, sb, sizeof(sb), "alloc 0 512 alloc 0 512 check"));
     /* cuda_job exits 4 when an allocation fails: the ordinary OOM, after the wait */
-    ends(s, b, "failed", 4, 60);
+    ends(s, b, "failed", 4, 180);
     has_output(n1, b, 1, "alloc failed dev=0 mib=512 err=2");
-    assert_true(ts_e2e_wait_event(s, b, "out_of_memory", job_words(a), 20));
+    assert_true(ts_e2e_wait_event(s, b, "out_of_memory", job_words(a), 60));
     assert_true(ts_e2e_event_has(s, b, "out_of_memory", "after waiting 4.0 s"));
-    assert_true(ts_e2e_wait_event(s, a, "out_of_memory", job_words(b), 20));
+    assert_true(ts_e2e_wait_event(s, a, "out_of_memory", job_words(b), 60));
 
     long long cj = submit(c, "w2-c", "inference", "wait", "{\"memory\": \"1GiB\"}",
                           ts_e2e_cuda_script(c, sc, sizeof(sc), "alloc 0 1024 check"));
-    assert_true(ts_e2e_wait_event(s, cj, "memory_wait", "within its request", 30));
+    assert_true(ts_e2e_wait_event(s, cj, "memory_wait", "within its request", 60));
     ts_e2e_sleep(1.0);
     json_t *j = ts_e2e_job(s, a);
     assert_string_equal(ts_it_str(j, "state"), "running"); /* nothing was taken from A */
@@ -169,8 +169,8 @@ static void wait_a_burst_gives_up_after_collision_wait_and_a_request_waits_for_a
     ts_e2e_flag_set(c, "w2go");
     has_output(n1, cj, 1, "data intact 1073741824 bytes");
     has_output(n1, a, 1, "data intact 1610612736 bytes");
-    ends(s, a, "succeeded", 0, 30);
-    ends(s, cj, "succeeded", 0, 30);
+    ends(s, a, "succeeded", 0, 180);
+    ends(s, cj, "succeeded", 0, 180);
     c->passed = true;
 }
 
@@ -187,20 +187,20 @@ static void wait_a_resumed_job_stays_resuming_until_its_memory_is_back(void **st
     long long a =
         submit(c, "w3-a", "train", "wait", "{\"memory\": \"1GiB\"}",
                ts_e2e_cuda_script(c, sa, sizeof(sa), "alloc 0 1024 mark @w3a await @w3go check"));
-    assert_true(ts_e2e_flag_wait(c, "w3a", 60));
+    assert_true(ts_e2e_flag_wait(c, "w3a", 180));
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", a);
     assert_int_equal(ts_e2e_req(s, "POST", path, "{}"), 202);
-    json_t *j = ts_e2e_wait_state(s, a, "suspended", 30);
+    json_t *j = ts_e2e_wait_state(s, a, "suspended", 120);
     assert_non_null(j);
     json_decref(j);
     long long b =
         submit(c, "w3-b", "train", "wait", "{\"memory\": \"512MiB\", \"memory_limit\": \"2GiB\"}",
                ts_e2e_cuda_script(c, sb, sizeof(sb),
                                   "alloc 0 512 alloc 0 1024 mark @w3b await @w3bgo check free"));
-    assert_true(ts_e2e_flag_wait(c, "w3b", 60)); /* 1.5 GiB of 2: A's 1 GiB does not fit */
+    assert_true(ts_e2e_flag_wait(c, "w3b", 180)); /* 1.5 GiB of 2: A's 1 GiB does not fit */
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/resume", a);
     assert_int_equal(ts_e2e_req(s, "POST", path, "{}"), 202);
-    j = ts_e2e_wait_state(s, a, "resuming", 30);
+    j = ts_e2e_wait_state(s, a, "resuming", 120);
     assert_non_null(j);
     json_decref(j);
     double until = ts_e2e_now() + 20;
@@ -224,15 +224,15 @@ static void wait_a_resumed_job_stays_resuming_until_its_memory_is_back(void **st
     assert_string_equal(ts_it_str(j, "state"), "resuming"); /* still: its memory is not back */
     json_decref(j);
     ts_e2e_flag_set(c, "w3bgo"); /* B frees */
-    j = ts_e2e_wait_state(s, a, "running", 30);
+    j = ts_e2e_wait_state(s, a, "running", 120);
     assert_non_null(j);
     assert_int_equal(ts_it_int(j, "attempt"), 1);
     json_decref(j);
-    assert_true(ts_e2e_wait_event(s, a, "resumed", "back from the host swap reserve", 20));
+    assert_true(ts_e2e_wait_event(s, a, "resumed", "back from the host swap reserve", 60));
     ts_e2e_flag_set(c, "w3go");
     has_output(n1, a, 1, "data intact 1073741824 bytes");
-    ends(s, a, "succeeded", 0, 30);
-    ends(s, b, "succeeded", 0, 30);
+    ends(s, a, "succeeded", 0, 180);
+    ends(s, b, "succeeded", 0, 180);
     c->passed = true;
 }
 
@@ -269,26 +269,26 @@ priority_a_higher_priority_burst_ends_the_lower_priority_holder_which_is_requeue
     long long a =
         submit(c, "p1-a", "train", "priority", burst,
                bursting(c, sa, sizeof(sa), "alloc 0 512 alloc 0 1024 mark @p1a idle 60", ""));
-    assert_true(ts_e2e_flag_wait(c, "p1a", 60));
+    assert_true(ts_e2e_flag_wait(c, "p1a", 180));
     long long b =
         submit(c, "p1-b", "inference", "priority", burst,
                ts_e2e_cuda_script(c, sb, sizeof(sb), "alloc 0 512 alloc 0 1024 check free"));
     has_output(n2, b, 1, "data intact 1610612736 bytes");
-    ends(s, b, "succeeded", 0, 30);
+    ends(s, b, "succeeded", 0, 180);
     /* A: back in the queue as an eviction, then run again and done */
-    assert_true(ts_e2e_wait_event(s, a, "requeued", job_words(b), 30));
+    assert_true(ts_e2e_wait_event(s, a, "requeued", job_words(b), 60));
     assert_true(ts_e2e_event_has(s, a, "requeued", "priority resolver"));
-    json_t *j = ts_e2e_wait_state(s, a, "succeeded", 60);
+    json_t *j = ts_e2e_wait_state(s, a, "succeeded", 120);
     assert_non_null(j);
     assert_int_equal(ts_it_int(j, "resume_count"), 1);
     json_decref(j);
     assert_int_equal(ts_e2e_event_count(s, a, "failed"), 0);
     /* the events of the attempt that was ended reach the job after its requeue */
-    assert_true(ts_e2e_wait_event(s, a, "memory_ended", job_words(b), 20));
+    assert_true(ts_e2e_wait_event(s, a, "memory_ended", job_words(b), 60));
     char want[96];
     snprintf(want, sizeof(want), "job %lld (priority 50, 1.50 GiB on GPU 0) was ended", a);
-    assert_true(ts_e2e_wait_event(s, b, "memory_ended", want, 20));
-    assert_true(ts_e2e_wait_event(s, b, "memory_wait", job_words(a), 20));
+    assert_true(ts_e2e_wait_event(s, b, "memory_ended", want, 60));
+    assert_true(ts_e2e_wait_event(s, b, "memory_wait", job_words(a), 60));
     c->passed = true;
 }
 
@@ -306,16 +306,16 @@ static void priority_a_lower_priority_burst_never_ends_a_higher_priority_holder(
         submit(c, "p2-a", "inference", "priority", burst,
                ts_e2e_cuda_script(c, sa, sizeof(sa),
                                   "alloc 0 512 alloc 0 1024 mark @p2a await @p2go check free"));
-    assert_true(ts_e2e_flag_wait(c, "p2a", 60));
+    assert_true(ts_e2e_flag_wait(c, "p2a", 180));
     long long b = submit(c, "p2-b", "train", "priority", burst,
                          ts_e2e_cuda_script(c, sb, sizeof(sb), "alloc 0 512 alloc 0 1024 check"));
-    ends(s, b, "failed", 4, 60);
+    ends(s, b, "failed", 4, 180);
     has_output(n2, b, 1, "alloc failed dev=0 mib=1024 err=2");
-    assert_true(ts_e2e_wait_event(s, b, "out_of_memory", job_words(a), 20));
+    assert_true(ts_e2e_wait_event(s, b, "out_of_memory", job_words(a), 60));
     assert_int_equal(ts_e2e_event_count(s, a, "memory_ended"), 0);
     ts_e2e_flag_set(c, "p2go");
     has_output(n2, a, 1, "data intact 1610612736 bytes");
-    ends(s, a, "succeeded", 0, 30);
+    ends(s, a, "succeeded", 0, 180);
     json_t *j = ts_e2e_job(s, a);
     assert_int_equal(ts_it_int(j, "resume_count"), 0);
     json_decref(j);
@@ -336,24 +336,24 @@ static void priority_a_request_ends_the_lowest_priority_of_the_burst_holders(voi
         submit(c, "p3-h", "inference", "priority", burst,
                ts_e2e_cuda_script(c, sh, sizeof(sh),
                                   "alloc 0 512 alloc 0 512 mark @p3h await @p3go check free"));
-    assert_true(ts_e2e_flag_wait(c, "p3h", 60));
+    assert_true(ts_e2e_flag_wait(c, "p3h", 180));
     char then[700], path[600];
     snprintf(then, sizeof(then), "await %s", ts_e2e_flag(c, "p3go", path, sizeof(path)));
     long long l =
         submit(c, "p3-l", "train", "priority", burst,
                bursting(c, sl, sizeof(sl), "alloc 0 512 alloc 0 512 mark @p3l idle 60", then));
-    assert_true(ts_e2e_flag_wait(c, "p3l", 60)); /* 2 of 2 GiB held */
+    assert_true(ts_e2e_flag_wait(c, "p3l", 180)); /* 2 of 2 GiB held */
     long long cj = submit(c, "p3-c", "interactive", "priority", "{\"memory\": \"1GiB\"}",
                           ts_e2e_cuda_script(c, sc, sizeof(sc), "alloc 0 1024 check free"));
     has_output(n2, cj, 1, "data intact 1073741824 bytes");
-    ends(s, cj, "succeeded", 0, 30);
-    assert_true(ts_e2e_wait_event(s, l, "requeued", job_words(cj), 30));
-    assert_true(ts_e2e_wait_event(s, l, "memory_ended", "within its request", 20));
+    ends(s, cj, "succeeded", 0, 180);
+    assert_true(ts_e2e_wait_event(s, l, "requeued", job_words(cj), 60));
+    assert_true(ts_e2e_wait_event(s, l, "memory_ended", "within its request", 60));
     assert_int_equal(ts_e2e_event_count(s, h, "memory_ended"), 0);
     ts_e2e_flag_set(c, "p3go");
     has_output(n2, h, 1, "data intact 1073741824 bytes");
-    ends(s, h, "succeeded", 0, 30);
-    json_t *j = ts_e2e_wait_state(s, l, "succeeded", 60);
+    ends(s, h, "succeeded", 0, 180);
+    json_t *j = ts_e2e_wait_state(s, l, "succeeded", 120);
     assert_non_null(j);
     assert_int_equal(ts_it_int(j, "resume_count"), 1);
     json_decref(j);

@@ -51,7 +51,7 @@ static long long submit(struct ts_e2e *c, const char *name, const char *kind, co
 
 static void has_output(struct ts_e2e_agent *a, long long id, const char *text)
 {
-    if (!ts_e2e_wait_output(a, id, 1, text, 60)) {
+    if (!ts_e2e_wait_output(a, id, 1, text, 180)) {
         char *o = ts_e2e_output(a, id, 1);
         fail_msg("job %lld has no \"%s\" in its output:\n%s", id, text, o);
     }
@@ -91,27 +91,28 @@ static void idle_holder_swapped_out(struct ts_e2e *c, const char *kind_a, const 
     long long a =
         submit(c, name, kind_a, burst, NULL, ts_e2e_cuda_script(c, sa, sizeof(sa), steps));
     snprintf(name, sizeof(name), "%sa", tag);
-    assert_true(ts_e2e_flag_wait(c, name, 60));
+    assert_true(ts_e2e_flag_wait(c, name, 180));
+    ts_e2e_sleep(1.5); /* A has been idle for --swap-idle when B comes */
     snprintf(steps, sizeof(steps), "alloc 0 512 alloc 0 1024 mark @%sb await @%sbgo check free",
              tag, tag);
     snprintf(name, sizeof(name), "%s-b", tag);
     long long b =
         submit(c, name, kind_b, burst, NULL, ts_e2e_cuda_script(c, sb, sizeof(sb), steps));
     snprintf(name, sizeof(name), "%sb", tag);
-    assert_true(ts_e2e_flag_wait(c, name, 60)); /* B has its 1.5 GiB: A was moved out */
-    assert_true(ts_e2e_wait_event(s, a, "swapped_out", job_words(b), 20));
-    assert_true(ts_e2e_wait_event(s, b, "swapped_out", job_words(a), 20));
+    assert_true(ts_e2e_flag_wait(c, name, 180)); /* B has its 1.5 GiB: A was moved out */
+    assert_true(ts_e2e_wait_event(s, a, "swapped_out", job_words(b), 60));
+    assert_true(ts_e2e_wait_event(s, b, "swapped_out", job_words(a), 60));
     assert_true(ts_e2e_event_has(s, a, "swapped_out", "idle for"));
     assert_true(ts_e2e_gpu_used(n3, 0) <= 2 * GiB); /* A's 1.5 GiB are off it */
     snprintf(name, sizeof(name), "%sgo", tag);
     ts_e2e_flag_set(c, name); /* A's next call: back, B (idle) going out */
     has_output(n3, a, "data intact 1610612736 bytes");
-    assert_true(ts_e2e_wait_event(s, a, "swapped_in", NULL, 20));
+    assert_true(ts_e2e_wait_event(s, a, "swapped_in", NULL, 60));
     snprintf(name, sizeof(name), "%sbgo", tag);
     ts_e2e_flag_set(c, name);
     has_output(n3, b, "data intact 1610612736 bytes");
-    succeeds(s, a, 30);
-    succeeds(s, b, 30);
+    succeeds(s, a, 180);
+    succeeds(s, b, 180);
     assert_int_equal(ts_e2e_event_count(s, a, "memory_ended"), 0);
     assert_int_equal(ts_e2e_event_count(s, b, "memory_ended"), 0);
     assert_int_equal(ts_e2e_event_count(s, a, "out_of_memory"), 0);
@@ -138,7 +139,7 @@ static void a_request_takes_its_room_from_a_busy_burst_holder_at_once(void **sta
     char sa[1024], sc[2048];
     snprintf(sa, sizeof(sa),
              "exec %s/tessera-gpuload --pattern train --memory 1536MiB --buffers 3 --touch 16MiB "
-             "--step 200ms --busy 0.5 --duration 15s",
+             "--step 200ms --busy 0.5 --duration 40s",
              ts_e2e_bin_dir());
     long long a = submit(c, "busy", "train",
                          "{\"memory\": \"512MiB\", \"memory_limit\": \"1536MiB\"}", NULL, sa);
@@ -147,10 +148,10 @@ static void a_request_takes_its_room_from_a_busy_burst_holder_at_once(void **sta
     long long r = submit(c, "req", "inference", "{\"memory\": \"1GiB\"}", NULL,
                          ts_e2e_cuda_script(c, sc, sizeof(sc), "alloc 0 1024 check free"));
     has_output(n3, r, "data intact 1073741824 bytes");
-    assert_true(ts_e2e_now() - t0 < 15); /* not after the holder's whole run */
-    succeeds(s, r, 30);
-    assert_true(ts_e2e_wait_event(s, a, "swapped_out", job_words(r), 20));
-    succeeds(s, a, 60); /* gpuload exits 3 on any lost byte */
+    assert_true(ts_e2e_now() - t0 < 35); /* not after the holder's whole run (40 s) */
+    succeeds(s, r, 180);
+    assert_true(ts_e2e_wait_event(s, a, "swapped_out", job_words(r), 60));
+    succeeds(s, a, 180); /* gpuload exits 3 on any lost byte */
     char *o = ts_e2e_output(n3, a, 1);
     assert_true(ts_e2e_count_lines(o, "step=") >= 10);
     free(o);
@@ -218,29 +219,29 @@ static void suspend_lets_another_job_burst_into_the_room_and_resume_comes_back_i
     long long a =
         submit(c, "held", "train", "{\"memory\": \"1GiB\"}", NULL,
                ts_e2e_cuda_script(c, sa, sizeof(sa), "alloc 0 1024 mark @s4a await @s4go check"));
-    assert_true(ts_e2e_flag_wait(c, "s4a", 60));
+    assert_true(ts_e2e_flag_wait(c, "s4a", 180));
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", a);
     assert_int_equal(ts_e2e_req(s, "POST", path, "{}"), 202);
-    json_t *j = ts_e2e_wait_state(s, a, "suspended", 30);
+    json_t *j = ts_e2e_wait_state(s, a, "suspended", 120);
     assert_non_null(j);
     json_decref(j);
     long long b =
         submit(c, "into", "train", "{\"memory\": \"512MiB\", \"memory_limit\": \"1536MiB\"}", NULL,
                ts_e2e_cuda_script(c, sb, sizeof(sb),
                                   "alloc 0 512 alloc 0 1024 mark @s4b idle 3 check free"));
-    assert_true(ts_e2e_flag_wait(c, "s4b", 60)); /* 1.5 GiB, in the room A left */
+    assert_true(ts_e2e_flag_wait(c, "s4b", 180)); /* 1.5 GiB, in the room A left */
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld/resume", a);
     assert_int_equal(ts_e2e_req(s, "POST", path, "{}"), 202);
-    j = ts_e2e_wait_state(s, a, "running", 30);
+    j = ts_e2e_wait_state(s, a, "running", 120);
     assert_non_null(j);
     assert_int_equal(ts_it_int(j, "attempt"), 1);
     json_decref(j);
-    assert_true(ts_e2e_wait_event(s, b, "swapped_out", job_words(a), 20));
+    assert_true(ts_e2e_wait_event(s, b, "swapped_out", job_words(a), 60));
     ts_e2e_flag_set(c, "s4go");
     has_output(n3, a, "data intact 1073741824 bytes");
     has_output(n3, b, "data intact 1610612736 bytes");
-    succeeds(s, a, 30);
-    succeeds(s, b, 30);
+    succeeds(s, a, 180);
+    succeeds(s, b, 180);
     c->passed = true;
 }
 
@@ -268,8 +269,8 @@ static void an_idle_notebook_is_detached_and_its_next_call_brings_it_back(void *
     j = ts_e2e_job(s, tr);
     assert_int_equal(ts_it_int(j, "idle_swap_after_seconds"), 0);
     json_decref(j);
-    assert_true(ts_e2e_flag_wait(c, "d1", 60) && ts_e2e_flag_wait(c, "d2", 60));
-    assert_true(ts_e2e_wait_event(s, nb, "detached", "without a GPU call", 30));
+    assert_true(ts_e2e_flag_wait(c, "d1", 180) && ts_e2e_flag_wait(c, "d2", 180));
+    assert_true(ts_e2e_wait_event(s, nb, "detached", "without a GPU call", 60));
     double until = ts_e2e_now() + 15;
     long long swapped = 0;
     while (swapped != GiB && ts_e2e_now() < until) {
@@ -286,17 +287,17 @@ static void an_idle_notebook_is_detached_and_its_next_call_brings_it_back(void *
     ts_e2e_flag_set(c, "dgo");
     has_output(n3, nb, "data intact 1073741824 bytes");
     has_output(n3, tr, "data intact 1073741824 bytes");
-    succeeds(s, nb, 30);
-    succeeds(s, tr, 30);
-    assert_true(ts_e2e_wait_event(s, nb, "swapped_in", NULL, 20));
+    succeeds(s, nb, 180);
+    succeeds(s, tr, 180);
+    assert_true(ts_e2e_wait_event(s, nb, "swapped_in", NULL, 60));
 
     /* a training job that asks for it */
     long long ex =
         submit(c, "asked", "train", gpu, "\"idle_swap_after\": \"2s\"",
                ts_e2e_cuda_script(c, sx, sizeof(sx), "alloc 0 1024 mark @d3 idle 5 check"));
-    assert_true(ts_e2e_wait_event(s, ex, "detached", NULL, 30));
+    assert_true(ts_e2e_wait_event(s, ex, "detached", NULL, 60));
     has_output(n3, ex, "data intact 1073741824 bytes");
-    succeeds(s, ex, 30);
+    succeeds(s, ex, 180);
     c->passed = true;
 }
 

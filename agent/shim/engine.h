@@ -56,6 +56,7 @@ struct ts_engine {
     struct ts_ledger_proc *procs[TS_SWAP_MAX_DEV];
     struct ts_ledger_proc *home;
     uint32_t wait_ms;
+    void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
     /* The table: readers (lookups, swaps) and writers (alloc, free). */
     pthread_rwlock_t lock;

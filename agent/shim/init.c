@@ -197,6 +197,7 @@ static void do_init(void)
         .procs = swap_procs,
         .home = ts_shim.dev[0].proc,
         .wait_ms = ts_shim.wait_ms,
+        .log = ts_shim.log ? ts_shim_log : NULL,
     };
     ts_charge_fill_swap_config(&cfg);
     if (ts_swap_init(&cfg) != 0)

@@ -55,6 +55,7 @@ int ts_swap_init(const struct ts_swap_config *cfg)
     }
     ts_eng.home = cfg->home;
     ts_eng.wait_ms = cfg->wait_ms;
+    ts_eng.log = cfg->log;
     ts_eng.configured = true;
     if (ts_eng.reserve_path[0] == '\0')
         return 0;
@@ -210,8 +211,11 @@ static void publish(int d, int64_t delta_out, uint32_t state)
 static CUresult swap_out_claimed(uint64_t offset, uint64_t len, uint64_t *moved)
 {
     const struct ts_cu *cu = ts_eng.cu;
-    if (ts_gate_quiesce(ts_gate_wait_ms()) != 0)
-        return CUDA_ERROR_TIMEOUT; /* a thread stayed inside a GPU call */
+    if (ts_gate_quiesce(ts_gate_wait_ms()) != 0) {
+        if (ts_eng.log)
+            ts_eng.log("swap-out: a thread stayed inside a GPU call for %u ms", ts_gate_wait_ms());
+        return CUDA_ERROR_TIMEOUT;
+    }
     pthread_rwlock_rdlock(&ts_eng.lock);
     CUresult rc = CUDA_SUCCESS;
     uint64_t need = 0;

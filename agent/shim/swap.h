@@ -102,6 +102,8 @@ struct ts_swap_config {
      * carries out TS_CMD_SWAP_OUT / TS_CMD_SWAP_IN (ledger.h protocol). */
     struct ts_ledger_proc *home;
     uint32_t wait_ms; /* bound of every wait inside the user's process */
+    /* One line about what the engine did (TESSERA_SHIM_LOG), or NULL. */
+    void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 };
 
 /* Set up once (from the shim's init; the shim calls it after claiming its

@@ -16,7 +16,7 @@ static void run_command(struct ts_ledger_proc *home, uint32_t seq)
 {
     uint32_t cmd = atomic_load(&home->cmd);
     CUresult rc = CUDA_SUCCESS;
-    uint64_t moved = 0;
+    uint64_t moved = 0, t0 = ts_swap_now_ms();
     if (cmd == TS_CMD_SWAP_OUT || cmd == TS_CMD_SUSPEND) {
         if (cmd == TS_CMD_SUSPEND) /* before the memory is out: no call may take it back */
             atomic_fetch_or(&ts_gate_word, TS_GATE_HELD);
@@ -27,6 +27,9 @@ static void run_command(struct ts_ledger_proc *home, uint32_t seq)
         ts_gate_release_hold();
         rc = ts_swap_in();
     }
+    if (ts_eng.log)
+        ts_eng.log("command %u (seq %u) done in %llu ms: CUresult %d, %llu bytes out", cmd, seq,
+                   (unsigned long long)(ts_swap_now_ms() - t0), (int)rc, (unsigned long long)moved);
     /* the engine keeps swap_state as the memory moves; this is the outcome */
     atomic_store(&home->moved_bytes, moved);
     atomic_store(&home->swap_error, (int32_t)rc);

@@ -45,8 +45,12 @@ static int setup(void **state)
 static long long submit(struct ts_e2e *c, const char *name, const char *kind, const char *resolver,
                         const char *gpu, const char *script)
 {
-    char extra[256];
-    snprintf(extra, sizeof(extra), "{\"kind\": \"%s\", \"node_selector\": {\"resolver\": \"%s\"}}",
+    char extra[512];
+    /* the interposer says what it does in the job's output (shown when a
+     * case fails) */
+    snprintf(extra, sizeof(extra),
+             "{\"kind\": \"%s\", \"node_selector\": {\"resolver\": \"%s\"}, "
+             "\"env\": {\"TESSERA_SHIM_LOG\": \"1\"}}",
              kind, resolver);
     long long id = ts_e2e_submit(&c->srv, "lab", name, gpu, "2s", extra, script);
     assert_true(id > 0);

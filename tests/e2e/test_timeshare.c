@@ -41,9 +41,11 @@ static int setup(void **state)
 static long long submit(struct ts_e2e *c, const char *name, const char *kind, const char *gpu,
                         const char *more, const char *script)
 {
-    char extra[256];
-    snprintf(extra, sizeof(extra), "{\"kind\": \"%s\"%s%s}", kind, more ? ", " : "",
-             more ? more : "");
+    char extra[512];
+    /* the interposer says what it does in the job's output (shown when a
+     * case fails) */
+    snprintf(extra, sizeof(extra), "{\"kind\": \"%s\", \"env\": {\"TESSERA_SHIM_LOG\": \"1\"}%s%s}",
+             kind, more ? ", " : "", more ? more : "");
     long long id = ts_e2e_submit(&c->srv, "lab", name, gpu, "2s", extra, script);
     assert_true(id > 0);
     return id;

@@ -11,8 +11,8 @@
  * memory byte for byte, their exit codes and states, and the events both
  * jobs of a collision get through GET /jobs/{id}/events.
  *
- *   n1  --collision wait      (--collision-wait 4s, a 2 GiB host swap reserve)
- *   n2  --collision priority  (--collision-wait 4s, --collision-grace 1s)
+ *   n1  --collision wait      (--collision-wait 8s, a 2 GiB host swap reserve)
+ *   n2  --collision priority  (--collision-wait 8s, --collision-grace 1s)
  *
  *   e2e_test_collide [CASE-PATTERN]
  */
@@ -32,9 +32,9 @@ static int setup(void **state)
     static const struct ts_e2e_project_spec projects[] = {{"lab", 3}, {NULL, 0}};
     static const struct ts_e2e_agent_spec agents[] = {
         {"n1", "sim:1x4GiB", "resolver=wait",
-         "--collision wait --collision-wait 4s --gpu-reserve 2GiB --swap-reserve 2GiB"},
+         "--collision wait --collision-wait 8s --gpu-reserve 2GiB --swap-reserve 2GiB"},
         {"n2", "sim:1x4GiB", "resolver=priority",
-         "--collision priority --collision-wait 4s --collision-grace 1s --gpu-reserve 2GiB"},
+         "--collision priority --collision-wait 8s --collision-grace 1s --gpu-reserve 2GiB"},
         {NULL, NULL, NULL, NULL}};
     return ts_e2e_setup(state, NULL, projects, agents);
 }
@@ -114,7 +114,7 @@ static void wait_a_burst_waits_for_the_holders_burst_then_gets_it(void **state)
     long long a =
         submit(c, "w1-a", "train", "wait", burst,
                ts_e2e_cuda_script(c, sa, sizeof(sa),
-                                  "alloc 0 512 alloc 0 1024 mark @w1a await @w1go check free"));
+                                  "alloc 0 512 alloc 0 1024 check mark @w1a await @w1go free"));
     assert_true(ts_e2e_flag_wait(c, "w1a", 180));
     long long b =
         submit(c, "w1-b", "inference", "wait", burst,
@@ -139,7 +139,7 @@ static void wait_a_burst_waits_for_the_holders_burst_then_gets_it(void **state)
 
 /* Three jobs: A holds 1.5 GiB (1 above its request), B takes its 512 MiB
  * request (the GPU is full) and its 512 MiB burst waits --collision-wait
- * (4 s) and gets out-of-memory, with an event on both jobs naming the
+ * (8 s) and gets out-of-memory, with an event on both jobs naming the
  * other; then C's 1 GiB within its request waits (nothing is taken from A
  * under wait) until A frees, and gets it. */
 static void wait_a_burst_gives_up_after_collision_wait_and_a_request_waits_for_a_burst(void **state)
@@ -152,7 +152,7 @@ static void wait_a_burst_gives_up_after_collision_wait_and_a_request_waits_for_a
     long long a =
         submit(c, "w2-a", "train", "wait", burst,
                ts_e2e_cuda_script(c, sa, sizeof(sa),
-                                  "alloc 0 512 alloc 0 1024 mark @w2a await @w2go check free"));
+                                  "alloc 0 512 alloc 0 1024 check mark @w2a await @w2go free"));
     assert_true(ts_e2e_flag_wait(c, "w2a", 180));
     long long b = submit(c, "w2-b", "train", "wait", burst,
                          ts_e2e_cuda_script(c, sb, sizeof(sb), "alloc 0 512 alloc 0 512 check"));
@@ -160,7 +160,7 @@ static void wait_a_burst_gives_up_after_collision_wait_and_a_request_waits_for_a
     ends(s, b, "failed", 4, 180);
     has_output(n1, b, 1, "alloc failed dev=0 mib=512 err=2");
     assert_true(ts_e2e_wait_event(s, b, "out_of_memory", job_words(a), 60));
-    assert_true(ts_e2e_event_has(s, b, "out_of_memory", "after waiting 4.0 s"));
+    assert_true(ts_e2e_event_has(s, b, "out_of_memory", "after waiting 8.0 s"));
     assert_true(ts_e2e_wait_event(s, a, "out_of_memory", job_words(b), 60));
 
     long long cj = submit(c, "w2-c", "inference", "wait", "{\"memory\": \"1GiB\"}",

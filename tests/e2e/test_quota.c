@@ -148,9 +148,12 @@ the_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_on_the_other_node(void
             t_term - t_owner, t_last - t_term, alive);
     free(signals);
     assert_true(t_term >= t_owner - 0.01);
-    assert_true(alive > 0);
-    assert_true(t_last - t_term >= GRACE - 0.8); /* the grace period was given */
-    assert_true(t_last - t_term <= GRACE + 3.0); /* and then it was killed */
+    assert_true(alive > 0); /* it lived on after SIGTERM */
+    /* and was killed after the grace period: its last mark is at most a
+     * little after it (how many marks a loaded machine lets the shell write
+     * in between varies: the grace itself is checked on the server's
+     * events, evicting to requeued, below) */
+    assert_true(t_last - t_term <= GRACE + 3.0);
 
     /* the server's history: evicting for a reclaim, then requeued after
      * SIGKILL, a grace period later */

@@ -51,12 +51,13 @@
  *   memory it held.
  *
  * Agent <-> shim
- *   shim -> agent: a process that needs room (a within-request charge that
- *     does not fit, or a swapped-out process coming back) sets need_bytes
- *     in its slot, increments agent_wake and FUTEX_WAKEs it; the agent's
- *     broker, waiting on agent_wake, resolves (closes bursts, ends or swaps
- *     out burst holders) and increments room_seq with a FUTEX_WAKE; the
- *     waiting process re-checks. Bounded by header.wait_ms.
+ *   shim -> agent: a process that needs room (a charge that does not fit,
+ *     or a swapped-out process coming back) sets need_bytes, need_kind and
+ *     need_since_ns in its slot, increments agent_wake and FUTEX_WAKEs it;
+ *     the agent's broker, waiting on agent_wake, serves the waiters in
+ *     order (ends or swaps out burst holders, as its resolver says) and
+ *     increments room_seq with a FUTEX_WAKE; the waiting process re-checks
+ *     ("Waiting for room" for how long it waits).
  *   agent -> shim: the agent writes the command (and, for a swap-out, the
  *     range of the host swap reserve the process may use), then increments
  *     cmd_seq with a FUTEX_WAKE; the shim's watcher thread does it, writes

@@ -80,8 +80,6 @@ struct ts_action {
     uint64_t bytes;              /* SWAP_OUT: all it moves; END: what its job holds on g */
     uint64_t frees[TS_GPUS_MAX]; /* per ledger position: room it makes there */
     int64_t started_ms, deadline_ms;
-    bool fallback;      /* END as the swap resolver's fallback */
-    bool turn;          /* SWAP_OUT for a collision: its turn was over (not idle) */
     struct ts_waiter w; /* TS_WHY_COLLISION: the waiter */
     char note[256];     /* why, for the events */
 };

@@ -27,7 +27,7 @@
 #include "agent/daemon/broker.h"
 #include "api/log.h"
 
-#define JOBS_MAX 64
+#define JOBS_MAX 1024         /* jobs looked at in one pass (a node runs fewer) */
 #define DETACH_RETRY_MS 60000 /* after a detach that failed */
 #define SWAPIN_RETRY_MS 5000  /* a resume's swap-in that failed is asked again */
 
@@ -38,7 +38,6 @@ struct look {
     int attempt;
     enum todo todo;
     bool shim;
-    pid_t pgid;
     unsigned gpu0;
     int idle_after;
 };
@@ -79,13 +78,8 @@ static size_t look(struct ts_broker *b, struct look *out)
                  now >= j->retry_ms)
             t = DETACH;
         if (t != NONE)
-            out[n++] = (struct look){j->id,
-                                     j->attempt,
-                                     t,
-                                     j->shim,
-                                     j->pid,
-                                     j->ngpus ? j->gpus[0] : 0,
-                                     j->idle_swap_after};
+            out[n++] = (struct look){
+                j->id, j->attempt, t, j->shim, j->ngpus ? j->gpus[0] : 0, j->idle_swap_after};
     }
     pthread_mutex_unlock(&b->a->mu);
     return n;

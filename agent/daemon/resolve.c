@@ -210,7 +210,6 @@ static uint64_t resolve_swap(struct ts_broker *b, const struct ts_waiter *w, uin
             continue;
         }
         x->w = *w;
-        x->turn = !v[k].idle;
         if (v[k].idle)
             snprintf(x->note, sizeof(x->note), "idle for %.1f s", (double)v[k].idle_ns / 1e9);
         else if (v[k].turn_ns < UINT64_MAX / 4)

@@ -3,13 +3,15 @@
  * node's desired state, and reports (heartbeat, job states, samples).
  *
  * Job states move here when an agent reports: scheduled -> running;
- * running -> succeeded | failed; evicting -> pending (requeued, resume_count
- * + 1) or succeeded when it finished on its own; cancelling -> cancelled;
+ * running -> succeeded | failed (it ended on its own); evicting -> pending
+ * (requeued, resume_count + 1) whatever its exit status: a job that saves a
+ * checkpoint on SIGTERM and exits 0 was evicted, it did not succeed;
+ * cancelling -> cancelled (failed when stopped at its max_runtime);
  * suspending -> suspended (its GPUs are given back, the swap it holds
  * recorded); resuming -> running; a suspending or suspended job that exits
- * counts as evicted, and so does any job its agent reports exited with
- * evicted (its collision resolver ended it to make room) unless a cancel
- * came first. A resuming job its agent still reports suspended with a
+ * counts as evicted, whatever its exit status, and so does any job its agent
+ * reports exited with evicted (its collision resolver ended it to make room)
+ * unless a cancel came first. A resuming job its agent still reports suspended with a
  * message waits for memory (reason waiting_for_memory). A running job's
  * swapped_bytes (GPU memory its node keeps in host swap) are recorded.
  * A report names a job by (id, attempt) and counts only when that attempt is
@@ -321,10 +323,12 @@ static enum ts_err job_ended(struct ts_dbconn *c, const char *id, const char *st
                                            "evicted by node %s to make room; %s; back in the "
                                            "queue, it resumes later",
                                            node, how);
-    } else if ((strcmp(state, "evicting") == 0 || strcmp(state, "suspending") == 0 ||
-                strcmp(state, "suspended") == 0) &&
-               !clean) {
-        /* a suspension that ends (or fails) is an eviction */
+    } else if (strcmp(state, "evicting") == 0 || strcmp(state, "suspending") == 0 ||
+               strcmp(state, "suspended") == 0) {
+        /* the server asked it to stop (an eviction; a suspension that ends
+         * or fails is one too): back in the queue whatever its exit status,
+         * since saving a checkpoint on SIGTERM and exiting 0 is how a job is
+         * meant to leave, not success */
         next = "pending";
         type = "requeued";
         msg = ts_arena_printf(a, "stopped on node %s (%s) and back in the queue; it resumes later",

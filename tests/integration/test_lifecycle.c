@@ -164,7 +164,7 @@ static void failures_cancels_and_stale_reports(void **state)
     json_decref(j);
 }
 
-static void the_owner_reclaims_what_a_borrower_took(void **state)
+static void the_owner_reclaims_what_a_borrower_took_which_exits_0_and_is_requeued(void **state)
 {
     (void)state;
     long long b1 = ts_ap_submit("borrower", "borrow-1", ONE_GPU);
@@ -200,14 +200,32 @@ static void the_owner_reclaims_what_a_borrower_took(void **state)
     json_t *d = ts_ap_desired("n1", -1, NULL);
     assert_string_equal(ts_it_str(ts_ap_desired_find(d, victim), "stop_reason"), "evicted");
     json_decref(d);
+    /* it saves a checkpoint on SIGTERM and exits 0, as training code does:
+     * evicted, not succeeded; back in the queue to be resumed */
     snprintf(rep, sizeof(rep),
              "{\"id\": %lld, \"attempt\": 1, \"state\": \"exited\","
-             " \"signal\": 15}",
+             " \"exit_code\": 0}",
              victim);
     json_decref(ts_ap_report("n1", rep, GPU_SAMPLE, 200));
     json_t *v = ts_ap_wait_state(victim, "pending", 2);
     assert_int_equal(ts_it_int(v, "resume_count"), 1);
+    assert_true(json_is_null(json_object_get(v, "exit_code")));
+    assert_true(json_is_null(json_object_get(v, "finished_at")));
     json_decref(v);
+    char path[64];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld/events", victim);
+    json_t *ev = ts_ap_get_json(srv.admin, path, 200);
+    json_t *e, *requeued = NULL;
+    size_t i;
+    json_array_foreach(json_object_get(ev, "events"), i, e) {
+        assert_string_not_equal(ts_it_str(e, "type"), "succeeded");
+        if (strcmp(ts_it_str(e, "type"), "requeued") == 0)
+            requeued = e;
+    }
+    assert_non_null(requeued);
+    assert_string_equal(ts_it_str(requeued, "message"), "stopped on node n1 (exited with status 0) "
+                                                        "and back in the queue; it resumes later");
+    json_decref(ev);
     json_decref(ts_ap_wait_state(own, "scheduled", 10));
     /* fair share as the loop computed it: the owner wants one GPU (own-1) and
      * deserves it: min(quota 2, demand 1) */
@@ -424,7 +442,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_job_runs_to_success_through_the_agent_protocol),
         cmocka_unit_test(failures_cancels_and_stale_reports),
-        cmocka_unit_test(the_owner_reclaims_what_a_borrower_took),
+        cmocka_unit_test(the_owner_reclaims_what_a_borrower_took_which_exits_0_and_is_requeued),
         cmocka_unit_test(a_silent_node_is_not_ready_and_its_jobs_go_back_to_the_queue),
         cmocka_unit_test(drain_keeps_new_jobs_off_a_node),
         cmocka_unit_test(a_job_stopped_before_its_agent_started_it_does_not_hang),

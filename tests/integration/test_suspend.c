@@ -463,6 +463,37 @@ static void cancelling_a_suspended_job_ends_its_suspension(void **state)
     json_decref(n);
 }
 
+/* A suspend that fails ends in a stop (SIGTERM): the job saves a checkpoint
+ * and exits 0. It was evicted, not finished: back in the queue, resumed in a
+ * new attempt; only an exit on its own is success. */
+static void a_suspending_job_that_exits_0_is_requeued_not_succeeded(void **state)
+{
+    (void)state;
+    long long a = running_job("owner", "exit0-sus", "swap", "{\"count\": 1}", "sw1");
+    char path[96];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld/suspend", a);
+    ts_ap_call_ok(srv.admin, "POST", path, NULL, 202);
+    report_state("sw1", a, 1, "exited", "\"exit_code\": 0");
+    json_t *j = ts_ap_wait_state(a, "scheduled", 10); /* requeued, placed again at once */
+    assert_int_equal(ts_it_int(j, "resume_count"), 1);
+    assert_int_equal(ts_it_int(j, "attempt"), 2);
+    assert_false(json_is_true(json_object_get(j, "suspend_held")));
+    json_decref(j);
+    char q[160], out[64];
+    snprintf(q, sizeof(q),
+             "SELECT string_agg(type, ',' ORDER BY id) FROM job_event WHERE job_id = %lld"
+             " AND type IN ('requeued', 'succeeded', 'failed')",
+             a);
+    sql(q, out, sizeof(out));
+    assert_string_equal(out, "requeued");
+    report_state("sw1", a, 2, "running", "");
+    json_decref(ts_ap_wait_state(a, "running", 2));
+    report_state("sw1", a, 2, "exited", "\"exit_code\": 0");
+    j = ts_ap_wait_state(a, "succeeded", 2);
+    assert_int_equal(ts_it_int(j, "exit_code"), 0);
+    json_decref(j);
+}
+
 static void resolver_events_are_stored_once_and_bad_ones_refused(void **state)
 {
     (void)state;
@@ -671,6 +702,7 @@ int main(void)
         cmocka_unit_test(a_job_that_refuses_swap_and_can_burst_stays_off_nodes_that_swap),
         cmocka_unit_test(the_scheduler_suspends_a_borrower_for_the_owner_and_resumes_it_later),
         cmocka_unit_test(cancelling_a_suspended_job_ends_its_suspension),
+        cmocka_unit_test(a_suspending_job_that_exits_0_is_requeued_not_succeeded),
         cmocka_unit_test(resolver_events_are_stored_once_and_bad_ones_refused),
         cmocka_unit_test(a_suspending_job_its_agent_no_longer_names_goes_back_to_the_queue),
         cmocka_unit_test(two_suspensions_at_once_cannot_both_take_the_last_swap),

@@ -218,6 +218,120 @@ the_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_on_the_other_node(void
     c->passed = true;
 }
 
+/*
+ * A training job written the usual way: it counts steps; on SIGTERM it
+ * saves the step it reached into $TESSERA_CHECKPOINT_DIR/ckpt and exits 0
+ * (a Slurm requeue handler, PyTorch Lightning, Hugging Face Trainer). A
+ * start with TESSERA_RESUME_COUNT above 0 reads the checkpoint back, writes
+ * "resume=N from=STEP" to resumed, and finishes 10 steps later with 0.
+ */
+#define CHECKPOINTING_JOB                                                                          \
+    TS_E2E_RECORD_START                                                                            \
+    "d=$TESSERA_CHECKPOINT_DIR; step=0; end=-1;"                                                   \
+    " if [ \"$TESSERA_RESUME_COUNT\" -gt 0 ]; then step=$(cat \"$d/ckpt\");"                       \
+    " echo \"resume=$TESSERA_RESUME_COUNT from=$step\" >> \"$d/resumed\"; end=$((step + 10)); fi;" \
+    " trap 'echo $step > \"$d/ckpt.new\"; mv \"$d/ckpt.new\" \"$d/ckpt\";"                         \
+    " echo \"saved step=$step\" >> \"$d/saved\"; exit 0' TERM;"                                    \
+    " echo ready >> \"$d/ready\";"                                                                 \
+    " while [ $step != $end ]; do sleep 0.1; step=$((step + 1)); done; exit 0"
+
+static void an_evicted_job_that_checkpoints_and_exits_0_is_resumed_from_its_checkpoint(void **state)
+{
+    struct ts_e2e *c = *state;
+    struct ts_it_server *s = &c->srv;
+    char name[32];
+
+    /* the borrower (quota 1) fills the 4 GPUs with checkpointing jobs */
+    long long b[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof(name), "train-%d", i + 1);
+        b[i] = ts_e2e_submit(s, "borrower", name, "{\"count\": 1}", "30s", NULL, CHECKPOINTING_JOB);
+        assert_true(b[i] > 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        json_decref(running(s, b[i]));
+        double end = ts_e2e_now() + 30; /* its trap is set once it wrote ready */
+        char *t;
+        while (t = ts_e2e_checkpoint_file(s, b[i], "ready"), ts_e2e_count_lines(t, "ready") < 1) {
+            free(t);
+            if (ts_e2e_now() > end)
+                fail_msg("job %lld did not set its SIGTERM trap", b[i]);
+            ts_e2e_sleep(0.05);
+        }
+        free(t);
+    }
+    ts_e2e_sleep(1); /* a few steps done */
+
+    /* the owner takes one GPU back: one borrower job is evicted */
+    long long own =
+        ts_e2e_submit(s, "owner", "own-1", "{\"count\": 1}", "3s", NULL, TS_E2E_SLEEPING_JOB);
+    assert_true(own > 0);
+    json_decref(running(s, own));
+    long long victim = -1;
+    double end = ts_e2e_now() + 30;
+    while (victim < 0 && ts_e2e_now() < end) {
+        for (int i = 0; i < 4 && victim < 0; i++) {
+            json_t *j = ts_e2e_job(s, b[i]);
+            assert_non_null(j);
+            if (ts_it_int(j, "resume_count") == 1)
+                victim = b[i];
+            json_decref(j);
+        }
+        ts_e2e_sleep(0.1);
+    }
+    assert_true(victim > 0);
+
+    /* it saved step S and exited 0 on SIGTERM: requeued, never succeeded */
+    json_t *j = ts_e2e_job(s, victim);
+    assert_non_null(j);
+    fprintf(stderr, "victim %lld: %s\n", victim, ts_it_str(j, "state"));
+    assert_true(strcmp(ts_it_str(j, "state"), "pending") == 0 ||
+                strcmp(ts_it_str(j, "state"), "scheduled") == 0 ||
+                strcmp(ts_it_str(j, "state"), "running") == 0);
+    assert_true(json_is_null(json_object_get(j, "exit_code")));
+    json_decref(j);
+    char *saved = ts_e2e_checkpoint_file(s, victim, "saved");
+    assert_int_equal(ts_e2e_count_lines(saved, "saved step="), 1);
+    double step = ts_e2e_line_value(saved, 0, "step");
+    free(saved);
+    assert_true(step >= 5); /* it did 0.1 s steps for over a second */
+    assert_int_equal(ts_e2e_event_count(s, victim, "succeeded"), 0);
+    assert_int_equal(ts_e2e_event_count(s, victim, "evicting"), 1);
+    assert_true(ts_e2e_event_has(s, victim, "requeued", "exited with status 0"));
+
+    /* the owner's job ends: the victim resumes, reads its checkpoint, finishes */
+    assert_int_equal(ts_e2e_cancel(s, own), 200);
+    json_decref(ts_e2e_wait_state(s, own, "cancelled", 30));
+    j = ts_e2e_wait_state(s, victim, "succeeded", 60);
+    assert_non_null(j);
+    assert_int_equal(ts_it_int(j, "resume_count"), 1);
+    assert_int_equal(ts_it_int(j, "attempt"), 2);
+    assert_int_equal(ts_it_int(j, "exit_code"), 0);
+    json_decref(j);
+    char *resumed = ts_e2e_checkpoint_file(s, victim, "resumed");
+    assert_int_equal(ts_e2e_count_lines(resumed, "resume="), 1);
+    assert_true(ts_e2e_line_value(resumed, 0, "resume") == 1);
+    assert_true(ts_e2e_line_value(resumed, 0, "from") == step);
+    free(resumed);
+    char *starts = ts_e2e_checkpoint_file(s, victim, "starts");
+    char buf[32];
+    assert_int_equal(ts_e2e_starts(starts, 1, "resume", buf, sizeof(buf)), 2);
+    assert_string_equal(buf, "1");
+    free(starts);
+    assert_int_equal(ts_e2e_event_count(s, victim, "succeeded"), 1);
+    /* the others were never evicted */
+    for (int i = 0; i < 4; i++) {
+        if (b[i] == victim)
+            continue;
+        j = ts_e2e_job(s, b[i]);
+        assert_non_null(j);
+        assert_int_equal(ts_it_int(j, "resume_count"), 0);
+        assert_string_equal(ts_it_str(j, "state"), "running");
+        json_decref(j);
+    }
+    c->passed = true;
+}
+
 /* Wait until the job has been considered by the scheduler and is still
  * pending with reason code; fails otherwise. */
 static void stays_pending(struct ts_it_server *s, long long id, const char *code)
@@ -298,6 +412,9 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(
             the_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_on_the_other_node, setup,
+            ts_e2e_teardown),
+        cmocka_unit_test_setup_teardown(
+            an_evicted_job_that_checkpoints_and_exits_0_is_resumed_from_its_checkpoint, setup,
             ts_e2e_teardown),
         cmocka_unit_test_setup_teardown(
             limits_and_non_preemptible_jobs_keep_projects_to_their_share, setup, ts_e2e_teardown),

@@ -93,7 +93,7 @@ struct ts_project_spec {
 struct ts_usage {
     double allocated_gpus;
     double allocated_nonpreemptible_gpus;
-    double requested_gpus;       /* GPUs asked for by jobs not finished */
+    double requested_gpus;       /* GPUs asked for by jobs not finished (store_quota.c) */
     int64_t pending_jobs;
     int64_t running_jobs;        /* placed: scheduled, running or stopping */
     double deserved_gpus;        /* min(quota, demand), at the last scheduler cycle */
@@ -193,8 +193,9 @@ struct ts_gpu_request {
     int64_t memory_limit_bytes;  /* >= memory_bytes; equals it when not given */
     int devices;                 /* fractional requests: GPUs of one node, 1..64 */
 };
-/* GPUs the request counts against a quota: count, or portion * devices;
- * memory requests count 0 until placed (their GPU's size is not known). */
+/* GPUs a count or portion request asks for: count, or portion * devices
+ * (job.requested_gpus). A memory request gives 0 here: what it asks for
+ * depends on the GPUs (store_quota.c counts it when usage is read). */
 double ts_gpu_request_gpus(const struct ts_gpu_request *g);
 /* A job's "gpu": {...}; NULL or JSON null is TS_GPU_NONE. Messages name
  * "gpu.<member>". */

@@ -139,6 +139,7 @@ CREATE TABLE job (
     gpu_memory_bytes    bigint NOT NULL DEFAULT 0,
     gpu_memory_limit_bytes bigint NOT NULL DEFAULT 0,
     gpu_devices         integer NOT NULL DEFAULT 0,
+    -- count, or portion x devices; 0 for a memory request (store_quota.c counts it)
     requested_gpus      double precision NOT NULL DEFAULT 0,
     cpu                 double precision NOT NULL DEFAULT 0,
     memory_bytes        bigint NOT NULL DEFAULT 0,

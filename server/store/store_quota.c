@@ -8,15 +8,29 @@
 #include "server/store/row.h"
 #include "server/store/store.h"
 
-/* Usage per project over jobs that have not finished. */
+/* Usage per project over jobs that have not finished. What a job requests,
+ * in GPUs: its count, or portion x devices (job.requested_gpus, set at
+ * submission); for a memory request, once placed what it is allocated (its
+ * bytes over the usable memory of the GPUs it is on), before that its share
+ * of the largest usable GPU of the cluster, at most 1 per device (and 1 per
+ * device while there is no GPU at all): the rule by which the scheduler
+ * counts a pending job's demand (preq_prepare in server/sched/cluster.c, over
+ * every registered GPU, usable = memory - its node's reserve), so that
+ * requested and the scheduler's demand agree and a project never shows less
+ * requested than allocated. */
 #define USAGE_SQL                                                                                  \
-    "SELECT project_id, sum(allocated_gpus) AS alloc,"                                             \
-    " coalesce(sum(allocated_gpus) FILTER (WHERE NOT preemptible), 0) AS alloc_np,"                \
-    " sum(requested_gpus) AS req,"                                                                 \
-    " count(*) FILTER (WHERE state = 'pending') AS pending,"                                       \
-    " count(*) FILTER (WHERE state IN ('scheduled', 'running', 'evicting', 'cancelling'))"         \
+    "SELECT j.project_id, sum(j.allocated_gpus) AS alloc,"                                         \
+    " coalesce(sum(j.allocated_gpus) FILTER (WHERE NOT j.preemptible), 0) AS alloc_np,"            \
+    " sum(CASE WHEN j.gpu_kind <> 'memory' THEN j.requested_gpus"                                  \
+    "   WHEN j.allocated_gpus > 0 THEN j.allocated_gpus"                                           \
+    "   WHEN m.usable > 0 THEN least(1, j.gpu_memory_bytes / m.usable) * j.gpu_devices"            \
+    "   ELSE j.gpu_devices END) AS req,"                                                           \
+    " count(*) FILTER (WHERE j.state = 'pending') AS pending,"                                     \
+    " count(*) FILTER (WHERE j.state IN ('scheduled', 'running', 'evicting', 'cancelling'))"       \
     "   AS running"                                                                                \
-    " FROM job WHERE state NOT IN ('succeeded', 'failed', 'cancelled') GROUP BY project_id"
+    " FROM job j, (SELECT max(g.memory_bytes - n.gpu_reserve_bytes)::float8 AS usable"             \
+    "   FROM gpu g JOIN node n ON n.id = g.node_id WHERE n.gpu_reserve_bytes < g.memory_bytes) m"  \
+    " WHERE j.state NOT IN ('succeeded', 'failed', 'cancelled') GROUP BY j.project_id"
 
 /* clang-format off */
 #define PROJECT_SQL                                                                                \

@@ -48,7 +48,8 @@ struct job {
     int stop_dec;      /* its stop decision, -1 */
     int prev, next;    /* the node's list of running jobs */
     enum stage stage;
-    bool reclaim_tried;
+    bool reclaim_tried; /* a reclaim was tried and found no victims */
+    bool reclaim_tier1; /* ... and it was the reclaim within quota */
     int64_t position;
 };
 
@@ -56,8 +57,10 @@ struct proj {
     double alloc;    /* GPUs allocated now */
     double alloc_np; /* of which non-preemptible */
     double demand;
-    double deserved;
+    double deserved; /* min(quota, demand, limit) */
     double fair;
+    double alloc0, fair0; /* before this cycle's decisions (the snapshot's), for
+                             the messages of stops and binds */
     int64_t min_runtime;
     int heap_pos;
     int *queue; /* this pass's pending jobs, in order */
@@ -68,6 +71,14 @@ struct proj {
     int *vic;         /* victims.c: its stoppable running jobs, in candidate order */
     size_t nvic, capvic;
     double removed; /* victims.c scratch */
+};
+
+struct dep {
+    double alloc;    /* GPUs allocated now */
+    double deserved; /* min(quota, demand, limit), demand as fairshare.c sums it */
+    double alloc0;   /* before this cycle's decisions */
+    int touched;     /* victims.c scratch */
+    double removed;  /* victims.c scratch */
 };
 
 struct decision_buf {
@@ -83,7 +94,7 @@ struct cycle {
     struct job *jobs;
     size_t njobs;
     struct proj *projs;
-    double *dep_alloc;
+    struct dep *deps;
     double *demand, *deserved, *fair; /* shares_update's buffers, per project */
     int *node_head;                   /* first running job on each node, -1 */
     struct decision_buf dec;
@@ -114,6 +125,10 @@ bool cycle_holds_suspension(const struct job *v);
 bool cycle_protected(const struct cycle *cy, const struct job *v);
 const char *cycle_printf(struct cycle *cy, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* "held 0.5 GPU of its quota 2 (fair share 1.5)": project p before this
+ * cycle's decisions, for the messages of stops and binds (borrowed from the
+ * cycle's arena). */
+const char *cycle_held(struct cycle *cy, int p);
 
 /* order.c: the pass's queue */
 struct order;
@@ -124,13 +139,23 @@ void order_free(struct order *o);
 
 /* victims.c: fewest, lowest-priority, most recently started victims on one
  * node that make room for job j. Candidates: for reclaim, jobs of the other
- * projects above their fair share; else jobs of j's project below
- * below_priority. min_free is what the victims must free (limits). */
+ * projects above their quota (tier 1) or fair share (tier 2); else jobs of
+ * j's project below below_priority. min_free is what the victims must free
+ * (limits). */
 struct victim_rule {
     bool reclaim;
-    int below_priority;      /* preempt: victims' priority is lower */
-    double min_free;         /* GPUs the victims must free (preempt under a limit) */
-    double reclaimer_excess; /* reclaim: j's project's excess over fair share after */
+    int below_priority; /* preempt: victims' priority is lower */
+    double min_free;    /* GPUs the victims must free (preempt under a limit) */
+    /* reclaim: */
+    bool tier1;              /* within quota: take only from projects above theirs */
+    bool other_deps;         /* victims outside j's department may be taken */
+    bool keep_quota_in;      /* victims' projects of j's department stay at or
+                                above their quotas */
+    bool keep_quota_out;     /* other victims' projects and departments stay at
+                                or above their quotas */
+    bool fair_rule;          /* the anti-loop invariant: victims stay at least
+                                reclaimer_excess above their fair shares */
+    double reclaimer_excess; /* j's project's excess over fair share after */
 };
 bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *node, int *victims,
                   bool *suspend, int *nvictims);
@@ -143,7 +168,7 @@ void victims_index_free(struct cycle *cy);
 
 /* reclaim.c, preempt.c: try; on success the decisions are made */
 bool reclaim_try(struct cycle *cy, int j);
-bool preempt_try(struct cycle *cy, int j, double min_free);
+bool preempt_try(struct cycle *cy, int j, double min_free, bool dep_limit);
 
 /* reason.c: the pending reason of job j in the final state */
 struct diag_cache *diag_cache_new(size_t n);

@@ -35,6 +35,18 @@ const char *cycle_printf(struct cycle *cy, const char *fmt, ...)
     return s;
 }
 
+const char *cycle_held(struct cycle *cy, int p)
+{
+    const struct proj *P = &cy->projs[p];
+    char a[32], q[32], f[32];
+    fmt_gpus(a, sizeof(a), P->alloc0);
+    double shown = strtod(a, NULL); /* 0.5 GPU, 1 GPU, 0 GPUs, 1.5 GPUs */
+    bool one = shown > 0 && shown <= 1;
+    return cycle_printf(cy, "held %s GPU%s of its quota %s (fair share %s)", a, one ? "" : "s",
+                        fmt_gpus(q, sizeof(q), cy->snap->projects[p].quota_gpus),
+                        fmt_gpus(f, sizeof(f), P->fair0));
+}
+
 static void push_decision(struct cycle *cy, const struct ts_sched_decision *d)
 {
     struct decision_buf *b = &cy->dec;
@@ -84,7 +96,7 @@ static void account(struct cycle *cy, const struct job *J, int sign)
         P->alloc_np += sign * J->gpus;
     int d = cy->snap->projects[J->project].department;
     if (d >= 0)
-        cy->dep_alloc[d] += sign * J->gpus;
+        cy->deps[d].alloc += sign * J->gpus;
 }
 
 void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots, size_t nslots,
@@ -312,6 +324,7 @@ static void attempt(struct cycle *cy, int j)
     struct job *J = &cy->jobs[j];
     J->stage = STAGE_NONE;
     J->reclaim_tried = false;
+    J->reclaim_tier1 = false;
     if (!J->valid) {
         J->stage = STAGE_INVALID;
         return;
@@ -328,11 +341,11 @@ static void attempt(struct cycle *cy, int j)
     if (sp->department >= 0) {
         const struct ts_sched_department *d = &cy->snap->departments[sp->department];
         if (d->has_limit)
-            short_d = cy->dep_alloc[sp->department] + est - d->limit_gpus;
+            short_d = cy->deps[sp->department].alloc + est - d->limit_gpus;
     }
     double short_all = fmax(short_p, short_d);
     if (est > EPS && short_all > 1e-6) {
-        if (preempt_try(cy, j, short_all))
+        if (preempt_try(cy, j, short_all, short_d > short_p))
             return;
         J->stage = short_p >= short_d ? STAGE_OVER_LIMIT : STAGE_DEPT_LIMIT;
         return;
@@ -357,7 +370,7 @@ static void attempt(struct cycle *cy, int j)
     }
     if (reclaim_try(cy, j))
         return;
-    if (preempt_try(cy, j, 0))
+    if (preempt_try(cy, j, 0, false))
         return;
     J->stage = STAGE_NO_ROOM;
 }
@@ -450,8 +463,10 @@ static void shares_update(struct cycle *cy)
         cy->projs[p].alloc_np = 0;
         cy->demand[p] = 0;
     }
-    for (size_t d = 0; d < snap->ndepartments; d++)
-        cy->dep_alloc[d] = 0;
+    for (size_t d = 0; d < snap->ndepartments; d++) {
+        cy->deps[d].alloc = 0;
+        cy->deps[d].deserved = 0; /* its demand, for now */
+    }
     for (size_t i = 0; i < cy->njobs; i++) {
         const struct job *J = &cy->jobs[i];
         if (J->running)
@@ -469,7 +484,30 @@ static void shares_update(struct cycle *cy)
     for (size_t p = 0; p < np; p++) {
         cy->projs[p].deserved = cy->deserved[p];
         cy->projs[p].fair = cy->fair[p];
+        const struct ts_sched_project *sp = &snap->projects[p];
+        if (sp->department >= 0) /* as fairshare.c sums a department's demand */
+            cy->deps[sp->department].deserved +=
+                sp->has_limit ? fmin(cy->demand[p], sp->limit_gpus) : cy->demand[p];
     }
+    for (size_t d = 0; d < snap->ndepartments; d++) {
+        const struct ts_sched_department *sd = &snap->departments[d];
+        double des = fmin(cy->deps[d].deserved, sd->quota_gpus);
+        if (sd->has_limit)
+            des = fmin(des, sd->limit_gpus);
+        cy->deps[d].deserved = fmax(0, des);
+    }
+}
+
+/* What the messages of stops and binds tell: the state before this cycle's
+ * decisions (the first pass sees the snapshot's). */
+static void shares_keep_first(struct cycle *cy)
+{
+    for (size_t p = 0; p < cy->snap->nprojects; p++) {
+        cy->projs[p].alloc0 = cy->projs[p].alloc;
+        cy->projs[p].fair0 = cy->projs[p].fair;
+    }
+    for (size_t d = 0; d < cy->snap->ndepartments; d++)
+        cy->deps[d].alloc0 = cy->deps[d].alloc;
 }
 
 static enum ts_err build_projects(struct cycle *cy)
@@ -477,11 +515,11 @@ static enum ts_err build_projects(struct cycle *cy)
     const struct ts_sched_snapshot *snap = cy->snap;
     size_t np = snap->nprojects;
     cy->projs = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(struct proj));
-    cy->dep_alloc = ts_arena_alloc(cy->a, (snap->ndepartments + 1) * sizeof(double));
+    cy->deps = ts_arena_alloc(cy->a, (snap->ndepartments + 1) * sizeof(struct dep));
     cy->demand = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
     cy->deserved = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
     cy->fair = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(double));
-    if (!cy->projs || !cy->dep_alloc || !cy->demand || !cy->deserved || !cy->fair)
+    if (!cy->projs || !cy->deps || !cy->demand || !cy->deserved || !cy->fair)
         return TS_ERR_NOMEM;
     for (size_t p = 0; p < np; p++) {
         int64_t m = snap->projects[p].min_runtime_s;
@@ -595,6 +633,8 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
         cy->pass_decisions = 0;
         memo_clear(cy->reclaim_memo);
         shares_update(cy);
+        if (pass == 1)
+            shares_keep_first(cy);
         cy->order = order_new(cy);
         if (cy->order == NULL && cy->njobs > 0) {
             rc = TS_ERR_NOMEM;

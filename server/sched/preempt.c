@@ -1,11 +1,13 @@
 /*
  * preempt.c - inside one project, a job displaces preemptible jobs of lower
  * priority. Also the way a job gets in when its project is at its limit: the
- * victims must then free at least what the limit leaves short.
+ * victims must then free at least what the limit leaves short. The
+ * messages tell what the project (and, under a department's limit, the
+ * department) held before this cycle's decisions.
  */
 #include "server/sched/cycle.h"
 
-bool preempt_try(struct cycle *cy, int j, double min_free)
+bool preempt_try(struct cycle *cy, int j, double min_free, bool dep_limit)
 {
     struct job *J = &cy->jobs[j];
     uint64_t key = preq_signature(&J->p, 0x50524545ULL + (uint64_t)J->project * 7919u +
@@ -20,14 +22,30 @@ bool preempt_try(struct cycle *cy, int j, double min_free)
         memo_add(cy->reclaim_memo, key);
         return false;
     }
-    const char *pname = cy->snap->projects[J->project].name;
+    const struct ts_sched_project *sp = &cy->snap->projects[J->project];
+    const char *held = cycle_held(cy, J->project);
+    char lim[32], dheld[32];
+    const char *why; /* what the stop and the bind say of the project, or its limit */
+    if (min_free <= 0) {
+        why = cycle_printf(cy, "project \"%s\" %s before this cycle", sp->name, held);
+    } else if (dep_limit) {
+        const struct ts_sched_department *d = &cy->snap->departments[sp->department];
+        fmt_gpus(dheld, sizeof(dheld), cy->deps[sp->department].alloc0);
+        why =
+            cycle_printf(cy,
+                         "department \"%s\" may use at most %s GPUs and held %s before this "
+                         "cycle, project \"%s\" %s",
+                         d->name, fmt_gpus(lim, sizeof(lim), d->limit_gpus), dheld, sp->name, held);
+    } else {
+        why = cycle_printf(cy, "project \"%s\" may use at most %s GPUs and %s before this cycle",
+                           sp->name, fmt_gpus(lim, sizeof(lim), sp->limit_gpus), held);
+    }
     for (int i = 0; i < nv; i++) {
         const struct job *x = &cy->jobs[victims[i]];
         cycle_stop(cy, victims[i], j, suspend[i], "preempt",
-                   cycle_printf(cy,
-                                "preempt: job \"%s\" of project \"%s\" has priority %d; this "
-                                "job has %d",
-                                J->name, pname, J->priority, x->priority));
+                   cycle_printf(cy, "%s: job \"%s\" has priority %d, this job %d; %s",
+                                min_free > 0 ? "limit" : "preempt", J->name, J->priority,
+                                x->priority, why));
     }
     int saved = J->p.only_node, n;
     struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
@@ -38,9 +56,8 @@ bool preempt_try(struct cycle *cy, int j, double min_free)
     if (!ok)
         return false; /* cannot happen: victims_find checked the same room */
     cycle_bind(cy, j, n, slots, ns, "preempt",
-               cycle_printf(cy,
-                            "placed on %s by preempting %d lower-priority job%s of "
-                            "project \"%s\"",
-                            cy->snap->nodes[n].name, nv, nv == 1 ? "" : "s", pname));
+               cycle_printf(cy, "placed on %s by preempting %d lower-priority job%s%s: %s",
+                            cy->snap->nodes[n].name, nv, nv == 1 ? "" : "s",
+                            min_free > 0 ? " within the limit" : "", why));
     return true;
 }

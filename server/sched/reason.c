@@ -5,7 +5,8 @@
  * Codes: invalid_request, over_limit, quota_exhausted, node_unavailable (no
  * ready node matches the labels, models or suspension node), too_large (no
  * matching node could hold it even empty), waiting_for_reclaim (its project
- * is below its fair share, but nothing can be reclaimed now), fragmented
+ * is within its quota, or below its fair share, but nothing can be reclaimed
+ * now; the sentence says which tier of reclaim.c applies), fragmented
  * (enough GPU is free on matching nodes, but not in one place), no_fit (not
  * enough is free). The node scan behind the last four is cached per request
  * shape, so 10,000 pending jobs of a few shapes cost a few scans.
@@ -341,6 +342,72 @@ static void no_room(struct cycle *cy, const struct job *J, const struct diag *d,
                             fmt_gpus(b, sizeof(b), d->best_frac), node_name(cy, d->best_free_node));
 }
 
+static const char *gpus_word(const char *shown)
+{
+    double g = strtod(shown, NULL);
+    return g > 0 && g <= 1 ? "GPU" : "GPUs";
+}
+
+/* Which tier of reclaim applies, with the numbers (reclaim.c). */
+static const char *waiting_for_reclaim(struct cycle *cy, const struct job *J)
+{
+    const struct ts_sched_project *sp = &cy->snap->projects[J->project];
+    const struct proj *P = &cy->projs[J->project];
+    int d = sp->department;
+    double g = J->p.gpus_at_most;
+    char a[32], q[32], w[32], f[32], dq[32], dw[32], x[32];
+    fmt_gpus(a, sizeof(a), P->alloc);
+    fmt_gpus(q, sizeof(q), sp->quota_gpus);
+    fmt_gpus(w, sizeof(w), P->alloc + g);
+    bool dep_within = d < 0 || cy->deps[d].alloc + g <= cy->deps[d].deserved + EPS;
+    const char *dname = d >= 0 ? cy->snap->departments[d].name : "";
+    if (d >= 0) {
+        fmt_gpus(dq, sizeof(dq), cy->snap->departments[d].quota_gpus);
+        fmt_gpus(dw, sizeof(dw), cy->deps[d].alloc + g);
+    }
+    if (J->reclaim_tier1) {
+        fmt_gpus(x, sizeof(x), g);
+        if (dep_within)
+            return cycle_printf(cy,
+                                "project \"%s\" is within its quota (%s of %s GPUs, %s with this "
+                                "job): it may reclaim from projects above their quotas, but none "
+                                "has a preemptible job that can give %s %s and leave it at or "
+                                "above its quota",
+                                sp->name, a, q, w, x, gpus_word(x));
+        return cycle_printf(cy,
+                            "project \"%s\" is within its quota (%s of %s GPUs, %s with this "
+                            "job) but department \"%s\" is not (%s of %s GPUs with this job): "
+                            "it may reclaim from projects of \"%s\" above their quotas, but "
+                            "none has a preemptible job that can give %s %s and leave it at or "
+                            "above its quota",
+                            sp->name, a, q, w, dname, dw, dq, dname, x, gpus_word(x));
+    }
+    const char *quota;
+    if (P->alloc + g > P->deserved + EPS)
+        quota = cycle_printf(cy, "would pass its quota with this job (%s of %s GPUs)", w, q);
+    else if (!dep_within)
+        quota = cycle_printf(cy,
+                             "department \"%s\" would pass its quota with this job (%s of %s "
+                             "GPUs)",
+                             dname, dw, dq);
+    else
+        quota = cycle_printf(cy,
+                             "is within its quota with this job (%s of %s GPUs), but no "
+                             "project is above its quota",
+                             w, q);
+    double ex = P->alloc + J->p.gpus_estimate - P->fair;
+    fmt_gpus(x, sizeof(x), fabs(ex));
+    const char *excess = fabs(ex) < 0.005 ? cycle_printf(cy, "at it")
+                                          : cycle_printf(cy, "%s %s %s", x, gpus_word(x),
+                                                         ex > 0 ? "above" : "below");
+    return cycle_printf(cy,
+                        "project \"%s\" is below its fair share (%s of %s GPUs) and %s: it "
+                        "may reclaim from projects above their fair shares, but none has a "
+                        "preemptible job that can make room and leave it at least as far above "
+                        "its share as \"%s\" would be with this job (%s)",
+                        sp->name, a, fmt_gpus(f, sizeof(f), P->fair), quota, sp->name, excess);
+}
+
 void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
 {
     const struct job *J = &cy->jobs[j];
@@ -372,7 +439,7 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
         return;
     case STAGE_DEPT_LIMIT: {
         const struct ts_sched_department *d = &cy->snap->departments[sp->department];
-        double used = cy->dep_alloc[sp->department];
+        double used = cy->deps[sp->department].alloc;
         *code = "over_limit";
         *msg = cycle_printf(cy,
                             "department \"%s\" %s its limit: %s of %s GPUs in use and the job "
@@ -406,11 +473,7 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
     }
     if (J->reclaim_tried) {
         *code = "waiting_for_reclaim";
-        *msg = cycle_printf(cy,
-                            "project \"%s\" is below its fair share (%s of %s GPUs) but no "
-                            "preemptible job of a project above its share can make room now",
-                            sp->name, fmt_gpus(a, sizeof(a), P->alloc),
-                            fmt_gpus(b, sizeof(b), P->fair));
+        *msg = waiting_for_reclaim(cy, J);
         return;
     }
     if (J->p.only_slots != NULL) {

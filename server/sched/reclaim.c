@@ -1,56 +1,65 @@
 /*
- * reclaim.c - a project below its fair share takes GPUs back from preemptible
- * jobs of projects above theirs.
+ * reclaim.c - a project takes GPUs back from preemptible jobs of projects
+ * above their quota or fair share. Two tiers:
  *
- * Taken only when, after it, the reclaiming project is still no further above
- * its fair share than each victim's project (in GPUs: allocated - fair share);
- * this is the invariant that keeps two projects from reclaiming from each
- * other in turn. Non-preemptible jobs are never victims, nor jobs inside
- * their minimum runtime (victims.c).
+ * 1. Within quota. A project that stays within its deserved quota with the
+ *    job (min(quota, demand, limit); its department too, unless the victims
+ *    are of the same department) takes from projects above theirs, as long
+ *    as each victim's project stays at or above its quota (and its
+ *    department, where it is another, at or above the department's),
+ *    whatever the fair shares say: a quota is a guarantee.
+ * 2. By fair share. A project below its fair share borrows from projects
+ *    above theirs, only while each victim's project stays at least as far
+ *    above its fair share as the reclaimer will be (in GPUs: allocated -
+ *    fair share): the anti-loop invariant.
+ *
+ * Tier 1 goes first; tier 2 when it finds no victims. Neither can be taken
+ * back by the other: a tier-1 victim stays at or above its quota, so it
+ * cannot reclaim within quota, and a tier-1 reclaimer that ends above its
+ * fair share (only where quotas are sold beyond the GPUs, so that fair
+ * shares are below them) also keeps the anti-loop invariant, so the victim
+ * cannot reclaim by fair share either; a tier-2 reclaimer that ends beyond
+ * its quota (or its department beyond its) takes no project (or other
+ * department) below its quota, so its victim cannot reclaim within quota,
+ * and one that ends within its quota is no tier-1 victim. Non-preemptible
+ * jobs are never victims, nor jobs inside their minimum runtime
+ * (victims.c).
+ *
+ * The messages tell what the projects held before this cycle's decisions
+ * (the snapshot's allocation), their quotas and fair shares; the decisions
+ * themselves are made on the state so far.
  */
 #include "server/sched/cycle.h"
 
-bool reclaim_try(struct cycle *cy, int j)
+static bool take(struct cycle *cy, int j, const struct victim_rule *r)
 {
     struct job *J = &cy->jobs[j];
-    struct proj *P = &cy->projs[J->project];
-    if (!(P->alloc + EPS < P->fair))
-        return false;
-    if (J->p.ndev == 0)
-        return false; /* a CPU-only job brings its project no closer to its share */
-    bool any = false; /* a project above its fair share to take from */
-    for (size_t q = 0; q < cy->snap->nprojects && !any; q++)
-        any = (int)q != J->project && cy->projs[q].alloc > cy->projs[q].fair + EPS;
-    if (!any)
-        return false;
-    J->reclaim_tried = true;
-    uint64_t key = preq_signature(&J->p, 0x5245434cULL + (uint64_t)J->project);
+    uint64_t key =
+        preq_signature(&J->p, (r->tier1 ? 0x52454331ULL : 0x5245434cULL) + (uint64_t)J->project);
     if (memo_has(cy->reclaim_memo, key))
         return false;
-    struct victim_rule r = {
-        .reclaim = true,
-        .reclaimer_excess = P->alloc + J->p.gpus_estimate - P->fair,
-    };
     int node, victims[256], nv = 0;
     bool suspend[256];
-    if (!victims_find(cy, j, &r, &node, victims, suspend, &nv)) {
+    if (!victims_find(cy, j, r, &node, victims, suspend, &nv)) {
         memo_add(cy->reclaim_memo, key);
         return false;
     }
     const char *pname = cy->snap->projects[J->project].name;
-    char a[32], f[32], va[32], vf[32];
-    fmt_gpus(a, sizeof(a), P->alloc);
-    fmt_gpus(f, sizeof(f), P->fair);
+    const char *held = cycle_held(cy, J->project);
     for (int i = 0; i < nv; i++) {
-        const struct job *x = &cy->jobs[victims[i]];
-        const struct proj *pv = &cy->projs[x->project];
-        fmt_gpus(va, sizeof(va), pv->alloc);
-        fmt_gpus(vf, sizeof(vf), pv->fair);
-        cycle_stop(cy, victims[i], j, suspend[i], "reclaim",
-                   cycle_printf(cy,
-                                "reclaim: project \"%s\" is below its fair share (%s of %s); "
-                                "project \"%s\" is above its (%s of %s)",
-                                pname, a, f, cy->snap->projects[x->project].name, va, vf));
+        int q = cy->jobs[victims[i]].project;
+        const char *msg =
+            r->tier1 ? cycle_printf(cy,
+                                    "reclaim within quota: project \"%s\" %s before this cycle and "
+                                    "stays within its quota with this job; project \"%s\" %s and "
+                                    "keeps at least its quota",
+                                    pname, held, cy->snap->projects[q].name, cycle_held(cy, q))
+                     : cycle_printf(cy,
+                                    "reclaim by fair share: project \"%s\" %s before this cycle; "
+                                    "project \"%s\" %s and stays at least as far above its fair "
+                                    "share",
+                                    pname, held, cy->snap->projects[q].name, cycle_held(cy, q));
+        cycle_stop(cy, victims[i], j, suspend[i], "reclaim", msg);
     }
     int saved = J->p.only_node, n;
     struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
@@ -62,8 +71,64 @@ bool reclaim_try(struct cycle *cy, int j)
         return false; /* cannot happen: victims_find checked the same room */
     cycle_bind(cy, j, n, slots, ns, "reclaim",
                cycle_printf(cy,
-                            "placed on %s by reclaiming %d job%s: project \"%s\" is "
-                            "below its fair share (%s of %s)",
-                            cy->snap->nodes[n].name, nv, nv == 1 ? "" : "s", pname, a, f));
+                            "placed on %s by reclaiming %d job%s %s: project \"%s\" %s before "
+                            "this cycle",
+                            cy->snap->nodes[n].name, nv, nv == 1 ? "" : "s",
+                            r->tier1 ? "within quota" : "by fair share", pname, held));
     return true;
+}
+
+bool reclaim_try(struct cycle *cy, int j)
+{
+    struct job *J = &cy->jobs[j];
+    const struct proj *P = &cy->projs[J->project];
+    if (J->p.ndev == 0)
+        return false; /* a CPU-only job brings its project no closer to its share */
+    int d = cy->snap->projects[J->project].department;
+    double g = J->p.gpus_at_most; /* whatever GPU it lands on */
+    bool proj_within = P->alloc + g <= P->deserved + EPS;
+    bool dep_within = d < 0 || cy->deps[d].alloc + g <= cy->deps[d].deserved + EPS;
+    size_t np = cy->snap->nprojects;
+    if (proj_within) {
+        bool any = false; /* a project above its quota to take from */
+        for (size_t q = 0; q < np && !any; q++) {
+            const struct proj *V = &cy->projs[q];
+            int e = cy->snap->projects[q].department;
+            any = (int)q != J->project && V->alloc > V->deserved + EPS &&
+                  (dep_within || (d >= 0 && e == d));
+        }
+        if (any) {
+            J->reclaim_tried = true;
+            J->reclaim_tier1 = true;
+            double excess = P->alloc + g - P->fair;
+            struct victim_rule r = {
+                .reclaim = true,
+                .tier1 = true,
+                .other_deps = dep_within,
+                .keep_quota_in = true,
+                .keep_quota_out = true,
+                .fair_rule = excess > EPS, /* only where fair shares are below quotas */
+                .reclaimer_excess = excess,
+            };
+            if (take(cy, j, &r))
+                return true;
+        }
+    }
+    if (!(P->alloc + EPS < P->fair))
+        return false;
+    bool any = false; /* a project above its fair share to take from */
+    for (size_t q = 0; q < np && !any; q++)
+        any = (int)q != J->project && cy->projs[q].alloc > cy->projs[q].fair + EPS;
+    if (!any)
+        return false;
+    J->reclaim_tried = true;
+    struct victim_rule r = {
+        .reclaim = true,
+        .other_deps = true,
+        .keep_quota_in = !proj_within, /* a borrower takes no one below its quota */
+        .keep_quota_out = !proj_within || !dep_within,
+        .fair_rule = true,
+        .reclaimer_excess = P->alloc + J->p.gpus_estimate - P->fair,
+    };
+    return take(cy, j, &r);
 }

@@ -256,7 +256,7 @@ void victims_index_free(struct cycle *cy)
 /* The victims on one node: the candidates in order until the job fits, less
  * those not needed after all; false when they cannot make room. */
 static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, int node,
-                         int *touched, int *chosen, int *out_n)
+                         int *touched, int *dtouched, int *chosen, int *out_n)
 {
     const struct job *J = &cy->jobs[j];
     if (!cluster_node_static_ok(cy->c, &J->p, node))
@@ -282,28 +282,50 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
         return false;
     struct scratch s;
     scratch_init(cy, node, &s);
-    int nchosen = 0, ntouched = 0;
+    int nchosen = 0, ntouched = 0, ndtouched = 0;
+    int jd = cy->snap->projects[J->project].department;
     bool fit = false;
     for (int i = 0; i < nc && !fit; i++) {
         const struct job *x = &cy->jobs[cand[i]];
         if (r->reclaim) {
             struct proj *pv = &cy->projs[x->project];
+            int e = cy->snap->projects[x->project].department;
+            struct dep *ev = e >= 0 ? &cy->deps[e] : NULL;
             if (pv->touched == 0) {
                 touched[ntouched++] = x->project;
                 pv->touched = 1;
                 pv->skipped_prio = INT_MAX;
             }
+            if (ev != NULL && ev->touched == 0) {
+                dtouched[ndtouched++] = e;
+                ev->touched = 1;
+            }
             /* a project's jobs go in its own order: none of higher priority
              * than one passed over */
             if (x->priority > pv->skipped_prio)
                 continue;
+            double left = pv->alloc - pv->removed - x->gpus;
+            bool inside = jd >= 0 && e == jd;
+            bool ok = true;
             /* anti-loop: the victim's project stays at least as far above
              * its fair share as the reclaimer will be */
-            if (pv->alloc - pv->removed - x->gpus - pv->fair < r->reclaimer_excess - EPS) {
+            if (r->fair_rule && left - pv->fair < r->reclaimer_excess - EPS)
+                ok = false;
+            /* a quota is a guarantee: the victim's project stays at or above
+             * its own, and its department, where it is not j's, at or above
+             * the department's */
+            if ((inside ? r->keep_quota_in : r->keep_quota_out) && left < pv->deserved - EPS)
+                ok = false;
+            if (!inside && r->keep_quota_out && ev != NULL &&
+                ev->alloc - ev->removed - x->gpus < ev->deserved - EPS)
+                ok = false;
+            if (!ok) {
                 pv->skipped_prio = x->priority;
                 continue;
             }
             pv->removed += x->gpus;
+            if (ev != NULL)
+                ev->removed += x->gpus;
         }
         scratch_release(&s, x, false);
         chosen[nchosen++] = cand[i];
@@ -312,6 +334,10 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
     for (int t = 0; t < ntouched; t++) {
         cy->projs[touched[t]].touched = 0;
         cy->projs[touched[t]].removed = 0;
+    }
+    for (int t = 0; t < ndtouched; t++) {
+        cy->deps[dtouched[t]].touched = 0;
+        cy->deps[dtouched[t]].removed = 0;
     }
     if (!fit)
         return false;
@@ -340,21 +366,31 @@ bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out
     int best_node = -1;
     struct vset best = {0};
     int chosen[MAXV];
+    size_t nd = snap->ndepartments;
     int *touched = malloc((np ? np : 1) * sizeof(int));
+    int *dtouched = malloc((nd ? nd : 1) * sizeof(int));
     int *list = malloc((np ? np : 1) * sizeof(int));
     size_t *cur = malloc((np ? np : 1) * sizeof(size_t));
-    if (touched == NULL || list == NULL || cur == NULL) {
+    if (touched == NULL || dtouched == NULL || list == NULL || cur == NULL) {
         free(touched);
+        free(dtouched);
         free(list);
         free(cur);
         cy->nomem = true;
         return false;
     }
     int nl = 0;
+    int jd = snap->projects[J->project].department;
     for (size_t q = 0; q < np; q++) {
         struct proj *P = &cy->projs[q];
-        P->in_rule =
-            r->reclaim ? (int)q != J->project && P->alloc > P->fair + EPS : (int)q == J->project;
+        int e = snap->projects[q].department;
+        if (!r->reclaim)
+            P->in_rule = (int)q == J->project;
+        else if (r->tier1) /* above its quota */
+            P->in_rule = (int)q != J->project && P->alloc > P->deserved + EPS &&
+                         (r->other_deps || (jd >= 0 && e == jd));
+        else /* above its fair share */
+            P->in_rule = (int)q != J->project && P->alloc > P->fair + EPS;
         if (P->in_rule && P->nvic > 0) {
             cur[nl] = 0;
             list[nl++] = (int)q;
@@ -394,7 +430,7 @@ bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out
             continue;
         cy->node_stamp[node] = cy->stamp;
         int nchosen;
-        if (!node_victims(cy, j, r, node, touched, chosen, &nchosen))
+        if (!node_victims(cy, j, r, node, touched, dtouched, chosen, &nchosen))
             continue;
         struct vset vs = vset_of(cy, chosen, nchosen);
         if (best_node < 0 || vset_better(&vs, &best) ||
@@ -408,6 +444,7 @@ bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out
     for (size_t q = 0; q < np; q++)
         cy->projs[q].in_rule = false;
     free(touched);
+    free(dtouched);
     free(list);
     free(cur);
     if (best_node < 0)

@@ -1,11 +1,11 @@
 -- schema.sql: the whole Tessera database schema as the migrations leave it
--- (migrations/0001_init.sql, 0002_lifecycle.sql, 0003_suspend.sql and
--- 0004_collisions.sql, plus the schema_migration table the server creates to
--- record them). Read it to learn the schema; never apply it to a
+-- (migrations/0001_init.sql, 0002_lifecycle.sql, 0003_suspend.sql,
+-- 0004_collisions.sql and 0005_quiet_wakeups.sql, plus the schema_migration
+-- table the server creates to record them). Read it to learn the schema; never apply it to a
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 4
+-- schema version: 5
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -351,16 +351,46 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER project_quota_notify AFTER INSERT OR DELETE OR UPDATE OF quota_gpus,
-    over_quota_weight, limit_gpus, priority, department_id ON project
-    FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();
-CREATE TRIGGER department_quota_notify AFTER INSERT OR DELETE OR UPDATE OF quota_gpus,
-    over_quota_weight, limit_gpus, priority ON department
-    FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();
-CREATE TRIGGER node_state_notify AFTER INSERT OR DELETE OR UPDATE OF state, cpu, memory_bytes,
-    labels, swap_bytes, gpu_reserve_bytes, collision ON node
-    FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();
-CREATE TRIGGER job_hold_notify AFTER UPDATE OF suspend_held ON job
-    FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();
-CREATE TRIGGER gpu_notify AFTER INSERT OR DELETE OR UPDATE OF memory_bytes, model ON gpu
-    FOR EACH STATEMENT EXECUTE FUNCTION tessera_sched_wake();
+-- Wake the scheduler only when a value it reads changes (row triggers;
+-- NOTIFY sends one per transaction).
+CREATE TRIGGER project_insert_delete_notify AFTER INSERT OR DELETE ON project
+    FOR EACH ROW EXECUTE FUNCTION tessera_sched_wake();
+CREATE TRIGGER project_quota_notify AFTER UPDATE ON project
+    FOR EACH ROW WHEN (OLD.quota_gpus IS DISTINCT FROM NEW.quota_gpus
+                       OR OLD.over_quota_weight IS DISTINCT FROM NEW.over_quota_weight
+                       OR OLD.limit_gpus IS DISTINCT FROM NEW.limit_gpus
+                       OR OLD.priority IS DISTINCT FROM NEW.priority
+                       OR OLD.department_id IS DISTINCT FROM NEW.department_id)
+    EXECUTE FUNCTION tessera_sched_wake();
+
+CREATE TRIGGER department_insert_delete_notify AFTER INSERT OR DELETE ON department
+    FOR EACH ROW EXECUTE FUNCTION tessera_sched_wake();
+CREATE TRIGGER department_quota_notify AFTER UPDATE ON department
+    FOR EACH ROW WHEN (OLD.quota_gpus IS DISTINCT FROM NEW.quota_gpus
+                       OR OLD.over_quota_weight IS DISTINCT FROM NEW.over_quota_weight
+                       OR OLD.limit_gpus IS DISTINCT FROM NEW.limit_gpus
+                       OR OLD.priority IS DISTINCT FROM NEW.priority)
+    EXECUTE FUNCTION tessera_sched_wake();
+
+CREATE TRIGGER node_insert_delete_notify AFTER INSERT OR DELETE ON node
+    FOR EACH ROW EXECUTE FUNCTION tessera_sched_wake();
+CREATE TRIGGER node_state_notify AFTER UPDATE ON node
+    FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state
+                       OR OLD.cpu IS DISTINCT FROM NEW.cpu
+                       OR OLD.memory_bytes IS DISTINCT FROM NEW.memory_bytes
+                       OR OLD.labels IS DISTINCT FROM NEW.labels
+                       OR OLD.swap_bytes IS DISTINCT FROM NEW.swap_bytes
+                       OR OLD.gpu_reserve_bytes IS DISTINCT FROM NEW.gpu_reserve_bytes
+                       OR OLD.collision IS DISTINCT FROM NEW.collision)
+    EXECUTE FUNCTION tessera_sched_wake();
+
+CREATE TRIGGER job_hold_notify AFTER UPDATE ON job
+    FOR EACH ROW WHEN (OLD.suspend_held IS DISTINCT FROM NEW.suspend_held)
+    EXECUTE FUNCTION tessera_sched_wake();
+
+CREATE TRIGGER gpu_insert_delete_notify AFTER INSERT OR DELETE ON gpu
+    FOR EACH ROW EXECUTE FUNCTION tessera_sched_wake();
+CREATE TRIGGER gpu_notify AFTER UPDATE ON gpu
+    FOR EACH ROW WHEN (OLD.memory_bytes IS DISTINCT FROM NEW.memory_bytes
+                       OR OLD.model IS DISTINCT FROM NEW.model)
+    EXECUTE FUNCTION tessera_sched_wake();

@@ -24,7 +24,7 @@
 #include "server/store/store.h"
 
 #define LEADER_LOCK "7594198210366497282" /* 0x6965737365726102: 'tessera' + 2 */
-#define CYCLE_MAX_MS 1000
+#define TICK_MS 1000 /* the sweep's period, and how often a follower tries the lock */
 
 struct ts_schedloop {
     struct ts_server *srv;
@@ -32,7 +32,12 @@ struct ts_schedloop {
     pthread_t thread;
     atomic_bool stop;
     atomic_bool leader;
-    atomic_int_fast64_t cycles;
+    atomic_int_fast64_t cycles;  /* full cycles: snapshot, decide, write */
+    atomic_int_fast64_t sweeps;  /* ticks that only swept */
+    atomic_int_fast64_t binds;   /* decisions written, by kind */
+    atomic_int_fast64_t stops;
+    atomic_int_fast64_t cycle_us; /* time in full cycles, microseconds */
+    atomic_int_fast64_t last_cycle_us;
     int backend_pid; /* of the session holding the lock */
     char checkpoint_root[4096];
 };
@@ -121,9 +126,35 @@ static size_t safe_decisions(const struct ts_sched_snapshot *s, const struct ts_
     return n;
 }
 
-static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, struct ts_error *err)
+/*
+ * The clock's part in the decisions: while jobs wait, a running job's
+ * minimum runtime ending may let one take its GPUs. Seconds from the
+ * snapshot's `now` to the first such end, or -1 when nothing waits for the
+ * clock.
+ */
+static int64_t clock_due_s(const struct ts_sched_snapshot *s)
+{
+    if (s->npending == 0)
+        return -1;
+    int64_t due = -1;
+    for (size_t i = 0; i < s->nrunning; i++) {
+        const struct ts_sched_running *r = &s->running[i];
+        int64_t m = s->projects[r->project].min_runtime_s;
+        if (m < 0)
+            m = s->config.min_runtime_s;
+        int64_t left = r->started_at + m - s->now;
+        if (r->preemptible && left > 0 && (due < 0 || left < due))
+            due = left;
+    }
+    return due;
+}
+
+/* A full cycle: sweep, snapshot, decide, write. *due_s: as clock_due_s. */
+static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, int64_t *due_s,
+                         struct ts_error *err)
 {
     const struct ts_server_config *cfg = &l->srv->cfg;
+    *due_s = -1;
     struct ts_sweep_result sw;
     enum ts_err e = ts_store_sched_sweep(c, cfg->node_timeout, cfg->node_lost_timeout, &sw, err);
     if (e != TS_OK)
@@ -140,8 +171,10 @@ static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, struct ts_
     struct ts_sched_rows rows;
     struct ts_sched_result *res = NULL;
     e = ts_store_sched_snapshot(c, a, &snap, &rows, err);
-    if (e == TS_OK)
+    if (e == TS_OK) {
+        *due_s = clock_due_s(&snap);
         e = ts_sched_decide(&snap, &res, err);
+    }
     if (e != TS_OK) {
         ts_arena_free(a);
         return e;
@@ -181,6 +214,8 @@ static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, struct ts_
         size_t binds = 0;
         for (size_t i = 0; i < nds; i++)
             binds += ds[i]->action == TS_SCHED_BIND;
+        atomic_fetch_add(&l->binds, (int_fast64_t)binds);
+        atomic_fetch_add(&l->stops, (int_fast64_t)(nds - binds));
         ts_log_info("scheduler cycle binds=%zu stops=%zu held=%zu pending=%zu decide_ms=%lld "
                     "total_ms=%lld",
                     binds, nds - binds, nheld, snap.npending, (long long)(t1 - t0),
@@ -215,30 +250,86 @@ static bool lead(struct ts_schedloop *l, struct ts_dbconn *c)
     return got;
 }
 
+/* The sweep alone (one statement): what a tick costs when nothing changed. */
+static void sweep(struct ts_schedloop *l, struct ts_dbconn *c)
+{
+    const struct ts_server_config *cfg = &l->srv->cfg;
+    struct ts_sweep_result sw;
+    struct ts_error err;
+    ts_error_clear(&err);
+    if (ts_store_sched_sweep(c, cfg->node_timeout, cfg->node_lost_timeout, &sw, &err) != TS_OK) {
+        ts_log_warn("scheduler sweep failed: %s", err.message);
+        return;
+    }
+    atomic_fetch_add(&l->sweeps, 1);
+    if (sw.nodes_not_ready || sw.jobs_requeued || sw.jobs_timed_out)
+        ts_log_info("scheduler sweep nodes_not_ready=%d jobs_requeued=%d jobs_timed_out=%d",
+                    sw.nodes_not_ready, sw.jobs_requeued, sw.jobs_timed_out);
+    /* what it changed fires the triggers: the next wait wakes a full cycle */
+}
+
+/*
+ * A full cycle runs when something the scheduler reads changed since the
+ * last one began (NOTIFY tessera_sched: a submission, a cancel, a report
+ * that moved a job, a quota, a node's state), when this replica has just
+ * become the leader, or when the clock is due (a minimum runtime ending
+ * while jobs wait). Otherwise a tick of TICK_MS only sweeps: an idle
+ * cluster costs the database one statement a second.
+ */
 static void *run(void *arg)
 {
     struct ts_schedloop *l = arg;
     struct ts_notify *nt = l->srv->notify;
+    bool need = true;      /* a full cycle is due whatever the notifications say */
+    uint64_t cycled = 0;   /* the notification count when the last full cycle began */
+    int64_t due_ms = -1;   /* monotonic time the clock asks for a cycle; -1: never */
+    int64_t tick_ms = 0;   /* monotonic time of the next sweep */
     while (!atomic_load(&l->stop)) {
         uint64_t seen = ts_notify_seq(nt, "tessera_sched", 0);
         struct ts_error err;
         ts_error_clear(&err);
         struct ts_dbconn *c = ts_db_acquire(l->db, 1000, &err);
+        bool was = atomic_load(&l->leader);
         bool leader = c != NULL && lead(l, c);
-        if (leader) {
-            enum ts_err e = cycle(l, c, &err);
+        if (leader && !was)
+            need = true;
+        int64_t now = now_ms();
+        if (leader && (need || seen != cycled || (due_ms >= 0 && now >= due_ms))) {
+            int64_t due_s;
+            cycled = seen;
+            need = false;
+            enum ts_err e = cycle(l, c, &due_s, &err);
+            int64_t took = now_ms() - now;
             atomic_fetch_add(&l->cycles, 1);
+            atomic_fetch_add(&l->cycle_us, took * 1000);
+            atomic_store(&l->last_cycle_us, took * 1000);
+            tick_ms = now + TICK_MS; /* the cycle swept */
+            due_ms = due_s < 0 ? -1 : now_ms() + due_s * 1000;
             if (e == TS_ERR_CONFLICT) {
                 ts_log_debug("scheduler: %s; deciding again", err.message);
+                need = true;
                 ts_db_release(l->db, c);
                 continue;
             }
-            if (e != TS_OK)
+            if (e != TS_OK) {
                 ts_log_warn("scheduler cycle failed: %s", err.message);
+                need = true; /* again at the next tick */
+            }
+        } else if (leader && now >= tick_ms) {
+            sweep(l, c);
+            tick_ms = now + TICK_MS;
         }
         ts_db_release(l->db, c);
-        /* a leader waits for a change or a second; others retry the lock */
-        ts_notify_wait(nt, "tessera_sched", 0, seen, CYCLE_MAX_MS);
+        /* a leader waits for a change, its next sweep or the clock; others
+         * try the lock again a tick later */
+        now = now_ms();
+        int64_t wait = leader ? tick_ms - now : TICK_MS;
+        if (leader && need)
+            wait = TICK_MS;
+        if (leader && due_ms >= 0 && due_ms - now < wait)
+            wait = due_ms - now;
+        if (wait > 0)
+            ts_notify_wait(nt, "tessera_sched", 0, seen, (int)wait);
     }
     return NULL;
 }
@@ -287,7 +378,17 @@ bool ts_schedloop_leader(const struct ts_server *srv)
     return srv->loop != NULL && atomic_load(&srv->loop->leader);
 }
 
-int64_t ts_schedloop_cycles(const struct ts_server *srv)
+void ts_schedloop_stats(const struct ts_server *srv, struct ts_schedloop_stats *out)
 {
-    return srv->loop != NULL ? (int64_t)atomic_load(&srv->loop->cycles) : 0;
+    memset(out, 0, sizeof(*out));
+    const struct ts_schedloop *l = srv->loop;
+    if (l == NULL)
+        return;
+    out->leader = atomic_load(&l->leader);
+    out->cycles = (int64_t)atomic_load(&l->cycles);
+    out->sweeps = (int64_t)atomic_load(&l->sweeps);
+    out->binds = (int64_t)atomic_load(&l->binds);
+    out->stops = (int64_t)atomic_load(&l->stops);
+    out->cycle_seconds = (double)atomic_load(&l->cycle_us) / 1e6;
+    out->last_cycle_seconds = (double)atomic_load(&l->last_cycle_us) / 1e6;
 }

@@ -6,6 +6,7 @@
 #include "api/embedded.h"
 #include "server/handlers/handlers.h"
 #include "server/metrics.h"
+#include "server/schedloop.h"
 #include "server/store/migrate.h"
 #include "server/store/store.h"
 
@@ -75,6 +76,33 @@ TS_HANDLER(ts_h_metrics)
     for (size_t i = 0; i < n; i++)
         ts_buf_printf(&b, "tessera_jobs{project=\"%s\",state=\"%s\"} %lld\n", counts[i].project,
                       counts[i].state, (long long)counts[i].count);
+    struct ts_schedloop_stats st;
+    ts_schedloop_stats(c->srv, &st);
+    ts_buf_printf(&b,
+                  "# HELP tessera_scheduler_leader 1 when this replica runs the scheduler loop.\n"
+                  "# TYPE tessera_scheduler_leader gauge\n"
+                  "tessera_scheduler_leader %d\n"
+                  "# HELP tessera_scheduler_cycles_total Scheduler cycles run by this replica "
+                  "(snapshot, decide, write).\n"
+                  "# TYPE tessera_scheduler_cycles_total counter\n"
+                  "tessera_scheduler_cycles_total %lld\n"
+                  "# HELP tessera_scheduler_sweeps_total Ticks of the loop that only swept "
+                  "(nothing had changed).\n"
+                  "# TYPE tessera_scheduler_sweeps_total counter\n"
+                  "tessera_scheduler_sweeps_total %lld\n"
+                  "# HELP tessera_scheduler_cycle_seconds_total Time spent in scheduler cycles.\n"
+                  "# TYPE tessera_scheduler_cycle_seconds_total counter\n"
+                  "tessera_scheduler_cycle_seconds_total %.6f\n"
+                  "# HELP tessera_scheduler_last_cycle_seconds Duration of the latest cycle.\n"
+                  "# TYPE tessera_scheduler_last_cycle_seconds gauge\n"
+                  "tessera_scheduler_last_cycle_seconds %.6f\n"
+                  "# HELP tessera_scheduler_decisions_total Decisions written, by action "
+                  "(stop: an eviction or a suspension).\n"
+                  "# TYPE tessera_scheduler_decisions_total counter\n"
+                  "tessera_scheduler_decisions_total{action=\"bind\"} %lld\n"
+                  "tessera_scheduler_decisions_total{action=\"stop\"} %lld\n",
+                  st.leader ? 1 : 0, (long long)st.cycles, (long long)st.sweeps, st.cycle_seconds,
+                  st.last_cycle_seconds, (long long)st.binds, (long long)st.stops);
     ts_buf_printf(&b,
                   "# HELP tessera_build_info Version of this server.\n"
                   "# TYPE tessera_build_info gauge\n"

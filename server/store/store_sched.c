@@ -26,6 +26,52 @@ static enum ts_err nomem(struct ts_error *err)
 
 /* ---- sweeps ---------------------------------------------------------------- */
 
+/*
+ * One statement, so that a tick of an idle scheduler costs the database one
+ * round trip. Its parts see the same snapshot: a node marked not ready here
+ * has its jobs requeued by a later sweep (lost_s is longer than not_ready_s
+ * in any sensible setting, and a sweep runs every second), and a job both
+ * lost and past its maximum runtime is only requeued (two parts of one
+ * statement must not update the same row).
+ */
+#define SWEEP_SQL                                                                                  \
+    "WITH nr AS (UPDATE node SET state = 'not_ready' WHERE state = 'ready'"                        \
+    "   AND coalesce(last_seen_at, created_at) < now() - make_interval(secs => $1::bigint)"        \
+    "   RETURNING id),"                                                                            \
+    " lost AS (SELECT j.id, j.state, n.name FROM job j JOIN node n ON n.id = j.node_id"            \
+    "   WHERE j.state IN ('scheduled', 'running', 'evicting', 'cancelling', 'suspending',"         \
+    "   'suspended', 'resuming')"                                                                  \
+    "   AND n.state <> 'ready'"                                                                    \
+    "   AND coalesce(n.last_seen_at, n.created_at) < now() - make_interval(secs => $2::bigint)"    \
+    "   FOR UPDATE OF j),"                                                                         \
+    " upd AS (UPDATE job SET"                                                                      \
+    "   state = CASE WHEN lost.state = 'cancelling' THEN 'cancelled' ELSE 'pending' END,"          \
+    "   node_id = CASE WHEN lost.state = 'cancelling' THEN job.node_id END,"                       \
+    "   finished_at = CASE WHEN lost.state = 'cancelling' THEN now() END,"                         \
+    "   resume_count = job.resume_count"                                                           \
+    "     + CASE WHEN lost.state = 'cancelling' THEN 0 ELSE 1 END,"                                \
+    "   pid = NULL, allocated_gpus = 0, stop_reason = NULL, updated_at = now(),"                   \
+    "   gpu_utilization = 0, gpu_memory_used_bytes = 0, suspended_bytes = 0,"                      \
+    "   suspend_held = false, suspended_gpu_ids = NULL, suspended_gpu_bytes = NULL,"               \
+    "   reason_code = CASE WHEN lost.state = 'cancelling' THEN NULL"                               \
+    "     ELSE 'not_yet_scheduled' END,"                                                           \
+    "   reason_message = CASE WHEN lost.state = 'cancelling' THEN NULL"                            \
+    "     ELSE 'waiting for the scheduler' END"                                                    \
+    "   FROM lost WHERE job.id = lost.id RETURNING job.id, job.state, lost.name),"                 \
+    " lost_ev AS (INSERT INTO job_event (job_id, type, message)"                                   \
+    "   SELECT id, 'node_lost', 'node ' || name || ' stopped reporting for '"                      \
+    "   || $2 || 's; ' || CASE WHEN state = 'cancelled' THEN 'counted as cancelled'"               \
+    "   ELSE 'back in the queue' END FROM upd),"                                                   \
+    " over AS (UPDATE job SET state = 'cancelling', stop_reason = 'max_runtime',"                  \
+    "   updated_at = now() WHERE state IN ('running', 'suspended') AND max_runtime_seconds > 0"    \
+    "   AND attempt_started_at + make_interval(secs => max_runtime_seconds) < now()"               \
+    "   AND id NOT IN (SELECT id FROM lost)"                                                       \
+    "   RETURNING id, max_runtime_seconds),"                                                       \
+    " over_ev AS (INSERT INTO job_event (job_id, type, message)"                                   \
+    "   SELECT id, 'cancelling', 'reached its maximum runtime of ' || max_runtime_seconds"         \
+    "   || 's; stopping' FROM over)"                                                               \
+    " SELECT (SELECT count(*) FROM nr), (SELECT count(*) FROM upd), (SELECT count(*) FROM over)"
+
 enum ts_err ts_store_sched_sweep(struct ts_dbconn *c, int64_t not_ready_s, int64_t lost_s,
                                  struct ts_sweep_result *out, struct ts_error *err)
 {
@@ -33,62 +79,14 @@ enum ts_err ts_store_sched_sweep(struct ts_dbconn *c, int64_t not_ready_s, int64
     char nr[24], lost[24];
     snprintf(nr, sizeof(nr), "%lld", (long long)not_ready_s);
     snprintf(lost, sizeof(lost), "%lld", (long long)lost_s);
-    const char *p1[] = {nr};
+    const char *p[] = {nr, lost};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c,
-                               "UPDATE node SET state = 'not_ready' WHERE state = 'ready'"
-                               " AND coalesce(last_seen_at, created_at)"
-                               "   < now() - make_interval(secs => $1::bigint)",
-                               1, p1, &res, err);
+    enum ts_err e = ts_db_exec(c, SWEEP_SQL, 2, p, &res, err);
     if (e != TS_OK)
         return e;
-    out->nodes_not_ready = atoi(PQcmdTuples(res));
-    PQclear(res);
-    const char *p2[] = {lost};
-    e = ts_db_exec(
-        c,
-        "WITH lost AS (SELECT j.id, j.state, n.name FROM job j JOIN node n ON n.id = j.node_id"
-        "   WHERE j.state IN ('scheduled', 'running', 'evicting', 'cancelling', 'suspending',"
-        "   'suspended', 'resuming')"
-        "   AND n.state <> 'ready'"
-        "   AND coalesce(n.last_seen_at, n.created_at) < now() - make_interval(secs => $1::bigint)"
-        "   FOR UPDATE OF j),"
-        " upd AS (UPDATE job SET"
-        "   state = CASE WHEN lost.state = 'cancelling' THEN 'cancelled' ELSE 'pending' END,"
-        "   node_id = CASE WHEN lost.state = 'cancelling' THEN job.node_id END,"
-        "   finished_at = CASE WHEN lost.state = 'cancelling' THEN now() END,"
-        "   resume_count = job.resume_count + CASE WHEN lost.state = 'cancelling' THEN 0 ELSE 1 "
-        "END,"
-        "   pid = NULL, allocated_gpus = 0, stop_reason = NULL, updated_at = now(),"
-        "   gpu_utilization = 0, gpu_memory_used_bytes = 0, suspended_bytes = 0,"
-        "   suspend_held = false, suspended_gpu_ids = NULL, suspended_gpu_bytes = NULL,"
-        "   reason_code = CASE WHEN lost.state = 'cancelling' THEN NULL ELSE 'not_yet_scheduled' "
-        "END,"
-        "   reason_message = CASE WHEN lost.state = 'cancelling' THEN NULL"
-        "     ELSE 'waiting for the scheduler' END"
-        "   FROM lost WHERE job.id = lost.id RETURNING job.id, job.state, lost.name)"
-        " INSERT INTO job_event (job_id, type, message)"
-        " SELECT id, 'node_lost', 'node ' || name || ' stopped reporting for '"
-        "   || $1 || 's; ' || CASE WHEN state = 'cancelled' THEN 'counted as cancelled'"
-        "   ELSE 'back in the queue' END FROM upd",
-        1, p2, &res, err);
-    if (e != TS_OK)
-        return e;
-    out->jobs_requeued = atoi(PQcmdTuples(res));
-    PQclear(res);
-    e = ts_db_exec(
-        c,
-        "WITH over AS (UPDATE job SET state = 'cancelling', stop_reason = 'max_runtime',"
-        "   updated_at = now() WHERE state IN ('running', 'suspended') AND max_runtime_seconds > 0"
-        "   AND attempt_started_at + make_interval(secs => max_runtime_seconds) < now()"
-        "   RETURNING id, max_runtime_seconds)"
-        " INSERT INTO job_event (job_id, type, message)"
-        " SELECT id, 'cancelling', 'reached its maximum runtime of ' || max_runtime_seconds"
-        "   || 's; stopping' FROM over",
-        0, NULL, &res, err);
-    if (e != TS_OK)
-        return e;
-    out->jobs_timed_out = atoi(PQcmdTuples(res));
+    out->nodes_not_ready = (int)ts_row_i64(res, 0, 0);
+    out->jobs_requeued = (int)ts_row_i64(res, 0, 1);
+    out->jobs_timed_out = (int)ts_row_i64(res, 0, 2);
     PQclear(res);
     return TS_OK;
 }

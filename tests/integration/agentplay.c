@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#define HB_NODES_MAX 8
+#define HB_NODES_MAX 32
 
 static struct ts_it_server *srv;
 static struct ts_client *agent;
@@ -53,7 +53,7 @@ static void *heartbeat(void *arg)
         }
         for (int i = 0; i < n; i++) {
             char path[256];
-            snprintf(path, sizeof(path), "/api/v1/nodes/%s/report", nodes[i]);
+            snprintf(path, sizeof(path), "/api/v1/nodes/%.15s/report", nodes[i]);
             ts_it_req(c, "POST", path, "{}", NULL, NULL);
         }
         ts_client_free(c);

@@ -1,0 +1,168 @@
+/*
+ * test_idle.c - the scheduler loop at rest: a real server and PostgreSQL,
+ * the test playing 20 agents over HTTP. The loop runs a cycle only when
+ * something it reads changed or the clock is due; otherwise it sweeps once
+ * a second. Counted through /metrics (tessera_scheduler_cycles_total and
+ * tessera_scheduler_sweeps_total), never timed: before, an idle server ran
+ * hundreds of cycles a second (its own sweep woke the next one) and every
+ * agent report woke one.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "tests/integration/agentplay.h"
+
+#define NODES 20
+
+static struct ts_it_server srv;
+
+static int setup(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"--min-runtime", "3s", NULL};
+    return ts_ap_start(&srv, args);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return ts_ap_stop();
+}
+
+/* The value of a metric line "name value" (name with its labels) on /metrics. */
+static double metric(const char *name)
+{
+    struct ts_response r;
+    assert_int_equal(ts_it_req(srv.admin, "GET", "/metrics", NULL, NULL, &r), 200);
+    char want[256];
+    snprintf(want, sizeof(want), "\n%s ", name);
+    const char *at = strstr(r.body.data, want);
+    if (at == NULL)
+        fail_msg("/metrics has no %s", name);
+    double v = strtod(at + strlen(want), NULL);
+    ts_response_free(&r);
+    return v;
+}
+
+static double cycles(void)
+{
+    return metric("tessera_scheduler_cycles_total");
+}
+
+/* Cycles and sweeps over secs of nothing happening. */
+static void quiet(double secs, double *ncycles, double *nsweeps)
+{
+    double c0 = cycles(), s0 = metric("tessera_scheduler_sweeps_total");
+    usleep((useconds_t)(secs * 1e6));
+    *ncycles = cycles() - c0;
+    *nsweeps = metric("tessera_scheduler_sweeps_total") - s0;
+    fprintf(stderr, "%.0f s: %.0f cycles, %.0f sweeps\n", secs, *ncycles, *nsweeps);
+}
+
+static void an_idle_server_runs_no_scheduler_cycles(void **state)
+{
+    (void)state;
+    assert_true(metric("tessera_scheduler_leader") == 1);
+    double c, s;
+    quiet(10, &c, &s);
+    assert_true(c <= 1);
+    assert_true(s >= 5); /* the loop is alive: it sweeps once a second */
+}
+
+static void twenty_reporting_agents_wake_no_cycles(void **state)
+{
+    (void)state;
+    char name[16];
+    for (int i = 0; i < NODES; i++) {
+        snprintf(name, sizeof(name), "n%02d", i);
+        ts_ap_register_node(name, 1, "");
+    }
+    const char *route = "tessera_http_requests_total{route=\"/api/v1/nodes/{name}/report\","
+                        "method=\"POST\",code=\"200\"}";
+    usleep(1000 * 1000); /* the registrations' cycles */
+    double r0 = metric(route), c, s;
+    quiet(10, &c, &s);
+    double reports = metric(route) - r0;
+    fprintf(stderr, "%.0f reports\n", reports);
+    assert_true(reports >= NODES * 10); /* every agent reported, several times a second */
+    assert_true(c <= 1);
+    json_t *nodes = ts_ap_get_json(srv.admin, "/api/v1/nodes", 200);
+    size_t i;
+    json_t *n;
+    json_array_foreach(json_object_get(nodes, "nodes"), i, n)
+        assert_string_equal(ts_it_str(n, "state"), "ready");
+    assert_int_equal(json_array_size(json_object_get(nodes, "nodes")), NODES);
+    json_decref(nodes);
+}
+
+/* A submission is decided at once; a job that waits for a victim's minimum
+ * runtime (3 s) gets it when the clock says so, with nothing else
+ * happening; then the loop is quiet again. */
+static void a_change_wakes_a_cycle_and_the_clock_ends_a_protection(void **state)
+{
+    (void)state;
+    long long b[NODES];
+    char name[32];
+    for (int i = 0; i < NODES; i++) {
+        snprintf(name, sizeof(name), "borrow-%d", i);
+        b[i] = ts_ap_submit("borrower", name, "\"gpu\": {\"count\": 1}");
+    }
+    for (int i = 0; i < NODES; i++)
+        json_decref(ts_ap_wait_state(b[i], "scheduled", 5));
+    double t0 = ts_ap_now_s();
+    long long own = ts_ap_submit("owner", "own", "\"gpu\": {\"count\": 1}");
+    /* every GPU is held by a job inside its minimum runtime: it waits */
+    json_t *j = ts_ap_wait_state(own, "pending", 1);
+    json_decref(j);
+    /* the protection ends 3 s after the borrowers were bound: a victim is
+     * stopped then, by the clock alone */
+    int evicting = -1;
+    while (evicting < 0 && ts_ap_now_s() < t0 + 10) {
+        for (int i = 0; i < NODES && evicting < 0; i++) {
+            j = ts_ap_job(b[i]);
+            if (strcmp(ts_it_str(j, "state"), "evicting") == 0)
+                evicting = i;
+            json_decref(j);
+        }
+        usleep(100 * 1000);
+    }
+    fprintf(stderr, "a victim after %.1f s\n", ts_ap_now_s() - t0);
+    assert_true(evicting >= 0);
+    /* it exits: the owner's job is bound */
+    char rep[128];
+    snprintf(rep, sizeof(rep), "{\"id\": %lld, \"attempt\": 1, \"state\": \"exited\", \"signal\": 15}",
+             b[evicting]);
+    json_t *node = ts_ap_job(b[evicting]);
+    char nname[16];
+    snprintf(nname, sizeof(nname), "%s", ts_it_str(node, "node"));
+    json_decref(node);
+    json_decref(ts_ap_report(nname, rep, "", 200));
+    json_decref(ts_ap_wait_state(own, "scheduled", 5));
+    json_decref(ts_ap_wait_state(b[evicting], "pending", 5));
+    /* now nothing is due: the borrower's requeued job waits for a GPU no
+     * clock frees (every holder is past its minimum runtime and above the
+     * borrower's share) */
+    usleep(1500 * 1000);
+    double c, s;
+    quiet(6, &c, &s);
+    assert_true(c <= 1);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(an_idle_server_runs_no_scheduler_cycles),
+        cmocka_unit_test(twenty_reporting_agents_wake_no_cycles),
+        cmocka_unit_test(a_change_wakes_a_cycle_and_the_clock_ends_a_protection),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

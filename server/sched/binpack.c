@@ -27,9 +27,8 @@ double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
     return s;
 }
 
-/* The ndev candidates with the least free bytes (ties: lower index). */
-static void pick_fullest(const struct ts_sched_cluster *c, const struct preq *p,
-                         const struct node_view *v, const int *cand, int ncand, int *out)
+void binpack_pick_fullest(const struct ts_sched_cluster *c, const struct preq *p,
+                          const struct node_view *v, const int *cand, int ncand, int *out)
 {
     int tmp[TS_SCHED_MAX_DEVICES * 4];
     for (int i = 0; i < ncand; i++)
@@ -59,6 +58,6 @@ static double score(struct ts_sched_cluster *c, const struct preq *p, const stru
 
 const struct ts_sched_strategy ts_sched_binpack = {
     .name = "binpack",
-    .pick = pick_fullest,
+    .pick = binpack_pick_fullest,
     .score = score,
 };

@@ -36,6 +36,7 @@ void cluster_node_refresh(struct ts_sched_cluster *c, int node)
         n->free_gpus += frac;
     }
     n->frag_valid = false;
+    n->pfrag_valid = false;
     pindex_changed(c, node);
 }
 
@@ -186,38 +187,158 @@ static int cmp_shape(const void *x, const void *y)
 
 /* Keep the typical shapes: the most common ones that make up 95% of the
  * workload (as the paper does; at most MAX_SHAPES), weights normalised to
- * sum 1; and take the CPU and memory its GPU tasks ask per GPU. */
+ * sum 1. Returns how many are kept. */
 #define MAX_SHAPES 128
 #define TYPICAL_SHARE 0.95
-static void shapes_finish(struct ts_sched_cluster *c, struct fshape *s, int *n)
+static int shapes_keep(struct fshape *s, int n)
 {
-    qsort(s, (size_t)*n, sizeof(*s), cmp_shape);
+    qsort(s, (size_t)n, sizeof(*s), cmp_shape);
     double total = 0;
-    for (int i = 0; i < *n; i++)
+    for (int i = 0; i < n; i++)
         total += s[i].weight;
-    c->mix_cpu = c->mix_mem = 0;
-    if (total <= 0) {
-        *n = 0;
-        return;
-    }
-    double acc = 0, gpus = 0, cpu = 0, mem = 0;
+    if (total <= 0)
+        return 0;
+    double acc = 0;
     int keep = 0;
-    while (keep < *n && keep < MAX_SHAPES && acc < TYPICAL_SHARE * total - EPS)
+    while (keep < n && keep < MAX_SHAPES && acc < TYPICAL_SHARE * total - EPS)
         acc += s[keep++].weight;
-    for (int i = 0; i < keep; i++) {
+    for (int i = 0; i < keep; i++)
         s[i].weight /= acc;
-        double g = s[i].count > 0 ? s[i].count : s[i].portion;
-        if (g <= 0)
-            continue; /* CPU-only tasks: what comes with a GPU is the question */
-        gpus += s[i].weight * g;
-        cpu += s[i].weight * s[i].cpu;
-        mem += s[i].weight * (double)s[i].mem;
+    return keep;
+}
+
+/* Same models accepted (both any, or the same list of interned models). */
+static bool same_models(const struct ts_sched_cluster *c, const bool *a, const bool *b)
+{
+    if (a == NULL || b == NULL)
+        return a == b;
+    return a == b || memcmp(a, b, (size_t)c->nmodels * sizeof(bool)) == 0;
+}
+
+/* Index of shape f in s[0..n), or n. */
+static int shape_find(const struct ts_sched_cluster *c, const struct fshape *s, int n,
+                      const struct fshape *f)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        if (s[j].count == f->count && s[j].portion == f->portion && s[j].cpu == f->cpu &&
+            s[j].mem == f->mem && same_models(c, s[j].model_ok, f->model_ok))
+            break;
+    return j;
+}
+
+/* fgd-paper's typical tasks, from the raw shapes s[0..n): the paper's task
+ * is its GPUs, CPU and GPU models (host memory not in it), so shapes that
+ * differ only in memory are one; then the 95% cut. Only when the cluster's
+ * strategy is fgd-paper (tessera-sim), which nothing else reads. */
+static void shapes_paper(struct ts_sched_cluster *c, const struct fshape *s, int n,
+                         struct ts_arena *a)
+{
+    c->npshapes = 0;
+    const char *st = c->snap->config.strategy;
+    if (st == NULL || strcmp(st, "fgd-paper") != 0 || n == 0)
+        return;
+    struct fshape *p = ts_arena_alloc(a, (size_t)n * sizeof(*p));
+    if (p == NULL)
+        return;
+    int np = 0;
+    for (int i = 0; i < n; i++) {
+        struct fshape f = s[i];
+        f.mem = 0;
+        int j = shape_find(c, p, np, &f);
+        if (j == np) {
+            f.weight = 0;
+            p[np++] = f;
+        }
+        p[j].weight += s[i].weight;
     }
+    c->pshapes = p;
+    c->npshapes = shapes_keep(p, np);
+}
+
+/* A shape's weight on the nodes it can run on: its popularity over the
+ * share of the cluster's GPUs whose model it accepts. The paper's workload
+ * is the distribution of the next task to arrive; a task that runs only on
+ * a fifth of the GPUs brings all of its popularity to that fifth, five
+ * times as densely as a task that runs anywhere. Without constraints every
+ * share is 1 and the weights are the popularities. Normalised to sum 1. */
+static void shapes_density(struct ts_sched_cluster *c, struct fshape *s, int n, struct ts_arena *a)
+{
+    double *per_model =
+        ts_arena_alloc(a, (size_t)(c->nmodels > 0 ? c->nmodels : 1) * sizeof(double));
+    if (per_model == NULL)
+        return;
+    double all = 0;
+    for (size_t g = 0; g < c->snap->ngpus; g++)
+        if (c->nodes[c->gpus[g].node].ready) {
+            per_model[c->gpus[g].model] += 1;
+            all += 1;
+        }
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i].model_ok != NULL) {
+            double gpus = 0;
+            for (int m = 0; m < c->nmodels; m++)
+                gpus += s[i].model_ok[m] ? per_model[m] : 0;
+            if (gpus > 0)
+                s[i].weight *= all / gpus;
+        }
+        total += s[i].weight;
+    }
+    for (int i = 0; total > 0 && i < n; i++)
+        s[i].weight /= total;
+}
+
+/* The typical shapes (raw counts in s[0..*n) are cut, weighted by density
+ * and normalised in place), fgd-paper's, and for each GPU model the
+ * workload that may run on it: the weight of the shapes that do not
+ * exclude it (all of them without constraints), and the CPU and memory the
+ * GPU shapes among them ask per GPU. */
+static void shapes_finish(struct ts_sched_cluster *c, struct fshape *s, int *n, struct ts_arena *a)
+{
+    shapes_paper(c, s, *n, a);
+    int keep = shapes_keep(s, *n);
     *n = keep;
-    if (gpus > 0) {
-        c->mix_cpu = cpu / gpus;
-        c->mix_mem = mem / gpus;
+    shapes_density(c, s, keep, a);
+    c->mix = ts_arena_alloc(a, (size_t)(c->nmodels > 0 ? c->nmodels : 1) * sizeof(*c->mix));
+    if (c->mix == NULL)
+        return;
+    for (int m = 0; m < c->nmodels; m++) {
+        double gpus = 0, cpu = 0, mem = 0, w = 0;
+        for (int i = 0; i < keep; i++) {
+            if (!fshape_model_ok(&s[i], m))
+                continue;
+            w += s[i].weight;
+            double g = s[i].count > 0 ? s[i].count : s[i].portion;
+            if (g <= 0)
+                continue; /* CPU-only tasks: what comes with a GPU is the question */
+            gpus += s[i].weight * g;
+            cpu += s[i].weight * s[i].cpu;
+            mem += s[i].weight * (double)s[i].mem;
+        }
+        c->mix[m].weight = w;
+        if (gpus > 0) {
+            c->mix[m].cpu = cpu / gpus;
+            c->mix[m].mem = mem / gpus;
+        }
     }
+}
+
+/* The models a shape accepts as interned model flags (arena), or NULL: any. */
+static const bool *shape_models(const struct ts_sched_cluster *c, const struct ts_sched_shape *s,
+                                struct ts_arena *a)
+{
+    if (s->ngpu_models == 0 || (s->count <= 0 && s->portion <= 0))
+        return NULL;
+    bool *ok = ts_arena_alloc(a, (size_t)(c->nmodels > 0 ? c->nmodels : 1) * sizeof(bool));
+    if (ok == NULL)
+        return NULL;
+    for (size_t i = 0; i < s->ngpu_models; i++) {
+        int m = s->gpu_models[i] ? cluster_model_id(c, s->gpu_models[i]) : -1;
+        if (m >= 0)
+            ok[m] = true;
+    }
+    return ok;
 }
 
 static void shapes_from_snapshot(struct ts_sched_cluster *c, struct ts_arena *a)
@@ -237,8 +358,9 @@ static void shapes_from_snapshot(struct ts_sched_cluster *c, struct ts_arena *a)
         f->cpu = s->cpu;
         f->mem = s->host_memory_bytes;
         f->weight = s->weight > 0 ? s->weight : 0;
+        f->model_ok = shape_models(c, s, a);
     }
-    shapes_finish(c, c->shapes, &c->nshapes);
+    shapes_finish(c, c->shapes, &c->nshapes, a);
     c->own_shapes_fixed = true;
 }
 
@@ -272,11 +394,9 @@ void cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *cons
         }
         f.cpu = p->cpu;
         f.mem = p->host_mem;
-        int j;
-        for (j = 0; j < ns; j++)
-            if (s[j].count == f.count && s[j].portion == f.portion && s[j].cpu == f.cpu &&
-                s[j].mem == f.mem)
-                break;
+        if (p->kind != TS_SCHED_GPU_NONE)
+            f.model_ok = p->model_ok;
+        int j = shape_find(c, s, ns, &f);
         if (j == ns) {
             if (ns >= 4096)
                 continue;
@@ -284,12 +404,12 @@ void cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *cons
         }
         s[j].weight += 1;
     }
-    shapes_finish(c, s, &ns);
+    shapes_finish(c, s, &ns, a);
     c->shapes = s;
     c->nshapes = ns;
     pindex_clear(c); /* every fgd score changes with the shapes */
     for (size_t k = 0; k < c->snap->nnodes; k++)
-        c->nodes[k].frag_valid = false;
+        c->nodes[k].frag_valid = c->nodes[k].pfrag_valid = false;
 }
 
 struct ts_sched_cluster *cluster_build(const struct ts_sched_snapshot *snap, struct ts_arena *a)
@@ -312,6 +432,8 @@ struct ts_sched_cluster *cluster_build(const struct ts_sched_snapshot *snap, str
         c->nodes[i].cpu_free = sn->cpu;
         c->nodes[i].mem_free = sn->memory_bytes;
         c->nodes[i].swap_free = sn->swap_free_bytes;
+        if (sn->cpu > c->max_node_cpu)
+            c->max_node_cpu = sn->cpu;
     }
     for (size_t i = 0; i < ng; i++) {
         const struct ts_sched_gpu *sg = &snap->gpus[i];
@@ -339,6 +461,8 @@ struct ts_sched_cluster *cluster_build(const struct ts_sched_snapshot *snap, str
     for (size_t i = 0; i < nn; i++) {
         c->nodes[i].first = acc;
         acc += c->nodes[i].ngpus;
+        if (c->nodes[i].ngpus > c->max_node_gpus)
+            c->max_node_gpus = c->nodes[i].ngpus;
         c->nodes[i].ngpus = 0;
     }
     for (size_t i = 0; i < ng; i++) {

@@ -11,8 +11,10 @@
  *     enough empty GPUs for a whole-GPU shape, no GPU with room for a
  *     portion) can use none of it either;
  *   - otherwise it can use the empty GPUs (whole-GPU shapes) or the GPUs
- *     with room for its portion, except that here this is also bounded by
- *     how many tasks of the shape the node's CPU and memory could hold.
+ *     with room for its portion, of a GPU model it accepts (a GPU of
+ *     another model is all fragment to it), except that here this is also
+ *     bounded by how many tasks of the shape the node's CPU and memory
+ *     could hold.
  * To the expected loss over the shapes is added what the workload as a
  * whole could not use: the free GPU beyond what the node's free CPU and
  * memory cover at the CPU and memory its GPU tasks typically ask per GPU
@@ -29,7 +31,6 @@
 #include "server/sched/sched_int.h"
 
 #define FGD_MAXG (TS_SCHED_MAX_DEVICES * 4)
-#define FGD_MIX_WEIGHT 1.0 /* the workload as a whole weighs as much as its shapes */
 
 /* Tasks of shape m that the node's CPU and host memory could hold. */
 static double tasks_held(const struct fshape *m, double cpu_free, int64_t mem_free)
@@ -70,12 +71,19 @@ static double frag_of(const struct ts_sched_cluster *c, const struct node_view *
         }
         double held = tasks_held(m, cpu_free, mem_free), use = 0;
         if (m->count > 0) {
-            if (nwhole >= m->count)
-                use = fmin((double)nwhole, held * m->count);
+            int whole = nwhole;
+            if (m->model_ok) { /* only the empty GPUs of a model it accepts */
+                whole = 0;
+                for (int k = 0; k < v->ngpus; k++)
+                    whole += used[k] == 0 && m->model_ok[c->gpus[v->gpu[k]].model];
+            }
+            if (whole >= m->count)
+                use = fmin((double)whole, held * m->count);
         } else {
             for (int k = 0; k < v->ngpus; k++) {
                 int64_t need = (int64_t)(m->portion * (double)usable[k] + 1e-6);
-                if (freeb[k] >= need && freeb[k] > 0)
+                if (freeb[k] >= need && freeb[k] > 0 &&
+                    fshape_model_ok(m, c->gpus[v->gpu[k]].model))
                     use += fr[k];
             }
             use = fmin(use, held * m->portion);
@@ -83,13 +91,17 @@ static double frag_of(const struct ts_sched_cluster *c, const struct node_view *
         f += m->weight * (total - use);
     }
     /* what the workload as a whole could not use: GPUs left without the CPU
-     * or memory that typically comes with them */
+     * or memory that typically comes with them, for the part of the
+     * workload that may run on the node's GPU model */
+    const struct fmix *x = c->mix ? &c->mix[c->gpus[v->gpu[0]].model] : NULL;
+    if (x == NULL || x->weight <= 0)
+        return f;
     double mix = total;
-    if (c->mix_cpu > 0)
-        mix = fmin(mix, cpu_free / c->mix_cpu);
-    if (c->mix_mem > 0)
-        mix = fmin(mix, (double)mem_free / c->mix_mem);
-    f += FGD_MIX_WEIGHT * (total - fmax(mix, 0));
+    if (x->cpu > 0)
+        mix = fmin(mix, cpu_free / x->cpu);
+    if (x->mem > 0)
+        mix = fmin(mix, (double)mem_free / x->mem);
+    f += x->weight * (total - fmax(mix, 0));
     return f;
 }
 

@@ -184,6 +184,15 @@ const struct ts_sched_strategy *ts_sched_strategy_find(const char *name)
     return NULL;
 }
 
+const struct ts_sched_strategy *ts_sched_reference_find(const char *name)
+{
+    if (name != NULL && strcmp(name, "fgd-paper") == 0)
+        return &ts_sched_fgd_paper;
+    if (name != NULL && strcmp(name, "bestfit") == 0)
+        return &ts_sched_bestfit;
+    return NULL;
+}
+
 const char *ts_sched_strategy_name(const struct ts_sched_strategy *st)
 {
     return st->name;

@@ -155,6 +155,8 @@ struct ts_sched_shape {
     double cpu;
     int64_t host_memory_bytes;
     double weight;
+    const char *const *gpu_models; /* the GPU models it accepts (a job's gpu_models); none: any */
+    size_t ngpu_models;
 };
 
 struct ts_sched_config {
@@ -284,6 +286,10 @@ struct ts_sched_cluster;  /* free resources of nodes and GPUs */
 /* Static strategy by name, or NULL when unknown. */
 const struct ts_sched_strategy *ts_sched_strategy_find(const char *name);
 const char *ts_sched_strategy_name(const struct ts_sched_strategy *st);
+/* The published baselines of Weng et al. (ATC '23), for tessera-sim's
+ * comparisons only (never a snapshot's strategy): "fgd-paper" (fgd_paper.c)
+ * and "bestfit" (bestfit.c); NULL when unknown. */
+const struct ts_sched_strategy *ts_sched_reference_find(const char *name);
 
 /* New cluster from the snapshot's nodes, GPUs, running jobs and shapes
  * (projects and pending jobs are not used). NULL when out of memory. The

@@ -40,6 +40,8 @@ struct node_state {
     double free_gpus; /* sum of free fractions */
     double frag;      /* fgd: cached fragmentation */
     bool frag_valid;
+    double pfrag; /* fgd-paper: cached fragmentation */
+    bool pfrag_valid;
     uint32_t version; /* bumps with every change of the above (pindex.c) */
 };
 
@@ -50,6 +52,7 @@ struct fshape {
     double cpu;
     int64_t mem;
     double weight;
+    const bool *model_ok; /* per interned model; NULL: any */
 };
 
 struct ts_sched_cluster {
@@ -67,9 +70,16 @@ struct ts_sched_cluster {
     int nkinds;
     struct fshape *shapes;
     int nshapes;
-    double mix_cpu;         /* fgd: CPU cores the typical workload asks per GPU; 0: none */
-    double mix_mem;         /* fgd: host memory bytes it asks per GPU; 0: none */
+    struct fmix {           /* fgd: the typical workload that may run on a GPU model */
+        double weight;      /* the weight of the shapes that do not exclude it */
+        double cpu;         /* CPU cores its GPU shapes ask per GPU; 0: none */
+        double mem;         /* host memory bytes they ask per GPU; 0: none */
+    } * mix;                /* per interned model, or NULL */
     bool own_shapes_fixed;  /* shapes came from the snapshot */
+    struct fshape *pshapes; /* fgd-paper: the paper's typical tasks (no host memory) */
+    int npshapes;
+    double max_node_cpu; /* bestfit: the largest node's CPU and GPUs */
+    int max_node_gpus;
     double capacity;        /* GPUs on ready nodes */
     double allocated;       /* GPUs allocated on ready nodes */
     struct ts_arena *owner; /* ts_sched_cluster_new's arena; NULL inside a cycle */
@@ -182,6 +192,8 @@ struct ts_sched_strategy {
 extern const struct ts_sched_strategy ts_sched_binpack;
 extern const struct ts_sched_strategy ts_sched_spread;
 extern const struct ts_sched_strategy ts_sched_fgd;
+extern const struct ts_sched_strategy ts_sched_fgd_paper;
+extern const struct ts_sched_strategy ts_sched_bestfit;
 
 /* Local GPUs of the view that can take the request; -1 when the node's CPU
  * or memory cannot. cand has room for v->ngpus entries. */
@@ -208,6 +220,14 @@ void node_view_of(const struct ts_sched_cluster *c, int node, int64_t *used_buf,
  * chosen[] (0 = full); the base of binpack's and spread's scores. */
 double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
                         const struct node_view *v, const int *chosen, int nchosen);
+/* binpack.c: the ndev candidates with the least free bytes (ties: lower index). */
+void binpack_pick_fullest(const struct ts_sched_cluster *c, const struct preq *p,
+                          const struct node_view *v, const int *cand, int ncand, int *out);
+/* cluster.c: whether a shape accepts GPU model m. */
+static inline bool fshape_model_ok(const struct fshape *s, int m)
+{
+    return s->model_ok == NULL || s->model_ok[m];
+}
 
 /* fgd.c: fragmentation of a node view against the cluster's shapes. */
 double fgd_fragmentation(const struct ts_sched_cluster *c, const struct node_view *v);

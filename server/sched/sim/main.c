@@ -4,6 +4,7 @@
  *   tessera-sim placement --nodes NODES.csv --pods PODS.csv --strategy S ...
  *   tessera-sim replay --nodes NODES.csv --projects P.csv --jobs J.csv ...
  *   tessera-sim generate --out DIR ...
+ *   tessera-sim variant --pods PODS.csv [--gpushare F] ... -o OUT.csv
  *   tessera-sim decide SNAPSHOT.json [--strategy S] [--next]
  *   tessera-sim minimize SNAPSHOT.json [--strategy S]
  *
@@ -209,11 +210,14 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tessera-sim placement --nodes NODES.csv --pods PODS.csv "
-            "--strategy binpack|spread|fgd [--seeds 10] [--seed-base 42] [-o text|json]\n"
+            "--strategy binpack|spread|fgd|fgd-paper|bestfit [--seeds 10] [--seed-base 42] "
+            "[-o text|json]\n"
             "       tessera-sim replay --nodes NODES.csv --projects PROJECTS.csv --jobs JOBS.csv "
             "[--strategy S] [--min-runtime S] [--interval S] [-o text|json]\n"
             "       tessera-sim generate --out DIR [--seed N] [--nodes N] [--gpus-per-node N] "
             "[--projects N] [--jobs N] [--hours H] [--load F]\n"
+            "       tessera-sim variant --pods PODS.csv [--seed N] [--gpushare F] [--multigpu F] "
+            "[--cpu-only F] [--gpuspec F] [--specs-from PODS.csv] [--gpu-pods N] [-o OUT.csv]\n"
             "       tessera-sim decide SNAPSHOT.json [--strategy S] [--next]\n"
             "       tessera-sim minimize SNAPSHOT.json [--strategy S]\n");
 }
@@ -232,6 +236,8 @@ int main(int argc, char **argv)
         return decide_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "generate") == 0)
         return sim_generate_main(argc - 1, argv + 1);
+    if (strcmp(argv[1], "variant") == 0)
+        return sim_variant_main(argc - 1, argv + 1);
     if (strcmp(argv[1], "minimize") == 0)
         return sim_minimize_main(argc - 1, argv + 1);
     fprintf(stderr, "tessera-sim: unknown command \"%s\"\n", argv[1]);

@@ -5,7 +5,8 @@
  * replacement until the GPU request would pass 130% of the cluster's GPUs,
  * give each pod one placement attempt in that order (no retry, no
  * preemption, no departures), and read the unallocated GPU share when the
- * arrived request reaches 100% and at the end (130%).
+ * arrived request reaches 100% and at the end (130%). Besides the server's
+ * strategies it runs the paper's baselines (fgd-paper, bestfit).
  */
 #include <math.h>
 #include <stdio.h>
@@ -75,14 +76,22 @@ static double pod_gpus(const struct ts_sched_trace_pod *p)
     return p->num_gpu * p->gpu_milli / 1000.0;
 }
 
-/* The trace's typical shapes for fgd: (GPUs, share, cpu) by frequency,
- * CPU-only pods included (they strand a node's GPUs when they use up its CPU). */
-static struct ts_sched_shape *shapes_of(const struct ts_sched_trace_pod *pods, size_t n,
+static bool same_spec(const char *x, const char *y)
+{
+    return strcmp(x ? x : "", y ? y : "") == 0;
+}
+
+/* The trace's typical shapes for fgd: (GPUs, share, cpu, memory, GPU models)
+ * by frequency, CPU-only pods included (they strand a node's GPUs when they
+ * use up its CPU); models from the pods' requests reqs[]. */
+static struct ts_sched_shape *shapes_of(const struct ts_sched_trace_pod *pods,
+                                        const struct ts_sched_request *reqs, size_t n,
                                         struct ts_arena *a, size_t *ns)
 {
     struct ts_sched_shape *s = ts_arena_alloc(a, (n ? n : 1) * sizeof(*s));
+    size_t *first = ts_arena_alloc(a, (n ? n : 1) * sizeof(*first)); /* a pod of each shape */
     *ns = 0;
-    if (s == NULL)
+    if (s == NULL || first == NULL)
         return NULL;
     for (size_t i = 0; i < n; i++) {
         const struct ts_sched_trace_pod *p = &pods[i];
@@ -93,13 +102,18 @@ static struct ts_sched_shape *shapes_of(const struct ts_sched_trace_pod *pods, s
             x.count = p->num_gpu;
         x.cpu = (double)p->cpu_milli / 1000.0;
         x.host_memory_bytes = p->memory_mib << 20;
+        x.gpu_models = reqs[i].gpu_models;
+        x.ngpu_models = reqs[i].ngpu_models;
         size_t k;
         for (k = 0; k < *ns; k++)
             if (s[k].count == x.count && s[k].portion == x.portion && s[k].cpu == x.cpu &&
-                s[k].host_memory_bytes == x.host_memory_bytes)
+                s[k].host_memory_bytes == x.host_memory_bytes &&
+                same_spec(pods[first[k]].gpu_spec, p->gpu_spec))
                 break;
-        if (k == *ns)
+        if (k == *ns) {
+            first[*ns] = i;
             s[(*ns)++] = x;
+        }
         s[k].weight += 1;
     }
     return s;
@@ -137,9 +151,12 @@ int sim_placement_main(int argc, char **argv)
     if (parse(argc, argv, &o) != 0)
         return 2;
     const struct ts_sched_strategy *st = ts_sched_strategy_find(o.strategy);
+    if (st == NULL)
+        st = ts_sched_reference_find(o.strategy);
     if (st == NULL) {
         fprintf(stderr,
-                "tessera-sim placement: unknown strategy \"%s\": use binpack, spread or fgd\n",
+                "tessera-sim placement: unknown strategy \"%s\": use binpack, spread, fgd, "
+                "or the references fgd-paper or bestfit\n",
                 o.strategy);
         return 2;
     }
@@ -177,7 +194,6 @@ int sim_placement_main(int argc, char **argv)
         fprintf(stderr, "tessera-sim placement: %s\n", err.message);
         goto out;
     }
-    snap.shapes = shapes_of(tp, np, a, &snap.nshapes);
     double cap = (double)snap.ngpus;
     if (cap <= 0 || np == 0) {
         fprintf(stderr, "tessera-sim placement: the trace has no GPUs or no pods\n");
@@ -193,6 +209,7 @@ int sim_placement_main(int argc, char **argv)
     for (size_t i = 0; i < np; i++)
         sim_request(tp[i].num_gpu, tp[i].gpu_milli, tp[i].cpu_milli, tp[i].memory_mib,
                     tp[i].gpu_spec, a, &reqs[i]);
+    snap.shapes = shapes_of(tp, reqs, np, a, &snap.nshapes);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int k = 0; k < o.seeds; k++) {

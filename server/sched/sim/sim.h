@@ -35,5 +35,6 @@ int sim_placement_main(int argc, char **argv);
 int sim_replay_main(int argc, char **argv);
 int sim_generate_main(int argc, char **argv);
 int sim_minimize_main(int argc, char **argv);
+int sim_variant_main(int argc, char **argv);
 
 #endif /* TS_SERVER_SCHED_SIM_SIM_H */

@@ -1,0 +1,34 @@
+/*
+ * bestfit.c - the BestFit heuristic of Weng et al. (USENIX ATC '23), the
+ * baseline binpack is measured against in tessera-sim (`--strategy
+ * bestfit`; never a snapshot's strategy): the node whose CPU and GPU left
+ * free after the placement are least, each as a share of the largest
+ * node's and weighing the same; on the node, the fullest GPUs that fit.
+ */
+#include "server/sched/sched_int.h"
+
+static double score(struct ts_sched_cluster *c, const struct preq *p, const struct node_view *v,
+                    const int *chosen, int nchosen)
+{
+    double gfree = 0;
+    for (int k = 0; k < v->ngpus; k++) {
+        const struct gpu_state *g = &c->gpus[v->gpu[k]];
+        gfree += (double)(g->usable - v->used[k]) / (double)g->usable;
+    }
+    for (int i = 0; i < nchosen; i++) {
+        const struct gpu_state *g = &c->gpus[v->gpu[chosen[i]]];
+        gfree -= (double)preq_need(p, g->usable) / (double)g->usable;
+    }
+    double s = 0;
+    if (c->max_node_gpus > 0)
+        s += 0.5 * gfree / c->max_node_gpus;
+    if (c->max_node_cpu > 0)
+        s += 0.5 * (v->cpu_free - p->cpu) / c->max_node_cpu;
+    return s;
+}
+
+const struct ts_sched_strategy ts_sched_bestfit = {
+    .name = "bestfit",
+    .pick = binpack_pick_fullest,
+    .score = score,
+};

@@ -151,10 +151,10 @@ struct victim_rule {
     bool other_deps;         /* victims outside j's department may be taken */
     bool keep_quota_in;      /* victims' projects of j's department stay at or
                                 above their quotas */
-    bool keep_quota_out;     /* other victims' projects and departments stay at
-                                or above their quotas */
-    bool fair_rule;          /* the anti-loop invariant: victims stay at least
-                                reclaimer_excess above their fair shares */
+    bool keep_quota_out;     /* other victims' departments (department-less
+                                projects) stay at or above their quotas */
+    bool fair_rule;          /* tier 2, the anti-loop invariant: victims stay at
+                                least reclaimer_excess above their fair shares */
     double reclaimer_excess; /* j's project's excess over fair share after */
 };
 bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *node, int *victims,

@@ -13,17 +13,23 @@
  *    above its fair share as the reclaimer will be (in GPUs: allocated -
  *    fair share): the anti-loop invariant.
  *
- * Tier 1 goes first; tier 2 when it finds no victims. Neither can be taken
- * back by the other: a tier-1 victim stays at or above its quota, so it
- * cannot reclaim within quota, and a tier-1 reclaimer that ends above its
- * fair share (only where quotas are sold beyond the GPUs, so that fair
- * shares are below them) also keeps the anti-loop invariant, so the victim
- * cannot reclaim by fair share either; a tier-2 reclaimer that ends beyond
- * its quota (or its department beyond its) takes no project (or other
- * department) below its quota, so its victim cannot reclaim within quota,
- * and one that ends within its quota is no tier-1 victim. Non-preemptible
- * jobs are never victims, nor jobs inside their minimum runtime
- * (victims.c).
+ *    A borrower takes no one below their quota where they meet: a project
+ *    that ends beyond its quota takes no project of its own department
+ *    below the project's quota; a department that ends beyond its quota
+ *    (a department-less project beyond its own) takes no other department,
+ *    nor department-less project, below its quota.
+ *
+ * Tier 1 goes first; tier 2 when it finds no victims. No reclaim can be
+ * taken back: a tier-1 victim stays at or above its quota, so it cannot
+ * reclaim within quota, and any reclaim of its would be a borrower's, which
+ * cannot take the tier-1 reclaimer (within its quota) below its quota; a
+ * tier-2 reclaim by a borrower leaves its victim at or above its quota (no
+ * tier 1 back), one by a project that ends within its quota leaves it no
+ * tier-1 victim; tier 2 against tier 2 is the anti-loop invariant (at the
+ * level of departments the same holds of departments: a tier-1 reclaim from
+ * another department needs its own within its quota). Without the
+ * borrower's rule the random walks loop. Non-preemptible jobs are never
+ * victims, nor jobs inside their minimum runtime (victims.c).
  *
  * The messages tell what the projects held before this cycle's decisions
  * (the snapshot's allocation), their quotas and fair shares; the decisions
@@ -100,15 +106,12 @@ bool reclaim_try(struct cycle *cy, int j)
         if (any) {
             J->reclaim_tried = true;
             J->reclaim_tier1 = true;
-            double excess = P->alloc + g - P->fair;
             struct victim_rule r = {
                 .reclaim = true,
                 .tier1 = true,
                 .other_deps = dep_within,
                 .keep_quota_in = true,
                 .keep_quota_out = true,
-                .fair_rule = excess > EPS, /* only where fair shares are below quotas */
-                .reclaimer_excess = excess,
             };
             if (take(cy, j, &r))
                 return true;
@@ -122,11 +125,13 @@ bool reclaim_try(struct cycle *cy, int j)
     if (!any)
         return false;
     J->reclaim_tried = true;
+    /* a borrower takes no one below its quota, at the level where they meet */
+    bool top_within = d >= 0 ? dep_within : proj_within;
     struct victim_rule r = {
         .reclaim = true,
         .other_deps = true,
-        .keep_quota_in = !proj_within, /* a borrower takes no one below its quota */
-        .keep_quota_out = !proj_within || !dep_within,
+        .keep_quota_in = !proj_within,
+        .keep_quota_out = !top_within,
         .fair_rule = true,
         .reclaimer_excess = P->alloc + J->p.gpus_estimate - P->fair,
     };

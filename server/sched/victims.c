@@ -306,18 +306,20 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
                 continue;
             double left = pv->alloc - pv->removed - x->gpus;
             bool inside = jd >= 0 && e == jd;
+            /* a quota is a guarantee (reclaim.c): within j's department, the
+             * victim's project's; against another department, the
+             * department's, or the project's where it has none; tier 1 keeps
+             * every victim's project's too */
+            bool proj_floor = inside ? r->keep_quota_in : r->tier1 || (e < 0 && r->keep_quota_out);
+            bool dep_floor = !inside && ev != NULL && r->keep_quota_out;
             bool ok = true;
             /* anti-loop: the victim's project stays at least as far above
              * its fair share as the reclaimer will be */
             if (r->fair_rule && left - pv->fair < r->reclaimer_excess - EPS)
                 ok = false;
-            /* a quota is a guarantee: the victim's project stays at or above
-             * its own, and its department, where it is not j's, at or above
-             * the department's */
-            if ((inside ? r->keep_quota_in : r->keep_quota_out) && left < pv->deserved - EPS)
+            if (proj_floor && left < pv->deserved - EPS)
                 ok = false;
-            if (!inside && r->keep_quota_out && ev != NULL &&
-                ev->alloc - ev->removed - x->gpus < ev->deserved - EPS)
+            if (dep_floor && ev->alloc - ev->removed - x->gpus < ev->deserved - EPS)
                 ok = false;
             if (!ok) {
                 pv->skipped_prio = x->priority;

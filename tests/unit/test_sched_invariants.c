@@ -438,10 +438,332 @@ static void random_snapshots_keep_every_invariant_with_every_strategy(void **sta
     assert_int_equal(bad, 0);
 }
 
+/* ---- quotas are guarantees ----------------------------------------------
+ *
+ * Walks of another kind, where the property is exact: every job of a walk
+ * has the same size (one whole GPU, or a portion of 1/2 or 1/4), asks no
+ * CPU or host memory and no labels, and no node has swap room, so one
+ * victim always makes room for one job, and the victim search cannot miss
+ * a set that a look at each job would find. Random departments, quotas
+ * (sold beyond the GPUs or not), weights, limits, priorities, usage,
+ * minimum runtimes, non-preemptible and protected jobs, nodes not ready.
+ *
+ * On the state each cycle's decisions produce (stops take effect at once in
+ * these walks: the victims' grace is not modelled), no project P that has a
+ * pending job and would stay within its deserved quota with it (allocation
+ * + size <= min(quota, demand, limit), fairshare.c's numbers taken again
+ * here from the state, and its department's too unless the victim is of the
+ * same department; under its department's limit) is left with
+ *   - room for the job on a ready node, or
+ *   - a running job x of another project V, preemptible and past its
+ *     minimum runtime, on a ready node, such that V stays at or above its
+ *     deserved quota without x, V's department, where it is not P's, at or
+ *     above the department's, and, where P would end above its fair share
+ *     (only where quotas are sold beyond the GPUs), V stays at least as far
+ *     above its fair share as P would be (the anti-loop rule).
+ * That is: a project within its quota reaches min(quota, demand), less
+ * less than one job, in one cycle wherever preemptible borrowers hold what
+ * it lacks. The other invariants and stability are checked on every cycle
+ * as in the walks above. */
+
+struct qworld {
+    struct ts_sched_department deps[2];
+    struct ts_sched_project projs[5];
+    struct ts_sched_node nodes[4];
+    struct ts_sched_gpu gpus[4 * 8];
+    struct ts_sched_running run[32];
+    struct ts_sched_slot slots[32][1];
+    struct ts_sched_pending pend[20];
+    char names[52][24];
+    struct ts_sched_snapshot s;
+    struct ts_sched_request req; /* every job's */
+};
+
+static void quota_world(uint64_t seed, struct qworld *w)
+{
+    struct rng r = {seed};
+    memset(w, 0, sizeof(*w));
+    struct ts_sched_snapshot *s = &w->s;
+    switch (below(&r, 3)) {
+    case 0:
+        w->req.kind = TS_SCHED_GPU_COUNT;
+        w->req.count = 1;
+        break;
+    default:
+        w->req.kind = TS_SCHED_GPU_PORTION;
+        w->req.portion = below(&r, 2) ? 0.5 : 0.25;
+        w->req.devices = 1;
+        break;
+    }
+    s->now = 10000;
+    s->config.min_runtime_s = below(&r, 3) == 0 ? 300 : 0;
+    s->config.usage_half_life_s = below(&r, 3) == 0 ? 3600 : 0;
+    s->ndepartments = (size_t)below(&r, 3);
+    for (size_t i = 0; i < s->ndepartments; i++) {
+        struct ts_sched_department *d = &w->deps[i];
+        d->id = (int64_t)i + 1;
+        d->name = i ? "ops" : "research";
+        d->quota_gpus = below(&r, 9) / 2.0;
+        d->over_quota_weight = below(&r, 3);
+        d->has_limit = below(&r, 4) == 0;
+        d->limit_gpus = d->quota_gpus + below(&r, 8) / 2.0;
+        d->priority = below(&r, 2);
+    }
+    s->departments = w->deps;
+    s->nprojects = 2 + (size_t)below(&r, 4);
+    for (size_t i = 0; i < s->nprojects; i++) {
+        struct ts_sched_project *p = &w->projs[i];
+        p->id = (int64_t)i + 1;
+        p->name = names[i];
+        p->department = s->ndepartments ? below(&r, (int)s->ndepartments + 1) - 1 : -1;
+        p->quota_gpus = below(&r, 9) / 2.0;
+        p->over_quota_weight = below(&r, 4);
+        p->has_limit = below(&r, 4) == 0;
+        p->limit_gpus = p->quota_gpus + below(&r, 6) / 2.0;
+        p->priority = below(&r, 3);
+        p->usage_gpu_seconds = below(&r, 4) * 3600.0;
+        p->min_runtime_s = below(&r, 4) == 0 ? 600 : -1;
+    }
+    s->projects = w->projs;
+    s->nnodes = 1 + (size_t)below(&r, 4);
+    for (size_t i = 0; i < s->nnodes; i++) {
+        struct ts_sched_node *n = &w->nodes[i];
+        n->id = (int64_t)i + 1;
+        n->name = names[i];
+        n->ready = below(&r, 8) != 0;
+        n->cpu = 64;
+        n->memory_bytes = 512 * GIB;
+        int ng = 1 + below(&r, 8);
+        for (int k = 0; k < ng; k++) {
+            struct ts_sched_gpu *g = &w->gpus[s->ngpus++];
+            g->node = (int)i;
+            g->index = k;
+            g->model = "a100";
+            g->memory_bytes = 80 * GIB;
+        }
+    }
+    s->nodes = w->nodes;
+    s->gpus = w->gpus;
+    struct ts_sched_cluster *c = ts_sched_cluster_new(s);
+    assert_non_null(c);
+    int want = below(&r, 33);
+    for (int i = 0; i < want && s->nrunning < 32; i++) {
+        struct ts_sched_running *j = &w->run[s->nrunning];
+        j->request = w->req;
+        int node;
+        size_t ns;
+        if (!ts_sched_cluster_place(c, ts_sched_strategy_find(strategies[below(&r, 3)]),
+                                    &j->request, &node, w->slots[s->nrunning], &ns))
+            break;
+        ts_sched_cluster_commit(c, &j->request, node, w->slots[s->nrunning], ns);
+        j->id = (int64_t)s->nrunning + 1;
+        snprintf(w->names[s->nrunning], sizeof(w->names[0]), "r%lld", (long long)j->id);
+        j->name = w->names[s->nrunning];
+        j->project = below(&r, (int)s->nprojects);
+        j->priority = 10 * below(&r, 10);
+        j->preemptible = below(&r, 4) != 0;
+        j->node = node;
+        j->slots = w->slots[s->nrunning];
+        j->nslots = ns;
+        j->started_at = s->now - below(&r, 2000);
+        s->nrunning++;
+    }
+    ts_sched_cluster_free(c);
+    s->running = w->run;
+    s->npending = (size_t)below(&r, 21);
+    for (size_t i = 0; i < s->npending; i++) {
+        struct ts_sched_pending *j = &w->pend[i];
+        j->request = w->req;
+        j->id = 100 + (int64_t)i;
+        snprintf(w->names[32 + i], sizeof(w->names[0]), "p%lld", (long long)j->id);
+        j->name = w->names[32 + i];
+        j->project = below(&r, (int)s->nprojects);
+        j->priority = 10 * below(&r, 10);
+        j->preemptible = below(&r, 4) != 0;
+        j->submitted_at = below(&r, 10000);
+        j->suspended_node = -1;
+    }
+    s->pending = w->pend;
+}
+
+/* The state after r, then some time: running jobs end, jobs of the same
+ * size arrive. */
+static void quota_next_step(struct rng *g, const struct ts_sched_snapshot *s,
+                            const struct ts_sched_result *r, const struct ts_sched_request *req,
+                            int step, struct ts_arena *a, struct ts_sched_snapshot *out)
+{
+    next_step(g, s, r, step, a, out);
+    for (size_t i = 0; i < out->npending; i++) {
+        struct ts_sched_pending *p = (struct ts_sched_pending *)&out->pending[i];
+        p->request = *req; /* the arrivals' random requests made equal */
+    }
+}
+
+static int quota_violations, quota_checked, quota_tier1;
+
+static bool stoppable_now(const struct ts_sched_snapshot *s, const struct ts_sched_running *x)
+{
+    int64_t m = s->projects[x->project].min_runtime_s;
+    if (m < 0)
+        m = s->config.min_runtime_s;
+    return x->preemptible && !(m > 0 && s->now - x->started_at < m);
+}
+
+/* The property above on the state r produces from s. */
+static void quota_served(const char *what, const struct ts_sched_snapshot *s,
+                         const struct ts_sched_result *r, double size)
+{
+    for (size_t i = 0; i < r->ndecisions; i++)
+        quota_tier1 += r->decisions[i].action == TS_SCHED_BIND &&
+                       strstr(r->decisions[i].message, "within quota") != NULL;
+    struct ts_error err = {0};
+    struct ts_arena *ar = ts_arena_new();
+    struct ts_sched_snapshot n;
+    assert_non_null(ar);
+    assert_int_equal(ts_sched_apply(s, r, ar, &n, &err), TS_OK);
+    size_t np = n.nprojects, nd = n.ndepartments;
+    double alloc[8] = {0}, demand[8] = {0}, des[8], fair[8], dalloc[4] = {0}, ddem[4] = {0},
+           ddes[4];
+    int npend[8] = {0};
+    double capacity = 0, used[4 * 8] = {0};
+    for (size_t k = 0; k < n.ngpus; k++)
+        capacity += n.nodes[n.gpus[k].node].ready;
+    for (size_t i = 0; i < n.nrunning; i++) {
+        const struct ts_sched_running *x = &n.running[i];
+        double gpus = 0;
+        for (size_t k = 0; k < x->nslots; k++) {
+            const struct ts_sched_gpu *g = &n.gpus[x->slots[k].gpu];
+            double part =
+                (double)x->slots[k].memory_bytes / (double)(g->memory_bytes - g->reserve_bytes);
+            gpus += part;
+            used[x->slots[k].gpu] += part;
+        }
+        alloc[x->project] += gpus;
+        if (n.projects[x->project].department >= 0)
+            dalloc[n.projects[x->project].department] += gpus;
+    }
+    for (size_t i = 0; i < n.npending; i++) {
+        demand[n.pending[i].project] += size;
+        npend[n.pending[i].project]++;
+    }
+    for (size_t p = 0; p < np; p++) {
+        demand[p] += alloc[p];
+        const struct ts_sched_project *sp = &n.projects[p];
+        if (sp->department >= 0)
+            ddem[sp->department] +=
+                sp->has_limit && sp->limit_gpus < demand[p] ? sp->limit_gpus : demand[p];
+    }
+    ts_sched_fairshare(n.departments, nd, n.projects, np, demand, capacity,
+                       n.config.usage_half_life_s, des, fair);
+    for (size_t d = 0; d < nd; d++) {
+        const struct ts_sched_department *sd = &n.departments[d];
+        ddes[d] = ddem[d] < sd->quota_gpus ? ddem[d] : sd->quota_gpus;
+        if (sd->has_limit && sd->limit_gpus < ddes[d])
+            ddes[d] = sd->limit_gpus;
+    }
+    const double eps = 1e-9;
+    bool room = false;
+    for (size_t k = 0; k < n.ngpus && !room; k++)
+        room = n.nodes[n.gpus[k].node].ready && 1.0 - used[k] >= size - eps;
+    for (size_t p = 0; p < np; p++) {
+        const struct ts_sched_project *sp = &n.projects[p];
+        int d = sp->department;
+        if (npend[p] == 0 || alloc[p] + size > des[p] + eps)
+            continue;
+        if (d >= 0 && n.departments[d].has_limit &&
+            dalloc[d] + size > n.departments[d].limit_gpus + 1e-6)
+            continue;
+        quota_checked++;
+        bool dep_within = d < 0 || dalloc[d] + size <= ddes[d] + eps;
+        double excess = alloc[p] + size - fair[p];
+        const char *why = room ? "a ready node has room for it" : NULL;
+        const struct ts_sched_running *victim = NULL;
+        for (size_t i = 0; i < n.nrunning && why == NULL; i++) {
+            const struct ts_sched_running *x = &n.running[i];
+            int v = x->project, e = n.projects[v].department;
+            bool inside = d >= 0 && e == d;
+            if (v == (int)p || !n.nodes[x->node].ready || !stoppable_now(&n, x))
+                continue;
+            if (alloc[v] - size < des[v] - eps)
+                continue; /* V would drop below its quota */
+            if (!inside && (!dep_within || (e >= 0 && dalloc[e] - size < ddes[e] - eps)))
+                continue; /* P's department would pass its quota, or V's drop below */
+            if (excess > eps && alloc[v] - size - fair[v] < excess - eps)
+                continue; /* the anti-loop rule, where P would end above its fair share */
+            victim = x;
+            why = "a preemptible job of a project above its quota could make room";
+        }
+        if (why == NULL)
+            continue;
+        quota_violations++;
+        if (quota_violations <= MAX_SHOWN) {
+            print_message("%s: project \"%s\" (%g of quota %g, deserved %g, fair share %g) waits "
+                          "within its quota although %s%s%s\n",
+                          what, sp->name, alloc[p], sp->quota_gpus, des[p], fair[p], why,
+                          victim ? ": " : "", victim ? victim->name : "");
+            if (quota_violations == 1)
+                dump_snapshot(s);
+        }
+    }
+    ts_arena_free(ar);
+}
+
+static void projects_within_their_quota_reach_it_in_one_cycle(void **state)
+{
+    (void)state;
+    const char *env = getenv("TS_SCHED_RANDOM_CASES");
+    int cases = env ? atoi(env) : 3000;
+    int first = getenv("TS_SCHED_RANDOM_FIRST") ? atoi(getenv("TS_SCHED_RANDOM_FIRST")) : 0;
+    struct qworld *w = malloc(sizeof(*w));
+    assert_non_null(w);
+    memset(cycles, 0, sizeof(cycles));
+    memset(max_passes, 0, sizeof(max_passes));
+    memset(unstable, 0, sizeof(unstable));
+    memset(unsettled, 0, sizeof(unsettled));
+    memset(failing, 0, sizeof(failing));
+    for (int k = first; k < first + cases; k++) {
+        quota_world(0x9A07AULL + (uint64_t)k, w);
+        double size = w->req.kind == TS_SCHED_GPU_COUNT ? 1.0 : w->req.portion;
+        for (size_t st = 0; st < 3; st++) {
+            struct rng g = {0x5EED5ULL + (uint64_t)k};
+            struct ts_arena *a = ts_arena_new();
+            assert_non_null(a);
+            struct ts_sched_snapshot s = w->s;
+            s.config.strategy = strategies[st];
+            for (int step = 0; step < STEPS; step++) {
+                struct ts_sched_result *r = check_cycle(k, step, st, &s);
+                char what[128];
+                snprintf(what, sizeof(what), "quota case %d step %d (%s)", k, step,
+                         s.config.strategy);
+                quota_served(what, &s, r, size);
+                if (step + 1 < STEPS)
+                    quota_next_step(&g, &s, r, &w->req, step, a, &s);
+                ts_sched_result_free(r);
+            }
+            ts_arena_free(a);
+        }
+    }
+    free(w);
+    int bad = 0;
+    for (size_t st = 0; st < 3; st++) {
+        print_message("quota walks, %s: %d cycles (at most %d passes); %d ran out of passes, %d "
+                      "were followed by a cycle that stopped a job%s%s\n",
+                      strategies[st], cycles[st], max_passes[st], unsettled[st], unstable[st],
+                      failing[st][0] ? ":" : "", failing[st]);
+        bad += unsettled[st] + unstable[st];
+    }
+    print_message("quota walks: %d binds by reclaim within quota; %d projects within their quota "
+                  "with a job pending checked after their cycle, %d left short\n",
+                  quota_tier1, quota_checked, quota_violations);
+    assert_int_equal(bad, 0);
+    assert_int_equal(quota_violations, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(random_snapshots_keep_every_invariant_with_every_strategy),
+        cmocka_unit_test(projects_within_their_quota_reach_it_in_one_cycle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

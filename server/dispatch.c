@@ -119,7 +119,8 @@ void ts_dispatch_complete(void *cls, struct ts_request *r)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - r->started_ns;
-    ts_metrics_observe(srv->metrics, r->route_index, r->method, r->status, (double)ns / 1e9);
+    ts_metrics_observe(srv->metrics, r->route_index, r->method, r->status, (double)ns / 1e9,
+                       r->held || r->stream != NULL);
     ts_log_debug("%s %s status=%d duration_ms=%.3f request=%s", r->method, r->path, r->status,
                  (double)ns / 1e6, r->request_id);
 }

@@ -1,6 +1,8 @@
 /*
  * metrics.c - tessera_http_requests_total{route,method,code} and
- * tessera_http_request_duration_seconds{route} histograms; the cluster,
+ * tessera_http_request_duration_seconds{route} histograms, with held
+ * requests (long-polls that waited, followed logs) in a histogram of their
+ * own, tessera_http_held_request_duration_seconds; the cluster,
  * project, node and GPU gauges of allocation and utilization (the figures
  * the series sampler read last, see server/series.c).
  */
@@ -19,6 +21,9 @@
 static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                 0.05,   0.1,   0.25,   0.5,   1,    2.5};
 #define NBOUNDS (sizeof(bounds) / sizeof(bounds[0]))
+/* held requests: a long-poll waits up to 60 s, a follower for hours */
+static const double held_bounds[] = {0.1, 1, 5, 10, 20, 30, 45, 60, 300, 3600, 14400, 86400};
+_Static_assert(sizeof(held_bounds) == sizeof(bounds), "one bucket array for both");
 
 struct series {
     atomic_uint_fast64_t by_status[NSTATUS];
@@ -32,13 +37,13 @@ struct ts_metrics {
     struct ts_buf gauges; /* Prometheus text of the latest figures */
     time_t gauges_until;  /* shown until then */
     size_t n;             /* routes + 1 for "no route" */
-    struct series s[];
+    struct series s[];    /* n of other requests, then n of held ones */
 };
 
 struct ts_metrics *ts_metrics_new(void)
 {
     size_t n = ts_routes_count + 1;
-    struct ts_metrics *m = calloc(1, sizeof(*m) + n * sizeof(struct series));
+    struct ts_metrics *m = calloc(1, sizeof(*m) + 2 * n * sizeof(struct series));
     if (m) {
         m->n = n;
         pthread_mutex_init(&m->mu, NULL);
@@ -57,16 +62,18 @@ void ts_metrics_free(struct ts_metrics *m)
 }
 
 void ts_metrics_observe(struct ts_metrics *m, int route_index, const char *method, int status,
-                        double seconds)
+                        double seconds, bool held)
 {
+    (void)method; /* a route is one method */
     if (m == NULL)
         return;
     size_t i = route_index < 0 ? m->n - 1 : (size_t)route_index;
-    struct series *s = &m->s[i];
     if (status > 0 && status < NSTATUS)
-        atomic_fetch_add(&s->by_status[status], 1);
+        atomic_fetch_add(&m->s[i].by_status[status], 1); /* every request counts here */
+    struct series *s = &m->s[held ? m->n + i : i];
+    const double *bd = held ? held_bounds : bounds;
     size_t b = 0;
-    while (b < NBOUNDS && seconds > bounds[b])
+    while (b < NBOUNDS && seconds > bd[b])
         b++;
     atomic_fetch_add(&s->buckets[b], 1);
     atomic_fetch_add(&s->sum_ns, (uint_fast64_t)(seconds * 1e9));
@@ -176,6 +183,35 @@ void ts_metrics_set_figures(struct ts_metrics *m, const struct ts_series_figure 
     ts_buf_free(&old);
 }
 
+/* One histogram family over the routes' series ser (n of them). */
+static void histogram(struct ts_buf *b, const struct ts_metrics *m, struct series *ser,
+                      const double *bd, const char *name, const char *help)
+{
+    ts_buf_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (size_t i = 0; i < m->n; i++) {
+        struct series *s = &ser[i];
+        uint_fast64_t count = atomic_load(&s->count);
+        if (count == 0)
+            continue;
+        const char *route = i < ts_routes_count ? ts_routes[i].path : "unmatched";
+        const char *method = i < ts_routes_count ? ts_routes[i].method : "any";
+        uint_fast64_t cum = 0;
+        for (size_t k = 0; k <= NBOUNDS; k++) {
+            cum += atomic_load(&s->buckets[k]);
+            if (k < NBOUNDS)
+                ts_buf_printf(b, "%s_bucket{route=\"%s\",method=\"%s\",le=\"%g\"} %llu\n", name,
+                              route, method, bd[k], (unsigned long long)cum);
+            else
+                ts_buf_printf(b, "%s_bucket{route=\"%s\",method=\"%s\",le=\"+Inf\"} %llu\n", name,
+                              route, method, (unsigned long long)cum);
+        }
+        ts_buf_printf(b, "%s_sum{route=\"%s\",method=\"%s\"} %.9f\n", name, route, method,
+                      (double)atomic_load(&s->sum_ns) / 1e9);
+        ts_buf_printf(b, "%s_count{route=\"%s\",method=\"%s\"} %llu\n", name, route, method,
+                      (unsigned long long)count);
+    }
+}
+
 void ts_metrics_render(struct ts_metrics *m, struct ts_buf *b)
 {
     pthread_mutex_lock(&m->mu);
@@ -196,36 +232,9 @@ void ts_metrics_render(struct ts_metrics *m, struct ts_buf *b)
                               route, method, st, (unsigned long long)v);
         }
     }
-    ts_buf_printf(b, "# HELP tessera_http_request_duration_seconds HTTP request latency by "
-                     "route.\n# TYPE tessera_http_request_duration_seconds histogram\n");
-    for (size_t i = 0; i < m->n; i++) {
-        struct series *s = &m->s[i];
-        uint_fast64_t count = atomic_load(&s->count);
-        if (count == 0)
-            continue;
-        const char *route = i < ts_routes_count ? ts_routes[i].path : "unmatched";
-        const char *method = i < ts_routes_count ? ts_routes[i].method : "any";
-        uint_fast64_t cum = 0;
-        for (size_t k = 0; k <= NBOUNDS; k++) {
-            cum += atomic_load(&s->buckets[k]);
-            if (k < NBOUNDS)
-                ts_buf_printf(b,
-                              "tessera_http_request_duration_seconds_bucket{route=\"%s\","
-                              "method=\"%s\",le=\"%g\"} %llu\n",
-                              route, method, bounds[k], (unsigned long long)cum);
-            else
-                ts_buf_printf(b,
-                              "tessera_http_request_duration_seconds_bucket{route=\"%s\","
-                              "method=\"%s\",le=\"+Inf\"} %llu\n",
-                              route, method, (unsigned long long)cum);
-        }
-        ts_buf_printf(b,
-                      "tessera_http_request_duration_seconds_sum{route=\"%s\",method=\"%s\"} "
-                      "%.9f\n",
-                      route, method, (double)atomic_load(&s->sum_ns) / 1e9);
-        ts_buf_printf(b,
-                      "tessera_http_request_duration_seconds_count{route=\"%s\",method=\"%s\"} "
-                      "%llu\n",
-                      route, method, (unsigned long long)count);
-    }
+    histogram(b, m, m->s, bounds, "tessera_http_request_duration_seconds",
+              "HTTP request latency by route (held requests apart).");
+    histogram(b, m, m->s + m->n, held_bounds, "tessera_http_held_request_duration_seconds",
+              "How long requests that wait on purpose were held: long-polls of a node's "
+              "desired state that waited, followed job output.");
 }

@@ -8,6 +8,7 @@
 #ifndef TS_SERVER_METRICS_H
 #define TS_SERVER_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,9 +19,12 @@ struct ts_series_figure;
 
 struct ts_metrics *ts_metrics_new(void); /* new; NULL when out of memory */
 void ts_metrics_free(struct ts_metrics *m);
-/* route_index -1: no route matched. */
+/* route_index -1: no route matched. held: the request waited on purpose (a
+ * long-poll that waited, a followed log): its time goes to
+ * tessera_http_held_request_duration_seconds, not to the request latency
+ * histogram, whose quantiles would otherwise mean nothing. */
 void ts_metrics_observe(struct ts_metrics *m, int route_index, const char *method, int status,
-                        double seconds);
+                        double seconds, bool held);
 /* Append the HTTP series to b, and the cluster's figures while they are
  * fresh. */
 void ts_metrics_render(struct ts_metrics *m, struct ts_buf *b);

@@ -32,9 +32,9 @@ struct ts_schedloop {
     pthread_t thread;
     atomic_bool stop;
     atomic_bool leader;
-    atomic_int_fast64_t cycles;  /* full cycles: snapshot, decide, write */
-    atomic_int_fast64_t sweeps;  /* ticks that only swept */
-    atomic_int_fast64_t binds;   /* decisions written, by kind */
+    atomic_int_fast64_t cycles; /* full cycles: snapshot, decide, write */
+    atomic_int_fast64_t sweeps; /* ticks that only swept */
+    atomic_int_fast64_t binds;  /* decisions written, by kind */
     atomic_int_fast64_t stops;
     atomic_int_fast64_t cycle_us; /* time in full cycles, microseconds */
     atomic_int_fast64_t last_cycle_us;
@@ -280,10 +280,10 @@ static void *run(void *arg)
 {
     struct ts_schedloop *l = arg;
     struct ts_notify *nt = l->srv->notify;
-    bool need = true;      /* a full cycle is due whatever the notifications say */
-    uint64_t cycled = 0;   /* the notification count when the last full cycle began */
-    int64_t due_ms = -1;   /* monotonic time the clock asks for a cycle; -1: never */
-    int64_t tick_ms = 0;   /* monotonic time of the next sweep */
+    bool need = true;    /* a full cycle is due whatever the notifications say */
+    uint64_t cycled = 0; /* the notification count when the last full cycle began */
+    int64_t due_ms = -1; /* monotonic time the clock asks for a cycle; -1: never */
+    int64_t tick_ms = 0; /* monotonic time of the next sweep */
     while (!atomic_load(&l->stop)) {
         uint64_t seen = ts_notify_seq(nt, "tessera_sched", 0);
         struct ts_error err;

@@ -181,6 +181,7 @@ TS_HANDLER(ts_h_node_desired)
         if ((e = ts_store_node_generation(conn, name, &node_id, &generation, err)) != TS_OK)
             return e;
         ts_ctx_db_release(c);
+        r->held = true;
         int64_t left_ms = wait_s * 1000;
         while (generation == want && left_ms > 0 && !atomic_load(&c->srv->stopping)) {
             int step = left_ms > 1000 ? 1000 : (int)left_ms;

@@ -47,6 +47,8 @@ struct ts_request {
     const char *header_values[TS_HTTP_MAX_HEADERS];
     int nheaders;
     struct ts_http_stream *stream; /* a streamed body (ts_http_reply_stream), or NULL */
+    bool held;                     /* the handler waited on purpose (a long-poll): timed apart from
+                                      other requests, like a streamed body */
 
     void *conn; /* struct MHD_Connection *, opaque here */
     void *user; /* the dispatcher's per-request state */

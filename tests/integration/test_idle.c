@@ -137,8 +137,8 @@ static void a_change_wakes_a_cycle_and_the_clock_ends_a_protection(void **state)
     assert_true(evicting >= 0);
     /* it exits: the owner's job is bound */
     char rep[128];
-    snprintf(rep, sizeof(rep), "{\"id\": %lld, \"attempt\": 1, \"state\": \"exited\", \"signal\": 15}",
-             b[evicting]);
+    snprintf(rep, sizeof(rep),
+             "{\"id\": %lld, \"attempt\": 1, \"state\": \"exited\", \"signal\": 15}", b[evicting]);
     json_t *node = ts_ap_job(b[evicting]);
     char nname[16];
     snprintf(nname, sizeof(nname), "%s", ts_it_str(node, "node"));
@@ -155,6 +155,43 @@ static void a_change_wakes_a_cycle_and_the_clock_ends_a_protection(void **state)
     assert_true(c <= 1);
 }
 
+/* The value of a histogram's _count line for the desired-state route, 0
+ * when absent. */
+static double desired_count(const char *family)
+{
+    char name[256];
+    snprintf(name, sizeof(name), "%s_count{route=\"/api/v1/nodes/{name}/desired\",method=\"GET\"}",
+             family);
+    struct ts_response r;
+    assert_int_equal(ts_it_req(srv.admin, "GET", "/metrics", NULL, NULL, &r), 200);
+    char want[300];
+    snprintf(want, sizeof(want), "\n%s ", name);
+    const char *at = strstr(r.body.data, want);
+    double v = at ? strtod(at + strlen(want), NULL) : 0;
+    ts_response_free(&r);
+    return v;
+}
+
+/* An agent's long-poll that waits is timed in a histogram of its own: the
+ * request latency histogram keeps only requests answered at once. */
+static void a_long_poll_that_waits_is_timed_apart(void **state)
+{
+    (void)state;
+    const char *req = "tessera_http_request_duration_seconds";
+    const char *held = "tessera_http_held_request_duration_seconds";
+    json_t *d = ts_ap_desired("n00", -1, NULL); /* at once */
+    long long gen = ts_it_int(d, "generation");
+    json_decref(d);
+    double r0 = desired_count(req), h0 = desired_count(held);
+    assert_true(r0 >= 1);
+    json_decref(ts_ap_desired("n00", gen, "1s")); /* nothing changes: it waits 1 s */
+    assert_true(desired_count(req) == r0);
+    assert_true(desired_count(held) == h0 + 1);
+    json_decref(ts_ap_desired("n00", gen - 1, "1s")); /* behind: answered at once */
+    assert_true(desired_count(req) == r0 + 1);
+    assert_true(desired_count(held) == h0 + 1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -163,6 +200,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(an_idle_server_runs_no_scheduler_cycles),
         cmocka_unit_test(twenty_reporting_agents_wake_no_cycles),
         cmocka_unit_test(a_change_wakes_a_cycle_and_the_clock_ends_a_protection),
+        cmocka_unit_test(a_long_poll_that_waits_is_timed_apart),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -457,14 +457,12 @@ static void random_snapshots_keep_every_invariant_with_every_strategy(void **sta
  *   - room for the job on a ready node, or
  *   - a running job x of another project V, preemptible and past its
  *     minimum runtime, on a ready node, such that V stays at or above its
- *     deserved quota without x, V's department, where it is not P's, at or
- *     above the department's, and, where P would end above its fair share
- *     (only where quotas are sold beyond the GPUs), V stays at least as far
- *     above its fair share as P would be (the anti-loop rule).
- * That is: a project within its quota reaches min(quota, demand), less
- * less than one job, in one cycle wherever preemptible borrowers hold what
- * it lacks. The other invariants and stability are checked on every cycle
- * as in the walks above. */
+ *     deserved quota without x, and V's department, where it is not P's,
+ *     at or above the department's, whatever the fair shares say.
+ * That is: a project within its quota reaches min(quota, demand), short by
+ * less than one job, in one cycle wherever preemptible jobs of projects
+ * above their quotas hold what it lacks. The other invariants and
+ * stability are checked on every cycle as in the walks above. */
 
 struct qworld {
     struct ts_sched_department deps[2];
@@ -675,7 +673,6 @@ static void quota_served(const char *what, const struct ts_sched_snapshot *s,
             continue;
         quota_checked++;
         bool dep_within = d < 0 || dalloc[d] + size <= ddes[d] + eps;
-        double excess = alloc[p] + size - fair[p];
         const char *why = room ? "a ready node has room for it" : NULL;
         const struct ts_sched_running *victim = NULL;
         for (size_t i = 0; i < n.nrunning && why == NULL; i++) {
@@ -688,8 +685,6 @@ static void quota_served(const char *what, const struct ts_sched_snapshot *s,
                 continue; /* V would drop below its quota */
             if (!inside && (!dep_within || (e >= 0 && dalloc[e] - size < ddes[e] - eps)))
                 continue; /* P's department would pass its quota, or V's drop below */
-            if (excess > eps && alloc[v] - size - fair[v] < excess - eps)
-                continue; /* the anti-loop rule, where P would end above its fair share */
             victim = x;
             why = "a preemptible job of a project above its quota could make room";
         }

@@ -372,8 +372,11 @@ static const char *waiting_for_reclaim(struct cycle *cy, const struct job *J)
                                 "project \"%s\" is within its quota (%s of %s GPUs, %s with this "
                                 "job): it may reclaim from projects above their quotas, but none "
                                 "has a preemptible job that can give %s %s and leave it at or "
-                                "above its quota",
-                                sp->name, a, q, w, x, gpus_word(x));
+                                "above its quota%s",
+                                sp->name, a, q, w, x, gpus_word(x),
+                                cy->snap->ndepartments > 0 ? " (and its department, if another, "
+                                                             "at or above the department's)"
+                                                           : "");
         return cycle_printf(cy,
                             "project \"%s\" is within its quota (%s of %s GPUs, %s with this "
                             "job) but department \"%s\" is not (%s of %s GPUs with this job): "

@@ -6,13 +6,19 @@
  *  2. filling an empty 8,000-GPU cluster from a queue of 8,000 one-GPU jobs.
  *
  * Prints the best and median wall time of 5 runs and the best CPU time (on a
- * machine shared with other work, CPU time moves less). Usage:
- *   bench_sched_cycle [runs] [binpack|spread|fgd] [cycle|fill]
- * (the last two pick one strategy or one workload, for profiling).
+ * machine shared with other work, CPU time moves less), and the process's
+ * peak resident memory. Usage:
+ *   bench_sched_cycle [runs] [binpack|spread|fgd] [cycle|fill] [nodes] [pending]
+ * (the next two pick one strategy or one workload, for profiling; nodes
+ * (default 1000) scales the cluster, with 5 running jobs a node (as many as
+ * fit) and, by default, 10 pending a node; the fill takes one one-GPU job
+ * per GPU). The largest clusters: 12500 nodes (100,000 GPUs) and 100000
+ * pending (goal: 100 ms or less).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <jansson.h>
@@ -20,7 +26,6 @@
 #include "server/sched/sched.h"
 #include "server/sched/sched_json.h"
 
-#define NODES 1000
 #define GPN 8
 #define GIB (INT64_C(1) << 30)
 
@@ -131,20 +136,25 @@ int main(int argc, char **argv)
         runs = 1;
     const char *only = argc > 2 && argv[2][0] ? argv[2] : NULL;
     const char *work = argc > 3 && argv[3][0] ? argv[3] : NULL;
-    static struct ts_sched_node nodes[NODES];
-    static struct ts_sched_gpu gpus[NODES * GPN];
+    int NODES = argc > 4 && atoi(argv[4]) > 0 ? atoi(argv[4]) : 1000;
+    int NPENDING = argc > 5 && atoi(argv[5]) > 0 ? atoi(argv[5]) : 10 * NODES;
+    int NRUNNING = 5 * NODES;
+    int NFILL = NODES * GPN;
+    struct ts_sched_node *nodes = calloc((size_t)NODES, sizeof(*nodes));
+    struct ts_sched_gpu *gpus = calloc((size_t)NODES * GPN, sizeof(*gpus));
     static struct ts_sched_project projs[10];
-    static char names[NODES][16];
+    char(*names)[16] = calloc((size_t)NODES, sizeof(*names));
     static const char *pnames[10] = {"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9"};
     for (int i = 0; i < NODES; i++) {
-        snprintf(names[i], sizeof(names[i]), "node-%04d", i);
+        snprintf(names[i], sizeof(names[i]), "node-%05d", i);
         nodes[i] =
             (struct ts_sched_node){i + 1, names[i], true, 128, 1024 * GIB, NULL, 0, 0, false};
         for (int k = 0; k < GPN; k++)
             gpus[i * GPN + k] = (struct ts_sched_gpu){i, k, "h100", 80 * GIB, 2 * GIB};
     }
     for (int p = 0; p < 10; p++)
-        projs[p] = (struct ts_sched_project){p + 1, pnames[p], -1, 800, 1, false, 0, 0, 0, -1};
+        projs[p] =
+            (struct ts_sched_project){p + 1, pnames[p], -1, 0.8 * NODES, 1, false, 0, 0, 0, -1};
     struct ts_sched_snapshot s = {0};
     s.now = 100000;
     s.nodes = nodes;
@@ -154,14 +164,15 @@ int main(int argc, char **argv)
     s.projects = projs;
     s.nprojects = 10;
 
-    /* 1. a loaded cluster: 5,000 running (placed by binpack), 10,000 pending */
-    struct ts_sched_running *run = calloc(5000, sizeof(*run));
-    struct ts_sched_slot(*slots)[TS_SCHED_MAX_DEVICES] = calloc(5000, sizeof(*slots));
-    struct ts_sched_pending *pen = calloc(10000, sizeof(*pen));
+    /* 1. a loaded cluster: 5 running a node (placed by binpack), 10 pending a node */
+    struct ts_sched_running *run = calloc((size_t)NRUNNING, sizeof(*run));
+    struct ts_sched_slot(*slots)[TS_SCHED_MAX_DEVICES] = calloc((size_t)NRUNNING, sizeof(*slots));
+    int npen = NPENDING > NFILL ? NPENDING : NFILL;
+    struct ts_sched_pending *pen = calloc((size_t)npen, sizeof(*pen));
     struct ts_sched_cluster *c = ts_sched_cluster_new(&s);
     const struct ts_sched_strategy *bp = ts_sched_strategy_find("binpack");
     size_t nr = 0;
-    for (int i = 0; nr < 5000 && i < 20000; i++) {
+    for (int i = 0; nr < (size_t)NRUNNING && i < 4 * NRUNNING; i++) {
         struct ts_sched_running *j = &run[nr];
         request(&j->request, rnd(4));
         int node;
@@ -183,7 +194,7 @@ int main(int argc, char **argv)
     }
     double allocated = ts_sched_cluster_allocated_gpus(c);
     ts_sched_cluster_free(c);
-    for (int i = 0; i < 10000; i++) {
+    for (int i = 0; i < NPENDING; i++) {
         pen[i] =
             (struct ts_sched_pending){100000 + i,  "q", (int)rnd(10),         10 * (int)rnd(10),
                                       rnd(5) != 0, {0}, (int64_t)rnd(100000), -1,
@@ -193,9 +204,9 @@ int main(int argc, char **argv)
     s.running = run;
     s.nrunning = nr;
     s.pending = pen;
-    s.npending = 10000;
-    printf("cycle: %d nodes x %d GPUs, %zu running (%.0f GPUs allocated), 10000 pending, %d runs\n",
-           NODES, GPN, nr, allocated, runs);
+    s.npending = (size_t)NPENDING;
+    printf("cycle: %d nodes x %d GPUs, %zu running (%.0f GPUs allocated), %d pending, %d runs\n",
+           NODES, GPN, nr, allocated, NPENDING, runs);
     const char *st[] = {"binpack", "spread", "fgd"};
     for (int k = 0; k < 3 && (work == NULL || strcmp(work, "cycle") == 0); k++) {
         if (only != NULL && strcmp(only, st[k]) != 0)
@@ -208,16 +219,16 @@ int main(int argc, char **argv)
                st[k], best, med, cpu, b, e);
     }
 
-    /* 2. fill an empty 8,000-GPU cluster from 8,000 one-GPU jobs */
-    for (int i = 0; i < 8000; i++) {
+    /* 2. fill an empty cluster from one one-GPU job per GPU */
+    for (int i = 0; i < NFILL; i++) {
         pen[i] = (struct ts_sched_pending){100000 + i, "q", i % 10, 50, true, {0}, i, -1, NULL, 0};
         pen[i].request.kind = TS_SCHED_GPU_COUNT;
         pen[i].request.count = 1;
     }
     s.running = NULL;
     s.nrunning = 0;
-    s.npending = 8000;
-    printf("fill: %d GPUs from 8000 one-GPU jobs\n", NODES * GPN);
+    s.npending = (size_t)NFILL;
+    printf("fill: %d GPUs from %d one-GPU jobs\n", NODES * GPN, NFILL);
     for (int k = 0; k < 3 && (work == NULL || strcmp(work, "fill") == 0); k++) {
         if (only != NULL && strcmp(only, st[k]) != 0)
             continue;
@@ -228,8 +239,14 @@ int main(int argc, char **argv)
         printf("  %-8s best %8.1f ms  median %8.1f ms  cpu %8.1f ms  (%zu binds)\n", st[k], best,
                med, cpu, b);
     }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("peak resident memory: %.0f MiB\n", (double)ru.ru_maxrss / 1024);
     free(run);
     free(slots);
     free(pen);
+    free(nodes);
+    free(gpus);
+    free(names);
     return 0;
 }

@@ -4,8 +4,11 @@
  *
  * A node's fragmentation is the free GPU that the workload could not use.
  * The workload is its typical shapes (the snapshot's, or else the pending
- * jobs'; the most common ones making up 95% of them), each weighted by its
- * share of the jobs. For each shape, as the paper defines it:
+ * jobs'; the most common ones making up 95% of them, with the GPU models
+ * each accepts), each weighted by its share of the jobs over the share of
+ * the cluster's GPUs it can run on (cluster.c, shapes_density: a task that
+ * runs on a fifth of the GPUs is five times as dense there; 1 without
+ * constraints). For each shape, as the paper defines it:
  *   - a CPU-only shape can use none of the node's free GPU;
  *   - a shape that cannot run on the node at all (CPU, host memory, not
  *     enough empty GPUs for a whole-GPU shape, no GPU with room for a
@@ -16,8 +19,9 @@
  *     bounded by how many tasks of the shape the node's CPU and memory
  *     could hold.
  * To the expected loss over the shapes is added what the workload as a
- * whole could not use: the free GPU beyond what the node's free CPU and
- * memory cover at the CPU and memory its GPU tasks typically ask per GPU
+ * whole could not use, with the weight of the shapes that may run on the
+ * node's GPU model: the free GPU beyond what the node's free CPU and
+ * memory cover at the CPU and memory their GPU tasks typically ask per GPU
  * (GPUs stranded by a node whose CPU or memory runs out first, which one
  * task at a time does not see until it is too late).
  * A placement is scored by how much it changes the node's fragmentation

@@ -561,7 +561,8 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
     out->shapes = sv;
     for (size_t i = 0; i < n; i++) {
         const json_t *o = json_array_get(shapes, i);
-        static const char *const k[] = {"count", "portion", "cpu", "memory_gib", "weight", NULL};
+        static const char *const k[] = {"count",  "portion",   "cpu", "memory_gib",
+                                        "weight", "gpu_model", NULL};
         int64_t c;
         snprintf(path, sizeof(path), "shapes[%zu]", i);
         TRY(keys(d, o, path, k));
@@ -571,6 +572,20 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
         TRY(num(d, o, "cpu", path, 0, &sv[i].cpu));
         TRY(gib(d, o, "memory_gib", path, 0, &sv[i].host_memory_bytes));
         TRY(num(d, o, "weight", path, 1, &sv[i].weight));
+        const json_t *models = array(d, o, "gpu_model", &rc);
+        TRY(rc);
+        size_t nm = models ? json_array_size(models) : 0;
+        const char **m = ts_arena_alloc(a, (nm ? nm : 1) * sizeof(char *));
+        if (m == NULL)
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        for (size_t q = 0; q < nm; q++) {
+            const json_t *x = json_array_get(models, q);
+            if (!json_is_string(x))
+                return fail(d, path, "\"gpu_model\" must be an array of strings");
+            m[q] = ts_arena_strdup(a, json_string_value(x));
+        }
+        sv[i].gpu_models = m;
+        sv[i].ngpu_models = nm;
         out->nshapes++;
     }
     return TS_OK;
@@ -744,12 +759,19 @@ json_t *ts_sched_snapshot_to_json(const struct ts_sched_snapshot *s)
     json_object_set_new(o, "pending", a);
     if (s->nshapes) {
         a = json_array();
-        for (size_t i = 0; i < s->nshapes; i++)
-            json_array_append_new(a, json_pack("{s:i,s:f,s:f,s:o,s:f}", "count", s->shapes[i].count,
-                                               "portion", s->shapes[i].portion, "cpu",
-                                               s->shapes[i].cpu, "memory_gib",
-                                               gib_json(s->shapes[i].host_memory_bytes), "weight",
-                                               s->shapes[i].weight));
+        for (size_t i = 0; i < s->nshapes; i++) {
+            json_t *x =
+                json_pack("{s:i,s:f,s:f,s:o,s:f}", "count", s->shapes[i].count, "portion",
+                          s->shapes[i].portion, "cpu", s->shapes[i].cpu, "memory_gib",
+                          gib_json(s->shapes[i].host_memory_bytes), "weight", s->shapes[i].weight);
+            if (s->shapes[i].ngpu_models) {
+                json_t *m = json_array();
+                for (size_t q = 0; q < s->shapes[i].ngpu_models; q++)
+                    json_array_append_new(m, json_string(s->shapes[i].gpu_models[q]));
+                json_object_set_new(x, "gpu_model", m);
+            }
+            json_array_append_new(a, x);
+        }
         json_object_set_new(o, "shapes", a);
     }
     return o;

@@ -13,7 +13,9 @@
  *                 (sharing, one GPU, several) where it has any.
  *
  * Without --gpushare and --multigpu the GPU pods are the source's; with
- * either, --gpu-pods of them (default: as many as the source has) are drawn
+ * either (the other keeps its proportion to the one-GPU pods' share, as in
+ * the paper's gpushare traces), --gpu-pods of them (default: as many as the
+ * source has) are drawn
  * one at a time from the kind (sharing, one whole GPU, several GPUs) whose
  * share of the request so far lags its target most, so each share ends
  * within two pods' GPUs of its target. Without --cpu-only the CPU-only pods
@@ -240,8 +242,15 @@ int sim_variant_main(int argc, char **argv)
                 out[m++] = i;
     } else {
         double target[NKINDS] = {0};
-        target[K_SHARE] = o.share[K_SHARE] >= 0 ? o.share[K_SHARE] : sgpus[K_SHARE] / src_gpus;
-        target[K_MULTI] = o.share[K_MULTI] >= 0 ? o.share[K_MULTI] : sgpus[K_MULTI] / src_gpus;
+        /* a share not asked for keeps its proportion to the one-GPU pods' */
+        target[K_SHARE] = o.share[K_SHARE];
+        target[K_MULTI] = o.share[K_MULTI];
+        if (target[K_SHARE] < 0)
+            target[K_SHARE] = (1.0 - target[K_MULTI]) * sgpus[K_SHARE] /
+                              fmax(sgpus[K_SHARE] + sgpus[K_ONE], 1e-9);
+        if (target[K_MULTI] < 0)
+            target[K_MULTI] = (1.0 - target[K_SHARE]) * sgpus[K_MULTI] /
+                              fmax(sgpus[K_MULTI] + sgpus[K_ONE], 1e-9);
         target[K_ONE] = 1.0 - target[K_SHARE] - target[K_MULTI];
         if (target[K_ONE] < -1e-9) {
             fprintf(stderr,

@@ -35,22 +35,27 @@
 #include "api/arena.h"
 #include "api/err.h"
 
-#define TS_NAME_MAX 63  /* names match [a-z0-9][a-z0-9-]{0,62} */
+#define TS_NAME_MAX 63 /* names match [a-z0-9][a-z0-9-]{0,62} */
 
 /* Limits the decoders enforce. */
 #define TS_QUOTA_GPUS_MAX 1000000.0   /* quota.gpus, quota.limit */
 #define TS_QUOTA_WEIGHT_MAX 1000000.0 /* quota.over_quota_weight */
 #define TS_TOKEN_PROJECTS_MAX 1024    /* entries of a token's "projects" */
 #define TS_GPU_DEVICES_MAX 64         /* gpu.count, gpu.devices */
-#define TS_JOB_COMMAND_MAX 1024       /* entries of "command" */
-#define TS_JOB_ENV_MAX 1024           /* entries of "env" */
-#define TS_JOB_GPU_MODELS_MAX 64      /* entries of "gpu_model" */
-#define TS_JOB_NODE_SELECTOR_MAX 64   /* entries of "node_selector" */
-#define TS_JOB_CPU_MAX 4096           /* "cpu", cores */
-#define TS_JOB_PATH_MAX 4095          /* bytes of "working_dir" */
-#define TS_JOB_GRACE_DEFAULT 30       /* seconds from SIGTERM to SIGKILL */
+/* The smallest share of a GPU a job may ask for: below them the interposer
+ * would charge next to nothing (a portion of 1e-300 was accepted and charged
+ * 1 byte) and a job would be a GPU's guest for free. */
+#define TS_GPU_PORTION_MIN 0.001             /* gpu.portion, gpu.portion_limit */
+#define TS_GPU_MEMORY_MIN (INT64_C(1) << 20) /* gpu.memory, gpu.memory_limit: 1 MiB */
+#define TS_JOB_COMMAND_MAX 1024              /* entries of "command" */
+#define TS_JOB_ENV_MAX 1024                  /* entries of "env" */
+#define TS_JOB_GPU_MODELS_MAX 64             /* entries of "gpu_model" */
+#define TS_JOB_NODE_SELECTOR_MAX 64          /* entries of "node_selector" */
+#define TS_JOB_CPU_MAX 4096                  /* "cpu", cores */
+#define TS_JOB_PATH_MAX 4095                 /* bytes of "working_dir" */
+#define TS_JOB_GRACE_DEFAULT 30              /* seconds from SIGTERM to SIGKILL */
 #define TS_JOB_GRACE_MAX 86400
-#define TS_JOB_IDLE_SWAP_MAX 604800   /* idle_swap_after: at most 7 days */
+#define TS_JOB_IDLE_SWAP_MAX 604800 /* idle_swap_after: at most 7 days */
 
 /* ---- parsing --------------------------------------------------------- */
 
@@ -64,8 +69,8 @@ enum ts_err ts_wire_parse(const char *body, size_t len, json_t **out, struct ts_
 /* ---- roles ----------------------------------------------------------- */
 
 enum ts_role { TS_ROLE_VIEWER, TS_ROLE_MEMBER, TS_ROLE_AGENT, TS_ROLE_ADMIN };
-const char *ts_role_name(enum ts_role r);                /* static */
-int ts_role_parse(const char *s, enum ts_role *out);     /* 0, or -1 */
+const char *ts_role_name(enum ts_role r);            /* static */
+int ts_role_parse(const char *s, enum ts_role *out); /* 0, or -1 */
 
 /* ---- quotas, departments, projects ------------------------------------ */
 
@@ -93,11 +98,11 @@ struct ts_project_spec {
 struct ts_usage {
     double allocated_gpus;
     double allocated_nonpreemptible_gpus;
-    double requested_gpus;       /* GPUs asked for by jobs not finished (store_quota.c) */
+    double requested_gpus; /* GPUs asked for by jobs not finished (store_quota.c) */
     int64_t pending_jobs;
-    int64_t running_jobs;        /* placed: scheduled, running or stopping */
-    double deserved_gpus;        /* min(quota, demand), at the last scheduler cycle */
-    double fair_share_gpus;      /* deserved plus its part of the surplus, likewise */
+    int64_t running_jobs;   /* placed: scheduled, running or stopping */
+    double deserved_gpus;   /* min(quota, demand), at the last scheduler cycle */
+    double fair_share_gpus; /* deserved plus its part of the surplus, likewise */
 };
 
 struct ts_department {
@@ -105,7 +110,7 @@ struct ts_department {
     struct ts_department_spec spec;
     struct ts_usage usage;
     int64_t project_count;
-    int64_t revision;            /* the ETag */
+    int64_t revision; /* the ETag */
     int64_t created_at_us;
 };
 
@@ -113,7 +118,7 @@ struct ts_project {
     int64_t id;
     struct ts_project_spec spec;
     struct ts_usage usage;
-    int64_t revision;            /* the ETag */
+    int64_t revision; /* the ETag */
     int64_t created_at_us;
 };
 
@@ -136,16 +141,16 @@ json_t *ts_wire_project_encode(const struct ts_project *p);
 struct ts_token_spec {
     char name[TS_NAME_MAX + 1];
     enum ts_role role;
-    const char **projects;       /* arena; project names */
+    const char **projects; /* arena; project names */
     size_t nprojects;
 };
 
 struct ts_token {
     int64_t id;
     struct ts_token_spec spec;
-    const char *secret;          /* only right after creation, else NULL */
+    const char *secret; /* only right after creation, else NULL */
     int64_t created_at_us;
-    int64_t last_used_at_us;     /* 0: never */
+    int64_t last_used_at_us; /* 0: never */
 };
 
 /* {"name" (required), "role" (required), "projects": [names]}; projects
@@ -186,12 +191,12 @@ enum ts_gpu_kind { TS_GPU_NONE, TS_GPU_COUNT, TS_GPU_PORTION, TS_GPU_MEMORY };
 /* Exactly one of count, portion, memory. */
 struct ts_gpu_request {
     enum ts_gpu_kind kind;
-    int count;                   /* whole GPUs, 1..64 */
-    double portion;              /* (0, 1] of each device */
-    double portion_limit;        /* portion..1; equals portion when not given */
-    int64_t memory_bytes;        /* > 0, per device */
-    int64_t memory_limit_bytes;  /* >= memory_bytes; equals it when not given */
-    int devices;                 /* fractional requests: GPUs of one node, 1..64 */
+    int count;                  /* whole GPUs, 1..64 */
+    double portion;             /* (0, 1] of each device */
+    double portion_limit;       /* portion..1; equals portion when not given */
+    int64_t memory_bytes;       /* > 0, per device */
+    int64_t memory_limit_bytes; /* >= memory_bytes; equals it when not given */
+    int devices;                /* fractional requests: GPUs of one node, 1..64 */
 };
 /* GPUs a count or portion request asks for: count, or portion * devices
  * (job.requested_gpus). A memory request gives 0 here: what it asks for
@@ -199,8 +204,7 @@ struct ts_gpu_request {
 double ts_gpu_request_gpus(const struct ts_gpu_request *g);
 /* A job's "gpu": {...}; NULL or JSON null is TS_GPU_NONE. Messages name
  * "gpu.<member>". */
-enum ts_err ts_wire_gpu_decode(const json_t *in, struct ts_gpu_request *out,
-                               struct ts_error *err);
+enum ts_err ts_wire_gpu_decode(const json_t *in, struct ts_gpu_request *out, struct ts_error *err);
 /* {"count"} | {"portion", "portion_limit", "devices"} | {"memory",
  * "memory_bytes", "memory_limit", "memory_limit_bytes", "devices"}, or JSON
  * null for TS_GPU_NONE. New reference, NULL when out of memory. */
@@ -210,11 +214,11 @@ struct ts_job_spec {
     char name[TS_NAME_MAX + 1];
     char project[TS_NAME_MAX + 1];
     enum ts_job_kind kind;
-    int priority;                /* 0..1000; kind's default when absent */
-    bool preemptible;            /* kind's default when absent */
-    const char *command;         /* JSON text: non-empty array of strings */
-    const char *env;             /* JSON text: object of strings; "{}" */
-    const char *working_dir;     /* absolute path, or NULL */
+    int priority;            /* 0..1000; kind's default when absent */
+    bool preemptible;        /* kind's default when absent */
+    const char *command;     /* JSON text: non-empty array of strings */
+    const char *env;         /* JSON text: object of strings; "{}" */
+    const char *working_dir; /* absolute path, or NULL */
     struct ts_gpu_request gpu;
     double cpu;                  /* cores; 0 = not requested */
     int64_t memory_bytes;        /* host memory; 0 = not requested */
@@ -240,38 +244,38 @@ struct ts_job {
     int64_t id;
     struct ts_job_spec spec;
     enum ts_job_state state;
-    const char *node;            /* NULL when not placed */
+    const char *node; /* NULL when not placed */
     bool has_exit_code;
     int exit_code;
-    const char *reason_code;     /* pending reason, or NULL */
+    const char *reason_code; /* pending reason, or NULL */
     const char *reason_message;
-    int64_t queue_position;      /* 0 = not queued / unknown */
+    int64_t queue_position; /* 0 = not queued / unknown */
     int resume_count;
     int64_t created_at_us;
     int64_t updated_at_us;
-    int64_t started_at_us;       /* 0 = never */
-    int64_t finished_at_us;      /* 0 = not finished */
-    int attempt;                 /* placements so far */
-    const char *checkpoint_dir;  /* or NULL before the first placement */
-    const char *stop_reason;     /* evicted, cancelled, ... while stopping, or NULL */
-    double allocated_gpus;       /* while placed */
+    int64_t started_at_us;           /* 0 = never */
+    int64_t finished_at_us;          /* 0 = not finished */
+    int attempt;                     /* placements so far */
+    const char *checkpoint_dir;      /* or NULL before the first placement */
+    const char *stop_reason;         /* evicted, cancelled, ... while stopping, or NULL */
+    double allocated_gpus;           /* while placed */
     const struct ts_job_slot *slots; /* while placed */
     size_t nslots;
-    double gpu_utilization;      /* last sample, 0..1 */
+    double gpu_utilization; /* last sample, 0..1 */
     int64_t gpu_memory_used_bytes;
-    int64_t last_active_at_us;   /* last sample with utilization > 0; 0 = never */
-    double project_deserved_gpus;   /* the project's, at the last scheduler cycle */
+    int64_t last_active_at_us;    /* last sample with utilization > 0; 0 = never */
+    double project_deserved_gpus; /* the project's, at the last scheduler cycle */
     double project_fair_share_gpus;
-    int64_t suspended_bytes;     /* host swap held while suspending or suspended */
-    bool suspend_held;           /* suspended on request: waits for POST /resume */
-    int64_t swapped_bytes;       /* running: its GPU memory its node keeps in host swap */
+    int64_t suspended_bytes; /* host swap held while suspending or suspended */
+    bool suspend_held;       /* suspended on request: waits for POST /resume */
+    int64_t swapped_bytes;   /* running: its GPU memory its node keeps in host swap */
 };
 
 struct ts_job_event {
     int64_t id;
     int64_t job_id;
     int64_t at_us;
-    const char *type;            /* "submitted", "cancelled", ... */
+    const char *type; /* "submitted", "cancelled", ... */
     const char *message;
     /* the attempt and its sequence number, for an event its agent reported
      * (stored once however often resent); 0 for the server's own */
@@ -292,34 +296,34 @@ struct ts_gpu {
     const char *model;
     int64_t memory_bytes;
     /* read side only (the store fills them; registration ignores them) */
-    int64_t allocated_bytes;     /* packed by jobs placed here */
-    double utilization;          /* last sample, 0..1 */
-    int64_t memory_used_bytes;   /* last sample */
-    int64_t sampled_at_us;       /* 0 = never */
-    const int64_t *jobs;         /* ids of the jobs placed here */
+    int64_t allocated_bytes;   /* packed by jobs placed here */
+    double utilization;        /* last sample, 0..1 */
+    int64_t memory_used_bytes; /* last sample */
+    int64_t sampled_at_us;     /* 0 = never */
+    const int64_t *jobs;       /* ids of the jobs placed here */
     size_t njobs;
 };
 
 struct ts_node {
     int64_t id;
     const char *name;
-    const char *state;           /* "ready", "not_ready", "drained" */
-    const char *labels;          /* JSON text: object of strings */
+    const char *state;  /* "ready", "not_ready", "drained" */
+    const char *labels; /* JSON text: object of strings */
     double cpu;
     int64_t memory_bytes;
     struct ts_gpu *gpus;
     size_t ngpus;
-    int64_t last_seen_at_us;     /* 0 = never */
+    int64_t last_seen_at_us; /* 0 = never */
     int64_t created_at_us;
     int64_t swap_bytes;
     int64_t gpu_reserve_bytes;
-    const char *agent_version;   /* or NULL */
+    const char *agent_version; /* or NULL */
     int64_t generation;
-    int64_t registered_at_us;    /* 0 = never */
-    int running_jobs;            /* scheduled, running or stopping here */
-    const char *collision;       /* "wait", "priority" or "swap" */
-    int64_t swap_used_bytes;     /* held by jobs suspending, suspended or resuming
-                                    here, and swapped out of running ones */
+    int64_t registered_at_us; /* 0 = never */
+    int running_jobs;         /* scheduled, running or stopping here */
+    const char *collision;    /* "wait", "priority" or "swap" */
+    int64_t swap_used_bytes;  /* held by jobs suspending, suspended or resuming
+                                 here, and swapped out of running ones */
 };
 
 json_t *ts_wire_node_encode(const struct ts_node *n);
@@ -335,13 +339,13 @@ json_t *ts_wire_node_encode(const struct ts_node *n);
 
 /* PUT /nodes/{name}: what an agent registers. */
 struct ts_node_reg {
-    const char *labels;          /* JSON text: object of strings; "{}" */
+    const char *labels; /* JSON text: object of strings; "{}" */
     double cpu;
     int64_t memory_bytes;
     int64_t swap_bytes;
     int64_t gpu_reserve_bytes;
-    const char *agent_version;   /* or NULL */
-    const char *collision;       /* "wait" (default), "priority" or "swap"; static */
+    const char *agent_version; /* or NULL */
+    const char *collision;     /* "wait" (default), "priority" or "swap"; static */
     struct ts_gpu gpus[TS_NODE_GPUS_MAX];
     size_t ngpus;
 };
@@ -357,21 +361,21 @@ struct ts_report_job {
     int64_t id;
     int attempt;
     enum ts_report_state state;
-    int pid;                      /* 0 = not given */
+    int pid; /* 0 = not given */
     bool has_exit_code;
     int exit_code;
-    int signal;                   /* 0 = none */
-    const char *message;          /* or NULL */
+    int signal;          /* 0 = none */
+    const char *message; /* or NULL */
     bool has_usage;
-    double gpu_utilization;       /* 0..1 */
+    double gpu_utilization; /* 0..1 */
     int64_t gpu_memory_used_bytes;
     bool has_swapped_bytes;
-    int64_t swapped_bytes;        /* SUSPENDED: host swap it holds; RUNNING: what
-                                     of its GPU memory its node keeps in host
-                                     swap while it runs (idle detach) */
-    bool evicted;                 /* EXITED or FAILED_TO_START only: its node ended
-                                     it to make room (collision resolver):
-                                     requeued, not failed */
+    int64_t swapped_bytes; /* SUSPENDED: host swap it holds; RUNNING: what
+                              of its GPU memory its node keeps in host
+                              swap while it runs (idle detach) */
+    bool evicted;          /* EXITED or FAILED_TO_START only: its node ended
+                              it to make room (collision resolver):
+                              requeued, not failed */
 };
 
 /* An action of the node's collision resolver on a job attempt; seq >= 1
@@ -380,8 +384,8 @@ struct ts_report_event {
     int64_t id;
     int attempt;
     int64_t seq;
-    const char *type;             /* [a-z_]{1,32} */
-    const char *message;          /* at most 1000 characters */
+    const char *type;    /* [a-z_]{1,32} */
+    const char *message; /* at most 1000 characters */
 };
 
 struct ts_report_gpu {

@@ -56,9 +56,11 @@ static enum ts_err decode_portion(const json_t *gpu, struct ts_gpu_request *g, s
     enum ts_err e = ts_wire_dec_number(gpu, "gpu", "portion", 0, 1, NULL, &g->portion, err);
     if (e != TS_OK)
         return e;
-    if (g->portion <= 0)
+    if (g->portion < TS_GPU_PORTION_MIN)
         return ts_error_field(err, TS_ERR_INVALID_VALUE, "gpu.portion",
-                              "gpu.portion must be between 0 and 1: %s",
+                              "gpu.portion must be between %g and 1 (a thousandth of a GPU at "
+                              "least): %s",
+                              TS_GPU_PORTION_MIN,
                               ts_wire_dec_number_text(g->portion, a, sizeof(a)));
     g->portion_limit = g->portion;
     e = ts_wire_dec_number(gpu, "gpu", "portion_limit", 0, 1, NULL, &g->portion_limit, err);
@@ -79,11 +81,13 @@ static enum ts_err decode_gpu_memory(const json_t *gpu, struct ts_gpu_request *g
                                      struct ts_error *err)
 {
     g->kind = TS_GPU_MEMORY;
-    enum ts_err e = ts_wire_dec_bytes(gpu, "gpu", "memory", 1, NULL, &g->memory_bytes, err);
+    enum ts_err e =
+        ts_wire_dec_bytes(gpu, "gpu", "memory", TS_GPU_MEMORY_MIN, NULL, &g->memory_bytes, err);
     if (e != TS_OK)
         return e;
     g->memory_limit_bytes = g->memory_bytes;
-    e = ts_wire_dec_bytes(gpu, "gpu", "memory_limit", 1, NULL, &g->memory_limit_bytes, err);
+    e = ts_wire_dec_bytes(gpu, "gpu", "memory_limit", TS_GPU_MEMORY_MIN, NULL,
+                          &g->memory_limit_bytes, err);
     if (e != TS_OK)
         return e;
     if (g->memory_limit_bytes < g->memory_bytes) {

@@ -24,7 +24,7 @@ static const struct ts_opt submit_opts[] = {
     TS_OPT_PROJECT,
     {"kind", 0, "KIND", "train (default), interactive or inference", false},
     {"gpus", 'g', "N", "whole GPUs", false},
-    {"gpu-portion-request", 0, "F", "a fraction of a GPU, 0 < F <= 1", false},
+    {"gpu-portion-request", 0, "F", "a fraction of a GPU, 0.001 <= F <= 1", false},
     {"gpu-portion-limit", 0, "F", "burst up to this fraction (not below the request)", false},
     {"gpu-memory-request", 0, "SIZE", "GPU memory, such as 20G", false},
     {"gpu-memory-limit", 0, "SIZE", "burst up to this much GPU memory", false},
@@ -128,8 +128,8 @@ static int gpu_request(struct ts_cli *cli, const struct ts_args *a, json_t *body
     int64_t bytes = 0;
     if (ts_args_int(a, "gpus", 1, TS_GPU_DEVICES_MAX, &n, &err) != 0 ||
         ts_args_int(a, "gpu-devices", 1, TS_GPU_DEVICES_MAX, &devices, &err) != 0 ||
-        ts_args_double(a, "gpu-portion-request", 1e-9, 1, &f, &err) != 0 ||
-        ts_args_double(a, "gpu-portion-limit", 1e-9, 1, &flim, &err) != 0 ||
+        ts_args_double(a, "gpu-portion-request", TS_GPU_PORTION_MIN, 1, &f, &err) != 0 ||
+        ts_args_double(a, "gpu-portion-limit", TS_GPU_PORTION_MIN, 1, &flim, &err) != 0 ||
         ts_args_bytes(a, "gpu-memory-request", &bytes, &err) != 0 ||
         ts_args_bytes(a, "gpu-memory-limit", &bytes, &err) != 0) {
         ts_cli_usage_error(cli, "%s", err.message);

@@ -16,14 +16,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "api/log.h"
 #include "api/wire.h"
+#include "server/http/problem.h"
 
 /* bodies up to this many times the limit are drained before a 413 */
 #define DRAIN_FACTOR 8
+/* A request line and header fields beyond these get 414 and 431 as
+ * problem+json. libmicrohttpd answers with its own HTML page only what does
+ * not fit a connection's memory (MEMORY_LIMIT), far beyond them. */
+#define MAX_URI 8192
+#define MAX_HEADERS (32 * 1024)
+#define MEMORY_LIMIT (256 * 1024)
 
 struct ts_http {
     struct MHD_Daemon *daemon;
@@ -223,8 +231,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct ts_request *r
     return ret;
 }
 
-static struct ts_request *request_new(struct ts_http *h, struct MHD_Connection *c, const char *url,
-                                      const char *method)
+static struct ts_request *request_new(struct ts_http *h, struct MHD_Connection *c)
 {
     struct ts_request *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -234,8 +241,6 @@ static struct ts_request *request_new(struct ts_http *h, struct MHD_Connection *
         free(r);
         return NULL;
     }
-    r->method = method;
-    r->path = url;
     r->conn = c;
     r->route_index = -1;
     r->started_ns = now_ns();
@@ -246,17 +251,89 @@ static struct ts_request *request_new(struct ts_http *h, struct MHD_Connection *
     return r;
 }
 
+/*
+ * Called with the request line's target as the client sent it, before
+ * libmicrohttpd unescapes it: the request starts here (its return value is
+ * the access handler's *con_cls). "%00" would be unescaped to a NUL that
+ * silently ends the path ("/jobs/1%00" read as "/jobs/1"), so it is noted
+ * here and refused there.
+ */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    struct ts_request *r = request_new(cls, c);
+    if (r != NULL) {
+        r->uri_len = strlen(uri);
+        for (const char *p = strchr(uri, '%'); p != NULL && !r->uri_nul; p = strchr(p + 1, '%'))
+            r->uri_nul = p[1] == '0' && p[2] == '0';
+    }
+    return r;
+}
+
+struct header_sums {
+    size_t bytes;
+    int content_lengths;
+    bool transfer_encoding;
+};
+
+static enum MHD_Result sum_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind;
+    struct header_sums *h = cls;
+    h->bytes += strlen(key) + (value ? strlen(value) : 0) + 4;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+        h->content_lengths++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0)
+        h->transfer_encoding = true;
+    return MHD_YES;
+}
+
+/* What the request line and header fields alone make wrong: a code, or TS_OK. */
+static enum ts_err framing(const struct ts_request *r, struct ts_error *err)
+{
+    if (r->uri_len > MAX_URI)
+        return ts_error_set(err, TS_ERR_URI_TOO_LONG,
+                            "the request target is %zu bytes; at most %d are read", r->uri_len,
+                            MAX_URI);
+    if (r->uri_nul)
+        return ts_error_set(err, TS_ERR_BAD_REQUEST,
+                            "the request target contains %%00 (a NUL byte), which no path or "
+                            "query value may hold");
+    struct header_sums h = {0};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, sum_header, &h);
+    if (h.bytes > MAX_HEADERS)
+        return ts_error_set(err, TS_ERR_HEADERS_TOO_LARGE,
+                            "the header fields are %zu bytes; at most %d are read", h.bytes,
+                            MAX_HEADERS);
+    if (h.content_lengths > 1)
+        return ts_error_set(err, TS_ERR_BAD_REQUEST,
+                            "%d Content-Length header fields; a request has at most one",
+                            h.content_lengths);
+    if (h.content_lengths > 0 && h.transfer_encoding)
+        return ts_error_set(err, TS_ERR_BAD_REQUEST,
+                            "both Content-Length and Transfer-Encoding; a request has one or the "
+                            "other");
+    return TS_OK;
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url,
                                       const char *method, const char *version,
                                       const char *upload_data, size_t *upload_size, void **con_cls)
 {
     struct ts_http *h = cls;
     struct ts_request *r = *con_cls;
-    if (r == NULL) {
-        r = request_new(h, c, url, method);
-        if (r == NULL)
-            return MHD_NO;
-        *con_cls = r;
+    if (r == NULL)
+        return MHD_NO;       /* uri_seen ran out of memory */
+    if (r->method == NULL) { /* the first call: the request line and headers are in */
+        r->method = method;
+        r->path = url;
+        struct ts_error err;
+        ts_error_clear(&err);
+        if (framing(r, &err) != TS_OK) {
+            /* answered before any body is read: the connection closes */
+            ts_problem_reply(r, &err);
+            return send_reply(c, r);
+        }
         const char *cl =
             MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         bool drain = true;
@@ -378,9 +455,10 @@ enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out
         flags |= MHD_USE_IPv6;
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)port, NULL, NULL, access_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-        NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-        MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-        cfg->connection_timeout, MHD_OPTION_END);
+        NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_URI_LOG_CALLBACK, uri_seen, h,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_CONNECTION_LIMIT,
+        cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (h->daemon == NULL) {
         free(h);

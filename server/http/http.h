@@ -31,6 +31,8 @@ struct ts_request {
     struct ts_buf body; /* capped at the configured max body */
     bool body_too_large;
     int64_t started_ns; /* CLOCK_MONOTONIC */
+    size_t uri_len;     /* of the request target as sent */
+    bool uri_nul;       /* it holds %00 */
 
     /* filled by route matching */
     int route_index;                        /* -1: none */

@@ -36,4 +36,9 @@ void ts_problem_reply(struct ts_request *r, const struct ts_error *err)
     json_object_set_new(o, "request_id", json_string(r->request_id));
     ts_http_reply_json(r, status, o);
     r->content_type = "application/problem+json";
+    if (status == 401) /* RFC 6750: how to authenticate, and why this failed */
+        ts_http_add_header(r, "WWW-Authenticate",
+                           ts_http_header(r, "Authorization") == NULL
+                               ? "Bearer realm=\"tessera\""
+                               : "Bearer realm=\"tessera\", error=\"invalid_token\"");
 }

@@ -392,7 +392,14 @@ static void portion_of_zero_or_less_is_refused(void **state)
 {
     struct fixture *f = *state;
     assert_refused(f, "\"gpu\": {\"portion\": 0}", TS_ERR_INVALID_VALUE, "gpu.portion",
-                   "gpu.portion must be between 0 and 1: 0");
+                   "gpu.portion must be between 0.001 and 1 (a thousandth of a GPU at least): 0");
+    /* charged next to nothing, a job would use a GPU for free */
+    assert_refused(f, "\"gpu\": {\"portion\": 1e-300}", TS_ERR_INVALID_VALUE, "gpu.portion",
+                   "gpu.portion must be between 0.001 and 1 (a thousandth of a GPU at least): "
+                   "1e-300");
+    assert_refused(f, "\"gpu\": {\"portion\": 0.000999}", TS_ERR_INVALID_VALUE, "gpu.portion",
+                   NULL);
+    assert_ok(f, "\"gpu\": {\"portion\": 0.001}");
     assert_refused(f, "\"gpu\": {\"portion\": -0.0}", TS_ERR_INVALID_VALUE, "gpu.portion", NULL);
     assert_refused(f, "\"gpu\": {\"portion\": -0.5}", TS_ERR_INVALID_VALUE, "gpu.portion",
                    "gpu.portion must be between 0 and 1: -0.5");
@@ -449,11 +456,14 @@ static void bad_gpu_memory_sizes_are_refused(void **state)
                    "gpu.memory is not a size: \"-1GiB\"");
     assert_refused(f, "\"gpu\": {\"memory\": \"\"}", TS_ERR_INVALID_VALUE, "gpu.memory", NULL);
     assert_refused(f, "\"gpu\": {\"memory\": 0}", TS_ERR_INVALID_VALUE, "gpu.memory",
-                   "gpu.memory must be greater than 0: 0");
+                   "gpu.memory must be at least 1048576 bytes: 0");
     assert_refused(f, "\"gpu\": {\"memory\": \"0GiB\"}", TS_ERR_INVALID_VALUE, "gpu.memory",
-                   "gpu.memory must be greater than 0: \"0GiB\"");
+                   "gpu.memory must be at least 1048576 bytes: \"0GiB\"");
     assert_refused(f, "\"gpu\": {\"memory\": -5}", TS_ERR_INVALID_VALUE, "gpu.memory",
-                   "gpu.memory must be greater than 0: -5");
+                   "gpu.memory must be at least 1048576 bytes: -5");
+    assert_refused(f, "\"gpu\": {\"memory\": \"1023KiB\"}", TS_ERR_INVALID_VALUE, "gpu.memory",
+                   "gpu.memory must be at least 1048576 bytes: \"1023KiB\"");
+    assert_ok(f, "\"gpu\": {\"memory\": \"1MiB\"}");
     assert_refused(f, "\"gpu\": {\"memory\": 1.5}", TS_ERR_INVALID_VALUE, "gpu.memory",
                    "gpu.memory must be a whole number of bytes: 1.5");
     assert_refused(f, "\"gpu\": {\"memory\": 4611686018427387905}", TS_ERR_INVALID_VALUE,

@@ -41,6 +41,7 @@
 #define TS_QUOTA_GPUS_MAX 1000000.0   /* quota.gpus, quota.limit */
 #define TS_QUOTA_WEIGHT_MAX 1000000.0 /* quota.over_quota_weight */
 #define TS_TOKEN_PROJECTS_MAX 1024    /* entries of a token's "projects" */
+#define TS_TOKEN_NODES_MAX 1024       /* entries of an agent token's "nodes" */
 #define TS_GPU_DEVICES_MAX 64         /* gpu.count, gpu.devices */
 /* The smallest share of a GPU a job may ask for: below them the interposer
  * would charge next to nothing (a portion of 1e-300 was accepted and charged
@@ -143,6 +144,8 @@ struct ts_token_spec {
     enum ts_role role;
     const char **projects; /* arena; project names */
     size_t nprojects;
+    const char **nodes; /* arena; an agent's node names or "prefix*" patterns */
+    size_t nnodes;      /* 0: an agent token acts for any node */
 };
 
 struct ts_token {
@@ -153,11 +156,18 @@ struct ts_token {
     int64_t last_used_at_us; /* 0: never */
 };
 
-/* {"name" (required), "role" (required), "projects": [names]}; projects
- * absent: NULL and 0. A name listed twice is an error. */
+/* {"name" (required), "role" (required), "projects": [names], "nodes":
+ * [node names or patterns]}; projects or nodes absent: NULL and 0. A name
+ * listed twice is an error; "nodes" is only for agent tokens. A pattern is a
+ * node name, a name prefix followed by "*" ("gpu-*"), or "*". */
 enum ts_err ts_wire_token_decode(const json_t *in, struct ts_arena *a, struct ts_token_spec *out,
                                  struct ts_error *err);
 json_t *ts_wire_token_encode(const struct ts_token *t);
+/* A node name, "prefix*" (the prefix starting a valid name) or "*". */
+bool ts_token_node_pattern_valid(const char *s);
+/* Whether node matches the pattern's first len characters (a valid pattern,
+ * not necessarily NUL-terminated there). */
+bool ts_token_node_matches(const char *pattern, size_t len, const char *node);
 
 /* ---- jobs ---------------------------------------------------------------- */
 
@@ -300,8 +310,9 @@ struct ts_gpu {
     double utilization;        /* last sample, 0..1 */
     int64_t memory_used_bytes; /* last sample */
     int64_t sampled_at_us;     /* 0 = never */
-    const int64_t *jobs;       /* ids of the jobs placed here */
+    const int64_t *jobs;       /* ids of the jobs placed here (that the reader may see) */
     size_t njobs;
+    size_t hidden_jobs; /* placed here, of projects the reader may not see */
 };
 
 struct ts_node {

@@ -17,7 +17,7 @@ static const char *const role_names[] = {
 };
 #define NROLES (sizeof(role_names) / sizeof(role_names[0]))
 
-static const char *const token_fields[] = {"name", "role", "projects", NULL};
+static const char *const token_fields[] = {"name", "role", "projects", "nodes", NULL};
 static const char *const readonly_fields[] = {"id", "token", "created_at", "last_used_at", NULL};
 
 const char *ts_role_name(enum ts_role r)
@@ -36,43 +36,69 @@ int ts_role_parse(const char *s, enum ts_role *out)
     return -1;
 }
 
-static enum ts_err decode_projects(const json_t *in, struct ts_arena *a, struct ts_token_spec *out,
-                                   struct ts_error *err)
+bool ts_token_node_pattern_valid(const char *s)
 {
-    json_t *arr = ts_wire_dec_member(in, "projects");
+    if (s == NULL)
+        return false;
+    size_t n = strlen(s);
+    if (n == 1 && s[0] == '*')
+        return true;
+    if (n < 2 || s[n - 1] != '*')
+        return ts_name_valid(s);
+    /* "prefix*": the prefix must start a valid name */
+    char prefix[TS_NAME_MAX + 1];
+    if (n - 1 > TS_NAME_MAX - 1)
+        return false;
+    memcpy(prefix, s, n - 1);
+    prefix[n - 1] = '\0';
+    return ts_name_valid(prefix) && strchr(prefix, '*') == NULL;
+}
+
+bool ts_token_node_matches(const char *pattern, size_t len, const char *node)
+{
+    if (len > 0 && pattern[len - 1] == '*')
+        return strncmp(node, pattern, len - 1) == 0;
+    return strlen(node) == len && strncmp(node, pattern, len) == 0;
+}
+
+/* A list of distinct strings at in[key], each checked by valid (what says
+ * what they must be). */
+static enum ts_err decode_names(const json_t *in, const char *key, size_t max,
+                                bool (*valid)(const char *), const char *what, struct ts_arena *a,
+                                const char ***out, size_t *nout, struct ts_error *err)
+{
+    json_t *arr = ts_wire_dec_member(in, key);
     if (arr == NULL)
         return TS_OK;
     if (!json_is_array(arr))
-        return ts_error_field(err, TS_ERR_WRONG_TYPE, "projects", "projects must be an array");
+        return ts_error_field(err, TS_ERR_WRONG_TYPE, key, "%s must be an array", key);
     size_t n = json_array_size(arr);
-    if (n > TS_TOKEN_PROJECTS_MAX)
-        return ts_error_field(err, TS_ERR_INVALID_VALUE, "projects",
-                              "projects must have at most %d entries: %zu", TS_TOKEN_PROJECTS_MAX,
-                              n);
+    if (n > max)
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, key,
+                              "%s must have at most %zu entries: %zu", key, max, n);
     const char **names = ts_arena_alloc(a, (n + 1) * sizeof(*names));
     if (names == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *v = json_array_get(arr, i);
         char field[TS_WIRE_PATH_MAX], q[80];
-        ts_wire_dec_index(field, sizeof(field), "projects", i);
+        ts_wire_dec_index(field, sizeof(field), key, i);
         if (!json_is_string(v))
             return ts_error_field(err, TS_ERR_WRONG_TYPE, field, "%s must be a string", field);
         const char *s = json_string_value(v);
-        if (!ts_name_valid(s))
-            return ts_error_field(err, TS_ERR_INVALID_VALUE, field,
-                                  "%s must match [a-z0-9][a-z0-9-]{0,62}: %s", field,
+        if (!valid(s))
+            return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s must %s: %s", field, what,
                                   ts_wire_dec_quote(s, q, sizeof(q)));
         for (size_t j = 0; j < i; j++)
             if (strcmp(names[j], s) == 0)
-                return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "projects lists %s twice",
+                return ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s lists %s twice", key,
                                       ts_wire_dec_quote(s, q, sizeof(q)));
         names[i] = ts_arena_strdup(a, s);
         if (names[i] == NULL)
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
-    out->projects = names;
-    out->nprojects = n;
+    *out = names;
+    *nout = n;
     return TS_OK;
 }
 
@@ -93,7 +119,16 @@ enum ts_err ts_wire_token_decode(const json_t *in, struct ts_arena *a, struct ts
                               ts_wire_dec_quote(role, q, sizeof(q)));
     }
     if (e == TS_OK)
-        e = decode_projects(in, a, out, err);
+        e = decode_names(in, "projects", TS_TOKEN_PROJECTS_MAX, ts_name_valid,
+                         "match [a-z0-9][a-z0-9-]{0,62}", a, &out->projects, &out->nprojects, err);
+    if (e == TS_OK)
+        e = decode_names(in, "nodes", TS_TOKEN_NODES_MAX, ts_token_node_pattern_valid,
+                         "be a node name, a name prefix followed by *, or *", a, &out->nodes,
+                         &out->nnodes, err);
+    if (e == TS_OK && ts_wire_dec_member(in, "nodes") != NULL && out->role != TS_ROLE_AGENT)
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, "nodes",
+                              "nodes is only for agent tokens: the role is %s",
+                              ts_role_name(out->role));
     return e;
 }
 
@@ -109,6 +144,13 @@ json_t *ts_wire_token_encode(const struct ts_token *t)
     }
     for (size_t i = 0; i < t->spec.nprojects; i++)
         ts_wire_enc_append(projects, json_string(t->spec.projects[i]), &ok);
+    if (t->spec.role == TS_ROLE_AGENT) {
+        /* an agent's nodes: [] means any node */
+        json_t *nodes = json_array();
+        for (size_t i = 0; nodes != NULL && i < t->spec.nnodes; i++)
+            ts_wire_enc_append(nodes, json_string(t->spec.nodes[i]), &ok);
+        ts_wire_enc_set(o, "nodes", nodes, &ok);
+    }
     ts_wire_enc_set(o, "id", json_integer(t->id), &ok);
     ts_wire_enc_set(o, "name", json_string(t->spec.name), &ok);
     ts_wire_enc_set(o, "role", json_string(ts_role_name(t->spec.role)), &ok);

@@ -1,11 +1,11 @@
 -- schema.sql: the whole Tessera database schema as the migrations leave it
 -- (migrations/0001_init.sql, 0002_lifecycle.sql, 0003_suspend.sql,
--- 0004_collisions.sql and 0005_quiet_wakeups.sql, plus the schema_migration
--- table the server creates to record them). Read it to learn the schema; never apply it to a
+-- 0004_collisions.sql, 0005_quiet_wakeups.sql and 0006_token_nodes.sql, plus
+-- the schema_migration table the server creates to record them). Read it to learn the schema; never apply it to a
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 5
+-- schema version: 6
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -80,6 +80,18 @@ CREATE TABLE api_token_project (
         REFERENCES project (id) ON DELETE CASCADE
 );
 CREATE INDEX api_token_project_project_idx ON api_token_project (project_id);
+
+-- The nodes an agent token may act as (0006): a name, a prefix followed by
+-- "*", or "*". An agent token without rows acts for any node.
+CREATE TABLE api_token_node (
+    token_id     bigint NOT NULL,
+    node_pattern text NOT NULL,
+    CONSTRAINT api_token_node_pkey PRIMARY KEY (token_id, node_pattern),
+    CONSTRAINT api_token_node_token_fkey FOREIGN KEY (token_id)
+        REFERENCES api_token (id) ON DELETE CASCADE,
+    CONSTRAINT api_token_node_pattern_check
+        CHECK (node_pattern ~ '^([a-z0-9][a-z0-9-]{0,62}|[a-z0-9][a-z0-9-]{0,61}\*|\*)$')
+);
 
 CREATE TABLE node (
     id           bigint GENERATED ALWAYS AS IDENTITY,

@@ -3,7 +3,8 @@
  *   admin   everything
  *   member  reads, and submits/cancels jobs of its projects
  *   viewer  reads (of its projects when it was given some)
- *   agent   only the node endpoints
+ *   agent   only the node endpoints, and of the nodes its token names
+ *           (a token naming none acts for any node)
  */
 #include "server/auth.h"
 
@@ -13,6 +14,7 @@
 #include <strings.h>
 
 #include "server/authcache.h"
+#include "server/routes.h"
 #include "server/store/store.h"
 
 void ts_auth_sha256_hex(const void *data, size_t len, char out[65])
@@ -105,12 +107,42 @@ enum ts_err ts_auth_check(struct ts_ctx *ctx, enum ts_access access, struct ts_e
     ctx->who.role = t.role;
     ctx->who.project_ids = t.project_ids;
     ctx->who.nprojects = t.nprojects;
+    ctx->who.nodes = t.nodes;
     ctx->authenticated = true;
     if (!role_allows(t.role, access, ctx->req->method)) {
         return ts_error_set(err, TS_ERR_FORBIDDEN, "token \"%s\" with role %s may not %s %s",
                             t.name, ts_role_name(t.role), ctx->req->method, ctx->req->path);
     }
+    /* every route under /nodes/{name} acts as or reads that node: an agent
+     * token bound to nodes may use them only for its own */
+    const struct ts_request *r = ctx->req;
+    static const char node_routes[] = "/api/v1/nodes/{name}";
+    if (t.role == TS_ROLE_AGENT && r->route_index >= 0 &&
+        (size_t)r->route_index < ts_routes_count &&
+        strncmp(ts_routes[r->route_index].path, node_routes, sizeof(node_routes) - 1) == 0 &&
+        r->nparams > 0 && !ts_auth_node_allowed(ctx, r->params[0])) {
+        ts_error_set(err, TS_ERR_FORBIDDEN, "token \"%s\" may not act for node \"%s\"", t.name,
+                     r->params[0]);
+        ts_error_hint(err, "an agent token acts only for the nodes it was created with");
+        return TS_ERR_FORBIDDEN;
+    }
     return TS_OK;
+}
+
+bool ts_auth_node_allowed(const struct ts_ctx *ctx, const char *node)
+{
+    const struct ts_principal *w = &ctx->who;
+    if (w->role != TS_ROLE_AGENT || w->nodes == NULL)
+        return true;
+    for (const char *p = w->nodes; *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        if (ts_token_node_matches(p, len, node))
+            return true;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return false;
 }
 
 bool ts_auth_restricted(const struct ts_ctx *ctx)
@@ -136,4 +168,9 @@ const int64_t *ts_auth_project_ids(const struct ts_ctx *ctx, size_t *n)
     if (!ts_auth_restricted(ctx))
         return NULL;
     return ctx->who.project_ids ? ctx->who.project_ids : none;
+}
+
+bool ts_auth_env_visible(const struct ts_ctx *ctx)
+{
+    return ctx->who.role == TS_ROLE_ADMIN || ts_auth_restricted(ctx);
 }

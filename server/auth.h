@@ -25,6 +25,15 @@ enum ts_err ts_auth_new_secret(char out[TS_AUTH_SECRET_LEN], struct ts_error *er
  * ctx->who. */
 enum ts_err ts_auth_check(struct ts_ctx *ctx, enum ts_access access, struct ts_error *err);
 
+/* Whether the caller may act as this node: false only for an agent token
+ * bound to nodes none of which matches (ts_auth_check refuses such a token
+ * every /nodes/{name}/... route). */
+bool ts_auth_node_allowed(const struct ts_ctx *ctx, const char *node);
+/* Whether the caller may read the values of the env of a job it can see:
+ * admins, and members and viewers limited to projects (which see only their
+ * projects' jobs); an unrestricted viewer sees the names only. */
+bool ts_auth_env_visible(const struct ts_ctx *ctx);
+
 /* Whether the caller may act on / see this project. Admins and unrestricted
  * viewers may see every project; members only theirs. */
 bool ts_auth_project_allowed(const struct ts_ctx *ctx, int64_t project_id);

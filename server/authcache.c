@@ -11,12 +11,14 @@
 
 #define SLOTS 1024
 #define MAX_PROJECTS 32
+#define MAX_NODES_TEXT 512 /* a token with a longer node list is not cached */
 
 struct entry {
     char hash[65];
     int64_t expires_ms;
-    struct ts_token_auth t; /* project_ids points at ids below */
+    struct ts_token_auth t; /* project_ids and nodes point at ids and nodes below */
     int64_t ids[MAX_PROJECTS];
+    char nodes[MAX_NODES_TEXT];
 };
 
 struct ts_authcache {
@@ -69,7 +71,10 @@ bool ts_authcache_get(struct ts_authcache *c, const char *sha256_hex, struct ts_
     if (e->expires_ms > now_ms() && strcmp(e->hash, sha256_hex) == 0) {
         *out = e->t;
         out->project_ids = NULL;
+        out->nodes = NULL;
         hit = true;
+        if (e->t.nodes != NULL && (out->nodes = ts_arena_strdup(a, e->nodes)) == NULL)
+            hit = false;
         if (e->t.nprojects > 0) {
             out->project_ids = ts_arena_alloc(a, sizeof(int64_t) * e->t.nprojects);
             if (out->project_ids != NULL)
@@ -84,13 +89,19 @@ bool ts_authcache_get(struct ts_authcache *c, const char *sha256_hex, struct ts_
 
 void ts_authcache_put(struct ts_authcache *c, const char *sha256_hex, const struct ts_token_auth *t)
 {
-    if (c == NULL || t->nprojects > MAX_PROJECTS)
+    if (c == NULL || t->nprojects > MAX_PROJECTS ||
+        (t->nodes != NULL && strlen(t->nodes) >= MAX_NODES_TEXT))
         return;
     struct entry *e = &c->slots[slot_of(sha256_hex)];
     pthread_mutex_lock(&c->mu);
     memcpy(e->hash, sha256_hex, 65);
     e->t = *t;
     e->t.project_ids = NULL;
+    e->t.nodes = NULL;
+    if (t->nodes != NULL) {
+        memcpy(e->nodes, t->nodes, strlen(t->nodes) + 1);
+        e->t.nodes = e->nodes; /* only tested for NULL: get copies e->nodes */
+    }
     if (t->nprojects > 0)
         memcpy(e->ids, t->project_ids, sizeof(int64_t) * t->nprojects);
     e->expires_ms = now_ms() + c->ttl_ms;

@@ -20,7 +20,7 @@ struct ts_authcache;
 /* New; NULL when ttl_ms is 0 (no cache) or out of memory. */
 struct ts_authcache *ts_authcache_new(int64_t ttl_ms);
 void ts_authcache_free(struct ts_authcache *c); /* NULL is a no-op */
-/* A fresh entry for the SHA-256 hex: copies it into *out (project ids into
+/* A fresh entry for the SHA-256 hex: copies it into *out (project ids and nodes into
  * the arena). False when absent, stale, or c is NULL. */
 bool ts_authcache_get(struct ts_authcache *c, const char *sha256_hex, struct ts_arena *a,
                       struct ts_token_auth *out);

@@ -77,6 +77,7 @@ struct ts_principal {
     enum ts_role role;
     int64_t *project_ids; /* arena; the projects a member/viewer is limited to */
     size_t nprojects;     /* 0 with a viewer or admin: all projects */
+    const char *nodes;    /* arena; an agent's node patterns, comma-separated; NULL: any */
 };
 
 /* Per-request context: r->user points at it. */

@@ -340,12 +340,24 @@ static int cmd_token_create(struct ts_cli *cli, const struct ts_args *a)
     size_t n = ts_args_all(a, "project", projects, TS_TOKEN_PROJECTS_MAX + 1);
     if (n > TS_TOKEN_PROJECTS_MAX)
         return ts_cli_usage_error(cli, "too many --project (at most %d)", TS_TOKEN_PROJECTS_MAX);
+    const char *nodes[TS_TOKEN_NODES_MAX + 1];
+    size_t nn = ts_args_all(a, "node", nodes, TS_TOKEN_NODES_MAX + 1);
+    if (nn > TS_TOKEN_NODES_MAX)
+        return ts_cli_usage_error(cli, "too many --node (at most %d)", TS_TOKEN_NODES_MAX);
+    if (nn > 0 && rl != TS_ROLE_AGENT)
+        return ts_cli_usage_error(cli, "--node is only for agent tokens");
     json_t *body = json_pack("{s:s, s:s}", "name", a->pos[0], "role", role);
     if (n > 0) {
         json_t *arr = json_array();
         for (size_t i = 0; i < n; i++)
             json_array_append_new(arr, json_string(projects[i]));
         json_object_set_new(body, "projects", arr);
+    }
+    if (nn > 0) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < nn; i++)
+            json_array_append_new(arr, json_string(nodes[i]));
+        json_object_set_new(body, "nodes", arr);
     }
     struct ts_response r;
     int rc = ts_req(cli, "POST", "/api/v1/tokens", body, NULL, 0, &r);
@@ -365,9 +377,26 @@ static int cmd_token_create(struct ts_cli *cli, const struct ts_args *a)
 }
 
 static const struct ts_col token_cols[] = {
-    {"ID", 0, true},         {"NAME", 10, false},  {"ROLE", 0, false},
-    {"PROJECTS", 10, false}, {"CREATED", 0, true}, {"LAST-USED", 0, true},
+    {"ID", 0, true},      {"NAME", 10, false},  {"ROLE", 0, false},     {"PROJECTS", 10, false},
+    {"NODES", 10, false}, {"CREATED", 0, true}, {"LAST-USED", 0, true},
 };
+
+/* The strings of o[key] joined by commas into buf; "-" when none, and
+ * any_text for an empty array when any_text is not NULL. */
+static const char *joined(const json_t *o, const char *key, const char *any_text, char *buf,
+                          size_t len)
+{
+    size_t n = 0, k;
+    json_t *p, *arr = json_object_get(o, key);
+    buf[0] = '\0';
+    json_array_foreach(arr, k, p) {
+        if (n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", k ? "," : "", json_string_value(p));
+    }
+    if (buf[0] != '\0')
+        return buf;
+    return json_is_array(arr) && any_text != NULL ? any_text : "-";
+}
 
 static int cmd_token_list(struct ts_cli *cli, const struct ts_args *a)
 {
@@ -384,21 +413,15 @@ static int cmd_token_list(struct ts_cli *cli, const struct ts_args *a)
         return TS_EXIT_OK;
     }
     struct ts_table *t = ts_table_new(token_cols, sizeof(token_cols) / sizeof(token_cols[0]));
-    size_t i, k;
-    json_t *o, *p;
+    size_t i;
+    json_t *o;
     char buf[1024];
     json_array_foreach(json_object_get(r.json, "tokens"), i, o) {
         ts_table_add(t, ts_out_member(o, "id", buf, sizeof(buf)));
         ts_table_add(t, ts_out_member(o, "name", buf, sizeof(buf)));
         ts_table_add(t, ts_out_member(o, "role", buf, sizeof(buf)));
-        size_t n = 0;
-        buf[0] = '\0';
-        json_array_foreach(json_object_get(o, "projects"), k, p) {
-            if (n < sizeof(buf))
-                n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%s", k ? "," : "",
-                                      json_string_value(p));
-        }
-        ts_table_add(t, buf[0] ? buf : "-");
+        ts_table_add(t, joined(o, "projects", NULL, buf, sizeof(buf)));
+        ts_table_add(t, joined(o, "nodes", "any", buf, sizeof(buf)));
         ts_table_add(t, ts_out_age(json_object_get(o, "created_at"), buf, sizeof(buf)));
         ts_table_add(t, ts_out_age(json_object_get(o, "last_used_at"), buf, sizeof(buf)));
     }
@@ -480,9 +503,16 @@ static const struct ts_opt output_opts[] = {TS_OPT_OUTPUT, TS_OPT_END};
 static const struct ts_opt token_create_opts[] = {
     {"role", 'r', "ROLE", "admin, member, viewer or agent (required)", false},
     {"project", 'p', "PROJECT", "a project a member or a restricted viewer may act on", true},
+    {"node", 'n', "NODE", "a node an agent token may act as: a name, PREFIX* or *", true},
     TS_OPT_OUTPUT,
     TS_OPT_END,
 };
+
+#define TOKEN_CREATE_HELP                                                                          \
+    "An agent token with --node acts only as those nodes (register, desired state,\n"              \
+    "reports, output): give each agent its own, e.g. --node gpu-07, or --node 'gpu-*'\n"           \
+    "for a fleet named by a prefix. Without --node it acts for any node; keep such a\n"            \
+    "token for agents whose names are not known in advance."
 
 #define SET_QUOTA_HELP                                                                             \
     "Reads the quota and its ETag, changes the members given, and writes it back with\n"           \
@@ -512,9 +542,9 @@ const struct ts_cmd ts_cmds_admin[] = {
      false, false, cmd_department_delete},
     {"department list", "[-o table|json]", "list departments with their quotas", NULL, output_opts,
      0, 0, false, false, cmd_department_list},
-    {"token create", "NAME -r ROLE [-p PROJECT]... [-o table|json]",
-     "create an API token and print its secret, once (admin)", NULL, token_create_opts, 1, 1, false,
-     false, cmd_token_create},
+    {"token create", "NAME -r ROLE [-p PROJECT]... [-n NODE]... [-o table|json]",
+     "create an API token and print its secret, once (admin)", TOKEN_CREATE_HELP, token_create_opts,
+     1, 1, false, false, cmd_token_create},
     {"token list", "[-o table|json]", "list tokens; secrets are never shown (admin)", NULL,
      output_opts, 0, 0, false, false, cmd_token_list},
     {"token revoke", "ID|NAME...", "revoke tokens (admin)", NULL, NULL, 1, -1, false, false,

@@ -36,6 +36,7 @@ struct ts_token_auth {
     enum ts_role role;
     int64_t *project_ids; /* arena */
     size_t nprojects;
+    const char *nodes; /* arena; an agent's node patterns, comma-separated; NULL: any node */
 };
 /* TS_ERR_NOT_FOUND when no token has this hash. Updates last_used_at at
  * most once a minute. */
@@ -159,6 +160,11 @@ enum ts_err ts_store_node_list(struct ts_dbconn *c, struct ts_arena *a, struct t
                                size_t *n, struct ts_error *err);
 enum ts_err ts_store_node_get(struct ts_dbconn *c, const char *name, struct ts_arena *a,
                               struct ts_node *out, struct ts_error *err);
+/* Of the n job ids, those of jobs in one of the np projects (arena, *out;
+ * *nout of them): what a project-limited caller may see of a node's jobs. */
+enum ts_err ts_store_node_jobs_visible(struct ts_dbconn *c, const int64_t *ids, size_t n,
+                                       const int64_t *project_ids, size_t np, struct ts_arena *a,
+                                       int64_t **out, size_t *nout, struct ts_error *err);
 
 /* ---- the agent protocol (store_agent.c) ---------------------------------------- */
 

@@ -27,6 +27,22 @@ static char *name_array(struct ts_arena *a, const char *const *names, size_t n)
     return s;
 }
 
+/* The n entries of a text[] literal of names or node patterns ("{a,b}",
+ * "{gpu-*}": never quoted) in the arena; *count gets how many were read. */
+static const char **text_array(struct ts_arena *a, const char *lit, size_t n, size_t *count)
+{
+    *count = 0;
+    const char **v = ts_arena_alloc(a, sizeof(char *) * (n ? n : 1));
+    char *list = ts_arena_strdup(a, lit);
+    if (v == NULL || list == NULL || strlen(list) < 2)
+        return v;
+    list[strlen(list) - 1] = '\0';
+    for (char *save = NULL, *tok = strtok_r(list + 1, ",", &save); tok && *count < n;
+         tok = strtok_r(NULL, ",", &save))
+        v[(*count)++] = tok;
+    return v;
+}
+
 enum ts_err ts_store_token_create(struct ts_dbconn *c, const struct ts_token_spec *spec,
                                   const char *sha256_hex, struct ts_arena *a, struct ts_token *out,
                                   struct ts_error *err)
@@ -34,7 +50,8 @@ enum ts_err ts_store_token_create(struct ts_dbconn *c, const struct ts_token_spe
     PGresult *res = NULL;
     enum ts_err e;
     char *names = name_array(a, spec->projects, spec->nprojects);
-    if (names == NULL)
+    char *nodes = name_array(a, spec->nodes, spec->nnodes);
+    if (names == NULL || nodes == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     /* one statement: the token and its project grants, or nothing */
     static const char sql[] =
@@ -45,11 +62,13 @@ enum ts_err ts_store_token_create(struct ts_dbconn *c, const struct ts_token_spe
         "       RETURNING id, " TS_SQL_US(
             "created_at") " AS created_us),"
                           " g AS (INSERT INTO api_token_project (token_id, project_id)"
-                          "       SELECT t.id, p.id FROM t, p)"
+                          "       SELECT t.id, p.id FROM t, p),"
+                          " nd AS (INSERT INTO api_token_node (token_id, node_pattern)"
+                          "       SELECT t.id, unnest($5::text[]) FROM t)"
                           " SELECT t.id, t.created_us, (SELECT min(n) FROM missing) FROM t"
                           " RIGHT JOIN (SELECT 1) one ON true";
-    const char *params[] = {spec->name, ts_role_name(spec->role), sha256_hex, names};
-    e = ts_db_exec(c, sql, 4, params, &res, err);
+    const char *params[] = {spec->name, ts_role_name(spec->role), sha256_hex, names, nodes};
+    e = ts_db_exec(c, sql, 5, params, &res, err);
     if (e == TS_ERR_ALREADY_EXISTS) {
         return ts_error_field(err, e, "name", "token \"%s\" already exists", spec->name);
     }
@@ -82,6 +101,9 @@ enum ts_err ts_store_token_list(struct ts_dbconn *c, struct ts_arena *a, struct 
                               "t.id), '{}')::text[]"
                               ", (SELECT count(*) FROM api_token_project tp WHERE tp.token_id = "
                               "t.id)"
+                              ", coalesce((SELECT array_agg(node_pattern ORDER BY node_pattern)"
+                              "   FROM api_token_node tn WHERE tn.token_id = t.id), '{}')::text[]"
+                              ", (SELECT count(*) FROM api_token_node tn WHERE tn.token_id = t.id)"
                               " FROM api_token t ORDER BY t.id";
     enum ts_err e = ts_db_exec(c, sql, 0, NULL, &res, err);
     if (e != TS_OK)
@@ -98,17 +120,10 @@ enum ts_err ts_store_token_list(struct ts_dbconn *c, struct ts_arena *a, struct 
         ts_role_parse(PQgetvalue(res, i, 2), &v[i].spec.role);
         v[i].created_at_us = ts_row_i64(res, i, 3);
         v[i].last_used_at_us = ts_row_i64(res, i, 4);
-        size_t np = (size_t)ts_row_i64(res, i, 6);
-        v[i].spec.nprojects = 0;
-        v[i].spec.projects = ts_arena_alloc(a, sizeof(char *) * (np ? np : 1));
-        /* "{a,b}": names never need quoting */
-        char *list = ts_arena_strdup(a, PQgetvalue(res, i, 5));
-        if (list == NULL || v[i].spec.projects == NULL)
-            continue;
-        list[strlen(list) - 1] = '\0';
-        for (char *save = NULL, *tok = strtok_r(list + 1, ",", &save);
-             tok && v[i].spec.nprojects < np; tok = strtok_r(NULL, ",", &save))
-            v[i].spec.projects[v[i].spec.nprojects++] = tok;
+        v[i].spec.projects = text_array(a, PQgetvalue(res, i, 5), (size_t)ts_row_i64(res, i, 6),
+                                        &v[i].spec.nprojects);
+        v[i].spec.nodes =
+            text_array(a, PQgetvalue(res, i, 7), (size_t)ts_row_i64(res, i, 8), &v[i].spec.nnodes);
     }
     *out = v;
     *n = (size_t)rows;
@@ -141,7 +156,9 @@ enum ts_err ts_store_token_authenticate(struct ts_dbconn *c, const char *sha256_
         "SELECT t.id, t.name, t.role,"
         " coalesce(t.last_used_at < now() - interval '1 minute' OR t.last_used_at IS NULL, true),"
         " coalesce((SELECT array_agg(project_id ORDER BY project_id) FROM api_token_project"
-        "   WHERE token_id = t.id), '{}')::text"
+        "   WHERE token_id = t.id), '{}')::text,"
+        " (SELECT string_agg(node_pattern, ',' ORDER BY node_pattern) FROM api_token_node"
+        "   WHERE token_id = t.id)"
         " FROM api_token t WHERE t.token_sha256 = $1";
     const char *params[] = {sha256_hex};
     enum ts_err e = ts_db_exec(c, sql, 1, params, &res, err);
@@ -156,6 +173,11 @@ enum ts_err ts_store_token_authenticate(struct ts_dbconn *c, const char *sha256_
     ts_row_copy(res, 0, 1, out->name, sizeof(out->name));
     ts_role_parse(PQgetvalue(res, 0, 2), &out->role);
     bool stale = ts_row_bool(res, 0, 3);
+    if (!ts_row_null(res, 0, 5) &&
+        (out->nodes = ts_arena_strdup(a, PQgetvalue(res, 0, 5))) == NULL) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
     const char *ids = PQgetvalue(res, 0, 4);
     size_t count = 0;
     for (const char *p = ids; *p; p++)

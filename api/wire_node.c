@@ -36,6 +36,7 @@ static json_t *gpu_encode(const struct ts_gpu *g, int64_t reserve)
     for (size_t i = 0; jobs != NULL && i < g->njobs; i++)
         ts_wire_enc_append(jobs, json_integer(g->jobs[i]), &ok);
     ts_wire_enc_set(o, "jobs", jobs, &ok);
+    ts_wire_enc_set(o, "hidden_jobs", json_integer((json_int_t)g->hidden_jobs), &ok);
     return ts_wire_enc_finish(o, ok);
 }
 

@@ -297,7 +297,9 @@ static char *pairs_text(const json_t *o, char *buf, size_t len)
     json_object_foreach((json_t *)o, k, v) {
         if (n < len)
             n += (size_t)snprintf(buf + n, len - n, "%s%s=%s", n ? " " : "", k,
-                                  json_string_value(v) ? json_string_value(v) : "");
+                                  json_string_value(v) ? json_string_value(v)
+                                  : json_is_null(v)    ? "(redacted)"
+                                                       : "");
     }
     if (buf[0] == '\0')
         snprintf(buf, len, "-");

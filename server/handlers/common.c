@@ -1,12 +1,13 @@
 /*
  * common.c - small pieces every handler uses: the body, ids in paths,
- * ETag and If-Match.
+ * ETag and If-Match, jobs as a caller may see them.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/auth.h"
 #include "server/handlers/handlers.h"
 
 enum ts_err ts_h_body(struct ts_request *r, json_t **out, struct ts_error *err)
@@ -60,5 +61,20 @@ json_t *ts_h_list(json_t *items, const char *key)
 {
     json_t *o = json_object();
     json_object_set_new(o, key, items);
+    return o;
+}
+
+json_t *ts_h_job_json(const struct ts_ctx *ctx, const struct ts_job *job)
+{
+    json_t *o = ts_wire_job_encode(job);
+    if (o == NULL || ts_auth_env_visible(ctx))
+        return o;
+    json_t *env = json_object_get(o, "env");
+    const char *k;
+    json_t *v;
+    json_object_foreach(env, k, v) {
+        json_object_set_new(env, k, json_null());
+    }
+    json_object_set_new(o, "env_redacted", json_true());
     return o;
 }

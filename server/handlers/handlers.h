@@ -71,6 +71,10 @@ void ts_h_etag(struct ts_request *r, int64_t revision);
 /* The If-Match revision: TS_ERR_PRECONDITION_REQUIRED when absent,
  * TS_ERR_PRECONDITION_FAILED when not one of our ETags; "*" gives -1. */
 enum ts_err ts_h_if_match(struct ts_request *r, int64_t *revision, struct ts_error *err);
+/* The job as JSON (new), its env values replaced by null and
+ * "env_redacted": true when the caller may not read them
+ * (ts_auth_env_visible): env often carries secrets. */
+json_t *ts_h_job_json(const struct ts_ctx *ctx, const struct ts_job *job);
 /* A JSON array from a list encoded with enc(item) (steals each result). */
 json_t *ts_h_list(json_t *items, const char *key);
 

@@ -78,7 +78,7 @@ TS_HANDLER(ts_h_job_submit)
     ts_http_add_header(r, "Location", loc);
     if (replayed)
         ts_http_add_header(r, "Idempotent-Replayed", "true");
-    ts_http_reply_json(r, replayed ? 200 : 201, ts_wire_job_encode(&job));
+    ts_http_reply_json(r, replayed ? 200 : 201, ts_h_job_json(c, &job));
     return TS_OK;
 }
 
@@ -168,7 +168,7 @@ TS_HANDLER(ts_h_job_list)
         return e;
     json_t *items = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(items, ts_wire_job_encode(&v[i]));
+        json_array_append_new(items, ts_h_job_json(c, &v[i]));
     json_t *o = ts_h_list(items, "jobs");
     if (more && n > 0) {
         char next[32];
@@ -202,11 +202,12 @@ static enum ts_err load_job(struct ts_ctx *c, struct ts_request *r, struct ts_jo
 
 TS_HANDLER(ts_h_job_get)
 {
+    struct ts_ctx *c = ctx;
     struct ts_job job;
-    enum ts_err e = load_job(ctx, r, &job, err);
+    enum ts_err e = load_job(c, r, &job, err);
     if (e != TS_OK)
         return e;
-    ts_http_reply_json(r, 200, ts_wire_job_encode(&job));
+    ts_http_reply_json(r, 200, ts_h_job_json(c, &job));
     return TS_OK;
 }
 
@@ -223,7 +224,7 @@ TS_HANDLER(ts_h_job_cancel)
         return e;
     ts_log_info("job cancel id=%lld state=%s by=%s", (long long)job.id,
                 ts_job_state_name(job.state), c->who.name);
-    ts_http_reply_json(r, 200, ts_wire_job_encode(&job));
+    ts_http_reply_json(r, 200, ts_h_job_json(c, &job));
     return TS_OK;
 }
 
@@ -246,7 +247,7 @@ static enum ts_err suspend_or_resume(struct ts_ctx *c, struct ts_request *r, boo
         return e;
     ts_log_info("job %s id=%lld state=%s by=%s", suspend ? "suspend" : "resume", (long long)job.id,
                 ts_job_state_name(job.state), c->who.name);
-    ts_http_reply_json(r, 202, ts_wire_job_encode(&job));
+    ts_http_reply_json(r, 202, ts_h_job_json(c, &job));
     return TS_OK;
 }
 

@@ -32,7 +32,7 @@ TS_HANDLER(ts_h_queue)
         return e;
     json_t *items = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(items, ts_wire_job_encode(&v[i]));
+        json_array_append_new(items, ts_h_job_json(c, &v[i]));
     ts_http_reply_json(r, 200, ts_h_list(items, "jobs"));
     return TS_OK;
 }

@@ -1,9 +1,14 @@
 /*
  * system.c - /healthz, /readyz, /version, /metrics and the OpenAPI document.
+ *
+ * /metrics shows a project-limited token only its projects' series: every
+ * sample with a project="..." label of another project is left out (the
+ * cluster, node and GPU series count every project's jobs, without names).
  */
 #include <string.h>
 
 #include "api/embedded.h"
+#include "server/auth.h"
 #include "server/handlers/handlers.h"
 #include "server/metrics.h"
 #include "server/schedloop.h"
@@ -57,6 +62,45 @@ TS_HANDLER(ts_h_openapi)
     return ts_error_set(err, TS_ERR_NOT_FOUND, "openapi.yaml is not built in");
 }
 
+static bool name_in(const char *name, size_t len, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strlen(names[i]) == len && strncmp(names[i], name, len) == 0)
+            return true;
+    return false;
+}
+
+/* Keep the lines of text (len bytes) that name no project or one of names;
+ * appends them to b. Project names never hold a quote or a backslash. */
+static void keep_projects(struct ts_buf *b, const char *text, size_t len, const char *const *names,
+                          size_t n)
+{
+    static const char label[] = "project=\"";
+    const char *end = text + len;
+    for (const char *line = text; line < end;) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line));
+        size_t ll = nl ? (size_t)(nl - line) + 1 : (size_t)(end - line);
+        bool keep = true;
+        if (line[0] != '#') {
+            const char *l = memchr(line, '{', ll);
+            const char *p = NULL;
+            for (const char *q = l; q != NULL && q < line + ll; q++) {
+                if (strncmp(q, label, sizeof(label) - 1) == 0 && (q[-1] == '{' || q[-1] == ',')) {
+                    p = q + sizeof(label) - 1;
+                    break;
+                }
+            }
+            if (p != NULL) {
+                const char *close = memchr(p, '"', (size_t)(line + ll - p));
+                keep = close != NULL && name_in(p, (size_t)(close - p), names, n);
+            }
+        }
+        if (keep)
+            ts_buf_append(b, line, ll);
+        line += ll;
+    }
+}
+
 TS_HANDLER(ts_h_metrics)
 {
     struct ts_ctx *c = ctx;
@@ -68,14 +112,31 @@ TS_HANDLER(ts_h_metrics)
     enum ts_err e = ts_store_job_counts(conn, r->arena, &counts, &n, err);
     if (e != TS_OK)
         return e;
+    /* a project-limited token: only its projects' names */
+    size_t nids = 0;
+    const int64_t *ids = ts_auth_project_ids(c, &nids);
+    const char **names = NULL;
+    size_t nnames = 0;
+    if (ids != NULL && nids > 0 &&
+        (e = ts_store_project_names(conn, ids, nids, r->arena, &names, &nnames, err)) != TS_OK)
+        return e;
     struct ts_buf b;
     ts_buf_init(&b, 0);
-    ts_metrics_render(c->srv->metrics, &b);
+    if (ids == NULL) {
+        ts_metrics_render(c->srv->metrics, &b);
+    } else {
+        struct ts_buf all;
+        ts_buf_init(&all, 0);
+        ts_metrics_render(c->srv->metrics, &all);
+        keep_projects(&b, all.data ? all.data : "", all.len, names, nnames);
+        ts_buf_free(&all);
+    }
     ts_buf_printf(&b, "# HELP tessera_jobs Jobs by project and state.\n"
                       "# TYPE tessera_jobs gauge\n");
     for (size_t i = 0; i < n; i++)
-        ts_buf_printf(&b, "tessera_jobs{project=\"%s\",state=\"%s\"} %lld\n", counts[i].project,
-                      counts[i].state, (long long)counts[i].count);
+        if (ids == NULL || name_in(counts[i].project, strlen(counts[i].project), names, nnames))
+            ts_buf_printf(&b, "tessera_jobs{project=\"%s\",state=\"%s\"} %lld\n", counts[i].project,
+                          counts[i].state, (long long)counts[i].count);
     struct ts_schedloop_stats st;
     ts_schedloop_stats(c->srv, &st);
     ts_buf_printf(&b,

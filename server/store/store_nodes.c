@@ -135,3 +135,35 @@ enum ts_err ts_store_node_get(struct ts_dbconn *c, const char *name, struct ts_a
     *out = v[0];
     return TS_OK;
 }
+
+enum ts_err ts_store_node_jobs_visible(struct ts_dbconn *c, const int64_t *ids, size_t n,
+                                       const int64_t *project_ids, size_t np, struct ts_arena *a,
+                                       int64_t **out, size_t *nout, struct ts_error *err)
+{
+    *out = NULL;
+    *nout = 0;
+    char *jobs = ts_row_id_array(a, ids, n);
+    char *projects = ts_row_id_array(a, project_ids, np);
+    if (jobs == NULL || projects == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    const char *params[] = {jobs, projects};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c,
+                               "SELECT id FROM job WHERE id = ANY($1::bigint[])"
+                               " AND project_id = ANY($2::bigint[]) ORDER BY id",
+                               2, params, &res, err);
+    if (e != TS_OK)
+        return e;
+    int rows = PQntuples(res);
+    int64_t *v = ts_arena_alloc(a, sizeof(*v) * (size_t)(rows ? rows : 1));
+    if (v == NULL) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < rows; i++)
+        v[i] = ts_row_i64(res, i, 0);
+    PQclear(res);
+    *out = v;
+    *nout = (size_t)rows;
+    return TS_OK;
+}

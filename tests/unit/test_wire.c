@@ -572,6 +572,63 @@ static void tokens_encode_their_secret_only_when_it_is_there(void **state)
     json_decref(v);
 }
 
+static void an_agent_token_names_its_nodes_by_name_or_prefix(void **state)
+{
+    struct ts_arena *a = ts_arena_new();
+    struct ts_token_spec t;
+    struct ts_error err;
+    assert_int_equal(token_from("{\"name\": \"a1\", \"role\": \"agent\","
+                                " \"nodes\": [\"n1\", \"gpu-*\", \"*\"]}",
+                                a, &t, &err),
+                     TS_OK);
+    assert_int_equal(t.nnodes, 3);
+    assert_string_equal(t.nodes[1], "gpu-*");
+    enum ts_err e =
+        token_from("{\"name\": \"m\", \"role\": \"member\", \"nodes\": [\"n1\"]}", a, &t, &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "nodes",
+                 "nodes is only for agent tokens: the role is member");
+    e = token_from("{\"name\": \"a\", \"role\": \"agent\", \"nodes\": [\"n1\", \"g*u\"]}", a, &t,
+                   &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "nodes[1]",
+                 "nodes[1] must be a node name, a name prefix followed by *, or *: \"g*u\"");
+    e = token_from("{\"name\": \"a\", \"role\": \"agent\", \"nodes\": [\"n1\", \"n1\"]}", a, &t,
+                   &err);
+    assert_error(&err, e, TS_ERR_INVALID_VALUE, "nodes[1]", "nodes lists \"n1\" twice");
+    const char *nodes[] = {"n1", "gpu-*"};
+    struct ts_token tok = {
+        .id = 3,
+        .spec = {.name = "a1", .role = TS_ROLE_AGENT, .nodes = nodes, .nnodes = 2},
+    };
+    json_t *v = ts_wire_token_encode(&tok);
+    assert_int_equal(json_array_size(json_object_get(v, "nodes")), 2);
+    json_decref(v);
+    tok.spec.nnodes = 0; /* any node: [] */
+    v = ts_wire_token_encode(&tok);
+    assert_true(json_is_array(json_object_get(v, "nodes")));
+    assert_int_equal(json_array_size(json_object_get(v, "nodes")), 0);
+    json_decref(v);
+    ts_arena_free(a);
+}
+
+static void node_patterns_match_a_name_or_a_prefix(void **state)
+{
+    assert_true(ts_token_node_pattern_valid("n1"));
+    assert_true(ts_token_node_pattern_valid("gpu-*"));
+    assert_true(ts_token_node_pattern_valid("*"));
+    assert_false(ts_token_node_pattern_valid(""));
+    assert_false(ts_token_node_pattern_valid("**"));
+    assert_false(ts_token_node_pattern_valid("-*"));
+    assert_false(ts_token_node_pattern_valid("g*u"));
+    assert_false(ts_token_node_pattern_valid("GPU-*"));
+    assert_true(ts_token_node_matches("n1", 2, "n1"));
+    assert_false(ts_token_node_matches("n1", 2, "n10"));
+    assert_false(ts_token_node_matches("n10", 3, "n1"));
+    assert_true(ts_token_node_matches("n1,n2", 2, "n1")); /* the first len characters only */
+    assert_true(ts_token_node_matches("gpu-*", 5, "gpu-07"));
+    assert_false(ts_token_node_matches("gpu-*", 5, "gpu"));
+    assert_true(ts_token_node_matches("*", 1, "anything"));
+}
+
 static void roles_have_one_name_each_and_parse_back(void **state)
 {
     const enum ts_role roles[] = {TS_ROLE_VIEWER, TS_ROLE_MEMBER, TS_ROLE_AGENT, TS_ROLE_ADMIN};
@@ -633,10 +690,10 @@ static void nodes_encode_with_their_gpus_and_labels(void **state)
         "\"cpu\":64.0,\"memory_bytes\":549755813888,\"gpus\":["
         "{\"index\":0,\"uuid\":\"GPU-1\",\"model\":\"H100\",\"memory_bytes\":85899345920,"
         "\"allocated\":0.5,\"allocated_bytes\":41875931136,\"utilization\":0.25,"
-        "\"memory_used_bytes\":1073741824,\"sampled_at\":null,\"jobs\":[7,9]},"
+        "\"memory_used_bytes\":1073741824,\"sampled_at\":null,\"jobs\":[7,9],\"hidden_jobs\":0},"
         "{\"index\":1,\"uuid\":\"GPU-2\",\"model\":\"H100\",\"memory_bytes\":85899345920,"
         "\"allocated\":0.0,\"allocated_bytes\":0,\"utilization\":0.5,"
-        "\"memory_used_bytes\":0,\"sampled_at\":null,\"jobs\":[]}],"
+        "\"memory_used_bytes\":0,\"sampled_at\":null,\"jobs\":[],\"hidden_jobs\":0}],"
         "\"allocated_gpus\":0.5,\"utilized_gpus\":0.75,\"running_jobs\":2,"
         "\"swap_bytes\":1073741824,\"swap_used_bytes\":0,\"collision\":\"wait\","
         "\"gpu_reserve_bytes\":2147483648,\"agent_version\":\"0.1.0\","
@@ -1015,6 +1072,8 @@ int main(void)
         cmocka_unit_test(a_token_decodes_its_role_and_projects_into_the_arena),
         cmocka_unit_test(token_roles_and_project_lists_are_checked),
         cmocka_unit_test(tokens_encode_their_secret_only_when_it_is_there),
+        cmocka_unit_test(an_agent_token_names_its_nodes_by_name_or_prefix),
+        cmocka_unit_test(node_patterns_match_a_name_or_a_prefix),
         cmocka_unit_test(roles_have_one_name_each_and_parse_back),
         cmocka_unit_test(nodes_encode_with_their_gpus_and_labels),
         cmocka_unit_test(registrations_decode_and_refuse_what_cannot_be),

@@ -1144,6 +1144,35 @@ static void tokens_are_created_listed_and_revoked(void **state)
     run_free(&r);
 }
 
+static void an_agent_token_is_bound_to_the_nodes_given_with_node(void **state)
+{
+    env_default();
+    struct run r;
+    assert_int_equal(cli(&r, "token", "create", "agent-gpu", "-r", "agent", "--node", "cli-n1",
+                         "-n", "gpu-*", NULL),
+                     0);
+    char secret[128];
+    snprintf(secret, sizeof(secret), "%s", r.out);
+    secret[strcspn(secret, "\n")] = '\0';
+    run_free(&r);
+    assert_int_equal(cli(&r, "token", "list", NULL), 0);
+    assert_non_null(strstr(r.out, "NODES"));
+    assert_non_null(strstr(r.out, "cli-n1,gpu-*"));
+    run_free(&r);
+    /* the server holds it to them */
+    struct ts_client *c = ts_it_client(&srv, secret);
+    static const char body[] = "{\"cpu\": 1, \"memory_bytes\": 1073741824, \"gpus\": []}";
+    assert_int_equal(ts_it_req(c, "PUT", "/api/v1/nodes/cli-n2", body, NULL, NULL), 403);
+    assert_int_equal(ts_it_req(c, "GET", "/api/v1/nodes/gpu-1/desired", NULL, NULL, NULL), 404);
+    ts_client_free(c);
+    /* only agents have nodes */
+    assert_int_equal(cli(&r, "token", "create", "m-node", "-r", "member", "--node", "n1", NULL), 1);
+    assert_non_null(strstr(r.err, "--node is only for agent tokens"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "token", "revoke", "agent-gpu", NULL), 0);
+    run_free(&r);
+}
+
 /* Cancel every pending job, so that a node registered next gets none. */
 static void cancel_pending(void)
 {
@@ -1459,6 +1488,7 @@ int main(void)
         cmocka_unit_test(set_quota_changes_only_what_is_given),
         cmocka_unit_test(set_quota_after_someone_else_changed_it_exits_4_and_writes_nothing),
         cmocka_unit_test(tokens_are_created_listed_and_revoked),
+        cmocka_unit_test(an_agent_token_is_bound_to_the_nodes_given_with_node),
         cmocka_unit_test(nodes_are_drained_and_shown_with_their_gpus),
         cmocka_unit_test(logs_print_and_follow_the_output_of_a_running_job),
         cmocka_unit_test(submit_wait_exits_0_when_the_job_succeeds),

@@ -27,7 +27,7 @@
 #include "tests/integration/harness.h"
 
 static struct ts_it_server srv;
-static char member[128], viewer[128], agent[128], loner[128];
+static char member[128], viewer[128], agent[128], loner[128], agent_n1[128];
 static long long seed_job;
 
 static const char *token_for(const char *who)
@@ -42,6 +42,8 @@ static const char *token_for(const char *who)
         return agent;
     if (strcmp(who, "loner") == 0)
         return loner;
+    if (strcmp(who, "agent-n1") == 0) /* an agent token bound to node n1 */
+        return agent_n1;
     if (strcmp(who, "bad") == 0)
         return "tsk_not-a-real-token";
     return NULL; /* "none" */
@@ -78,9 +80,14 @@ static int seed(void)
     snprintf(viewer, sizeof(viewer), "%s", ts_it_token(&srv, "viewer", "viewer", NULL));
     snprintf(agent, sizeof(agent), "%s", ts_it_token(&srv, "agent", "agent", NULL));
     snprintf(loner, sizeof(loner), "%s", ts_it_token(&srv, "loner", "member", NULL));
-    if (!member[0] || !viewer[0] || !agent[0] || !loner[0])
-        return -1;
     struct ts_response r;
+    must(ts_it_req(a, "POST", "/api/v1/tokens",
+                   "{\"name\":\"agent-n1\",\"role\":\"agent\",\"nodes\":[\"n1\"]}", NULL, &r),
+         201, "token agent-n1");
+    snprintf(agent_n1, sizeof(agent_n1), "%s", ts_it_str(r.json, "token"));
+    ts_response_free(&r);
+    if (!member[0] || !viewer[0] || !agent[0] || !loner[0] || !agent_n1[0])
+        return -1;
     must(ts_it_req(a, "POST", "/api/v1/jobs",
                    "{\"name\":\"seed-job\",\"project\":\"vision\",\"command\":[\"sleep\",\"1\"],"
                    "\"gpu\":{\"portion\":0.5}}",

@@ -134,14 +134,15 @@ web_start_server() {
 # web_start_agent NODE GPUS: an agent on simulated GPUs (e.g. sim:2x80GiB).
 web_start_agent() {
   local node=$1 gpus=$2
-  if [ ! -s "$WEB_TMP/agent.token" ]; then
-    api POST /tokens '{"name":"browser-agents","role":"agent"}' |
-      sed -n 's/.*"token":"\([^"]*\)".*/\1/p' >"$WEB_TMP/agent.token"
+  # a token of its own, that may act only as its node
+  if [ ! -s "$WEB_TMP/agent-$node.token" ]; then
+    api POST /tokens "{\"name\":\"browser-agent-$node\",\"role\":\"agent\",\"nodes\":[\"$node\"]}" |
+      sed -n 's/.*"token":"\([^"]*\)".*/\1/p' >"$WEB_TMP/agent-$node.token"
   fi
   mkdir -p "$WEB_TMP/agents/$node"
   # started from inside WEB_TMP, so that web_leftovers finds its children
   (cd "$WEB_TMP/agents/$node" && exec "$TS_BIN_DIR/tessera-agent" --server "$WEB_URL" \
-    --token-file "$WEB_TMP/agent.token" --node "$node" --data-dir "$WEB_TMP/agents/$node" \
+    --token-file "$WEB_TMP/agent-$node.token" --node "$node" --data-dir "$WEB_TMP/agents/$node" \
     --gpus "$gpus" --report-interval 1s 2>"$WEB_TMP/agents/$node/agent.log") &
   web_agent_pids+=($!)
 }

@@ -523,7 +523,7 @@ int ts_e2e_agent_start(struct ts_e2e *c, struct ts_e2e_agent *a)
                             "--server",
                             a->server,
                             "--token-file",
-                            c->token_file,
+                            a->token_file[0] ? a->token_file : c->token_file,
                             "--node",
                             a->node,
                             "--data-dir",
@@ -583,6 +583,28 @@ int ts_e2e_agent_add_at(struct ts_e2e *c, const char *server, const char *node, 
     return ts_e2e_agent_add_args(c, server, node, gpus, labels, NULL);
 }
 
+/* Write a new agent token that may act only as node into path (0600), as
+ * an operator gives each agent its own. 0 or -1. */
+static int write_node_token(struct ts_e2e *c, int i, const char *node, const char *path)
+{
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"name\": \"agent-%d-%s\", \"role\": \"agent\", \"nodes\": [\"%s\"]}", i, node,
+             node);
+    struct ts_response r;
+    long st = ts_it_req(c->srv.admin, "POST", "/api/v1/tokens", body, NULL, &r);
+    const char *token = st == 201 ? ts_it_str(r.json, "token") : "";
+    int fd = token[0] ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600) : -1;
+    int rc = fd >= 0 && write(fd, token, strlen(token)) == (ssize_t)strlen(token) ? 0 : -1;
+    if (fd >= 0)
+        close(fd);
+    if (rc != 0)
+        fprintf(stderr, "e2e: agent %s: could not make its token (status %ld) in %s\n", node, st,
+                path);
+    ts_response_free(&r);
+    return rc;
+}
+
 int ts_e2e_agent_add_args(struct ts_e2e *c, const char *server, const char *node, const char *gpus,
                           const char *labels, const char *args)
 {
@@ -603,6 +625,9 @@ int ts_e2e_agent_add_args(struct ts_e2e *c, const char *server, const char *node
     snprintf(base, sizeof(base), "%s/agent-%s", c->srv.dir, node);
     snprintf(a->data, sizeof(a->data), "%s", base);
     snprintf(a->log, sizeof(a->log), "%s.log", base);
+    snprintf(a->token_file, sizeof(a->token_file), "%s.token", base);
+    if (write_node_token(c, i, node, a->token_file) != 0)
+        return -1;
     return ts_e2e_agent_start(c, a) == 0 ? i : -1;
 }
 

@@ -53,7 +53,8 @@ struct ts_e2e_agent {
     char server[128];
     char data[400]; /* --data-dir */
     char log[420];
-    pid_t pid; /* 0 when not running */
+    char token_file[420]; /* --token-file: a token bound to this node */
+    pid_t pid;            /* 0 when not running */
 };
 
 struct ts_e2e {
@@ -76,8 +77,9 @@ void ts_e2e_sleep(double secs);
 int ts_e2e_free_port(void);
 
 /*
- * Start the server (extra_args as for ts_it_start), write an agent token to
- * c->token_file and create the department "research". 0 or -1.
+ * Start the server (extra_args as for ts_it_start), write an agent token for
+ * any node to c->token_file and create the department "research". 0 or -1.
+ * Each agent added gets a token of its own, bound to its node.
  */
 int ts_e2e_start(struct ts_e2e *c, const char *const *server_args);
 /*

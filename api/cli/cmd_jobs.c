@@ -450,8 +450,10 @@ static const struct {
     {"fragmented", "enough is free in total but not on one GPU or node: ask for a smaller "
                    "portion or fewer devices, or wait for jobs to end"},
     {"too_large", "no node could ever hold the request: ask for less"},
-    {"waiting_for_reclaim", "the project is below its fair share and GPUs will be taken back "
-                            "from projects above theirs when their jobs can be preempted: wait"},
+    {"waiting_for_reclaim", "GPUs will be taken back for it: within its quota from projects "
+                            "above their quotas, beyond it from projects above their fair "
+                            "shares, once their jobs can be stopped (their minimum runtime and "
+                            "grace period): wait; the reason above says which and why not yet"},
     {"lower_priority", "jobs of higher priority come first: wait, or submit with a higher "
                        "--priority"},
     {"node_unavailable", "no ready node matches its --gpu-model and --selector: check them, or "

@@ -144,6 +144,10 @@ json_t *ts_wire_token_encode(const struct ts_token *t)
     }
     for (size_t i = 0; i < t->spec.nprojects; i++)
         ts_wire_enc_append(projects, json_string(t->spec.projects[i]), &ok);
+    ts_wire_enc_set(o, "id", json_integer(t->id), &ok);
+    ts_wire_enc_set(o, "name", json_string(t->spec.name), &ok);
+    ts_wire_enc_set(o, "role", json_string(ts_role_name(t->spec.role)), &ok);
+    ts_wire_enc_set(o, "projects", projects, &ok);
     if (t->spec.role == TS_ROLE_AGENT) {
         /* an agent's nodes: [] means any node */
         json_t *nodes = json_array();
@@ -151,10 +155,6 @@ json_t *ts_wire_token_encode(const struct ts_token *t)
             ts_wire_enc_append(nodes, json_string(t->spec.nodes[i]), &ok);
         ts_wire_enc_set(o, "nodes", nodes, &ok);
     }
-    ts_wire_enc_set(o, "id", json_integer(t->id), &ok);
-    ts_wire_enc_set(o, "name", json_string(t->spec.name), &ok);
-    ts_wire_enc_set(o, "role", json_string(ts_role_name(t->spec.role)), &ok);
-    ts_wire_enc_set(o, "projects", projects, &ok);
     ts_wire_enc_set(o, "created_at", ts_wire_time(t->created_at_us), &ok);
     ts_wire_enc_set(o, "last_used_at", ts_wire_time(t->last_used_at_us), &ok);
     if (t->secret != NULL)

@@ -48,7 +48,8 @@ out:
     return e;
 }
 
-/* The caller's token: name, role, and the projects it is limited to. */
+/* The caller's token: name, role, the projects it is limited to, and an
+ * agent's nodes. */
 TS_HANDLER(ts_h_whoami)
 {
     struct ts_ctx *c = ctx;
@@ -76,6 +77,17 @@ TS_HANDLER(ts_h_whoami)
                           "restricted", ids != NULL);
     if (o == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    if (c->who.role == TS_ROLE_AGENT) {
+        /* the nodes it may act as; [] for any node */
+        json_t *nodes = json_array();
+        const char *p = c->who.nodes;
+        while (p != NULL && *p != '\0') {
+            size_t len = strcspn(p, ",");
+            json_array_append_new(nodes, json_stringn(p, len));
+            p += len + (p[len] == ',');
+        }
+        json_object_set_new(o, "nodes", nodes);
+    }
     ts_http_reply_json(r, 200, o);
     return TS_OK;
 }

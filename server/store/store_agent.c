@@ -20,7 +20,9 @@
  * stored once per (job, attempt, seq) when that attempt ran on this node
  * (job_attempt, migrations/0004), whatever the job's state now. The job
  * trigger (migrations/0002) frees job_gpu rows and wakes the scheduler and
- * the node's agent.
+ * the node's agent. A report costs a fixed number of statements: the samples
+ * of its jobs that run (the common case) and of its GPUs go in one statement
+ * each, as arrays; only a job whose state moves takes its own statements.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -592,23 +594,148 @@ static enum ts_err never_started(struct ts_dbconn *c, const char *node_id,
     return e;
 }
 
+/* A PostgreSQL array literal built in the arena, values of at most 32
+ * characters ("NULL" for none) added one by one: a report's values go in one
+ * statement as arrays, not one statement a job or a GPU. */
+struct array_text {
+    char *s;
+    size_t len, cap;
+};
+
+static bool array_add(struct array_text *t, const char *v)
+{
+    size_t n = strlen(v);
+    if (t->len + n + 3 > t->cap)
+        return false;
+    if (t->len > 1)
+        t->s[t->len++] = ',';
+    memcpy(t->s + t->len, v, n);
+    t->len += n;
+    t->s[t->len] = '}';
+    t->s[t->len + 1] = '\0';
+    return true;
+}
+
+static bool array_init(struct array_text *t, size_t n, struct ts_arena *a)
+{
+    t->cap = 4 + n * 33;
+    t->s = ts_arena_alloc(a, t->cap);
+    t->len = 1;
+    if (t->s == NULL)
+        return false;
+    memcpy(t->s, "{}", 3);
+    return true;
+}
+
+/* Every GPU's sample in one statement (the last one of an index counts). */
 static enum ts_err apply_gpus(struct ts_dbconn *c, const char *node_id,
                               const struct ts_node_report *rep, struct ts_arena *a,
                               struct ts_error *err)
 {
+    struct array_text idx, util, mem;
+    if (rep->ngpus == 0)
+        return TS_OK;
+    if (!array_init(&idx, rep->ngpus, a) || !array_init(&util, rep->ngpus, a) ||
+        !array_init(&mem, rep->ngpus, a))
+        return nomem(err);
     for (size_t i = 0; i < rep->ngpus; i++) {
         const struct ts_report_gpu *g = &rep->gpus[i];
-        const char *p[] = {node_id, P("%d", g->index), P("%.17g", g->utilization),
-                           P("%lld", (long long)g->memory_used_bytes)};
-        PGresult *res = NULL;
-        enum ts_err e = exec_in_tx(c,
-                                   "UPDATE gpu SET utilization = $3, memory_used_bytes = $4,"
-                                   " sampled_at = now() WHERE node_id = $1 AND idx = $2",
-                                   4, p, &res, err);
-        PQclear(res);
-        if (e != TS_OK)
-            return e;
+        bool later = false;
+        for (size_t k = i + 1; k < rep->ngpus && !later; k++)
+            later = rep->gpus[k].index == g->index;
+        if (later)
+            continue;
+        char v[32];
+        snprintf(v, sizeof(v), "%d", g->index);
+        array_add(&idx, v);
+        snprintf(v, sizeof(v), "%.17g", g->utilization);
+        array_add(&util, v);
+        snprintf(v, sizeof(v), "%lld", (long long)g->memory_used_bytes);
+        array_add(&mem, v);
     }
+    const char *p[] = {node_id, idx.s, util.s, mem.s};
+    PGresult *res = NULL;
+    enum ts_err e = exec_in_tx(c,
+                               "UPDATE gpu SET utilization = u.util, memory_used_bytes = u.mem,"
+                               " sampled_at = now()"
+                               " FROM unnest($2::int[], $3::float8[], $4::bigint[])"
+                               "   AS u(idx, util, mem)"
+                               " WHERE gpu.node_id = $1 AND gpu.idx = u.idx",
+                               4, p, &res, err);
+    PQclear(res);
+    return e;
+}
+
+/* The jobs reported running that are running: their samples in one
+ * statement, the rows locked in id order; done[i] is set for each such
+ * job. The others (starting, resuming, suspended, ended, another attempt)
+ * go through apply_job one by one. */
+static enum ts_err apply_running(struct ts_dbconn *c, const char *node_id,
+                                 const struct ts_node_report *rep, struct ts_arena *a, bool *done,
+                                 struct ts_error *err)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < rep->njobs; i++)
+        n += rep->jobs[i].state == TS_REPORT_RUNNING;
+    if (n == 0)
+        return TS_OK;
+    struct array_text ids, attempts, pids, usage, util, mem, swapped;
+    if (!array_init(&ids, n, a) || !array_init(&attempts, n, a) || !array_init(&pids, n, a) ||
+        !array_init(&usage, n, a) || !array_init(&util, n, a) || !array_init(&mem, n, a) ||
+        !array_init(&swapped, n, a))
+        return nomem(err);
+    for (size_t i = 0; i < rep->njobs; i++) {
+        const struct ts_report_job *r = &rep->jobs[i];
+        if (r->state != TS_REPORT_RUNNING)
+            continue;
+        char v[32];
+        snprintf(v, sizeof(v), "%lld", (long long)r->id);
+        array_add(&ids, v);
+        snprintf(v, sizeof(v), "%d", r->attempt);
+        array_add(&attempts, v);
+        if (r->pid > 0)
+            snprintf(v, sizeof(v), "%d", r->pid);
+        array_add(&pids, r->pid > 0 ? v : "NULL");
+        array_add(&usage, r->has_usage ? "t" : "f");
+        snprintf(v, sizeof(v), "%.17g", r->gpu_utilization);
+        array_add(&util, v);
+        snprintf(v, sizeof(v), "%lld", (long long)r->gpu_memory_used_bytes);
+        array_add(&mem, v);
+        if (r->has_swapped_bytes)
+            snprintf(v, sizeof(v), "%lld", (long long)r->swapped_bytes);
+        array_add(&swapped, r->has_swapped_bytes ? v : "NULL");
+    }
+    const char *p[] = {node_id, ids.s, attempts.s, pids.s, usage.s, util.s, mem.s, swapped.s};
+    PGresult *res = NULL;
+    /* the samples, and the host swap it holds while it runs (the trigger of
+     * migrations/0004 keeps that at 0 in any other state) */
+    enum ts_err e = exec_in_tx(
+        c,
+        "WITH r AS (SELECT * FROM unnest($2::bigint[], $3::int[], $4::int[], $5::boolean[],"
+        "   $6::float8[], $7::bigint[], $8::bigint[])"
+        "   AS r(id, attempt, pid, has_usage, util, mem, swapped)),"
+        " l AS (SELECT j.id FROM job j JOIN r ON r.id = j.id AND r.attempt = j.attempt"
+        "   WHERE j.node_id = $1 AND j.state = 'running' ORDER BY j.id FOR UPDATE OF j)"
+        " UPDATE job SET pid = coalesce(r.pid, job.pid),"
+        " gpu_utilization = CASE WHEN r.has_usage THEN r.util ELSE job.gpu_utilization END,"
+        " gpu_memory_used_bytes = CASE WHEN r.has_usage THEN r.mem"
+        "   ELSE job.gpu_memory_used_bytes END,"
+        " sampled_at = CASE WHEN r.has_usage THEN now() ELSE job.sampled_at END,"
+        " last_active_at = CASE WHEN r.has_usage AND r.util > 0 THEN now()"
+        "   ELSE job.last_active_at END,"
+        " swapped_bytes = coalesce(r.swapped, job.swapped_bytes)"
+        " FROM r JOIN l ON l.id = r.id WHERE job.id = r.id AND job.attempt = r.attempt"
+        " RETURNING job.id",
+        8, p, &res, err);
+    if (e != TS_OK)
+        return e;
+    for (int row = 0; row < PQntuples(res); row++) {
+        int64_t id = ts_row_i64(res, row, 0);
+        for (size_t i = 0; i < rep->njobs; i++)
+            if (rep->jobs[i].id == id && rep->jobs[i].state == TS_REPORT_RUNNING)
+                done[i] = true;
+    }
+    PQclear(res);
     return TS_OK;
 }
 
@@ -683,7 +810,15 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
         ts_db_rollback(c);
         return nomem(err);
     }
+    bool *done = ts_arena_alloc(a, sizeof(*done) * (rep->njobs + 1));
+    if (done == NULL) {
+        ts_db_rollback(c);
+        return nomem(err);
+    }
+    e = apply_running(c, node_id, rep, a, done, err);
     for (size_t i = 0; e == TS_OK && i < rep->njobs; i++) {
+        if (done[i])
+            continue;
         bool ignored = false;
         e = apply_job(c, node_id, name, &rep->jobs[i], a, &ignored, err);
         if (ignored)
@@ -699,21 +834,20 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
         /* the heartbeat; the state column is written only when it changes,
          * so that heartbeats do not wake the scheduler */
         const char *q[] = {node_id};
-        e = exec_in_tx(c, "UPDATE node SET last_seen_at = now() WHERE id = $1", 1, q, &res, err);
-        PQclear(res);
+        e = exec_in_tx(c, "UPDATE node SET last_seen_at = now() WHERE id = $1 RETURNING generation",
+                       1, q, &res, err);
         if (e == TS_OK && was_lost) {
+            PQclear(res);
             e = exec_in_tx(c,
                            "UPDATE node SET state = 'ready' WHERE id = $1 AND state = 'not_ready'",
                            1, q, &res, err);
             PQclear(res);
+            if (e == TS_OK) /* what its triggers made of it */
+                e = exec_in_tx(c, "SELECT generation FROM node WHERE id = $1", 1, q, &res, err);
         }
     }
     if (e != TS_OK)
         return e; /* rolled back */
-    e = exec_in_tx(c, "SELECT generation FROM node WHERE id = $1", 1, (const char *[]){node_id},
-                   &res, err);
-    if (e != TS_OK)
-        return e;
     out->generation = ts_row_i64(res, 0, 0);
     PQclear(res);
     return ts_db_commit(c, err);

@@ -744,15 +744,22 @@ static double metric(const char *text, const char *name)
 
 static void read_metrics(struct sched_metrics *m)
 {
-    struct ts_response r;
     *m = (struct sched_metrics){NAN, NAN, NAN, NAN};
-    if (ts_it_req(srv.admin, "GET", "/metrics", NULL, NULL, &r) == 200) {
-        m->cycles = metric(r.body.data, "tessera_scheduler_cycles_total");
-        m->cycle_seconds = metric(r.body.data, "tessera_scheduler_cycle_seconds_total");
-        m->last_cycle = metric(r.body.data, "tessera_scheduler_last_cycle_seconds");
-        m->sweeps = metric(r.body.data, "tessera_scheduler_sweeps_total");
+    /* a saturated server answers 503 when no pooled connection frees up */
+    for (int tries = 0; tries < 10 && isnan(m->cycles); tries++) {
+        struct ts_response r;
+        long st = ts_it_req(srv.admin, "GET", "/metrics", NULL, NULL, &r);
+        if (st == 200) {
+            m->cycles = metric(r.body.data, "tessera_scheduler_cycles_total");
+            m->cycle_seconds = metric(r.body.data, "tessera_scheduler_cycle_seconds_total");
+            m->last_cycle = metric(r.body.data, "tessera_scheduler_last_cycle_seconds");
+            m->sweeps = metric(r.body.data, "tessera_scheduler_sweeps_total");
+        }
+        if (st > 0)
+            ts_response_free(&r);
+        if (isnan(m->cycles))
+            sleep_s(0.2);
     }
-    ts_response_free(&r);
 }
 
 /* The window's statements by the database time they took. */

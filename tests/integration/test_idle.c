@@ -56,9 +56,24 @@ static double cycles(void)
     return metric("tessera_scheduler_cycles_total");
 }
 
+/* Wait (up to 30 s) until no cycle ran for 2 s: what the test did last
+ * (the setup's projects, registrations) has been decided, however loaded
+ * the machine. */
+static void settle(void)
+{
+    for (int i = 0; i < 15; i++) {
+        double c = cycles();
+        usleep(2000 * 1000);
+        if (cycles() == c)
+            return;
+    }
+    fail_msg("the scheduler loop kept cycling for 30 s with nothing happening");
+}
+
 /* Cycles and sweeps over secs of nothing happening. */
 static void quiet(double secs, double *ncycles, double *nsweeps)
 {
+    settle();
     double c0 = cycles(), s0 = metric("tessera_scheduler_sweeps_total");
     usleep((useconds_t)(secs * 1e6));
     *ncycles = cycles() - c0;

@@ -205,21 +205,24 @@ static void three_d_copies_move_slices_with_pitches_and_refuse_bad_ranges(void)
 
 static void peer_copies_move_bytes_between_two_gpus_and_check_contexts(void)
 {
-    setenv("TESSERA_SIMGPU_BANDWIDTH", "100000000", 1); /* 100 MB/s */
+    setenv("TESSERA_SIMGPU_BANDWIDTH", "50000000", 1); /* 50 MB/s */
     CUcontext c1 = NULL, c0 = setup(2, &c1);
     enum { N = 20 * MiB };
     CUdeviceptr a = alloc_filled(N), b = 0, a2 = 0;
     OK(CU(cuMemAlloc_v2)(&a2, N));
+    /* written once, so that the copy below does not pay for faulting its
+     * destination in (seconds a GiB on a loaded VM) */
+    OK(CU(cuMemsetD8_v2)(a2, 0, N));
     OK(CU(cuCtxSetCurrent)(c1));
     OK(CU(cuMemAlloc_v2)(&b, N));
     OK(CU(cuMemsetD8_v2)(b, 0, N));
     OK(CU(cuCtxSetCurrent)(c0));
 
-    /* GPU 0 -> GPU 1 crosses the host link: 20 MiB at 100 MB/s. */
+    /* GPU 0 -> GPU 1 crosses the host link: 20 MiB at 50 MB/s. */
     double t0 = mono_s();
     OK(CU(cuMemcpyPeer)(b, c1, a, c0, N));
     double took = mono_s() - t0;
-    CHECK(took >= 0.19);
+    CHECK(took >= 0.41);
     unsigned char *h = malloc(N);
     OK(CU(cuMemcpyDtoH_v2)(h, b, N));
     size_t bad = 0;

@@ -87,6 +87,11 @@ struct ts_ctx {
     struct ts_principal who;
     bool authenticated;
     struct ts_dbconn *conn; /* acquired on first use, released at completion */
+    /* for a project-limited caller: the projects it may not see named
+     * (handlers/common.c, loaded on first use) */
+    const char **hidden_projects;
+    size_t nhidden_projects;
+    bool hidden_projects_loaded;
 };
 
 /* The request's database connection, acquired on first use (borrowed until

@@ -1,6 +1,6 @@
 /*
  * common.c - small pieces every handler uses: the body, ids in paths,
- * ETag and If-Match, jobs as a caller may see them.
+ * ETag and If-Match, jobs and scheduler messages as a caller may see them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 
 #include "server/auth.h"
 #include "server/handlers/handlers.h"
+#include "server/store/store.h"
 
 enum ts_err ts_h_body(struct ts_request *r, json_t **out, struct ts_error *err)
 {
@@ -64,9 +65,62 @@ json_t *ts_h_list(json_t *items, const char *key)
     return o;
 }
 
-json_t *ts_h_job_json(const struct ts_ctx *ctx, const struct ts_job *job)
+/* Whether text[0..len) is one of names. */
+static bool hidden_name(const char *text, size_t len, const char *const *names, size_t n)
 {
-    json_t *o = ts_wire_job_encode(job);
+    for (size_t i = 0; i < n; i++)
+        if (strlen(names[i]) == len && memcmp(names[i], text, len) == 0)
+            return true;
+    return false;
+}
+
+const char *ts_h_redact_projects(struct ts_ctx *ctx, const char *text)
+{
+    size_t nids = 0;
+    const int64_t *ids = ts_auth_project_ids(ctx, &nids);
+    if (text == NULL || ids == NULL || strchr(text, '"') == NULL)
+        return text;
+    struct ts_arena *a = ctx->req->arena;
+    if (!ctx->hidden_projects_loaded) {
+        struct ts_dbconn *conn = ts_ctx_db(ctx, NULL);
+        if (conn == NULL ||
+            ts_store_token_hidden_projects(conn, ids, nids, a, &ctx->hidden_projects,
+                                           &ctx->nhidden_projects, NULL) != TS_OK)
+            return "(hidden)";
+        ctx->hidden_projects_loaded = true;
+    }
+    /* each "NAME" of a hidden project, with a "project " before it, becomes
+     * "another project": at least 3 characters ("a" quoted) give 15, so
+     * the result is at most 5 times as long */
+    static const char word[] = "project ", other[] = "another project";
+    size_t len = strlen(text);
+    char *out = ts_arena_alloc(a, 5 * len + 1);
+    if (out == NULL)
+        return "(hidden)";
+    size_t o = 0;
+    for (const char *p = text; *p != '\0';) {
+        const char *close = p[0] == '"' ? strchr(p + 1, '"') : NULL;
+        if (close != NULL && hidden_name(p + 1, (size_t)(close - p - 1), ctx->hidden_projects,
+                                         ctx->nhidden_projects)) {
+            if (o >= sizeof(word) - 1 &&
+                memcmp(out + o - (sizeof(word) - 1), word, sizeof(word) - 1) == 0)
+                o -= sizeof(word) - 1;
+            memcpy(out + o, other, sizeof(other) - 1);
+            o += sizeof(other) - 1;
+            p = close + 1;
+            continue;
+        }
+        out[o++] = *p++;
+    }
+    out[o] = '\0';
+    return out;
+}
+
+json_t *ts_h_job_json(struct ts_ctx *ctx, const struct ts_job *job)
+{
+    struct ts_job seen = *job;
+    seen.reason_message = ts_h_redact_projects(ctx, job->reason_message);
+    json_t *o = ts_wire_job_encode(&seen);
     if (o == NULL || ts_auth_env_visible(ctx))
         return o;
     json_t *env = json_object_get(o, "env");

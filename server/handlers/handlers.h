@@ -73,8 +73,14 @@ void ts_h_etag(struct ts_request *r, int64_t revision);
 enum ts_err ts_h_if_match(struct ts_request *r, int64_t *revision, struct ts_error *err);
 /* The job as JSON (new), its env values replaced by null and
  * "env_redacted": true when the caller may not read them
- * (ts_auth_env_visible): env often carries secrets. */
-json_t *ts_h_job_json(const struct ts_ctx *ctx, const struct ts_job *job);
+ * (ts_auth_env_visible): env often carries secrets; its pending reason
+ * through ts_h_redact_projects. */
+json_t *ts_h_job_json(struct ts_ctx *ctx, const struct ts_job *job);
+/* A scheduler message (a pending reason, an event) as a project-limited
+ * caller may read it: every quoted name of a project it may not see becomes
+ * "another project" (arena); text itself for other callers. NULL stays
+ * NULL; "(hidden)" when the names cannot be read. */
+const char *ts_h_redact_projects(struct ts_ctx *ctx, const char *text);
 /* A JSON array from a list encoded with enc(item) (steals each result). */
 json_t *ts_h_list(json_t *items, const char *key);
 

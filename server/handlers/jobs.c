@@ -274,8 +274,10 @@ TS_HANDLER(ts_h_job_events)
     if (e != TS_OK)
         return e;
     json_t *items = json_array();
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        v[i].message = ts_h_redact_projects(c, v[i].message);
         json_array_append_new(items, ts_wire_job_event_encode(&v[i]));
+    }
     ts_http_reply_json(r, 200, ts_h_list(items, "events"));
     return TS_OK;
 }

@@ -43,6 +43,11 @@ struct ts_token_auth {
 enum ts_err ts_store_token_authenticate(struct ts_dbconn *c, const char *sha256_hex,
                                         struct ts_arena *a, struct ts_token_auth *out,
                                         struct ts_error *err);
+/* The names of every project but the n given (arena): what a project-limited
+ * token may not see named. */
+enum ts_err ts_store_token_hidden_projects(struct ts_dbconn *c, const int64_t *ids, size_t n,
+                                           struct ts_arena *a, const char ***out, size_t *count,
+                                           struct ts_error *err);
 /* The bootstrap admin token "admin". With replace, set its hash (create it if
  * missing). Without, create it only if no bootstrap token exists:
  * *created tells whether this call made it. */

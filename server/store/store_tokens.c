@@ -230,3 +230,32 @@ enum ts_err ts_store_token_bootstrap(struct ts_dbconn *c, const char *sha256_hex
     PQclear(res);
     return TS_OK;
 }
+
+enum ts_err ts_store_token_hidden_projects(struct ts_dbconn *c, const int64_t *ids, size_t n,
+                                           struct ts_arena *a, const char ***out, size_t *count,
+                                           struct ts_error *err)
+{
+    *out = NULL;
+    *count = 0;
+    char *list = ts_row_id_array(a, ids, n);
+    if (list == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    const char *params[] = {list};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(
+        c, "SELECT name FROM project WHERE id <> ALL($1::bigint[]) ORDER BY length(name) DESC", 1,
+        params, &res, err);
+    if (e != TS_OK)
+        return e;
+    int rows = PQntuples(res);
+    const char **v = ts_arena_alloc(a, sizeof(*v) * (size_t)(rows ? rows : 1));
+    for (int i = 0; v != NULL && i < rows; i++)
+        if ((v[i] = ts_arena_strdup(a, PQgetvalue(res, i, 0))) == NULL)
+            v = NULL;
+    PQclear(res);
+    if (v == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    *out = v;
+    *count = (size_t)rows;
+    return TS_OK;
+}

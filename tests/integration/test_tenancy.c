@@ -7,7 +7,9 @@
  *   output or register as n1: 403 and nothing changes;
  * - a member limited to the project "borrower" reads /metrics, /nodes,
  *   /queue and /metrics/query and finds nothing of "owner" but counts;
- * - a viewer without projects sees the names of a job's env, not its values.
+ * - a viewer without projects sees the names of a job's env, not its values;
+ * - a scheduler message (a reclaim's event) names no project the reader
+ *   may not see.
  *
  * One server for the whole program (agentplay.c): nodes n1 and n2, each
  * registered by its own node-bound token; the job "secret" of "owner"
@@ -348,6 +350,47 @@ static void a_viewer_sees_env_names_without_values(void **state)
     free(s);
 }
 
+/* ---- scheduler messages ---------------------------------------------------------------- */
+
+static void another_projects_name_in_a_scheduler_message_is_hidden(void **state)
+{
+    /* owner fills the free GPUs beyond its quota of 2; "third", within its
+     * quota, reclaims one: the victim's event names both projects */
+    ts_ap_call_ok(srv.admin, "POST", "/api/v1/projects",
+                  "{\"name\": \"third\", \"department\": \"research\", \"quota\": {\"gpus\": 2}}",
+                  201);
+    long long fill[3];
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "fill-%d", i);
+        fill[i] = ts_ap_submit("owner", name, "\"gpu\": {\"count\": 1}");
+        json_decref(ts_ap_wait_state(fill[i], "scheduled", 10));
+    }
+    ts_ap_submit("third", "reclaimer", "\"gpu\": {\"count\": 1}");
+    long long victim = 0;
+    char path[96], *all = NULL;
+    for (int t = 0; t < 100 && victim == 0; t++) {
+        long long ids[] = {running_id, fill[0], fill[1], fill[2]};
+        for (int i = 0; i < 4 && victim == 0; i++) {
+            snprintf(path, sizeof(path), "/api/v1/jobs/%lld/events", ids[i]);
+            free(all);
+            all = get_body(TS_IT_ADMIN_TOKEN, path);
+            if (strstr(all, "project \\\"third\\\"") != NULL)
+                victim = ids[i];
+        }
+        if (victim == 0)
+            usleep(100 * 1000);
+    }
+    if (victim == 0)
+        fail_msg("no job of owner was reclaimed by third: %s", all);
+    free(all);
+    char *mine = get_body(tok_owner_viewer, path);
+    assert_null(strstr(mine, "third"));
+    assert_non_null(strstr(mine, "another project"));
+    assert_non_null(strstr(mine, "project \\\"owner\\\"")); /* its own project keeps its name */
+    free(mine);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +405,7 @@ int main(void)
         cmocka_unit_test(a_project_limited_member_sees_only_its_projects_in_the_queue),
         cmocka_unit_test(a_project_limited_member_sees_only_its_projects_series),
         cmocka_unit_test(a_viewer_sees_env_names_without_values),
+        cmocka_unit_test(another_projects_name_in_a_scheduler_message_is_hidden),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -385,19 +385,22 @@ static void report_wait(struct ts_broker *b, const struct ts_waiter *w)
                   ts_broker_bytes(b->s->usable[w->g], u, sizeof(u)), h, b->resolver->name);
 }
 
-/* A wait that ended in out-of-memory (the shim bumped gaveup_seq): the
- * waiter's job and every job holding room above its request hear of it. */
-static void report_gave_up(struct ts_broker *b, unsigned g, int i, int64_t id, int attempt)
+/* A wait that ended in out-of-memory (the shim bumped its job entry's
+ * gaveup_seq): the waiter's job and every job holding room above its
+ * request hear of it. Read from the job entry, which outlives the process
+ * (a job that exits on out-of-memory at once has its slot reaped before
+ * the broker runs). */
+static void report_gave_up(struct ts_broker *b, unsigned g, const struct ts_ledger_job *w)
 {
     struct ts_ledger *l = b->s->l[g];
-    struct ts_ledger_proc *p = &l->procs[i];
+    int64_t id = w->job_id;
     char n[32], h[512];
-    ts_broker_bytes(atomic_load(&p->gaveup_bytes), n, sizeof(n));
+    ts_broker_bytes(atomic_load(&w->gaveup_bytes), n, sizeof(n));
     ts_broker_holders(b, g, id, h, sizeof(h));
-    ts_events_add(b->ev, id, attempt, "out_of_memory",
+    ts_events_add(b->ev, id, w->attempt, "out_of_memory",
                   "pid %d's allocation of %s on GPU %u failed with out-of-memory after waiting "
                   "%.1f s (--collision-wait); %s",
-                  (int)atomic_load(&p->pid), n, b->s->index[g], l->h.wait_ms / 1000.0, h);
+                  (int)atomic_load(&w->gaveup_pid), n, b->s->index[g], l->h.wait_ms / 1000.0, h);
     for (int j = 0; j < TS_LEDGER_JOBS; j++) {
         struct ts_ledger_job *job = &l->jobs[j];
         uint64_t used = atomic_load(&job->used_bytes);
@@ -409,6 +412,24 @@ static void report_gave_up(struct ts_broker *b, unsigned g, int i, int64_t id, i
                       "this job held %s above its request there",
                       (long long)id, n, b->s->index[g], l->h.wait_ms / 1000.0,
                       ts_broker_bytes(used - job->request_bytes, x, sizeof(x)));
+    }
+}
+
+/* Every job entry of GPU g whose gaveup_seq moved since the last look. */
+static void gave_up_gpu(struct ts_broker *b, unsigned g)
+{
+    struct ts_ledger *l = b->s->l[g];
+    for (int j = 0; j < TS_LEDGER_JOBS; j++) {
+        struct ts_ledger_job *job = &l->jobs[j];
+        uint64_t key = atomic_load(&job->key);
+        uint32_t gs = atomic_load(&job->gaveup_seq);
+        if (key == 0 || b->gaveup_key[g][j] != key) {
+            b->gaveup_key[g][j] = key;
+            b->gaveup_seq[g][j] = gs; /* a new entry: nothing seen yet */
+        } else if (b->gaveup_seq[g][j] != gs) {
+            b->gaveup_seq[g][j] = gs;
+            report_gave_up(b, g, job);
+        }
     }
 }
 
@@ -424,6 +445,7 @@ static int waiter_cmp(const void *x, const void *y)
 static void pass_gpu(struct ts_broker *b, unsigned g)
 {
     struct ts_ledger *l = b->s->l[g];
+    gave_up_gpu(b, g);
     uint64_t used = ts_ledger_used(l);
     if (used < b->last_used[g])
         ts_broker_room(b, g);
@@ -438,14 +460,6 @@ static void pass_gpu(struct ts_broker *b, unsigned g)
         if (pid == 0 || !ts_broker_job_of(l, i, &id, &attempt)) {
             b->waiting[g][i] = 0;
             continue;
-        }
-        uint32_t gs = atomic_load(&p->gaveup_seq);
-        if (b->gaveup_pid[g][i] != pid) {
-            b->gaveup_pid[g][i] = pid;
-            b->gaveup_seq[g][i] = gs;
-        } else if (b->gaveup_seq[g][i] != gs) {
-            b->gaveup_seq[g][i] = gs;
-            report_gave_up(b, g, i, id, attempt);
         }
         uint64_t need = atomic_load(&p->need_bytes);
         if (need == 0 || !ts_broker_alive(pid)) {

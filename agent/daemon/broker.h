@@ -93,8 +93,9 @@ struct ts_broker {
     int collision_grace_s;
     uint64_t last_used[TS_GPUS_MAX];
     pid_t waiting[TS_GPUS_MAX][TS_LEDGER_PROCS]; /* whose wait was reported */
-    pid_t gaveup_pid[TS_GPUS_MAX][TS_LEDGER_PROCS];
-    uint32_t gaveup_seq[TS_GPUS_MAX][TS_LEDGER_PROCS];
+    /* each job entry's gaveup_seq as last seen, for the key it had */
+    uint64_t gaveup_key[TS_GPUS_MAX][TS_LEDGER_JOBS];
+    uint32_t gaveup_seq[TS_GPUS_MAX][TS_LEDGER_JOBS];
     struct ts_action act[TS_BROKER_ACTIONS];
     int64_t next_trim_ms, next_reap_ms;
     pthread_t thread;

@@ -46,7 +46,9 @@
  *   of a lower rank, or of its rank with an earlier need_since_ns, waits on
  *   that GPU. New bursts and within-request charges wait at most the
  *   header's wait_ms, then fail with out-of-memory (gaveup_seq and
- *   gaveup_bytes tell the agent, which names the holders in an event); a
+ *   gaveup_bytes of the process's slot and, since ABI 1.2, gaveup_seq,
+ *   gaveup_pid and gaveup_bytes of its job's entry, which outlives the
+ *   process, tell the agent, which names the holders in an event); a
  *   swap-in waits until the memory is back: a process never fails for
  *   memory it held.
  *
@@ -86,7 +88,7 @@
 
 #define TS_LEDGER_MAGIC 0x4c475354u /* "TSGL" little-endian */
 #define TS_LEDGER_ABI_MAJOR 1u
-#define TS_LEDGER_ABI_MINOR 1u
+#define TS_LEDGER_ABI_MINOR 2u
 #define TS_LEDGER_JOBS 64
 #define TS_LEDGER_PROCS 256
 
@@ -156,7 +158,14 @@ struct ts_ledger_job {
     uint32_t pad0;
     _Atomic uint64_t used_bytes;    /* charged by its processes on this GPU */
     _Atomic uint64_t swapped_bytes; /* in the host reserve: uncharged, not in used_bytes */
-    uint64_t pad1[8];
+    /* shim -> agent (ABI 1.2): one of its processes' waits ended in
+     * out-of-memory. Kept here as well as in the process's slot, which is
+     * reaped as soon as the process exits (a job that exits on
+     * out-of-memory at once lost its event). */
+    _Atomic uint32_t gaveup_seq;   /* bumped after the two below are written */
+    _Atomic int32_t gaveup_pid;    /* the process whose wait failed */
+    _Atomic uint64_t gaveup_bytes; /* what that wait asked for */
+    uint64_t pad1[6];
 };
 
 struct ts_ledger_proc {

@@ -120,6 +120,9 @@ CUresult ts_charge(int ord, uint64_t bytes, enum ts_charge_wait how)
                 if (how == TS_CHARGE_WAIT) { /* the agent names the holders in an event */
                     atomic_store(&d->proc->gaveup_bytes, bytes);
                     atomic_fetch_add(&d->proc->gaveup_seq, 1);
+                    atomic_store(&d->job->gaveup_pid, atomic_load(&d->proc->pid));
+                    atomic_store(&d->job->gaveup_bytes, bytes);
+                    atomic_fetch_add(&d->job->gaveup_seq, 1);
                 }
                 stop_waiting(d->proc);
                 atomic_fetch_add(&l->agent_wake, 1);

@@ -64,6 +64,10 @@ extern const size_t ts_cmds_admin_count;
     {                                                                                              \
         "output", 'o', "FORMAT", "table, wide or json (the API's JSON unchanged)", false           \
     }
+#define TS_OPT_NO_HEADERS                                                                          \
+    {                                                                                              \
+        "no-headers", 0, NULL, "print the table without its header line", false                    \
+    }
 #define TS_OPT_END                                                                                 \
     {                                                                                              \
         NULL, 0, NULL, NULL, false                                                                 \
@@ -75,7 +79,8 @@ struct ts_cli {
     const struct ts_cmd *cmd;
     struct ts_conf conf;      /* server, token, project and where each came from */
     struct ts_client *client; /* made by ts_cli_client on first use */
-    int columns;              /* terminal width for tables */
+    int columns;              /* width for tables; 0: no limit (not a terminal, -o wide) */
+    bool headers;             /* tables print their header line (no --no-headers) */
 };
 
 /*

@@ -244,7 +244,7 @@ static int list(struct ts_cli *cli, const struct ts_args *a, const struct kind *
         ts_table_add(t, ts_out_member(s, "running_jobs", buf, sizeof(buf)));
         ts_table_add(t, ts_out_member(s, "pending_jobs", buf, sizeof(buf)));
     }
-    ts_table_print(t, stdout, cli->columns);
+    ts_table_print(t, stdout, cli->columns, cli->headers);
     ts_table_free(t);
     ts_response_free(&r);
     return TS_EXIT_OK;
@@ -425,7 +425,7 @@ static int cmd_token_list(struct ts_cli *cli, const struct ts_args *a)
         ts_table_add(t, ts_out_age(json_object_get(o, "created_at"), buf, sizeof(buf)));
         ts_table_add(t, ts_out_age(json_object_get(o, "last_used_at"), buf, sizeof(buf)));
     }
-    ts_table_print(t, stdout, cli->columns);
+    ts_table_print(t, stdout, cli->columns, cli->headers);
     ts_table_free(t);
     ts_response_free(&r);
     return TS_EXIT_OK;
@@ -500,6 +500,7 @@ static const struct ts_opt set_quota_opts[] = {
     TS_OPT_END,
 };
 static const struct ts_opt output_opts[] = {TS_OPT_OUTPUT, TS_OPT_END};
+static const struct ts_opt table_opts[] = {TS_OPT_OUTPUT, TS_OPT_NO_HEADERS, TS_OPT_END};
 static const struct ts_opt token_create_opts[] = {
     {"role", 'r', "ROLE", "admin, member, viewer or agent (required)", false},
     {"project", 'p', "PROJECT", "a project a member or a restricted viewer may act on", true},
@@ -530,8 +531,8 @@ const struct ts_cmd ts_cmds_admin[] = {
      cmd_project_set_quota},
     {"project delete", "NAME", "delete a project whose jobs have all finished (admin)", NULL, NULL,
      1, 1, false, false, cmd_project_delete},
-    {"project list", "[-o table|json]", "list projects with their quotas", NULL, output_opts, 0, 0,
-     false, false, cmd_project_list},
+    {"project list", "[-o table|json] [--no-headers]", "list projects with their quotas", NULL,
+     table_opts, 0, 0, false, false, cmd_project_list},
     {"department create", "NAME [--gpus N] [--limit N] [--weight W] [--priority N]",
      "create a department (admin)", NULL, create_opts, 1, 1, false, false, cmd_department_create},
     {"department set-quota",
@@ -540,13 +541,13 @@ const struct ts_cmd ts_cmds_admin[] = {
      cmd_department_set_quota},
     {"department delete", "NAME", "delete a department without projects (admin)", NULL, NULL, 1, 1,
      false, false, cmd_department_delete},
-    {"department list", "[-o table|json]", "list departments with their quotas", NULL, output_opts,
-     0, 0, false, false, cmd_department_list},
+    {"department list", "[-o table|json] [--no-headers]", "list departments with their quotas",
+     NULL, table_opts, 0, 0, false, false, cmd_department_list},
     {"token create", "NAME -r ROLE [-p PROJECT]... [-n NODE]... [-o table|json]",
      "create an API token and print its secret, once (admin)", TOKEN_CREATE_HELP, token_create_opts,
      1, 1, false, false, cmd_token_create},
-    {"token list", "[-o table|json]", "list tokens; secrets are never shown (admin)", NULL,
-     output_opts, 0, 0, false, false, cmd_token_list},
+    {"token list", "[-o table|json] [--no-headers]", "list tokens; secrets are never shown (admin)",
+     NULL, table_opts, 0, 0, false, false, cmd_token_list},
     {"token revoke", "ID|NAME...", "revoke tokens (admin)", NULL, NULL, 1, -1, false, false,
      cmd_token_revoke},
 };

@@ -12,6 +12,7 @@
 #include "api/cli/table.h"
 
 static const struct ts_opt output_opts[] = {TS_OPT_OUTPUT, TS_OPT_END};
+static const struct ts_opt table_opts[] = {TS_OPT_OUTPUT, TS_OPT_NO_HEADERS, TS_OPT_END};
 
 /* A fraction 0..1 as "42%", "-" when not a number. */
 static char *percent(const json_t *v, char *buf, size_t len)
@@ -113,7 +114,7 @@ static int cmd_describe_node(struct ts_cli *cli, const struct ts_args *a)
         printf("GPUs:\n");
         struct ts_table *t = ts_table_new(gpu_cols, sizeof(gpu_cols) / sizeof(gpu_cols[0]));
         gpu_rows(t, n);
-        ts_table_print(t, stdout, cli->columns);
+        ts_table_print(t, stdout, cli->columns, cli->headers);
         ts_table_free(t);
     }
     ts_response_free(&r);
@@ -162,7 +163,7 @@ static int top_nodes(struct ts_cli *cli, const struct ts_args *a, bool gpus)
         ts_table_add(t, ts_out_bytes(json_object_get(n, "memory_bytes"), buf, sizeof(buf)));
         ts_table_add(t, ts_out_age(json_object_get(n, "last_seen_at"), buf, sizeof(buf)));
     }
-    ts_table_print(t, stdout, cli->columns);
+    ts_table_print(t, stdout, cli->columns, cli->headers);
     ts_table_free(t);
     ts_response_free(&r);
     return TS_EXIT_OK;
@@ -243,7 +244,7 @@ static int cmd_top_project(struct ts_cli *cli, const struct ts_args *a)
         ts_table_add(t, ts_out_member(s, "running_jobs", buf, sizeof(buf)));
         ts_table_add(t, ts_out_member(s, "pending_jobs", buf, sizeof(buf)));
     }
-    ts_table_print(t, stdout, cli->columns);
+    ts_table_print(t, stdout, cli->columns, cli->headers);
     ts_table_free(t);
     json_decref(util);
     ts_response_free(&r);
@@ -278,13 +279,14 @@ static int cmd_node_undrain(struct ts_cli *cli, const struct ts_args *a)
 const struct ts_cmd ts_cmds_cluster[] = {
     {"describe node", "NAME [-o table|json]", "show a node and its GPUs", NULL, output_opts, 1, 1,
      false, false, cmd_describe_node},
-    {"top node", "[-o table|json]", "nodes: GPUs allocated next to GPUs utilized", NULL,
-     output_opts, 0, 0, false, false, cmd_top_node},
-    {"top gpu", "[-o table|json]", "every GPU: share allocated, utilization, memory used, jobs",
-     NULL, output_opts, 0, 0, false, false, cmd_top_gpu},
-    {"top project", "[-o table|json]",
+    {"top node", "[-o table|json] [--no-headers]", "nodes: GPUs allocated next to GPUs utilized",
+     NULL, table_opts, 0, 0, false, false, cmd_top_node},
+    {"top gpu", "[-o table|json] [--no-headers]",
+     "every GPU: share allocated, utilization, memory used, jobs", NULL, table_opts, 0, 0, false,
+     false, cmd_top_gpu},
+    {"top project", "[-o table|json] [--no-headers]",
      "projects: quota, GPUs allocated (and non-preemptible), utilized, requested, jobs", NULL,
-     output_opts, 0, 0, false, false, cmd_top_project},
+     table_opts, 0, 0, false, false, cmd_top_project},
     {"node drain", "NAME", "place nothing new on a node; its jobs keep running (admin)", NULL, NULL,
      1, 1, false, false, cmd_node_drain},
     {"node undrain", "NAME", "let the scheduler use a drained node again (admin)", NULL, NULL, 1, 1,

@@ -207,6 +207,7 @@ static const struct ts_opt list_opts[] = {
     {"kind", 0, "KIND", "only this kind: train, interactive or inference", false},
     {"node", 0, "NODE", "only jobs on this node", false},
     TS_OPT_OUTPUT,
+    TS_OPT_NO_HEADERS,
     {"page-size", 0, "N", "jobs per request while following the pages (default 500)", false},
     TS_OPT_END,
 };
@@ -256,7 +257,7 @@ static int cmd_list(struct ts_cli *cli, const struct ts_args *a)
         json_t *j;
         json_array_foreach(jobs, i, j)
             list_row(t, j, wide);
-        ts_table_print(t, stdout, cli->columns);
+        ts_table_print(t, stdout, cli->columns, cli->headers);
         ts_table_free(t);
     }
     free(raw);
@@ -266,7 +267,7 @@ static int cmd_list(struct ts_cli *cli, const struct ts_args *a)
 
 /* ---- describe job, why ------------------------------------------------------------ */
 
-static void print_events_table(const json_t *events, int columns, bool with_job)
+static void print_events_table(const json_t *events, int columns, bool headers, bool with_job)
 {
     static const struct ts_col cols[] = {
         {"TIME", 0, false}, {"TYPE", 0, false}, {"MESSAGE", 20, false}};
@@ -283,7 +284,7 @@ static void print_events_table(const json_t *events, int columns, bool with_job)
         ts_table_add(t, ts_out_member(e, "type", buf, sizeof(buf)));
         ts_table_add(t, ts_out_member(e, "message", buf, sizeof(buf)));
     }
-    ts_table_print(t, stdout, columns);
+    ts_table_print(t, stdout, columns, headers);
     ts_table_free(t);
 }
 
@@ -428,7 +429,7 @@ static int cmd_describe_job(struct ts_cli *cli, const struct ts_args *a)
     if ((rc = get_job(cli, id, "/events", &ev)) != TS_EXIT_OK)
         return rc;
     printf("Events:\n");
-    print_events_table(json_object_get(ev.json, "events"), cli->columns, false);
+    print_events_table(json_object_get(ev.json, "events"), cli->columns, true, false);
     ts_response_free(&ev);
     return TS_EXIT_OK;
 }
@@ -674,6 +675,7 @@ static const struct ts_opt events_opts[] = {
     {"all-projects", 'A', NULL, "without JOB: jobs of every project the token sees", false},
     TS_OPT_PROJECT,
     TS_OPT_OUTPUT,
+    TS_OPT_NO_HEADERS,
     TS_OPT_END,
 };
 
@@ -691,7 +693,8 @@ static int cmd_events(struct ts_cli *cli, const struct ts_args *a)
         if (fmt == TS_OUT_JSON)
             ts_out_raw(&r);
         else
-            print_events_table(json_object_get(r.json, "events"), cli->columns, false);
+            print_events_table(json_object_get(r.json, "events"), cli->columns, cli->headers,
+                               false);
         ts_response_free(&r);
         return TS_EXIT_OK;
     }
@@ -704,7 +707,7 @@ static int cmd_events(struct ts_cli *cli, const struct ts_args *a)
         ts_out_json(o);
         json_decref(o);
     } else {
-        print_events_table(events, cli->columns, true);
+        print_events_table(events, cli->columns, cli->headers, true);
     }
     json_decref(events);
     return TS_EXIT_OK;
@@ -737,6 +740,7 @@ static const struct ts_opt queue_opts[] = {
     {"all-projects", 'A', NULL, "every project (the default without -p)", false},
     TS_OPT_PROJECT,
     TS_OPT_OUTPUT,
+    TS_OPT_NO_HEADERS,
     TS_OPT_END,
 };
 
@@ -819,7 +823,7 @@ static int cmd_queue(struct ts_cli *cli, const struct ts_args *a)
             else
                 ts_table_add(t, "-");
         }
-        ts_table_print(t, stdout, cli->columns);
+        ts_table_print(t, stdout, cli->columns, cli->headers);
         ts_table_free(t);
     }
     free(v);
@@ -828,7 +832,9 @@ static int cmd_queue(struct ts_cli *cli, const struct ts_args *a)
 }
 
 const struct ts_cmd ts_cmds_jobs[] = {
-    {"list", "[-A | -p PROJECT] [--state STATE] [--kind KIND] [--node NODE] [-o table|wide|json]",
+    {"list",
+     "[-A | -p PROJECT] [--state STATE] [--kind KIND] [--node NODE] [-o table|wide|json] "
+     "[--no-headers]",
      "list jobs (of the default project, or -p, or -A for all)",
      "Follows the API's pages; -o json prints the API's JSON (one object with every job).",
      list_opts, 0, 0, false, false, cmd_list},
@@ -846,10 +852,11 @@ const struct ts_cmd ts_cmds_jobs[] = {
      1, 1, false, false, cmd_suspend},
     {"resume", "JOB [-p PROJECT]", "resume a suspended job", NULL, project_opts, 1, 1, false, false,
      cmd_resume},
-    {"events", "[JOB] [-A | -p PROJECT] [-o table|json]",
+    {"events", "[JOB] [-A | -p PROJECT] [-o table|json] [--no-headers]",
      "what happened to a job, or to the newest 50 jobs of a project", NULL, events_opts, 0, 1,
      false, false, cmd_events},
-    {"queue", "[-A | -p PROJECT] [-o table|json]", "pending jobs in queue order with their reasons",
-     NULL, queue_opts, 0, 0, false, false, cmd_queue},
+    {"queue", "[-A | -p PROJECT] [-o table|json] [--no-headers]",
+     "pending jobs in queue order with their reasons", NULL, queue_opts, 0, 0, false, false,
+     cmd_queue},
 };
 const size_t ts_cmds_jobs_count = sizeof(ts_cmds_jobs) / sizeof(ts_cmds_jobs[0]);

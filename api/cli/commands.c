@@ -206,7 +206,10 @@ static int run(const struct ts_cmd *c, int argc, char **argv)
         fprintf(stderr, "error: %s\n", err.message);
         goto out;
     }
-    cli.columns = ts_table_width();
+    /* -o wide asks for everything: no cell is cut, on a terminal either */
+    const char *output = ts_args_get(&a, "output");
+    cli.columns = output && strcmp(output, "wide") == 0 ? 0 : ts_table_width();
+    cli.headers = !ts_args_has(&a, "no-headers");
     rc = c->run(&cli, &a);
 out:
     fflush(stdout);

@@ -120,7 +120,7 @@ static bool shrink_one(const struct ts_table *t, int *w, const int *floor, bool 
     return true;
 }
 
-void ts_table_print(const struct ts_table *t, FILE *f, int width)
+void ts_table_print(const struct ts_table *t, FILE *f, int width, bool headers)
 {
     if (t == NULL || t->ncols == 0)
         return;
@@ -153,7 +153,7 @@ void ts_table_print(const struct ts_table *t, FILE *f, int width)
     /* one line at a time into memory, so that a line still too wide is cut */
     char *line = NULL;
     size_t linelen = 0;
-    for (size_t r = 0; r <= nrows; r++) {
+    for (size_t r = headers ? 0 : 1; r <= nrows; r++) {
         FILE *m = open_memstream(&line, &linelen);
         if (m == NULL)
             break;
@@ -189,9 +189,8 @@ void ts_table_free(struct ts_table *t)
 
 int ts_table_width(void)
 {
-    struct winsize ws;
-    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
-        return ws.ws_col;
+    if (!isatty(STDOUT_FILENO))
+        return 0; /* a pipe or a file: a script reads every character */
     const char *s = getenv("COLUMNS");
     if (s != NULL) {
         char *end;
@@ -199,5 +198,8 @@ int ts_table_width(void)
         if (s[0] && *end == '\0' && v > 0 && v < 100000)
             return (int)v;
     }
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
     return 80;
 }

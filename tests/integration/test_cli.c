@@ -3,7 +3,9 @@
  * subprocess against a real server (harness.c), its output, its exit status
  * and what it changed, checked through the API.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <pty.h>
 #include <setjmp.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -128,6 +130,50 @@ static int cli(struct run *r, ...)
     va_end(ap);
     args[n] = NULL;
     return cli_in(r, NULL, args);
+}
+
+/* Run tessera ARGS... (NULL-terminated) on a terminal cols characters wide
+ * (a pseudo-terminal); what it printed, stdout and stderr together and
+ * without the terminal's carriage returns, into r->out. Returns the exit
+ * status. */
+static int cli_tty(struct run *r, int cols, ...)
+{
+    const char *argv[64] = {exe};
+    int n = 1;
+    va_list ap;
+    va_start(ap, cols);
+    for (const char *s; (s = va_arg(ap, const char *)) != NULL && n < 63;)
+        argv[n++] = s;
+    va_end(ap);
+    argv[n] = NULL;
+    struct winsize ws = {.ws_row = 50, .ws_col = (unsigned short)cols};
+    int master;
+    pid_t pid = forkpty(&master, NULL, NULL, &ws);
+    if (pid == 0) {
+        execv(exe, (char *const *)argv);
+        _exit(127);
+    }
+    assert_true(pid > 0);
+    size_t len = 0, cap = 1 << 16;
+    char *out = calloc(1, cap);
+    for (;;) {
+        char buf[4096];
+        ssize_t k = read(master, buf, sizeof(buf));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) /* EIO once the child has gone */
+            break;
+        for (ssize_t i = 0; i < k; i++)
+            if (buf[i] != '\r' && len + 1 < cap)
+                out[len++] = buf[i];
+    }
+    close(master);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r->status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r->out = out;
+    r->err = strdup("");
+    return r->status;
 }
 
 static void run_free(struct run *r)
@@ -665,29 +711,86 @@ static void list_wide_shows_more_columns(void **state)
     run_free(&r);
 }
 
-static void tables_fit_the_width_in_COLUMNS(void **state)
+/* Whether every line of s is at most cols characters. */
+static bool lines_fit(const char *s, int cols)
+{
+    int chars = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\n')
+            chars = 0;
+        else if ((*p & 0xc0) != 0x80 && ++chars > cols)
+            return false;
+    }
+    return true;
+}
+
+static void tables_on_a_terminal_fit_its_width_or_COLUMNS(void **state)
 {
     env_default();
     const char *longname = "a-very-long-job-name-that-is-much-wider-than-a-narrow-terminal";
     submit_id(longname, "p2");
     struct run r;
-    setenv("COLUMNS", "60", 1);
-    assert_int_equal(cli(&r, "list", "-p", "p2", NULL), 0);
+    /* the terminal's width */
+    unsetenv("COLUMNS");
+    assert_int_equal(cli_tty(&r, 60, "list", "-p", "p2", NULL), 0);
     assert_null(strstr(r.out, longname));
     assert_non_null(strstr(r.out, "\xe2\x80\xa6")); /* an ellipsis where it was cut */
-    int lines = 0;
-    for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n"), lines++) {
-        int chars = 0;
-        for (const unsigned char *p = (const unsigned char *)line; *p; p++)
-            chars += (*p & 0xc0) != 0x80;
-        assert_true(chars <= 60);
-    }
-    assert_true(lines >= 2);
+    assert_true(lines_fit(r.out, 60));
+    assert_true(count_lines(r.out) >= 2);
     run_free(&r);
-    setenv("COLUMNS", "250", 1);
-    assert_int_equal(cli(&r, "list", "-p", "p2", NULL), 0);
+    /* COLUMNS wins over the terminal's width */
+    setenv("COLUMNS", "50", 1);
+    assert_int_equal(cli_tty(&r, 200, "list", "-p", "p2", NULL), 0);
+    assert_null(strstr(r.out, longname));
+    assert_true(lines_fit(r.out, 50));
+    run_free(&r);
+    /* -o wide cuts nothing */
+    assert_int_equal(cli_tty(&r, 60, "list", "-p", "p2", "-o", "wide", NULL), 0);
     assert_non_null(strstr(r.out, longname));
     run_free(&r);
+    setenv("COLUMNS", "250", 1);
+    assert_int_equal(cli_tty(&r, 60, "list", "-p", "p2", NULL), 0);
+    assert_non_null(strstr(r.out, longname));
+    run_free(&r);
+}
+
+static void piped_tables_are_never_cut_and_no_headers_drops_the_header(void **state)
+{
+    env_default();
+    const char *longname = "another-very-long-job-name-that-a-script-greps-for-in-full";
+    submit_id(longname, "p2");
+    struct run r;
+    /* stdout is a file: neither COLUMNS nor 80 columns cut it */
+    setenv("COLUMNS", "40", 1);
+    assert_int_equal(cli(&r, "list", "-p", "p2", NULL), 0);
+    assert_non_null(strstr(r.out, longname));
+    assert_null(strstr(r.out, "\xe2\x80\xa6"));
+    assert_true(strncmp(r.out, "ID", 2) == 0);
+    run_free(&r);
+    unsetenv("COLUMNS");
+    assert_int_equal(cli(&r, "queue", "-p", "p2", NULL), 0);
+    assert_non_null(strstr(r.out, longname));
+    assert_null(strstr(r.out, "\xe2\x80\xa6"));
+    run_free(&r);
+    /* --no-headers: the rows alone, on every table command */
+    assert_int_equal(cli(&r, "list", "-p", "p2", "--no-headers", NULL), 0);
+    assert_non_null(strstr(r.out, longname));
+    assert_null(strstr(r.out, "NAME"));
+    run_free(&r);
+    const char *const tables[][3] = {
+        {"queue", NULL},    {"events", "-p", "p2"}, {"top", "node"},        {"top", "gpu"},
+        {"top", "project"}, {"project", "list"},    {"department", "list"}, {"token", "list"},
+    };
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        const char *args[5] = {tables[i][0], tables[i][1], tables[i][2], NULL, NULL};
+        args[tables[i][1] == NULL ? 1 : tables[i][2] == NULL ? 2 : 3] = "--no-headers";
+        assert_int_equal(cli_in(&r, NULL, args), 0);
+        const char *headers[] = {"NAME", "NODE", "PROJECT", "TIME", "POS"};
+        for (size_t k = 0; k < sizeof(headers) / sizeof(headers[0]); k++)
+            assert_null(strstr(r.out, headers[k]));
+        run_free(&r);
+    }
+    setenv("COLUMNS", "250", 1);
 }
 
 static void describe_job_shows_the_job_and_its_events_by_id_or_name(void **state)
@@ -1474,7 +1577,8 @@ int main(void)
         cmocka_unit_test(submit_wait_ends_with_the_job_and_exits_6_unless_it_succeeded),
         cmocka_unit_test(list_follows_every_page_and_json_is_the_api_json),
         cmocka_unit_test(list_wide_shows_more_columns),
-        cmocka_unit_test(tables_fit_the_width_in_COLUMNS),
+        cmocka_unit_test(tables_on_a_terminal_fit_its_width_or_COLUMNS),
+        cmocka_unit_test(piped_tables_are_never_cut_and_no_headers_drops_the_header),
         cmocka_unit_test(describe_job_shows_the_job_and_its_events_by_id_or_name),
         cmocka_unit_test(a_name_in_several_projects_needs_a_project),
         cmocka_unit_test(unknown_jobs_exit_3),

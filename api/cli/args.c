@@ -197,6 +197,15 @@ int ts_args_bytes(const struct ts_args *a, const char *name, int64_t *out, struc
     const char *s = ts_args_get(a, name);
     if (s == NULL)
         return 0;
+    size_t n = strlen(s);
+    if (n > 0 && s[n - 1] >= '0' && s[n - 1] <= '9') {
+        /* "20" is 20 bytes to the API, which is never what was meant */
+        ts_error_set(err, TS_ERR_BAD_PARAMETER,
+                     "--%s %s: give a unit, e.g. %sGiB (units: B, KiB, MiB, GiB, TiB, K, M, G, "
+                     "T; KB, MB, GB, TB are powers of 1000)",
+                     name, s, s);
+        return -1;
+    }
     if (ts_bytesize_parse(s, out) != 0) {
         ts_error_set(err, TS_ERR_BAD_PARAMETER, "--%s must be a size such as 20G or 512MiB: \"%s\"",
                      name, s);

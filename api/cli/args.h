@@ -69,7 +69,8 @@ int ts_args_int(const struct ts_args *a, const char *name, long long min, long l
                 long long *out, struct ts_error *err);
 int ts_args_double(const struct ts_args *a, const char *name, double min, double max, double *out,
                    struct ts_error *err);
-/* A byte size as api/units.h reads it ("32G", "20GiB"). */
+/* A byte size as api/units.h reads it ("32G", "20GiB"), its unit required:
+ * a bare number ("20") is refused, as no one means 20 bytes. */
 int ts_args_bytes(const struct ts_args *a, const char *name, int64_t *out, struct ts_error *err);
 
 #endif /* TS_API_CLI_ARGS_H */

@@ -542,6 +542,18 @@ static void submit_refuses_bad_command_lines_with_exit_1(void **state)
     assert_int_equal(cli(&r, "submit", "env", "-p", "p1", "--env", "NOVALUE", "--", "true", NULL),
                      1);
     run_free(&r);
+    /* a size without a unit is refused, naming the units, by every size flag */
+    const char *sizes[] = {"--gpu-memory-request", "--gpu-memory-limit", "--memory"};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        assert_int_equal(cli(&r, "submit", "bare", "-p", "p1", "--gpu-memory-request", "20GiB",
+                             sizes[i], "20", "--", "true", NULL),
+                         1);
+        char want[80];
+        snprintf(want, sizeof(want), "%s 20: give a unit, e.g. 20GiB", sizes[i]);
+        assert_non_null(strstr(r.err, want));
+        assert_non_null(strstr(r.err, "MiB"));
+        run_free(&r);
+    }
     const char *idle[] = {"soon", "-5m", "8d"};
     for (size_t i = 0; i < sizeof(idle) / sizeof(idle[0]); i++) {
         assert_int_equal(

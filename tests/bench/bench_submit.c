@@ -8,6 +8,10 @@
  * clients in the same process as the baseline.
  *
  *   bench_submit [TOTAL [CLIENTS]]     default 20000 jobs, 8 clients
+ *
+ * TS_BENCH_NO_SCHED=1 starts the server without its scheduler loop: the
+ * submissions alone, next to what the loop's cycles (each reading every
+ * pending job) take from them.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -101,7 +105,8 @@ int main(int argc, char **argv)
         return 1;
     }
     ts_client_global_init();
-    if (ts_it_start(&srv, NULL, NULL) != 0)
+    static const char *const no_loop[] = {"--scheduler=false", NULL};
+    if (ts_it_start(&srv, NULL, getenv("TS_BENCH_NO_SCHED") ? no_loop : NULL) != 0)
         return 1;
     ts_it_req(srv.admin, "POST", "/api/v1/departments", "{\"name\":\"bench\"}", NULL, NULL);
     ts_it_req(srv.admin, "POST", "/api/v1/projects",

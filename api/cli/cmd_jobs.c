@@ -212,6 +212,21 @@ static const struct ts_opt list_opts[] = {
     TS_OPT_END,
 };
 
+/* After an empty answer for project: TS_EXIT_NOT_FOUND after saying so
+ * when it does not exist, else TS_EXIT_OK (it exists, or the token may not
+ * read it: then the empty answer stands). */
+static int project_check(struct ts_cli *cli, const char *project)
+{
+    char path[300], esc[200];
+    snprintf(path, sizeof(path), "/api/v1/projects/%s", ts_req_escape(project, esc, sizeof(esc)));
+    struct ts_response r;
+    int rc = ts_req(cli, "GET", path, NULL, NULL, TS_REQ_KEEP, &r);
+    if (rc == TS_EXIT_NOT_FOUND)
+        fprintf(stderr, "error: project \"%s\" does not exist\n", project);
+    ts_response_free(&r);
+    return rc == TS_EXIT_NOT_FOUND ? rc : TS_EXIT_OK;
+}
+
 static int cmd_list(struct ts_cli *cli, const struct ts_args *a)
 {
     int fmt = ts_cli_format(cli, a);
@@ -240,6 +255,8 @@ static int cmd_list(struct ts_cli *cli, const struct ts_args *a)
     json_t *jobs;
     char *raw;
     int rc = ts_cmd_jobs_fetch(cli, query, page, &jobs, &raw);
+    if (rc == TS_EXIT_OK && project && json_array_size(jobs) == 0)
+        rc = project_check(cli, project);
     if (rc == TS_EXIT_OK && fmt == TS_OUT_JSON) {
         if (raw) {
             printf("%s\n", raw);
@@ -782,6 +799,8 @@ static int cmd_queue(struct ts_cli *cli, const struct ts_args *a)
         ts_req_print_problem(&r);
     }
     ts_response_free(&r);
+    if (rc == TS_EXIT_OK && project && json_array_size(items) == 0)
+        rc = project_check(cli, project);
     if (rc != TS_EXIT_OK) {
         json_decref(items);
         return rc;

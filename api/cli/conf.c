@@ -116,6 +116,17 @@ enum ts_err ts_conf_load(struct ts_conf *c, const char *server_flag, const char 
         if (c->server == NULL)
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     }
+    /* the server's base: "http://h:8080/api/v1/" is "http://h:8080", since
+     * every path the CLI sends begins with /api/v1 */
+    for (size_t n = strlen(c->server);;) {
+        static const char api[] = "/api/v1";
+        if (n > 0 && c->server[n - 1] == '/')
+            c->server[--n] = '\0';
+        else if (n >= sizeof(api) - 1 && strcmp(c->server + n - (sizeof(api) - 1), api) == 0)
+            c->server[n -= sizeof(api) - 1] = '\0';
+        else
+            break;
+    }
     return TS_OK;
 }
 

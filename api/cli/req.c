@@ -33,6 +33,17 @@ int ts_req_exit(long status)
     return TS_EXIT_SERVER;
 }
 
+/* The exit status for response r: its HTTP status's, except that a request
+ * naming something that does not exist (422 unknown_reference: submit -p
+ * nosuch, project create -d nosuch) is "not found". */
+static int exit_of(const struct ts_response *r)
+{
+    const char *code = json_string_value(json_object_get(r->json, "code"));
+    if (r->status == 422 && code && strcmp(code, "unknown_reference") == 0)
+        return TS_EXIT_NOT_FOUND;
+    return ts_req_exit(r->status);
+}
+
 void ts_req_print_problem(const struct ts_response *r)
 {
     const json_t *p = r->json;
@@ -52,10 +63,12 @@ void ts_req_print_problem(const struct ts_response *r)
     const char *hint = json_string_value(json_object_get(p, "hint"));
     if (cause && cause[0])
         fprintf(stderr, "detail: %s\n", cause);
-    if (hint && hint[0])
+    /* the server's hint on a 401 speaks HTTP; the CLI's says where a token goes */
+    if (r->status == 401)
+        fprintf(stderr, "hint: give a token with --token TOKEN, TESSERA_TOKEN or 'tessera "
+                        "login' (which stores it in the config file)\n");
+    else if (hint && hint[0])
         fprintf(stderr, "hint: %s\n", hint);
-    else if (r->status == 401)
-        fprintf(stderr, "hint: check the token: tessera login, --token or TESSERA_TOKEN\n");
 }
 
 static void print_unreachable(const struct ts_cli *cli, const struct ts_error *err)
@@ -92,7 +105,7 @@ int ts_req(struct ts_cli *cli, const char *method, const char *path, const json_
         sleep_ms(delay);
         delay *= 2;
     }
-    int rc = ts_req_exit(out->status);
+    int rc = exit_of(out);
     if (rc != TS_EXIT_OK && !(flags & TS_REQ_KEEP)) {
         ts_req_print_problem(out);
         ts_response_free(out);
@@ -138,7 +151,7 @@ int ts_req_stream(struct ts_cli *cli, const char *path, ts_client_data_fn on_dat
         sleep_ms(delay);
         delay *= 2;
     }
-    int rc = ts_req_exit(r.status);
+    int rc = exit_of(&r);
     if (rc != TS_EXIT_OK)
         ts_req_print_problem(&r);
     ts_response_free(&r);

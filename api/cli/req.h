@@ -9,7 +9,8 @@
  * headers go with every attempt, so a submit keeps its key.
  *
  * Exit statuses: 2xx 0; 401 and 403 5; 404 3; 409, 412 and 428 4; other 4xx
- * (the request was invalid) 1; 5xx and no answer 2.
+ * (the request was invalid) 1, except 422 unknown_reference (it names a
+ * project or department that does not exist) 3; 5xx and no answer 2.
  */
 #ifndef TS_API_CLI_REQ_H
 #define TS_API_CLI_REQ_H
@@ -40,7 +41,8 @@ int ts_req_stream(struct ts_cli *cli, const char *path, ts_client_data_fn on_dat
 /* The exit status for an HTTP status. */
 int ts_req_exit(long status);
 /* Print the error of response r to stderr: the problem's detail, cause and
- * hint, or the status and the body's first line when it is not a problem. */
+ * hint, or the status and the body's first line when it is not a problem.
+ * On a 401 the hint is the CLI's: where to give a token. */
 void ts_req_print_problem(const struct ts_response *r);
 /* Percent-encode s for a path segment or a query value into buf; returns
  * buf (truncated to len, always NUL-terminated). */

@@ -866,6 +866,55 @@ static void a_name_in_several_projects_needs_a_project(void **state)
     (void)a;
 }
 
+static void an_unknown_project_exits_3_saying_it_does_not_exist(void **state)
+{
+    env_default();
+    struct run r;
+    assert_int_equal(cli(&r, "submit", "lost", "-p", "nosuch", "--", "true", NULL), 3);
+    assert_non_null(strstr(r.err, "project \"nosuch\" does not exist"));
+    run_free(&r);
+    const char *cmds[] = {"list", "queue"};
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+        assert_int_equal(cli(&r, cmds[i], "-p", "nosuch", NULL), 3);
+        assert_string_equal(r.out, "");
+        assert_non_null(strstr(r.err, "project \"nosuch\" does not exist"));
+        run_free(&r);
+    }
+    /* a project without jobs is an empty table */
+    ts_it_req(srv.admin, "POST", "/api/v1/projects", "{\"name\":\"empty\",\"department\":\"d1\"}",
+              NULL, NULL);
+    assert_int_equal(cli(&r, "list", "-p", "empty", NULL), 0);
+    assert_int_equal(count_lines(r.out), 1);
+    run_free(&r);
+}
+
+static void a_server_url_may_end_in_a_slash_or_api_v1(void **state)
+{
+    env_default();
+    const char *tails[] = {"/", "/api/v1", "/api/v1/"};
+    for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+        char url[300];
+        snprintf(url, sizeof(url), "%s%s", srv.url, tails[i]);
+        struct run r;
+        assert_int_equal(cli(&r, "--server", url, "list", "-A", NULL), 0);
+        assert_true(strncmp(r.out, "ID", 2) == 0);
+        run_free(&r);
+    }
+}
+
+static void a_missing_token_says_how_the_cli_takes_one(void **state)
+{
+    env_default();
+    unsetenv("TESSERA_TOKEN");
+    struct run r;
+    assert_int_equal(cli(&r, "list", "-A", NULL), 5);
+    assert_non_null(strstr(r.err, "--token"));
+    assert_non_null(strstr(r.err, "TESSERA_TOKEN"));
+    assert_non_null(strstr(r.err, "tessera login"));
+    assert_null(strstr(r.err, "Authorization"));
+    run_free(&r);
+}
+
 static void unknown_jobs_exit_3(void **state)
 {
     env_default();
@@ -1593,6 +1642,9 @@ int main(void)
         cmocka_unit_test(piped_tables_are_never_cut_and_no_headers_drops_the_header),
         cmocka_unit_test(describe_job_shows_the_job_and_its_events_by_id_or_name),
         cmocka_unit_test(a_name_in_several_projects_needs_a_project),
+        cmocka_unit_test(an_unknown_project_exits_3_saying_it_does_not_exist),
+        cmocka_unit_test(a_server_url_may_end_in_a_slash_or_api_v1),
+        cmocka_unit_test(a_missing_token_says_how_the_cli_takes_one),
         cmocka_unit_test(unknown_jobs_exit_3),
         cmocka_unit_test(cancel_cancels_every_job_named_and_events_tell),
         cmocka_unit_test(why_gives_the_reason_and_what_would_make_it_run),

@@ -168,7 +168,7 @@ static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, int64_t *d
     int64_t t0 = now_ms();
     struct ts_sched_snapshot snap = {
         .config = {.strategy = cfg->strategy, .min_runtime_s = cfg->min_runtime}};
-    struct ts_sched_rows rows;
+    struct ts_sched_rows rows = {0};
     struct ts_sched_result *res = NULL;
     e = ts_store_sched_snapshot(c, a, &snap, &rows, err);
     if (e == TS_OK) {

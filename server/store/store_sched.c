@@ -327,7 +327,7 @@ static const char jobs_sql[] =
     " gpu_memory_limit_bytes, gpu_devices, cpu, memory_bytes, gpu_model::text,"
     " node_selector::text, swap, suspend_held, array_to_string(suspended_gpu_ids, ','),"
     " EXISTS (SELECT 1 FROM job_gpu jg WHERE jg.job_id = job.id),"
-    " gpu_memory_used_bytes, swapped_bytes"
+    " gpu_memory_used_bytes, swapped_bytes, reason_code, reason_message, queue_position"
     " FROM job WHERE state IN ('pending', 'scheduled', 'running', 'evicting', 'cancelling',"
     " 'suspending', 'suspended', 'resuming')"
     " ORDER BY id";
@@ -406,7 +406,12 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
     struct ts_sched_running *run = ts_arena_alloc(a, sizeof(*run) * (n + 1));
     struct ts_sched_pending *pend = ts_arena_alloc(a, sizeof(*pend) * (n + 1));
     rows->running_stopping = ts_arena_alloc(a, sizeof(bool) * (n + 1));
-    if (run == NULL || pend == NULL || rows->running_stopping == NULL) {
+    rows->pending_code = ts_arena_alloc(a, sizeof(char *) * (n + 1));
+    rows->pending_message = ts_arena_alloc(a, sizeof(char *) * (n + 1));
+    rows->pending_position = ts_arena_alloc(a, sizeof(int64_t) * (n + 1));
+    if (run == NULL || pend == NULL || rows->running_stopping == NULL ||
+        rows->pending_code == NULL || rows->pending_message == NULL ||
+        rows->pending_position == NULL) {
         PQclear(res);
         return nomem(err);
     }
@@ -440,6 +445,11 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
             continue;
         }
         if (strcmp(state, "pending") == 0 || suspended) {
+            bool has =
+                !ts_row_null(res, r, 26) && !ts_row_null(res, r, 27) && !ts_row_null(res, r, 28);
+            rows->pending_code[npend] = has ? ts_row_text(res, r, 26, a) : NULL;
+            rows->pending_message[npend] = has ? ts_row_text(res, r, 27, a) : NULL;
+            rows->pending_position[npend] = has ? ts_row_i64(res, r, 28) : 0;
             struct ts_sched_pending *p = &pend[npend++];
             *p = (struct ts_sched_pending){
                 .id = ts_row_i64(res, r, 0),
@@ -683,24 +693,40 @@ static char *text_array(struct ts_arena *a, const char *const *v, size_t n)
     return s;
 }
 
-static enum ts_err write_reasons(struct ts_dbconn *c, const struct ts_sched_apply *ap,
+/* The reason is the one the snapshot read for that job: nothing to write. */
+static bool reason_stored(const struct ts_sched_rows *rows, const struct ts_sched_snapshot *snap,
+                          const struct ts_sched_pending_reason *r)
+{
+    if (rows->pending_code == NULL || r->job < 0 || (size_t)r->job >= snap->npending ||
+        snap->pending[r->job].id != r->job_id)
+        return false;
+    const char *code = rows->pending_code[r->job], *msg = rows->pending_message[r->job];
+    return code != NULL && msg != NULL && strcmp(code, r->code) == 0 &&
+           strcmp(msg, r->message) == 0 && rows->pending_position[r->job] == r->queue_position;
+}
+
+static enum ts_err write_reasons(struct ts_dbconn *c, const struct ts_sched_snapshot *snap,
+                                 const struct ts_sched_rows *rows, const struct ts_sched_apply *ap,
                                  struct ts_arena *a, struct ts_error *err)
 {
-    size_t n = ap->nreasons;
-    if (n == 0)
-        return TS_OK;
-    int64_t *ids = ts_arena_alloc(a, sizeof(int64_t) * n);
-    int64_t *pos = ts_arena_alloc(a, sizeof(int64_t) * n);
-    const char **codes = ts_arena_alloc(a, sizeof(char *) * n);
-    const char **msgs = ts_arena_alloc(a, sizeof(char *) * n);
+    size_t n = 0;
+    int64_t *ids = ts_arena_alloc(a, sizeof(int64_t) * (ap->nreasons + 1));
+    int64_t *pos = ts_arena_alloc(a, sizeof(int64_t) * (ap->nreasons + 1));
+    const char **codes = ts_arena_alloc(a, sizeof(char *) * (ap->nreasons + 1));
+    const char **msgs = ts_arena_alloc(a, sizeof(char *) * (ap->nreasons + 1));
     if (ids == NULL || pos == NULL || codes == NULL || msgs == NULL)
         return nomem(err);
-    for (size_t i = 0; i < n; i++) {
-        ids[i] = ap->reasons[i].job_id;
-        pos[i] = ap->reasons[i].queue_position;
-        codes[i] = ap->reasons[i].code;
-        msgs[i] = ap->reasons[i].message;
+    for (size_t i = 0; i < ap->nreasons; i++) {
+        if (reason_stored(rows, snap, &ap->reasons[i]))
+            continue;
+        ids[n] = ap->reasons[i].job_id;
+        pos[n] = ap->reasons[i].queue_position;
+        codes[n] = ap->reasons[i].code;
+        msgs[n] = ap->reasons[i].message;
+        n++;
     }
+    if (n == 0)
+        return TS_OK;
     const char *p[] = {ts_row_id_array(a, ids, n), ts_row_id_array(a, pos, n),
                        text_array(a, codes, n), text_array(a, msgs, n)};
     if (p[0] == NULL || p[1] == NULL || p[2] == NULL || p[3] == NULL)
@@ -764,7 +790,7 @@ enum ts_err ts_store_sched_apply(struct ts_dbconn *c, const struct ts_sched_snap
                                        : write_stop(c, d, a, err);
     }
     if (e == TS_OK)
-        e = write_reasons(c, ap, a, err);
+        e = write_reasons(c, s, rows, ap, a, err);
     if (e == TS_OK && ap->result != NULL)
         e = write_shares(c, rows, ap->result, a, err);
     if (e == TS_OK)

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,65 @@ static const struct ts_opt *find_long(const struct ts_opt *t1, const struct ts_o
     if (len == 4 && strncmp(name, "help", 4) == 0)
         return &help_opt;
     return NULL;
+}
+
+size_t ts_args_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64)
+        return SIZE_MAX;
+    unsigned char d[65][65]; /* optimal string alignment: a swap is one edit */
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (unsigned char)i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = (unsigned char)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            unsigned v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1u < v)
+                v = d[i - 1][j] + 1u;
+            if (d[i][j - 1] + 1u < v)
+                v = d[i][j - 1] + 1u;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1u < v)
+                v = d[i - 2][j - 2] + 1u;
+            d[i][j] = (unsigned char)v;
+        }
+    return d[la][lb];
+}
+
+const char *ts_args_closest(const char *word, const char *const *cands, size_t n)
+{
+    size_t len = strlen(word), limit = len < 5 ? 1 : len < 9 ? 2 : 3;
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = cands[i] ? ts_args_distance(word, cands[i]) : SIZE_MAX;
+        if (d < best_d) {
+            best = cands[i];
+            best_d = d;
+        }
+    }
+    return best_d <= limit ? best : NULL;
+}
+
+/* The long option closest to name (len bytes), or NULL. */
+static const char *closest_long(const struct ts_opt *t1, const struct ts_opt *t2, const char *name,
+                                size_t len)
+{
+    const char *cands[128];
+    size_t n = 0;
+    const struct ts_opt *tables[] = {t1, t2};
+    for (size_t k = 0; k < 2; k++)
+        for (const struct ts_opt *o = tables[k]; o && o->name && n < 127; o++)
+            cands[n++] = o->name;
+    cands[n++] = "help";
+    char word[65];
+    if (len >= sizeof(word))
+        return NULL;
+    memcpy(word, name, len);
+    word[len] = '\0';
+    return ts_args_closest(word, cands, n);
 }
 
 static const struct ts_opt *find_short(const struct ts_opt *t1, const struct ts_opt *t2, char c)
@@ -76,7 +136,12 @@ enum ts_err ts_args_parse(struct ts_args *a, const struct ts_opt *t1, const stru
             size_t len = eq ? (size_t)(eq - name) : strlen(name);
             const struct ts_opt *o = find_long(t1, t2, name, len);
             if (o == NULL) {
-                if (e == TS_OK)
+                const char *near = closest_long(t1, t2, name, len);
+                if (e == TS_OK && near)
+                    e = ts_error_set(err, TS_ERR_BAD_PARAMETER,
+                                     "unknown option --%.*s; did you mean --%s?", (int)len, name,
+                                     near);
+                else if (e == TS_OK)
                     e = ts_error_set(err, TS_ERR_BAD_PARAMETER, "unknown option --%.*s", (int)len,
                                      name);
                 continue;

@@ -6,7 +6,8 @@
  * Everything that is not an option is positional; after "--" everything is
  * the job's command and is not read as options. An option given twice keeps
  * its last value unless it repeats (--env K=V...), when all are kept in
- * order. `-h` and `--help` are always known.
+ * order. `-h` and `--help` are always known. An unknown long option's
+ * message suggests the closest known one ("did you mean --gpus?").
  */
 #ifndef TS_API_CLI_ARGS_H
 #define TS_API_CLI_ARGS_H
@@ -50,6 +51,16 @@ struct ts_args {
 enum ts_err ts_args_parse(struct ts_args *a, const struct ts_opt *t1, const struct ts_opt *t2,
                           int argc, char **argv, struct ts_error *err);
 void ts_args_free(struct ts_args *a);
+
+/* The edit distance (insertions, deletions, substitutions, swaps of two
+ * neighbours) between a and b;
+ * SIZE_MAX when either is over 64 bytes. */
+size_t ts_args_distance(const char *a, const char *b);
+/* Of the n candidates (borrowed; NULL entries skipped), the first closest to
+ * word, when it is close enough to be a typo of it (1 edit for words under
+ * 5 characters, 2 under 9, else 3); NULL otherwise. For "did you mean"
+ * after an unknown option or command. */
+const char *ts_args_closest(const char *word, const char *const *cands, size_t n);
 
 /* The last value of option name (borrowed), "" for a flag, NULL when not
  * given. */

@@ -53,6 +53,28 @@ static bool is_group(const char *word)
     return false;
 }
 
+/* The word of the commands closest to word: their first word (group NULL),
+ * or the second of those whose first is group; NULL when none is close. */
+static const char *closest_word(const char *group, const char *word)
+{
+    static char words[128][32];
+    const char *cands[128];
+    size_t n = 0, glen = group ? strlen(group) : 0;
+    for (size_t g = 0; g < NGROUPS; g++)
+        for (size_t i = 0; i < *groups[g].count && n < 128; i++) {
+            const char *name = groups[g].cmds[i].name;
+            if (group) {
+                if (strncmp(name, group, glen) != 0 || name[glen] != ' ')
+                    continue;
+                name += glen + 1;
+            }
+            snprintf(words[n], sizeof(words[n]), "%.*s", (int)strcspn(name, " "), name);
+            cands[n] = words[n];
+            n++;
+        }
+    return ts_args_closest(word, cands, n);
+}
+
 static void print_commands(FILE *f, const char *prefix)
 {
     size_t n = prefix ? strlen(prefix) : 0;
@@ -248,13 +270,21 @@ int ts_cli_main(int argc, char **argv)
         snprintf(name, sizeof(name), "%s %s", w1, w2);
         c = find(name);
         if (c == NULL) {
-            fprintf(stderr, "error: unknown command \"tessera %s %s\"\n", w1, w2);
+            const char *near = closest_word(w1, w2);
+            fprintf(stderr, "error: unknown command \"tessera %s %s\"", w1, w2);
+            if (near)
+                fprintf(stderr, "; did you mean \"tessera %s %s\"?", w1, near);
+            fputc('\n', stderr);
             print_group_help(stderr, w1);
             return TS_EXIT_USAGE;
         }
         words = 2;
     } else if ((c = find(w1)) == NULL) {
-        fprintf(stderr, "error: unknown command \"%s\"\ntry 'tessera --help'\n", w1);
+        const char *near = closest_word(NULL, w1);
+        fprintf(stderr, "error: unknown command \"%s\"", w1);
+        if (near)
+            fprintf(stderr, "; did you mean \"tessera %s\"?", near);
+        fprintf(stderr, "\ntry 'tessera --help'\n");
         return TS_EXIT_USAGE;
     }
     /* the global options before the command, then what follows its words */

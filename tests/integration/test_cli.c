@@ -915,6 +915,37 @@ static void a_missing_token_says_how_the_cli_takes_one(void **state)
     run_free(&r);
 }
 
+static void a_typo_gets_the_closest_command_or_option(void **state)
+{
+    env_default();
+    struct run r;
+    const char *typos[][2] = {
+        {"lsit", "unknown command \"lsit\"; did you mean \"tessera list\"?"},
+        {"qeueu", "did you mean \"tessera queue\"?"},
+    };
+    for (size_t i = 0; i < sizeof(typos) / sizeof(typos[0]); i++) {
+        assert_int_equal(cli(&r, typos[i][0], NULL), 1);
+        assert_non_null(strstr(r.err, typos[i][1]));
+        run_free(&r);
+    }
+    assert_int_equal(cli(&r, "project", "craete", "x", NULL), 1);
+    assert_non_null(strstr(r.err, "did you mean \"tessera project create\"?"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "submit", "typo", "-p", "p1", "--gpu", "1", "--", "true", NULL), 1);
+    assert_non_null(strstr(r.err, "unknown option --gpu; did you mean --gpus?"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "list", "--stat", "pending", NULL), 1);
+    assert_non_null(strstr(r.err, "did you mean --state?"));
+    run_free(&r);
+    /* nothing close: no guess */
+    assert_int_equal(cli(&r, "frobnicate", NULL), 1);
+    assert_null(strstr(r.err, "did you mean"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "list", "--colour", NULL), 1);
+    assert_null(strstr(r.err, "did you mean"));
+    run_free(&r);
+}
+
 static void unknown_jobs_exit_3(void **state)
 {
     env_default();
@@ -1645,6 +1676,7 @@ int main(void)
         cmocka_unit_test(an_unknown_project_exits_3_saying_it_does_not_exist),
         cmocka_unit_test(a_server_url_may_end_in_a_slash_or_api_v1),
         cmocka_unit_test(a_missing_token_says_how_the_cli_takes_one),
+        cmocka_unit_test(a_typo_gets_the_closest_command_or_option),
         cmocka_unit_test(unknown_jobs_exit_3),
         cmocka_unit_test(cancel_cancels_every_job_named_and_events_tell),
         cmocka_unit_test(why_gives_the_reason_and_what_would_make_it_run),

@@ -48,6 +48,54 @@ static const char *models_b[] = {"l4", "a100"};
 static const struct ts_sched_label zone_a[] = {{"zone", "a"}};
 static const struct ts_sched_label zone_b[] = {{"zone", "b"}};
 
+/* How a quota and a limit are drawn: the quota below(quota_n) / div; a
+ * limit one time in limit_odds, the quota + below(limit_n) / div. */
+struct quota_draw {
+    int quota_n;
+    double div;
+    int limit_odds, limit_n;
+};
+
+/* 0 to 2 departments. */
+static void draw_departments(struct rng *r, struct ts_sched_snapshot *s,
+                             struct ts_sched_department *deps, const struct quota_draw *q)
+{
+    s->ndepartments = (size_t)below(r, 3);
+    for (size_t i = 0; i < s->ndepartments; i++) {
+        struct ts_sched_department *d = &deps[i];
+        d->id = (int64_t)i + 1;
+        d->name = i ? "ops" : "research";
+        d->quota_gpus = below(r, q->quota_n) / q->div;
+        d->over_quota_weight = below(r, 3);
+        d->has_limit = below(r, q->limit_odds) == 0;
+        d->limit_gpus = d->quota_gpus + below(r, q->limit_n) / q->div;
+        d->priority = below(r, 2);
+    }
+    s->departments = deps;
+}
+
+/* least + below(spread) projects, in the departments drawn before. */
+static void draw_projects(struct rng *r, struct ts_sched_snapshot *s,
+                          struct ts_sched_project *projs, int least, int spread,
+                          const struct quota_draw *q)
+{
+    s->nprojects = (size_t)least + (size_t)below(r, spread);
+    for (size_t i = 0; i < s->nprojects; i++) {
+        struct ts_sched_project *p = &projs[i];
+        p->id = (int64_t)i + 1;
+        p->name = names[i];
+        p->department = s->ndepartments ? below(r, (int)s->ndepartments + 1) - 1 : -1;
+        p->quota_gpus = below(r, q->quota_n) / q->div;
+        p->over_quota_weight = below(r, 4);
+        p->has_limit = below(r, q->limit_odds) == 0;
+        p->limit_gpus = p->quota_gpus + below(r, q->limit_n) / q->div;
+        p->priority = below(r, 3);
+        p->usage_gpu_seconds = below(r, 4) * 3600.0;
+        p->min_runtime_s = below(r, 4) == 0 ? 600 : -1;
+    }
+    s->projects = projs;
+}
+
 static void random_request(struct rng *r, struct ts_sched_request *q)
 {
     memset(q, 0, sizeof(*q));
@@ -104,33 +152,9 @@ static void random_world(uint64_t seed, struct world *w)
     s->now = 10000;
     s->config.min_runtime_s = below(&r, 3) == 0 ? 300 : 0;
     s->config.usage_half_life_s = below(&r, 3) == 0 ? 3600 : 0;
-    s->ndepartments = (size_t)below(&r, 3);
-    for (size_t i = 0; i < s->ndepartments; i++) {
-        struct ts_sched_department *d = &w->deps[i];
-        d->id = (int64_t)i + 1;
-        d->name = i ? "ops" : "research";
-        d->quota_gpus = below(&r, 8);
-        d->over_quota_weight = below(&r, 3);
-        d->has_limit = below(&r, 3) == 0;
-        d->limit_gpus = d->quota_gpus + below(&r, 8);
-        d->priority = below(&r, 2);
-    }
-    s->departments = w->deps;
-    s->nprojects = 1 + (size_t)below(&r, 5);
-    for (size_t i = 0; i < s->nprojects; i++) {
-        struct ts_sched_project *p = &w->projs[i];
-        p->id = (int64_t)i + 1;
-        p->name = names[i];
-        p->department = s->ndepartments ? below(&r, (int)s->ndepartments + 1) - 1 : -1;
-        p->quota_gpus = below(&r, 9) / 2.0;
-        p->over_quota_weight = below(&r, 4);
-        p->has_limit = below(&r, 3) == 0;
-        p->limit_gpus = p->quota_gpus + below(&r, 6) / 2.0;
-        p->priority = below(&r, 3);
-        p->usage_gpu_seconds = below(&r, 4) * 3600.0;
-        p->min_runtime_s = below(&r, 4) == 0 ? 600 : -1;
-    }
-    s->projects = w->projs;
+    static const struct quota_draw deps = {8, 1, 3, 8}, projs = {9, 2, 3, 6};
+    draw_departments(&r, s, w->deps, &deps);
+    draw_projects(&r, s, w->projs, 1, 5, &projs);
     s->nnodes = 1 + (size_t)below(&r, 5);
     for (size_t i = 0; i < s->nnodes; i++) {
         struct ts_sched_node *n = &w->nodes[i];
@@ -496,33 +520,9 @@ static void quota_world(uint64_t seed, struct qworld *w)
     s->now = 10000;
     s->config.min_runtime_s = below(&r, 3) == 0 ? 300 : 0;
     s->config.usage_half_life_s = below(&r, 3) == 0 ? 3600 : 0;
-    s->ndepartments = (size_t)below(&r, 3);
-    for (size_t i = 0; i < s->ndepartments; i++) {
-        struct ts_sched_department *d = &w->deps[i];
-        d->id = (int64_t)i + 1;
-        d->name = i ? "ops" : "research";
-        d->quota_gpus = below(&r, 9) / 2.0;
-        d->over_quota_weight = below(&r, 3);
-        d->has_limit = below(&r, 4) == 0;
-        d->limit_gpus = d->quota_gpus + below(&r, 8) / 2.0;
-        d->priority = below(&r, 2);
-    }
-    s->departments = w->deps;
-    s->nprojects = 2 + (size_t)below(&r, 4);
-    for (size_t i = 0; i < s->nprojects; i++) {
-        struct ts_sched_project *p = &w->projs[i];
-        p->id = (int64_t)i + 1;
-        p->name = names[i];
-        p->department = s->ndepartments ? below(&r, (int)s->ndepartments + 1) - 1 : -1;
-        p->quota_gpus = below(&r, 9) / 2.0;
-        p->over_quota_weight = below(&r, 4);
-        p->has_limit = below(&r, 4) == 0;
-        p->limit_gpus = p->quota_gpus + below(&r, 6) / 2.0;
-        p->priority = below(&r, 3);
-        p->usage_gpu_seconds = below(&r, 4) * 3600.0;
-        p->min_runtime_s = below(&r, 4) == 0 ? 600 : -1;
-    }
-    s->projects = w->projs;
+    static const struct quota_draw deps = {9, 2, 4, 8}, projs = {9, 2, 4, 6};
+    draw_departments(&r, s, w->deps, &deps);
+    draw_projects(&r, s, w->projs, 2, 4, &projs);
     s->nnodes = 1 + (size_t)below(&r, 4);
     for (size_t i = 0; i < s->nnodes; i++) {
         struct ts_sched_node *n = &w->nodes[i];

@@ -26,9 +26,25 @@ int ts_out_format_parse(const char *s)
     return -1;
 }
 
+/* At most 2 decimals without trailing zeros ("2", "2.5", "1.96"); a value
+ * that would read 0 keeps 1 significant digit ("0.001"). */
 static char *num(double v, char *buf, size_t len)
 {
-    snprintf(buf, len, "%.6g", v);
+    if (v != 0 && fabs(v) < 0.005) {
+        snprintf(buf, len, "%.1g", v);
+        return buf;
+    }
+    snprintf(buf, len, "%.2f", v);
+    char *dot = strchr(buf, '.');
+    if (dot) {
+        char *end = buf + strlen(buf);
+        while (end > dot + 1 && end[-1] == '0')
+            *--end = '\0';
+        if (end == dot + 1)
+            *dot = '\0';
+    }
+    if (strcmp(buf, "-0") == 0)
+        snprintf(buf, len, "0");
     return buf;
 }
 
@@ -47,7 +63,17 @@ char *ts_out_bytes(const json_t *v, char *buf, size_t len)
         snprintf(buf, len, "-");
         return buf;
     }
-    return ts_bytesize_format(json_integer_value(v), buf, len);
+    int64_t b = json_integer_value(v);
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    size_t u = 0;
+    double x = (double)b;
+    while (x >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+        x /= 1024;
+        u++;
+    }
+    char n[32];
+    snprintf(buf, len, "%s%s", num(x, n, sizeof(n)), units[u]);
+    return buf;
 }
 
 char *ts_out_gpu(const json_t *gpu, char *buf, size_t len)

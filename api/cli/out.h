@@ -29,9 +29,13 @@ char *ts_out_age(const json_t *at, char *buf, size_t len);
 char *ts_out_time(const json_t *at, char *buf, size_t len);
 /* Seconds since the epoch of an RFC 3339 UTC time; -1 when malformed. */
 int64_t ts_out_time_parse(const char *s);
-/* A number as people write it: "2", "2.5", "0.25"; "-" when not a number. */
+/* A number as people write it, at most 2 decimals: "2", "2.5", "1.96"
+ * (1.95513), "0.001" (a value that would round to 0 keeps one significant
+ * digit); "-" when not a number. */
 char *ts_out_num(const json_t *v, char *buf, size_t len);
-/* Bytes in binary units ("80GiB"); "-" when not a number. */
+/* Bytes in the largest binary unit that leaves at least 1, at most 2
+ * decimals: "80GiB", "23.54GiB" (24684084KiB), "512B"; "-" when not a
+ * number. */
 char *ts_out_bytes(const json_t *v, char *buf, size_t len);
 /* A member of o as text: strings as they are, numbers as ts_out_num, true
  * and false, "-" for null or absent; other JSON compact. */

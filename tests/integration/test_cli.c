@@ -1608,6 +1608,38 @@ static void top_project_shows_quota_next_to_allocation(void **state)
     run_free(&r);
 }
 
+static void numbers_read_as_people_write_them(void **state)
+{
+    env_default();
+    struct run r;
+    /* GPUs with at most 2 decimals, in describe and in tables */
+    assert_int_equal(cli(&r, "project", "create", "frac", "-d", "d1", "--gpus", "1.95513", NULL),
+                     0);
+    run_free(&r);
+    assert_int_equal(cli(&r, "describe", "project", "frac", NULL), 0);
+    assert_non_null(strstr(r.out, "1.96 GPUs"));
+    assert_null(strstr(r.out, "1.955"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "top", "project", NULL), 0);
+    assert_non_null(strstr(r.out, "\nfrac "));
+    assert_non_null(strstr(r.out, " 1.96 "));
+    assert_null(strstr(r.out, "1.955"));
+    run_free(&r);
+    /* bytes in the largest unit: 24684084KiB is 23.54GiB */
+    struct ts_response api;
+    long st = ts_it_req(srv.admin, "PUT", "/api/v1/nodes/odd-node",
+                        "{\"cpu\":8,\"memory_bytes\":25276502016,\"gpus\":[]}", NULL, &api);
+    ts_response_free(&api);
+    assert_int_equal(st, 200);
+    assert_int_equal(cli(&r, "describe", "node", "odd-node", NULL), 0);
+    assert_non_null(strstr(r.out, "23.54GiB"));
+    assert_null(strstr(r.out, "KiB"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "top", "node", NULL), 0);
+    assert_non_null(strstr(r.out, "23.54GiB"));
+    run_free(&r);
+}
+
 /* ---- set-up ------------------------------------------------------------------------- */
 
 static int setup(void **state)
@@ -1693,6 +1725,7 @@ int main(void)
         cmocka_unit_test(logs_print_and_follow_the_output_of_a_running_job),
         cmocka_unit_test(submit_wait_exits_0_when_the_job_succeeds),
         cmocka_unit_test(top_project_shows_quota_next_to_allocation),
+        cmocka_unit_test(numbers_read_as_people_write_them),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -203,6 +203,7 @@ static void list_row(struct ts_table *t, const json_t *j, bool wide)
 static const struct ts_opt list_opts[] = {
     {"all-projects", 'A', NULL, "every project the token sees", false},
     TS_OPT_PROJECT,
+    {"all", 0, NULL, "finished jobs too (default: unfinished jobs only)", false},
     {"state", 0, "STATE", "only these states: pending,running,... (comma-separated)", false},
     {"kind", 0, "KIND", "only this kind: train, interactive or inference", false},
     {"node", 0, "NODE", "only jobs on this node", false},
@@ -234,6 +235,19 @@ static int cmd_list(struct ts_cli *cli, const struct ts_args *a)
         return TS_EXIT_USAGE;
     if (ts_args_has(a, "all-projects") && ts_args_has(a, "project"))
         return ts_cli_usage_error(cli, "give -A or -p, not both");
+    if (ts_args_has(a, "all") && ts_args_has(a, "state"))
+        return ts_cli_usage_error(cli, "give --all or --state, not both");
+    /* by default the jobs not yet finished: every state but the final ones */
+    char unfinished[256] = "";
+    for (int s = 0; s <= TS_JOB_CANCELLED; s++)
+        if (!ts_job_state_finished((enum ts_job_state)s)) {
+            size_t n = strlen(unfinished);
+            snprintf(unfinished + n, sizeof(unfinished) - n, "%s%s", n ? "," : "",
+                     ts_job_state_name((enum ts_job_state)s));
+        }
+    const char *state = ts_args_get(a, "state");
+    if (state == NULL && !ts_args_has(a, "all"))
+        state = unfinished;
     long long page = PAGE_SIZE;
     struct ts_error err;
     ts_error_clear(&err);
@@ -243,7 +257,7 @@ static int cmd_list(struct ts_cli *cli, const struct ts_args *a)
     size_t n = 0;
     const char *project = ts_args_has(a, "all-projects") ? NULL : ts_cli_project(cli, a);
     const char *filters[][2] = {{"project", project},
-                                {"state", ts_args_get(a, "state")},
+                                {"state", state},
                                 {"kind", ts_args_get(a, "kind")},
                                 {"node", ts_args_get(a, "node")}};
     for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++)
@@ -852,10 +866,11 @@ static int cmd_queue(struct ts_cli *cli, const struct ts_args *a)
 
 const struct ts_cmd ts_cmds_jobs[] = {
     {"list",
-     "[-A | -p PROJECT] [--state STATE] [--kind KIND] [--node NODE] [-o table|wide|json] "
+     "[-A | -p PROJECT] [--all | --state STATE] [--kind KIND] [--node NODE] [-o table|wide|json] "
      "[--no-headers]",
-     "list jobs (of the default project, or -p, or -A for all)",
-     "Follows the API's pages; -o json prints the API's JSON (one object with every job).",
+     "list unfinished jobs (of the default project, or -p, or -A for all)",
+     "Without --all or --state only jobs not yet finished (not succeeded, failed or\ncancelled). "
+     "Follows the API's pages; -o json prints the API's JSON (one object\nwith every job).",
      list_opts, 0, 0, false, false, cmd_list},
     {"describe job", "JOB [-p PROJECT] [-o table|json]", "show a job and its events",
      "JOB is an id, or a name in the project of -p or the default one.", job_opts, 1, 1, false,

@@ -706,6 +706,36 @@ static void list_follows_every_page_and_json_is_the_api_json(void **state)
     run_free(&r);
 }
 
+static void list_shows_unfinished_jobs_unless_all(void **state)
+{
+    env_default();
+    ts_it_req(srv.admin, "POST", "/api/v1/projects", "{\"name\":\"pdone\",\"department\":\"d1\"}",
+              NULL, NULL);
+    submit_id("still-pending", "pdone");
+    long long done = submit_id("cancelled-one", "pdone");
+    struct run r;
+    char id[32];
+    snprintf(id, sizeof(id), "%lld", done);
+    assert_int_equal(cli(&r, "cancel", id, NULL), 0);
+    run_free(&r);
+    assert_int_equal(cli(&r, "list", "-p", "pdone", NULL), 0);
+    assert_non_null(strstr(r.out, "still-pending"));
+    assert_null(strstr(r.out, "cancelled-one"));
+    assert_int_equal(count_lines(r.out), 2);
+    run_free(&r);
+    assert_int_equal(cli(&r, "list", "-p", "pdone", "--all", NULL), 0);
+    assert_non_null(strstr(r.out, "still-pending"));
+    assert_non_null(strstr(r.out, "cancelled-one"));
+    assert_int_equal(count_lines(r.out), 3);
+    run_free(&r);
+    assert_int_equal(cli(&r, "list", "-p", "pdone", "--state", "cancelled", NULL), 0);
+    assert_non_null(strstr(r.out, "cancelled-one"));
+    assert_int_equal(count_lines(r.out), 2);
+    run_free(&r);
+    assert_int_equal(cli(&r, "list", "-p", "pdone", "--all", "--state", "pending", NULL), 1);
+    run_free(&r);
+}
+
 static void list_wide_shows_more_columns(void **state)
 {
     env_default();
@@ -1700,6 +1730,7 @@ int main(void)
         cmocka_unit_test(a_submit_repeated_with_its_key_returns_the_same_job),
         cmocka_unit_test(submit_wait_ends_with_the_job_and_exits_6_unless_it_succeeded),
         cmocka_unit_test(list_follows_every_page_and_json_is_the_api_json),
+        cmocka_unit_test(list_shows_unfinished_jobs_unless_all),
         cmocka_unit_test(list_wide_shows_more_columns),
         cmocka_unit_test(tables_on_a_terminal_fit_its_width_or_COLUMNS),
         cmocka_unit_test(piped_tables_are_never_cut_and_no_headers_drops_the_header),

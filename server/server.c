@@ -123,6 +123,9 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
         if (e != TS_OK)
             return e;
         conninfo = ts_pgembed_conninfo(srv->pg);
+        e = ts_pgembed_keep_alive(srv->pg, err);
+        if (e != TS_OK)
+            return e;
     }
     srv->conninfo = strdup(conninfo);
     if (srv->conninfo == NULL)

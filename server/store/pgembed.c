@@ -28,6 +28,7 @@
 #include <grp.h>
 #include <libpq-fe.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -54,6 +55,7 @@
 #define READY_WAIT_MS 60000 /* an adopted postmaster still starting up */
 #define ZOMBIE_WAIT_MS 5000 /* a killed postmaster not yet reaped */
 #define SHM_WAIT_MS 10000   /* orphaned backends of a killed postmaster */
+#define KEEP_ALIVE_S 1      /* how often the keep-alive thread looks */
 
 extern char **environ;
 
@@ -78,6 +80,12 @@ struct ts_pgembed {
     char conninfo[PATH_MAX + 128];
     char admin[PATH_MAX + 128]; /* conninfo of database "postgres" */
     struct runas ru;
+    /* the keep-alive thread (ts_pgembed_keep_alive) */
+    pthread_t keeper;
+    bool keeping;
+    bool stop; /* under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC; signalled to stop */
 };
 
 /* What holds a PostgreSQL lock file (postmaster.pid, .s.PGSQL.5432.lock). */
@@ -1167,10 +1175,101 @@ const char *ts_pgembed_conninfo(const struct ts_pgembed *pg)
     return pg->conninfo;
 }
 
+/* Start the cluster again when its postmaster is gone (killed, crashed, out
+ * of memory); nothing when it runs. Under the start lock, like a start. */
+static enum ts_err revive(struct ts_pgembed *pg, bool *restarted, struct ts_error *err)
+{
+    char pidfile[PATH_MAX + 32];
+    long pid;
+    *restarted = false;
+    snprintf(pidfile, sizeof(pidfile), "%s/postmaster.pid", pg->data);
+    if (lock_holder(pidfile, pg->data, &pid) == HOLDER_RUNNING)
+        return TS_OK;
+    int lockfd = lock_start(pg, err);
+    if (lockfd < 0)
+        return TS_ERR_IO;
+    enum ts_err e = TS_OK;
+    if (lock_holder(pidfile, pg->data, &pid) != HOLDER_RUNNING) {
+        e = start_cluster(pg, err);
+        *restarted = e == TS_OK;
+    }
+    close(lockfd);
+    return e;
+}
+
+static void *keeper_main(void *arg)
+{
+    struct ts_pgembed *pg = arg;
+    long failing_since = 0, warned = 0;
+    pthread_mutex_lock(&pg->mu);
+    while (!pg->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += KEEP_ALIVE_S;
+        pthread_cond_timedwait(&pg->cv, &pg->mu, &ts);
+        if (pg->stop)
+            break;
+        pthread_mutex_unlock(&pg->mu);
+        struct ts_error err;
+        ts_error_clear(&err);
+        bool restarted = false;
+        long now = now_ms();
+        if (revive(pg, &restarted, &err) != TS_OK) {
+            if (failing_since == 0)
+                failing_since = now;
+            if (now - warned >= 30000) { /* once in 30 s while it keeps failing */
+                warned = now;
+                ts_log_error("PostgreSQL is not running and could not be started again (for %lld "
+                             "s): %s%s%s",
+                             (long long)(now - failing_since) / 1000, err.message,
+                             err.detail[0] ? ": " : "", err.detail);
+            }
+        } else if (restarted) {
+            ts_log_warn("PostgreSQL had stopped (its postmaster was gone); started it again "
+                        "data=%s",
+                        pg->data);
+            failing_since = warned = 0;
+        }
+        pthread_mutex_lock(&pg->mu);
+    }
+    pthread_mutex_unlock(&pg->mu);
+    return NULL;
+}
+
+enum ts_err ts_pgembed_keep_alive(struct ts_pgembed *pg, struct ts_error *err)
+{
+    if (pg->keeping)
+        return TS_OK;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&pg->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&pg->mu, NULL);
+    pg->stop = false;
+    if (pthread_create(&pg->keeper, NULL, keeper_main, pg) != 0) {
+        pthread_cond_destroy(&pg->cv);
+        pthread_mutex_destroy(&pg->mu);
+        return ts_error_set(err, TS_ERR_INTERNAL, "cannot start the PostgreSQL keep-alive thread");
+    }
+    pg->keeping = true;
+    return TS_OK;
+}
+
 void ts_pgembed_stop(struct ts_pgembed *pg)
 {
     if (pg == NULL)
         return;
+    if (pg->keeping) { /* first, or it would start the cluster again */
+        pthread_mutex_lock(&pg->mu);
+        pg->stop = true;
+        pthread_cond_signal(&pg->cv);
+        pthread_mutex_unlock(&pg->mu);
+        pthread_join(pg->keeper, NULL);
+        pthread_cond_destroy(&pg->cv);
+        pthread_mutex_destroy(&pg->mu);
+        pg->keeping = false;
+    }
     struct ts_error err;
     int lockfd = lock_start(pg, &err);
     stop_cluster(pg);

@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -82,12 +83,11 @@ static void help_lists_every_option_with_its_environment_variable(void **state)
     static char out[16384];
     const char *args[] = {"--help", NULL};
     assert_int_equal(run_server(args, NULL, out, sizeof(out), 10), 0);
-    const char *names[] = {"--data-dir",         "--listen",          "--database",
-                           "--pg-bindir",        "--log-level",       "--max-body",
-                           "--max-connections", "--connection-timeout",
-                           "--db-pool",          "--idempotency-ttl", "--auth-cache-ttl",
-                           "--config",           "TESSERA_DATA_DIR",  "TESSERA_LISTEN",
-                           "TESSERA_ADMIN_TOKEN"};
+    const char *names[] = {
+        "--data-dir",       "--listen",          "--database",         "--pg-bindir",
+        "--log-level",      "--max-body",        "--max-connections",  "--connection-timeout",
+        "--db-pool",        "--idempotency-ttl", "--auth-cache-ttl",   "--config",
+        "TESSERA_DATA_DIR", "TESSERA_LISTEN",    "TESSERA_ADMIN_TOKEN"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strstr(out, names[i]) == NULL)
             fail_msg("--help does not mention %s:\n%s", names[i], out);
@@ -171,6 +171,57 @@ static void data_survives_a_restart_and_a_crash_of_the_server(void **state)
     assert_int_equal(access(pidfile, F_OK), 0);
     assert_int_equal(ts_it_start(&s, dir, NULL), 0);
     assert_int_equal(ts_it_req(s.admin, "GET", "/api/v1/departments/keep", NULL, NULL, NULL), 200);
+    assert_int_equal(ts_it_stop(&s), 0);
+    ts_it_cleanup(&s);
+}
+
+/* Killing the embedded PostgreSQL: the server answers 503 while it is gone
+ * (never a crash), starts it again by itself within seconds and serves the
+ * same data; before, it answered 503 for ever. */
+static void a_killed_embedded_postgresql_is_started_again(void **state)
+{
+    (void)state;
+    struct ts_it_server s;
+    assert_int_equal(ts_it_start(&s, NULL, NULL), 0);
+    assert_int_equal(
+        ts_it_req(s.admin, "POST", "/api/v1/departments", "{\"name\":\"keep\"}", NULL, NULL), 201);
+    char pidfile[400], line[32] = "";
+    snprintf(pidfile, sizeof(pidfile), "%s/pg/data/postmaster.pid", s.dir);
+    FILE *f = fopen(pidfile, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof(line), f));
+    fclose(f);
+    pid_t pm = (pid_t)atol(line);
+    assert_true(pm > 1);
+    assert_int_equal(kill(pm, SIGKILL), 0);
+    /* some answer 503 meanwhile; within 60 s it serves the data again */
+    long st = 0;
+    int unavailable = 0;
+    for (int i = 0; i < 600; i++) {
+        st = ts_it_req(s.admin, "GET", "/api/v1/departments/keep", NULL, NULL, NULL);
+        unavailable += st == 503;
+        if (st == 200 && i > 0)
+            break;
+        assert_true(st == 200 || st == 503);
+        usleep(100 * 1000);
+    }
+    fprintf(stderr, "%d answers 503 while PostgreSQL was away\n", unavailable);
+    assert_int_equal(st, 200);
+    f = fopen(pidfile, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof(line), f));
+    fclose(f);
+    assert_int_not_equal((pid_t)atol(line), pm); /* a new postmaster */
+    assert_int_equal(
+        ts_it_req(s.admin, "POST", "/api/v1/departments", "{\"name\":\"after\"}", NULL, NULL), 201);
+    char logpath[400], text[65536];
+    snprintf(logpath, sizeof(logpath), "%s/server.log", s.dir);
+    f = fopen(logpath, "r");
+    assert_non_null(f);
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    assert_non_null(strstr(text, "started it again"));
     assert_int_equal(ts_it_stop(&s), 0);
     ts_it_cleanup(&s);
 }
@@ -260,6 +311,7 @@ int main(void)
         cmocka_unit_test(bad_options_are_refused_with_a_clear_message),
         cmocka_unit_test(the_first_start_writes_a_private_admin_token_that_works),
         cmocka_unit_test(data_survives_a_restart_and_a_crash_of_the_server),
+        cmocka_unit_test(a_killed_embedded_postgresql_is_started_again),
         cmocka_unit_test(servers_starting_together_on_an_external_database_migrate_it_once),
         cmocka_unit_test(a_config_file_and_the_environment_set_options),
     };

@@ -38,7 +38,8 @@ struct ts_schedloop {
     atomic_int_fast64_t stops;
     atomic_int_fast64_t cycle_us; /* time in full cycles, microseconds */
     atomic_int_fast64_t last_cycle_us;
-    int backend_pid; /* of the session holding the lock */
+    int backend_pid;    /* of the session holding the lock */
+    int64_t db_down_ms; /* when this replica, leading, found the database unreachable; 0: not */
     char checkpoint_root[4096];
 };
 
@@ -239,15 +240,40 @@ static bool lead(struct ts_schedloop *l, struct ts_dbconn *c)
     PGresult *res = NULL;
     const char *p[] = {LEADER_LOCK};
     if (ts_db_exec(c, "SELECT pg_try_advisory_lock($1::bigint)", 1, p, &res, &err) != TS_OK)
-        return false;
+        return false; /* the database is away: an outage the leader notes */
     bool got = ts_row_bool(res, 0, 0);
     PQclear(res);
+    if (!got)
+        l->db_down_ms = 0; /* another replica leads: its outage to discount, not ours */
     if (got) {
         l->backend_pid = pid;
         atomic_store(&l->leader, true);
         ts_log_info("scheduler: this replica leads (strategy=%s)", l->srv->cfg.strategy);
     }
     return got;
+}
+
+/*
+ * The database is back after being unreachable: no agent's report could be
+ * recorded meanwhile, so that time must not count as the nodes' silence
+ * (else the first sweep would find every node not ready, or lost, and
+ * requeue healthy jobs). Retried at the next tick when it fails.
+ */
+static void forgive(struct ts_schedloop *l, struct ts_dbconn *c)
+{
+    double secs = (double)(now_ms() - l->db_down_ms) / 1000.0 + 1.0; /* a tick's worth more */
+    struct ts_error err;
+    ts_error_clear(&err);
+    int n = 0;
+    if (ts_store_sched_forgive(c, secs, &n, &err) != TS_OK) {
+        ts_log_warn("could not discount the database outage from the nodes' silence: %s",
+                    err.message);
+        return;
+    }
+    ts_log_warn("the database was unreachable for %.1f s; that time does not count as the "
+                "silence of %d nodes",
+                secs - 1.0, n);
+    l->db_down_ms = 0;
 }
 
 /* The sweep alone (one statement): what a tick costs when nothing changed. */
@@ -257,8 +283,11 @@ static void sweep(struct ts_schedloop *l, struct ts_dbconn *c)
     struct ts_sweep_result sw;
     struct ts_error err;
     ts_error_clear(&err);
-    if (ts_store_sched_sweep(c, cfg->node_timeout, cfg->node_lost_timeout, &sw, &err) != TS_OK) {
+    enum ts_err e = ts_store_sched_sweep(c, cfg->node_timeout, cfg->node_lost_timeout, &sw, &err);
+    if (e != TS_OK) {
         ts_log_warn("scheduler sweep failed: %s", err.message);
+        if (e == TS_ERR_DATABASE && l->db_down_ms == 0)
+            l->db_down_ms = now_ms();
         return;
     }
     atomic_fetch_add(&l->sweeps, 1);
@@ -290,9 +319,13 @@ static void *run(void *arg)
         ts_error_clear(&err);
         struct ts_dbconn *c = ts_db_acquire(l->db, 1000, &err);
         bool was = atomic_load(&l->leader);
+        if (c == NULL && was && l->db_down_ms == 0)
+            l->db_down_ms = now_ms(); /* the leader lost the database */
         bool leader = c != NULL && lead(l, c);
         if (leader && !was)
             need = true;
+        if (leader && l->db_down_ms != 0)
+            forgive(l, c);
         int64_t now = now_ms();
         if (leader && (need || seen != cycled || (due_ms >= 0 && now >= due_ms))) {
             int64_t due_s;
@@ -314,6 +347,8 @@ static void *run(void *arg)
             if (e != TS_OK) {
                 ts_log_warn("scheduler cycle failed: %s", err.message);
                 need = true; /* again at the next tick */
+                if (e == TS_ERR_DATABASE && l->db_down_ms == 0)
+                    l->db_down_ms = now;
             }
         } else if (leader && now >= tick_ms) {
             sweep(l, c);

@@ -245,6 +245,10 @@ struct ts_sweep_result {
  * ready and silent for lost_s; stop jobs past their maximum runtime. */
 enum ts_err ts_store_sched_sweep(struct ts_dbconn *c, int64_t not_ready_s, int64_t lost_s,
                                  struct ts_sweep_result *out, struct ts_error *err);
+/* The database was unreachable for secs: nobody could record a report
+ * then, so every node's silence is shortened by that much (never past
+ * now); *n: the nodes moved. */
+enum ts_err ts_store_sched_forgive(struct ts_dbconn *c, double secs, int *n, struct ts_error *err);
 
 /* What the snapshot's indexes stand for in the database. */
 struct ts_sched_rows {

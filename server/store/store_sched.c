@@ -91,6 +91,23 @@ enum ts_err ts_store_sched_sweep(struct ts_dbconn *c, int64_t not_ready_s, int64
     return TS_OK;
 }
 
+enum ts_err ts_store_sched_forgive(struct ts_dbconn *c, double secs, int *n, struct ts_error *err)
+{
+    char s[32];
+    snprintf(s, sizeof(s), "%.3f", secs);
+    const char *p[] = {s};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c,
+                               "UPDATE node SET last_seen_at = least(now(),"
+                               " last_seen_at + make_interval(secs => $1::double precision))"
+                               " WHERE last_seen_at IS NOT NULL",
+                               1, p, &res, err);
+    if (e == TS_OK)
+        *n = atoi(PQcmdTuples(res));
+    PQclear(res);
+    return e;
+}
+
 /* ---- the snapshot ------------------------------------------------------------ */
 
 static int find_id(const int64_t *ids, size_t n, int64_t id)

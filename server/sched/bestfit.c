@@ -10,15 +10,7 @@
 static double score(struct ts_sched_cluster *c, const struct preq *p, const struct node_view *v,
                     const int *chosen, int nchosen)
 {
-    double gfree = 0;
-    for (int k = 0; k < v->ngpus; k++) {
-        const struct gpu_state *g = &c->gpus[v->gpu[k]];
-        gfree += (double)(g->usable - v->used[k]) / (double)g->usable;
-    }
-    for (int i = 0; i < nchosen; i++) {
-        const struct gpu_state *g = &c->gpus[v->gpu[chosen[i]]];
-        gfree -= (double)preq_need(p, g->usable) / (double)g->usable;
-    }
+    double gfree = binpack_gpus_left(c, p, v, chosen, nchosen);
     double s = 0;
     if (c->max_node_gpus > 0)
         s += 0.5 * gfree / c->max_node_gpus;

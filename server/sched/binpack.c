@@ -8,8 +8,8 @@
 
 #define GPU_WEIGHT 10.0
 
-double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
-                        const struct node_view *v, const int *chosen, int nchosen)
+double binpack_gpus_left(const struct ts_sched_cluster *c, const struct preq *p,
+                         const struct node_view *v, const int *chosen, int nchosen)
 {
     double gfree = 0;
     for (int k = 0; k < v->ngpus; k++) {
@@ -20,6 +20,13 @@ double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
         const struct gpu_state *g = &c->gpus[v->gpu[chosen[i]]];
         gfree -= (double)preq_need(p, g->usable) / (double)g->usable;
     }
+    return gfree;
+}
+
+double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
+                        const struct node_view *v, const int *chosen, int nchosen)
+{
+    double gfree = binpack_gpus_left(c, p, v, chosen, nchosen);
     double total_cpu = c->snap->nodes[v->node].cpu;
     double s = v->ngpus > 0 ? GPU_WEIGHT * gfree / v->ngpus : 0;
     if (total_cpu > 0)

@@ -216,6 +216,11 @@ bool place_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
 void node_view_of(const struct ts_sched_cluster *c, int node, int64_t *used_buf,
                   struct node_view *v);
 
+/* binpack.c: the GPUs left free on the node after placing p on chosen[],
+ * each GPU as a share of its usable memory (binpack's and bestfit's GPU
+ * term). */
+double binpack_gpus_left(const struct ts_sched_cluster *c, const struct preq *p,
+                         const struct node_view *v, const int *chosen, int nchosen);
 /* binpack.c: the node's share of GPU and CPU left free after placing p on
  * chosen[] (0 = full); the base of binpack's and spread's scores. */
 double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,

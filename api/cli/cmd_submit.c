@@ -44,6 +44,14 @@ static const struct ts_opt submit_opts[] = {
      "idle this long on its GPUs, its GPU memory moves to host memory while it runs, such as "
      "10m; 0 = never (default: the server's, 5m, for interactive jobs; never for others)",
      false},
+    {"grace-period", 0, "DURATION",
+     "time between SIGTERM and SIGKILL when the job is stopped or preempted, up to 24h, such "
+     "as 2m (default: the server's, 30s)",
+     false},
+    {"no-swap", 0, NULL,
+     "never move this job's GPU memory to host memory: never suspended, and never placed where "
+     "it can burst on a node whose collisions swap",
+     false},
     {"parsable", 0, NULL, "print only the job's id", false},
     {"wait", 0, NULL, "wait until the job ends; exit 6 unless it succeeded", false},
     {"idempotency-key", 0, "KEY", "the Idempotency-Key (default: a new random one)", false},
@@ -204,6 +212,14 @@ static json_t *job_request(struct ts_cli *cli, const struct ts_args *a)
                            idle);
         return NULL;
     }
+    const char *grace = ts_args_get(a, "grace-period");
+    int64_t grace_s = 0;
+    if (grace && (ts_duration_parse(grace, &grace_s) != 0 || grace_s > TS_JOB_GRACE_MAX)) {
+        ts_cli_usage_error(cli,
+                           "--grace-period must be a duration up to 24h such as 30s or 2m: \"%s\"",
+                           grace);
+        return NULL;
+    }
     json_t *body = json_object(), *cmd = json_array();
     json_object_set_new(body, "name", json_string(name));
     json_object_set_new(body, "project", json_string(project));
@@ -226,6 +242,10 @@ static json_t *job_request(struct ts_cli *cli, const struct ts_args *a)
         json_object_set_new(body, "max_runtime", json_string(runtime));
     if (idle)
         json_object_set_new(body, "idle_swap_after", json_string(idle));
+    if (grace)
+        json_object_set_new(body, "grace_period", json_string(grace));
+    if (ts_args_has(a, "no-swap"))
+        json_object_set_new(body, "swap", json_false());
     const char *models[TS_JOB_GPU_MODELS_MAX + 1];
     size_t nmodels = ts_args_all(a, "gpu-model", models, TS_JOB_GPU_MODELS_MAX + 1);
     if (nmodels > TS_JOB_GPU_MODELS_MAX) {
@@ -349,7 +369,9 @@ const struct ts_cmd ts_cmds_submit[] = {
      "NAME [-p PROJECT] [--kind KIND] [-g N | --gpu-portion-request F [--gpu-portion-limit F] | "
      "--gpu-memory-request SIZE [--gpu-memory-limit SIZE]] [--gpu-devices N] [--cpu N] "
      "[--memory SIZE] [--priority N] [--preemptible | --non-preemptible] [--env K=V]... "
-     "[--gpu-model M]... [--selector K=V]... [--parsable] [--wait] -- CMD [ARGS...]",
+     "[--gpu-model M]... [--selector K=V]... [--working-dir DIR] [--max-runtime D] "
+     "[--idle-swap-after D] [--grace-period D] [--no-swap] [--parsable] [--wait] -- CMD "
+     "[ARGS...]",
      "submit a job",
      "Each invocation sends one random Idempotency-Key and reuses it when it retries\n"
      "(no answer or 5xx, up to 4 tries), so a retried submit never makes two jobs.\n"

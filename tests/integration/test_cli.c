@@ -464,7 +464,8 @@ static void submit_sends_every_other_option(void **state)
                          "4", "--memory", "32G", "--priority", "7", "--preemptible", "--env", "A=1",
                          "-e", "B=x=y", "--gpu-model", "A100", "--gpu-model", "H100", "--selector",
                          "zone=a", "--working-dir", "/srv", "--max-runtime", "2h",
-                         "--idle-swap-after", "20m", "--parsable", "--", "jupyter", "lab", NULL),
+                         "--idle-swap-after", "20m", "--grace-period", "2m", "--no-swap", "--parsable",
+                         "--", "jupyter", "lab", NULL),
                      0);
     json_t *j = api_job(atoll(r.out));
     run_free(&r);
@@ -482,6 +483,8 @@ static void submit_sends_every_other_option(void **state)
     assert_string_equal(ts_it_str(j, "working_dir"), "/srv");
     assert_int_equal(ts_it_int(j, "max_runtime_seconds"), 7200);
     assert_int_equal(ts_it_int(j, "idle_swap_after_seconds"), 1200);
+    assert_int_equal(ts_it_int(j, "grace_seconds"), 120);
+    assert_true(json_is_false(json_object_get(j, "swap")));
     assert_true(json_is_null(json_object_get(j, "gpu")));
     json_decref(j);
     /* --idle-swap-after 0: an interactive job that never swaps its idle memory out */
@@ -560,6 +563,14 @@ static void submit_refuses_bad_command_lines_with_exit_1(void **state)
             cli(&r, "submit", "idle", "-p", "p1", "--idle-swap-after", idle[i], "--", "true", NULL),
             1);
         assert_non_null(strstr(r.err, "--idle-swap-after"));
+        run_free(&r);
+    }
+    const char *grace[] = {"later", "-1s", "25h"};
+    for (size_t i = 0; i < sizeof(grace) / sizeof(grace[0]); i++) {
+        assert_int_equal(
+            cli(&r, "submit", "grace", "-p", "p1", "--grace-period", grace[i], "--", "true", NULL),
+            1);
+        assert_non_null(strstr(r.err, "--grace-period"));
         run_free(&r);
     }
     ts_it_db_digest(&srv, after);

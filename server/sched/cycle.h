@@ -109,6 +109,9 @@ struct cycle {
     struct diag_cache *diag;   /* reason.c: node scans by request signature */
     bool vindex;               /* victims.c: the index is built */
     int *node_stamp;           /* victims.c: nodes seen by the current search */
+    uint32_t *node_ver;        /* victims.c: bumps when a node's jobs or room change */
+    struct memo *node_fail;    /* victims.c: preemption failures by request, project
+                                  and node -> node_ver << 16 | priority */
     int stamp;
     bool nomem;
 };
@@ -162,6 +165,8 @@ bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *nod
 /* The index behind it: each project's running jobs that may be stopped, in
  * candidate order. Built once the projects are; kept by list_add/list_del. */
 bool victims_index_build(struct cycle *cy);
+/* node's jobs or room changed: failures remembered there are stale */
+void victims_node_changed(struct cycle *cy, int node);
 void victims_index_add(struct cycle *cy, int v);
 void victims_index_del(struct cycle *cy, int v);
 void victims_index_free(struct cycle *cy);
@@ -186,5 +191,7 @@ bool memo_has(const struct memo *m, uint64_t key);
 bool memo_get(const struct memo *m, uint64_t key, uint64_t *val);
 void memo_add(struct memo *m, uint64_t key);
 void memo_put(struct memo *m, uint64_t key, uint64_t val);
+/* h and x mixed into a key (never 0) */
+uint64_t memo_fold(uint64_t h, uint64_t x);
 
 #endif /* TS_SERVER_SCHED_CYCLE_H */

@@ -73,12 +73,14 @@ static void list_add(struct cycle *cy, int j)
         cy->jobs[J->next].prev = j;
     cy->node_head[J->node] = j;
     victims_index_add(cy, j);
+    victims_node_changed(cy, J->node);
 }
 
 static void list_del(struct cycle *cy, int j)
 {
     struct job *J = &cy->jobs[j];
     victims_index_del(cy, j);
+    victims_node_changed(cy, J->node);
     if (J->prev >= 0)
         cy->jobs[J->prev].next = J->next;
     else
@@ -146,6 +148,7 @@ void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *s
 static void cycle_freed(struct cycle *cy, int node)
 {
     cy->free_epoch++;
+    victims_node_changed(cy, node);
     if (cy->nfreed == cy->capfreed) {
         size_t ncap = cy->capfreed ? cy->capfreed * 2 : 256;
         int *nv = realloc(cy->freed, ncap * sizeof(int));

@@ -168,6 +168,12 @@ static uint64_t fold(uint64_t h, uint64_t x)
     return z ^ (z >> 31);
 }
 
+uint64_t memo_fold(uint64_t h, uint64_t x)
+{
+    uint64_t z = fold(h, x);
+    return z ? z : 1; /* 0 marks an empty slot */
+}
+
 uint64_t preq_signature(const struct preq *p, uint64_t salt)
 {
     uint64_t h = p->hash ? p->hash : preq_hash(p);

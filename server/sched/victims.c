@@ -196,6 +196,12 @@ static size_t vic_pos(const struct cycle *cy, const struct proj *P, const struct
     return lo;
 }
 
+void victims_node_changed(struct cycle *cy, int node)
+{
+    if (cy->node_ver != NULL)
+        cy->node_ver[node]++;
+}
+
 void victims_index_add(struct cycle *cy, int v)
 {
     const struct job *x = &cy->jobs[v];
@@ -234,7 +240,9 @@ void victims_index_del(struct cycle *cy, int v)
 bool victims_index_build(struct cycle *cy)
 {
     cy->node_stamp = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(int));
-    if (cy->node_stamp == NULL)
+    cy->node_ver = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(uint32_t));
+    cy->node_fail = memo_new();
+    if (cy->node_stamp == NULL || cy->node_ver == NULL || cy->node_fail == NULL)
         return false;
     cy->vindex = true;
     for (size_t i = 0; i < cy->njobs; i++)
@@ -245,6 +253,8 @@ bool victims_index_build(struct cycle *cy)
 
 void victims_index_free(struct cycle *cy)
 {
+    memo_free(cy->node_fail);
+    cy->node_fail = NULL;
     if (cy->projs == NULL)
         return;
     for (size_t p = 0; p < cy->snap->nprojects; p++)
@@ -402,6 +412,14 @@ bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out
         memset(cy->node_stamp, 0, snap->nnodes * sizeof(int));
         cy->stamp = 1;
     }
+    /* preemption inside the project: a node where the candidates below
+     * priority b could not make room cannot with fewer (below any lower b)
+     * either, until it changes; the next job of the project with the same
+     * request skips it */
+    bool remember = !r->reclaim && r->below_priority >= 0 && r->below_priority <= 0xffff;
+    uint64_t base = remember ? preq_signature(&J->p, 0x4e4f4445ULL + (uint64_t)J->project * 7919u +
+                                                         (uint64_t)(r->min_free * 1000.0))
+                             : 0;
     for (;;) {
         int bx = -1, bl = -1;
         for (int l = 0; l < nl; l++) {
@@ -431,9 +449,17 @@ bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out
         if (cy->node_stamp[node] == cy->stamp)
             continue;
         cy->node_stamp[node] = cy->stamp;
-        int nchosen;
-        if (!node_victims(cy, j, r, node, touched, dtouched, chosen, &nchosen))
+        uint64_t key = remember ? memo_fold(base, (uint64_t)node) : 0, seen;
+        if (remember && memo_get(cy->node_fail, key, &seen) && seen >> 16 == cy->node_ver[node] &&
+            (int)(seen & 0xffff) >= r->below_priority)
             continue;
+        int nchosen;
+        if (!node_victims(cy, j, r, node, touched, dtouched, chosen, &nchosen)) {
+            if (remember)
+                memo_put(cy->node_fail, key,
+                         (uint64_t)cy->node_ver[node] << 16 | (uint64_t)r->below_priority);
+            continue;
+        }
         struct vset vs = vset_of(cy, chosen, nchosen);
         if (best_node < 0 || vset_better(&vs, &best) ||
             (!vset_better(&best, &vs) && snap->nodes[node].id < snap->nodes[best_node].id)) {

@@ -30,9 +30,19 @@
  * (/metrics). --sweep 100,1000,2000 runs each size on a new server and prints
  * one row each.
  *
+ * --replicas 2: a second server on the first one's PostgreSQL (--database),
+ * started once the first leads the scheduler loop; half the nodes talk to
+ * each, and a node whose server does not answer goes to the other (what a
+ * load balancer in front of the replicas does). --kill-leader-at S kills the
+ * leader (SIGKILL; its PostgreSQL lives on) S seconds into the window and
+ * prints the take-over: how long until the survivor leads and binds again,
+ * ends the fleet had accepted that the database does not have (lost
+ * reports), jobs started on two nodes at once or bound a second time
+ * (duplicate binds). The row's CPU is then the survivor's and PostgreSQL's.
+ *
  *   bench_fleet [--nodes N] [--gpus 8] [--jobs 10000] [--running 5000]
  *               [--churn 20] [--seconds S] [--warmup S] [--threads T]
- *               [--sweep N1,N2,...]
+ *               [--sweep N1,N2,...] [--replicas 2 [--kill-leader-at S]]
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -71,7 +81,11 @@ static struct {
     bool pgss; /* profile the window's statements with pg_stat_statements */
     int sweep[SWEEP_MAX];
     int nsweep;
-} opt = {.nodes = 100,
+    int replicas;
+    double kill_at; /* seconds into the window; < 0: never */
+} opt = {.replicas = 1,
+         .kill_at = -1,
+         .nodes = 100,
          .gpus = 8,
          .threads = 2,
          .jobs = 10000,
@@ -106,6 +120,8 @@ static double rnd(unsigned *s)
 /* ---- what one size's run shares ----------------------------------------- */
 
 static struct ts_it_server srv;
+static struct ts_it_server srv2; /* --replicas 2: the second replica */
+static struct ts_it_server *survivor = &srv; /* where submissions and metrics go */
 static char agent_token[128];
 static atomic_bool stopping;
 static atomic_bool measuring;
@@ -114,6 +130,11 @@ static atomic_llong finished; /* churn jobs whose end the server accepted */
 
 /* per job id: when its submission was sent, when an agent first saw it */
 static double *submitted_at, *bound_at;
+/* per job id: the node running it + 1 (0: none); its end accepted by a
+ * server; for the take-over's checks */
+static int *running_on;
+static bool *end_accepted;
+static atomic_long dup_runs, rebinds;
 static pthread_mutex_t ids_mu = PTHREAD_MUTEX_INITIALIZER;
 
 struct lat {
@@ -184,6 +205,7 @@ struct slot {
 
 struct node {
     char name[32];
+    int replica; /* the server it talks to: 0 srv, 1 srv2 */
     int pid_base;
     int64_t generation; /* -1: none yet */
     bool registered;
@@ -243,7 +265,8 @@ static void slot_start(struct fthread *t, struct slot *s, enum slot_kind kind, c
                        const char *path, const char *body, long timeout_s)
 {
     char url[256];
-    snprintf(url, sizeof(url), "%s/api/v1/nodes/%s%s", srv.url, s->node->name, path);
+    snprintf(url, sizeof(url), "%s/api/v1/nodes/%s%s", s->node->replica ? srv2.url : srv.url,
+             s->node->name, path);
     curl_easy_setopt(s->h, CURLOPT_URL, url);
     if (body) {
         curl_easy_setopt(s->h, CURLOPT_COPYPOSTFIELDS, body);
@@ -356,6 +379,12 @@ static struct sjob *find_job(struct node *n, int64_t id, int attempt)
 
 static void drop_job(struct node *n, int i)
 {
+    int64_t id = n->jobs[i].id;
+    if (id > 0 && id < IDS_MAX) {
+        pthread_mutex_lock(&ids_mu);
+        running_on[id] = 0;
+        pthread_mutex_unlock(&ids_mu);
+    }
     n->jobs[i] = n->jobs[--n->njobs];
 }
 
@@ -380,6 +409,16 @@ static void apply_desired(struct fthread *t, struct node *n, json_t *d, double n
             pthread_mutex_unlock(&ids_mu);
         }
         struct sjob *j = find_job(n, id, attempt);
+        if (j == NULL && strcmp(action, "run") == 0 && id > 0 && id < IDS_MAX) {
+            int here = (int)(n - t->nodes) + 1;
+            pthread_mutex_lock(&ids_mu);
+            if (running_on[id] != 0 && running_on[id] != here)
+                atomic_fetch_add(&dup_runs, 1);
+            running_on[id] = here;
+            pthread_mutex_unlock(&ids_mu);
+            if (attempt > 1)
+                atomic_fetch_add(&rebinds, 1);
+        }
         if (j == NULL && strcmp(action, "run") == 0 && n->njobs < NODE_JOBS_MAX) {
             j = &n->jobs[n->njobs++];
             memset(j, 0, sizeof(*j));
@@ -437,6 +476,8 @@ static void slot_done(struct fthread *t, struct slot *s, CURLcode cc)
     curl_multi_remove_handle(t->m, s->h);
     s->busy = false;
     bool ok = cc == CURLE_OK && status == 200;
+    if (cc != CURLE_OK && opt.replicas > 1)
+        n->replica = !n->replica; /* its server is gone: the balancer sends it on */
     switch (s->kind) {
     case S_REGISTER:
         if (ok) {
@@ -477,6 +518,8 @@ static void slot_done(struct fthread *t, struct slot *s, CURLcode cc)
                 if (j->phase == J_EXITED && j->final_seq != 0 && j->final_seq <= s->seq) {
                     if (j->churn)
                         atomic_fetch_add(&finished, 1);
+                    if (!j->signal && j->id > 0 && j->id < IDS_MAX)
+                        end_accepted[j->id] = true;
                     drop_job(n, i);
                 }
             }
@@ -629,7 +672,7 @@ static struct {
 static void *submitter_run(void *arg)
 {
     (void)arg;
-    struct ts_client *c = ts_it_client(&srv, TS_IT_ADMIN_TOKEN);
+    struct ts_client *c = ts_it_client(survivor, TS_IT_ADMIN_TOKEN);
     unsigned rng = 88172645u;
     double credit = 0, last = now_s();
     while (!atomic_load(&stopping)) {
@@ -710,7 +753,7 @@ static void on_signal(int sig)
  * setsid: not the server's child) and every process it started. */
 static double server_cpu(double *pg_out)
 {
-    double server = proc_cpu(srv.pid, NULL);
+    double server = proc_cpu(survivor->pid, NULL);
     long pm = postmaster_pid();
     double pg = pm > 0 ? proc_cpu(pm, NULL) : 0;
     FILE *ls = popen("ls /proc", "r");
@@ -744,11 +787,12 @@ static double metric(const char *text, const char *name)
 
 static void read_metrics(struct sched_metrics *m)
 {
+    struct ts_it_server *s = survivor;
     *m = (struct sched_metrics){NAN, NAN, NAN, NAN};
     /* a saturated server answers 503 when no pooled connection frees up */
     for (int tries = 0; tries < 10 && isnan(m->cycles); tries++) {
         struct ts_response r;
-        long st = ts_it_req(srv.admin, "GET", "/metrics", NULL, NULL, &r);
+        long st = ts_it_req(s->admin, "GET", "/metrics", NULL, NULL, &r);
         if (st == 200) {
             m->cycles = metric(r.body.data, "tessera_scheduler_cycles_total");
             m->cycle_seconds = metric(r.body.data, "tessera_scheduler_cycle_seconds_total");
@@ -784,6 +828,13 @@ static void print_statements(int nodes, double window)
     free(out);
 }
 
+struct takeover {
+    bool done;
+    double leader_s, bind_s; /* from the kill until the survivor leads; binds again */
+    long accepted, lost;     /* ends the fleet had accepted; of them not in the database */
+    long dup_runs, rebinds, db_rebinds;
+};
+
 struct row {
     int nodes;
     long jobs, running_target;
@@ -800,12 +851,92 @@ struct row {
     long n503, nerr;
     char last_err[160];
     bool ok;
+    struct takeover tk;
 };
 
 static long sql_count(const char *sql)
 {
     char buf[32] = "";
     return ts_it_sql(&srv, sql, buf, sizeof(buf)) == 0 ? atol(buf) : -1;
+}
+
+/* ---- two replicas and a take-over ---------------------------------------- */
+
+/* tessera_scheduler_leader of s: 1 leads, 0 not, -1 no answer */
+static int leads(struct ts_it_server *s)
+{
+    struct ts_response r;
+    long st = ts_it_req(s->admin, "GET", "/metrics", NULL, NULL, &r);
+    double v = st == 200 ? metric(r.body.data, "tessera_scheduler_leader") : NAN;
+    if (st > 0)
+        ts_response_free(&r);
+    return isnan(v) ? -1 : v == 1;
+}
+
+/* The second replica on srv's PostgreSQL, once srv leads. */
+static int start_replica(const char *maxconn)
+{
+    double t0 = now_s();
+    while (leads(&srv) != 1)
+        if (now_s() - t0 > 30)
+            return -1;
+        else
+            sleep_s(0.1);
+    const char *args[] = {"--database", srv.conninfo, "--max-connections", maxconn, NULL};
+    if (ts_it_start(&srv2, NULL, args) != 0)
+        return -1;
+    snprintf(srv2.conninfo, sizeof(srv2.conninfo), "%s", srv.conninfo); /* for ts_it_sql */
+    survivor = &srv2;
+    return 0;
+}
+
+/* Kills the leader (srv) and waits until the survivor leads. */
+static double kill_leader(struct takeover *tk)
+{
+    double t_kill = now_s();
+    ts_it_crash(&srv);
+    server_pid = 0;
+    while (leads(&srv2) != 1 && now_s() - t_kill < 60)
+        sleep_s(0.02);
+    tk->leader_s = now_s() - t_kill;
+    tk->done = true;
+    return t_kill;
+}
+
+/* After the run: the first bind after the kill, and what was lost or done
+ * twice. */
+static void takeover_check(struct takeover *tk, double t_kill)
+{
+    double first = 0;
+    for (long id = 1; id < IDS_MAX; id++)
+        if (bound_at[id] > t_kill && (first == 0 || bound_at[id] < first))
+            first = bound_at[id];
+    tk->bind_s = first > 0 ? first - t_kill : NAN;
+    size_t cap = 64u << 20;
+    char *ids = malloc(cap);
+    bool *done = calloc(IDS_MAX, sizeof(bool));
+    if (ids && done &&
+        ts_it_sql(&srv2, "SELECT string_agg(id::text, ',') FROM job WHERE state = 'succeeded'", ids,
+                  cap) == 0)
+        for (char *p = ids; *p;) {
+            long id = strtol(p, &p, 10);
+            if (id > 0 && id < IDS_MAX)
+                done[id] = true;
+            if (*p == ',')
+                p++;
+            else
+                break;
+        }
+    for (long id = 1; id < IDS_MAX; id++)
+        if (end_accepted[id]) {
+            tk->accepted++;
+            tk->lost += !done[id];
+        }
+    free(ids);
+    free(done);
+    tk->dup_runs = atomic_load(&dup_runs);
+    tk->rebinds = atomic_load(&rebinds);
+    tk->db_rebinds = sql_count("SELECT count(*) FROM job WHERE attempt > 1");
 }
 
 static int run_size(int nodes, struct row *row)
@@ -827,6 +958,10 @@ static int run_size(int nodes, struct row *row)
     atomic_store(&submit_503, 0);
     memset(submitted_at, 0, IDS_MAX * sizeof(double));
     memset(bound_at, 0, IDS_MAX * sizeof(double));
+    memset(running_on, 0, IDS_MAX * sizeof(int));
+    memset(end_accepted, 0, IDS_MAX * sizeof(bool));
+    atomic_store(&dup_runs, 0);
+    atomic_store(&rebinds, 0);
 
     char maxconn[32];
     snprintf(maxconn, sizeof(maxconn), "%d", 2 * nodes + 256);
@@ -859,6 +994,11 @@ static int run_size(int nodes, struct row *row)
         return -1;
     }
 
+    if (opt.replicas > 1 && start_replica(maxconn) != 0) {
+        fprintf(stderr, "bench_fleet: could not start the second replica\n");
+        return -1;
+    }
+
     /* the jobs first: submitted while no node is there to bind them, the
      * fill takes seconds; with the fleet reporting, minutes */
     double mean_s = row->churn > 0 ? (double)row->running_target / row->churn : 1e6;
@@ -876,6 +1016,7 @@ static int run_size(int nodes, struct row *row)
         snprintf(all[i].name, sizeof(all[i].name), "fleet-%05d", i);
         all[i].generation = -1;
         all[i].pid_base = 1000 + i;
+        all[i].replica = opt.replicas > 1 ? i % 2 : 0;
     }
     for (int k = 0; k < nt; k++) {
         struct fthread *t = &th[k];
@@ -924,7 +1065,16 @@ static int run_size(int nodes, struct row *row)
         ts_it_sql(&srv, "SELECT pg_stat_statements_reset()", out, sizeof(out));
     }
     atomic_store(&measuring, true);
-    sleep_s(opt.seconds);
+    double t_kill = 0;
+    if (opt.replicas > 1 && opt.kill_at >= 0 && opt.kill_at < opt.seconds) {
+        sleep_s(opt.kill_at);
+        t_kill = kill_leader(&row->tk);
+        double left = opt.seconds - (now_s() - w0);
+        if (left > 0)
+            sleep_s(left);
+    } else {
+        sleep_s(opt.seconds);
+    }
     atomic_store(&measuring, false);
     double w1 = now_s();
     double cpu1 = server_cpu(&pg1);
@@ -951,6 +1101,8 @@ static int run_size(int nodes, struct row *row)
         if (t->last_err[0])
             snprintf(row->last_err, sizeof(row->last_err), "%s", t->last_err);
     }
+    if (row->tk.done)
+        takeover_check(&row->tk, t_kill);
     row->n503 += atomic_load(&submit_503);
     row->nerr += atomic_load(&submit_err);
     for (long id = 1; id < IDS_MAX; id++) {
@@ -998,7 +1150,20 @@ static int run_size(int nodes, struct row *row)
     }
     free(th);
     free(all);
-    int rc = ts_it_stop(&srv);
+    int rc = 0;
+    if (opt.replicas > 1) {
+        rc = ts_it_stop(&srv2);
+        ts_it_cleanup(&srv2);
+        survivor = &srv;
+    }
+    if (row->tk.done) { /* start the first again (adopting its PostgreSQL) to stop it */
+        char dir[256];
+        snprintf(dir, sizeof(dir), "%s", srv.dir);
+        if (ts_it_start(&srv, dir, NULL) != 0)
+            rc = -1;
+    }
+    if (ts_it_stop(&srv) != 0)
+        rc = -1;
     server_pid = 0;
     pm_pid = 0;
     if (getenv("TS_FLEET_KEEP") == NULL)
@@ -1048,6 +1213,10 @@ static int parse_args(int argc, char **argv)
             opt.warmup = atof(v);
         else if (strcmp(a, "--threads") == 0)
             opt.threads = atoi(v);
+        else if (strcmp(a, "--replicas") == 0)
+            opt.replicas = atoi(v);
+        else if (strcmp(a, "--kill-leader-at") == 0)
+            opt.kill_at = atof(v);
         else if (strcmp(a, "--pgss") == 0) {
             opt.pgss = true;
             continue;
@@ -1067,7 +1236,8 @@ static int parse_args(int argc, char **argv)
         if (opt.sweep[i] < 1 || opt.sweep[i] > 100000)
             return -1;
     if (opt.gpus < 1 || opt.gpus > GPUS_MAX || opt.threads < 1 || opt.threads > 64 ||
-        opt.seconds <= 0 || opt.warmup < 0 || opt.running < 0 || opt.churn < 0)
+        opt.seconds <= 0 || opt.warmup < 0 || opt.running < 0 || opt.churn < 0 ||
+        opt.replicas < 1 || opt.replicas > 2 || (opt.kill_at >= 0 && opt.replicas < 2))
         return -1;
     return 0;
 }
@@ -1077,7 +1247,7 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv) != 0) {
         fprintf(stderr, "usage: bench_fleet [--nodes N] [--gpus 8] [--jobs 10000] [--running 5000]"
                         " [--churn 20] [--seconds S] [--warmup S] [--threads T]"
-                        " [--sweep N1,N2,...] [--pgss]\n"
+                        " [--sweep N1,N2,...] [--pgss] [--replicas 2 [--kill-leader-at S]]\n"
                         "  --jobs, --running and --churn are at 1,000 nodes; each size scales"
                         " them\n");
         return 2;
@@ -1087,7 +1257,9 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_signal);
     submitted_at = calloc(IDS_MAX, sizeof(double));
     bound_at = calloc(IDS_MAX, sizeof(double));
-    if (submitted_at == NULL || bound_at == NULL)
+    running_on = calloc(IDS_MAX, sizeof(int));
+    end_accepted = calloc(IDS_MAX, sizeof(bool));
+    if (submitted_at == NULL || bound_at == NULL || running_on == NULL || end_accepted == NULL)
         return 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     printf("bench_fleet: %d GPUs of 80 GiB a node; at 1,000 nodes %.0f jobs, %.0f running,"
@@ -1110,8 +1282,20 @@ int main(int argc, char **argv)
         print_header();
         for (int k = 0; k <= i; k++)
             print_row(&rows[k]);
+        const struct takeover *tk = &rows[i].tk;
+        if (tk->done) {
+            printf("take-over at %d nodes: the survivor led %.2f s after the kill and bound"
+                   " again after %.2f s; %ld ends accepted, %ld lost; %ld jobs run on two nodes"
+                   " at once, %ld bound again (%ld in the database)\n",
+                   opt.sweep[i], tk->leader_s, tk->bind_s, tk->accepted, tk->lost, tk->dup_runs,
+                   tk->rebinds, tk->db_rebinds);
+            if (tk->lost || tk->dup_runs || tk->db_rebinds || !(tk->leader_s <= 2))
+                failed = 1;
+        }
     }
     free(submitted_at);
     free(bound_at);
+    free(running_on);
+    free(end_accepted);
     return failed;
 }

@@ -110,6 +110,10 @@ TS_HANDLER(ts_h_metrics)
     struct ts_job_count *counts;
     size_t n;
     enum ts_err e = ts_store_job_counts(conn, r->arena, &counts, &n, err);
+    double age = 0;
+    int64_t age_nodes = 0;
+    if (e == TS_OK)
+        e = ts_store_report_age(conn, &age, &age_nodes, err);
     if (e != TS_OK)
         return e;
     /* a project-limited token: only its projects' names */
@@ -164,6 +168,43 @@ TS_HANDLER(ts_h_metrics)
                   "tessera_scheduler_decisions_total{action=\"stop\"} %lld\n",
                   st.leader ? 1 : 0, (long long)st.cycles, (long long)st.sweeps, st.cycle_seconds,
                   st.last_cycle_seconds, (long long)st.binds, (long long)st.stops);
+    struct ts_db_pool_stats ps;
+    ts_db_pool_stats(c->srv->db, &ps);
+    ts_buf_printf(&b,
+                  "# HELP tessera_db_pool_connections Database connections in this replica's "
+                  "pool (--db-pool).\n"
+                  "# TYPE tessera_db_pool_connections gauge\n"
+                  "tessera_db_pool_connections %d\n"
+                  "# HELP tessera_db_pool_in_use Connections lent out now.\n"
+                  "# TYPE tessera_db_pool_in_use gauge\n"
+                  "tessera_db_pool_in_use %d\n"
+                  "# HELP tessera_db_pool_acquires_total Connections lent out.\n"
+                  "# TYPE tessera_db_pool_acquires_total counter\n"
+                  "tessera_db_pool_acquires_total %llu\n"
+                  "# HELP tessera_db_pool_waits_total Requests for a connection that found none "
+                  "free and waited.\n"
+                  "# TYPE tessera_db_pool_waits_total counter\n"
+                  "tessera_db_pool_waits_total %llu\n"
+                  "# HELP tessera_db_pool_wait_seconds_total Time spent waiting for a "
+                  "connection.\n"
+                  "# TYPE tessera_db_pool_wait_seconds_total counter\n"
+                  "tessera_db_pool_wait_seconds_total %.6f\n"
+                  "# HELP tessera_db_pool_timeouts_total Waits that ran out (the request "
+                  "answered 503).\n"
+                  "# TYPE tessera_db_pool_timeouts_total counter\n"
+                  "tessera_db_pool_timeouts_total %llu\n",
+                  ps.size, ps.in_use, (unsigned long long)ps.acquires,
+                  (unsigned long long)ps.waits, ps.wait_seconds, (unsigned long long)ps.timeouts);
+    ts_buf_printf(&b,
+                  "# HELP tessera_report_age_max_seconds Time since the stalest report among "
+                  "nodes that are not lost (ready or drained): the reports' lag.\n"
+                  "# TYPE tessera_report_age_max_seconds gauge\n"
+                  "tessera_report_age_max_seconds %.3f\n"
+                  "# HELP tessera_report_nodes Nodes whose reports count in "
+                  "tessera_report_age_max_seconds.\n"
+                  "# TYPE tessera_report_nodes gauge\n"
+                  "tessera_report_nodes %lld\n",
+                  age, (long long)age_nodes);
     ts_buf_printf(&b,
                   "# HELP tessera_build_info Version of this server.\n"
                   "# TYPE tessera_build_info gauge\n"

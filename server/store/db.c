@@ -44,6 +44,7 @@ struct ts_db {
     int nfree;
     struct ts_dbconn *conns;     /* owned array of size */
     struct ts_dbconn **freelist; /* owned stack of nfree borrowed pointers */
+    struct ts_db_pool_stats st;  /* under mu */
 };
 
 /* Route server notices and warnings to our log instead of libpq's stderr. */
@@ -230,7 +231,11 @@ struct ts_dbconn *ts_db_acquire(struct ts_db *db, int timeout_ms, struct ts_erro
     }
 
     struct ts_dbconn *c = NULL;
+    struct timespec w0, w1;
     pthread_mutex_lock(&db->mu);
+    bool waited = db->nfree == 0;
+    if (waited)
+        clock_gettime(CLOCK_MONOTONIC, &w0);
     while (db->nfree == 0) {
         int rc = timeout_ms > 0 ? pthread_cond_timedwait(&db->cv, &db->mu, &deadline) : ETIMEDOUT;
         if (rc == ETIMEDOUT && db->nfree == 0)
@@ -238,6 +243,16 @@ struct ts_dbconn *ts_db_acquire(struct ts_db *db, int timeout_ms, struct ts_erro
     }
     if (db->nfree > 0)
         c = db->freelist[--db->nfree];
+    if (waited) {
+        clock_gettime(CLOCK_MONOTONIC, &w1);
+        db->st.waits++;
+        db->st.wait_seconds +=
+            (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9;
+    }
+    if (c != NULL)
+        db->st.acquires++;
+    else
+        db->st.timeouts++;
     pthread_mutex_unlock(&db->mu);
 
     if (c == NULL) {
@@ -273,6 +288,15 @@ void ts_db_release(struct ts_db *db, struct ts_dbconn *c)
     pthread_mutex_lock(&db->mu);
     db->freelist[db->nfree++] = c;
     pthread_cond_signal(&db->cv);
+    pthread_mutex_unlock(&db->mu);
+}
+
+void ts_db_pool_stats(struct ts_db *db, struct ts_db_pool_stats *out)
+{
+    pthread_mutex_lock(&db->mu);
+    *out = db->st;
+    out->size = db->size;
+    out->in_use = db->size - db->nfree;
     pthread_mutex_unlock(&db->mu);
 }
 

@@ -10,6 +10,7 @@
 
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "api/err.h"
 
@@ -26,6 +27,16 @@ void ts_db_close(struct ts_db *db);  /* NULL is a no-op; all connections must be
  * database cannot be reached. Give it back with ts_db_release. */
 struct ts_dbconn *ts_db_acquire(struct ts_db *db, int timeout_ms, struct ts_error *err);
 void ts_db_release(struct ts_db *db, struct ts_dbconn *c);
+
+/* The pool's figures since it opened, for /metrics. */
+struct ts_db_pool_stats {
+    int size, in_use;
+    uint64_t acquires; /* connections handed out */
+    uint64_t waits;    /* acquires that found none free and waited */
+    uint64_t timeouts; /* waits that ran out */
+    double wait_seconds;
+};
+void ts_db_pool_stats(struct ts_db *db, struct ts_db_pool_stats *out);
 
 PGconn *ts_dbconn_pg(struct ts_dbconn *c);  /* borrowed */
 

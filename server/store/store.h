@@ -289,6 +289,10 @@ struct ts_job_count {
     const char *state;
     int64_t count;
 };
+/* The age of the stalest report among the nodes that are not lost (ready
+ * or drained), in seconds (0 when there is none), and how many nodes. */
+enum ts_err ts_store_report_age(struct ts_dbconn *c, double *max_age_s, int64_t *nodes,
+                                struct ts_error *err);
 enum ts_err ts_store_job_counts(struct ts_dbconn *c, struct ts_arena *a, struct ts_job_count **out,
                                 size_t *n, struct ts_error *err);
 

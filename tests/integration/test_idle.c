@@ -5,8 +5,10 @@
  * a second. Counted through /metrics (tessera_scheduler_cycles_total and
  * tessera_scheduler_sweeps_total), never timed: before, an idle server ran
  * hundreds of cycles a second (its own sweep woke the next one) and every
- * agent report woke one.
+ * agent report woke one. Also the figures that tell a loaded control plane
+ * from an idle one: the reports' lag and the database pool's waits.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -222,6 +224,90 @@ static void a_long_poll_that_waits_is_timed_apart(void **state)
     wait_count(held, h0 + 1);
 }
 
+/* The reports' lag: the stalest report among the nodes that are not lost.
+ * A node that falls silent ages it; once it reports again, it is young. */
+static void the_report_age_follows_the_silent_node(void **state)
+{
+    (void)state;
+    assert_true(metric("tessera_report_nodes") == NODES);
+    ts_ap_heartbeat("n05", false);
+    usleep(3000 * 1000);
+    double age = metric("tessera_report_age_max_seconds");
+    fprintf(stderr, "report age after 3 s of silence: %.2f s\n", age);
+    assert_true(age >= 2.9);
+    ts_ap_heartbeat("n05", true);
+    double end = ts_ap_now_s() + 20;
+    while ((age = metric("tessera_report_age_max_seconds")) >= 2.9) {
+        assert_true(ts_ap_now_s() < end);
+        usleep(100 * 1000);
+    }
+}
+
+/* The database pool's waits: ten clients at once through a pool of one
+ * connection wait for it, and the figures add up. */
+struct burst {
+    pthread_t t;
+    struct ts_it_server *s;
+    int ok;
+};
+
+static void *burst_run(void *arg)
+{
+    struct burst *b = arg;
+    struct ts_client *c = ts_it_client(b->s, TS_IT_ADMIN_TOKEN);
+    for (int i = 0; i < 30; i++)
+        b->ok += ts_it_req(c, "GET", "/api/v1/jobs", NULL, NULL, NULL) == 200;
+    ts_client_free(c);
+    return NULL;
+}
+
+static double metric_of(struct ts_it_server *s, const char *name)
+{
+    struct ts_response r;
+    assert_int_equal(ts_it_req(s->admin, "GET", "/metrics", NULL, NULL, &r), 200);
+    char want[256];
+    snprintf(want, sizeof(want), "\n%s ", name);
+    const char *at = strstr(r.body.data, want);
+    if (at == NULL)
+        fail_msg("/metrics has no %s", name);
+    double v = strtod(at + strlen(want), NULL);
+    ts_response_free(&r);
+    return v;
+}
+
+static void the_database_pool_counts_its_waits(void **state)
+{
+    (void)state;
+    struct ts_it_server one;
+    const char *args[] = {"--db-pool", "1", NULL};
+    assert_int_equal(ts_it_start(&one, NULL, args), 0);
+    assert_true(metric_of(&one, "tessera_db_pool_connections") == 1);
+    double a0 = metric_of(&one, "tessera_db_pool_acquires_total");
+    double w0 = metric_of(&one, "tessera_db_pool_waits_total");
+    struct burst b[10];
+    for (int i = 0; i < 10; i++) {
+        b[i] = (struct burst){.s = &one};
+        pthread_create(&b[i].t, NULL, burst_run, &b[i]);
+    }
+    int ok = 0;
+    for (int i = 0; i < 10; i++) {
+        pthread_join(b[i].t, NULL);
+        ok += b[i].ok;
+    }
+    assert_int_equal(ok, 300);
+    double acquires = metric_of(&one, "tessera_db_pool_acquires_total") - a0;
+    double waits = metric_of(&one, "tessera_db_pool_waits_total") - w0;
+    fprintf(stderr, "300 requests: %.0f acquires, %.0f waits, %.3f s waited\n", acquires, waits,
+            metric_of(&one, "tessera_db_pool_wait_seconds_total"));
+    assert_true(acquires >= 300);
+    assert_true(waits > 0 && waits <= acquires);
+    assert_true(metric_of(&one, "tessera_db_pool_wait_seconds_total") > 0);
+    assert_true(metric_of(&one, "tessera_db_pool_timeouts_total") == 0);
+    assert_true(metric_of(&one, "tessera_db_pool_in_use") <= 1);
+    assert_int_equal(ts_it_stop(&one), 0);
+    ts_it_cleanup(&one);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -231,6 +317,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(twenty_reporting_agents_wake_no_cycles),
         cmocka_unit_test(a_change_wakes_a_cycle_and_the_clock_ends_a_protection),
         cmocka_unit_test(a_long_poll_that_waits_is_timed_apart),
+        cmocka_unit_test(the_report_age_follows_the_silent_node),
+        cmocka_unit_test(the_database_pool_counts_its_waits),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

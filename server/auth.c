@@ -5,6 +5,9 @@
  *   viewer  reads (of its projects when it was given some)
  *   agent   only the node endpoints, and of the nodes its token names
  *           (a token naming none acts for any node)
+ * With --tls-client-ca (mTLS), an agent token is accepted only over a
+ * connection whose client certificate chains to that CA; a certificate any
+ * other client sends must chain to it too. People's tokens need none.
  */
 #include "server/auth.h"
 
@@ -13,7 +16,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/log.h"
 #include "server/authcache.h"
+#include "server/http/tls.h"
 #include "server/routes.h"
 #include "server/store/store.h"
 
@@ -75,6 +80,34 @@ static bool role_allows(enum ts_role role, enum ts_access access, const char *me
     return false;
 }
 
+/* mTLS (--tls-client-ca): the client certificate the token t comes with. */
+static enum ts_err client_cert_check(const struct ts_ctx *ctx, const struct ts_token_auth *t,
+                                     struct ts_error *err)
+{
+    if (ctx->srv->cfg.tls_client_ca == NULL)
+        return TS_OK;
+    char why[512];
+    enum ts_http_peer p = ts_http_client_cert(ctx->req, why, sizeof(why));
+    if (p == TS_HTTP_PEER_REFUSED) {
+        ts_error_set(err, TS_ERR_FORBIDDEN,
+                     "the client certificate is not signed by a CA this server trusts: %s", why);
+        ts_error_hint(err, "use a certificate issued by the server's --tls-client-ca, or none");
+        return TS_ERR_FORBIDDEN;
+    }
+    if (p == TS_HTTP_PEER_NONE && t->role == TS_ROLE_AGENT) {
+        ts_error_set(err, TS_ERR_FORBIDDEN,
+                     "token \"%s\" has the agent role: it is accepted only with a client "
+                     "certificate, and this connection sent none",
+                     t->name);
+        ts_error_hint(err, "give the agent --cert FILE and --key FILE, a certificate issued by "
+                           "the server's --tls-client-ca");
+        return TS_ERR_FORBIDDEN;
+    }
+    if (p == TS_HTTP_PEER_VERIFIED && t->role == TS_ROLE_AGENT)
+        ts_log_debug("agent token \"%s\" with client certificate \"%s\"", t->name, why);
+    return TS_OK;
+}
+
 enum ts_err ts_auth_check(struct ts_ctx *ctx, enum ts_access access, struct ts_error *err)
 {
     if (access == TS_ACCESS_PUBLIC)
@@ -109,6 +142,9 @@ enum ts_err ts_auth_check(struct ts_ctx *ctx, enum ts_access access, struct ts_e
     ctx->who.nprojects = t.nprojects;
     ctx->who.nodes = t.nodes;
     ctx->authenticated = true;
+    enum ts_err ce = client_cert_check(ctx, &t, err);
+    if (ce != TS_OK)
+        return ce;
     if (!role_allows(t.role, access, ctx->req->method)) {
         return ts_error_set(err, TS_ERR_FORBIDDEN, "token \"%s\" with role %s may not %s %s",
                             t.name, ts_role_name(t.role), ctx->req->method, ctx->req->path);

@@ -18,6 +18,7 @@
 #include "server/auth.h"
 #include "server/authcache.h"
 #include "server/dispatch.h"
+#include "server/http/tls.h"
 #include "server/metrics.h"
 #include "server/notify.h"
 #include "server/schedloop.h"
@@ -105,8 +106,8 @@ static void write_addr(struct ts_server *srv)
     if (strcmp(host, "0.0.0.0") == 0)
         strcpy(host, "127.0.0.1");
     bool v6 = strchr(host, ':') != NULL;
-    snprintf(text, sizeof(text), "http://%s%s%s:%u\n", v6 ? "[" : "", host, v6 ? "]" : "",
-             ts_http_port(srv->http));
+    snprintf(text, sizeof(text), "%s://%s%s%s:%u\n", srv->tls ? "https" : "http", v6 ? "[" : "",
+             host, v6 ? "]" : "", ts_http_port(srv->http));
     struct ts_error err;
     if (write_file_0600(path, text, &err) != TS_OK)
         ts_log_warn("%s", err.message);
@@ -114,7 +115,19 @@ static void write_addr(struct ts_server *srv)
 
 static enum ts_err start(struct ts_server *srv, struct ts_error *err)
 {
-    enum ts_err e = prepare_data_dir(srv->cfg.data_dir, err);
+    enum ts_err e = TS_OK;
+    /* the HTTPS files first: a wrong one is said at once, before the
+     * database starts */
+    if (srv->cfg.tls_cert != NULL || srv->cfg.tls_key != NULL) {
+        e = ts_http_tls_load(srv->cfg.tls_cert, srv->cfg.tls_key, srv->cfg.tls_client_ca, &srv->tls,
+                             err);
+        if (e != TS_OK)
+            return e;
+    } else if (srv->cfg.tls_client_ca != NULL) {
+        return ts_error_set(err, TS_ERR_CONFIG,
+                            "--tls-client-ca needs HTTPS: give --tls-cert and --tls-key too");
+    }
+    e = prepare_data_dir(srv->cfg.data_dir, err);
     if (e != TS_OK)
         return e;
     const char *conninfo = srv->cfg.database;
@@ -155,6 +168,7 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
         return e;
     struct ts_http_config hc = {
         .listen = srv->cfg.listen,
+        .tls = srv->tls,
         .max_body = (size_t)srv->cfg.max_body,
         .max_connections = (unsigned)srv->cfg.max_connections,
         .connection_timeout = (unsigned)srv->cfg.connection_timeout,
@@ -172,8 +186,10 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
     if (e != TS_OK)
         return e;
     write_addr(srv);
-    ts_log_info("tessera-server %s listening on %s port=%u database=%s", TS_VERSION,
-                srv->cfg.listen, ts_http_port(srv->http), srv->pg ? "embedded" : "external");
+    ts_log_info("tessera-server %s listening on %s port=%u scheme=%s client_certificates=%s "
+                "database=%s",
+                TS_VERSION, srv->cfg.listen, ts_http_port(srv->http), srv->tls ? "https" : "http",
+                srv->cfg.tls_client_ca ? "agents" : "no", srv->pg ? "embedded" : "external");
     return TS_OK;
 }
 
@@ -195,6 +211,8 @@ static void stop(struct ts_server *srv)
     srv->metrics = NULL;
     ts_authcache_free(srv->auth_cache);
     srv->auth_cache = NULL;
+    ts_http_tls_free(srv->tls);
+    srv->tls = NULL;
 }
 
 int ts_server_run(struct ts_server *srv)

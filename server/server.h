@@ -20,6 +20,9 @@
 struct ts_server_config {
     char *data_dir;
     char *listen;
+    char *tls_cert;      /* HTTPS: PEM certificate (chain); NULL: plain HTTP */
+    char *tls_key;       /* its PEM private key */
+    char *tls_client_ca; /* mTLS: CAs of client certificates; agent tokens need one */
     char *database;    /* NULL: the embedded PostgreSQL in data_dir/pg */
     char *admin_token; /* secret: environment or config file only */
     char *pg_bindir;
@@ -61,6 +64,7 @@ struct ts_server {
     struct ts_pgembed *pg; /* NULL with --database */
     struct ts_db *db;
     struct ts_http *http;
+    struct ts_http_tls *tls; /* the HTTPS files, read at start; NULL: plain HTTP */
     struct ts_metrics *metrics;
     struct ts_authcache *auth_cache; /* NULL: off */
     struct ts_notify *notify;        /* LISTEN: tessera_node, tessera_sched, tessera_log */

@@ -4,13 +4,15 @@
 
 TS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
-# Debian 12 packages: build tools, libraries, PostgreSQL 15 (server and
-# client tools used by the tests), curl for the demo, Chromium and Node.js
-# for the dashboard's browser tests (npm too, unless node came with one).
+# Debian 12 packages: build tools, libraries (GnuTLS: libmicrohttpd's TLS,
+# for the server's HTTPS checks), PostgreSQL 15 (server and client tools used
+# by the tests), curl for the demo, openssl for the tests' certificates,
+# Chromium and Node.js for the dashboard's browser tests (npm too, unless node
+# came with one).
 TS_PACKAGES=(
   build-essential cmake pkg-config
-  libmicrohttpd-dev libjansson-dev libpq-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
-  postgresql postgresql-client curl ca-certificates procps
+  libmicrohttpd-dev libjansson-dev libpq-dev libcurl4-openssl-dev libssl-dev libcmocka-dev libgnutls28-dev
+  postgresql postgresql-client curl ca-certificates procps openssl
   chromium nodejs
 )
 

@@ -23,6 +23,7 @@
 #include "api/log.h"
 #include "api/wire.h"
 #include "server/http/problem.h"
+#include "server/http/tls.h"
 
 /* bodies up to this many times the limit are drained before a 413 */
 #define DRAIN_FACTOR 8
@@ -453,12 +454,27 @@ enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out
                      MHD_USE_AUTO | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    /* HTTPS: TLS 1.2 and 1.3 only; with a client CA every client is asked
+     * for a certificate (not required: tls.c checks it where it must be) */
+    struct MHD_OptionItem tls[5] = {{MHD_OPTION_END, 0, NULL}};
+    if (cfg->tls != NULL) {
+        flags |= MHD_USE_TLS;
+        int n = 0;
+        tls[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, cfg->tls->cert};
+        tls[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, cfg->tls->key};
+        tls[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                           (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"};
+        if (cfg->tls->client_ca != NULL)
+            tls[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, cfg->tls->client_ca};
+        tls[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    }
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)port, NULL, NULL, access_handler, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
         NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_URI_LOG_CALLBACK, uri_seen, h,
         MHD_OPTION_NOTIFY_COMPLETED, completed, h, MHD_OPTION_CONNECTION_LIMIT,
         cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, cfg->connection_timeout,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MEMORY_LIMIT, MHD_OPTION_ARRAY, tls,
+        MHD_OPTION_END);
     freeaddrinfo(ai);
     if (h->daemon == NULL) {
         free(h);

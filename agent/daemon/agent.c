@@ -30,6 +30,7 @@
 #include "agent/daemon/files.h"
 #include "agent/daemon/proc.h"
 #include "api/log.h"
+#include "api/tlsfiles.h"
 #include "api/units.h"
 
 #define TICK_MS 100
@@ -63,6 +64,12 @@ static int check_config(const struct ts_agent_config *c)
                                                     : NULL;
     if (missing != NULL) {
         fprintf(stderr, "tessera-agent: %s is required\n", missing);
+        return -1;
+    }
+    struct ts_error err;
+    ts_error_clear(&err);
+    if (ts_tlsfiles_check_client(c->ca, c->cert, c->key, &err) != TS_OK) {
+        fprintf(stderr, "tessera-agent: %s%s%s\n", err.message, err.hint[0] ? "; " : "", err.hint);
         return -1;
     }
     if (!ts_name_valid(c->node)) {

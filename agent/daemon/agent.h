@@ -27,6 +27,9 @@
 struct ts_agent_config {
     char *server;
     char *token_file;
+    char *ca;   /* https://: PEM CAs of the server's certificate; NULL: the system's */
+    char *cert; /* PEM client certificate (mTLS), with key; NULL: none */
+    char *key;
     char *node;
     char *data_dir;
     char *gpus;

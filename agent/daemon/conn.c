@@ -20,8 +20,10 @@ struct ts_conn {
     CURL *curl;
     char *base;
     char *token_file;
-    char *auth; /* "Authorization: Bearer ..." or NULL */
+    char *auth;            /* "Authorization: Bearer ..." or NULL */
+    char *ca, *cert, *key; /* TLS files, or NULL */
     const atomic_bool *stop;
+    char errbuf[CURL_ERROR_SIZE];
 };
 
 /* (Re)read the token file: its first line, blanks trimmed. */
@@ -48,16 +50,31 @@ static void load_token(struct ts_conn *c)
     free(t);
 }
 
-struct ts_conn *ts_conn_new(const char *base_url, const char *token_file, const atomic_bool *stop)
+/* A copy of s, or NULL; *bad set when s was given but could not be copied. */
+static char *copy(const char *s, bool *bad)
+{
+    char *d = s != NULL ? strdup(s) : NULL;
+    *bad = *bad || (s != NULL && d == NULL);
+    return d;
+}
+
+struct ts_conn *ts_conn_new(const char *base_url, const char *token_file,
+                            const struct ts_conn_tls *tls, const atomic_bool *stop)
 {
     struct ts_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return NULL;
+    bool bad = false;
     c->curl = curl_easy_init();
     c->base = strdup(base_url);
-    c->token_file = token_file != NULL ? strdup(token_file) : NULL;
+    c->token_file = copy(token_file, &bad);
+    if (tls != NULL) {
+        c->ca = copy(tls->ca, &bad);
+        c->cert = copy(tls->cert, &bad);
+        c->key = copy(tls->key, &bad);
+    }
     c->stop = stop;
-    if (c->curl == NULL || c->base == NULL || (token_file != NULL && c->token_file == NULL)) {
+    if (c->curl == NULL || c->base == NULL || bad) {
         ts_conn_free(c);
         return NULL;
     }
@@ -77,6 +94,9 @@ void ts_conn_free(struct ts_conn *c)
     free(c->base);
     free(c->token_file);
     free(c->auth);
+    free(c->ca);
+    free(c->cert);
+    free(c->key);
     free(c);
 }
 
@@ -106,6 +126,14 @@ static enum ts_err once(struct ts_conn *c, const char *method, const char *url, 
     hl = curl_slist_append(hl, "Expect:");
     CURL *h = c->curl;
     curl_easy_reset(h);
+    c->errbuf[0] = '\0';
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
+    if (c->ca != NULL)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
+    if (c->cert != NULL)
+        curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert);
+    if (c->key != NULL)
+        curl_easy_setopt(h, CURLOPT_SSLKEY, c->key);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
@@ -125,7 +153,7 @@ static enum ts_err once(struct ts_conn *c, const char *method, const char *url, 
     curl_slist_free_all(hl);
     if (rc != CURLE_OK)
         return ts_error_set(err, TS_ERR_IO, "could not reach the server: %s",
-                            curl_easy_strerror(rc));
+                            c->errbuf[0] != '\0' ? c->errbuf : curl_easy_strerror(rc));
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
     return TS_OK;
 }

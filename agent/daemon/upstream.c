@@ -327,7 +327,8 @@ static void *poll_main(void *arg)
         poll_file(a);
         return NULL;
     }
-    struct ts_conn *c = ts_conn_new(a->cfg.server, a->cfg.token_file, &a->stop);
+    const struct ts_conn_tls tls = {a->cfg.ca, a->cfg.cert, a->cfg.key};
+    struct ts_conn *c = ts_conn_new(a->cfg.server, a->cfg.token_file, &tls, &a->stop);
     if (c == NULL)
         return NULL;
     char base[512], path[640];
@@ -386,7 +387,9 @@ static void *ship_main(void *arg)
 {
     struct ts_agent *a = arg;
     struct ts_conn *c = NULL;
-    if (!a->file_mode && (c = ts_conn_new(a->cfg.server, a->cfg.token_file, &a->stop)) == NULL)
+    const struct ts_conn_tls tls = {a->cfg.ca, a->cfg.cert, a->cfg.key};
+    if (!a->file_mode &&
+        (c = ts_conn_new(a->cfg.server, a->cfg.token_file, &tls, &a->stop)) == NULL)
         return NULL;
     char base[512];
     node_path(a, base, sizeof(base));

@@ -116,10 +116,11 @@ static int cmd_config_view(struct ts_cli *cli, const struct ts_args *a)
     char tok[64];
     mask(c->token, tok, sizeof(tok));
     if (fmt == TS_OUT_JSON) {
-        json_t *o = json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:s}", "server", c->server,
-                              "server_from", c->server_from, "token", c->token ? tok : NULL,
-                              "token_from", c->token_from, "project", c->project, "project_from",
-                              c->project_from, "config_file", c->path);
+        json_t *o = json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:s?, s:s, s:s?, s:s?, s:s?}", "server",
+                              c->server, "server_from", c->server_from, "token",
+                              c->token ? tok : NULL, "token_from", c->token_from, "project",
+                              c->project, "project_from", c->project_from, "config_file", c->path,
+                              "ca", c->ca, "cert", c->cert, "key", c->key);
         ts_out_json(o);
         json_decref(o);
         return TS_EXIT_OK;
@@ -135,6 +136,12 @@ static int cmd_config_view(struct ts_cli *cli, const struct ts_args *a)
         printf("project:     %s (from %s)\n", c->project, c->project_from);
     else
         printf("project:     (none)\n");
+    if (c->ca)
+        printf("ca:          %s (from %s)\n", c->ca, c->ca_from);
+    if (c->cert)
+        printf("cert:        %s (from %s)\n", c->cert, c->cert_from);
+    if (c->key)
+        printf("key:         %s (from %s)\n", c->key, c->key_from);
     return TS_EXIT_OK;
 }
 
@@ -142,7 +149,8 @@ static int cmd_config_set(struct ts_cli *cli, const struct ts_args *a)
 {
     const char *key = a->pos[0], *value = a->pos[1];
     if (!ts_conf_key_valid(key))
-        return ts_cli_usage_error(cli, "unknown key \"%s\": server, token or project", key);
+        return ts_cli_usage_error(
+            cli, "unknown key \"%s\": server, token, project, ca, cert or key", key);
     struct ts_error err;
     ts_error_clear(&err);
     if (ts_conf_store(&cli->conf, key, value[0] ? value : NULL, &err) != TS_OK) {
@@ -248,8 +256,9 @@ const struct ts_cmd ts_cmds_session[] = {
      "Precedence: --server/--token/-p, then TESSERA_SERVER/TESSERA_TOKEN/TESSERA_PROJECT,\n"
      "then the config file, then http://127.0.0.1:8080 for the server.",
      output_opts, 0, 0, false, true, cmd_config_view},
-    {"config set", "KEY VALUE", "set server, token or project in the config file (\"\" removes it)",
-     NULL, NULL, 2, 2, false, true, cmd_config_set},
+    {"config set", "KEY VALUE",
+     "set server, token, project, ca, cert or key in the config file (\"\" removes it)", NULL, NULL,
+     2, 2, false, true, cmd_config_set},
     {"whoami", "[-o table|json]", "show the server, the token's role and projects", NULL,
      output_opts, 0, 0, false, false, cmd_whoami},
 };

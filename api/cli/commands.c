@@ -11,11 +11,18 @@
 #include "api/cli/out.h"
 #include "api/cli/table.h"
 #include "api/client/client.h"
+#include "api/tlsfiles.h"
 
 /* Options every command knows (besides -h, --help). */
 static const struct ts_opt global_opts[] = {
     {"server", 0, "URL", "the API server (else TESSERA_SERVER, the config file)", false},
     {"token", 0, "TOKEN", "the API token (else TESSERA_TOKEN, the config file)", false},
+    {"ca", 0, "FILE",
+     "PEM CAs an https:// server's certificate must chain to (else TESSERA_CA, "
+     "the config file, the system's)",
+     false},
+    {"cert", 0, "FILE", "PEM client certificate for a server that asks (else TESSERA_CERT)", false},
+    {"key", 0, "FILE", "the PEM private key of --cert (else TESSERA_KEY)", false},
     TS_OPT_END,
 };
 
@@ -89,15 +96,17 @@ static void print_commands(FILE *f, const char *prefix)
 
 static void print_top_help(FILE *f)
 {
-    fprintf(f, "usage: tessera [--server URL] [--token TOKEN] COMMAND [ARGS...]\n\n"
+    fprintf(f, "usage: tessera [--server URL] [--token TOKEN] [--ca FILE] COMMAND [ARGS...]\n\n"
                "Tessera shares GPUs between projects: submit jobs, see the queue and why a\n"
                "job waits, and (admins) manage quotas, nodes and tokens.\n\ncommands:\n");
     print_commands(f, NULL);
     fprintf(f, "\n'tessera COMMAND --help' describes a command. Server and token come from\n"
                "--server/--token, TESSERA_SERVER/TESSERA_TOKEN, or the config file written by\n"
-               "'tessera login'. Exit status: 0 ok, 1 usage, 2 server or network, 3 not found,\n"
-               "4 conflict or precondition, 5 authentication or permission, 6 a job that\n"
-               "submit --wait followed did not succeed.\n");
+               "'tessera login'. An https:// server's certificate is checked against --ca\n"
+               "(TESSERA_CA) or the system's CAs; --cert/--key (TESSERA_CERT, TESSERA_KEY)\n"
+               "give a client certificate. Exit status: 0 ok, 1 usage, 2 server or network,\n"
+               "3 not found, 4 conflict or precondition, 5 authentication or permission,\n"
+               "6 a job that submit --wait followed did not succeed.\n");
 }
 
 static void print_group_help(FILE *f, const char *word)
@@ -154,6 +163,11 @@ struct ts_client *ts_cli_client(struct ts_cli *cli)
 {
     if (cli->client == NULL) {
         cli->client = ts_client_new(cli->conf.server, cli->conf.token);
+        if (cli->client != NULL &&
+            ts_client_set_tls(cli->client, cli->conf.ca, cli->conf.cert, cli->conf.key) != 0) {
+            ts_client_free(cli->client);
+            cli->client = NULL;
+        }
         if (cli->client == NULL)
             fprintf(stderr, "error: out of memory\n");
     }
@@ -180,9 +194,16 @@ static int leading_globals(int argc, char **argv)
     int i = 0;
     while (i < argc) {
         const char *s = argv[i];
-        if (strcmp(s, "--server") == 0 || strcmp(s, "--token") == 0)
+        static const char *const globals[] = {"--server", "--token", "--ca", "--cert", "--key"};
+        bool valued = false, joined = false;
+        for (size_t g = 0; g < sizeof(globals) / sizeof(globals[0]); g++) {
+            size_t n = strlen(globals[g]);
+            valued = valued || strcmp(s, globals[g]) == 0;
+            joined = joined || (strncmp(s, globals[g], n) == 0 && s[n] == '=');
+        }
+        if (valued)
             i += 2;
-        else if (strncmp(s, "--server=", 9) == 0 || strncmp(s, "--token=", 8) == 0)
+        else if (joined)
             i += 1;
         else
             break;
@@ -223,9 +244,20 @@ static int run(const struct ts_cmd *c, int argc, char **argv)
         rc = ts_cli_usage_error(&cli, "unexpected arguments after --");
         goto out;
     }
-    if (ts_conf_load(&cli.conf, ts_args_get(&a, "server"), ts_args_get(&a, "token"), &err) !=
-        TS_OK) {
+    const struct ts_conf_flags flags = {ts_args_get(&a, "server"), ts_args_get(&a, "token"),
+                                        ts_args_get(&a, "ca"), ts_args_get(&a, "cert"),
+                                        ts_args_get(&a, "key")};
+    if (ts_conf_load(&cli.conf, &flags, &err) != TS_OK) {
         fprintf(stderr, "error: %s\n", err.message);
+        goto out;
+    }
+    /* the TLS files are checked before any request: a missing file or a key
+     * open to others is said as such, not as a failed connection */
+    if (!c->offline &&
+        ts_tlsfiles_check_client(cli.conf.ca, cli.conf.cert, cli.conf.key, &err) != TS_OK) {
+        fprintf(stderr, "error: %s\n", err.message);
+        if (err.hint[0])
+            fprintf(stderr, "hint: %s\n", err.hint);
         goto out;
     }
     /* -o wide asks for everything: no cell is cut, on a terminal either */

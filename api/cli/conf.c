@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const keys[] = {"server", "token", "project"};
+static const char *const keys[] = {"server", "token", "project", "ca", "cert", "key"};
 
 bool ts_conf_key_valid(const char *key)
 {
@@ -64,7 +64,7 @@ static enum ts_err read_file(struct ts_conf *c, struct ts_error *err)
         if (!ts_conf_key_valid(k))
             return ts_error_set(err, TS_ERR_CONFIG,
                                 "config file %s: unknown member \"%s\" (known: server, token, "
-                                "project)",
+                                "project, ca, cert, key)",
                                 c->path, k);
         if (!json_is_string(v))
             return ts_error_set(err, TS_ERR_CONFIG, "config file %s: \"%s\" must be a string",
@@ -95,8 +95,7 @@ static enum ts_err pick(struct ts_conf *c, const char *flag, const char *flag_na
     return *out ? TS_OK : TS_ERR_NOMEM;
 }
 
-enum ts_err ts_conf_load(struct ts_conf *c, const char *server_flag, const char *token_flag,
-                         struct ts_error *err)
+enum ts_err ts_conf_load(struct ts_conf *c, const struct ts_conf_flags *f, struct ts_error *err)
 {
     memset(c, 0, sizeof(*c));
     enum ts_err e = find_path(c, err);
@@ -104,11 +103,14 @@ enum ts_err ts_conf_load(struct ts_conf *c, const char *server_flag, const char 
         e = read_file(c, err);
     if (e != TS_OK)
         return e;
-    if (pick(c, server_flag, "--server", "TESSERA_SERVER", "server", &c->server, &c->server_from) !=
+    if (pick(c, f->server, "--server", "TESSERA_SERVER", "server", &c->server, &c->server_from) !=
             TS_OK ||
-        pick(c, token_flag, "--token", "TESSERA_TOKEN", "token", &c->token, &c->token_from) !=
+        pick(c, f->token, "--token", "TESSERA_TOKEN", "token", &c->token, &c->token_from) !=
             TS_OK ||
-        pick(c, NULL, NULL, "TESSERA_PROJECT", "project", &c->project, &c->project_from) != TS_OK)
+        pick(c, NULL, NULL, "TESSERA_PROJECT", "project", &c->project, &c->project_from) != TS_OK ||
+        pick(c, f->ca, "--ca", "TESSERA_CA", "ca", &c->ca, &c->ca_from) != TS_OK ||
+        pick(c, f->cert, "--cert", "TESSERA_CERT", "cert", &c->cert, &c->cert_from) != TS_OK ||
+        pick(c, f->key, "--key", "TESSERA_KEY", "key", &c->key, &c->key_from) != TS_OK)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     if (c->server == NULL) {
         c->server = strdup(TS_CONF_DEFAULT_SERVER);
@@ -217,7 +219,11 @@ void ts_conf_free(struct ts_conf *c)
     free(c->server);
     free(c->token);
     free(c->project);
+    free(c->ca);
+    free(c->cert);
+    free(c->key);
     c->server = c->token = c->project = NULL;
+    c->ca = c->cert = c->key = NULL;
     if (c->file)
         json_decref(c->file);
     c->file = NULL;

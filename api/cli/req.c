@@ -75,8 +75,19 @@ static void print_unreachable(const struct ts_cli *cli, const struct ts_error *e
 {
     fprintf(stderr, "error: %s (server %s, from %s)\n", err->message, cli->conf.server,
             cli->conf.server_from ? cli->conf.server_from : "default");
-    fprintf(stderr, "hint: is tessera-server running there? set it with --server, "
-                    "TESSERA_SERVER or tessera login\n");
+    if (err->hint[0])
+        fprintf(stderr, "hint: %s\n", err->hint);
+    else
+        fprintf(stderr, "hint: is tessera-server running there? set it with --server, "
+                        "TESSERA_SERVER or tessera login\n");
+}
+
+/* A TLS failure (api/client/client.h) is not tried again: the files or the
+ * server's certificate are wrong, which a second later does not change. */
+static bool tls_failed(const struct ts_error *err)
+{
+    static const char tls[] = "could not make a TLS connection";
+    return strncmp(err->message, tls, sizeof(tls) - 1) == 0;
 }
 
 int ts_req(struct ts_cli *cli, const char *method, const char *path, const json_t *body,
@@ -92,7 +103,7 @@ int ts_req(struct ts_cli *cli, const char *method, const char *path, const json_
     for (int attempt = 1;; attempt++) {
         ts_error_clear(&err);
         enum ts_err e = ts_client_json(c, method, path, body, headers, out, &err);
-        bool last = !retry || attempt == ATTEMPTS;
+        bool last = !retry || attempt == ATTEMPTS || tls_failed(&err);
         if (e != TS_OK) {
             if (last) {
                 print_unreachable(cli, &err);
@@ -138,7 +149,7 @@ int ts_req_stream(struct ts_cli *cli, const char *path, ts_client_data_fn on_dat
     for (int attempt = 1;; attempt++) {
         ts_error_clear(&err);
         enum ts_err e = ts_client_stream(c, path, NULL, on_stream, &s, &r, &err);
-        bool last = s.got || attempt == ATTEMPTS;
+        bool last = s.got || attempt == ATTEMPTS || tls_failed(&err);
         if (e != TS_OK) {
             if (last) {
                 print_unreachable(cli, &err);

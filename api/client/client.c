@@ -16,7 +16,9 @@
 struct ts_client {
     CURL *curl;
     char *base;
-    char *auth; /* "Authorization: Bearer ..." or NULL */
+    char *auth;            /* "Authorization: Bearer ..." or NULL */
+    char *ca, *cert, *key; /* TLS files, or NULL */
+    char errbuf[CURL_ERROR_SIZE];
 };
 
 void ts_client_global_init(void)
@@ -54,6 +56,21 @@ void ts_client_set_token(struct ts_client *c, const char *token)
         snprintf(c->auth, n, "Authorization: Bearer %s", token);
 }
 
+static int set_file(char **field, const char *path)
+{
+    free(*field);
+    *field = NULL;
+    if (path == NULL)
+        return 0;
+    *field = strdup(path);
+    return *field ? 0 : -1;
+}
+
+int ts_client_set_tls(struct ts_client *c, const char *ca, const char *cert, const char *key)
+{
+    return set_file(&c->ca, ca) | set_file(&c->cert, cert) | set_file(&c->key, key);
+}
+
 void ts_client_free(struct ts_client *c)
 {
     if (c == NULL)
@@ -62,7 +79,58 @@ void ts_client_free(struct ts_client *c)
         curl_easy_cleanup(c->curl);
     free(c->base);
     free(c->auth);
+    free(c->ca);
+    free(c->cert);
+    free(c->key);
     free(c);
+}
+
+/* The options every request shares: TLS files and the error text. */
+static void common_options(struct ts_client *c, CURL *h)
+{
+    c->errbuf[0] = '\0';
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
+    if (c->ca)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
+    if (c->cert)
+        curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert);
+    if (c->key)
+        curl_easy_setopt(h, CURLOPT_SSLKEY, c->key);
+}
+
+/* A failed transfer as an error: TLS failures say so and what to check. */
+static enum ts_err transfer_error(const struct ts_client *c, CURLcode rc, struct ts_error *err)
+{
+    const char *why = c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc);
+    switch (rc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+        ts_error_set(err, TS_ERR_IO, "could not make a TLS connection to the server: %s", why);
+        ts_error_hint(err,
+                      "the server's certificate must be issued by the CA in the --ca file "
+                      "(TESSERA_CA)%s, for the name or address in the server URL",
+                      c->ca ? "" : " or the system's CAs");
+        return TS_ERR_IO;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_CLIENTCERT:
+        ts_error_set(err, TS_ERR_IO, "could not make a TLS connection to the server: %s", why);
+        ts_error_hint(err, "check the --ca, --cert and --key files (TESSERA_CA, TESSERA_CERT, "
+                           "TESSERA_KEY) and that the server serves HTTPS");
+        return TS_ERR_IO;
+    case CURLE_GOT_NOTHING:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_RECV_ERROR:
+        ts_error_set(err, TS_ERR_IO, "could not reach the server: %s", why);
+        if (strncmp(c->base, "http://", 7) == 0)
+            ts_error_hint(err, "a server that serves HTTPS (--tls-cert) needs an https:// URL");
+        return TS_ERR_IO;
+    default:
+        return ts_error_set(err, TS_ERR_IO, "could not reach the server: %s", why);
+    }
 }
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
@@ -105,6 +173,7 @@ enum ts_err ts_client_do(struct ts_client *c, const char *method, const char *pa
         hl = curl_slist_append(hl, headers[i]);
     CURL *h = c->curl;
     curl_easy_reset(h);
+    common_options(c, h);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
@@ -125,8 +194,7 @@ enum ts_err ts_client_do(struct ts_client *c, const char *method, const char *pa
     free(url);
     if (rc != CURLE_OK) {
         ts_response_free(out);
-        return ts_error_set(err, TS_ERR_IO, "could not reach the server: %s",
-                            curl_easy_strerror(rc));
+        return transfer_error(c, rc, err);
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
     char ct[128];
@@ -190,6 +258,7 @@ enum ts_err ts_client_stream(struct ts_client *c, const char *path, const char *
     CURL *h = c->curl;
     struct stream s = {.h = h, .on_data = on_data, .ud = ud, .body = &out->body};
     curl_easy_reset(h);
+    common_options(c, h);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
@@ -204,8 +273,7 @@ enum ts_err ts_client_stream(struct ts_client *c, const char *path, const char *
     free(url);
     if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && s.stopped)) {
         ts_response_free(out);
-        return ts_error_set(err, TS_ERR_IO, "could not reach the server: %s",
-                            curl_easy_strerror(rc));
+        return transfer_error(c, rc, err);
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &out->status);
     char ct[128];

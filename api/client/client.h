@@ -30,6 +30,15 @@ struct ts_client *ts_client_new(const char *base_url, const char *token);
 void ts_client_free(struct ts_client *c); /* NULL is a no-op */
 /* Change the token (copied; NULL: send none). */
 void ts_client_set_token(struct ts_client *c, const char *token);
+/*
+ * For an https:// server (strings copied; each NULL: not given): ca, the
+ * PEM file of the CAs the server's certificate must chain to (else the
+ * system's); cert and key, a client certificate (mTLS) and its key. 0, or
+ * -1 when out of memory. A TLS failure of a request is TS_ERR_IO whose
+ * message starts "could not make a TLS connection" and whose hint says
+ * what to check.
+ */
+int ts_client_set_tls(struct ts_client *c, const char *ca, const char *cert, const char *key);
 
 /*
  * Send method path (path begins with "/"); body may be NULL. headers: NULL or

@@ -16,6 +16,18 @@
 #include <unistd.h>
 
 bool ts_it_admin_from_env = true;
+struct ts_it_tls ts_it_tls;
+
+/* A client of url with token and the harness's TLS files. */
+static struct ts_client *client_new(const char *url, const char *token)
+{
+    struct ts_client *c = ts_client_new(url, token);
+    if (c != NULL && ts_client_set_tls(c, ts_it_tls.ca, ts_it_tls.cert, ts_it_tls.key) != 0) {
+        ts_client_free(c);
+        c = NULL;
+    }
+    return c;
+}
 
 static const char *bin_dir(void)
 {
@@ -98,7 +110,7 @@ int ts_it_start(struct ts_it_server *s, const char *dir, const char *const *extr
             continue;
         }
         if (s->admin == NULL)
-            s->admin = ts_client_new(s->url, TS_IT_ADMIN_TOKEN);
+            s->admin = client_new(s->url, TS_IT_ADMIN_TOKEN);
         if (ts_it_req(s->admin, "GET", "/readyz", NULL, NULL, NULL) == 200)
             break;
         sleep_ms(50);
@@ -199,7 +211,7 @@ long ts_it_req(struct ts_client *c, const char *method, const char *path, const 
 
 struct ts_client *ts_it_client(const struct ts_it_server *s, const char *token)
 {
-    return ts_client_new(s->url, token);
+    return client_new(s->url, token);
 }
 
 const char *ts_it_token(struct ts_it_server *s, const char *name, const char *role,

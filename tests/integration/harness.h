@@ -26,6 +26,15 @@ struct ts_it_server {
 /* When false, servers start without TESSERA_ADMIN_TOKEN (default true). */
 extern bool ts_it_admin_from_env;
 
+/* The TLS files of the harness's clients (ts_it_start's admin client and
+ * ts_it_client), for a server started with --tls-cert: ca, the CA of its
+ * certificate; cert and key, a client certificate. All NULL (the default):
+ * plain HTTP. Paths are borrowed. */
+struct ts_it_tls {
+    const char *ca, *cert, *key;
+};
+extern struct ts_it_tls ts_it_tls;
+
 /* Start a server: extra_args is NULL or a NULL-terminated list of extra
  * arguments; dir NULL makes a new temporary folder (else reuse dir). Waits
  * until /readyz answers 200. Returns 0, or -1 with a message on stderr. */

@@ -418,6 +418,21 @@ int ts_http_parse_listen(const char *s, char *host, size_t hostlen, unsigned *po
     return 0;
 }
 
+/* With a client CA, each connection carries what its client certificate was
+ * found to be (tls.c), checked at most once per connection. */
+static void connection_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                              enum MHD_ConnectionNotificationCode toe)
+{
+    (void)cls;
+    (void)c;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        *socket_context = calloc(1, sizeof(struct ts_http_peer_cache));
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        free(*socket_context);
+        *socket_context = NULL;
+    }
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char line[512];
@@ -456,7 +471,7 @@ enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out
         flags |= MHD_USE_IPv6;
     /* HTTPS: TLS 1.2 and 1.3 only; with a client CA every client is asked
      * for a certificate (not required: tls.c checks it where it must be) */
-    struct MHD_OptionItem tls[5] = {{MHD_OPTION_END, 0, NULL}};
+    struct MHD_OptionItem tls[6] = {{MHD_OPTION_END, 0, NULL}};
     if (cfg->tls != NULL) {
         flags |= MHD_USE_TLS;
         int n = 0;
@@ -464,8 +479,11 @@ enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out
         tls[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, cfg->tls->key};
         tls[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
                                            (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"};
-        if (cfg->tls->client_ca != NULL)
+        if (cfg->tls->client_ca != NULL) {
             tls[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, cfg->tls->client_ca};
+            tls[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION,
+                                               (intptr_t)connection_notify, NULL};
+        }
         tls[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     }
     h->daemon = MHD_start_daemon(

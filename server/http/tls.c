@@ -123,15 +123,9 @@ static void subject(const gnutls_datum_t *der, char *buf, size_t len)
     gnutls_x509_crt_deinit(crt);
 }
 
-enum ts_http_peer ts_http_client_cert(const struct ts_request *r, char *why, size_t len)
+/* The client certificate of TLS session s, checked (see the header). */
+static enum ts_http_peer verify(gnutls_session_t s, char *why, size_t len)
 {
-    if (len > 0)
-        why[0] = '\0';
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-    if (ci == NULL || ci->tls_session == NULL)
-        return TS_HTTP_PEER_NONE;
-    gnutls_session_t s = (gnutls_session_t)ci->tls_session;
     unsigned n = 0;
     const gnutls_datum_t *certs = gnutls_certificate_get_peers(s, &n);
     if (certs == NULL || n == 0)
@@ -158,4 +152,25 @@ enum ts_http_peer ts_http_client_cert(const struct ts_request *r, char *why, siz
     }
     subject(&certs[0], why, len);
     return TS_HTTP_PEER_VERIFIED;
+}
+
+enum ts_http_peer ts_http_client_cert(const struct ts_request *r, char *why, size_t len)
+{
+    if (len > 0)
+        why[0] = '\0';
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (ci == NULL || ci->tls_session == NULL)
+        return TS_HTTP_PEER_NONE;
+    gnutls_session_t s = (gnutls_session_t)ci->tls_session;
+    ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct ts_http_peer_cache *cache = ci != NULL ? ci->socket_context : NULL;
+    if (cache == NULL)
+        return verify(s, why, len);
+    if (!cache->known) {
+        cache->peer = verify(s, cache->why, sizeof(cache->why));
+        cache->known = true;
+    }
+    snprintf(why, len, "%s", cache->why);
+    return cache->peer;
 }

@@ -43,7 +43,18 @@ enum ts_http_peer {
 
 /* The request's client certificate, checked against the client CA;
  * with TS_HTTP_PEER_REFUSED why gets the reason, with TS_HTTP_PEER_VERIFIED
- * the certificate's subject (both at most len-1 bytes). */
+ * the certificate's subject (both at most len-1 bytes). Checked once per
+ * connection: a TLS session's client certificate cannot change (no
+ * renegotiation), so its later requests reuse the answer. */
 enum ts_http_peer ts_http_client_cert(const struct ts_request *r, char *why, size_t len);
+
+/* What a connection's client certificate was found to be: libmicrohttpd's
+ * socket context of each connection of a server with a client CA (made and
+ * freed by http.c). */
+struct ts_http_peer_cache {
+    bool known;
+    enum ts_http_peer peer;
+    char why[512];
+};
 
 #endif /* TS_SERVER_HTTP_TLS_H */

@@ -31,6 +31,7 @@ const state = {
   project: '', // the project filter, '' for all
   projectJobIds: null, // ids of the filtered project's placed jobs
   isAdmin: false,
+  role: '', // the token's role, from GET /whoami
   jobs: new Map(), // id -> {name, project}: names for the grid
 };
 
@@ -52,7 +53,7 @@ function buildPanels() {
     }),
     queue: new QueuePanel($('queue-panel')),
     nodes: new NodesPanel($('grid-panel'), $('idle-panel')),
-    job: new JobPage($('job-page')),
+    job: new JobPage($('job-page'), (msg) => toast(msg), () => state.role),
   };
 }
 
@@ -114,8 +115,10 @@ async function probeAdmin() {
   try {
     const me = (await request('/whoami')).data;
     state.isAdmin = !!me && me.role === 'admin';
+    state.role = (me && me.role) || '';
   } catch (e) {
     state.isAdmin = false;
+    state.role = '';
   }
 }
 

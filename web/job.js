@@ -2,7 +2,12 @@
 // (GET /jobs/{id}), why it waits when it is pending or resuming (its reason
 // code, sentence and queue position), what happened to it (GET /jobs/{id}/events)
 // and its output, streamed live (GET /jobs/{id}/logs?follow=true, text/plain
-// read chunk by chunk until the job finishes or the page is left).
+// read chunk by chunk until the job finishes or the page is left); what it
+// holds (allocation: GPUs, node, devices and the memory packed on each); and
+// the actions its state allows (DELETE /jobs/{id}, POST /jobs/{id}/suspend
+// and /resume;
+// cancel asks to be confirmed), offered to every role but viewers: the
+// server decides, and its refusal (403, 409) is shown as it says it.
 
 import {request, get} from './api.js';
 import {el, setText, show, gpus, gpuRequest, bytes, percent, time} from './dom.js';
@@ -11,9 +16,21 @@ import {Table} from './table.js';
 const LOG_KEEP = 512 * 1024; // characters of output kept on the page
 const FINISHED = new Set(['succeeded', 'failed', 'cancelled']);
 
+// What a job holds: "1 GPU on node-1: GPU 0" or "0.5 GPU on node-2: GPU 1
+// (40 GiB packed)".
+export function holding(j) {
+  const a = j.allocation;
+  if (!a || !j.node) return '–';
+  const devs = (a.devices || []).map((d) => `GPU ${d.index}${a.gpus < (a.devices || []).length && d.memory_bytes ? ` (${bytes(d.memory_bytes)} packed)` : ''}`);
+  return `${gpus(a.gpus)} GPU${a.gpus === 1 ? '' : 's'} on ${j.node}${devs.length ? `: ${devs.join(', ')}` : ''}`;
+}
+
 export class JobPage {
-  constructor(root) {
+  // toast(msg) tells of a done action; role() is the token's role
+  constructor(root, toast = () => {}, role = () => '') {
     this.root = root;
+    this.toast = toast;
+    this.role = role;
     this.id = null;
     this.title = el('h2', {id: 'job-title', tabindex: '-1'});
     this.stateBadge = el('span', {class: 'state'});
@@ -24,6 +41,15 @@ export class JobPage {
     this.reason = el('section', {class: 'reason', 'aria-labelledby': 'reason-title', hidden: true},
       el('h3', {id: 'reason-title'}, 'Why it waits'), this.reasonCode, this.reasonText, this.reasonPos);
     this.error = el('p', {class: 'form-error', role: 'alert', hidden: true});
+    this.cancelBtn = el('button', {type: 'button', onclick: () => this.askCancel()}, 'Cancel job');
+    this.confirmBtn = el('button', {type: 'button', class: 'danger', hidden: true, onclick: () => this.act('cancel')}, 'Yes, cancel it');
+    this.keepBtn = el('button', {type: 'button', hidden: true, onclick: () => this.keep()}, 'Keep it');
+    this.suspendBtn = el('button', {type: 'button', onclick: () => this.act('suspend')}, 'Suspend');
+    this.resumeBtn = el('button', {type: 'button', onclick: () => this.act('resume')}, 'Resume');
+    this.actions = el('div', {class: 'job-actions', role: 'group', 'aria-label': 'job actions', hidden: true},
+      this.suspendBtn, this.resumeBtn, this.cancelBtn, this.confirmBtn, this.keepBtn);
+    // an action's refusal stays until the next action or job, not the next refresh
+    this.actionError = el('p', {class: 'form-error action-error', role: 'alert', hidden: true});
     this.events = new Table({
       caption: 'Events of this job',
       pageSize: 100,
@@ -41,7 +67,7 @@ export class JobPage {
     root.append(
       el('p', {}, this.back),
       el('header', {class: 'job-header'}, this.title, this.stateBadge),
-      this.error, this.reason,
+      this.actions, this.actionError, this.error, this.reason,
       el('section', {'aria-labelledby': 'facts-title'}, el('h3', {id: 'facts-title'}, 'Details'), this.facts),
       el('section', {'aria-labelledby': 'events-title'}, el('h3', {id: 'events-title'}, 'Events'), this.events.root),
       el('section', {'aria-labelledby': 'log-title'},
@@ -62,6 +88,9 @@ export class JobPage {
     this.log.textContent = '';
     show(this.reason, false);
     show(this.error, false);
+    show(this.actions, false);
+    show(this.actionError, false);
+    this.keep();
     this.title.focus();
     this.streamLog();
     return this.refresh();
@@ -114,6 +143,7 @@ export class JobPage {
       ['Preemptible', j.preemptible ? 'yes' : 'no'],
       ['GPU request', gpuRequest(j.gpu)],
       ['Node', j.node || '–'],
+      ['Holds', holding(j)],
       ['GPU utilization', j.state === 'running' ? percent(u.gpu_utilization) : '–'],
       ['GPU memory used', j.state === 'running' ? bytes(u.gpu_memory_used_bytes) : '–'],
       ['GPU memory in host swap', j.state === 'running' && j.swapped_bytes > 0 ? bytes(j.swapped_bytes) : '–'],
@@ -131,6 +161,57 @@ export class JobPage {
       this.facts.replaceChildren(...facts.flatMap(([k]) => [el('dt', {}, k), el('dd')]));
     facts.forEach(([, v], i) => setText(this.facts.children[i * 2 + 1], v));
     this.events.update(events);
+    this.renderActions(j);
+  }
+
+  // What the job's state allows: suspend a running job that accepts swap,
+  // resume one suspended on request, cancel any that has not finished.
+  renderActions(j) {
+    const busy = !!this.acting;
+    show(this.actions, this.role() !== 'viewer' && !FINISHED.has(j.state));
+    show(this.suspendBtn, j.state === 'running' && j.swap !== false);
+    show(this.resumeBtn, j.state === 'suspended' && !!j.suspend_held);
+    show(this.cancelBtn, !this.confirming && !['cancelling'].includes(j.state));
+    show(this.confirmBtn, !!this.confirming);
+    show(this.keepBtn, !!this.confirming);
+    for (const b of [this.suspendBtn, this.resumeBtn, this.cancelBtn, this.confirmBtn, this.keepBtn]) b.disabled = busy;
+  }
+
+  askCancel() {
+    this.confirming = true;
+    if (this.job) this.renderActions(this.job);
+    this.confirmBtn.focus();
+  }
+
+  keep() {
+    this.confirming = false;
+    if (this.job) this.renderActions(this.job);
+  }
+
+  // The action (cancel: DELETE /jobs/{id}; suspend, resume: POST
+  // /jobs/{id}/ACTION), then the page again; a refusal shown as the server
+  // words it.
+  async act(action) {
+    const id = this.id;
+    this.acting = action;
+    this.confirming = false;
+    show(this.actionError, false);
+    if (this.job) this.renderActions(this.job);
+    try {
+      const r = action === 'cancel'
+        ? await request(`/jobs/${id}`, {method: 'DELETE'})
+        : await request(`/jobs/${id}/${action}`, {method: 'POST'});
+      if (id !== this.id) return;
+      const past = {cancel: 'cancelled', suspend: 'is suspending', resume: 'will resume'}[action];
+      this.toast(`Job ${(r.data && r.data.name) || id} ${past}${r.data && r.data.state ? ` (${r.data.state})` : ''}.`);
+    } catch (e) {
+      if (id !== this.id) return;
+      setText(this.actionError, `Could not ${action} the job: ${e.message}${e.hint ? ` (${e.hint})` : ''}`);
+      show(this.actionError, true);
+    } finally {
+      this.acting = null;
+    }
+    await this.refresh();
   }
 
   followChanged() {

@@ -241,6 +241,33 @@ async function realCluster(browser) {
   check((await page.locator('#job-page tbody').textContent()).includes('running'), 'no running event');
   await shot(page, '04-running-job');
 
+  begin('a running job\'s page says what it holds and offers its actions; a refusal is shown', [409]);
+  const facts = await page.locator('#job-page dl.facts').textContent();
+  check(/Holds1 GPU on node-\d: GPU \d/.test(facts), `what the job holds: ${facts}`);
+  await page.getByRole('button', {name: 'Suspend'}).click();
+  // no host swap on these nodes (--swap-reserve 0): the server refuses
+  await until(async () => (await page.locator('#job-page .action-error').textContent()).startsWith('Could not suspend the job:'), 'the refusal');
+  await page.waitForTimeout(6000); // a refresh (every 5 s) keeps the refusal on screen
+  check(await page.locator('#job-page .action-error').isVisible(), 'the refusal went away with a refresh');
+  check((await page.locator('#job-page .state').first().textContent()) === 'running', 'the refused job is not running');
+  check(!(await page.getByRole('button', {name: 'Resume'}).isVisible()), 'Resume offered for a running job');
+
+  begin('cancel asks to be confirmed, then the job ends');
+  const extra = (await api('POST', '/jobs', {name: 'to-cancel', project: 'search', kind: 'interactive', grace_period: '1s', gpu: {count: 4}, command: ['sleep', '600']})).data;
+  await page.goto(`${URL}#/jobs/${extra.id}`);
+  await until(async () => (await page.locator('#job-page .state').first().textContent()) === 'pending', 'the pending job');
+  check(!(await page.getByRole('button', {name: 'Suspend'}).isVisible()), 'Suspend offered for a pending job');
+  await page.getByRole('button', {name: 'Cancel job'}).click();
+  check((await api('GET', `/jobs/${extra.id}`)).data.state === 'pending', 'cancelled without the confirmation');
+  await page.getByRole('button', {name: 'Keep it'}).click();
+  await page.getByRole('button', {name: 'Cancel job'}).click();
+  await page.getByRole('button', {name: 'Yes, cancel it'}).click();
+  await until(async () => (await page.locator('#job-page .state').first().textContent()) === 'cancelled', 'the cancelled state on the page');
+  await until(async () => (await page.locator('#toast').textContent()).includes('to-cancel cancelled'), 'the confirmation');
+  check(!(await page.locator('#job-page .job-actions').isVisible()), 'actions offered for a finished job');
+  check((await api('GET', `/jobs/${extra.id}`)).data.state === 'cancelled', 'the job is not cancelled');
+  await shot(page, '05-cancelled-job');
+
   begin('edit a quota: a stale ETag is a conflict, shown clearly', [412]);
   await page.getByRole('link', {name: 'Back to the overview'}).click();
   await page.locator('#overview').waitFor();
@@ -257,7 +284,7 @@ async function realCluster(browser) {
   await conflict.waitFor();
   check((await conflict.textContent()).includes('Someone else changed this quota'), 'conflict text');
   check((await api('GET', '/projects/nlp')).data.quota.gpus === 1.5, 'the stale save was applied');
-  await shot(page, '05-quota-conflict');
+  await shot(page, '05b-quota-conflict');
 
   begin('reload shows their value; saving again applies mine');
   await dialog.getByRole('button', {name: 'Reload their values'}).click();
@@ -372,6 +399,7 @@ async function bigClusterIsFast(browser) {
   const page = await context.newPage();
   watch(page, 'big page');
   const counts = {};
+  let resumed = false;
   await page.route('**/api/v1/**', (route) => {
     const u = new globalThis.URL(route.request().url());
     counts[u.pathname] = (counts[u.pathname] || 0) + 1;
@@ -384,6 +412,12 @@ async function bigClusterIsFast(browser) {
     }
     const m = u.pathname.match(/^\/api\/v1\/jobs\/(\d+)$/);
     if (m) body = JSON.stringify({id: Number(m[1]), name: `job-${m[1]}`, project: 'proj-1', state: 'running'});
+    // a job suspended on request: its page offers Resume, which posts
+    if (u.pathname === '/api/v1/jobs/7/resume' && route.request().method() === 'POST') resumed = true;
+    if (u.pathname === '/api/v1/jobs/7' || u.pathname === '/api/v1/jobs/7/resume')
+      body = JSON.stringify({id: 7, name: 'held', project: 'proj-1', state: resumed ? 'resuming' : 'suspended', suspend_held: !resumed, swap: true});
+    if (u.pathname === '/api/v1/jobs/7/events') body = JSON.stringify({events: []});
+    if (u.pathname === '/api/v1/jobs/7/logs') return route.fulfill({status: 200, contentType: 'text/plain', body: ''});
     if (body === undefined) return route.fulfill({status: 404, contentType: 'application/problem+json', body: '{"status":404,"code":"not_found"}'});
     return route.fulfill({status: 200, contentType: 'application/json', body});
   });
@@ -422,6 +456,14 @@ async function bigClusterIsFast(browser) {
   await page.getByLabel('Find node').fill('node-0999');
   await until(async () => (await page.locator('#grid-panel tbody tr').count()) === 1, 'the node search');
   await shot(page, '08-big-cluster');
+
+  begin('a job suspended on request offers Resume, and Resume posts');
+  await page.goto(`${URL}#/jobs/7`);
+  await until(async () => (await page.locator('#job-page .state').first().textContent()) === 'suspended', 'the suspended job');
+  check(!(await page.getByRole('button', {name: 'Suspend'}).isVisible()), 'Suspend offered for a suspended job');
+  await page.getByRole('button', {name: 'Resume'}).click();
+  await until(async () => resumed, 'POST /jobs/7/resume');
+  await until(async () => (await page.locator('#job-page .state').first().textContent()) === 'resuming', 'the resuming state');
   await context.close();
 }
 

@@ -35,6 +35,9 @@ function gpuChip(state, node, g) {
     }
     chip.append(list);
   }
+  // a project-limited token sees other projects' jobs only as a count
+  if (g.hidden_jobs > 0)
+    chip.append(el('span', {class: 'gpu-hidden'}, `${g.hidden_jobs} job${g.hidden_jobs > 1 ? 's' : ''} of other projects`));
   return chip;
 }
 
@@ -85,7 +88,7 @@ export class NodesPanel {
 
   chipKey(n) {
     const s = this.state;
-    return (n.gpus || []).map((g) => `${g.index}:${Math.round(g.allocated * 1000)}:${Math.round((g.utilization || 0) * 100)}:${(g.jobs || []).map((id) => `${id}${s.jobs.has(id) ? 'n' : ''}${s.projectJobIds && s.projectJobIds.has(id) ? 'm' : ''}`).join('.')}`).join('|');
+    return (n.gpus || []).map((g) => `${g.index}:${Math.round(g.allocated * 1000)}:${Math.round((g.utilization || 0) * 100)}:${(g.jobs || []).map((id) => `${id}${s.jobs.has(id) ? 'n' : ''}${s.projectJobIds && s.projectJobIds.has(id) ? 'm' : ''}`).join('.')}:${g.hidden_jobs || 0}`).join('|');
   }
 
   update(state) {

@@ -351,6 +351,15 @@ async function realCluster(browser) {
   await expectTiles(page, {nodes: '2 / 2', running: '3'});
   await until(async () => (await quotaRows.count()) === 3, 'three projects for the viewer');
   check((await page.getByRole('button', {name: /^Edit the quota/}).count()) === 0, 'a viewer is offered the quota editor');
+
+  begin('a member of nlp sees its jobs on the grid and the others only counted', []);
+  await page.getByRole('button', {name: 'Sign out'}).click();
+  const member = (await api('POST', '/tokens', {name: 'browser-nlp', role: 'member', projects: ['nlp']})).data.token;
+  await page.getByLabel('Token').fill(member);
+  await page.getByRole('button', {name: 'Sign in'}).click();
+  await page.locator('#overview').waitFor();
+  await until(async () => (await page.locator('#grid-panel .gpu-jobs a').allTextContents()).sort().join() === 'eval-big,eval-big', 'only nlp\'s job named on the grid');
+  await until(async () => (await page.locator('#grid-panel .gpu-hidden').allTextContents()).join() === '1 job of other projects,1 job of other projects', 'vision\'s two jobs counted, not named');
   await context.close();
 }
 

@@ -289,16 +289,63 @@ static void shapes_density(struct ts_sched_cluster *c, struct fshape *s, int n, 
         s[i].weight /= total;
 }
 
+/* What the workload as a whole asks beyond the cluster, per GPU: the CPU
+ * cores and host memory bytes that all its typical shapes (CPU-only ones
+ * included; weights are popularities, s[0..n) after the cut) ask per GPU
+ * they ask, less what the ready nodes have per GPU; 0 where the cluster has
+ * enough. CPU-only tasks take CPU and memory wherever they run: when the
+ * cluster cannot hold them beside the GPU tasks, what they lack is taken
+ * from what the GPUs' own tasks would have had. */
+static void workload_short(const struct ts_sched_cluster *c, const struct fshape *s, int n,
+                           double *cpu_short, double *mem_short, double *cpu_per_gpu,
+                           double *mem_per_gpu)
+{
+    double gpus = 0, cpu = 0, mem = 0, have_cpu = 0, have_mem = 0, have_gpus = 0;
+    for (int i = 0; i < n; i++) {
+        gpus += s[i].weight * (s[i].count > 0 ? s[i].count : s[i].portion);
+        cpu += s[i].weight * s[i].cpu;
+        mem += s[i].weight * (double)s[i].mem;
+    }
+    for (size_t k = 0; k < c->snap->nnodes; k++)
+        if (c->nodes[k].ready) {
+            have_cpu += c->snap->nodes[k].cpu;
+            have_mem += (double)c->snap->nodes[k].memory_bytes;
+        }
+    for (size_t g = 0; g < c->snap->ngpus; g++)
+        have_gpus += c->nodes[c->gpus[g].node].ready;
+    *cpu_short = *mem_short = *cpu_per_gpu = *mem_per_gpu = 0;
+    if (gpus <= 0 || have_gpus <= 0)
+        return;
+    *cpu_per_gpu = have_cpu / have_gpus;
+    *mem_per_gpu = have_mem / have_gpus;
+    *cpu_short = fmax(0, cpu / gpus - *cpu_per_gpu);
+    *mem_short = fmax(0, mem / gpus - *mem_per_gpu);
+}
+
+/* What a GPU needs beside it: its GPU tasks' ask per GPU (own), plus the
+ * workload's shortfall (short), but never more than the cluster has per
+ * GPU (have) unless its own tasks ask more. */
+static double need_per_gpu(double own, double short_, double have)
+{
+    if (short_ <= 0 || own <= 0)
+        return own;
+    return fmax(own, fmin(own + short_, have));
+}
+
 /* The typical shapes (raw counts in s[0..*n) are cut, weighted by density
  * and normalised in place), fgd-paper's, and for each GPU model the
  * workload that may run on it: the weight of the shapes that do not
- * exclude it (all of them without constraints), and the CPU and memory the
- * GPU shapes among them ask per GPU. */
+ * exclude it (all of them without constraints), and the CPU and memory a
+ * GPU needs beside it: what the GPU shapes among them ask per GPU, plus the
+ * workload's shortfall where the cluster's CPU or memory is short for the
+ * workload as a whole (workload_short), up to what the cluster has per GPU. */
 static void shapes_finish(struct ts_sched_cluster *c, struct fshape *s, int *n, struct ts_arena *a)
 {
     shapes_paper(c, s, *n, a);
     int keep = shapes_keep(s, *n);
     *n = keep;
+    double cpu_short, mem_short, cpu_have, mem_have;
+    workload_short(c, s, keep, &cpu_short, &mem_short, &cpu_have, &mem_have);
     shapes_density(c, s, keep, a);
     c->mix = ts_arena_alloc(a, (size_t)(c->nmodels > 0 ? c->nmodels : 1) * sizeof(*c->mix));
     if (c->mix == NULL)
@@ -318,8 +365,8 @@ static void shapes_finish(struct ts_sched_cluster *c, struct fshape *s, int *n, 
         }
         c->mix[m].weight = w;
         if (gpus > 0) {
-            c->mix[m].cpu = cpu / gpus;
-            c->mix[m].mem = mem / gpus;
+            c->mix[m].cpu = need_per_gpu(cpu / gpus, cpu_short, cpu_have);
+            c->mix[m].mem = need_per_gpu(mem / gpus, mem_short, mem_have);
         }
     }
 }

@@ -15,15 +15,19 @@
  *     portion) can use none of it either;
  *   - otherwise it can use the empty GPUs (whole-GPU shapes) or the GPUs
  *     with room for its portion, of a GPU model it accepts (a GPU of
- *     another model is all fragment to it), except that here this is also
- *     bounded by how many tasks of the shape the node's CPU and memory
- *     could hold.
+ *     another model is all fragment to it).
  * To the expected loss over the shapes is added what the workload as a
  * whole could not use, with the weight of the shapes that may run on the
  * node's GPU model: the free GPU beyond what the node's free CPU and
- * memory cover at the CPU and memory their GPU tasks typically ask per GPU
- * (GPUs stranded by a node whose CPU or memory runs out first, which one
- * task at a time does not see until it is too late).
+ * memory cover at the CPU and memory a GPU needs beside it (GPUs stranded
+ * by a node whose CPU or memory runs out first, which one task at a time
+ * does not see until it is too late). What a GPU needs is what its GPU
+ * tasks typically ask per GPU, and more where the cluster's CPU or memory
+ * is short for the workload as a whole, CPU-only tasks included: they take
+ * what they lack from what the GPUs' tasks would have had, so a GPU needs
+ * the shortfall too, up to the cluster's own CPU (memory) per GPU
+ * (cluster.c, shapes_finish). A CPU-only task placed on a node with free
+ * GPUs is so charged for the GPUs its CPU leaves without their share.
  * A placement is scored by how much it changes the node's fragmentation
  * (lower is better); binpack's score breaks ties (scaled to stay below any
  * real difference). On a node, the GPUs for a fractional request are chosen
@@ -36,15 +40,10 @@
 
 #define FGD_MAXG (TS_SCHED_MAX_DEVICES * 4)
 
-/* Tasks of shape m that the node's CPU and host memory could hold. */
-static double tasks_held(const struct fshape *m, double cpu_free, int64_t mem_free)
+/* Whether the node's free CPU and host memory hold one task of shape m. */
+static bool task_fits(const struct fshape *m, double cpu_free, int64_t mem_free)
 {
-    double n = 1e18;
-    if (m->cpu > 0)
-        n = floor((cpu_free + 1e-9) / m->cpu);
-    if (m->mem > 0 && (double)(mem_free / m->mem) < n)
-        n = (double)(mem_free / m->mem);
-    return n < 0 ? 0 : n;
+    return cpu_free + 1e-9 >= m->cpu && mem_free >= m->mem;
 }
 
 static double frag_of(const struct ts_sched_cluster *c, const struct node_view *v,
@@ -73,7 +72,11 @@ static double frag_of(const struct ts_sched_cluster *c, const struct node_view *
             f += m->weight * total; /* a CPU-only task can use no GPU */
             continue;
         }
-        double held = tasks_held(m, cpu_free, mem_free), use = 0;
+        double use = 0;
+        if (!task_fits(m, cpu_free, mem_free)) {
+            f += m->weight * total; /* it cannot run here: all of it is lost to it */
+            continue;
+        }
         if (m->count > 0) {
             int whole = nwhole;
             if (m->model_ok) { /* only the empty GPUs of a model it accepts */
@@ -82,7 +85,7 @@ static double frag_of(const struct ts_sched_cluster *c, const struct node_view *
                     whole += used[k] == 0 && m->model_ok[c->gpus[v->gpu[k]].model];
             }
             if (whole >= m->count)
-                use = fmin((double)whole, held * m->count);
+                use = (double)whole;
         } else {
             for (int k = 0; k < v->ngpus; k++) {
                 int64_t need = (int64_t)(m->portion * (double)usable[k] + 1e-6);
@@ -90,7 +93,6 @@ static double frag_of(const struct ts_sched_cluster *c, const struct node_view *
                     fshape_model_ok(m, c->gpus[v->gpu[k]].model))
                     use += fr[k];
             }
-            use = fmin(use, held * m->portion);
         }
         f += m->weight * (total - use);
     }

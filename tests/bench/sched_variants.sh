@@ -32,21 +32,30 @@ variants() {
     cat <<EOF
 v-gpuspec20 --gpuspec 0.2
 v-gpuspec33 --gpuspec 0.33
+v-gpuspec40 --gpuspec 0.4
 v-gpuspec50 --gpuspec 0.5
 v-gpushare10 --gpushare 0.1
 v-gpushare20 --gpushare 0.2
+v-gpushare30 --gpushare 0.3
 v-gpushare50 --gpushare 0.5
+v-gpushare70 --gpushare 0.7
 v-multigpu0 --multigpu 0
 v-multigpu10 --multigpu 0.1
 v-multigpu30 --multigpu 0.3
 v-multigpu40 --multigpu 0.4
+v-multigpu50 --multigpu 0.5
 v-cpu00 --cpu-only 0
 v-cpu05 --cpu-only 0.05
+v-cpu10 --cpu-only 0.1
 v-cpu20 --cpu-only 0.2
 v-cpu30 --cpu-only 0.3
 v-cpu40 --cpu-only 0.4
+v-cpu45 --cpu-only 0.45
 v-cpu50 --cpu-only 0.5
+v-cpu60 --cpu-only 0.6
 v-mixed --gpuspec 0.25 --gpushare 0.4 --multigpu 0.15 --cpu-only 0.2
+v-mixed2 --gpuspec 0.15 --gpushare 0.25 --multigpu 0.3 --cpu-only 0.4
+v-mixed3 --gpuspec 0.4 --gpushare 0.6 --multigpu 0.1 --cpu-only 0.3
 EOF
 }
 

@@ -222,7 +222,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct ts_request *r
     free(text);
     if (resp == NULL)
         return MHD_NO;
-    if (type && len > 0)
+    /* an empty body keeps its type (a job with no output yet is text/plain);
+     * 204 and 304 carry no content */
+    if (type && (len > 0 || (r->status != 204 && r->status != 304)))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     MHD_add_response_header(resp, "X-Request-Id", r->request_id);
     for (int i = 0; i < r->nheaders; i++)

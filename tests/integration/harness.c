@@ -119,6 +119,15 @@ int ts_it_start(struct ts_it_server *s, const char *dir, const char *const *extr
         fprintf(stderr, "harness: tessera-server did not become ready\n");
         return -1;
     }
+    /* with TS_IT_PRISM, everything after this goes through the proxy */
+    snprintf(s->direct_url, sizeof(s->direct_url), "%s", s->url);
+    int proxied = ts_it_specproxy_start(&s->proxy, s->dir, s->direct_url, s->url, sizeof(s->url));
+    if (proxied < 0)
+        return -1;
+    if (proxied > 0) {
+        ts_client_free(s->admin);
+        s->admin = client_new(s->url, TS_IT_ADMIN_TOKEN);
+    }
     char db[300];
     snprintf(db, sizeof(db), "%s/pg/run", s->dir);
     snprintf(s->conninfo, sizeof(s->conninfo), "host=%s dbname=tessera user=tessera", db);
@@ -167,11 +176,13 @@ int ts_it_stop(struct ts_it_server *s)
     }
     ts_client_free(s->admin);
     s->admin = NULL;
-    return sanitizer_report(s);
+    int violations = ts_it_specproxy_stop(&s->proxy);
+    return sanitizer_report(s) != 0 || violations != 0 ? -1 : 0;
 }
 
 void ts_it_crash(struct ts_it_server *s)
 {
+    ts_it_specproxy_stop(&s->proxy);
     if (s->pid > 0) {
         kill(s->pid, SIGKILL);
         wait_exit(s, 5000);
@@ -212,6 +223,11 @@ long ts_it_req(struct ts_client *c, const char *method, const char *path, const 
 struct ts_client *ts_it_client(const struct ts_it_server *s, const char *token)
 {
     return client_new(s->url, token);
+}
+
+struct ts_client *ts_it_client_direct(const struct ts_it_server *s, const char *token)
+{
+    return client_new(s->direct_url, token);
 }
 
 const char *ts_it_token(struct ts_it_server *s, const char *name, const char *role,

@@ -12,15 +12,18 @@
 #include <sys/types.h>
 
 #include "api/client/client.h"
+#include "tests/integration/specproxy.h"
 
 #define TS_IT_ADMIN_TOKEN "it-admin-token-0123456789abcdef"
 
 struct ts_it_server {
     char dir[256];      /* data folder (removed by stop unless keep) */
     char url[128];      /* "http://127.0.0.1:PORT" */
+    char direct_url[128]; /* the server's own address: url unless proxied */
     char conninfo[512]; /* libpq conninfo of its database */
     pid_t pid;
     struct ts_client *admin; /* a client with TS_IT_ADMIN_TOKEN */
+    struct ts_it_specproxy proxy; /* with TS_IT_PRISM: url is the proxy's */
 };
 
 /* When false, servers start without TESSERA_ADMIN_TOKEN (default true). */
@@ -40,7 +43,9 @@ extern struct ts_it_tls ts_it_tls;
  * until /readyz answers 200. Returns 0, or -1 with a message on stderr. */
 int ts_it_start(struct ts_it_server *s, const char *dir, const char *const *extra_args);
 /* SIGTERM and wait (SIGKILL after 30 s). Returns -1 when the server log
- * holds a sanitizer report (printed to stderr), else 0. */
+ * holds a sanitizer report (printed to stderr), or when the Prism proxy
+ * (TS_IT_PRISM, specproxy.h) saw a response api/openapi.yaml does not allow;
+ * else 0. */
 int ts_it_stop(struct ts_it_server *s);
 /* SIGKILL the server only (its PostgreSQL keeps running, as after a crash). */
 void ts_it_crash(struct ts_it_server *s);
@@ -53,6 +58,8 @@ long ts_it_req(struct ts_client *c, const char *method, const char *path, const 
                const char *const *headers, struct ts_response *out);
 /* A new client of s with token (NULL: none). */
 struct ts_client *ts_it_client(const struct ts_it_server *s, const char *token);
+/* The same, of the server itself even when a Prism proxy is in front. */
+struct ts_client *ts_it_client_direct(const struct ts_it_server *s, const char *token);
 /* Create a token with role and projects (JSON array text or NULL) and
  * return its secret (static storage per call: copy it). */
 const char *ts_it_token(struct ts_it_server *s, const char *name, const char *role,

@@ -8,12 +8,14 @@ TS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # for the server's HTTPS checks), PostgreSQL 15 (server and client tools used
 # by the tests), curl for the demo, openssl for the tests' certificates,
 # Chromium and Node.js for the dashboard's browser tests (npm too, unless node
-# came with one).
+# came with one) and the API checks, Prometheus for promtool and a real
+# scrape (label api; on a machine with systemd the package also starts its
+# own service on :9090, which the tests never use).
 TS_PACKAGES=(
   build-essential cmake pkg-config
   libmicrohttpd-dev libjansson-dev libpq-dev libcurl4-openssl-dev libssl-dev libcmocka-dev libgnutls28-dev
   postgresql postgresql-client curl ca-certificates procps openssl
-  chromium nodejs
+  chromium nodejs prometheus
 )
 
 ts_say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -37,6 +39,7 @@ ts_install_deps() {
       "${missing[@]}" >/dev/null
   fi
   ts_install_playwright
+  ts_install_api_tools
 }
 
 # playwright-core, at the version tests/browser/package.json names, into
@@ -56,6 +59,21 @@ ts_install_playwright() {
   fi
   ts_say "installing playwright-core $want into tests/browser/node_modules"
   (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null)
+}
+
+# Redocly CLI, Spectral and Prism, exactly as tests/api/package-lock.json
+# pins them, into tests/api/node_modules (git-ignored; about 340 MB, two
+# minutes from npm). Kept between runs and build folders: nothing happens
+# when the lock file is the one installed.
+ts_install_api_tools() {
+  local dir=$TS_ROOT/tests/api
+  [ -f "$dir/package-lock.json" ] || return 0
+  if cmp -s "$dir/package-lock.json" "$dir/node_modules/.tessera-installed-lock"; then
+    return 0
+  fi
+  ts_say "installing the API checks' npm tools into tests/api/node_modules"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) &&
+    cp "$dir/package-lock.json" "$dir/node_modules/.tessera-installed-lock"
 }
 
 # ts_build BUILD_DIR [cmake args...]

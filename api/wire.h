@@ -43,6 +43,8 @@
 #define TS_TOKEN_PROJECTS_MAX 1024    /* entries of a token's "projects" */
 #define TS_TOKEN_NODES_MAX 1024       /* entries of an agent token's "nodes" */
 #define TS_GPU_DEVICES_MAX 64         /* gpu.count, gpu.devices */
+#define TS_MAX_PENDING_DEFAULT 10000  /* a project's quota.max_pending */
+#define TS_MAX_PENDING_MAX 100000000  /* its largest value */
 /* The smallest share of a GPU a job may ask for: below them the interposer
  * would charge next to nothing (a portion of 1e-300 was accepted and charged
  * 1 byte) and a job would be a GPU's guest for free. */
@@ -81,6 +83,10 @@ struct ts_quota {
     bool has_limit;           /* JSON "limit": null or absent -> false */
     double limit;             /* >= gpus when has_limit */
     int priority;             /* -1000..1000; default 0 */
+    /* projects only: at most this many pending jobs (a submission past it
+     * is refused with 429); has_max_pending false for a department */
+    bool has_max_pending;
+    int64_t max_pending; /* 0..TS_MAX_PENDING_MAX; default TS_MAX_PENDING_DEFAULT */
 };
 
 struct ts_department_spec {
@@ -127,6 +133,10 @@ struct ts_project {
  * null gives the defaults. `field` names the member in messages ("quota"). */
 enum ts_err ts_wire_quota_decode(const json_t *in, const char *field, struct ts_quota *out,
                                  struct ts_error *err);
+/* A project's quota: the same, and "max_pending" (default
+ * TS_MAX_PENDING_DEFAULT). */
+enum ts_err ts_wire_project_quota_decode(const json_t *in, const char *field, struct ts_quota *out,
+                                         struct ts_error *err);
 json_t *ts_wire_quota_encode(const struct ts_quota *q);
 /* Departments: {"name", "quota"}; projects: {"name", "department",
  * "quota"}, name and department required. */

@@ -9,18 +9,26 @@
 #include "api/wire_enc.h"
 
 static const char *const quota_fields[] = {"gpus", "over_quota_weight", "limit", "priority", NULL};
+static const char *const project_quota_fields[] = {"gpus",     "over_quota_weight", "limit",
+                                                   "priority", "max_pending",       NULL};
 static const char *const department_fields[] = {"name", "quota", NULL};
 static const char *const project_fields[] = {"name", "department", "quota", NULL};
 /* Members the encoders write that a client may send back by mistake. */
 static const char *const readonly_fields[] = {"id", "status", "created_at", "project_count", NULL};
 
-enum ts_err ts_wire_quota_decode(const json_t *in, const char *field, struct ts_quota *out,
-                                 struct ts_error *err)
+static enum ts_err quota_decode(const json_t *in, const char *field, bool project,
+                                struct ts_quota *out, struct ts_error *err)
 {
-    *out = (struct ts_quota){.gpus = 0, .over_quota_weight = 1, .has_limit = false, .priority = 0};
+    *out = (struct ts_quota){.gpus = 0,
+                             .over_quota_weight = 1,
+                             .has_limit = false,
+                             .priority = 0,
+                             .has_max_pending = project,
+                             .max_pending = project ? TS_MAX_PENDING_DEFAULT : 0};
     if (in == NULL || json_is_null(in))
         return TS_OK;
-    enum ts_err e = ts_wire_dec_object(in, field, "quota", quota_fields, NULL, err);
+    enum ts_err e = ts_wire_dec_object(in, field, "quota",
+                                       project ? project_quota_fields : quota_fields, NULL, err);
     if (e == TS_OK)
         e = ts_wire_dec_number(in, field, "gpus", 0, TS_QUOTA_GPUS_MAX, NULL, &out->gpus, err);
     if (e == TS_OK)
@@ -32,6 +40,9 @@ enum ts_err ts_wire_quota_decode(const json_t *in, const char *field, struct ts_
     int64_t priority = 0;
     if (e == TS_OK)
         e = ts_wire_dec_integer(in, field, "priority", -1000, 1000, NULL, &priority, err);
+    if (e == TS_OK && project)
+        e = ts_wire_dec_integer(in, field, "max_pending", 0, TS_MAX_PENDING_MAX, NULL,
+                                &out->max_pending, err);
     if (e != TS_OK)
         return e;
     out->priority = (int)priority;
@@ -46,6 +57,18 @@ enum ts_err ts_wire_quota_decode(const json_t *in, const char *field, struct ts_
     return TS_OK;
 }
 
+enum ts_err ts_wire_quota_decode(const json_t *in, const char *field, struct ts_quota *out,
+                                 struct ts_error *err)
+{
+    return quota_decode(in, field, false, out, err);
+}
+
+enum ts_err ts_wire_project_quota_decode(const json_t *in, const char *field, struct ts_quota *out,
+                                         struct ts_error *err)
+{
+    return quota_decode(in, field, true, out, err);
+}
+
 json_t *ts_wire_quota_encode(const struct ts_quota *q)
 {
     bool ok = true;
@@ -56,6 +79,8 @@ json_t *ts_wire_quota_encode(const struct ts_quota *q)
     ts_wire_enc_set(o, "over_quota_weight", json_real(q->over_quota_weight), &ok);
     ts_wire_enc_set(o, "limit", q->has_limit ? json_real(q->limit) : json_null(), &ok);
     ts_wire_enc_set(o, "priority", json_integer(q->priority), &ok);
+    if (q->has_max_pending)
+        ts_wire_enc_set(o, "max_pending", json_integer(q->max_pending), &ok);
     return ts_wire_enc_finish(o, ok);
 }
 
@@ -82,7 +107,8 @@ enum ts_err ts_wire_project_decode(const json_t *in, struct ts_project_spec *out
     if (e == TS_OK)
         e = ts_wire_dec_name(in, "", "department", out->department, err);
     if (e == TS_OK)
-        e = ts_wire_quota_decode(ts_wire_dec_member(in, "quota"), "quota", &out->quota, err);
+        e = ts_wire_project_quota_decode(ts_wire_dec_member(in, "quota"), "quota", &out->quota,
+                                         err);
     return e;
 }
 

@@ -1,11 +1,11 @@
 -- schema.sql: the whole Tessera database schema as the migrations leave it
 -- (migrations/0001_init.sql, 0002_lifecycle.sql, 0003_suspend.sql,
--- 0004_collisions.sql, 0005_quiet_wakeups.sql and 0006_token_nodes.sql, plus
--- the schema_migration table the server creates to record them). Read it to learn the schema; never apply it to a
+-- 0004_collisions.sql, 0005_quiet_wakeups.sql, 0006_token_nodes.sql and
+-- 0007_pending_audit.sql, plus the schema_migration table the server creates to record them). Read it to learn the schema; never apply it to a
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 6
+-- schema version: 7
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -43,15 +43,28 @@ CREATE TABLE project (
     created_at        timestamptz NOT NULL DEFAULT now(),
     deserved_gpus     double precision NOT NULL DEFAULT 0,
     fair_share_gpus   double precision NOT NULL DEFAULT 0,
+    max_pending       bigint NOT NULL DEFAULT 10000,
+    pending_jobs      bigint NOT NULL DEFAULT 0,
     CONSTRAINT project_pkey PRIMARY KEY (id),
     CONSTRAINT project_name_key UNIQUE (name),
     CONSTRAINT project_name_check CHECK (name ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
     CONSTRAINT project_quota_check CHECK (quota_gpus >= 0 AND over_quota_weight >= 0),
     CONSTRAINT project_limit_check CHECK (limit_gpus IS NULL OR limit_gpus >= quota_gpus),
     CONSTRAINT project_department_fkey FOREIGN KEY (department_id)
-        REFERENCES department (id) ON DELETE RESTRICT
+        REFERENCES department (id) ON DELETE RESTRICT,
+    CONSTRAINT project_max_pending_check CHECK (max_pending >= 0)
 );
 CREATE INDEX project_department_idx ON project (department_id);
+
+-- A project's pending jobs are pending_jobs plus its rows here (0007): a
+-- submission adds 1 to pending_jobs under the project's row lock; every
+-- other change of a job to or from pending inserts a row here, without a
+-- lock; the scheduler's cycle folds the rows into pending_jobs.
+CREATE TABLE project_pending_delta (
+    project_id bigint NOT NULL,
+    delta      integer NOT NULL
+);
+CREATE INDEX project_pending_delta_project_idx ON project_pending_delta (project_id);
 
 -- Bearer tokens: only the SHA-256 of the secret is kept.
 CREATE TABLE api_token (
@@ -332,6 +345,34 @@ CREATE TRIGGER job_update_notify AFTER UPDATE ON job
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state
                        OR OLD.node_id IS DISTINCT FROM NEW.node_id)
     EXECUTE FUNCTION tessera_job_changed();
+
+-- Keep project.pending_jobs + project_pending_delta equal to the count of
+-- pending jobs.
+CREATE FUNCTION tessera_job_pending() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        -- a submission: it holds the project's row already
+        UPDATE project SET pending_jobs = pending_jobs + 1 WHERE id = NEW.project_id;
+        RETURN NULL;
+    END IF;
+    IF OLD.state = 'pending' THEN
+        INSERT INTO project_pending_delta VALUES (OLD.project_id, -1);
+    END IF;
+    IF TG_OP = 'UPDATE' AND NEW.state = 'pending' THEN
+        INSERT INTO project_pending_delta VALUES (NEW.project_id, 1);
+    END IF;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER job_pending_insert AFTER INSERT ON job
+    FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION tessera_job_pending();
+CREATE TRIGGER job_pending_delete AFTER DELETE ON job
+    FOR EACH ROW WHEN (OLD.state = 'pending') EXECUTE FUNCTION tessera_job_pending();
+CREATE TRIGGER job_pending_update AFTER UPDATE ON job
+    FOR EACH ROW WHEN ((OLD.state = 'pending' OR NEW.state = 'pending')
+                       AND (OLD.state IS DISTINCT FROM NEW.state
+                            OR OLD.project_id IS DISTINCT FROM NEW.project_id))
+    EXECUTE FUNCTION tessera_job_pending();
 
 -- Record which node runs which attempt of a job.
 CREATE FUNCTION tessera_job_attempt() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -41,11 +41,12 @@ static int apply_quota(struct ts_cli *cli, const struct ts_args *a, json_t *q)
     struct ts_error err;
     ts_error_clear(&err);
     double gpus = 0, limit = 0, weight = 0;
-    long long priority = 0;
+    long long priority = 0, max_pending = 0;
     if (ts_args_double(a, "gpus", 0, TS_QUOTA_GPUS_MAX, &gpus, &err) != 0 ||
         ts_args_double(a, "limit", 0, TS_QUOTA_GPUS_MAX, &limit, &err) != 0 ||
         ts_args_double(a, "weight", 0, TS_QUOTA_WEIGHT_MAX, &weight, &err) != 0 ||
-        ts_args_int(a, "priority", -1000, 1000, &priority, &err) != 0) {
+        ts_args_int(a, "priority", -1000, 1000, &priority, &err) != 0 ||
+        ts_args_int(a, "max-pending", 0, TS_MAX_PENDING_MAX, &max_pending, &err) != 0) {
         ts_cli_usage_error(cli, "%s", err.message);
         return -1;
     }
@@ -64,18 +65,23 @@ static int apply_quota(struct ts_cli *cli, const struct ts_args *a, json_t *q)
         n++, json_object_set_new(q, "over_quota_weight", json_real(weight));
     if (ts_args_has(a, "priority"))
         n++, json_object_set_new(q, "priority", json_integer(priority));
+    if (ts_args_has(a, "max-pending"))
+        n++, json_object_set_new(q, "max_pending", json_integer(max_pending));
     return n;
 }
 
 static void print_quota(const char *word, const char *name, const json_t *q, const char *etag)
 {
-    char g[32], l[32], w[32], p[32];
-    printf("%s %s quota: %s GPUs, limit %s, weight %s, priority %s%s%s\n", word, name,
+    char g[32], l[32], w[32], p[32], m[48] = "";
+    if (json_is_integer(json_object_get(q, "max_pending")))
+        snprintf(m, sizeof(m), ", max pending %lld",
+                 (long long)json_integer_value(json_object_get(q, "max_pending")));
+    printf("%s %s quota: %s GPUs, limit %s, weight %s, priority %s%s%s%s\n", word, name,
            ts_out_member(q, "gpus", g, sizeof(g)),
            json_is_number(json_object_get(q, "limit")) ? ts_out_member(q, "limit", l, sizeof(l))
                                                        : "none",
            ts_out_member(q, "over_quota_weight", w, sizeof(w)),
-           ts_out_member(q, "priority", p, sizeof(p)), etag ? "; ETag " : "", etag ? etag : "");
+           ts_out_member(q, "priority", p, sizeof(p)), m, etag ? "; ETag " : "", etag ? etag : "");
 }
 
 /* ---- create, set-quota, delete, list ----------------------------------------------- */
@@ -128,7 +134,8 @@ static int set_quota(struct ts_cli *cli, const struct ts_args *a, const struct k
     if (rc != TS_EXIT_OK)
         return rc;
     /* the members of a Quota request, as read (the answer may hold more) */
-    static const char *const members[] = {"gpus", "over_quota_weight", "limit", "priority"};
+    static const char *const members[] = {"gpus", "over_quota_weight", "limit", "priority",
+                                          "max_pending"};
     const json_t *read = json_object_get(r.json, "quota");
     json_t *q = json_object();
     for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++)
@@ -142,7 +149,8 @@ static int set_quota(struct ts_cli *cli, const struct ts_args *a, const struct k
         json_decref(q);
         return n < 0 ? TS_EXIT_USAGE
                      : ts_cli_usage_error(cli, "nothing to change: give --gpus, --limit, "
-                                               "--no-limit, --weight or --priority");
+                                               "--no-limit, --weight, --priority or "
+                                               "--max-pending (projects)");
     }
     const char *given = ts_args_get(a, "if-match");
     if (given && given[0] != '"' && strcmp(given, "*") != 0)
@@ -317,6 +325,7 @@ static int cmd_describe_project(struct ts_cli *cli, const struct ts_args *a)
     ts_out_kv("Requested", "%s GPUs", ts_out_member(s, "requested_gpus", b, sizeof(b)));
     ts_out_kv("Running jobs", "%s", ts_out_member(s, "running_jobs", b, sizeof(b)));
     ts_out_kv("Pending jobs", "%s", ts_out_member(s, "pending_jobs", b, sizeof(b)));
+    ts_out_kv("Max pending", "%s", ts_out_member(q, "max_pending", b, sizeof(b)));
     ts_out_kv("Created", "%s", ts_out_time(json_object_get(p, "created_at"), b, sizeof(b)));
     const char *tag = ts_response_header(&r, "ETag", etag, sizeof(etag));
     ts_out_kv("ETag", "%s", tag ? tag : "-");
@@ -487,12 +496,25 @@ static int cmd_token_revoke(struct ts_cli *cli, const struct ts_args *a)
     return worst;
 }
 
+#define MAX_PENDING_OPT                                                                            \
+    {                                                                                              \
+        "max-pending", 0, "N", "at most N of its jobs pending; more are refused (default 10000)",  \
+            false                                                                                  \
+    }
 static const struct ts_opt project_create_opts[] = {
     {"department", 'd', "DEPARTMENT", "the department it belongs to (required)", false},
     QUOTA_OPTS,
+    MAX_PENDING_OPT,
     TS_OPT_END,
 };
 static const struct ts_opt create_opts[] = {QUOTA_OPTS, TS_OPT_END};
+static const struct ts_opt project_set_quota_opts[] = {
+    QUOTA_OPTS,
+    MAX_PENDING_OPT,
+    {"if-match", 0, "ETAG", "write only if the ETag is still this one (default: the one read)",
+     false},
+    TS_OPT_END,
+};
 static const struct ts_opt set_quota_opts[] = {
     QUOTA_OPTS,
     {"if-match", 0, "ETAG", "write only if the ETag is still this one (default: the one read)",
@@ -523,11 +545,13 @@ static const struct ts_opt token_create_opts[] = {
 const struct ts_cmd ts_cmds_admin[] = {
     {"describe project", "NAME [-o table|json]", "show a project's quota, usage and ETag", NULL,
      output_opts, 1, 1, false, false, cmd_describe_project},
-    {"project create", "NAME -d DEPARTMENT [--gpus N] [--limit N] [--weight W] [--priority N]",
+    {"project create",
+     "NAME -d DEPARTMENT [--gpus N] [--limit N] [--weight W] [--priority N] [--max-pending N]",
      "create a project (admin)", NULL, project_create_opts, 1, 1, false, false, cmd_project_create},
     {"project set-quota",
-     "NAME [--gpus N] [--limit N | --no-limit] [--weight W] [--priority N] [--if-match ETAG]",
-     "change a project's quota (admin)", SET_QUOTA_HELP, set_quota_opts, 1, 1, false, false,
+     "NAME [--gpus N] [--limit N | --no-limit] [--weight W] [--priority N] [--max-pending N] "
+     "[--if-match ETAG]",
+     "change a project's quota (admin)", SET_QUOTA_HELP, project_set_quota_opts, 1, 1, false, false,
      cmd_project_set_quota},
     {"project delete", "NAME", "delete a project whose jobs have all finished (admin)", NULL, NULL,
      1, 1, false, false, cmd_project_delete},

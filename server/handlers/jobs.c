@@ -15,6 +15,13 @@
 #define MAX_KEY 255
 #define DEFAULT_LIMIT 100
 #define MAX_LIMIT 1000
+/* Seconds a submission refused for its project's max_pending is told to
+ * wait (Retry-After). Room comes as the project's jobs start or end, at
+ * the pace of running jobs finishing (minutes), not of scheduler cycles
+ * (below a second): a shorter wait makes a retrying script a request loop
+ * that only costs the server; 30 s keeps it to 2 tries a minute while a
+ * person waits little after room appears. */
+#define PENDING_RETRY_AFTER "30"
 
 static enum ts_err forbidden(struct ts_ctx *c, const char *project, struct ts_error *err)
 {
@@ -68,6 +75,8 @@ TS_HANDLER(ts_h_job_submit)
     e = ts_store_job_submit(conn, &s, r->arena, &job, &replayed, err);
     if (e == TS_ERR_FORBIDDEN)
         return forbidden(c, spec.project, err);
+    if (e == TS_ERR_TOO_MANY_PENDING)
+        ts_http_add_header(r, "Retry-After", PENDING_RETRY_AFTER);
     if (e != TS_OK)
         return e;
     if (!replayed)

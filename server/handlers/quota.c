@@ -38,6 +38,11 @@ static enum ts_err decode_quota(const json_t *in, void *spec, struct ts_error *e
     return ts_wire_quota_decode(in, "", spec, err);
 }
 
+static enum ts_err decode_project_quota(const json_t *in, void *spec, struct ts_error *err)
+{
+    return ts_wire_project_quota_decode(in, "", spec, err);
+}
+
 static void created(struct ts_request *r, const char *kind, const char *name, int64_t revision,
                     json_t *body)
 {
@@ -52,15 +57,15 @@ static void created(struct ts_request *r, const char *kind, const char *name, in
 typedef enum ts_err (*set_quota_fn)(struct ts_dbconn *c, const char *name, const struct ts_quota *q,
                                     int64_t revision, struct ts_error *err);
 
-static enum ts_err put_quota(void *ctx, struct ts_request *r, const char *what, set_quota_fn set,
-                             ts_route_handler get, struct ts_error *err)
+static enum ts_err put_quota(void *ctx, struct ts_request *r, const char *what, decode_fn decode,
+                             set_quota_fn set, ts_route_handler get, struct ts_error *err)
 {
     int64_t rev;
     enum ts_err e = ts_h_if_match(r, &rev, err);
     if (e != TS_OK)
         return e;
     struct ts_quota q;
-    e = decode_body(r, decode_quota, &q, err);
+    e = decode_body(r, decode, &q, err);
     if (e != TS_OK)
         return e;
     struct ts_dbconn *conn = ts_ctx_db(ctx, err);
@@ -148,7 +153,8 @@ TS_HANDLER(ts_h_department_delete)
 
 TS_HANDLER(ts_h_department_quota)
 {
-    return put_quota(ctx, r, "department", ts_store_department_set_quota, ts_h_department_get, err);
+    return put_quota(ctx, r, "department", decode_quota, ts_store_department_set_quota,
+                     ts_h_department_get, err);
 }
 
 /* ---- projects ---------------------------------------------------------------- */
@@ -217,5 +223,6 @@ TS_HANDLER(ts_h_project_delete)
 
 TS_HANDLER(ts_h_project_quota)
 {
-    return put_quota(ctx, r, "project", ts_store_project_set_quota, ts_h_project_get, err);
+    return put_quota(ctx, r, "project", decode_project_quota, ts_store_project_set_quota,
+                     ts_h_project_get, err);
 }

@@ -99,7 +99,9 @@ struct ts_job_submit {
     const char *request_sha256;  /* with a key: hash of the body */
     int64_t idempotency_ttl;     /* seconds */
 };
-/* Insert the job and its "submitted" event in one statement; the spec's
+/* Insert the job and its "submitted" event in one statement, if its
+ * project's pending jobs stay within its max_pending (else
+ * TS_ERR_TOO_MANY_PENDING and nothing written); the spec's
  * idle_swap_after_seconds is stored as it is (the caller resolves the kind's
  * default). With a key that was seen before: *replayed = true and out is
  * that job, or TS_ERR_IDEMPOTENCY_MISMATCH when the body differs. A taken name ->
@@ -276,6 +278,9 @@ struct ts_sched_apply {
     const struct ts_sched_result *result; /* fair shares; may be NULL */
     const char *checkpoint_root;          /* a job's folder: ROOT/project/id */
 };
+/* Fold project_pending_delta into project.pending_jobs (store_pending.c;
+ * the scheduler's write runs it last, in its transaction). */
+enum ts_err ts_store_pending_fold(struct ts_dbconn *c, struct ts_error *err);
 /* Write decisions, reasons and shares in one transaction. A job that moved
  * since the snapshot -> TS_ERR_CONFLICT and nothing written. */
 enum ts_err ts_store_sched_apply(struct ts_dbconn *c, const struct ts_sched_snapshot *snap,

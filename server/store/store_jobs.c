@@ -113,21 +113,38 @@ static void read_job(const PGresult *res, int row, struct ts_arena *a, struct ts
     s->has_idle_swap_after = true;
 }
 
+/* The project's pending jobs as kept (migrations/0007): pending_jobs plus its
+ * deltas not yet folded. */
+#define PENDING_SQL(p)                                                                             \
+    p ".pending_jobs + coalesce((SELECT sum(d.delta) FROM project_pending_delta d"                 \
+      " WHERE d.project_id = " p ".id), 0)"
+
+/* The project's row is locked (FOR NO KEY UPDATE: foreign key checks of
+ * other statements still pass) and, after any wait, its latest
+ * pending_jobs compared with max_pending: two submissions cannot both take
+ * the last place. The insert trigger adds 1 to pending_jobs. No row: an
+ * unknown project, one the caller may not use, or one at its max_pending. */
 static const char submit_sql[] =
-    "WITH j AS (INSERT INTO job (project_id, name, kind, priority, preemptible, command, env,"
-    "   working_dir, gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"
-    "   gpu_memory_limit_bytes, gpu_devices, requested_gpus, cpu, memory_bytes, gpu_model,"
-    "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message,"
-    "   grace_seconds, swap, idle_swap_after_seconds)"
-    "   SELECT p.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"
-    "   $18, $19, $20, $21, $22, 'not_yet_scheduled', 'waiting for the scheduler to consider it',"
-    "   $27, $28, $29"
-    "   FROM project p WHERE p.name = $1 AND ($26::bigint[] IS NULL OR p.id = ANY($26::bigint[]))"
-    "   RETURNING *),"
-    " e AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'submitted', $23 FROM j),"
-    " k AS (INSERT INTO idempotency_key (token_id, key, request_sha256, job_id)"
-    "   SELECT $22, $24, $25, id FROM j WHERE $24::text IS NOT NULL)"
-    " SELECT " JOB_COLS " FROM j" JOB_FROM;
+    "WITH p AS (SELECT p.id FROM project p WHERE p.name = $1"
+    "   AND ($26::bigint[] IS NULL OR p.id = ANY($26::bigint[]))"
+    "   AND " PENDING_SQL(
+        "p") " < p.max_pending FOR NO KEY UPDATE OF p),"
+             " j AS (INSERT INTO job (project_id, name, kind, priority, preemptible, command, env,"
+             "   working_dir, gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, "
+             "gpu_memory_bytes,"
+             "   gpu_memory_limit_bytes, gpu_devices, requested_gpus, cpu, memory_bytes, gpu_model,"
+             "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message,"
+             "   grace_seconds, swap, idle_swap_after_seconds)"
+             "   SELECT p.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, "
+             "$17,"
+             "   $18, $19, $20, $21, $22, 'not_yet_scheduled', 'waiting for the scheduler to "
+             "consider it',"
+             "   $27, $28, $29 FROM p RETURNING *),"
+             " e AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'submitted', $23 "
+             "FROM j),"
+             " k AS (INSERT INTO idempotency_key (token_id, key, request_sha256, job_id)"
+             "   SELECT $22, $24, $25, id FROM j WHERE $24::text IS NOT NULL)"
+             " SELECT " JOB_COLS " FROM j" JOB_FROM;
 
 /* The key's row: *found, whether it matches, its job; deletes it when
  * older than ttl (then *found is false). */
@@ -155,6 +172,54 @@ static enum ts_err lookup_key(struct ts_dbconn *c, const struct ts_job_submit *s
     }
     PQclear(res);
     return TS_OK;
+}
+
+/* The submission inserted no row: the project is unknown (422), not the
+ * caller's (403), or at its max_pending (429), unless the request repeats
+ * one that made a job (its Idempotency-Key): then that job. */
+static enum ts_err no_row(struct ts_dbconn *c, const struct ts_job_submit *s, struct ts_arena *a,
+                          struct ts_job *out, bool *replayed, struct ts_error *err)
+{
+    const char *project = s->spec->project;
+    const char *params[] = {project};
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c,
+                               "SELECT p.id, " PENDING_SQL("p") ", p.max_pending FROM project p"
+                                                                " WHERE p.name = $1",
+                               1, params, &res, err);
+    if (e != TS_OK)
+        return e;
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return ts_error_field(err, TS_ERR_UNKNOWN_REFERENCE, "project",
+                              "project \"%s\" does not exist", project);
+    }
+    int64_t id = ts_row_i64(res, 0, 0), pending = ts_row_i64(res, 0, 1);
+    int64_t max = ts_row_i64(res, 0, 2);
+    PQclear(res);
+    bool allowed = s->allowed_projects == NULL;
+    for (size_t i = 0; !allowed && i < s->nallowed; i++)
+        allowed = s->allowed_projects[i] == id;
+    if (!allowed)
+        return ts_error_field(err, TS_ERR_FORBIDDEN, "project", "no access to project \"%s\"",
+                              project);
+    if (s->idempotency_key != NULL) {
+        bool found = false, same = false;
+        int64_t job_id = 0;
+        e = lookup_key(c, s, &found, &same, &job_id, err);
+        if (e != TS_OK)
+            return e;
+        if (found && same) {
+            *replayed = true;
+            return ts_store_job_get(c, job_id, a, out, NULL, err);
+        }
+    }
+    ts_error_field(err, TS_ERR_TOO_MANY_PENDING, "project",
+                   "project \"%s\" is at its limit of pending jobs: %lld of %lld", project,
+                   (long long)pending, (long long)max);
+    ts_error_hint(err, "submit again once some of its jobs have started or ended, or cancel some; "
+                       "an admin may raise its max_pending");
+    return TS_ERR_TOO_MANY_PENDING;
 }
 
 enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit *s,
@@ -225,17 +290,8 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
             return TS_OK;
         }
         if (e == TS_OK) {
-            /* no row: the project is unknown, or not the caller's */
             PQclear(res);
-            int64_t id;
-            e = ts_store_project_id(c, sp->project, &id, err);
-            if (e == TS_ERR_NOT_FOUND)
-                return ts_error_field(err, TS_ERR_UNKNOWN_REFERENCE, "project",
-                                      "project \"%s\" does not exist", sp->project);
-            if (e != TS_OK)
-                return e;
-            return ts_error_field(err, TS_ERR_FORBIDDEN, "project", "no access to project \"%s\"",
-                                  sp->project);
+            return no_row(c, s, a, out, replayed, err);
         }
         if (e != TS_ERR_ALREADY_EXISTS) {
             if (err)

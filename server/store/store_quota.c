@@ -37,7 +37,8 @@
     "SELECT p.id, p.name, d.name, p.quota_gpus, p.over_quota_weight, p.limit_gpus,"                \
     " p.priority, p.revision, " TS_SQL_US("p.created_at") ","                                      \
     " coalesce(u.alloc, 0), coalesce(u.alloc_np, 0), coalesce(u.req, 0),"                          \
-    " coalesce(u.pending, 0), coalesce(u.running, 0), p.deserved_gpus, p.fair_share_gpus"          \
+    " coalesce(u.pending, 0), coalesce(u.running, 0), p.deserved_gpus, p.fair_share_gpus,"         \
+    " p.max_pending"                                                                               \
     " FROM project p JOIN department d ON d.id = p.department_id"                                  \
     " LEFT JOIN (" USAGE_SQL ") u ON u.project_id = p.id"
 
@@ -81,6 +82,8 @@ static void read_project(const PGresult *res, int row, struct ts_project *p)
     p->revision = ts_row_i64(res, row, 7);
     p->created_at_us = ts_row_i64(res, row, 8);
     read_usage(res, row, 9, &p->usage);
+    p->spec.quota.has_max_pending = true;
+    p->spec.quota.max_pending = ts_row_i64(res, row, 16);
 }
 
 static void read_department(const PGresult *res, int row, struct ts_department *d)
@@ -97,7 +100,7 @@ static void read_department(const PGresult *res, int row, struct ts_department *
 
 /* Text parameters for a quota: gpus, weight, limit (NULL), priority. */
 struct quota_params {
-    char gpus[32], weight[32], limit[32], priority[16];
+    char gpus[32], weight[32], limit[32], priority[16], max_pending[24];
 };
 
 static void quota_params(const struct ts_quota *q, struct quota_params *p)
@@ -106,6 +109,7 @@ static void quota_params(const struct ts_quota *q, struct quota_params *p)
     snprintf(p->weight, sizeof(p->weight), "%.17g", q->over_quota_weight);
     snprintf(p->limit, sizeof(p->limit), "%.17g", q->limit);
     snprintf(p->priority, sizeof(p->priority), "%d", q->priority);
+    snprintf(p->max_pending, sizeof(p->max_pending), "%lld", (long long)q->max_pending);
 }
 
 /* ---- departments ------------------------------------------------------------- */
@@ -213,11 +217,13 @@ static enum ts_err set_quota(struct ts_dbconn *c, const char *sql, const char *w
     quota_params(q, &qp);
     char rev[24];
     snprintf(rev, sizeof(rev), "%lld", (long long)revision);
-    const char *params[] = {name,        qp.gpus,
-                            qp.weight,   q->has_limit ? qp.limit : NULL,
-                            qp.priority, revision < 0 ? NULL : rev};
+    const char *params[] = {name,          qp.gpus,
+                            qp.weight,     q->has_limit ? qp.limit : NULL,
+                            qp.priority,   revision < 0 ? NULL : rev,
+                            qp.max_pending};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c, sql, 6, params, &res, err);
+    /* $7, max_pending, only in a project's statement */
+    enum ts_err e = ts_db_exec(c, sql, q->has_max_pending ? 7 : 6, params, &res, err);
     if (e != TS_OK)
         return e;
     bool exists = !ts_row_null(res, 0, 0);
@@ -236,9 +242,9 @@ static enum ts_err set_quota(struct ts_dbconn *c, const char *sql, const char *w
     return TS_OK;
 }
 
-#define SET_QUOTA_SQL(table)                                                                       \
+#define SET_QUOTA_SQL(table, more)                                                                 \
     "WITH u AS (UPDATE " table " SET quota_gpus = $2, over_quota_weight = $3,"                     \
-    "   limit_gpus = $4, priority = $5, revision = revision + 1"                                   \
+    "   limit_gpus = $4, priority = $5, revision = revision + 1" more                              \
     "   WHERE name = $1 AND ($6::bigint IS NULL OR revision = $6) RETURNING revision)"             \
     " SELECT (SELECT revision FROM " table " WHERE name = $1), (SELECT count(*) FROM u)"
 
@@ -246,7 +252,7 @@ enum ts_err ts_store_department_set_quota(struct ts_dbconn *c, const char *name,
                                           const struct ts_quota *q, int64_t revision,
                                           struct ts_error *err)
 {
-    return set_quota(c, SET_QUOTA_SQL("department"), "department", name, q, revision, err);
+    return set_quota(c, SET_QUOTA_SQL("department", ""), "department", name, q, revision, err);
 }
 
 /* ---- projects ------------------------------------------------------------------ */
@@ -257,15 +263,15 @@ enum ts_err ts_store_project_create(struct ts_dbconn *c, const struct ts_project
     struct quota_params qp;
     quota_params(&s->quota, &qp);
     const char *params[] = {
-        s->name,    s->department, qp.gpus, qp.weight, s->quota.has_limit ? qp.limit : NULL,
-        qp.priority};
+        s->name,     s->department, qp.gpus, qp.weight, s->quota.has_limit ? qp.limit : NULL,
+        qp.priority, qp.max_pending};
     PGresult *res = NULL;
     enum ts_err e = ts_db_exec(
         c,
         "INSERT INTO project (name, department_id, quota_gpus, over_quota_weight, limit_gpus,"
-        " priority) SELECT $1, d.id, $3, $4, $5, $6 FROM department d WHERE d.name = $2"
-        " RETURNING id, revision, " TS_SQL_US("created_at"),
-        6, params, &res, err);
+        " priority, max_pending) SELECT $1, d.id, $3, $4, $5, $6, $7 FROM department d"
+        " WHERE d.name = $2 RETURNING id, revision, " TS_SQL_US("created_at"),
+        7, params, &res, err);
     if (e == TS_ERR_ALREADY_EXISTS)
         return ts_error_field(err, e, "name", "project \"%s\" already exists", s->name);
     if (e != TS_OK)
@@ -364,7 +370,8 @@ enum ts_err ts_store_project_set_quota(struct ts_dbconn *c, const char *name,
                                        const struct ts_quota *q, int64_t revision,
                                        struct ts_error *err)
 {
-    return set_quota(c, SET_QUOTA_SQL("project"), "project", name, q, revision, err);
+    return set_quota(c, SET_QUOTA_SQL("project", ", max_pending = $7"), "project", name, q,
+                     revision, err);
 }
 
 enum ts_err ts_store_project_id(struct ts_dbconn *c, const char *name, int64_t *id,

@@ -810,6 +810,8 @@ enum ts_err ts_store_sched_apply(struct ts_dbconn *c, const struct ts_sched_snap
         e = write_reasons(c, s, rows, ap, a, err);
     if (e == TS_OK && ap->result != NULL)
         e = write_shares(c, rows, ap->result, a, err);
+    if (e == TS_OK) /* last: it holds project rows until the commit */
+        e = ts_store_pending_fold(c, err);
     if (e == TS_OK)
         return ts_db_commit(c, err);
     ts_db_rollback(c);

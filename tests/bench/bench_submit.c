@@ -109,8 +109,12 @@ int main(int argc, char **argv)
     if (ts_it_start(&srv, NULL, getenv("TS_BENCH_NO_SCHED") ? no_loop : NULL) != 0)
         return 1;
     ts_it_req(srv.admin, "POST", "/api/v1/departments", "{\"name\":\"bench\"}", NULL, NULL);
+    /* past max_pending's default: every submission here stays pending
+     * without the loop */
     ts_it_req(srv.admin, "POST", "/api/v1/projects",
-              "{\"name\":\"bench\",\"department\":\"bench\"}", NULL, NULL);
+              "{\"name\":\"bench\",\"department\":\"bench\","
+              "\"quota\":{\"max_pending\":100000000}}",
+              NULL, NULL);
     char fsync[16], sync[16];
     ts_it_sql(&srv, "SHOW fsync", fsync, sizeof(fsync));
     ts_it_sql(&srv, "SHOW synchronous_commit", sync, sizeof(sync));

@@ -404,6 +404,27 @@ static void a_quota_decodes_as_a_request_body_of_its_own(void **state)
     assert_true(q.over_quota_weight == 1);
 }
 
+static void a_project_quota_has_max_pending_and_a_department_quota_has_not(void **state)
+{
+    struct ts_quota q;
+    struct ts_error err;
+    assert_int_equal(ts_wire_project_quota_decode(NULL, "quota", &q, &err), TS_OK);
+    assert_true(q.has_max_pending);
+    assert_int_equal(q.max_pending, TS_MAX_PENDING_DEFAULT);
+    json_t *v = body("{\"max_pending\": 3}");
+    assert_int_equal(ts_wire_project_quota_decode(v, "quota", &q, &err), TS_OK);
+    assert_int_equal(q.max_pending, 3);
+    enum ts_err e = ts_wire_quota_decode(v, "", &q, &err);
+    assert_error(&err, e, TS_ERR_UNKNOWN_FIELD, "max_pending",
+                 "unknown field \"max_pending\" in quota");
+    json_decref(v);
+    v = body("{\"max_pending\": -1}");
+    e = ts_wire_project_quota_decode(v, "quota", &q, &err);
+    assert_int_equal(e, TS_ERR_INVALID_VALUE);
+    assert_string_equal(err.field, "quota.max_pending");
+    json_decref(v);
+}
+
 static void departments_decode_name_and_quota(void **state)
 {
     json_t *v = body("{\"name\": \"research\", \"quota\": {\"gpus\": 16}}");
@@ -481,7 +502,8 @@ static void departments_encode_with_a_project_count(void **state)
 static void a_decoded_project_encodes_back_to_what_was_sent(void **state)
 {
     const char *sent = "{\"name\":\"vision\",\"department\":\"research\",\"quota\":"
-                       "{\"gpus\":2.5,\"over_quota_weight\":3.0,\"limit\":8.0,\"priority\":10}}";
+                       "{\"gpus\":2.5,\"over_quota_weight\":3.0,\"limit\":8.0,\"priority\":10,"
+                       "\"max_pending\":250}}";
     struct ts_project p = {0};
     struct ts_error err;
     assert_int_equal(project_from(sent, &p.spec, &err), TS_OK);
@@ -1069,6 +1091,7 @@ int main(void)
         cmocka_unit_test(projects_encode_with_quota_status_and_time),
         cmocka_unit_test(departments_encode_with_a_project_count),
         cmocka_unit_test(a_decoded_project_encodes_back_to_what_was_sent),
+        cmocka_unit_test(a_project_quota_has_max_pending_and_a_department_quota_has_not),
         cmocka_unit_test(a_token_decodes_its_role_and_projects_into_the_arena),
         cmocka_unit_test(token_roles_and_project_lists_are_checked),
         cmocka_unit_test(tokens_encode_their_secret_only_when_it_is_there),

@@ -1,4 +1,5 @@
--- 0007_pending_audit.sql: a limit on each project's pending jobs.
+-- 0007_pending_audit.sql: a limit on each project's pending jobs, and the
+-- audit log of admin writes.
 --
 -- project.max_pending (admin-set, default 10000): a submission that would
 -- take the project past it is refused (429). The count it is checked
@@ -54,3 +55,25 @@ CREATE TRIGGER job_pending_update AFTER UPDATE ON job
                        AND (OLD.state IS DISTINCT FROM NEW.state
                             OR OLD.project_id IS DISTINCT FROM NEW.project_id))
     EXECUTE FUNCTION tessera_job_pending();
+
+-- Every admin write that committed, in the transaction of the write
+-- (server/dispatch.c): who (the token's id, and its name and role as they
+-- were), when, what (method, path, the target: the path's name or id, or
+-- the id a create made; the body's members, secrets left out) and the
+-- status answered. A token id is kept without a foreign key: revoking a
+-- token keeps what it did.
+CREATE TABLE audit_event (
+    id         bigint GENERATED ALWAYS AS IDENTITY,
+    at         timestamptz NOT NULL DEFAULT now(),
+    token_id   bigint NOT NULL,
+    token_name text NOT NULL,
+    token_role text NOT NULL,
+    method     text NOT NULL,
+    path       text NOT NULL,
+    target     text,
+    changes    jsonb,
+    status     integer NOT NULL,
+    request_id text NOT NULL,
+    CONSTRAINT audit_event_pkey PRIMARY KEY (id)
+);
+CREATE INDEX audit_event_at_idx ON audit_event (at);

@@ -314,6 +314,25 @@ CREATE TABLE metric_point (
 );
 CREATE INDEX metric_point_at_idx ON metric_point (resolution_s, at);
 
+-- Every admin write that committed, in the write's transaction (0007): who
+-- (token id, and its name and role then), when, what (method, path, target,
+-- the body's members without secrets) and the status answered.
+CREATE TABLE audit_event (
+    id         bigint GENERATED ALWAYS AS IDENTITY,
+    at         timestamptz NOT NULL DEFAULT now(),
+    token_id   bigint NOT NULL,
+    token_name text NOT NULL,
+    token_role text NOT NULL,
+    method     text NOT NULL,
+    path       text NOT NULL,
+    target     text,
+    changes    jsonb,
+    status     integer NOT NULL,
+    request_id text NOT NULL,
+    CONSTRAINT audit_event_pkey PRIMARY KEY (id)
+);
+CREATE INDEX audit_event_at_idx ON audit_event (at);
+
 -- Free a job's GPUs when it leaves them; wake the scheduler (channel
 -- tessera_sched) on anything that can change its decisions, and the agents (channel tessera_node, payload the node id) when
 -- their desired state changes. NOTIFY is delivered at commit, once per

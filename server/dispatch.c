@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "api/log.h"
+#include "server/audit.h"
 #include "server/auth.h"
 #include "server/dispatch.h"
 #include "server/http/problem.h"
@@ -75,7 +76,20 @@ static enum ts_err route_and_run(struct ts_ctx *ctx, struct ts_request *r, struc
             return TS_ERR_UNSUPPORTED_MEDIA;
         }
     }
-    return route->handler(ctx, r, err);
+    if (!ts_audit_recorded(route))
+        return route->handler(ctx, r, err);
+    /* an admin write: the write and its audit record commit together */
+    int nheaders = r->nheaders;
+    e = ts_audit_begin(ctx, err);
+    if (e == TS_OK)
+        e = route->handler(ctx, r, err);
+    if (e == TS_OK && r->status >= 200 && r->status < 300)
+        e = ts_audit_commit(ctx, err);
+    if (e != TS_OK)
+        r->nheaders = nheaders; /* no Location or ETag of what was not kept */
+    if (ctx->conn != NULL)
+        ts_db_rollback(ctx->conn); /* a failure, or an answer that is not a success */
+    return e;
 }
 
 void ts_dispatch(void *cls, struct ts_request *r)

@@ -61,6 +61,8 @@ const struct ts_route ts_routes[] = {
     {"GET", V1 "/nodes/{name}/desired", ts_h_node_desired, TS_ACCESS_AGENT},
     {"POST", V1 "/nodes/{name}/report", ts_h_node_report, TS_ACCESS_AGENT},
     {"POST", V1 "/nodes/{name}/logs", ts_h_node_logs, TS_ACCESS_AGENT},
+
+    {"GET", V1 "/audit", ts_h_audit_list, TS_ACCESS_ADMIN},
 };
 
 const size_t ts_routes_count = sizeof(ts_routes) / sizeof(ts_routes[0]);

@@ -1,7 +1,7 @@
 /*
  * cmd_admin.c - what admins manage: projects and departments (create,
- * set-quota, delete, list, describe project) and tokens (create, list,
- * revoke).
+ * set-quota, delete, list, describe project), tokens (create, list,
+ * revoke) and the audit log of admin writes.
  *
  * set-quota reads the quota with its ETag, changes only the members given,
  * and writes it back with If-Match: when someone else changed it in between,
@@ -501,6 +501,87 @@ static int cmd_token_revoke(struct ts_cli *cli, const struct ts_args *a)
         "max-pending", 0, "N", "at most N of its jobs pending; more are refused (default 10000)",  \
             false                                                                                  \
     }
+/* ---- audit ------------------------------------------------------------------------------- */
+
+static const struct ts_col audit_cols[] = {
+    {"ID", 0, true},      {"TIME", 0, false},   {"ACTOR", 8, false},
+    {"ROLE", 0, false},   {"METHOD", 0, false}, {"PATH", 12, false},
+    {"TARGET", 6, false}, {"STATUS", 0, true},  {"CHANGES", 12, false},
+};
+
+static int cmd_audit(struct ts_cli *cli, const struct ts_args *a)
+{
+    int fmt = ts_cli_format(cli, a);
+    if (fmt < 0)
+        return TS_EXIT_USAGE;
+    struct ts_error err;
+    ts_error_clear(&err);
+    long long limit = 50;
+    if (ts_args_int(a, "limit", 1, 1000, &limit, &err) != 0)
+        return ts_cli_usage_error(cli, "%s", err.message);
+    char path[768], esc[256];
+    int n = snprintf(path, sizeof(path), "/api/v1/audit?limit=%lld", limit);
+    const char *since = ts_args_get(a, "since"), *actor = ts_args_get(a, "actor");
+    const char *cursor = ts_args_get(a, "cursor");
+    if (since)
+        n += snprintf(path + n, sizeof(path) - (size_t)n, "&since=%s",
+                      ts_req_escape(since, esc, sizeof(esc)));
+    if (actor)
+        n += snprintf(path + n, sizeof(path) - (size_t)n, "&actor=%s",
+                      ts_req_escape(actor, esc, sizeof(esc)));
+    if (cursor)
+        snprintf(path + n, sizeof(path) - (size_t)n, "&cursor=%s",
+                 ts_req_escape(cursor, esc, sizeof(esc)));
+    struct ts_response r;
+    int rc = ts_req(cli, "GET", path, NULL, NULL, 0, &r);
+    if (rc != TS_EXIT_OK)
+        return rc;
+    if (fmt == TS_OUT_JSON) {
+        ts_out_raw(&r);
+        ts_response_free(&r);
+        return TS_EXIT_OK;
+    }
+    struct ts_table *t = ts_table_new(audit_cols, sizeof(audit_cols) / sizeof(audit_cols[0]));
+    size_t i;
+    json_t *o;
+    char buf[1024];
+    json_array_foreach(json_object_get(r.json, "events"), i, o) {
+        const json_t *who = json_object_get(o, "actor");
+        ts_table_add(t, ts_out_member(o, "id", buf, sizeof(buf)));
+        ts_table_add(t, ts_out_time(json_object_get(o, "at"), buf, sizeof(buf)));
+        ts_table_add(t, ts_out_member(who, "name", buf, sizeof(buf)));
+        ts_table_add(t, ts_out_member(who, "role", buf, sizeof(buf)));
+        ts_table_add(t, ts_out_member(o, "method", buf, sizeof(buf)));
+        ts_table_add(t, ts_out_member(o, "path", buf, sizeof(buf)));
+        ts_table_add(t, json_is_string(json_object_get(o, "target"))
+                            ? ts_out_member(o, "target", buf, sizeof(buf))
+                            : "-");
+        ts_table_add(t, ts_out_member(o, "status", buf, sizeof(buf)));
+        char *changes = json_is_object(json_object_get(o, "changes"))
+                            ? json_dumps(json_object_get(o, "changes"), JSON_COMPACT)
+                            : NULL;
+        ts_table_add(t, changes);
+        free(changes);
+    }
+    ts_table_print(t, stdout, cli->columns, cli->headers);
+    ts_table_free(t);
+    const char *next = json_string_value(json_object_get(r.json, "next_cursor"));
+    if (next != NULL && cli->headers)
+        fprintf(stderr, "more: tessera audit --cursor %s\n", next);
+    ts_response_free(&r);
+    return TS_EXIT_OK;
+}
+
+static const struct ts_opt audit_opts[] = {
+    {"since", 0, "TIME", "only writes since an RFC 3339 time or a duration before now (1h)", false},
+    {"actor", 0, "TOKEN", "only writes by this token (name or id)", false},
+    {"limit", 0, "N", "at most N writes, newest first (default 50, at most 1000)", false},
+    {"cursor", 0, "CURSOR", "the page after the one that printed this cursor", false},
+    TS_OPT_OUTPUT,
+    TS_OPT_NO_HEADERS,
+    TS_OPT_END,
+};
+
 static const struct ts_opt project_create_opts[] = {
     {"department", 'd', "DEPARTMENT", "the department it belongs to (required)", false},
     QUOTA_OPTS,
@@ -574,5 +655,8 @@ const struct ts_cmd ts_cmds_admin[] = {
      NULL, table_opts, 0, 0, false, false, cmd_token_list},
     {"token revoke", "ID|NAME...", "revoke tokens (admin)", NULL, NULL, 1, -1, false, false,
      cmd_token_revoke},
+    {"audit", "[--since TIME] [--actor TOKEN] [--limit N] [-o table|json] [--no-headers]",
+     "show the admin writes made, newest first: who, when, what (admin)", NULL, audit_opts, 0, 0,
+     false, false, cmd_audit},
 };
 const size_t ts_cmds_admin_count = sizeof(ts_cmds_admin) / sizeof(ts_cmds_admin[0]);

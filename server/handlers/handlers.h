@@ -55,7 +55,8 @@ TS_HANDLER(ts_h_node_drain);
 TS_HANDLER(ts_h_node_undrain);
 TS_HANDLER(ts_h_node_desired);
 TS_HANDLER(ts_h_node_report);
-TS_HANDLER(ts_h_node_logs); /* logs.c */
+TS_HANDLER(ts_h_node_logs);  /* logs.c */
+TS_HANDLER(ts_h_audit_list); /* audit.c */
 
 /* ---- helpers shared by handlers (common.c) ---- */
 
@@ -81,6 +82,11 @@ json_t *ts_h_job_json(struct ts_ctx *ctx, const struct ts_job *job);
  * "another project" (arena); text itself for other callers. NULL stays
  * NULL; "(hidden)" when the names cannot be read. */
 const char *ts_h_redact_projects(struct ts_ctx *ctx, const char *text);
+/* Query parameter name as unix seconds into *out (unchanged when absent):
+ * an RFC 3339 time, or with durations a duration before now ("1h");
+ * TS_ERR_BAD_PARAMETER otherwise (series.c). */
+enum ts_err ts_h_query_time(struct ts_request *r, const char *name, bool durations, int64_t now,
+                            int64_t *out, struct ts_error *err);
 /* A JSON array from a list encoded with enc(item) (steals each result). */
 json_t *ts_h_list(json_t *items, const char *key);
 

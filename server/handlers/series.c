@@ -88,8 +88,8 @@ static enum ts_err bad(struct ts_error *err, const char *field, const char *what
     return ts_error_field(err, TS_ERR_BAD_PARAMETER, field, "%s: \"%s\"", what, given);
 }
 
-static enum ts_err parse_time(struct ts_request *r, const char *name, bool durations, int64_t now,
-                              int64_t *out, struct ts_error *err)
+enum ts_err ts_h_query_time(struct ts_request *r, const char *name, bool durations, int64_t now,
+                            int64_t *out, struct ts_error *err)
 {
     const char *s = ts_http_query(r, name);
     if (s == NULL)
@@ -101,10 +101,10 @@ static enum ts_err parse_time(struct ts_request *r, const char *name, bool durat
         *out = now - secs;
         return TS_OK;
     }
-    enum ts_err e = bad(err, name,
-                        durations ? "from must be an RFC 3339 time or a duration before now"
-                                  : "to must be an RFC 3339 time",
-                        s);
+    char what[96];
+    snprintf(what, sizeof(what), "%s must be an RFC 3339 time%s", name,
+             durations ? " or a duration before now" : "");
+    enum ts_err e = bad(err, name, what, s);
     ts_error_hint(err, "e.g. 2024-05-01T12:00:00Z%s", durations ? ", or 1h" : "");
     return e;
 }
@@ -181,10 +181,10 @@ TS_HANDLER(ts_h_metrics_query)
 
     int64_t now = (int64_t)time(NULL);
     int64_t to = now, from;
-    enum ts_err e = parse_time(r, "to", false, now, &to, err);
+    enum ts_err e = ts_h_query_time(r, "to", false, now, &to, err);
     from = to - DEFAULT_RANGE;
     if (e == TS_OK)
-        e = parse_time(r, "from", true, now, &from, err);
+        e = ts_h_query_time(r, "from", true, now, &from, err);
     if (e != TS_OK)
         return e;
     if (from >= to)

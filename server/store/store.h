@@ -278,6 +278,37 @@ struct ts_sched_apply {
     const struct ts_sched_result *result; /* fair shares; may be NULL */
     const char *checkpoint_root;          /* a job's folder: ROOT/project/id */
 };
+/* ---- the audit log (store_audit.c) ---- */
+
+struct ts_audit_event {
+    int64_t id;    /* read only */
+    int64_t at_us; /* read only */
+    int64_t token_id;
+    const char *token_name;
+    const char *token_role;
+    const char *method;
+    const char *path;
+    const char *target;  /* may be NULL */
+    const char *changes; /* JSON text, may be NULL */
+    int status;
+    const char *request_id;
+};
+struct ts_audit_filter {
+    bool has_since;
+    int64_t since_s;   /* unix seconds: at or after */
+    int64_t before_id; /* cursor: ids below this; 0: from the newest */
+    const char *actor; /* a token's name or id; NULL: any */
+    int limit;         /* 1..1000 */
+};
+/* One row, on the connection of the write it records (inside its
+ * transaction). */
+enum ts_err ts_store_audit_insert(struct ts_dbconn *c, const struct ts_audit_event *ev,
+                                  struct ts_error *err);
+/* Newest first; *more tells whether another page follows (arena). */
+enum ts_err ts_store_audit_list(struct ts_dbconn *c, const struct ts_audit_filter *f,
+                                struct ts_arena *a, struct ts_audit_event **out, size_t *n,
+                                bool *more, struct ts_error *err);
+
 /* Fold project_pending_delta into project.pending_jobs (store_pending.c;
  * the scheduler's write runs it last, in its transaction). */
 enum ts_err ts_store_pending_fold(struct ts_dbconn *c, struct ts_error *err);

@@ -1310,6 +1310,34 @@ static void set_quota_changes_only_what_is_given(void **state)
     run_free(&r);
 }
 
+static void max_pending_is_set_and_shown_and_audit_lists_the_writes(void **state)
+{
+    env_default();
+    struct run r;
+    assert_int_equal(cli(&r, "project", "create", "mp-p", "-d", "d1", "--max-pending", "3", NULL),
+                     0);
+    assert_non_null(strstr(r.out, "max pending 3"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "project", "set-quota", "mp-p", "--max-pending", "5", NULL), 0);
+    assert_non_null(strstr(r.out, "max pending 5"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "describe", "project", "mp-p", NULL), 0);
+    assert_non_null(strstr(r.out, "Max pending"));
+    assert_non_null(strstr(r.out, "5"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "project", "set-quota", "mp-p", "--max-pending", "-1", NULL), 1);
+    run_free(&r);
+    assert_int_equal(cli(&r, "audit", "--limit", "1", NULL), 0);
+    assert_non_null(strstr(r.out, "ACTOR"));
+    assert_non_null(strstr(r.out, "/api/v1/projects/mp-p/quota"));
+    assert_non_null(strstr(r.out, "\"max_pending\":5"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "audit", "--limit", "2", "--no-headers", NULL), 0);
+    assert_null(strstr(r.out, "ACTOR"));
+    assert_non_null(strstr(r.out, "POST"));
+    run_free(&r);
+}
+
 static void set_quota_after_someone_else_changed_it_exits_4_and_writes_nothing(void **state)
 {
     env_default();
@@ -1760,6 +1788,7 @@ int main(void)
         cmocka_unit_test(usage_errors_exit_1_and_help_exits_0),
         cmocka_unit_test(departments_and_projects_are_created_listed_and_deleted),
         cmocka_unit_test(set_quota_changes_only_what_is_given),
+        cmocka_unit_test(max_pending_is_set_and_shown_and_audit_lists_the_writes),
         cmocka_unit_test(set_quota_after_someone_else_changed_it_exits_4_and_writes_nothing),
         cmocka_unit_test(tokens_are_created_listed_and_revoked),
         cmocka_unit_test(an_agent_token_is_bound_to_the_nodes_given_with_node),

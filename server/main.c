@@ -5,10 +5,12 @@
 #include <stdlib.h>
 
 #include "api/log.h"
+#include "api/sdnotify.h"
 #include "server/server.h"
 
 int main(int argc, char **argv)
 {
+    ts_sdnotify_init(); /* before any thread, and not for the embedded PostgreSQL */
     struct ts_server srv = {0};
     struct ts_error err;
     enum ts_config_result r = ts_config_load(

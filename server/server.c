@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "api/log.h"
+#include "api/sdnotify.h"
 #include "server/auth.h"
 #include "server/authcache.h"
 #include "server/dispatch.h"
@@ -61,8 +62,8 @@ static enum ts_err bootstrap_admin(struct ts_server *srv, struct ts_dbconn *c, s
         if (e != TS_OK)
             return e;
         if (unlink(path) == 0)
-            ts_log_info("removed %s: the admin token now comes from TESSERA_ADMIN_TOKEN", path);
-        ts_log_info("admin token set from the environment");
+            ts_log_info("removed %s: the admin token now comes from admin-token", path);
+        ts_log_info("admin token set from admin-token (config file or TESSERA_ADMIN_TOKEN)");
         return TS_OK;
     }
     char secret[TS_AUTH_SECRET_LEN];
@@ -190,6 +191,12 @@ static enum ts_err start(struct ts_server *srv, struct ts_error *err)
                 "database=%s",
                 TS_VERSION, srv->cfg.listen, ts_http_port(srv->http), srv->tls ? "https" : "http",
                 srv->cfg.tls_client_ca ? "agents" : "no", srv->pg ? "embedded" : "external");
+    /* systemd's Type=notify: started means /readyz answers 200 now */
+    char state[320];
+    snprintf(state, sizeof(state), "READY=1\nSTATUS=listening on %s port %u (%s), %s database",
+             srv->cfg.listen, ts_http_port(srv->http), srv->tls ? "https" : "http",
+             srv->pg ? "embedded" : "external");
+    ts_sdnotify(state);
     return TS_OK;
 }
 
@@ -236,6 +243,7 @@ int ts_server_run(struct ts_server *srv)
     int sig = 0;
     sigwait(&set, &sig);
     ts_log_info("stopping signal=%d", sig);
+    ts_sdnotify("STOPPING=1");
     atomic_store(&srv->stopping, true);
     stop(srv);
     ts_log_info("stopped");

@@ -30,6 +30,7 @@
 #include "agent/daemon/files.h"
 #include "agent/daemon/proc.h"
 #include "api/log.h"
+#include "api/sdnotify.h"
 #include "api/tlsfiles.h"
 #include "api/units.h"
 
@@ -388,6 +389,7 @@ static void loop(struct ts_agent *a, int sigfd)
             if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
                 ts_log_info("stopping on %s; jobs keep running",
                             si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+                ts_sdnotify("STOPPING=1");
                 atomic_store(&a->stop, true);
             }
         }

@@ -8,11 +8,13 @@
 
 #include "agent/daemon/agent.h"
 #include "api/log.h"
+#include "api/sdnotify.h"
 
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--supervise") == 0)
         return ts_supervisor_main(argv[2]);
+    ts_sdnotify_init(); /* before any thread, and not for job processes */
     static struct ts_agent agent;
     struct ts_error err;
     enum ts_config_result r = ts_config_load(

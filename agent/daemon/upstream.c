@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 #include "agent/daemon/files.h"
 #include "agent/daemon/logship.h"
 #include "api/log.h"
+#include "api/sdnotify.h"
 
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
@@ -266,6 +268,18 @@ static void node_path(struct ts_agent *a, char *buf, size_t len)
     snprintf(buf, len, "/api/v1/nodes/%s", a->cfg.node);
 }
 
+/* STATE for the service manager (api/sdnotify.h); nothing without one */
+static void notify_status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void notify_status(const char *fmt, ...)
+{
+    char state[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(state, sizeof(state), fmt, ap);
+    va_end(ap);
+    ts_sdnotify(state);
+}
+
 static bool do_register(struct ts_agent *a, struct ts_conn *c)
 {
     char path[512];
@@ -279,10 +293,14 @@ static bool do_register(struct ts_agent *a, struct ts_conn *c)
         ts_log_error("could not build the registration: out of memory");
     } else if (ts_conn_json(c, "PUT", path, body, 60, &status, &resp, &err) != TS_OK) {
         ts_log_warn("could not register: %s", err.message);
+        notify_status("STATUS=could not register: %s", err.message);
     } else if (status != 200) {
         ts_log_warn("registration refused: status=%ld %s", status, ts_conn_problem(resp));
+        notify_status("STATUS=registration refused: status=%ld %s", status, ts_conn_problem(resp));
     } else {
         ts_log_info("registered node=%s gpus=%u", a->cfg.node, a->gpus->count);
+        /* systemd's Type=notify: the agent is up once the server knows the node */
+        notify_status("READY=1\nSTATUS=registered node=%s gpus=%u", a->cfg.node, a->gpus->count);
         ok = true;
     }
     json_decref(resp);

@@ -100,44 +100,48 @@ static int check_config(const struct ts_agent_config *c)
     return 0;
 }
 
-/* ../lib/simgpu beside the agent binary, unless --simgpu-lib-dir */
-static void find_lib_dir(struct ts_agent *a)
+/* PATH beside the agent binary: ../lib/tessera/NAME where it exists (an
+ * installed tree: packaging/), else ../lib/NAME (a build folder's bin/ and
+ * lib/); "" when the path does not fit, FALLBACK without /proc. */
+static void beside_exe(const char *name, const char *fallback, char *out, size_t len)
 {
-    if (a->cfg.simgpu_lib_dir != NULL) {
-        snprintf(a->lib_dir, sizeof(a->lib_dir), "%s", a->cfg.simgpu_lib_dir);
-        return;
-    }
-    char exe[PATH_MAX], guess[PATH_MAX + 32];
+    char exe[PATH_MAX], guess[PATH_MAX + 64];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n <= 0) {
-        snprintf(a->lib_dir, sizeof(a->lib_dir), "lib/simgpu");
+        snprintf(out, len, "%s", fallback);
         return;
     }
     exe[n] = '\0';
-    snprintf(guess, sizeof(guess), "%s/../lib/simgpu", dirname(exe));
-    if (realpath(guess, a->lib_dir) == NULL &&
-        snprintf(a->lib_dir, sizeof(a->lib_dir), "%s", guess) >= (int)sizeof(a->lib_dir))
-        a->lib_dir[0] = '\0';
+    const char *dir = dirname(exe);
+    static const char *const layouts[] = {"%s/../lib/tessera/%s", "%s/../lib/%s"};
+    for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+        snprintf(guess, sizeof(guess), layouts[i], dir, name);
+        char real[PATH_MAX];
+        if (realpath(guess, real) != NULL && strlen(real) < len) {
+            snprintf(out, len, "%s", real);
+            return;
+        }
+    }
+    if (snprintf(out, len, "%s", guess) >= (int)len) /* the last layout, for messages */
+        out[0] = '\0';
 }
 
-/* ../lib/libtessera-cuda.so beside the agent binary, unless --shim-lib */
+/* simgpu/ beside the agent binary, unless --simgpu-lib-dir */
+static void find_lib_dir(struct ts_agent *a)
+{
+    if (a->cfg.simgpu_lib_dir != NULL)
+        snprintf(a->lib_dir, sizeof(a->lib_dir), "%s", a->cfg.simgpu_lib_dir);
+    else
+        beside_exe("simgpu", "lib/simgpu", a->lib_dir, sizeof(a->lib_dir));
+}
+
+/* libtessera-cuda.so beside the agent binary, unless --shim-lib */
 static void find_shim_lib(struct ts_agent *a)
 {
-    if (a->cfg.shim_lib != NULL) {
+    if (a->cfg.shim_lib != NULL)
         snprintf(a->shim_lib, sizeof(a->shim_lib), "%s", a->cfg.shim_lib);
-        return;
-    }
-    char exe[PATH_MAX], guess[PATH_MAX + 32];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0) {
-        snprintf(a->shim_lib, sizeof(a->shim_lib), "libtessera-cuda.so");
-        return;
-    }
-    exe[n] = '\0';
-    snprintf(guess, sizeof(guess), "%s/../lib/libtessera-cuda.so", dirname(exe));
-    if (realpath(guess, a->shim_lib) == NULL &&
-        snprintf(a->shim_lib, sizeof(a->shim_lib), "%s", guess) >= (int)sizeof(a->shim_lib))
-        a->shim_lib[0] = '\0';
+    else
+        beside_exe("libtessera-cuda.so", "libtessera-cuda.so", a->shim_lib, sizeof(a->shim_lib));
 }
 
 static int take_lock(struct ts_agent *a)

@@ -45,8 +45,8 @@ const struct ts_option ts_agent_options[] = {
     {"log-level", TS_OPT_ENUM, OPT(log_level), "info", "LEVEL", "error, warn, info or debug", 0, 0,
      "error|warn|info|debug", 0},
     {"simgpu-lib-dir", TS_OPT_STRING, OPT(simgpu_lib_dir), NULL, "DIR",
-     "folder of simgpu's libcuda.so.1 and libnvidia-ml.so.1; default: ../lib/simgpu beside the "
-     "agent binary",
+     "folder of simgpu's libcuda.so.1 and libnvidia-ml.so.1; default: ../lib/tessera/simgpu "
+     "(installed) or ../lib/simgpu beside the agent binary",
      0, 0, NULL, 0},
     {"desired-file", TS_OPT_STRING, OPT(desired_file), NULL, "FILE",
      "testing: read the desired state from FILE (again when it changes) instead of the server; "
@@ -81,7 +81,8 @@ const struct ts_option ts_agent_options[] = {
      0, 3600, NULL, 0},
     {"shim-lib", TS_OPT_STRING, OPT(shim_lib), NULL, "PATH",
      "libtessera-cuda.so, preloaded into jobs with a GPU fraction; default: "
-     "../lib/libtessera-cuda.so beside the agent binary",
+     "../lib/tessera/libtessera-cuda.so (installed) or ../lib/libtessera-cuda.so beside the agent "
+     "binary",
      0, 0, NULL, 0},
 };
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "api/units.h"
 
@@ -402,6 +403,9 @@ static enum ts_err apply_file(const struct ts_option *table, size_t n, void *cfg
     if (data == NULL)
         return err != NULL ? err->code : TS_ERR_CONFIG;
     struct source src = {.kind = SRC_FILE, .path = path, .line = 0};
+    /* a secret is refused from a file every user can read */
+    struct stat st;
+    mode_t file_mode = stat(path, &st) == 0 ? st.st_mode : 0;
     enum ts_err e = TS_OK;
     char *next = data;
     while (e == TS_OK && next != NULL) {
@@ -436,6 +440,14 @@ static enum ts_err apply_file(const struct ts_option *table, size_t n, void *cfg
                              path, src.line, shown);
             if (name_equal("config", name, name_len))
                 ts_error_hint(err, "a config file cannot name another one");
+            break;
+        }
+        if ((o->flags & TS_OPT_SECRET) && (file_mode & S_IROTH)) {
+            e = ts_error_set(err, TS_ERR_CONFIG,
+                             "config file %s line %d: %s is a secret, and every user can read "
+                             "the file (mode %04o)",
+                             path, src.line, o->name, file_mode & 07777);
+            ts_error_hint(err, "chmod o-r %s: mode 0600, or 0640 for the service's group", path);
             break;
         }
         e = set_value(o, cfg, value, &src, err);

@@ -13,7 +13,8 @@
  *
  * An option named "data-dir" is --data-dir, TESSERA_DATA_DIR, and data-dir or
  * data_dir in the file. Options flagged TS_OPT_SECRET are not accepted on
- * the command line (they would show in ps) and are never printed.
+ * the command line (they would show in ps) nor from a config file every
+ * user can read (mode o+r), and are never printed.
  *
  * Environment variables are read only for the options in the table: an
  * unknown TESSERA_* variable is not an error, since the binaries share the

@@ -109,6 +109,11 @@ conf() { # FILE NAME VALUE: set NAME in an installed config file, as an admin wo
 conf "$P/etc/tessera/server.conf" data-dir "$WEB_TMP/server"
 conf "$P/etc/tessera/server.conf" listen 127.0.0.1:0
 conf "$P/etc/tessera/server.conf" admin-token "$WEB_TOKEN" # a secret in the 0600 file
+chmod 0644 "$P/etc/tessera/server.conf"
+refused=$("$P/bin/tessera-server" --config "$P/etc/tessera/server.conf" 2>&1) && web_fail "the server started"
+check "the server refuses admin-token from a config file every user can read" \
+  has "$refused" "admin-token is a secret, and every user can read the file (mode 0644)"
+chmod 0600 "$P/etc/tessera/server.conf"
 mkdir -p "$WEB_TMP/server"
 "$BUILD/tests/notify_listen" "$WEB_TMP/server.notify" 120 >"$WEB_TMP/server.said" &
 web_child_pid=$!

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -462,6 +463,31 @@ static void secrets_come_from_the_environment_or_the_file(void **state)
     assert_string_equal(f->cfg.password, "from file");
 }
 
+static void a_secret_is_refused_from_a_file_every_user_can_read(void **state)
+{
+    struct fixture *f = *state;
+    write_file(f, "workers = 3\npassword = s3cret\n");
+    assert_int_equal(chmod(f->path, 0644), 0);
+    enum ts_config_result r = LOAD(f, "--config", f->path);
+    char want[256];
+    snprintf(want, sizeof(want),
+             "config file %s line 2: password is a secret, and every user can read the file "
+             "(mode 0644)",
+             f->path);
+    assert_config_error(f, r, want);
+    assert_null(strstr(f->err.message, "s3cret"));
+    assert_null(f->cfg.password);
+    /* readable by its owner and group (root:tessera 0640) is fine, and so is a
+     * world-readable file without a secret */
+    assert_int_equal(chmod(f->path, 0640), 0);
+    assert_int_equal(LOAD(f, "--config", f->path), TS_CONFIG_OK);
+    assert_string_equal(f->cfg.password, "s3cret");
+    unlink(f->path);
+    write_file(f, "workers = 3\n");
+    assert_int_equal(chmod(f->path, 0644), 0);
+    assert_int_equal(LOAD(f, "--config", f->path), TS_CONFIG_OK);
+}
+
 static void a_bad_secret_value_is_not_echoed(void **state)
 {
     struct fixture *f = *state;
@@ -578,6 +604,7 @@ int main(void)
         T(positional_arguments_are_refused_when_the_caller_takes_none),
         T(secrets_are_refused_on_the_command_line_in_either_form),
         T(secrets_come_from_the_environment_or_the_file),
+        T(a_secret_is_refused_from_a_file_every_user_can_read),
         T(a_bad_secret_value_is_not_echoed),
         T(strings_are_null_after_an_error_and_free_is_idempotent),
         T(help_prints_every_option_with_its_default_and_environment_name),

@@ -92,6 +92,10 @@ struct ts_agent {
 /* Run until SIGTERM or SIGINT; jobs keep running after it returns. The
  * exit status for main. */
 int ts_agent_run(struct ts_agent *a);
+/* `tessera-agent --join URL TOKEN|- [--node NAME] [--config FILE]` (join.c):
+ * checks the token with the server, writes it and the config file; starts
+ * nothing. Returns the exit status. */
+int ts_agent_join(int argc, char **argv);
 /* Wake the main loop (any thread). */
 void ts_agent_wake(struct ts_agent *a);
 /* The job (id, attempt) in the list, or NULL. Caller holds mu or is the

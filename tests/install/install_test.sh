@@ -134,13 +134,37 @@ check "it serves the OpenAPI document" bash -c "curl -fsS '$WEB_URL/api/v1/opena
 check "the embedded PostgreSQL did not inherit NOTIFY_SOCKET" \
   test "$(grep -c . "$WEB_TMP/server.said")" = 1
 
-# an agent token bound to its node, with the installed CLI
+# agent tokens bound to their nodes, with the installed CLI
 export TESSERA_SERVER=$WEB_URL TESSERA_TOKEN=$WEB_TOKEN
-(umask 077 && "$P/bin/tessera" token create install-n1 -r agent -n n1 >"$P/etc/tessera/agent.token") ||
-  web_fail "tessera token create failed"
-conf "$P/etc/tessera/agent.conf" server "$WEB_URL"
-conf "$P/etc/tessera/agent.conf" node n1
-conf "$P/etc/tessera/agent.conf" data-dir "$WEB_TMP/agents/n1"
+for n in n1 n2; do
+  (umask 077 && "$P/bin/tessera" token create "install-$n" -r agent -n $n >"$WEB_TMP/$n.token") ||
+    web_fail "tessera token create failed"
+done
+# joining: refused for a token that is not an agent's or not bound to the
+# node, with the config file untouched; then n1 joins with its token
+A=$P/etc/tessera/agent.conf
+cp "$A" "$WEB_TMP/agent.conf.before"
+out=$("$P/bin/tessera-agent" --join "$WEB_URL" - --config "$A" <<<"$WEB_TOKEN" 2>&1) &&
+  web_fail "--join took an admin token"
+check "--join refuses a token that is not an agent's" has "$out" "the token's role is admin, not agent"
+out=$("$P/bin/tessera-agent" --join "$WEB_URL" "$(cat "$WEB_TMP/n2.token")" --node n1 --config "$A" 2>&1) &&
+  web_fail "--join took n2's token for n1"
+check "--join refuses a token bound to another node" has "$out" 'may act only as the nodes ["n2"], not as "n1"'
+out=$("$P/bin/tessera-agent" --join "$WEB_URL" - --config "$A" <"$WEB_TMP/n2.token" 2>&1) ||
+  web_fail "--join with n2's token failed: $out"
+check "--join takes the token's one node as the node's name" has "$out" "as node n2"
+check "--join sets node in agent.conf" grep -qx "node = n2" "$A"
+out=$("$P/bin/tessera-agent" --join "$WEB_URL" - --config "$A" <"$WEB_TMP/n1.token" 2>&1) ||
+  web_fail "--join failed: $out"
+check "--join says what it did" has "$out" "joined $WEB_URL as node n1"
+check "--join sets server and node in agent.conf, once each" \
+  test "$(grep -c -e "^server = $WEB_URL\$" -e '^node = n1$' "$A"):$(grep -c -e '^server' -e '^node' "$A")" = 2:2
+check "--join keeps agent.conf's other lines" \
+  test "$(grep -v -e '^server' -e '^node' -e '^# node' "$A" | md5sum)" = \
+  "$(grep -v -e '^server' -e '^node' -e '^# node' "$WEB_TMP/agent.conf.before" | md5sum)"
+check "--join writes the token to token-file, mode 0600" cmp -s "$P/etc/tessera/agent.token" "$WEB_TMP/n1.token"
+check "(mode 0600)" mode_is "$P/etc/tessera/agent.token" 600
+conf "$A" data-dir "$WEB_TMP/agents/n1"
 conf "$P/etc/tessera/agent.conf" gpus sim:1x8GiB
 conf "$P/etc/tessera/agent.conf" report-interval 1s
 mkdir -p "$WEB_TMP/agents/n1"

@@ -1,0 +1,300 @@
+/*
+ * join.c - `tessera-agent --join URL TOKEN [--node NAME] [--config FILE]`:
+ * joins this machine to a cluster before the service first starts. Asks the
+ * server who the token is (GET /api/v1/whoami: an agent token, and the
+ * nodes it may act as), picks the node name (--node, else the token's one
+ * node, else this host's name when the token allows it), writes the token
+ * to the config file's token-file (mode 0600; next to the config file as
+ * agent.token when it names none) and sets server, node and token-file in
+ * the config file, keeping everything else in it. Starts nothing: the
+ * service (tessera-agent.service) registers the node when started.
+ * TOKEN "-" reads it from standard input, where ps cannot show it.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "agent/daemon/agent.h"
+#include "agent/daemon/conn.h"
+#include "agent/daemon/files.h"
+#include "api/units.h"
+
+#define JOIN_CONF_MAX (256 * 1024)
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("tessera-agent --join: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+/* The value of an active "key = value" line of text, copied into out; ""
+ * when there is none. Quotes are not undone (a path needs none). */
+static void conf_get(const char *text, const char *key, char *out, size_t len)
+{
+    out[0] = '\0';
+    size_t klen = strlen(key);
+    for (const char *l = text; l != NULL && *l != '\0';) {
+        const char *end = strchr(l, '\n');
+        size_t n = end != NULL ? (size_t)(end - l) : strlen(l);
+        const char *p = l;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (strncmp(p, key, klen) == 0) {
+            const char *q = p + klen;
+            while (*q == ' ' || *q == '\t')
+                q++;
+            if (*q == '=') {
+                q++;
+                while (*q == ' ' || *q == '\t')
+                    q++;
+                size_t vlen = (size_t)(l + n - q);
+                while (vlen > 0 &&
+                       (q[vlen - 1] == ' ' || q[vlen - 1] == '\t' || q[vlen - 1] == '\r'))
+                    vlen--;
+                snprintf(out, len, "%.*s", (int)vlen, q);
+            }
+        }
+        l = end != NULL ? end + 1 : NULL;
+    }
+}
+
+/* Is this line "key = ...", or its commented-out "# key = ..."? */
+static bool line_sets(const char *l, size_t n, const char *key)
+{
+    size_t klen = strlen(key);
+    const char *p = l, *e = l + n;
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '#'))
+        p++;
+    if ((size_t)(e - p) < klen || strncmp(p, key, klen) != 0)
+        return false;
+    p += klen;
+    while (p < e && (*p == ' ' || *p == '\t'))
+        p++;
+    return p < e && *p == '=';
+}
+
+/* text with "key = value" in place of the first line that sets key (active
+ * or commented out) and without the others; appended when none does. New. */
+static char *conf_set(const char *text, const char *key, const char *value)
+{
+    size_t cap = strlen(text) + strlen(key) + strlen(value) + 8;
+    char *out = malloc(cap), *w = out;
+    if (out == NULL)
+        return NULL;
+    bool done = false;
+    for (const char *l = text; *l != '\0';) {
+        const char *end = strchr(l, '\n');
+        size_t n = end != NULL ? (size_t)(end - l) : strlen(l);
+        if (line_sets(l, n, key)) {
+            if (!done)
+                w += sprintf(w, "%s = %s\n", key, value);
+            done = true;
+        } else {
+            memcpy(w, l, n);
+            w += n;
+            *w++ = '\n';
+        }
+        l = end != NULL ? end + 1 : l + n;
+    }
+    if (!done)
+        w += sprintf(w, "%s = %s\n", key, value);
+    *w = '\0';
+    return out;
+}
+
+/* May a token bound to nodes (JSON array; [] is any node) act as name? */
+static bool token_allows(const json_t *nodes, const char *name)
+{
+    if (json_array_size(nodes) == 0)
+        return true;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(nodes, i, v) {
+        const char *pat = json_string_value(v);
+        if (pat != NULL && fnmatch(pat, name, 0) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The node's name: --node, the token's one exact node, or the host name. */
+static int pick_node(const json_t *nodes, const char *given, char *out, size_t len)
+{
+    if (given != NULL) {
+        snprintf(out, len, "%s", given);
+    } else if (json_array_size(nodes) == 1 &&
+               strchr(json_string_value(json_array_get(nodes, 0)), '*') == NULL) {
+        snprintf(out, len, "%s", json_string_value(json_array_get(nodes, 0)));
+    } else {
+        char host[256] = "";
+        gethostname(host, sizeof(host) - 1);
+        host[strcspn(host, ".")] = '\0';
+        for (char *c = host; *c != '\0'; c++)
+            if (*c >= 'A' && *c <= 'Z')
+                *c = (char)(*c - 'A' + 'a');
+        snprintf(out, len, "%s", host);
+    }
+    if (!ts_name_valid(out))
+        return fail("invalid node name \"%.64s\": lower-case letters, digits and '-', at most "
+                    "63%s",
+                    out, given != NULL ? "" : " (from the host name: give --node NAME)");
+    if (!token_allows(nodes, out)) {
+        char *bound = json_dumps(nodes, JSON_COMPACT);
+        int rc = fail("the token may act only as the nodes %s, not as \"%s\"%s",
+                      bound != NULL ? bound : "?", out, given != NULL ? "" : ": give --node NAME");
+        free(bound);
+        return rc;
+    }
+    return 0;
+}
+
+/* Reads TOKEN ("-": a line of stdin) into out. */
+static int read_token(const char *arg, char *out, size_t len)
+{
+    if (strcmp(arg, "-") == 0) {
+        if (fgets(out, (int)len, stdin) == NULL)
+            return fail("no token on standard input");
+        out[strcspn(out, "\r\n")] = '\0';
+    } else {
+        snprintf(out, len, "%s", arg);
+    }
+    if (out[0] == '\0' || strpbrk(out, " \t\r\n") != NULL)
+        return fail("the token must be one word");
+    return 0;
+}
+
+int ts_agent_join(int argc, char **argv)
+{
+    const char *url = NULL, *token_arg = NULL, *node = NULL, *config = NULL;
+    for (int i = 2; i < argc; i++) {
+        if ((strcmp(argv[i], "--node") == 0 || strcmp(argv[i], "--config") == 0) && i + 1 < argc) {
+            *(argv[i][2] == 'n' ? &node : &config) = argv[i + 1];
+            i++;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            return fail("unknown option %.64s; usage: tessera-agent --join URL TOKEN|- "
+                        "[--node NAME] [--config FILE]",
+                        argv[i]);
+        } else if (url == NULL) {
+            url = argv[i];
+        } else if (token_arg == NULL) {
+            token_arg = argv[i];
+        } else {
+            return fail("unexpected argument \"%.64s\"", argv[i]);
+        }
+    }
+    if (url == NULL || token_arg == NULL)
+        return fail("usage: tessera-agent --join URL TOKEN|- [--node NAME] [--config FILE]");
+    if (config == NULL)
+        config =
+            getenv("TESSERA_CONFIG") != NULL ? getenv("TESSERA_CONFIG") : "/etc/tessera/agent.conf";
+    char token[512];
+    if (read_token(token_arg, token, sizeof(token)) != 0)
+        return 1;
+
+    /* the config file as it is (an absent one is started empty) */
+    char *text = ts_files_read(config, JOIN_CONF_MAX, NULL);
+    if (text == NULL && errno != ENOENT)
+        return fail("could not read %s: %s", config, strerror(errno));
+    if (text == NULL && (text = strdup("")) == NULL)
+        return fail("out of memory");
+    struct stat st;
+    mode_t conf_mode = stat(config, &st) == 0 ? (st.st_mode & 07777) : 0600;
+
+    /* the token goes where the config file says, else beside it */
+    char token_file[PATH_MAX], dir[PATH_MAX], tmp[PATH_MAX + 16];
+    conf_get(text, "token-file", token_file, sizeof(token_file));
+    snprintf(dir, sizeof(dir), "%s", config);
+    if (token_file[0] == '\0')
+        snprintf(token_file, sizeof(token_file), "%s/agent.token", dirname(dir));
+    snprintf(tmp, sizeof(tmp), "%s.join", token_file);
+    int rc = 1;
+    struct ts_conn *c = NULL;
+    json_t *who = NULL;
+    char *with_server = NULL, *with_node = NULL, *with_token = NULL;
+    char line[600];
+    snprintf(line, sizeof(line), "%s\n", token);
+    int w = ts_files_write_atomic(tmp, line, strlen(line), 0600);
+    if (w != 0) {
+        fail("could not write %s: %s", tmp, strerror(-w));
+        goto out;
+    }
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    static atomic_bool never;
+    c = ts_conn_new(url, tmp, &never);
+    long status = 0;
+    struct ts_error err = {0};
+    if (c == NULL) {
+        fail("out of memory");
+        goto out;
+    }
+    if (ts_conn_json(c, "GET", "/api/v1/whoami", NULL, 30, &status, &who, &err) != TS_OK) {
+        fail("could not reach the server at %s: %s", url, err.message);
+        goto out;
+    }
+    if (status == 401) {
+        fail("the server at %s does not know this token (401)", url);
+        goto out;
+    }
+    if (status != 200 || !json_is_object(who)) {
+        fail("GET %s/api/v1/whoami answered %ld %s", url, status, ts_conn_problem(who));
+        goto out;
+    }
+    const char *role = json_string_value(json_object_get(who, "role"));
+    if (role == NULL || strcmp(role, "agent") != 0) {
+        fail("the token's role is %s, not agent: create one with `tessera token create NAME -r "
+             "agent -n NODE`",
+             role != NULL ? role : "unknown");
+        goto out;
+    }
+    char name[128];
+    if (pick_node(json_object_get(who, "nodes"), node, name, sizeof(name)) != 0)
+        goto out;
+
+    with_server = conf_set(text, "server", url);
+    with_node = with_server != NULL ? conf_set(with_server, "node", name) : NULL;
+    with_token = with_node != NULL ? conf_set(with_node, "token-file", token_file) : NULL;
+    if (with_token == NULL) {
+        fail("out of memory");
+        goto out;
+    }
+    if (rename(tmp, token_file) != 0) {
+        fail("could not write %s: %s", token_file, strerror(errno));
+        goto out;
+    }
+    w = ts_files_write_atomic(config, with_token, strlen(with_token), conf_mode);
+    if (w != 0) {
+        fail("could not write %s: %s", config, strerror(-w));
+        goto out;
+    }
+    printf("joined %s as node %s: the token is in %s (mode 0600), server, node and token-file "
+           "are set in %s\n"
+           "start the agent: systemctl enable --now tessera-agent\n",
+           url, name, token_file, config);
+    rc = 0;
+out:
+    unlink(tmp);
+    ts_conn_free(c);
+    json_decref(who);
+    free(with_server);
+    free(with_node);
+    free(with_token);
+    free(text);
+    return rc;
+}

@@ -237,7 +237,14 @@ int ts_agent_join(int argc, char **argv)
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
     static atomic_bool never;
-    c = ts_conn_new(url, tmp, &never);
+    /* an https server is checked with the config file's ca (cert and key
+     * when it asks agents for a client certificate) */
+    char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
+    conf_get(text, "ca", ca, sizeof(ca));
+    conf_get(text, "cert", cert, sizeof(cert));
+    conf_get(text, "key", key, sizeof(key));
+    const struct ts_conn_tls tls = {ca[0] ? ca : NULL, cert[0] ? cert : NULL, key[0] ? key : NULL};
+    c = ts_conn_new(url, tmp, &tls, &never);
     long status = 0;
     struct ts_error err = {0};
     if (c == NULL) {

@@ -199,6 +199,61 @@ static void adopt(struct ts_agent *a)
     closedir(d);
 }
 
+/* The job sandbox: decided once; jobs' paths made absolute (they are mount
+ * points in its namespace). */
+static int setup_sandbox(struct ts_agent *a)
+{
+    char msg[256];
+    if (ts_sandbox_setup(&a->sandbox, a->cfg.sandbox, a->cfg.job_user, msg, sizeof(msg)) != 0) {
+        ts_log_error("%s", msg);
+        return -1;
+    }
+    if (!a->sandbox.on) {
+        ts_log_warn("jobs are not sandboxed (%s): they run as uid %d in the agent's namespaces, "
+                    "without cgroup limits, and can bypass the GPU limit by loading the driver "
+                    "themselves",
+                    a->sandbox.why_off, (int)geteuid());
+        return 0;
+    }
+    char **paths[] = {&a->cfg.data_dir, &a->cfg.token_file};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        char *abs = *paths[i] != NULL ? realpath(*paths[i], NULL) : NULL;
+        if (abs != NULL) {
+            free(*paths[i]);
+            *paths[i] = abs;
+        }
+    }
+    ts_log_info("jobs are sandboxed user=%s uid=%d gid=%d", a->sandbox.user, (int)a->sandbox.uid,
+                (int)a->sandbox.gid);
+    return 0;
+}
+
+/* Sandboxed jobs open the ledgers, simulated GPUs and the swap reserve of
+ * their GPUs as their own user, through the mounts of their own namespace:
+ * the files are open to that user, the data folder to root only. */
+static void open_shared_files(struct ts_agent *a)
+{
+    if (!a->sandbox.on)
+        return;
+    char path[PATH_MAX + 32];
+    if (chmod(a->cfg.data_dir, 0700) != 0)
+        ts_log_warn("could not close %s to other users: %s", a->cfg.data_dir, strerror(errno));
+    if (a->gpus->simgpu_dir[0] != '\0')
+        chmod(a->gpus->simgpu_dir, 0755); /* a job's simgpu reads the folder */
+    for (unsigned i = 0; i < a->gpus->count; i++) {
+        snprintf(path, sizeof(path), "%s/gpu%u.ledger", a->ledgers.dir, a->gpus->info[i].index);
+        if (chmod(path, 0666) != 0 && errno != ENOENT)
+            ts_log_warn("could not open %s to jobs: %s", path, strerror(errno));
+        if (a->gpus->simgpu_dir[0] == '\0')
+            continue;
+        snprintf(path, sizeof(path), "%s/gpu%u.state", a->gpus->simgpu_dir, a->gpus->info[i].index);
+        if (chmod(path, 0666) != 0)
+            ts_log_warn("could not open %s to jobs: %s", path, strerror(errno));
+    }
+    if (a->ledgers.swap_path[0] != '\0' && chown(a->ledgers.swap_path, a->sandbox.uid, 0) != 0)
+        ts_log_warn("could not give the swap reserve to %s: %s", a->sandbox.user, strerror(errno));
+}
+
 /* ---- the loop -------------------------------------------------------------- */
 
 static void reap(void)
@@ -467,6 +522,8 @@ int ts_agent_run(struct ts_agent *a)
     }
     if (take_lock(a) != 0)
         goto out;
+    if (setup_sandbox(a) != 0)
+        goto out;
     find_lib_dir(a);
     struct ts_error err = {0};
     if (ts_gpus_open(a->cfg.gpus, a->cfg.data_dir, a->lib_dir, &a->gpus, &err) != TS_OK) {
@@ -494,6 +551,7 @@ int ts_agent_run(struct ts_agent *a)
         ts_log_error("%s", err.message);
         goto out;
     }
+    open_shared_files(a);
     a->events = ts_events_new(a->cfg.data_dir);
     if (a->events == NULL) {
         ts_log_error("out of memory");
@@ -509,7 +567,9 @@ int ts_agent_run(struct ts_agent *a)
                                   .gpus = a->gpus,
                                   .supervisor_exe = "/proc/self/exe",
                                   .ledgers = &a->ledgers,
-                                  .shim_lib = a->shim_lib};
+                                  .shim_lib = a->shim_lib,
+                                  .sandbox = &a->sandbox,
+                                  .token_file = a->cfg.token_file};
     if (a->file_mode) {
         /* what registration would send, for tests and debugging */
         char path[PATH_MAX];

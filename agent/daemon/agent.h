@@ -22,6 +22,7 @@
 #include "agent/daemon/events.h"
 #include "agent/daemon/gpus.h"
 #include "agent/daemon/ledgers.h"
+#include "agent/daemon/sandbox.h"
 #include "api/config.h"
 
 struct ts_agent_config {
@@ -51,6 +52,8 @@ struct ts_agent_config {
     int64_t priority_idle;   /* seconds; 0: never */
     int64_t collision_grace; /* seconds */
     char *shim_lib;
+    char *sandbox;  /* on|off */
+    char *job_user; /* the Unix user jobs run as */
 };
 
 extern const struct ts_option ts_agent_options[];
@@ -65,6 +68,7 @@ struct ts_agent {
     char lib_dir[PATH_MAX];
     char shim_lib[PATH_MAX];
     struct ts_ledgers ledgers; /* fraction enforcement (ledgers.h) */
+    struct ts_sandbox sandbox; /* the job sandbox (sandbox.h) */
     struct ts_events *events;
     struct ts_broker *broker;
     int lock_fd;

@@ -129,6 +129,8 @@ static bool read_pids(struct ts_ajob *j)
     j->start_ticks = (uint64_t)json_integer_value(json_object_get(r, "start_ticks"));
     j->sup_pid = (pid_t)json_integer_value(json_object_get(r, "supervisor_pid"));
     j->sup_ticks = (uint64_t)json_integer_value(json_object_get(r, "supervisor_start_ticks"));
+    j->init_pid = (pid_t)json_integer_value(json_object_get(r, "init_pid"));
+    j->init_ticks = (uint64_t)json_integer_value(json_object_get(r, "init_start_ticks"));
     json_decref(r);
     return j->pid > 0;
 }
@@ -156,6 +158,9 @@ static void signal_job(struct ts_ajob *j, int sig)
         ts_log_warn("could not signal job: %s job=%lld attempt=%d pgid=%d", strerror(errno),
                     (long long)j->id, j->attempt, (int)j->pid);
     if (sig == SIGKILL) {
+        /* sandboxed: the end of its init is the end of every process of it */
+        if (j->init_pid > 0 && ts_proc_same(j->init_pid, j->init_ticks))
+            kill(j->init_pid, SIGKILL);
         pid_t pids[256];
         size_t n = ts_proc_session(j->pid, pids, 256);
         for (size_t i = 0; i < n && i < 256; i++)
@@ -342,6 +347,25 @@ static json_t *string_list(char **v)
     return a;
 }
 
+/* launch.json's "sandbox": what the job's init needs (sandbox.c). New. */
+static json_t *sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob *j,
+                            const char *ckpt)
+{
+    const struct ts_sandbox *sb = ctx->sandbox;
+    json_t *o = json_pack("{s:i, s:i, s:s, s:s, s:s, s:s}", "uid", (int)sb->uid, "gid",
+                          (int)sb->gid, "user", sb->user, "data_dir", ctx->data_dir, "job_dir",
+                          j->dir, "checkpoint_dir", ckpt);
+    if (o == NULL)
+        return NULL;
+    if (ctx->gpus != NULL && ctx->gpus->simgpu_dir[0] != '\0')
+        json_object_set_new(o, "simgpu_dir", json_string(ctx->gpus->simgpu_dir));
+    if (ctx->ledgers != NULL && ctx->ledgers->swap_path[0] != '\0' && j->shim)
+        json_object_set_new(o, "swap_path", json_string(ctx->ledgers->swap_path));
+    if (ctx->token_file != NULL)
+        json_object_set_new(o, "token_file", json_string(ctx->token_file));
+    return o;
+}
+
 struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desired,
                               struct ts_error *err)
 {
@@ -401,9 +425,26 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
         snprintf(ckpt, sizeof(ckpt), "%s", cd);
     else
         snprintf(ckpt, sizeof(ckpt), "%s/checkpoints/%lld", ctx->data_dir, (long long)j->id);
+    bool ckpt_new = !ts_files_exists(ckpt);
     if ((rc = ts_files_mkdirs(ckpt, 0700)) != 0) {
         set_failed(j, "could not create checkpoint_dir %s: %s", ckpt, strerror(-rc));
         return j;
+    }
+    const struct ts_sandbox *sb = ctx->sandbox != NULL && ctx->sandbox->on ? ctx->sandbox : NULL;
+    /* sandboxed, the job writes only its work folder (which it sees at its
+     * folder's path) and its checkpoints */
+    if (sb != NULL && (ckpt_new || cd == NULL || cd[0] == '\0') &&
+        chown(ckpt, sb->uid, sb->gid) != 0) {
+        set_failed(j, "could not give checkpoint_dir %s to %s: %s", ckpt, sb->user,
+                   strerror(errno));
+        return j;
+    }
+    if (sb != NULL) {
+        job_path(j, TS_SANDBOX_WORK, path, sizeof(path));
+        if (mkdir(path, 0700) != 0 || chown(path, sb->uid, sb->gid) != 0) {
+            set_failed(j, "could not create %s for %s: %s", path, sb->user, strerror(errno));
+            return j;
+        }
     }
     if (ctx->ledgers != NULL && ts_ledgers_fractional(ctx->ledgers, desired)) {
         /* a GPU fraction: its slots in the ledgers, handed to the shim */
@@ -413,6 +454,12 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
             return j;
         }
         j->shim = true;
+        /* the mount point of its ledgers inside the work folder */
+        job_path(j, TS_SANDBOX_WORK "/shim", path, sizeof(path));
+        if (sb != NULL && mkdir(path, 0755) != 0) {
+            set_failed(j, "could not create %s: %s", path, strerror(errno));
+            return j;
+        }
     }
     env = ts_ajob_env_build(ctx, desired, ckpt, msg, sizeof(msg));
     if (env == NULL) {
@@ -425,6 +472,8 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
     launch = json_pack("{s:O, s:o?, s:s}", "argv", cmd, "env", envj, "working_dir",
                        wd != NULL && wd[0] != '\0' ? wd : j->dir);
     ts_ajob_env_free(env);
+    if (launch != NULL && sb != NULL)
+        json_object_set_new(launch, "sandbox", sandbox_spec(ctx, j, ckpt));
     job_path(j, "launch.json", path, sizeof(path));
     if (launch == NULL || envj == NULL || (rc = ts_files_write_json(path, launch, 0600)) != 0) {
         set_failed(j, "could not write %s: %s", path, rc < 0 ? strerror(-rc) : "out of memory");

@@ -25,6 +25,7 @@
 
 #include "agent/daemon/gpus.h"
 #include "agent/daemon/ledgers.h"
+#include "agent/daemon/sandbox.h"
 #include "api/err.h"
 
 #define TS_AJOB_GRACE_DEFAULT 30
@@ -53,6 +54,8 @@ struct ts_ajob {
     uint64_t start_ticks;
     pid_t sup_pid; /* its supervisor */
     uint64_t sup_ticks;
+    pid_t init_pid; /* sandboxed: pid 1 of its PID namespace; killing it ends them all */
+    uint64_t init_ticks;
     int64_t starting_deadline_ms;
     bool has_exit_code;
     int exit_code;
@@ -106,6 +109,8 @@ struct ts_ajob_ctx {
     const char *supervisor_exe; /* the agent binary: "/proc/self/exe" */
     struct ts_ledgers *ledgers; /* NULL: no fraction enforcement */
     const char *shim_lib;       /* libtessera-cuda.so, preloaded into fractional jobs */
+    const struct ts_sandbox *sandbox; /* NULL or off: jobs run unsandboxed */
+    const char *token_file;           /* hidden from sandboxed jobs */
 };
 
 /* Realtime clock in milliseconds. */

@@ -138,6 +138,17 @@ char **ts_ajob_env_build(const struct ts_ajob_ctx *ctx, const json_t *desired,
     }
     if (env_get(&l, "PATH") == NULL)
         env_set(&l, "PATH", DEFAULT_PATH);
+    if (ctx->sandbox != NULL && ctx->sandbox->on) {
+        /* the job's user, its folder as home, its private /tmp */
+        char home[PATH_MAX + 64];
+        snprintf(home, sizeof(home), "%s/jobs/%lld-%lld", ctx->data_dir,
+                 (long long)json_integer_value(json_object_get(desired, "id")),
+                 (long long)json_integer_value(json_object_get(desired, "attempt")));
+        env_set(&l, "HOME", home);
+        env_set(&l, "USER", ctx->sandbox->user);
+        env_set(&l, "LOGNAME", ctx->sandbox->user);
+        env_set(&l, "TMPDIR", "/tmp");
+    }
 
     const json_t *denv = json_object_get(desired, "env");
     if (denv != NULL && !json_is_null(denv)) {

@@ -84,6 +84,12 @@ const struct ts_option ts_agent_options[] = {
      "../lib/tessera/libtessera-cuda.so (installed) or ../lib/libtessera-cuda.so beside the agent "
      "binary",
      0, 0, NULL, 0},
+    {"sandbox", TS_OPT_ENUM, OPT(sandbox), "on", "on|off",
+     "run each job in its sandbox (its user, namespaces, cgroup, the interposer as the driver); "
+     "off: as the agent's user in its namespaces, for development",
+     0, 0, "on|off", 0},
+    {"job-user", TS_OPT_STRING, OPT(job_user), "nobody", "USER",
+     "the Unix user sandboxed jobs run as", 0, 0, NULL, 0},
 };
 
 const size_t ts_agent_options_count = sizeof(ts_agent_options) / sizeof(ts_agent_options[0]);

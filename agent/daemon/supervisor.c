@@ -12,15 +12,31 @@
  *
  * It ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT: stopping a job is done by
  * signalling the job's group, never the supervisor.
+ *
+ * Sandboxed (launch.json has "sandbox", sandbox.h): the supervisor makes a
+ * PID namespace for the job; its first process, the job's init (pid 1
+ * inside), waits until the supervisor has put it in the job's cgroup,
+ * enters the sandbox, forks the job and reaps whatever is orphaned inside
+ * until the job ends, then hands the job's wait status up a pipe and exits,
+ * which kills every process left in the namespace. The job still leads its
+ * own session and group, so the agent signals it as before; job.json also
+ * names the init. The supervisor meanwhile answers the host-pid socket
+ * (hostpid.h) in the job folder.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,13 +44,15 @@
 #include "agent/daemon/ajob.h"
 #include "agent/daemon/files.h"
 #include "agent/daemon/proc.h"
+#include "agent/daemon/sandbox.h"
 
 #define NOTIFY_FD 3
 
 /* What the job's child sends up the exec pipe when it cannot run. */
 struct exec_failure {
-    char what; /* 'c': chdir, 'x': exec */
+    char what; /* 'c': chdir, 'x': exec, 's': the sandbox (text) */
     int errnum;
+    char text[400];
 };
 
 static void write_all(int fd, const char *s, size_t n)
@@ -114,16 +132,142 @@ static void run_job(char **argv, char **envp, const char *wd, int outfd, int pip
     if (outfd > 2)
         close(outfd);
     if (wd != NULL && chdir(wd) != 0) {
-        f = (struct exec_failure){'c', errno};
+        f = (struct exec_failure){.what = 'c', .errnum = errno};
         write_all(pipefd, (const char *)&f, sizeof(f));
         _exit(127);
     }
     extern char **environ;
     environ = envp; /* execvp searches this environment's PATH */
     execvp(argv[0], argv);
-    f = (struct exec_failure){'x', errno};
+    f = (struct exec_failure){.what = 'x', .errnum = errno};
     write_all(pipefd, (const char *)&f, sizeof(f));
     _exit(127);
+}
+
+/* ---- the sandbox ---------------------------------------------------------- */
+
+/* pid 1 of the job's PID namespace: waits for the supervisor (cgroup), enters
+ * the sandbox, runs the job, reaps, and hands the job's wait status up
+ * statusfd. Never returns. */
+static void run_init(const json_t *sb, char **argv, char **envp, const char *wd, int outfd,
+                     int pipefd, int statusfd, int gofd)
+{
+    char c;
+    while (read(gofd, &c, 1) < 0 && errno == EINTR)
+        ;
+    close(gofd);
+    setsid();
+    struct exec_failure f = {.what = 's'};
+    if (ts_sandbox_enter(sb, f.text, sizeof(f.text)) != 0) {
+        write_all(pipefd, (const char *)&f, sizeof(f));
+        _exit(127);
+    }
+    pid_t job = fork();
+    if (job < 0) {
+        f.errnum = errno;
+        snprintf(f.text, sizeof(f.text), "could not fork the job: %s", strerror(errno));
+        write_all(pipefd, (const char *)&f, sizeof(f));
+        _exit(127);
+    }
+    if (job == 0)
+        run_job(argv, envp, wd, outfd, pipefd);
+    close(pipefd);
+    close(outfd);
+    int wst = 0;
+    for (;;) {
+        int st;
+        pid_t w = waitpid(-1, &st, 0);
+        if (w == job) {
+            wst = st;
+            break;
+        }
+        if (w < 0 && errno != EINTR) {
+            wst = 127 << 8;
+            break;
+        }
+    }
+    write_all(statusfd, (const char *)&wst, sizeof(wst));
+    _exit(WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst));
+}
+
+/* The host-pid socket in the job folder (hostpid.h); -1 on failure. */
+static int pid_socket(const char *jobdir)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (snprintf(a.sun_path, sizeof(a.sun_path), "%s/" TS_SANDBOX_PIDSOCK, jobdir) >=
+        (int)sizeof(a.sun_path)) {
+        fprintf(stderr, "supervisor: the job folder's path is too long for a socket\n");
+        return -1;
+    }
+    unlink(a.sun_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || chmod(a.sun_path, 0666) != 0 ||
+        listen(fd, 64) != 0) {
+        fprintf(stderr, "supervisor: could not listen on %s: %s\n", a.sun_path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Answer every waiting connection with the peer's pid as this (the host's)
+ * namespace sees it. */
+static void serve_pids(int lfd)
+{
+    for (;;) {
+        int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+            return;
+        struct ucred cr;
+        socklen_t len = sizeof(cr);
+        if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && cr.pid > 0) {
+            int32_t v = (int32_t)cr.pid;
+            write_all(c, (const char *)&v, sizeof(v));
+        }
+        close(c);
+    }
+}
+
+/* The init's child: the job leader, in the host's numbering. */
+static pid_t child_of(pid_t parent)
+{
+    for (int tries = 0; tries < 50; tries++) {
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        pid_t found = 0;
+        while (d != NULL && (e = readdir(d)) != NULL) {
+            pid_t pid = (pid_t)atoi(e->d_name);
+            struct ts_proc_stat st;
+            if (pid > 0 && ts_proc_stat(pid, &st) == 0 && st.ppid == parent) {
+                found = pid;
+                break;
+            }
+        }
+        if (d != NULL)
+            closedir(d);
+        if (found > 0)
+            return found;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* Wait for the init, serving the pid socket meanwhile. */
+static void wait_init(pid_t init, int lfd, int *wst)
+{
+    int pfd = (int)syscall(SYS_pidfd_open, init, 0);
+    for (;;) {
+        pid_t w = waitpid(init, wst, WNOHANG);
+        if (w == init || (w < 0 && errno != EINTR))
+            break;
+        struct pollfd p[2] = {{.fd = lfd, .events = POLLIN}, {.fd = pfd, .events = POLLIN}};
+        int n = poll(p, pfd >= 0 ? 2 : 1, pfd >= 0 ? -1 : 200);
+        if (n > 0 && (p[0].revents & POLLIN))
+            serve_pids(lfd);
+    }
+    if (pfd >= 0)
+        close(pfd);
 }
 
 int ts_supervisor_main(const char *jobdir)
@@ -154,14 +298,32 @@ int ts_supervisor_main(const char *jobdir)
     char **envp = string_array(json_object_get(launch, "env"));
     const char *wd = json_string_value(json_object_get(launch, "working_dir"));
     int status = 1;
-    int pipefd[2] = {-1, -1};
+    int pipefd[2] = {-1, -1}, statusp[2] = {-1, -1}, gop[2] = {-1, -1}, lfd = -1;
     if (argv == NULL || argv[0] == NULL || envp == NULL) {
         status = failed_to_start(jobdir, outfd, "launch.json has no command or environment");
         goto out;
     }
-    if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    const json_t *sb = json_object_get(launch, "sandbox");
+    if (!json_is_object(sb))
+        sb = NULL;
+    if (pipe2(pipefd, O_CLOEXEC) != 0 || pipe2(statusp, O_CLOEXEC) != 0 ||
+        pipe2(gop, O_CLOEXEC) != 0) {
         status = failed_to_start(jobdir, outfd, "could not make a pipe");
         goto out;
+    }
+    if (sb != NULL) {
+        if ((lfd = pid_socket(jobdir)) < 0) {
+            status = failed_to_start(jobdir, outfd, "could not listen on the job's pid socket");
+            goto out;
+        }
+        /* the next child is pid 1 of a new PID namespace: the job's init */
+        if (unshare(CLONE_NEWPID) != 0) {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "could not make the job's PID namespace: %s",
+                     strerror(errno));
+            status = failed_to_start(jobdir, outfd, msg);
+            goto out;
+        }
     }
     pid_t pid = fork();
     if (pid < 0) {
@@ -172,11 +334,22 @@ int ts_supervisor_main(const char *jobdir)
     }
     if (pid == 0) {
         close(pipefd[0]);
+        close(statusp[0]);
+        close(gop[1]);
         close(NOTIFY_FD);
+        if (lfd >= 0)
+            close(lfd);
+        if (sb != NULL)
+            run_init(sb, argv, envp, wd, outfd, pipefd[1], statusp[1], gop[0]);
         run_job(argv, envp, wd, outfd, pipefd[1]);
     }
+    pid_t init = sb != NULL ? pid : 0;
     close(pipefd[1]);
-    pipefd[1] = -1;
+    close(statusp[1]);
+    close(gop[0]);
+    pipefd[1] = statusp[1] = gop[0] = -1;
+    close(gop[1]); /* the init goes on */
+    gop[1] = -1;
 
     /* EOF on the pipe: the job called setsid and exec'd (the pipe is
      * close-on-exec); data: it could not */
@@ -190,34 +363,55 @@ int ts_supervisor_main(const char *jobdir)
         while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
             ;
         char msg[PATH_MAX + 256];
+        f.text[sizeof(f.text) - 1] = '\0';
         if (f.what == 'c')
             snprintf(msg, sizeof(msg), "could not change to working_dir \"%s\": %s", wd,
                      strerror(f.errnum));
+        else if (f.what == 's')
+            snprintf(msg, sizeof(msg), "could not set up the job's sandbox: %s", f.text);
         else
             snprintf(msg, sizeof(msg), "could not execute \"%s\": %s", argv[0], strerror(f.errnum));
         status = failed_to_start(jobdir, outfd, msg);
         goto out;
     }
+    if (init > 0 && (pid = child_of(init)) <= 0) {
+        /* it exec'd and is gone already: its init has its status */
+        pid = init;
+    }
 
     /* job.json only now: the job leads its own session and process group,
      * so whoever reads the file may signal the group */
-    struct ts_proc_stat js = {0}, ss = {0};
+    struct ts_proc_stat js = {0}, ss = {0}, is = {0};
     ts_proc_stat(pid, &js);
     ts_proc_stat(getpid(), &ss);
+    if (init > 0)
+        ts_proc_stat(init, &is);
     json_t *rec = json_pack("{s:i, s:I, s:i, s:I, s:I}", "pid", (int)pid, "start_ticks",
                             (json_int_t)js.start_ticks, "supervisor_pid", (int)getpid(),
                             "supervisor_start_ticks", (json_int_t)ss.start_ticks, "started_at",
                             (json_int_t)time(NULL));
+    if (rec != NULL && init > 0) {
+        json_object_set_new(rec, "init_pid", json_integer(init));
+        json_object_set_new(rec, "init_start_ticks", json_integer((json_int_t)is.start_ticks));
+    }
     snprintf(path, sizeof(path), "%s/job.json", jobdir);
     if (rec == NULL || ts_files_write_json(path, rec, 0600) != 0)
         fprintf(stderr, "supervisor: could not write %s\n", path);
     json_decref(rec);
     close(NOTIFY_FD); /* the agent reads EOF: job.json is there */
 
-    while (waitpid(pid, &wst, 0) < 0) {
-        if (errno != EINTR) {
-            fprintf(stderr, "supervisor: waitpid: %s\n", strerror(errno));
-            break;
+    if (init > 0) {
+        /* the init's exit kills whatever is left in the namespace */
+        wait_init(init, lfd, &wst);
+        int jst;
+        if (read(statusp[0], &jst, sizeof(jst)) == (ssize_t)sizeof(jst))
+            wst = jst;
+    } else {
+        while (waitpid(pid, &wst, 0) < 0) {
+            if (errno != EINTR) {
+                fprintf(stderr, "supervisor: waitpid: %s\n", strerror(errno));
+                break;
+            }
         }
     }
     /* whatever the job left behind in its group goes with it */
@@ -229,10 +423,19 @@ int ts_supervisor_main(const char *jobdir)
         st = json_pack("{s:s, s:i}", "state", "exited", "exit_code", WEXITSTATUS(wst));
     status = st != NULL && write_status(jobdir, st) == 0 ? 0 : 1;
 out:
-    if (pipefd[0] >= 0)
-        close(pipefd[0]);
-    if (pipefd[1] >= 0)
-        close(pipefd[1]);
+    for (int i = 0; i < 2; i++) {
+        if (pipefd[i] >= 0)
+            close(pipefd[i]);
+        if (statusp[i] >= 0)
+            close(statusp[i]);
+        if (gop[i] >= 0)
+            close(gop[i]);
+    }
+    if (lfd >= 0) {
+        close(lfd);
+        snprintf(path, sizeof(path), "%s/" TS_SANDBOX_PIDSOCK, jobdir);
+        unlink(path);
+    }
     close(outfd);
     free(argv);
     free(envp);

@@ -169,7 +169,7 @@ struct ts_ledger_job {
 };
 
 struct ts_ledger_proc {
-    _Atomic int32_t pid;            /* host pid (NSpid's first field); 0: free slot */
+    _Atomic int32_t pid;            /* host pid (ts_ledger_host_pid); 0: free slot */
     int32_t job;                    /* index into jobs[] */
     uint64_t start_ticks;           /* /proc/PID/stat field 22: a reused pid is not this one */
     _Atomic uint64_t used_bytes;    /* this process's charges on this GPU */
@@ -257,8 +257,8 @@ int ts_ledger_find_proc(const struct ts_ledger *l, pid_t pid);
 void ts_futex_wait(_Atomic uint32_t *w, uint32_t expect, int timeout_ms);
 void ts_futex_wake(_Atomic uint32_t *w);
 
-/* This process's pid as the host sees it: the first NSpid of
- * /proc/self/status (getpid() when the line is absent). */
+/* This process's pid as the host sees it (hostpid.h): from the job's
+ * supervisor in a sandbox, else the first NSpid of /proc/self/status. */
 pid_t ts_ledger_host_pid(void);
 /* Field 22 of /proc/PID/stat, or 0. */
 uint64_t ts_ledger_start_ticks(pid_t pid);

@@ -4,6 +4,8 @@
  */
 #include "agent/simgpu/state.h"
 
+#include "agent/ledger/hostpid.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -231,11 +233,15 @@ void ts_simgpu_reap(struct ts_simgpu_dev *dev)
 {
     struct ts_simgpu_state *st = dev->st;
     uint64_t used = 0;
+    pid_t me = ts_hostpid();
+    bool foreign = ts_hostpid_foreign();
     for (int i = 0; i < TS_SIMGPU_MAX_PROCS; i++) {
         struct ts_simgpu_proc *p = &st->procs[i];
         if (p->pid == 0)
             continue;
-        if (p->pid != getpid() && proc_start_ticks(p->pid) != p->start_ticks) {
+        /* a sandboxed process cannot see other jobs' host pids: the agent,
+         * in the host's namespace, reaps them (hostpid.h) */
+        if (p->pid != me && !foreign && proc_start_ticks(p->pid) != p->start_ticks) {
             ts_simgpu_log("gpu %u: reaping pid %d, %llu bytes", st->index, (int)p->pid,
                           (unsigned long long)p->used_bytes);
             memset(p, 0, sizeof *p);
@@ -249,8 +255,10 @@ void ts_simgpu_reap(struct ts_simgpu_dev *dev)
 struct ts_simgpu_proc *ts_simgpu_self(struct ts_simgpu_dev *dev, int create)
 {
     struct ts_simgpu_state *st = dev->st;
-    pid_t me = getpid();
+    pid_t me = ts_hostpid(); /* the host's pid, as NVML reports processes */
     struct ts_simgpu_proc *free_slot = NULL;
+    if (me <= 0)
+        return NULL;
     for (int i = 0; i < TS_SIMGPU_MAX_PROCS; i++) {
         if (st->procs[i].pid == me)
             return &st->procs[i];
@@ -269,7 +277,7 @@ struct ts_simgpu_proc *ts_simgpu_self(struct ts_simgpu_dev *dev, int create)
     }
     memset(free_slot, 0, sizeof *free_slot);
     free_slot->pid = me;
-    free_slot->start_ticks = proc_start_ticks(me);
+    free_slot->start_ticks = proc_start_ticks(getpid());
     return free_slot;
 }
 
@@ -314,7 +322,7 @@ uint64_t ts_simgpu_busy_add(struct ts_simgpu_dev *dev, uint64_t not_before_ns, u
     uint64_t start = not_before_ns > st->busy_until_ns ? not_before_ns : st->busy_until_ns;
     uint64_t end = start + dur_ns;
     if (dur_ns > 0) {
-        int32_t pid = (int32_t)getpid();
+        int32_t pid = (int32_t)ts_hostpid();
         uint32_t last = (st->span_next + TS_SIMGPU_SPANS - 1) % TS_SIMGPU_SPANS;
         /* One span per run of kernels of one process without a gap. */
         if (st->span_count > 0 && st->spans[last].until_ns >= start && st->spans[last].pid == pid) {

@@ -10,6 +10,9 @@
  *                            SHARE x 100 ms every 100 ms) for SECONDS
  *   agent_probe ignore-term N  ignore SIGTERM (and so do N children in its
  *                            process group); print their pids; wait forever
+ *   agent_probe alloc LIB MIB  dlopen LIB (a name or a path) and allocate MIB
+ *                            of device memory on device 0 in 64 MiB pieces;
+ *                            print "allocated N MiB" (how far it got)
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -22,6 +25,7 @@
 
 #include "agent/abi/cuda.h"
 #include "agent/abi/nvml.h"
+#include "agent/ledger/hostpid.h"
 
 extern char **environ;
 
@@ -125,19 +129,55 @@ static int busy(size_t mib, double share, double seconds)
 static _Noreturn void ignore_term(int children)
 {
     signal(SIGTERM, SIG_IGN);
-    printf("pid %d\n", (int)getpid());
+    /* pids as the host sees them: a sandboxed job has a PID namespace */
+    printf("pid %d\n", (int)ts_hostpid());
     for (int i = 0; i < children; i++) {
-        pid_t p = fork();
-        if (p == 0) {
+        int p[2];
+        if (pipe(p) != 0)
+            exit(1);
+        pid_t pid = fork();
+        if (pid == 0) {
+            pid_t host = ts_hostpid();
+            if (write(p[1], &host, sizeof(host)) != (ssize_t)sizeof(host))
+                _exit(1);
             for (;;)
                 pause();
         }
-        printf("pid %d\n", (int)p);
+        pid_t host = 0;
+        if (read(p[0], &host, sizeof(host)) != (ssize_t)sizeof(host))
+            exit(1);
+        close(p[0]);
+        close(p[1]);
+        printf("pid %d\n", (int)host);
     }
     printf("ready\n");
     fflush(stdout);
     for (;;)
         pause();
+}
+
+static int alloc(const char *lib, long mib)
+{
+    void *cu = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    CUcontext ctx;
+    CUdevice dev;
+    if (cu == NULL || LOOK(cu, cuInit)(0) != CUDA_SUCCESS ||
+        LOOK(cu, cuDeviceGet)(&dev, 0) != CUDA_SUCCESS ||
+        LOOK(cu, cuDevicePrimaryCtxRetain)(&ctx, dev) != CUDA_SUCCESS ||
+        LOOK(cu, cuCtxSetCurrent)(ctx) != CUDA_SUCCESS) {
+        printf("cuda setup failed: %s\n", cu == NULL ? dlerror() : "a driver call failed");
+        return 1;
+    }
+    printf("libcuda=%s\n", path_of((void *)LOOK(cu, cuInit)));
+    long done = 0;
+    while (done < mib) {
+        CUdeviceptr p;
+        if (LOOK(cu, cuMemAlloc_v2)(&p, 64ul << 20) != CUDA_SUCCESS)
+            break;
+        done += 64;
+    }
+    printf("allocated %ld MiB\n", done);
+    return done >= mib ? 0 : 3;
 }
 
 int main(int argc, char **argv)
@@ -151,6 +191,9 @@ int main(int argc, char **argv)
         return busy((size_t)atol(argv[2]), atof(argv[3]), atof(argv[4]));
     if (argc >= 3 && strcmp(argv[1], "ignore-term") == 0)
         ignore_term(atoi(argv[2]));
-    fprintf(stderr, "usage: agent_probe env|cuda|busy MIB SHARE SECONDS|ignore-term N\n");
+    if (argc >= 4 && strcmp(argv[1], "alloc") == 0)
+        return alloc(argv[2], atol(argv[3]));
+    fprintf(stderr,
+            "usage: agent_probe env|cuda|busy MIB SHARE SECONDS|ignore-term N|alloc LIB MIB\n");
     return 2;
 }

@@ -371,22 +371,22 @@ static void stop_sends_sigterm_then_sigkill_to_the_whole_group_after_the_grace_p
 static void a_job_left_out_of_the_desired_state_or_in_another_attempt_is_stopped(void)
 {
     char marks[PATH_MAX + 16];
-    snprintf(marks, sizeof(marks), "%s/marks", ts_ah_root);
+    snprintf(marks, sizeof(marks), "%s/marks", ts_ah_shared);
     agent_start(NULL);
     /* attempt 0 takes a second to stop; attempt 1 must not start before */
     ts_ah_set_desired("{\"generation\": 1, \"jobs\": [" JOB(
-                          31, 0, "",
+                          31, 0, "\"checkpoint_dir\": \"%s\",",
                           "[\"sh\", \"-c\", \"trap 'sleep 1; echo a0-end >> %s; exit 0' TERM; "
                           "while :; do sleep 0.1; done\"]") "," JOB(32, 0, "", STARTS_ONCE) "]}",
-                      marks);
+                      ts_ah_shared, marks);
     json_t *a0 = ts_ah_wait_job(31, 0, "running", 20), *b = ts_ah_wait_job(32, 0, "running", 20);
     REQUIRE(a0 != NULL && b != NULL);
     json_decref(a0);
     json_decref(b);
-    ts_ah_set_desired(
-        "{\"generation\": 2, \"jobs\": [" JOB(
-            31, 1, "", "[\"sh\", \"-c\", \"echo a1-start >> %s; exec sleep 600\"]") "]}",
-        marks);
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [" JOB(
+                          31, 1, "\"checkpoint_dir\": \"%s\",",
+                          "[\"sh\", \"-c\", \"echo a1-start >> %s; exec sleep 600\"]") "]}",
+                      ts_ah_shared, marks);
     b = ts_ah_wait_job(32, 0, "exited", 20);
     CHECK(b != NULL && jint(b, "signal") == SIGTERM);
     json_decref(b);
@@ -496,8 +496,16 @@ static void the_nvml_backend_reads_the_libnvidia_ml_the_loader_finds(void)
     char lib[PATH_MAX], guess[PATH_MAX + 32], gpus[PATH_MAX + 16];
     snprintf(guess, sizeof(guess), "%s/../lib/simgpu", bin_dir);
     REQUIRE(realpath(guess, lib) != NULL);
-    snprintf(gpus, sizeof(gpus), "%s/gpus", ts_ah_root);
+    /* in the folder a sandboxed job sees, open to its user: the stand-in
+     * for /dev/nvidia* */
+    snprintf(gpus, sizeof(gpus), "%s/gpus", ts_ah_shared);
     REQUIRE(ts_simgpu_create(gpus, 3, 2ull << 30, 0) == 0);
+    CHECK(chmod(gpus, 0755) == 0);
+    for (int i = 0; i < 3; i++) {
+        char state[PATH_MAX + 64];
+        snprintf(state, sizeof(state), "%s/gpu%d.state", gpus, i);
+        CHECK(chmod(state, 0666) == 0);
+    }
     setenv("LD_LIBRARY_PATH", lib, 1);
     setenv("TESSERA_SIMGPU_DIR", gpus, 1);
     agent_start((const char *[]){"--gpus", "nvml", NULL});
@@ -520,12 +528,12 @@ static void the_nvml_backend_reads_the_libnvidia_ml_the_loader_finds(void)
      * variables of its own, and orders CUDA's devices as NVML does */
     ts_ah_set_desired("{\"generation\": 1, \"jobs\": [" JOB(
                           51, 0,
-                          "\"gpus\": [{\"index\": 2}], \"env\": {\"LD_LIBRARY_PATH\": \"%s\","
-                          " \"TESSERA_SIMGPU_DIR\": \"%s\"},",
+                          "\"gpus\": [{\"index\": 2}], \"checkpoint_dir\": \"%s\", "
+                          "\"env\": {\"LD_LIBRARY_PATH\": \"%s\", \"TESSERA_SIMGPU_DIR\": \"%s\"},",
                           "[\"%s\", \"busy\", \"32\", \"0.5\", \"60\"]") "," JOB(52, 0, "",
                                                                                  "[\"%s\", "
                                                                                  "\"env\"]") "]}",
-                      lib, gpus, probe, probe);
+                      ts_ah_shared, lib, gpus, probe, probe);
     json_t *j = ts_ah_wait_job(52, 0, "exited", 20);
     CHECK(j != NULL);
     json_decref(j);

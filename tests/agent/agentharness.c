@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "agent/daemon/proc.h"
 
 int ts_ah_failures;
+char ts_ah_shared[216];
 char ts_ah_root[200], ts_ah_data[256], ts_ah_desired[256], ts_ah_agent_log[256];
 pid_t ts_ah_agent_pid;
 
@@ -51,6 +53,13 @@ void ts_ah_setup(const char *name)
     snprintf(ts_ah_data, sizeof(ts_ah_data), "%s/data", ts_ah_root);
     snprintf(ts_ah_desired, sizeof(ts_ah_desired), "%s/desired.json", ts_ah_root);
     snprintf(ts_ah_agent_log, sizeof(ts_ah_agent_log), "%s/agent.log", ts_ah_root);
+    /* the only folder of the case a sandboxed job sees (as its
+     * checkpoint_dir): flags and marks between the test and its jobs */
+    snprintf(ts_ah_shared, sizeof(ts_ah_shared), "%s/shared", ts_ah_root);
+    if (mkdir(ts_ah_shared, 0777) != 0 || chmod(ts_ah_shared, 0777) != 0) {
+        perror("mkdir shared");
+        exit(1);
+    }
     ts_ah_set_desired("{\"generation\": 0, \"jobs\": []}");
 }
 

@@ -44,6 +44,10 @@ extern int ts_ah_failures;
  * --data-dir), root/desired.json (its --desired-file), root/agent.log (its
  * output). */
 extern char ts_ah_root[200], ts_ah_data[256], ts_ah_desired[256], ts_ah_agent_log[256];
+/* root/shared, mode 0777: what the case's jobs and the test both see; pass
+ * it as a job's checkpoint_dir (a sandboxed job sees nothing else of the
+ * case's folder). */
+extern char ts_ah_shared[216];
 /* The agent started in the case, or 0. */
 extern pid_t ts_ah_agent_pid;
 

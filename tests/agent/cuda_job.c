@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "agent/abi/cuda.h"
+#include "agent/ledger/hostpid.h"
 
 #define MiB (1ull << 20)
 #define CHUNK (4 * MiB)
@@ -256,7 +257,7 @@ int main(int argc, char **argv)
     back = malloc(CHUNK);
     if (host == NULL || back == NULL || load() != 0)
         return 2;
-    say("pid %d", (int)getpid());
+    say("pid %d", (int)ts_hostpid()); /* as the host sees it */
     int rc = 0;
     for (int i = first; i < argc && rc == 0; i++) {
         const char *s = argv[i];

@@ -171,15 +171,15 @@ static char *job(char *buf, size_t len, int id, const char *action, int req, int
              "{\"id\": %d, \"attempt\": 0, \"name\": \"j%d\", \"project\": \"p\", "
              "\"action\": \"%s\", \"priority\": %d, \"grace_seconds\": 2, "
              "\"gpus\": [{\"index\": 0, \"memory_bytes\": %llu, \"memory_limit_bytes\": %llu}], "
-             "\"command\": [\"%s\", %s]}",
+             "\"checkpoint_dir\": \"%s\", \"command\": [\"%s\", %s]}",
              id, id, action, prio, (unsigned long long)req * MiB, (unsigned long long)lim * MiB,
-             player, steps);
+             ts_ah_shared, player, steps);
     return buf;
 }
 
 static void flag(char *buf, size_t len, const char *name)
 {
-    snprintf(buf, len, "%s/%s", ts_ah_root, name);
+    snprintf(buf, len, "%s/%s", ts_ah_shared, name);
 }
 
 /* ---- cases ------------------------------------------------------------------ */
@@ -568,8 +568,8 @@ static char *cjob(char *buf, int id, const char *action, int prio, const char *g
     snprintf(buf, 8192,
              "{\"id\": %d, \"attempt\": 0, \"name\": \"j%d\", \"project\": \"p\", "
              "\"action\": \"%s\", \"priority\": %d, \"grace_seconds\": 2, \"gpus\": [%s], "
-             "\"command\": [\"%s\"%s]}",
-             id, id, action, prio, gpus, cuda_job, argv);
+             "\"checkpoint_dir\": \"%s\", \"command\": [\"%s\"%s]}",
+             id, id, action, prio, gpus, ts_ah_shared, cuda_job, argv);
     return buf;
 }
 

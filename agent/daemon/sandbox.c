@@ -1,0 +1,281 @@
+/*
+ * sandbox.c - the job sandbox (sandbox.h): the agent's decision at start,
+ * and what the job's init does as root before it becomes the job's user.
+ *
+ * Kernel interfaces directly (unshare, mount, mount_setattr, prctl,
+ * setresuid): bubblewrap would do the mounts, but not the pid service, the
+ * cgroup or the driver overlay, and would add a process and a dependency
+ * between the supervisor and the job.
+ */
+#include "agent/daemon/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/mount.h>
+#include <pwd.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/ledger/hostpid.h"
+
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+
+static int fail(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(char *msg, size_t len, const char *fmt, ...)
+{
+    int e = errno;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, len, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < len && e != 0)
+        snprintf(msg + n, len - (size_t)n, ": %s", strerror(e));
+    return -1;
+}
+
+/* ---- the agent, at start ------------------------------------------------ */
+
+/* Whether a child can make the namespaces a job gets (a container without
+ * CAP_SYS_ADMIN cannot). */
+static bool namespaces_work(char *why, size_t len)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return fail(why, len, "could not fork"), false;
+    if (pid == 0)
+        _exit(unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) == 0 ? 0 : 10 + errno % 100);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        return true;
+    errno = WIFEXITED(st) && WEXITSTATUS(st) >= 10 ? WEXITSTATUS(st) - 10 : 0;
+    fail(why, len, "unshare of mount, PID and IPC namespaces failed");
+    return false;
+}
+
+int ts_sandbox_setup(struct ts_sandbox *sb, const char *mode, const char *user, char *msg,
+                     size_t msglen)
+{
+    memset(sb, 0, sizeof(*sb));
+    if (mode != NULL && strcmp(mode, "off") == 0) {
+        snprintf(sb->why_off, sizeof(sb->why_off), "--sandbox off");
+        return 0;
+    }
+    const char *name = user != NULL && user[0] != '\0' ? user : "nobody";
+    errno = 0;
+    struct passwd *pw = getpwnam(name);
+    if (pw == NULL) {
+        errno = errno == ENOENT ? 0 : errno;
+        return fail(msg, msglen, "invalid value for --job-user: \"%.64s\": no such user", name);
+    }
+    snprintf(sb->user, sizeof(sb->user), "%s", name);
+    sb->uid = pw->pw_uid;
+    sb->gid = pw->pw_gid;
+    if (geteuid() != 0) {
+        snprintf(sb->why_off, sizeof(sb->why_off), "the agent does not run as root");
+        return 0;
+    }
+    if (!namespaces_work(sb->why_off, sizeof(sb->why_off)))
+        return 0;
+    sb->on = true;
+    return 0;
+}
+
+/* ---- the job's init, as root --------------------------------------------- */
+
+/* mkdir -p with mode for what it creates. */
+static int mkdirs(const char *path, mode_t mode)
+{
+    char p[4096];
+    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
+        return errno = ENAMETOOLONG, -1;
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s != '\0')
+            continue;
+        char c = *s;
+        *s = '\0';
+        if (mkdir(p, mode) != 0 && errno != EEXIST)
+            return -1;
+        *s = c;
+        if (c == '\0')
+            return 0;
+    }
+}
+
+/* An empty file at path (a mount point for a file), its folders made. */
+static int touch(const char *path)
+{
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL && slash != dir) {
+        *slash = '\0';
+        if (mkdirs(dir, 0755) != 0)
+            return -1;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
+/* Bind what fd holds (opened before the host's view was covered) onto
+ * target, read-write unless ro. */
+static int bind_fd(int fd, const char *target, bool ro, char *msg, size_t len)
+{
+    char src[64];
+    snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+    if (mount(src, target, NULL, MS_BIND, NULL) != 0)
+        return fail(msg, len, "could not bind onto %s", target);
+    unsigned long fl = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (ro ? MS_RDONLY : 0);
+    if (mount(NULL, target, NULL, fl, NULL) != 0)
+        return fail(msg, len, "could not remount %s", target);
+    return 0;
+}
+
+static int tmpfs(const char *target, const char *opts, char *msg, size_t len)
+{
+    struct stat st;
+    if (stat(target, &st) != 0)
+        return 0; /* not on this machine: nothing to cover */
+    if (mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
+        return fail(msg, len, "could not mount a tmpfs on %s", target);
+    return 0;
+}
+
+static const char *str(const json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s != NULL && s[0] == '/' ? s : NULL;
+}
+
+/* The paths the job keeps, opened while the host's view is still there. */
+struct keep {
+    const char *path; /* where the job sees it */
+    int fd;           /* O_PATH */
+    bool dir;
+    bool ro;
+};
+
+static int open_keep(struct keep *k, const char *from, const char *to, bool ro, char *msg,
+                     size_t len)
+{
+    k->path = to;
+    k->ro = ro;
+    k->fd = open(from, O_PATH | O_CLOEXEC);
+    if (k->fd < 0)
+        return fail(msg, len, "could not open %s", from);
+    struct stat st;
+    if (fstat(k->fd, &st) != 0)
+        return fail(msg, len, "could not stat %s", from);
+    k->dir = S_ISDIR(st.st_mode);
+    return 0;
+}
+
+/* Capabilities, user, no_new_privs: the last step before the job. */
+static int drop_privileges(const json_t *sb, char *msg, size_t len)
+{
+    uid_t uid = (uid_t)json_integer_value(json_object_get(sb, "uid"));
+    gid_t gid = (gid_t)json_integer_value(json_object_get(sb, "gid"));
+    const char *user = json_string_value(json_object_get(sb, "user"));
+    for (int cap = 0; cap <= 63; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno == EINVAL)
+            break;
+    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    if ((user != NULL ? initgroups(user, gid) : setgroups(1, &gid)) != 0)
+        return fail(msg, len, "could not set the groups of %s", user ? user : "the job user");
+    if (setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0)
+        return fail(msg, len, "could not become uid %u gid %u", (unsigned)uid, (unsigned)gid);
+    if (uid == 0) {
+        /* root allowed: root without capabilities, and exec gives none back
+         * (the securebits first: setting them takes CAP_SETPCAP) */
+        if (prctl(PR_SET_SECUREBITS, 0x2f /* NOROOT, NO_SETUID_FIXUP, and both locked */, 0, 0,
+                  0) != 0)
+            return fail(msg, len, "could not lock the securebits");
+        struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct d[2] = {{0}};
+        if (syscall(SYS_capset, &h, d) != 0)
+            return fail(msg, len, "could not drop capabilities");
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return fail(msg, len, "could not set no_new_privs");
+    return 0;
+}
+
+int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
+{
+    const char *data = str(sb, "data_dir"), *jobdir = str(sb, "job_dir");
+    const char *ckpt = str(sb, "checkpoint_dir"), *sim = str(sb, "simgpu_dir");
+    const char *swap = str(sb, "swap_path"), *token = str(sb, "token_file");
+    if (data == NULL || jobdir == NULL)
+        return errno = 0, fail(msg, msglen, "launch.json's sandbox has no data_dir or job_dir");
+    if (unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0)
+        return fail(msg, msglen, "could not make the job's mount and IPC namespaces");
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
+        return fail(msg, msglen, "could not make the job's mounts private");
+
+    char work[4096], shim[4096], sock[4096], shim_at[4096];
+    snprintf(work, sizeof(work), "%s/" TS_SANDBOX_WORK, jobdir);
+    snprintf(shim, sizeof(shim), "%s/shim", jobdir);
+    snprintf(shim_at, sizeof(shim_at), "%s/shim", jobdir); /* inside the work bind */
+    snprintf(sock, sizeof(sock), "%s/" TS_SANDBOX_PIDSOCK, jobdir);
+    struct keep keep[8];
+    int nkeep = 0;
+    if (open_keep(&keep[nkeep++], work, jobdir, false, msg, msglen) != 0)
+        return -1;
+    if (access(shim, F_OK) == 0 &&
+        open_keep(&keep[nkeep++], shim, shim_at, false, msg, msglen) != 0)
+        return -1;
+    if (ckpt != NULL && open_keep(&keep[nkeep++], ckpt, ckpt, false, msg, msglen) != 0)
+        return -1;
+    if (sim != NULL && open_keep(&keep[nkeep++], sim, sim, false, msg, msglen) != 0)
+        return -1;
+    if (swap != NULL && open_keep(&keep[nkeep++], swap, swap, false, msg, msglen) != 0)
+        return -1;
+    if (open_keep(&keep[nkeep++], sock, TS_HOSTPID_SOCK, false, msg, msglen) != 0)
+        return -1;
+
+    /* the host read-only; then what is the job's own */
+    struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID};
+    if (syscall(SYS_mount_setattr, -1, "/", AT_RECURSIVE, &ro, sizeof(ro)) != 0)
+        return fail(msg, msglen, "could not make the host's file systems read-only");
+    if (tmpfs("/tmp", "mode=1777", msg, msglen) != 0 ||
+        tmpfs("/var/tmp", "mode=1777", msg, msglen) != 0 ||
+        tmpfs("/dev/shm", "mode=1777", msg, msglen) != 0 ||
+        tmpfs("/run", "mode=0755", msg, msglen) != 0)
+        return -1;
+    if (mkdirs(data, 0755) != 0)
+        return fail(msg, msglen, "could not make %s", data);
+    if (mount("tmpfs", data, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0)
+        return fail(msg, msglen, "could not cover %s", data);
+    for (int i = 0; i < nkeep; i++) {
+        struct keep *k = &keep[i];
+        if ((k->dir ? mkdirs(k->path, 0755) : touch(k->path)) != 0)
+            return fail(msg, msglen, "could not make %s", k->path);
+        if (bind_fd(k->fd, k->path, k->ro, msg, msglen) != 0)
+            return -1;
+        close(k->fd);
+    }
+    if (token != NULL && access(token, F_OK) == 0 &&
+        mount("/dev/null", token, NULL, MS_BIND, NULL) != 0)
+        return fail(msg, msglen, "could not hide %s", token);
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+        return fail(msg, msglen, "could not mount the job's /proc");
+    return drop_privileges(sb, msg, msglen);
+}

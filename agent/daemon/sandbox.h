@@ -1,0 +1,50 @@
+/*
+ * sandbox.h - the job sandbox (README.md "The job sandbox").
+ *
+ * The agent decides at start whether it can sandbox jobs (root, namespaces
+ * available, --sandbox on) and with which user (--job-user). Each job's
+ * launch.json then carries a "sandbox" object; the supervisor reads it,
+ * makes the job's PID namespace, and the namespace's first process (the
+ * job's init, pid 1 inside) calls ts_sandbox_enter: its own mount and IPC
+ * namespaces, a read-only view of the host with private /tmp, /var/tmp,
+ * /dev/shm and /run, the data folder replaced by the job's own folder (and
+ * its checkpoints, simulated GPUs and swap reserve), a /proc of its PID
+ * namespace, the agent's token file hidden; then the job's user, no
+ * capabilities, no_new_privs.
+ */
+#ifndef TS_AGENT_DAEMON_SANDBOX_H
+#define TS_AGENT_DAEMON_SANDBOX_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* What the agent found at start. */
+struct ts_sandbox {
+    bool on;       /* jobs are sandboxed */
+    char user[64]; /* the job user's name */
+    uid_t uid;
+    gid_t gid;
+    char why_off[256]; /* when !on: what is not enforced and why */
+};
+
+/* Decide for this agent: mode "on" or "off", the job user's name. Returns 0,
+ * or -1 with msg (an unknown user: the agent refuses to start). A machine
+ * that cannot sandbox (not root, no namespaces) is not an error: sb->on is
+ * false and why_off says what is not enforced. */
+int ts_sandbox_setup(struct ts_sandbox *sb, const char *mode, const char *user, char *msg,
+                     size_t msglen);
+
+/* In the job's init, pid 1 of its new PID namespace, still root: enter the
+ * sandbox described by the launch's "sandbox" object (borrowed). Returns 0,
+ * or -1 with msg. */
+int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen);
+
+/* The job's work folder inside its folder: what the job sees at the job
+ * folder's path. */
+#define TS_SANDBOX_WORK "work"
+/* The supervisor's host-pid socket in the job folder (hostpid.h). */
+#define TS_SANDBOX_PIDSOCK "pid.sock"
+
+#endif /* TS_AGENT_DAEMON_SANDBOX_H */

@@ -1,0 +1,317 @@
+/*
+ * sandbox_test.c - the job sandbox against a real tessera-server (and its
+ * PostgreSQL) and a real tessera-agent as root, playing the hostile member
+ * of issue 14: a job tries to read the server's admin token from /proc, the
+ * agent's token file, another project's job folder and the ledgers of GPUs
+ * it does not hold, and to kill another job, the agent and the server. Each
+ * attempt must fail, and the job runs as an unprivileged user without
+ * capabilities, with a /tmp and a process list of its own. Skipped (77)
+ * when not root. Uses tests/integration/harness.c and agentharness.c.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/daemon/files.h"
+#include "agent/daemon/proc.h"
+#include "tests/agent/agentharness.h"
+#include "tests/integration/harness.h"
+
+static struct ts_it_server srv;
+static char dir[512], data[600], token_file[600], agent_log[600], agent_token[256];
+static pid_t agent_pid;
+
+static void agent_start(void)
+{
+    char exe[512];
+    snprintf(exe, sizeof(exe), "%s/tessera-agent", getenv("TS_BIN_DIR"));
+    const char *argv[] = {
+        exe,      "--server",          srv.url, "--token-file", token_file,   "--node",
+        "n1",     "--data-dir",        data,    "--gpus",       "sim:2x4GiB", "--gpu-reserve",
+        "512MiB", "--report-interval", "1s",    "--log-level",  "debug",      NULL};
+    agent_pid = ts_ah_spawn(argv, agent_log);
+}
+
+static json_t *get_json(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static json_t *get_json(const char *fmt, ...)
+{
+    char path[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(path, sizeof(path), fmt, ap);
+    va_end(ap);
+    struct ts_response r;
+    long st = ts_it_req(srv.admin, "GET", path, NULL, NULL, &r);
+    if (st != 200)
+        fail_msg("GET %s: %ld: %s", path, st, r.body.data);
+    json_t *v = json_incref(r.json);
+    ts_response_free(&r);
+    return v;
+}
+
+/* Submit a job: extra is more JobRequest fields ("" or ", ..."). */
+static long long submit(const char *project, const char *name, const char *command_json,
+                        const char *extra)
+{
+    char body[8192];
+    snprintf(body, sizeof(body),
+             "{\"name\": \"%s\", \"project\": \"%s\", \"command\": %s, \"grace_period\": \"2s\"%s}",
+             name, project, command_json, extra);
+    struct ts_response r;
+    long st = ts_it_req(srv.admin, "POST", "/api/v1/jobs", body, NULL, &r);
+    if (st != 201)
+        fail_msg("submit: %ld %s", st, r.body.data);
+    long long id = ts_it_int(r.json, "id");
+    ts_response_free(&r);
+    return id;
+}
+
+/* A job running `sh -c SCRIPT`. */
+static long long submit_sh(const char *project, const char *name, const char *script,
+                           const char *extra)
+{
+    json_t *cmd = json_pack("[s, s, s]", "sh", "-c", script);
+    char *text = json_dumps(cmd, JSON_COMPACT);
+    long long id = submit(project, name, text, extra);
+    free(text);
+    json_decref(cmd);
+    return id;
+}
+
+static json_t *wait_state(long long id, const char *state, double secs)
+{
+    double end = ts_ah_now_s() + secs;
+    for (;;) {
+        json_t *j = get_json("/api/v1/jobs/%lld", id);
+        if (strcmp(ts_it_str(j, "state"), state) == 0)
+            return j;
+        if (ts_ah_now_s() > end)
+            fail_msg("job %lld is %s, not %s, after %.0fs", id, ts_it_str(j, "state"), state, secs);
+        json_decref(j);
+        usleep(100 * 1000);
+    }
+}
+
+/* The job's whole output, once it has ended (new). */
+static char *output_after_end(long long id)
+{
+    json_t *j = wait_state(id, "succeeded", 60);
+    json_decref(j);
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld/logs", id);
+    struct ts_response r;
+    long st = ts_it_req(srv.admin, "GET", path, NULL, NULL, &r);
+    char *out = strdup(st == 200 && r.body.data ? r.body.data : "");
+    ts_response_free(&r);
+    fprintf(stderr, "job %lld said:\n%s\n", id, out);
+    return out;
+}
+
+static pid_t job_pid(long long id, int attempt, uint64_t *ticks)
+{
+    char path[700];
+    snprintf(path, sizeof(path), "%s/jobs/%lld-%d/job.json", data, id, attempt);
+    json_t *rec = NULL;
+    double end = ts_ah_now_s() + 10;
+    while ((rec = ts_files_read_json(path)) == NULL && ts_ah_now_s() < end)
+        usleep(50 * 1000);
+    pid_t pid = (pid_t)ts_it_int(rec, "pid");
+    *ticks = (uint64_t)ts_it_int(rec, "start_ticks");
+    json_decref(rec);
+    return pid;
+}
+
+static bool running(pid_t pid, uint64_t ticks)
+{
+    struct ts_proc_stat st;
+    return pid > 0 && ts_proc_stat(pid, &st) == 0 && st.start_ticks == ticks && st.state != 'Z';
+}
+
+static void cancel(long long id)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld", id);
+    struct ts_response r;
+    ts_it_req(srv.admin, "DELETE", path, NULL, NULL, &r);
+    ts_response_free(&r);
+    json_decref(wait_state(id, "cancelled", 30));
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (ts_it_start(&srv, NULL, NULL) != 0)
+        return -1;
+    snprintf(dir, sizeof(dir), "%s", srv.dir);
+    snprintf(data, sizeof(data), "%s/agent", dir);
+    snprintf(token_file, sizeof(token_file), "%s/agent.token", dir);
+    snprintf(agent_log, sizeof(agent_log), "%s/agent.log", dir);
+    const char *token = ts_it_token(&srv, "agent-n1", "agent", NULL);
+    if (token == NULL || ts_files_write_atomic(token_file, token, strlen(token), 0600) != 0)
+        return -1;
+    snprintf(agent_token, sizeof(agent_token), "%s", token);
+    struct ts_response r;
+    if (ts_it_req(srv.admin, "POST", "/api/v1/departments", "{\"name\": \"research\"}", NULL, &r) !=
+        201)
+        return -1;
+    ts_response_free(&r);
+    const char *projects[] = {"vision", "audio"};
+    for (int i = 0; i < 2; i++) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{\"name\": \"%s\", \"department\": \"research\", \"quota\": {\"gpus\": 1}}",
+                 projects[i]);
+        if (ts_it_req(srv.admin, "POST", "/api/v1/projects", body, NULL, &r) != 201)
+            return -1;
+        ts_response_free(&r);
+    }
+    agent_start();
+    double end = ts_ah_now_s() + 20;
+    for (;;) {
+        long st = ts_it_req(srv.admin, "GET", "/api/v1/nodes/n1", NULL, NULL, &r);
+        bool ready = st == 200 && strcmp(ts_it_str(r.json, "state"), "ready") == 0;
+        ts_response_free(&r);
+        if (ready)
+            break;
+        if (ts_ah_now_s() > end)
+            return -1;
+        usleep(100 * 1000);
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    int rc = 0;
+    if (agent_pid > 0 && ts_ah_stop(agent_pid, SIGTERM, 20) == -1)
+        rc = -1;
+    char *log = ts_files_read(agent_log, 16 << 20, NULL);
+    if (log != NULL) {
+        size_t n = strlen(log);
+        fprintf(stderr, "agent log (end):\n%s\n", n > 6000 ? log + n - 6000 : log);
+        if (strstr(log, "Sanitizer") != NULL || strstr(log, "runtime error") != NULL)
+            rc = -1;
+    }
+    free(log);
+    if (ts_it_stop(&srv) != 0)
+        rc = -1;
+    ts_it_cleanup(&srv);
+    return rc;
+}
+
+static void a_job_runs_unprivileged_alone_in_its_namespaces_with_a_private_tmp(void **state)
+{
+    (void)state;
+    /* a file in the host's /tmp */
+    char marker[128], script[2048];
+    snprintf(marker, sizeof(marker), "/tmp/tessera-sandbox-marker-%d", (int)getpid());
+    assert_int_equal(ts_files_write_atomic(marker, "x", 1, 0644), 0);
+    snprintf(script, sizeof(script),
+             "echo uid=$(id -u); grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status; "
+             "test -e %s && echo host-tmp-visible; touch /tmp/mine && echo wrote-tmp; "
+             "echo procs=$(ls /proc | grep -c '^[0-9]'); "
+             "touch /etc/tessera-sandbox-probe 2>/dev/null && echo wrote-etc; "
+             "touch %s/probe 2>/dev/null && echo wrote-data; "
+             "touch $HOME/mine && echo wrote-own-folder; echo end",
+             marker, data);
+    long long id = submit_sh("vision", "whoami", script, "");
+    char *out = output_after_end(id);
+    assert_non_null(strstr(out, "end\n"));
+    assert_null(strstr(out, "uid=0\n"));
+    assert_non_null(strstr(out, "uid="));
+    assert_non_null(strstr(out, "CapEff:\t0000000000000000\n"));
+    assert_non_null(strstr(out, "CapBnd:\t0000000000000000\n"));
+    assert_non_null(strstr(out, "NoNewPrivs:\t1\n"));
+    assert_null(strstr(out, "host-tmp-visible"));
+    assert_non_null(strstr(out, "wrote-tmp\n"));
+    assert_false(ts_files_exists("/tmp/mine") && !ts_files_exists(marker)); /* not the host's */
+    unlink(marker);
+    /* the shell, its command substitution's subshell, ls and grep: no agent,
+     * no server, no other job */
+    const char *procs = strstr(out, "procs=");
+    assert_non_null(procs);
+    assert_true(atoi(procs + 6) <= 6);
+    assert_null(strstr(out, "wrote-etc"));
+    assert_null(strstr(out, "wrote-data"));
+    assert_non_null(strstr(out, "wrote-own-folder"));
+    free(out);
+}
+
+static void a_job_reads_no_token_no_other_jobs_folder_and_no_ledger_of_another_gpu(void **state)
+{
+    (void)state;
+    long long a = submit("vision", "victim", "[\"sleep\", \"600\"]",
+                         ", \"env\": {\"SECRET_A\": \"s3cret-a-42\"}, "
+                         "\"gpu\": {\"portion\": 0.25}");
+    json_t *j = wait_state(a, "running", 30);
+    int attempt = (int)ts_it_int(j, "attempt");
+    json_decref(j);
+    char script[4096];
+    snprintf(
+        script, sizeof(script),
+        "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -e TESSERA_ADMIN -e SECRET_A; "
+        "cat %s 2>&1; cat %s/jobs/%lld-%d/launch.json %s/jobs/%lld-%d/spec.json 2>&1; "
+        "ls %s/jobs 2>&1; "
+        "echo ledger_bytes=$(cat %s/ledger/gpu0.ledger %s/ledger/gpu1.ledger 2>/dev/null | "
+        "wc -c); echo end",
+        token_file, data, a, attempt, data, a, attempt, data, data, data);
+    long long b = submit_sh("audio", "snoop", script, "");
+    char *out = output_after_end(b);
+    assert_non_null(strstr(out, "end\n"));
+    assert_null(strstr(out, TS_IT_ADMIN_TOKEN));
+    assert_null(strstr(out, agent_token));
+    assert_null(strstr(out, "s3cret-a-42"));
+    assert_non_null(strstr(out, "ledger_bytes=0\n"));
+    free(out);
+    cancel(a);
+}
+
+static void a_job_cannot_signal_another_job_the_agent_or_the_server(void **state)
+{
+    (void)state;
+    long long a = submit("vision", "target", "[\"sleep\", \"600\"]", "");
+    json_t *j = wait_state(a, "running", 30);
+    int attempt = (int)ts_it_int(j, "attempt");
+    json_decref(j);
+    uint64_t aticks;
+    pid_t apid = job_pid(a, attempt, &aticks);
+    assert_true(running(apid, aticks));
+    struct ts_proc_stat ast, sst;
+    assert_int_equal(ts_proc_stat(agent_pid, &ast), 0);
+    assert_int_equal(ts_proc_stat(srv.pid, &sst), 0);
+    char script[1024];
+    snprintf(script, sizeof(script), "kill -9 %d %d %d; echo kill=$?; echo end", (int)apid,
+             (int)agent_pid, (int)srv.pid);
+    long long b = submit_sh("audio", "killer", script, "");
+    char *out = output_after_end(b);
+    assert_non_null(strstr(out, "end\n"));
+    assert_null(strstr(out, "kill=0\n"));
+    free(out);
+    assert_true(running(apid, aticks));
+    assert_true(running(agent_pid, ast.start_ticks));
+    assert_true(running(srv.pid, sst.start_ticks));
+    cancel(a);
+}
+
+int main(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "skipped: the sandbox needs the agent to run as root\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_job_runs_unprivileged_alone_in_its_namespaces_with_a_private_tmp),
+        cmocka_unit_test(a_job_reads_no_token_no_other_jobs_folder_and_no_ledger_of_another_gpu),
+        cmocka_unit_test(a_job_cannot_signal_another_job_the_agent_or_the_server),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -223,8 +223,13 @@ static int setup_sandbox(struct ts_agent *a)
             *paths[i] = abs;
         }
     }
-    ts_log_info("jobs are sandboxed user=%s uid=%d gid=%d", a->sandbox.user, (int)a->sandbox.uid,
-                (int)a->sandbox.gid);
+    a->sandbox.pids_max = a->cfg.job_pids;
+    ts_cgroup_detect(&a->sandbox.cg, a->cfg.data_dir);
+    if (a->sandbox.cg.version == 0)
+        ts_log_warn("jobs run without cgroup limits: %s", a->sandbox.cg.why);
+    ts_log_info("jobs are sandboxed user=%s uid=%d gid=%d cgroup=v%d base=%s", a->sandbox.user,
+                (int)a->sandbox.uid, (int)a->sandbox.gid, a->sandbox.cg.version,
+                a->sandbox.cg.base);
     return 0;
 }
 
@@ -617,6 +622,8 @@ out:
     json_decref(a->desired);
     json_decref(a->desired_new);
     ts_ledgers_close(&a->ledgers);
+    if (a->sandbox.on)
+        ts_cgroup_release(&a->sandbox.cg);
     ts_events_free(a->events);
     ts_gpus_close(a->gpus);
     if (sigfd >= 0)

@@ -54,6 +54,7 @@ struct ts_agent_config {
     char *shim_lib;
     char *sandbox;  /* on|off */
     char *job_user; /* the Unix user jobs run as */
+    int64_t job_pids; /* pids.max of a job's cgroup */
 };
 
 extern const struct ts_option ts_agent_options[];

@@ -58,6 +58,9 @@ const char *ts_ajob_state_name(const struct ts_ajob *j)
 
 void ts_ajob_free(struct ts_ajob *j)
 {
+    if (j == NULL)
+        return;
+    json_decref(j->cgroup);
     free(j);
 }
 
@@ -161,6 +164,8 @@ static void signal_job(struct ts_ajob *j, int sig)
         /* sandboxed: the end of its init is the end of every process of it */
         if (j->init_pid > 0 && ts_proc_same(j->init_pid, j->init_ticks))
             kill(j->init_pid, SIGKILL);
+        if (j->cgroup != NULL)
+            ts_cgroup_kill(j->cgroup); /* and whatever else is in its group */
         pid_t pids[256];
         size_t n = ts_proc_session(j->pid, pids, 256);
         for (size_t i = 0; i < n && i < 256; i++)
@@ -363,7 +368,36 @@ static json_t *sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob 
         json_object_set_new(o, "swap_path", json_string(ctx->ledgers->swap_path));
     if (ctx->token_file != NULL)
         json_object_set_new(o, "token_file", json_string(ctx->token_file));
+    json_t *gpus = json_array();
+    for (unsigned i = 0; i < j->ngpus; i++)
+        json_array_append_new(gpus, json_integer(j->gpus[i]));
+    json_object_set_new(o, "gpus", gpus);
     return o;
+}
+
+/* launch.json's "cgroup" (new). On simulated GPUs device memory is the
+ * job's own host memory: its GPU memory is added to its memory limit. */
+static json_t *cgroup_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob *j,
+                           const json_t *desired)
+{
+    uint64_t mem = (uint64_t)json_integer_value(json_object_get(desired, "memory_bytes"));
+    if (mem > 0 && ctx->gpus != NULL && ctx->gpus->simgpu_dir[0] != '\0') {
+        size_t i;
+        const json_t *g;
+        json_array_foreach(json_object_get(desired, "gpus"), i, g) {
+            uint64_t lim = (uint64_t)json_integer_value(json_object_get(g, "memory_limit_bytes"));
+            uint64_t req = (uint64_t)json_integer_value(json_object_get(g, "memory_bytes"));
+            uint64_t whole = 0;
+            for (unsigned k = 0; k < ctx->gpus->count; k++)
+                if (ctx->gpus->info[k].index ==
+                    (unsigned)json_integer_value(json_object_get(g, "index")))
+                    whole = ctx->gpus->info[k].memory_bytes;
+            mem += lim > req ? lim : req > 0 ? req : whole;
+        }
+    }
+    return ts_cgroup_spec(&ctx->sandbox->cg, j->id, j->attempt,
+                          json_number_value(json_object_get(desired, "cpu")), mem,
+                          ctx->sandbox->pids_max, j->gpus, j->ngpus);
 }
 
 struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desired,
@@ -472,8 +506,13 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
     launch = json_pack("{s:O, s:o?, s:s}", "argv", cmd, "env", envj, "working_dir",
                        wd != NULL && wd[0] != '\0' ? wd : j->dir);
     ts_ajob_env_free(env);
-    if (launch != NULL && sb != NULL)
+    if (launch != NULL && sb != NULL) {
         json_object_set_new(launch, "sandbox", sandbox_spec(ctx, j, ckpt));
+        if (sb->cg.version > 0) {
+            j->cgroup = cgroup_spec(ctx, j, desired);
+            json_object_set(launch, "cgroup", j->cgroup);
+        }
+    }
     job_path(j, "launch.json", path, sizeof(path));
     if (launch == NULL || envj == NULL || (rc = ts_files_write_json(path, launch, 0600)) != 0) {
         set_failed(j, "could not write %s: %s", path, rc < 0 ? strerror(-rc) : "out of memory");
@@ -529,6 +568,12 @@ struct ts_ajob *ts_ajob_load(const char *dir)
         snprintf(j->evict_msg, sizeof(j->evict_msg), "%s", ev);
         free(ev);
     }
+
+    snprintf(path, sizeof(path), "%s/launch.json", dir);
+    json_t *launch = ts_files_read_json(path);
+    if (json_is_object(json_object_get(launch, "cgroup")))
+        j->cgroup = json_incref(json_object_get(launch, "cgroup"));
+    json_decref(launch);
 
     snprintf(path, sizeof(path), "%s/stop.json", dir);
     json_t *stop = ts_files_read_json(path);

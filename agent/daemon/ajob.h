@@ -54,6 +54,7 @@ struct ts_ajob {
     uint64_t start_ticks;
     pid_t sup_pid; /* its supervisor */
     uint64_t sup_ticks;
+    json_t *cgroup; /* sandboxed: its control group (cgroup.h), or NULL */
     pid_t init_pid; /* sandboxed: pid 1 of its PID namespace; killing it ends them all */
     uint64_t init_ticks;
     int64_t starting_deadline_ms;

@@ -90,6 +90,9 @@ const struct ts_option ts_agent_options[] = {
      0, 0, "on|off", 0},
     {"job-user", TS_OPT_STRING, OPT(job_user), "nobody", "USER",
      "the Unix user sandboxed jobs run as", 0, 0, NULL, 0},
+    {"job-pids", TS_OPT_INT, OPT(job_pids), "4096", "N",
+     "most processes and threads a sandboxed job may have (its cgroup's pids.max)", 16, 1 << 22,
+     NULL, 0},
 };
 
 const size_t ts_agent_options_count = sizeof(ts_agent_options) / sizeof(ts_agent_options[0]);

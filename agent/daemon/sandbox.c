@@ -272,6 +272,19 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
             return -1;
         close(k->fd);
     }
+    /* the device nodes of GPUs that are not the job's read as /dev/null (the
+     * devices controller refuses them too on cgroup v1) */
+    for (int n = 0; n < 64; n++) {
+        char node[32];
+        snprintf(node, sizeof(node), "/dev/nvidia%d", n);
+        bool mine = false;
+        size_t i;
+        json_t *g;
+        json_array_foreach(json_object_get(sb, "gpus"), i, g)
+            mine |= json_integer_value(g) == n;
+        if (!mine && access(node, F_OK) == 0 && mount("/dev/null", node, NULL, MS_BIND, NULL) != 0)
+            return fail(msg, msglen, "could not hide %s", node);
+    }
     if (token != NULL && access(token, F_OK) == 0 &&
         mount("/dev/null", token, NULL, MS_BIND, NULL) != 0)
         return fail(msg, msglen, "could not hide %s", token);

@@ -20,13 +20,17 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "agent/daemon/cgroup.h"
+
 /* What the agent found at start. */
 struct ts_sandbox {
     bool on;       /* jobs are sandboxed */
     char user[64]; /* the job user's name */
     uid_t uid;
     gid_t gid;
-    char why_off[256]; /* when !on: what is not enforced and why */
+    char why_off[256];        /* when !on: what is not enforced and why */
+    struct ts_cgroup_node cg; /* each job's control group (cgroup.h) */
+    int64_t pids_max;         /* per job */
 };
 
 /* Decide for this agent: mode "on" or "off", the job user's name. Returns 0,

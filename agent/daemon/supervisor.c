@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "agent/daemon/ajob.h"
+#include "agent/daemon/cgroup.h"
 #include "agent/daemon/files.h"
 #include "agent/daemon/proc.h"
 #include "agent/daemon/sandbox.h"
@@ -348,7 +349,21 @@ int ts_supervisor_main(const char *jobdir)
     close(statusp[1]);
     close(gop[0]);
     pipefd[1] = statusp[1] = gop[0] = -1;
-    close(gop[1]); /* the init goes on */
+    const json_t *cg = json_object_get(launch, "cgroup");
+    if (init > 0 && json_is_object(cg)) {
+        char msg[600];
+        if (ts_cgroup_enter(cg, init, msg, sizeof(msg)) != 0) {
+            kill(init, SIGKILL);
+            while (waitpid(init, NULL, 0) < 0 && errno == EINTR)
+                ;
+            char text[700];
+            snprintf(text, sizeof(text), "could not set up the job's cgroup: %s", msg);
+            status = failed_to_start(jobdir, outfd, text);
+            ts_cgroup_remove(cg);
+            goto out;
+        }
+    }
+    close(gop[1]); /* the init goes on, in its group */
     gop[1] = -1;
 
     /* EOF on the pipe: the job called setsid and exec'd (the pipe is
@@ -416,6 +431,10 @@ int ts_supervisor_main(const char *jobdir)
     }
     /* whatever the job left behind in its group goes with it */
     kill(-pid, SIGKILL);
+    if (init > 0 && json_is_object(cg)) {
+        ts_cgroup_kill(cg);
+        ts_cgroup_remove(cg);
+    }
     json_t *st;
     if (WIFSIGNALED(wst))
         st = json_pack("{s:s, s:i}", "state", "exited", "signal", WTERMSIG(wst));

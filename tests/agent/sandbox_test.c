@@ -33,10 +33,12 @@ static void agent_start(void)
 {
     char exe[512];
     snprintf(exe, sizeof(exe), "%s/tessera-agent", getenv("TS_BIN_DIR"));
-    const char *argv[] = {
-        exe,      "--server",          srv.url, "--token-file", token_file,   "--node",
-        "n1",     "--data-dir",        data,    "--gpus",       "sim:2x4GiB", "--gpu-reserve",
-        "512MiB", "--report-interval", "1s",    "--log-level",  "debug",      NULL};
+    const char *argv[] = {exe, "--server", srv.url, "--token-file", token_file, "--node", "n1",
+                          "--data-dir", data, "--gpus", "sim:2x4GiB", "--gpu-reserve", "512MiB",
+                          "--report-interval", "1s", "--log-level", "debug", "--sandbox",
+                          /* TS_TEST_SANDBOX=off: every case fails, as on an agent without one */
+                          getenv("TS_TEST_SANDBOX") != NULL ? getenv("TS_TEST_SANDBOX") : "on",
+                          NULL};
     agent_pid = ts_ah_spawn(argv, agent_log);
 }
 
@@ -302,6 +304,56 @@ static void a_job_cannot_signal_another_job_the_agent_or_the_server(void **state
     cancel(a);
 }
 
+/* A limit file of the job's v1 controller or v2 group, from the host: the
+ * group named in /proc/PID/cgroup. -1 when absent. */
+static long long cgroup_value(pid_t pid, const char *controller, const char *v1, const char *v2)
+{
+    char path[128], line[512], file[1024];
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    FILE *f = fopen(path, "re");
+    long long v = -1;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        char *a = strchr(line, ':'), *b = a != NULL ? strchr(a + 1, ':') : NULL;
+        if (b == NULL)
+            continue;
+        *b = '\0';
+        if (strcmp(a + 1, controller) == 0)
+            snprintf(file, sizeof(file), "/sys/fs/cgroup/%s%s/%s", controller, b + 1, v1);
+        else if (strcmp(line, "0") == 0 && access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0)
+            snprintf(file, sizeof(file), "/sys/fs/cgroup%s/%s", b + 1, v2);
+        else
+            continue;
+        char *text = ts_files_read(file, 64, NULL);
+        if (text != NULL)
+            v = strtoll(text, NULL, 10);
+        free(text);
+        if (v >= 0)
+            break;
+    }
+    if (f != NULL)
+        fclose(f);
+    return v;
+}
+
+static void a_job_has_its_memory_request_and_a_pids_limit_in_its_cgroup(void **state)
+{
+    (void)state;
+    long long id = submit("vision", "limited", "[\"sleep\", \"600\"]",
+                          ", \"memory\": \"256MiB\", \"cpu\": 0.5");
+    json_t *j = wait_state(id, "running", 30);
+    int attempt = (int)ts_it_int(j, "attempt");
+    json_decref(j);
+    uint64_t ticks;
+    pid_t pid = job_pid(id, attempt, &ticks);
+    assert_int_equal(cgroup_value(pid, "memory", "memory.limit_in_bytes", "memory.max"),
+                     256LL << 20);
+    assert_int_equal(cgroup_value(pid, "pids", "pids.max", "pids.max"), 4096);
+    long long cpu = cgroup_value(pid, "cpu", "cpu.shares", "cpu.weight");
+    assert_true(cpu == 512 || cpu == 50);
+    cancel(id);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -312,6 +364,7 @@ int main(void)
         cmocka_unit_test(a_job_runs_unprivileged_alone_in_its_namespaces_with_a_private_tmp),
         cmocka_unit_test(a_job_reads_no_token_no_other_jobs_folder_and_no_ledger_of_another_gpu),
         cmocka_unit_test(a_job_cannot_signal_another_job_the_agent_or_the_server),
+        cmocka_unit_test(a_job_has_its_memory_request_and_a_pids_limit_in_its_cgroup),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,243 @@
+/*
+ * cgroup.c - a control group per sandboxed job (cgroup.h), v1 or v2.
+ */
+#include "agent/daemon/cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+/* v1 controllers a job's group has; pids is the membership of record */
+static const char *const v1_controllers[] = {"pids", "memory", "cpu", "devices", NULL};
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    int e = errno;
+    close(fd);
+    errno = e;
+    return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+void ts_cgroup_detect(struct ts_cgroup_node *cg, const char *data_dir)
+{
+    memset(cg, 0, sizeof(*cg));
+    uint64_t h = 1469598103934665603ull; /* FNV-1a, as the swap reserve's name */
+    for (const char *p = data_dir; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    snprintf(cg->base, sizeof(cg->base), "tessera-%016llx", (unsigned long long)h);
+    char path[512];
+    if (exists(TS_CGROUP_ROOT "/cgroup.controllers")) {
+        snprintf(path, sizeof(path), TS_CGROUP_ROOT "/%s", cg->base);
+        if ((mkdir(path, 0755) != 0 && errno != EEXIST) ||
+            write_file(TS_CGROUP_ROOT "/cgroup.subtree_control", "+cpu +memory +pids") != 0) {
+            snprintf(cg->why, sizeof(cg->why), "cgroup v2: could not make %s: %s", path,
+                     strerror(errno));
+            return;
+        }
+        snprintf(path, sizeof(path), TS_CGROUP_ROOT "/%s/cgroup.subtree_control", cg->base);
+        if (write_file(path, "+cpu +memory +pids") != 0) {
+            snprintf(cg->why, sizeof(cg->why), "cgroup v2: could not enable controllers in %s: %s",
+                     path, strerror(errno));
+            return;
+        }
+        cg->version = 2;
+        return;
+    }
+    for (int i = 0; v1_controllers[i] != NULL; i++) {
+        snprintf(path, sizeof(path), TS_CGROUP_ROOT "/%s/%s", v1_controllers[i], cg->base);
+        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+            snprintf(cg->why, sizeof(cg->why), "cgroup v1: could not make %s: %s", path,
+                     strerror(errno));
+            return;
+        }
+    }
+    cg->version = 1;
+}
+
+/* "c MAJOR:MINOR rwm" of a character device node, when it exists. */
+static void allow_node(json_t *list, const char *node)
+{
+    struct stat st;
+    char rule[64];
+    if (stat(node, &st) != 0 || !S_ISCHR(st.st_mode))
+        return;
+    snprintf(rule, sizeof(rule), "c %u:%u rwm", major(st.st_rdev), minor(st.st_rdev));
+    json_array_append_new(list, json_string(rule));
+}
+
+json_t *ts_cgroup_spec(const struct ts_cgroup_node *cg, int64_t id, int attempt, double cpu,
+                       uint64_t memory_bytes, int64_t pids_max, const unsigned *gpus,
+                       unsigned ngpus)
+{
+    char path[160];
+    snprintf(path, sizeof(path), "%s/%lld-%d", cg->base, (long long)id, attempt);
+    json_t *o =
+        json_pack("{s:i, s:s, s:f, s:I, s:I}", "version", cg->version, "path", path, "cpu", cpu,
+                  "memory_bytes", (json_int_t)memory_bytes, "pids_max", (json_int_t)pids_max);
+    if (o == NULL || cg->version != 1)
+        return o;
+    json_t *dev = json_array();
+    static const char *const usual[] = {"/dev/null",           "/dev/zero",
+                                        "/dev/full",           "/dev/random",
+                                        "/dev/urandom",        "/dev/tty",
+                                        "/dev/ptmx",           "/dev/nvidiactl",
+                                        "/dev/nvidia-uvm",     "/dev/nvidia-uvm-tools",
+                                        "/dev/nvidia-modeset", NULL};
+    for (int i = 0; usual[i] != NULL; i++)
+        allow_node(dev, usual[i]);
+    json_array_append_new(dev, json_string("c 136:* rwm")); /* pseudo-terminals */
+    for (unsigned g = 0; g < ngpus; g++) {
+        char node[32];
+        snprintf(node, sizeof(node), "/dev/nvidia%u", gpus[g]);
+        allow_node(dev, node);
+    }
+    json_object_set_new(o, "devices", dev);
+    return o;
+}
+
+static void dir_of(const json_t *spec, const char *controller, char *out, size_t len)
+{
+    const char *path = json_string_value(json_object_get(spec, "path"));
+    if (json_integer_value(json_object_get(spec, "version")) == 2)
+        snprintf(out, len, TS_CGROUP_ROOT "/%s", path);
+    else
+        snprintf(out, len, TS_CGROUP_ROOT "/%s/%s", controller, path);
+}
+
+static int set(const json_t *spec, const char *controller, const char *file, const char *value,
+               char *msg, size_t len)
+{
+    char dir[400], path[480];
+    dir_of(spec, controller, dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    if (write_file(path, value) != 0) {
+        snprintf(msg, len, "could not write %s to %s: %s", value, path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int ts_cgroup_enter(const json_t *spec, pid_t pid, char *msg, size_t len)
+{
+    int version = (int)json_integer_value(json_object_get(spec, "version"));
+    double cpu = json_number_value(json_object_get(spec, "cpu"));
+    json_int_t mem = json_integer_value(json_object_get(spec, "memory_bytes"));
+    json_int_t pids = json_integer_value(json_object_get(spec, "pids_max"));
+    char dir[400], v[64];
+    for (int i = 0; i < (version == 2 ? 1 : 4); i++) {
+        dir_of(spec, v1_controllers[i], dir, sizeof(dir));
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+            snprintf(msg, len, "could not make %s: %s", dir, strerror(errno));
+            return -1;
+        }
+    }
+    if (pids > 0) {
+        snprintf(v, sizeof(v), "%lld", (long long)pids);
+        if (set(spec, "pids", "pids.max", v, msg, len) != 0)
+            return -1;
+    }
+    if (mem > 0) {
+        snprintf(v, sizeof(v), "%lld", (long long)mem);
+        if (set(spec, "memory", version == 2 ? "memory.max" : "memory.limit_in_bytes", v, msg,
+                len) != 0)
+            return -1;
+        if (version == 2)
+            set(spec, "memory", "memory.swap.max", "0", msg, len); /* absent without swap */
+    }
+    if (cpu > 0) {
+        /* the request is a share of the node's CPUs under contention, not a cap */
+        if (version == 2) {
+            long w = (long)(cpu * 100);
+            snprintf(v, sizeof(v), "%ld", w < 1 ? 1 : w > 10000 ? 10000 : w);
+            if (set(spec, "cpu", "cpu.weight", v, msg, len) != 0)
+                return -1;
+        } else {
+            long s = (long)(cpu * 1024);
+            snprintf(v, sizeof(v), "%ld", s < 2 ? 2 : s);
+            if (set(spec, "cpu", "cpu.shares", v, msg, len) != 0)
+                return -1;
+        }
+    }
+    if (version == 1) {
+        if (set(spec, "devices", "devices.deny", "a", msg, len) != 0)
+            return -1;
+        size_t i;
+        json_t *rule;
+        json_array_foreach(json_object_get(spec, "devices"), i, rule) {
+            if (set(spec, "devices", "devices.allow", json_string_value(rule), msg, len) != 0)
+                return -1;
+        }
+    }
+    snprintf(v, sizeof(v), "%d", (int)pid);
+    for (int i = 0; i < (version == 2 ? 1 : 4); i++)
+        if (set(spec, v1_controllers[i], "cgroup.procs", v, msg, len) != 0)
+            return -1;
+    return 0;
+}
+
+void ts_cgroup_kill(const json_t *spec)
+{
+    char dir[400], path[480];
+    dir_of(spec, "pids", dir, sizeof(dir));
+    if (json_integer_value(json_object_get(spec, "version")) == 2) {
+        snprintf(path, sizeof(path), "%s/cgroup.kill", dir);
+        if (write_file(path, "1") == 0)
+            return;
+    }
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    for (int round = 0; round < 10; round++) {
+        FILE *f = fopen(path, "re");
+        if (f == NULL)
+            return;
+        int pid, n = 0;
+        while (fscanf(f, "%d", &pid) == 1) {
+            kill(pid, SIGKILL);
+            n++;
+        }
+        fclose(f);
+        if (n == 0)
+            return;
+        usleep(10000);
+    }
+}
+
+void ts_cgroup_release(const struct ts_cgroup_node *cg)
+{
+    char path[512];
+    for (int i = 0; cg->version > 0 && i < (cg->version == 2 ? 1 : 4); i++) {
+        if (cg->version == 2)
+            snprintf(path, sizeof(path), TS_CGROUP_ROOT "/%s", cg->base);
+        else
+            snprintf(path, sizeof(path), TS_CGROUP_ROOT "/%s/%s", v1_controllers[i], cg->base);
+        rmdir(path); /* EBUSY while jobs run: they keep it */
+    }
+}
+
+void ts_cgroup_remove(const json_t *spec)
+{
+    int version = (int)json_integer_value(json_object_get(spec, "version"));
+    for (int i = 0; i < (version == 2 ? 1 : 4); i++) {
+        char dir[400];
+        dir_of(spec, v1_controllers[i], dir, sizeof(dir));
+        for (int tries = 0; tries < 50 && rmdir(dir) != 0 && errno == EBUSY; tries++)
+            usleep(20000);
+    }
+}

@@ -1,0 +1,46 @@
+/*
+ * cgroup.h - each sandboxed job in a control group of its own (README.md
+ * "The job sandbox"): cgroup v2 where /sys/fs/cgroup is the unified
+ * hierarchy, else the v1 controllers cpu, memory, pids and devices. The
+ * agent detects which at start and makes its base group
+ * (tessera-<hash of the data folder>); a job's launch.json carries its
+ * group and limits ("cgroup"); the supervisor makes the group, writes the
+ * limits and puts the job's init in it before the init goes on, and
+ * removes it when the job is over; a stop's SIGKILL kills the group whole.
+ */
+#ifndef TS_AGENT_DAEMON_CGROUP_H
+#define TS_AGENT_DAEMON_CGROUP_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TS_CGROUP_ROOT "/sys/fs/cgroup"
+
+struct ts_cgroup_node {
+    int version;   /* 0: none usable, 1 or 2 */
+    char base[64]; /* below the root (v2) or each controller's root (v1) */
+    char why[768]; /* version 0: why not */
+};
+
+/* Detect the hierarchy and make the agent's base group. */
+void ts_cgroup_detect(struct ts_cgroup_node *cg, const char *data_dir);
+/* launch.json's "cgroup" for a job (new): its path, cpu (cores, 0: none),
+ * memory_bytes (0: none), pids_max, and on v1 the devices it may use:
+ * /dev/nvidiaN of its GPUs, the driver's control nodes, the usual
+ * character devices. */
+json_t *ts_cgroup_spec(const struct ts_cgroup_node *cg, int64_t id, int attempt, double cpu,
+                       uint64_t memory_bytes, int64_t pids_max, const unsigned *gpus,
+                       unsigned ngpus);
+/* Supervisor: make the group, set its limits, move pid into it. 0, or -1
+ * with msg. */
+int ts_cgroup_enter(const json_t *spec, pid_t pid, char *msg, size_t len);
+/* SIGKILL every process of the group (v2: cgroup.kill). */
+void ts_cgroup_kill(const json_t *spec);
+/* Remove the group once its processes are gone (retries briefly). */
+void ts_cgroup_remove(const json_t *spec);
+/* The agent exits: its base group goes when no job's group is left in it. */
+void ts_cgroup_release(const struct ts_cgroup_node *cg);
+
+#endif /* TS_AGENT_DAEMON_CGROUP_H */

@@ -557,6 +557,12 @@ int ts_agent_run(struct ts_agent *a)
         goto out;
     }
     open_shared_files(a);
+    if (a->sandbox.on) {
+        ts_sandbox_drivers(&a->sandbox, a->gpus->simgpu_dir[0] != '\0' ? a->lib_dir : NULL);
+        ts_log_info("jobs under the shim find it as every libcuda: driver=%s overlays=%zu",
+                    a->sandbox.driver[0] ? a->sandbox.driver : "none",
+                    json_array_size(a->sandbox.overlay));
+    }
     a->events = ts_events_new(a->cfg.data_dir);
     if (a->events == NULL) {
         ts_log_error("out of memory");

@@ -52,8 +52,8 @@ struct ts_agent_config {
     int64_t priority_idle;   /* seconds; 0: never */
     int64_t collision_grace; /* seconds */
     char *shim_lib;
-    char *sandbox;  /* on|off */
-    char *job_user; /* the Unix user jobs run as */
+    char *sandbox;    /* on|off */
+    char *job_user;   /* the Unix user jobs run as */
     int64_t job_pids; /* pids.max of a job's cgroup */
 };
 

@@ -368,6 +368,21 @@ static json_t *sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob 
         json_object_set_new(o, "swap_path", json_string(ctx->ledgers->swap_path));
     if (ctx->token_file != NULL)
         json_object_set_new(o, "token_file", json_string(ctx->token_file));
+    if (j->shim && sb->driver[0] != '\0' && ctx->shim_lib != NULL) {
+        /* libtessera-cuda-overlay.so beside the shim */
+        char ov[PATH_MAX + 32];
+        snprintf(ov, sizeof(ov), "%s", ctx->shim_lib);
+        char *slash = strrchr(ov, '/');
+        snprintf(slash != NULL ? slash + 1 : ov, sizeof(ov) - (size_t)(slash ? slash + 1 - ov : 0),
+                 "libtessera-cuda-overlay.so");
+        /* without them (a broken install, a test's stand-in) the job has
+         * LD_PRELOAD only, as unsandboxed */
+        if (ts_files_exists(ctx->shim_lib) && ts_files_exists(ov))
+            json_object_set_new(o, "driver",
+                                json_pack("{s:s, s:s, s:s, s:O}", "real", sb->driver, "shim",
+                                          ctx->shim_lib, "overlay_lib", ov, "overlay",
+                                          sb->overlay));
+    }
     json_t *gpus = json_array();
     for (unsigned i = 0; i < j->ngpus; i++)
         json_array_append_new(gpus, json_integer(j->gpus[i]));
@@ -488,10 +503,18 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
             return j;
         }
         j->shim = true;
-        /* the mount point of its ledgers inside the work folder */
+        /* the mount point of its ledgers inside the work folder, and who
+         * it is beside them (the shim reads it in the sandbox) */
         job_path(j, TS_SANDBOX_WORK "/shim", path, sizeof(path));
         if (sb != NULL && mkdir(path, 0755) != 0) {
             set_failed(j, "could not create %s: %s", path, strerror(errno));
+            return j;
+        }
+        char who[64];
+        int n = snprintf(who, sizeof(who), "%lld:%d\n", (long long)j->id, j->attempt);
+        job_path(j, "shim/job", path, sizeof(path));
+        if (sb != NULL && ts_files_write_atomic(path, who, (size_t)n, 0644) != 0) {
+            set_failed(j, "could not write %s: %s", path, strerror(errno));
             return j;
         }
     }

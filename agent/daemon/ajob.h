@@ -106,10 +106,10 @@ struct ts_ajob {
 struct ts_ajob_ctx {
     const char *data_dir;
     const char *node;
-    const struct ts_gpus *gpus; /* sim: simgpu_dir and lib_dir; NULL: none */
-    const char *supervisor_exe; /* the agent binary: "/proc/self/exe" */
-    struct ts_ledgers *ledgers; /* NULL: no fraction enforcement */
-    const char *shim_lib;       /* libtessera-cuda.so, preloaded into fractional jobs */
+    const struct ts_gpus *gpus;       /* sim: simgpu_dir and lib_dir; NULL: none */
+    const char *supervisor_exe;       /* the agent binary: "/proc/self/exe" */
+    struct ts_ledgers *ledgers;       /* NULL: no fraction enforcement */
+    const char *shim_lib;             /* libtessera-cuda.so, preloaded into fractional jobs */
     const struct ts_sandbox *sandbox; /* NULL or off: jobs run unsandboxed */
     const char *token_file;           /* hidden from sandboxed jobs */
 };

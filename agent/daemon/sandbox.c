@@ -9,7 +9,10 @@
  */
 #include "agent/daemon/sandbox.h"
 
+#include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
@@ -49,22 +52,30 @@ static int fail(char *msg, size_t len, const char *fmt, ...)
 
 /* ---- the agent, at start ------------------------------------------------ */
 
-/* Whether a child can make the namespaces a job gets (a container without
- * CAP_SYS_ADMIN cannot). */
+/* Whether a child can make the namespaces and mounts a job gets (a
+ * container without CAP_SYS_ADMIN, or whose seccomp filter refuses
+ * mount_setattr, cannot). */
 static bool namespaces_work(char *why, size_t len)
 {
     pid_t pid = fork();
     if (pid < 0)
         return fail(why, len, "could not fork"), false;
-    if (pid == 0)
-        _exit(unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) == 0 ? 0 : 10 + errno % 100);
+    if (pid == 0) {
+        struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+        if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) != 0 ||
+            mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0 ||
+            mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m") != 0 ||
+            syscall(SYS_mount_setattr, -1, "/", AT_RECURSIVE, &ro, sizeof(ro)) != 0)
+            _exit(10 + errno % 100);
+        _exit(0);
+    }
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
         return true;
     errno = WIFEXITED(st) && WEXITSTATUS(st) >= 10 ? WEXITSTATUS(st) - 10 : 0;
-    fail(why, len, "unshare of mount, PID and IPC namespaces failed");
+    fail(why, len, "making mount, PID and IPC namespaces and a read-only mount failed");
     return false;
 }
 
@@ -94,6 +105,81 @@ int ts_sandbox_setup(struct ts_sandbox *sb, const char *mode, const char *user, 
         return 0;
     sb->on = true;
     return 0;
+}
+
+/* The folders the dynamic loader searches for libcuda.so.1 on common
+ * distributions and in NVIDIA's container layout. */
+static const char *const driver_dirs[] = {"/usr/lib/x86_64-linux-gnu",
+                                          "/usr/lib/aarch64-linux-gnu",
+                                          "/usr/lib64",
+                                          "/usr/lib",
+                                          "/lib64",
+                                          "/lib/x86_64-linux-gnu",
+                                          "/lib/aarch64-linux-gnu",
+                                          "/lib",
+                                          "/usr/local/nvidia/lib64",
+                                          "/usr/local/nvidia/lib",
+                                          "/usr/local/cuda/lib64",
+                                          "/usr/local/cuda/compat",
+                                          NULL};
+
+static void add_overlay(json_t *list, const char *path)
+{
+    char *real = realpath(path, NULL); /* a bind follows links: the file itself */
+    if (real == NULL)
+        return;
+    size_t i;
+    json_t *v;
+    bool seen = false;
+    json_array_foreach(list, i, v)
+        seen |= strcmp(json_string_value(v), real) == 0;
+    if (!seen)
+        json_array_append_new(list, json_string(real));
+    free(real);
+}
+
+static void add_dir(json_t *list, const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "libcuda.so", 10) != 0)
+            continue;
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        add_overlay(list, path);
+    }
+    if (d != NULL)
+        closedir(d);
+}
+
+void ts_sandbox_drivers(struct ts_sandbox *sb, const char *sim_lib_dir)
+{
+    sb->overlay = json_array();
+    sb->driver[0] = '\0';
+    char path[4096];
+    if (sim_lib_dir != NULL && sim_lib_dir[0] != '\0') {
+        snprintf(path, sizeof(path), "%s/libcuda.so.1", sim_lib_dir);
+        char *real = realpath(path, NULL);
+        if (real != NULL)
+            snprintf(sb->driver, sizeof(sb->driver), "%s", real);
+        free(real);
+        add_dir(sb->overlay, sim_lib_dir);
+    } else {
+        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+        struct link_map *lm = NULL;
+        if (h != NULL && dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL &&
+            realpath(lm->l_name, path) != NULL) {
+            snprintf(sb->driver, sizeof(sb->driver), "%s", path);
+            char *slash = strrchr(path, '/');
+            if (slash != NULL) {
+                *slash = '\0';
+                add_dir(sb->overlay, path);
+            }
+        }
+    }
+    for (int i = 0; driver_dirs[i] != NULL; i++)
+        add_dir(sb->overlay, driver_dirs[i]);
 }
 
 /* ---- the job's init, as root --------------------------------------------- */
@@ -235,7 +321,7 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
     snprintf(shim, sizeof(shim), "%s/shim", jobdir);
     snprintf(shim_at, sizeof(shim_at), "%s/shim", jobdir); /* inside the work bind */
     snprintf(sock, sizeof(sock), "%s/" TS_SANDBOX_PIDSOCK, jobdir);
-    struct keep keep[8];
+    struct keep keep[12];
     int nkeep = 0;
     if (open_keep(&keep[nkeep++], work, jobdir, false, msg, msglen) != 0)
         return -1;
@@ -250,6 +336,24 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
         return -1;
     if (open_keep(&keep[nkeep++], sock, TS_HOSTPID_SOCK, false, msg, msglen) != 0)
         return -1;
+    /* under the shim: the real driver where only the shim looks, the job's
+     * ledgers where the shim reads them whatever the environment says, and
+     * the shim in place of every libcuda file the loader could find */
+    const json_t *drv = json_object_get(sb, "driver");
+    const char *real = str(drv, "real"), *shimlib = str(drv, "shim");
+    const char *overlay = str(drv, "overlay_lib");
+    int ovfd = -1;
+    if (real != NULL && shimlib != NULL && overlay != NULL) {
+        if (open_keep(&keep[nkeep++], real, "/run/tessera/lib/libcuda.so.1", true, msg, msglen) !=
+                0 ||
+            open_keep(&keep[nkeep++], shimlib, "/run/tessera/lib/libtessera-cuda.so", true, msg,
+                      msglen) != 0 ||
+            open_keep(&keep[nkeep++], shim, "/run/tessera/shim", false, msg, msglen) != 0)
+            return -1;
+        ovfd = open(overlay, O_PATH | O_CLOEXEC);
+        if (ovfd < 0)
+            return fail(msg, msglen, "could not open %s", overlay);
+    }
 
     /* the host read-only; then what is the job's own */
     struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID};
@@ -271,6 +375,17 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
         if (bind_fd(k->fd, k->path, k->ro, msg, msglen) != 0)
             return -1;
         close(k->fd);
+    }
+    if (ovfd >= 0) {
+        size_t i;
+        json_t *p;
+        json_array_foreach(json_object_get(drv, "overlay"), i, p) {
+            const char *target = json_string_value(p);
+            if (target != NULL && access(target, F_OK) == 0 &&
+                bind_fd(ovfd, target, true, msg, msglen) != 0)
+                return -1;
+        }
+        close(ovfd);
     }
     /* the device nodes of GPUs that are not the job's read as /dev/null (the
      * devices controller refuses them too on cgroup v1) */

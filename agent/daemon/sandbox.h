@@ -30,6 +30,8 @@ struct ts_sandbox {
     gid_t gid;
     char why_off[256];        /* when !on: what is not enforced and why */
     struct ts_cgroup_node cg; /* each job's control group (cgroup.h) */
+    char driver[4096];        /* the real libcuda.so.1 ("": none found) */
+    json_t *overlay;          /* every libcuda file the loader could find: the shim there */
     int64_t pids_max;         /* per job */
 };
 
@@ -39,6 +41,11 @@ struct ts_sandbox {
  * false and why_off says what is not enforced. */
 int ts_sandbox_setup(struct ts_sandbox *sb, const char *mode, const char *user, char *msg,
                      size_t msglen);
+
+/* Find the real CUDA driver (simgpu's in sim_lib_dir when not NULL, else
+ * what dlopen("libcuda.so.1") loads) and every libcuda.so* file of the
+ * loader's directories: in a job under the shim they are all the shim. */
+void ts_sandbox_drivers(struct ts_sandbox *sb, const char *sim_lib_dir);
 
 /* In the job's init, pid 1 of its new PID namespace, still root: enter the
  * sandbox described by the launch's "sandbox" object (borrowed). Returns 0,

@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #pragma GCC visibility push(default)
 #include "agent/abi/cuda.h"
@@ -78,11 +79,22 @@ NO_SANITIZE void *ts_real_dlsym(void *handle, const char *name)
     return libc_dlsym ? libc_dlsym(handle, name) : NULL;
 }
 
+/* The real driver: in a job's sandbox, where the agent hides it (every
+ * libcuda.so.1 the loader finds there is this library); else libcuda.so.1. */
+const char *ts_shim_driver_path(void)
+{
+    return access(TS_SHIM_SANDBOX_DRIVER, F_OK) == 0 ? TS_SHIM_SANDBOX_DRIVER : "libcuda.so.1";
+}
+
+static void *cuda_lib; /* the real driver's handle, once resolved */
+
 static void resolve_lib(const char *soname, bool nvml)
 {
     void *lib = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL)
         return;
+    if (!nvml)
+        cuda_lib = lib;
     for (int i = 0; i < TS_HOOK_COUNT; i++)
         if (hook_is_nvml[i] == nvml)
             ts_real[i] = ts_real_dlsym(lib, hook_names[i]);
@@ -91,7 +103,7 @@ static void resolve_lib(const char *soname, bool nvml)
 
 static void resolve_cuda(void)
 {
-    resolve_lib("libcuda.so.1", false);
+    resolve_lib(ts_shim_driver_path(), false);
     atomic_store(&cuda_done, 1);
 }
 
@@ -175,9 +187,16 @@ static int hook_by_real(const void *fn)
 NO_SANITIZE TS_EXPORT void *dlsym(void *handle, const char *name)
 {
     void *r = ts_real_dlsym(handle, name);
+    bool cu = name[0] == 'c' && name[1] == 'u';
+    if (r == NULL && cu && strcmp(ts_shim_driver_path(), TS_SHIM_SANDBOX_DRIVER) == 0) {
+        /* in a sandbox this library is libcuda.so.1: what it does not
+         * export comes from the hidden driver */
+        ts_hooks_resolve();
+        if (cuda_lib != NULL)
+            r = ts_real_dlsym(cuda_lib, name);
+    }
     if (r == NULL) /* also when name is not a symbol at all */
         return r;
-    bool cu = name[0] == 'c' && name[1] == 'u';
     bool nvml = name[0] == 'n' && name[1] == 'v' && name[2] == 'm' && name[3] == 'l';
     if (!cu && !nvml)
         return r;

@@ -42,6 +42,16 @@ void ts_hooks_resolve_nvml(void);
 /* The real dlsym of libc (never the shim's). */
 void *ts_real_dlsym(void *handle, const char *name);
 
+/* In a job's sandbox (agent/daemon/sandbox.c) the agent binds the real
+ * driver here (and this library beside it), every libcuda.so.1 the loader
+ * finds is libtessera-cuda-overlay.so (overlay.c), and the
+ * job's ledgers and its "ID:ATTEMPT" (file `job`) are in the folder: the
+ * environment cannot switch the shim off there. */
+#define TS_SHIM_SANDBOX_DRIVER "/run/tessera/lib/libcuda.so.1"
+#define TS_SHIM_SANDBOX_DIR "/run/tessera/shim"
+/* TS_SHIM_SANDBOX_DRIVER when it exists, else "libcuda.so.1". */
+const char *ts_shim_driver_path(void);
+
 /* ---- registration (init.c) ---- */
 enum ts_shim_mode {
     TS_SHIM_OFF = 0,    /* TESSERA_SHIM_DIR unset: pure pass-through */

@@ -38,11 +38,12 @@ static int teardown(void **state)
     return ts_ap_stop();
 }
 
-/* The value of a metric line "name value" (name with its labels) on /metrics. */
-static double metric(const char *name)
+/* The value of a metric line "name value" (name with its labels) on s's
+ * /metrics. */
+static double metric_of(struct ts_it_server *s, const char *name)
 {
     struct ts_response r;
-    assert_int_equal(ts_it_req(srv.admin, "GET", "/metrics", NULL, NULL, &r), 200);
+    assert_int_equal(ts_it_req(s->admin, "GET", "/metrics", NULL, NULL, &r), 200);
     char want[256];
     snprintf(want, sizeof(want), "\n%s ", name);
     const char *at = strstr(r.body.data, want);
@@ -51,6 +52,11 @@ static double metric(const char *name)
     double v = strtod(at + strlen(want), NULL);
     ts_response_free(&r);
     return v;
+}
+
+static double metric(const char *name)
+{
+    return metric_of(&srv, name);
 }
 
 static double cycles(void)
@@ -259,20 +265,6 @@ static void *burst_run(void *arg)
         b->ok += ts_it_req(c, "GET", "/api/v1/jobs", NULL, NULL, NULL) == 200;
     ts_client_free(c);
     return NULL;
-}
-
-static double metric_of(struct ts_it_server *s, const char *name)
-{
-    struct ts_response r;
-    assert_int_equal(ts_it_req(s->admin, "GET", "/metrics", NULL, NULL, &r), 200);
-    char want[256];
-    snprintf(want, sizeof(want), "\n%s ", name);
-    const char *at = strstr(r.body.data, want);
-    if (at == NULL)
-        fail_msg("/metrics has no %s", name);
-    double v = strtod(at + strlen(want), NULL);
-    ts_response_free(&r);
-    return v;
 }
 
 static void the_database_pool_counts_its_waits(void **state)

@@ -299,7 +299,7 @@ int ts_supervisor_main(const char *jobdir)
     char **envp = string_array(json_object_get(launch, "env"));
     const char *wd = json_string_value(json_object_get(launch, "working_dir"));
     int status = 1;
-    int pipefd[2] = {-1, -1}, statusp[2] = {-1, -1}, gop[2] = {-1, -1}, lfd = -1;
+    int pipefd[2] = {-1, -1}, statusp[2] = {-1, -1}, gop[2] = {-1, -1}, lfd = -1, nsfd = -1;
     if (argv == NULL || argv[0] == NULL || envp == NULL) {
         status = failed_to_start(jobdir, outfd, "launch.json has no command or environment");
         goto out;
@@ -317,7 +317,11 @@ int ts_supervisor_main(const char *jobdir)
             status = failed_to_start(jobdir, outfd, "could not listen on the job's pid socket");
             goto out;
         }
-        /* the next child is pid 1 of a new PID namespace: the job's init */
+        /* the next child is pid 1 of a new PID namespace: the job's init;
+         * later children (LeakSanitizer's at exit, among others) are made in
+         * this one again (setns below): in the job's, once its init is gone,
+         * fork fails */
+        nsfd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
         if (unshare(CLONE_NEWPID) != 0) {
             char msg[128];
             snprintf(msg, sizeof(msg), "could not make the job's PID namespace: %s",
@@ -332,6 +336,13 @@ int ts_supervisor_main(const char *jobdir)
         snprintf(msg, sizeof(msg), "could not fork: %s", strerror(errno));
         status = failed_to_start(jobdir, outfd, msg);
         goto out;
+    }
+    if (nsfd >= 0) {
+        if (pid != 0 && setns(nsfd, CLONE_NEWPID) != 0)
+            fprintf(stderr, "supervisor: could not return to its PID namespace: %s\n",
+                    strerror(errno));
+        close(nsfd);
+        nsfd = -1;
     }
     if (pid == 0) {
         close(pipefd[0]);
@@ -450,6 +461,8 @@ out:
         if (gop[i] >= 0)
             close(gop[i]);
     }
+    if (nsfd >= 0)
+        close(nsfd);
     if (lfd >= 0) {
         close(lfd);
         snprintf(path, sizeof(path), "%s/" TS_SANDBOX_PIDSOCK, jobdir);

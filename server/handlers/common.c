@@ -9,6 +9,7 @@
 
 #include "server/auth.h"
 #include "server/handlers/handlers.h"
+#include "server/handlers/web.h"
 #include "server/store/store.h"
 
 enum ts_err ts_h_body(struct ts_request *r, json_t **out, struct ts_error *err)
@@ -38,7 +39,8 @@ void ts_h_etag(struct ts_request *r, int64_t revision)
     ts_http_add_header(r, "ETag", tag);
 }
 
-enum ts_err ts_h_if_match(struct ts_request *r, int64_t *revision, struct ts_error *err)
+enum ts_err ts_h_if_match(struct ts_request *r, struct ts_revisions *revs, bool *any,
+                          struct ts_error *err)
 {
     const char *h = ts_http_header(r, "If-Match");
     if (h == NULL) {
@@ -46,16 +48,46 @@ enum ts_err ts_h_if_match(struct ts_request *r, int64_t *revision, struct ts_err
         ts_error_hint(err, "GET the resource and send its ETag in If-Match");
         return TS_ERR_PRECONDITION_REQUIRED;
     }
-    if (strcmp(h, "*") == 0) {
-        *revision = -1;
-        return TS_OK;
+    /* RFC 9110 §13.1.1: "*" or a list of entity tags, any of which passes
+     * by the strong comparison; a weak tag or one that is not ours
+     * (a revision "N") matches nothing */
+    revs->n = 0;
+    *any = false;
+    for (const char *p = h; *p != '\0';) {
+        p += strspn(p, " \t,");
+        size_t len = strcspn(p, ",");
+        if (len == 0)
+            break;
+        long long v;
+        int used = 0;
+        if (p[0] == '*') {
+            *any = true;
+        } else if (sscanf(p, "\"%lld\"%n", &v, &used) == 1 && v > 0 && p[0] == '"' && p[1] >= '0' &&
+                   p[1] <= '9' && (size_t)used <= len &&
+                   strspn(p + used, " \t") == len - (size_t)used) {
+            if (revs->n == TS_REVISIONS_MAX)
+                return ts_error_set(err, TS_ERR_PRECONDITION_FAILED,
+                                    "If-Match names more than %d entity tags", TS_REVISIONS_MAX);
+            revs->v[revs->n++] = v;
+        }
+        p += len;
     }
-    long long v;
-    int used = 0;
-    if (sscanf(h, "\"%lld\"%n", &v, &used) != 1 || h[used] != '\0' || v <= 0)
-        return ts_error_set(err, TS_ERR_PRECONDITION_FAILED, "If-Match %s matches no revision", h);
-    *revision = v;
     return TS_OK;
+}
+
+bool ts_h_not_modified(struct ts_request *r, int64_t revision)
+{
+    if (strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0)
+        return false;
+    const char *inm = ts_http_header(r, "If-None-Match");
+    char tag[32];
+    snprintf(tag, sizeof(tag), "\"%lld\"", (long long)revision);
+    if (inm == NULL || !ts_web_etag_matches(inm, tag))
+        return false;
+    r->status = 304;
+    r->raw = "";
+    r->raw_len = 0;
+    return true;
 }
 
 json_t *ts_h_list(json_t *items, const char *key)

@@ -11,6 +11,8 @@
 #include "server/http/http.h"
 #include "server/server.h"
 
+struct ts_revisions;
+
 #define TS_HANDLER(fn) enum ts_err fn(void *ctx, struct ts_request *r, struct ts_error *err)
 
 /* system.c */
@@ -69,9 +71,13 @@ enum ts_err ts_h_param_id(struct ts_request *r, int i, const char *what, int64_t
                           struct ts_error *err);
 /* Set an ETag header "\"<revision>\"". */
 void ts_h_etag(struct ts_request *r, int64_t revision);
-/* The If-Match revision: TS_ERR_PRECONDITION_REQUIRED when absent,
- * TS_ERR_PRECONDITION_FAILED when not one of our ETags; "*" gives -1. */
-enum ts_err ts_h_if_match(struct ts_request *r, int64_t *revision, struct ts_error *err);
+/* The revisions If-Match names (its tags that are ours; others match
+ * nothing), *any for "*": TS_ERR_PRECONDITION_REQUIRED when absent. */
+enum ts_err ts_h_if_match(struct ts_request *r, struct ts_revisions *revs, bool *any,
+                          struct ts_error *err);
+/* On a GET or HEAD whose If-None-Match names "\"<revision>\"" (or "*"): a
+ * 304 with no body is set and true returned (RFC 9110 §13.1.2). */
+bool ts_h_not_modified(struct ts_request *r, int64_t revision);
 /* The job as JSON (new), its env values replaced by null and
  * "env_redacted": true when the caller may not read them
  * (ts_auth_env_visible): env often carries secrets; its pending reason

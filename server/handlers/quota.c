@@ -55,13 +55,14 @@ static void created(struct ts_request *r, const char *kind, const char *name, in
 
 /* PUT .../{name}/quota: If-Match, a quota body, set(), then answer get(). */
 typedef enum ts_err (*set_quota_fn)(struct ts_dbconn *c, const char *name, const struct ts_quota *q,
-                                    int64_t revision, struct ts_error *err);
+                                    const struct ts_revisions *revs, struct ts_error *err);
 
 static enum ts_err put_quota(void *ctx, struct ts_request *r, const char *what, decode_fn decode,
                              set_quota_fn set, ts_route_handler get, struct ts_error *err)
 {
-    int64_t rev;
-    enum ts_err e = ts_h_if_match(r, &rev, err);
+    struct ts_revisions revs;
+    bool any;
+    enum ts_err e = ts_h_if_match(r, &revs, &any, err);
     if (e != TS_OK)
         return e;
     struct ts_quota q;
@@ -71,7 +72,7 @@ static enum ts_err put_quota(void *ctx, struct ts_request *r, const char *what, 
     struct ts_dbconn *conn = ts_ctx_db(ctx, err);
     if (conn == NULL)
         return err->code;
-    e = set(conn, r->params[0], &q, rev, err);
+    e = set(conn, r->params[0], &q, any ? NULL : &revs, err);
     if (e != TS_OK)
         return e;
     ts_log_info("%s quota set name=%s gpus=%g", what, r->params[0], q.gpus);
@@ -142,6 +143,8 @@ TS_HANDLER(ts_h_department_get)
     if (e != TS_OK)
         return e;
     ts_h_etag(r, d.revision);
+    if (ts_h_not_modified(r, d.revision))
+        return TS_OK;
     ts_http_reply_json(r, 200, ts_wire_department_encode(&d));
     return TS_OK;
 }
@@ -212,6 +215,8 @@ TS_HANDLER(ts_h_project_get)
         return ts_error_set(err, TS_ERR_FORBIDDEN, "token \"%s\" has no access to project \"%s\"",
                             c->who.name, p.spec.name);
     ts_h_etag(r, p.revision);
+    if (ts_h_not_modified(r, p.revision))
+        return TS_OK;
     ts_http_reply_json(r, 200, ts_wire_project_encode(&p));
     return TS_OK;
 }

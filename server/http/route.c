@@ -34,6 +34,20 @@ static bool match_one(const char *tpl, const char *path, struct ts_route_match *
     return true;
 }
 
+/* Add method to m->allow once. */
+static void allow(struct ts_route_match *m, const char *method)
+{
+    if (strstr(m->allow, method) != NULL)
+        return;
+    size_t len = strlen(m->allow);
+    size_t need = strlen(method) + (len ? 2 : 0);
+    if (len + need < sizeof(m->allow)) {
+        if (len)
+            strcat(m->allow, ", ");
+        strcat(m->allow, method);
+    }
+}
+
 enum ts_err ts_route_find(const struct ts_route *table, size_t n, const char *method,
                           const char *path, struct ts_route_match *m)
 {
@@ -47,22 +61,19 @@ enum ts_err ts_route_find(const struct ts_route *table, size_t n, const char *me
     for (size_t i = 0; i < n; i++) {
         if (!match_one(table[i].path, path, &scratch))
             continue;
-        if (strcmp(table[i].method, method) == 0) {
+        /* RFC 9110 §9.3.2: HEAD is answered wherever GET is, the same
+         * headers without the content (libmicrohttpd leaves the body out) */
+        bool head = strcmp(method, "HEAD") == 0 && strcmp(table[i].method, "GET") == 0;
+        if (strcmp(table[i].method, method) == 0 || head) {
             memcpy(m->values, scratch.values, sizeof(m->values));
             m->nvalues = scratch.nvalues;
             m->index = (int)i;
             return TS_OK;
         }
         path_known = true;
-        if (strstr(m->allow, table[i].method) == NULL) {
-            size_t len = strlen(m->allow);
-            size_t need = strlen(table[i].method) + (len ? 2 : 0);
-            if (len + need < sizeof(m->allow)) {
-                if (len)
-                    strcat(m->allow, ", ");
-                strcat(m->allow, table[i].method);
-            }
-        }
+        allow(m, table[i].method);
+        if (strcmp(table[i].method, "GET") == 0)
+            allow(m, "HEAD");
     }
     return path_known ? TS_ERR_METHOD_NOT_ALLOWED : TS_ERR_ROUTE_NOT_FOUND;
 }

@@ -64,10 +64,17 @@ enum ts_err ts_store_department_list(struct ts_dbconn *c, struct ts_arena *a,
                                      struct ts_department **out, size_t *n, struct ts_error *err);
 /* TS_ERR_IN_USE while it has projects. */
 enum ts_err ts_store_department_delete(struct ts_dbconn *c, const char *name, struct ts_error *err);
-/* Replace the quota if the revision still is `revision` (-1: any).
- * TS_ERR_PRECONDITION_FAILED when it moved on, TS_ERR_NOT_FOUND. */
+/* The revisions an If-Match names (RFC 9110 §13.1.1: any one passes). */
+#define TS_REVISIONS_MAX 64
+struct ts_revisions {
+    size_t n;
+    int64_t v[TS_REVISIONS_MAX];
+};
+/* Replace the quota if the revision still is one of revs (NULL: any); the
+ * revision moves only when a value changes. TS_ERR_PRECONDITION_FAILED when
+ * it moved on, TS_ERR_NOT_FOUND. */
 enum ts_err ts_store_department_set_quota(struct ts_dbconn *c, const char *name,
-                                          const struct ts_quota *q, int64_t revision,
+                                          const struct ts_quota *q, const struct ts_revisions *revs,
                                           struct ts_error *err);
 
 /* A department that does not exist -> TS_ERR_UNKNOWN_REFERENCE. */
@@ -81,8 +88,9 @@ enum ts_err ts_store_project_list(struct ts_dbconn *c, const int64_t *ids, size_
                                   struct ts_error *err);
 /* TS_ERR_IN_USE while it has jobs that have not finished. */
 enum ts_err ts_store_project_delete(struct ts_dbconn *c, const char *name, struct ts_error *err);
+/* As ts_store_department_set_quota. */
 enum ts_err ts_store_project_set_quota(struct ts_dbconn *c, const char *name,
-                                       const struct ts_quota *q, int64_t revision,
+                                       const struct ts_quota *q, const struct ts_revisions *revs,
                                        struct ts_error *err);
 /* The id of a project by name; TS_ERR_NOT_FOUND. */
 enum ts_err ts_store_project_id(struct ts_dbconn *c, const char *name, int64_t *id,

@@ -210,16 +210,21 @@ enum ts_err ts_store_department_delete(struct ts_dbconn *c, const char *name, st
 
 /* Shared by departments and projects: table is a fixed identifier. */
 static enum ts_err set_quota(struct ts_dbconn *c, const char *sql, const char *what,
-                             const char *name, const struct ts_quota *q, int64_t revision,
-                             struct ts_error *err)
+                             const char *name, const struct ts_quota *q,
+                             const struct ts_revisions *revs, struct ts_error *err)
 {
     struct quota_params qp;
     quota_params(q, &qp);
-    char rev[24];
-    snprintf(rev, sizeof(rev), "%lld", (long long)revision);
+    char list[3 + TS_REVISIONS_MAX * 21];
+    size_t len = 0;
+    list[len++] = '{';
+    for (size_t i = 0; revs != NULL && i < revs->n && i < TS_REVISIONS_MAX; i++)
+        len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? "," : "",
+                                (long long)revs->v[i]);
+    snprintf(list + len, sizeof(list) - len, "}");
     const char *params[] = {name,          qp.gpus,
                             qp.weight,     q->has_limit ? qp.limit : NULL,
-                            qp.priority,   revision < 0 ? NULL : rev,
+                            qp.priority,   revs == NULL ? NULL : list,
                             qp.max_pending};
     PGresult *res = NULL;
     /* $7, max_pending, only in a project's statement */
@@ -234,25 +239,31 @@ static enum ts_err set_quota(struct ts_dbconn *c, const char *sql, const char *w
         return ts_error_set(err, TS_ERR_NOT_FOUND, "%s \"%s\" does not exist", what, name);
     if (!updated) {
         ts_error_set(err, TS_ERR_PRECONDITION_FAILED,
-                     "%s \"%s\" was changed by someone else: revision %lld, If-Match had %lld",
-                     what, name, (long long)current, (long long)revision);
+                     "%s \"%s\" was changed by someone else: revision %lld, If-Match had %s", what,
+                     name, (long long)current, list);
         ts_error_hint(err, "GET it again and retry with the new ETag");
         return TS_ERR_PRECONDITION_FAILED;
     }
     return TS_OK;
 }
 
-#define SET_QUOTA_SQL(table, more)                                                                 \
+/* The revision moves only when a value does: a PUT of the same quota keeps
+ * its ETag (RFC 9110 §9.2.2, an idempotent write). The comparison comes after
+ * the assignments, which give $2..$7 their types. */
+#define SET_QUOTA_SQL(table, more_set, more_cols, more_vals)                                       \
     "WITH u AS (UPDATE " table " SET quota_gpus = $2, over_quota_weight = $3,"                     \
-    "   limit_gpus = $4, priority = $5, revision = revision + 1" more                              \
-    "   WHERE name = $1 AND ($6::bigint IS NULL OR revision = $6) RETURNING revision)"             \
+    "   limit_gpus = $4, priority = $5" more_set ","                                               \
+    "   revision = revision + CASE WHEN (quota_gpus, over_quota_weight, limit_gpus,"               \
+    "   priority" more_cols ") IS DISTINCT FROM ($2, $3, $4, $5" more_vals ") THEN 1 ELSE 0 END"   \
+    "   WHERE name = $1 AND ($6::bigint[] IS NULL OR revision = ANY($6::bigint[]))"                \
+    "   RETURNING revision)"                                                                       \
     " SELECT (SELECT revision FROM " table " WHERE name = $1), (SELECT count(*) FROM u)"
 
 enum ts_err ts_store_department_set_quota(struct ts_dbconn *c, const char *name,
-                                          const struct ts_quota *q, int64_t revision,
+                                          const struct ts_quota *q, const struct ts_revisions *revs,
                                           struct ts_error *err)
 {
-    return set_quota(c, SET_QUOTA_SQL("department", ""), "department", name, q, revision, err);
+    return set_quota(c, SET_QUOTA_SQL("department", "", "", ""), "department", name, q, revs, err);
 }
 
 /* ---- projects ------------------------------------------------------------------ */
@@ -367,11 +378,11 @@ enum ts_err ts_store_project_delete(struct ts_dbconn *c, const char *name, struc
 }
 
 enum ts_err ts_store_project_set_quota(struct ts_dbconn *c, const char *name,
-                                       const struct ts_quota *q, int64_t revision,
+                                       const struct ts_quota *q, const struct ts_revisions *revs,
                                        struct ts_error *err)
 {
-    return set_quota(c, SET_QUOTA_SQL("project", ", max_pending = $7"), "project", name, q,
-                     revision, err);
+    return set_quota(c, SET_QUOTA_SQL("project", ", max_pending = $7", ", max_pending", ", $7"),
+                     "project", name, q, revs, err);
 }
 
 enum ts_err ts_store_project_id(struct ts_dbconn *c, const char *name, int64_t *id,

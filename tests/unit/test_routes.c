@@ -67,7 +67,18 @@ static void a_known_path_with_another_method_lists_the_allowed_ones(void **state
     struct ts_route_match m;
     assert_int_equal(ts_route_find(table, N, "PATCH", "/api/v1/jobs/7", &m),
                      TS_ERR_METHOD_NOT_ALLOWED);
-    assert_string_equal(m.allow, "GET, DELETE");
+    assert_string_equal(m.allow, "GET, HEAD, DELETE");
+}
+
+static void head_is_answered_by_the_get_route_and_nothing_else(void **state)
+{
+    struct ts_route_match m;
+    assert_int_equal(ts_route_find(table, N, "HEAD", "/api/v1/jobs/7", &m), TS_OK);
+    assert_string_equal(table[m.index].method, "GET");
+    assert_string_equal(m.values[0], "7");
+    assert_int_equal(ts_route_find(table, N, "HEAD", "/api/v1/projects/vision/quota", &m),
+                     TS_ERR_METHOD_NOT_ALLOWED);
+    assert_string_equal(m.allow, "PUT");
 }
 
 static void an_overlong_parameter_does_not_match(void **state)
@@ -165,6 +176,7 @@ int main(void)
         cmocka_unit_test(an_empty_segment_does_not_match_a_parameter),
         cmocka_unit_test(extra_or_missing_segments_do_not_match),
         cmocka_unit_test(a_known_path_with_another_method_lists_the_allowed_ones),
+        cmocka_unit_test(head_is_answered_by_the_get_route_and_nothing_else),
         cmocka_unit_test(an_overlong_parameter_does_not_match),
         cmocka_unit_test(every_route_is_documented_and_every_documented_route_is_served),
         cmocka_unit_test(every_route_has_a_handler),

@@ -93,14 +93,22 @@ static void label(struct ts_buf *b, const char *s, size_t n)
     }
 }
 
+/* What a family reads of a figure besides its series metrics. */
+enum {
+    FIG_MEMORY_TOTAL = -1, /* memory_total_bytes */
+    FIG_MEMORY_FREE = -2,  /* memory_total_bytes less the memory in use, at least 0 */
+};
+
 /* One gauge family over the figures of one scope. */
 struct family {
     const char *scope;
-    int metric; /* enum ts_series_metric */
+    int metric; /* enum ts_series_metric, or FIG_* */
     const char *name;
     const char *help;
 };
 
+/* Names after Prometheus's conventions: a base unit as the suffix (_bytes,
+ * _seconds), _ratio for 0..1, _gpus for counts of GPUs (fractions count). */
 static const struct family families[] = {
     {"cluster", TS_SERIES_CAPACITY, "tessera_cluster_gpus", "GPUs on ready nodes."},
     {"cluster", TS_SERIES_ALLOCATED, "tessera_cluster_allocated_gpus",
@@ -109,6 +117,10 @@ static const struct family families[] = {
      "Sum of the GPUs' utilization at their latest samples."},
     {"cluster", TS_SERIES_MEMORY_USED_BYTES, "tessera_cluster_gpu_memory_used_bytes",
      "GPU memory in use at the latest samples."},
+    {"cluster", FIG_MEMORY_TOTAL, "tessera_cluster_gpu_memory_total_bytes",
+     "GPU memory of every registered GPU."},
+    {"cluster", FIG_MEMORY_FREE, "tessera_cluster_gpu_memory_free_bytes",
+     "GPU memory not in use at the latest samples."},
     {"cluster", TS_SERIES_RUNNING_JOBS, "tessera_cluster_running_jobs", "Jobs running."},
     {"cluster", TS_SERIES_PENDING_JOBS, "tessera_cluster_pending_jobs", "Jobs pending."},
     {"project", TS_SERIES_CAPACITY, "tessera_project_quota_gpus", "The project's quota in GPUs."},
@@ -125,14 +137,55 @@ static const struct family families[] = {
      "Sum of the node's GPU utilization at the latest samples."},
     {"node", TS_SERIES_MEMORY_USED_BYTES, "tessera_node_gpu_memory_used_bytes",
      "GPU memory in use on the node."},
+    {"node", FIG_MEMORY_TOTAL, "tessera_node_gpu_memory_total_bytes",
+     "GPU memory of the node's GPUs."},
+    {"node", FIG_MEMORY_FREE, "tessera_node_gpu_memory_free_bytes",
+     "GPU memory of the node not in use at the latest samples."},
     {"node", TS_SERIES_RUNNING_JOBS, "tessera_node_running_jobs", "Jobs running on the node."},
-    {"gpu", TS_SERIES_ALLOCATED, "tessera_gpu_allocated",
+    {"gpu", TS_SERIES_ALLOCATED, "tessera_gpu_allocated_ratio",
      "Share of the GPU allocated to jobs, 0 to 1."},
-    {"gpu", TS_SERIES_UTILIZED, "tessera_gpu_utilization", "The GPU's latest utilization, 0 to 1."},
+    {"gpu", TS_SERIES_UTILIZED, "tessera_gpu_utilization_ratio",
+     "The GPU's latest utilization, 0 to 1."},
     {"gpu", TS_SERIES_MEMORY_USED_BYTES, "tessera_gpu_memory_used_bytes",
      "The GPU's memory in use at its latest sample."},
+    {"gpu", FIG_MEMORY_TOTAL, "tessera_gpu_memory_total_bytes", "The GPU's memory."},
+    {"gpu", FIG_MEMORY_FREE, "tessera_gpu_memory_free_bytes",
+     "The GPU's memory not in use at its latest sample."},
     {"gpu", TS_SERIES_RUNNING_JOBS, "tessera_gpu_running_jobs", "Running jobs placed on the GPU."},
 };
+
+static double figure_value(const struct family *fam, const struct ts_series_figure *f)
+{
+    if (fam->metric == FIG_MEMORY_TOTAL)
+        return f->memory_total_bytes;
+    if (fam->metric == FIG_MEMORY_FREE) {
+        double free = f->memory_total_bytes - f->v[TS_SERIES_MEMORY_USED_BYTES];
+        return free > 0 ? free : 0;
+    }
+    return f->v[fam->metric];
+}
+
+/* A GPU's labels: node and gpu (its index) as before, and DCGM-exporter's
+ * gpu, UUID, modelName and Hostname (the node's name, which is its host
+ * name unless the agent was given --node), so that a query can join
+ * tessera_gpu_* with DCGM_FI_* on UUID or on Hostname and gpu. */
+static void gpu_labels(struct ts_buf *b, const struct ts_series_figure *f)
+{
+    const char *key = f->key;
+    const char *slash = strrchr(key, '/');
+    size_t nl = slash ? (size_t)(slash - key) : strlen(key);
+    ts_buf_printf(b, "{node=\"");
+    label(b, key, nl);
+    ts_buf_printf(b, "\",gpu=\"");
+    label(b, slash ? slash + 1 : "", SIZE_MAX);
+    ts_buf_printf(b, "\",UUID=\"");
+    label(b, f->uuid ? f->uuid : "", SIZE_MAX);
+    ts_buf_printf(b, "\",modelName=\"");
+    label(b, f->model ? f->model : "", SIZE_MAX);
+    ts_buf_printf(b, "\",Hostname=\"");
+    label(b, key, nl);
+    ts_buf_printf(b, "\"}");
+}
 
 static void render_figures(struct ts_buf *b, const struct ts_series_figure *f, size_t n, int64_t at)
 {
@@ -143,21 +196,14 @@ static void render_figures(struct ts_buf *b, const struct ts_series_figure *f, s
             if (strcmp(f[i].scope, fam->scope) != 0)
                 continue;
             ts_buf_printf(b, "%s", fam->name);
-            const char *key = f[i].key;
             if (strcmp(fam->scope, "gpu") == 0) {
-                const char *slash = strrchr(key, '/');
-                size_t nl = slash ? (size_t)(slash - key) : strlen(key);
-                ts_buf_printf(b, "{node=\"");
-                label(b, key, nl);
-                ts_buf_printf(b, "\",gpu=\"");
-                label(b, slash ? slash + 1 : "", SIZE_MAX);
-                ts_buf_printf(b, "\"}");
+                gpu_labels(b, &f[i]);
             } else if (strcmp(fam->scope, "cluster") != 0) {
                 ts_buf_printf(b, "{%s=\"", fam->scope);
-                label(b, key, SIZE_MAX);
+                label(b, f[i].key, SIZE_MAX);
                 ts_buf_printf(b, "\"}");
             }
-            ts_buf_printf(b, " %.15g\n", f[i].v[fam->metric]);
+            ts_buf_printf(b, " %.15g\n", figure_value(fam, &f[i]));
         }
     }
     ts_buf_printf(b,

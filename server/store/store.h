@@ -420,6 +420,11 @@ struct ts_series_figure {
     const char *scope; /* static */
     const char *key;   /* arena */
     double v[TS_SERIES_NMETRICS];
+    /* for /metrics only, not kept as points: the GPU memory in bytes
+     * (cluster, node, GPU; 0 for a project), and a GPU's UUID and model
+     * (arena; NULL outside the gpu scope) */
+    double memory_total_bytes;
+    const char *uuid, *model;
 };
 /*
  * One tick of the sampler, in one transaction: try the advisory lock of the

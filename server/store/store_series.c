@@ -44,7 +44,8 @@ int ts_series_metric_parse(const char *s, enum ts_series_metric *out)
  * (a GPU's share is the memory packed on it over its memory less the node's
  * reserve, as the scheduler counts it), utilized GPUs
  * (the latest samples; a project's: its running jobs' samples), GPU memory
- * used, running and pending jobs.
+ * used, running and pending jobs; and, not kept as points, the GPU memory
+ * in bytes (cluster, node, GPU) and a GPU's UUID and model.
  */
 static const char figures_sql[] =
     "WITH ga AS ("
@@ -52,7 +53,8 @@ static const char figures_sql[] =
     "  count(*) FILTER (WHERE j.state = 'running')::float8 AS running"
     " FROM job_gpu jg JOIN job j ON j.id = jg.job_id GROUP BY jg.gpu_id),"
     " g AS ("
-    " SELECT g.node_id, n.name AS node, n.state AS node_state, g.idx,"
+    " SELECT g.node_id, n.name AS node, n.state AS node_state, g.idx, g.uuid, g.model,"
+    "  g.memory_bytes::float8 AS total,"
     "  coalesce(coalesce(ga.bytes, 0) / nullif(g.memory_bytes - n.gpu_reserve_bytes, 0), 0)::float8"
     "   AS alloc,"
     "  g.utilization::float8 AS util, g.memory_used_bytes::float8 AS mem,"
@@ -60,7 +62,7 @@ static const char figures_sql[] =
     " FROM gpu g JOIN node n ON n.id = g.node_id LEFT JOIN ga ON ga.gpu_id = g.id),"
     " gn AS ("
     " SELECT node_id, count(*)::float8 AS gpus, sum(alloc) AS alloc, sum(util) AS util,"
-    "  sum(mem) AS mem FROM g GROUP BY node_id),"
+    "  sum(mem) AS mem, sum(total) AS total FROM g GROUP BY node_id),"
     " jn AS ("
     " SELECT node_id, count(*)::float8 AS running FROM job"
     " WHERE state = 'running' AND node_id IS NOT NULL GROUP BY node_id),"
@@ -84,18 +86,20 @@ static const char figures_sql[] =
     "  (SELECT coalesce(sum(util), 0) FROM g)::float8,"
     "  (SELECT coalesce(sum(mem), 0) FROM g)::float8,"
     "  (SELECT count(*) FROM job WHERE state = 'running')::float8,"
-    "  (SELECT count(*) FROM job WHERE state = 'pending')::float8"
+    "  (SELECT count(*) FROM job WHERE state = 'pending')::float8,"
+    "  (SELECT coalesce(sum(total), 0) FROM g)::float8, NULL, NULL"
     " UNION ALL"
     " SELECT 'project', p.name, p.quota_gpus::float8, coalesce(pa.alloc, 0)::float8,"
     "  coalesce(jp.util, 0), coalesce(jp.mem, 0), coalesce(jp.running, 0),"
-    "  coalesce(jp.pending, 0)"
+    "  coalesce(jp.pending, 0), 0, NULL, NULL"
     " FROM project p LEFT JOIN pa ON pa.project_id = p.id LEFT JOIN jp ON jp.project_id = p.id"
     " UNION ALL"
     " SELECT 'node', n.name, coalesce(gn.gpus, 0), coalesce(gn.alloc, 0), coalesce(gn.util, 0),"
-    "  coalesce(gn.mem, 0), coalesce(jn.running, 0), 0"
+    "  coalesce(gn.mem, 0), coalesce(jn.running, 0), 0, coalesce(gn.total, 0), NULL, NULL"
     " FROM node n LEFT JOIN gn ON gn.node_id = n.id LEFT JOIN jn ON jn.node_id = n.id"
     " UNION ALL"
-    " SELECT 'gpu', node || '/' || idx, 1, alloc, util, mem, running, 0 FROM g"
+    " SELECT 'gpu', node || '/' || idx, 1, alloc, util, mem, running, 0, total, uuid, model"
+    " FROM g"
     " ORDER BY 1, 2";
 
 static const char *const scopes[] = {"cluster", "project", "node", "gpu"};
@@ -122,7 +126,14 @@ static enum ts_err read_figures(struct ts_dbconn *c, struct ts_arena *a,
         v[r].key = ts_row_text(res, r, 1, a);
         for (int m = 0; m < TS_SERIES_NMETRICS; m++)
             v[r].v[m] = ts_row_double(res, r, 2 + m);
-        if (v[r].key == NULL) {
+        v[r].memory_total_bytes = ts_row_double(res, r, 2 + TS_SERIES_NMETRICS);
+        v[r].uuid = ts_row_null(res, r, 3 + TS_SERIES_NMETRICS)
+                        ? NULL
+                        : ts_row_text(res, r, 3 + TS_SERIES_NMETRICS, a);
+        v[r].model = ts_row_null(res, r, 4 + TS_SERIES_NMETRICS)
+                         ? NULL
+                         : ts_row_text(res, r, 4 + TS_SERIES_NMETRICS, a);
+        if (v[r].key == NULL || (v[r].scope == scopes[3] && (!v[r].uuid || !v[r].model))) {
             PQclear(res);
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         }

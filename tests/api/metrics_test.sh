@@ -3,9 +3,13 @@
 # it: a server with an agent on two simulated GPUs, a project, a running job
 # and a pending one (so that every family has samples), then
 #   1. `promtool check metrics` on /metrics: no lint problem at all;
-#   2. a real Prometheus (Debian's prometheus) scrapes /metrics with a bearer
-#      token every second: the target is up and the server's gauges and
-#      counters are queryable through Prometheus's API.
+#   2. the per-GPU series: _ratio names, memory in bytes, DCGM-exporter's
+#      labels; every metric the Grafana dashboard (docs/grafana/tessera.json)
+#      queries is on /metrics;
+#   3. a real Prometheus (Debian's prometheus) scrapes /metrics with a bearer
+#      token every second: the target is up, the server's gauges and
+#      counters are queryable through Prometheus's API, and every query of
+#      the dashboard runs.
 # Needs TS_BIN_DIR, promtool and prometheus (scripts/lib/common.sh installs
 # Debian's prometheus package). Label api.
 . "$(dirname "$0")/../browser/lib.sh"
@@ -42,12 +46,52 @@ families() {
 web_wait 30 "every family on /metrics (cluster, GPU, jobs, requests)" families
 
 web_say "promtool check metrics"
-if ! promtool check metrics <"$WEB_TMP/metrics.txt" >"$WEB_TMP/promtool.out" 2>&1 ||
-  [ -s "$WEB_TMP/promtool.out" ]; then
-  cat "$WEB_TMP/promtool.out" >&2
+# DCGM-exporter's label names (gpu, UUID, modelName, Hostname) are on every
+# per-GPU series so that queries can join them with DCGM's; modelName is
+# camelCase, which promtool's lint reports once per family that carries it.
+# That one report is let through, only for tessera_gpu_* families, and only
+# while modelName is the only camelCase label name on /metrics.
+camel=$(grep -v '^#' "$WEB_TMP/metrics.txt" | grep -o '[{,][A-Za-z_][A-Za-z0-9_]*="' |
+  tr -d '{,="' | { grep '[a-z][A-Z]' || true; } | sort -u | tr '\n' ' ')
+[ "$camel" = "modelName " ] || web_fail "camelCase label names on /metrics: '$camel' (only DCGM's modelName is allowed)"
+promtool check metrics <"$WEB_TMP/metrics.txt" >"$WEB_TMP/promtool.out" 2>&1 || true # its lint exits 3
+grep -v "^tessera_gpu_[a-z_]* label names should be written in 'snake_case' not 'camelCase'\$" \
+  "$WEB_TMP/promtool.out" >"$WEB_TMP/promtool.rest" || true
+if [ -s "$WEB_TMP/promtool.rest" ]; then
+  cat "$WEB_TMP/promtool.rest" >&2
   web_fail "promtool check metrics found problems in /metrics"
 fi
-echo "ok   promtool check metrics: no problem in $(grep -vc '^#' "$WEB_TMP/metrics.txt") samples"
+echo "ok   promtool check metrics: no problem in $(grep -vc '^#' "$WEB_TMP/metrics.txt") samples (beside DCGM's modelName)"
+
+# Prometheus's naming: 0..1 gauges end in _ratio, none is left under its old name
+for old in tessera_gpu_allocated tessera_gpu_utilization; do
+  ! grep -q "^$old[{ ]" "$WEB_TMP/metrics.txt" || web_fail "$old is still on /metrics (renamed ${old}_ratio)"
+done
+# a simulated GPU of 16 GiB, with DCGM-exporter's labels
+gpu_line=$(grep '^tessera_gpu_memory_total_bytes{' "$WEB_TMP/metrics.txt" | grep 'gpu="0"' | head -n 1)
+echo "$gpu_line" | grep -q 'Hostname="node-1"' || web_fail "no Hostname label: $gpu_line"
+echo "$gpu_line" | grep -q 'UUID="[^"]' || web_fail "no UUID label: $gpu_line"
+echo "$gpu_line" | grep -q 'modelName="[^"]' || web_fail "no modelName label: $gpu_line"
+echo "$gpu_line" | grep -q ' 17179869184$' || web_fail "GPU 0 is not 16 GiB: $gpu_line"
+grep -q '^tessera_gpu_memory_free_bytes{' "$WEB_TMP/metrics.txt" || web_fail "no tessera_gpu_memory_free_bytes"
+echo "ok   per-GPU series: _ratio names, memory total and free in bytes, gpu, UUID, modelName, Hostname"
+
+# the Grafana dashboard (docs/grafana/tessera.json): valid JSON, and every
+# metric it queries is a family on /metrics
+dashboard=${TS_SOURCE_DIR:-$(dirname "$0")/../..}/docs/grafana/tessera.json
+node -e '
+  const d = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+  const out = [];
+  const walk = (ps) => ps.forEach((p) => { (p.targets || []).forEach((t) => out.push(t.expr)); walk(p.panels || []); });
+  walk(d.panels);
+  if (!out.length) { console.error("no queries"); process.exit(1); }
+  console.log(out.join("\n"));' "$dashboard" >"$WEB_TMP/exprs.txt" ||
+  web_fail "docs/grafana/tessera.json is not a dashboard with queries"
+grep -o 'tessera_[a-z_]*' "$WEB_TMP/exprs.txt" | sed 's/_bucket$//' | sort -u >"$WEB_TMP/queried.txt"
+while read -r name; do
+  grep -q "^# TYPE $name " "$WEB_TMP/metrics.txt" || web_fail "the dashboard queries $name, which /metrics does not have"
+done <"$WEB_TMP/queried.txt"
+echo "ok   docs/grafana/tessera.json: $(wc -l <"$WEB_TMP/exprs.txt") queries over $(wc -l <"$WEB_TMP/queried.txt") metrics, every one on /metrics"
 
 web_say "a real Prometheus scraping /metrics"
 mkdir -p "$WEB_TMP/prom"
@@ -96,3 +140,15 @@ web_wait 20 "a rate of tessera_http_requests_total in Prometheus" rate
 dropped() { query 'scrape_samples_post_metric_relabeling{job="tessera"} == scrape_samples_scraped{job="tessera"}' | grep -q '"value"'; }
 web_wait 10 "every scraped sample kept" dropped
 echo "ok   Prometheus scraped /metrics: up, tessera_cluster_gpus, tessera_jobs, rate(tessera_http_requests_total)"
+
+# every dashboard query runs in Prometheus, with Grafana's variables as the
+# dashboard sets them (every server, a 5 s rate window)
+n=0
+while read -r expr; do
+  q=$(printf '%s' "$expr" | sed 's/\$instance/.*/g; s/\$__rate_interval/5s/g')
+  query "$q" | grep -q '"status":"success"' || web_fail "Prometheus refused the dashboard's query: $q"
+  n=$((n + 1))
+done <"$WEB_TMP/exprs.txt"
+dash_data() { query 'tessera_gpu_utilization_ratio{job="tessera",gpu="0",Hostname="node-1",UUID=~".+",modelName=~".+"}' | grep -q '"value"'; }
+web_wait 10 "tessera_gpu_utilization_ratio with DCGM's labels in Prometheus" dash_data
+echo "ok   Prometheus ran the dashboard's $n queries"

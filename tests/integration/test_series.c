@@ -208,10 +208,20 @@ static void metrics_shows_the_same_figures(void **state)
         "\ntessera_project_utilized_gpus{project=\"p2\"} 0.25\n",
         "\ntessera_node_allocated_gpus{node=\"n1\"} 1.5\n",
         "\ntessera_node_gpus{node=\"n2\"} 1\n",
-        "\ntessera_gpu_allocated{node=\"n1\",gpu=\"1\"} 0.5\n",
-        "\ntessera_gpu_utilization{node=\"n1\",gpu=\"0\"} 0.5\n",
-        "\ntessera_gpu_memory_used_bytes{node=\"n2\",gpu=\"0\"} 1073741824\n",
-        "\n# TYPE tessera_gpu_allocated gauge\n",
+        "\ntessera_gpu_allocated_ratio{node=\"n1\",gpu=\"1\",UUID=\"u-n1-1\",modelName=\"H100\","
+        "Hostname=\"n1\"} 0.5\n",
+        "\ntessera_gpu_utilization_ratio{node=\"n1\",gpu=\"0\",UUID=\"u-n1-0\",modelName=\"H100\","
+        "Hostname=\"n1\"} 0.5\n",
+        "\ntessera_gpu_memory_used_bytes{node=\"n2\",gpu=\"0\",UUID=\"u-n2-0\",modelName=\"A100\","
+        "Hostname=\"n2\"} 1073741824\n",
+        "\ntessera_gpu_memory_total_bytes{node=\"n1\",gpu=\"1\",UUID=\"u-n1-1\",modelName=\"H100\","
+        "Hostname=\"n1\"} 85899345920\n",
+        "\ntessera_gpu_memory_free_bytes{node=\"n1\",gpu=\"1\",UUID=\"u-n1-1\",modelName=\"H100\","
+        "Hostname=\"n1\"} 80530636800\n",
+        "\ntessera_node_gpu_memory_total_bytes{node=\"n1\"} 171798691840\n",
+        "\ntessera_cluster_gpu_memory_total_bytes 214748364800\n",
+        "\ntessera_cluster_gpu_memory_free_bytes 197568495616\n",
+        "\n# TYPE tessera_gpu_allocated_ratio gauge\n",
     };
     for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
         if (strstr(r.body.data, lines[i]) == NULL)

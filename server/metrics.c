@@ -64,7 +64,7 @@ void ts_metrics_free(struct ts_metrics *m)
 void ts_metrics_observe(struct ts_metrics *m, int route_index, const char *method, int status,
                         double seconds, bool held)
 {
-    (void)method; /* a route is one method */
+    (void)method; /* a route is one method; a HEAD counts with its GET route */
     if (m == NULL)
         return;
     size_t i = route_index < 0 ? m->n - 1 : (size_t)route_index;

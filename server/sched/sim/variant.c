@@ -163,209 +163,261 @@ static const char *kind_name(int k)
     return names[k];
 }
 
-int sim_variant_main(int argc, char **argv)
-{
-    struct vopts o = {0};
-    if (parse(argc, argv, &o) != 0)
-        return 2;
-    struct ts_arena *a = ts_arena_new();
+/* One run: the pods drawn from, their decks by kind, and what is drawn. */
+struct variant {
+    struct vopts o;
+    struct ts_arena *a;
     struct ts_sched_trace_pod *src, *spec_src;
     size_t nsrc, nspec;
-    size_t *out = NULL, *uses = NULL;
-    const char **spec = NULL;
-    struct deck deck[NKINDS] = {{0}}, specs[NKINDS] = {{0}}, anyspec = {0};
-    FILE *f = NULL;
-    int rc = 1;
-    if (a == NULL || read_pods(o.pods, a, &src, &nsrc) != TS_OK)
-        goto out;
-    spec_src = src;
-    nspec = nsrc;
-    if (o.specs_from && read_pods(o.specs_from, a, &spec_src, &nspec) != TS_OK)
-        goto out;
+    struct deck deck[NKINDS], specs[NKINDS], anyspec;
+    double sgpus[NKINDS]; /* the source's GPUs by kind */
+    struct sim_rng rng;
+    size_t ngpu, ncpu, n; /* pods to write: GPU pods first, then CPU-only */
+    size_t *out;          /* the source pod of each */
+    const char **spec;    /* its gpu_spec ("" for none) */
+    size_t *uses;         /* per source pod: times written, for unique names */
+};
+
+/* The source's pods into decks by kind, and those with a gpu_spec into the
+ * spec decks. */
+static int build_decks(struct variant *v)
+{
     for (int k = 0; k < NKINDS; k++) {
-        deck[k].card = ts_arena_alloc(a, (nsrc ? nsrc : 1) * sizeof(size_t));
-        specs[k].card = ts_arena_alloc(a, (nspec ? nspec : 1) * sizeof(size_t));
+        v->deck[k].card = ts_arena_alloc(v->a, (v->nsrc ? v->nsrc : 1) * sizeof(size_t));
+        v->specs[k].card = ts_arena_alloc(v->a, (v->nspec ? v->nspec : 1) * sizeof(size_t));
     }
-    anyspec.card = ts_arena_alloc(a, (nspec ? nspec : 1) * sizeof(size_t));
-    if (anyspec.card == NULL || deck[NKINDS - 1].card == NULL || specs[NKINDS - 1].card == NULL)
-        goto nomem;
-    double sgpus[NKINDS] = {0}, src_gpus = 0;
-    for (size_t i = 0; i < nsrc; i++) {
-        int k = kind_of(&src[i]);
-        deck[k].card[deck[k].n++] = i;
-        sgpus[k] += gpus_of(&src[i]);
-        src_gpus += gpus_of(&src[i]);
+    v->anyspec.card = ts_arena_alloc(v->a, (v->nspec ? v->nspec : 1) * sizeof(size_t));
+    if (v->anyspec.card == NULL || v->deck[NKINDS - 1].card == NULL ||
+        v->specs[NKINDS - 1].card == NULL)
+        return -1;
+    for (size_t i = 0; i < v->nsrc; i++) {
+        int k = kind_of(&v->src[i]);
+        v->deck[k].card[v->deck[k].n++] = i;
+        v->sgpus[k] += gpus_of(&v->src[i]);
     }
-    for (int k = 0; k < NKINDS; k++)
-        deck[k].next = deck[k].n; /* shuffled at the first draw */
-    for (size_t i = 0; i < nspec; i++) {
-        const struct ts_sched_trace_pod *p = &spec_src[i];
+    for (size_t i = 0; i < v->nspec; i++) {
+        const struct ts_sched_trace_pod *p = &v->spec_src[i];
         int k = kind_of(p);
         if (k == K_CPU || p->gpu_spec == NULL || p->gpu_spec[0] == '\0')
             continue;
-        specs[k].card[specs[k].n++] = i;
-        anyspec.card[anyspec.n++] = i;
+        v->specs[k].card[v->specs[k].n++] = i;
+        v->anyspec.card[v->anyspec.n++] = i;
     }
-    for (int k = 0; k < NKINDS; k++)
-        specs[k].next = specs[k].n;
-    anyspec.next = anyspec.n;
-    size_t ngpu_src = deck[K_SHARE].n + deck[K_ONE].n + deck[K_MULTI].n;
+    for (int k = 0; k < NKINDS; k++) { /* shuffled at the first draw */
+        v->deck[k].next = v->deck[k].n;
+        v->specs[k].next = v->specs[k].n;
+    }
+    v->anyspec.next = v->anyspec.n;
+    return 0;
+}
+
+/* How many pods of each sort to write; refuses what the source cannot give. */
+static int count_pods(struct variant *v, bool resample)
+{
+    const struct vopts *o = &v->o;
+    size_t ngpu_src = v->deck[K_SHARE].n + v->deck[K_ONE].n + v->deck[K_MULTI].n;
     if (ngpu_src == 0) {
-        fprintf(stderr, "tessera-sim variant: %s has no GPU pods\n", o.pods);
-        goto out;
+        fprintf(stderr, "tessera-sim variant: %s has no GPU pods\n", o->pods);
+        return -1;
     }
-    if (o.gpuspec > 0 && anyspec.n == 0) {
+    if (o->gpuspec > 0 && v->anyspec.n == 0) {
         fprintf(stderr, "tessera-sim variant: %s has no gpu_spec to draw from: give --specs-from\n",
-                o.specs_from ? o.specs_from : o.pods);
-        goto out;
+                o->specs_from ? o->specs_from : o->pods);
+        return -1;
     }
-    struct sim_rng rng = {(uint64_t)o.seed};
-    bool resample = o.share[K_SHARE] >= 0 || o.share[K_MULTI] >= 0;
-    size_t ngpu = resample ? (o.gpu_pods > 0 ? (size_t)o.gpu_pods : ngpu_src) : ngpu_src;
-    size_t ncpu = deck[K_CPU].n;
-    if (o.share[K_CPU] >= 0)
-        ncpu = (size_t)llround(o.share[K_CPU] * (double)ngpu / (1.0 - o.share[K_CPU]));
-    if (ncpu > 0 && deck[K_CPU].n == 0) {
-        fprintf(stderr, "tessera-sim variant: %s has no CPU-only pods to draw from\n", o.pods);
-        goto out;
+    v->ngpu = resample ? (o->gpu_pods > 0 ? (size_t)o->gpu_pods : ngpu_src) : ngpu_src;
+    v->ncpu = v->deck[K_CPU].n;
+    if (o->share[K_CPU] >= 0)
+        v->ncpu = (size_t)llround(o->share[K_CPU] * (double)v->ngpu / (1.0 - o->share[K_CPU]));
+    if (v->ncpu > 0 && v->deck[K_CPU].n == 0) {
+        fprintf(stderr, "tessera-sim variant: %s has no CPU-only pods to draw from\n", o->pods);
+        return -1;
     }
-    size_t n = ngpu + ncpu;
-    out = malloc((n ? n : 1) * sizeof(size_t));
-    spec = calloc(n ? n : 1, sizeof(char *));
-    uses = calloc(nsrc ? nsrc : 1, sizeof(size_t));
-    if (out == NULL || spec == NULL || uses == NULL)
-        goto nomem;
+    v->n = v->ngpu + v->ncpu;
+    return 0;
+}
+
+/* The GPU pods drawn to the shares asked for: each draw from the kind that
+ * lags its target share of GPUs the most. A share not asked for keeps its
+ * proportion to the one-GPU pods'. */
+static int draw_gpu_pods(struct variant *v, size_t *m)
+{
+    const struct vopts *o = &v->o;
+    double target[NKINDS] = {0};
+    target[K_SHARE] = o->share[K_SHARE];
+    target[K_MULTI] = o->share[K_MULTI];
+    if (target[K_SHARE] < 0)
+        target[K_SHARE] = (1.0 - target[K_MULTI]) * v->sgpus[K_SHARE] /
+                          fmax(v->sgpus[K_SHARE] + v->sgpus[K_ONE], 1e-9);
+    if (target[K_MULTI] < 0)
+        target[K_MULTI] = (1.0 - target[K_SHARE]) * v->sgpus[K_MULTI] /
+                          fmax(v->sgpus[K_MULTI] + v->sgpus[K_ONE], 1e-9);
+    target[K_ONE] = 1.0 - target[K_SHARE] - target[K_MULTI];
+    if (target[K_ONE] < -1e-9) {
+        fprintf(stderr,
+                "tessera-sim variant: the sharing and multi-GPU shares add up to more than 1: %g\n",
+                target[K_SHARE] + target[K_MULTI]);
+        return -1;
+    }
+    for (int k = K_SHARE; k <= K_MULTI; k++)
+        if (target[k] > 1e-9 && v->deck[k].n == 0) {
+            fprintf(stderr, "tessera-sim variant: %s has no %s pods to draw from\n", o->pods,
+                    kind_name(k));
+            return -1;
+        }
+    double got[NKINDS] = {0}, total = 0;
+    for (size_t i = 0; i < v->ngpu; i++) {
+        int best = -1;
+        double lag = 0;
+        for (int k = K_SHARE; k <= K_MULTI; k++) {
+            if (target[k] <= 1e-9)
+                continue;
+            double l = total > 0 ? target[k] * total - got[k] : target[k];
+            if (best < 0 || l > lag) {
+                best = k;
+                lag = l;
+            }
+        }
+        size_t pick = deck_draw(&v->deck[best], &v->rng);
+        got[best] += gpus_of(&v->src[pick]);
+        total += gpus_of(&v->src[pick]);
+        v->out[(*m)++] = pick;
+    }
+    return 0;
+}
+
+/* Exactly round(F ngpu) of the GPU pods (out[0..ngpu)) constrained, each to
+ * a spec drawn from pods of its kind (of any kind when its has none). */
+static int assign_specs(struct variant *v)
+{
+    size_t *idx = malloc((v->ngpu ? v->ngpu : 1) * sizeof(size_t));
+    if (idx == NULL)
+        return -1;
+    for (size_t i = 0; i < v->ngpu; i++) {
+        idx[i] = i;
+        v->spec[i] = "";
+    }
+    size_t want = (size_t)llround(v->o.gpuspec * (double)v->ngpu);
+    for (size_t i = 0; i < want; i++) { /* a partial Fisher-Yates */
+        size_t j = i + sim_rng_below(&v->rng, v->ngpu - i);
+        size_t t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+        int k = kind_of(&v->src[v->out[idx[i]]]);
+        struct deck *d = v->specs[k].n > 0 ? &v->specs[k] : &v->anyspec;
+        v->spec[idx[i]] = v->spec_src[deck_draw(d, &v->rng)].gpu_spec;
+    }
+    free(idx);
+    return 0;
+}
+
+/* Draws every pod and its spec, then shuffles them together. */
+static int draw(struct variant *v)
+{
+    const struct vopts *o = &v->o;
+    bool resample = o->share[K_SHARE] >= 0 || o->share[K_MULTI] >= 0;
+    if (count_pods(v, resample) != 0)
+        return 1;
+    v->out = malloc((v->n ? v->n : 1) * sizeof(size_t));
+    v->spec = calloc(v->n ? v->n : 1, sizeof(char *));
+    v->uses = calloc(v->nsrc ? v->nsrc : 1, sizeof(size_t));
+    if (v->out == NULL || v->spec == NULL || v->uses == NULL)
+        return -1;
     size_t m = 0;
     if (!resample) {
-        for (size_t i = 0; i < nsrc; i++)
-            if (kind_of(&src[i]) != K_CPU)
-                out[m++] = i;
+        for (size_t i = 0; i < v->nsrc; i++)
+            if (kind_of(&v->src[i]) != K_CPU)
+                v->out[m++] = i;
+    } else if (draw_gpu_pods(v, &m) != 0) {
+        return 1;
+    }
+    if (o->share[K_CPU] >= 0) {
+        for (size_t i = 0; i < v->ncpu; i++)
+            v->out[m++] = deck_draw(&v->deck[K_CPU], &v->rng);
     } else {
-        double target[NKINDS] = {0};
-        /* a share not asked for keeps its proportion to the one-GPU pods' */
-        target[K_SHARE] = o.share[K_SHARE];
-        target[K_MULTI] = o.share[K_MULTI];
-        if (target[K_SHARE] < 0)
-            target[K_SHARE] = (1.0 - target[K_MULTI]) * sgpus[K_SHARE] /
-                              fmax(sgpus[K_SHARE] + sgpus[K_ONE], 1e-9);
-        if (target[K_MULTI] < 0)
-            target[K_MULTI] = (1.0 - target[K_SHARE]) * sgpus[K_MULTI] /
-                              fmax(sgpus[K_MULTI] + sgpus[K_ONE], 1e-9);
-        target[K_ONE] = 1.0 - target[K_SHARE] - target[K_MULTI];
-        if (target[K_ONE] < -1e-9) {
-            fprintf(stderr,
-                    "tessera-sim variant: the sharing and multi-GPU shares add up to more "
-                    "than 1: %g\n",
-                    target[K_SHARE] + target[K_MULTI]);
-            goto out;
-        }
-        for (int k = K_SHARE; k <= K_MULTI; k++)
-            if (target[k] > 1e-9 && deck[k].n == 0) {
-                fprintf(stderr, "tessera-sim variant: %s has no %s pods to draw from\n", o.pods,
-                        kind_name(k));
-                goto out;
-            }
-        double got[NKINDS] = {0}, total = 0;
-        for (size_t i = 0; i < ngpu; i++) {
-            int best = -1;
-            double lag = 0;
-            for (int k = K_SHARE; k <= K_MULTI; k++) {
-                if (target[k] <= 1e-9)
-                    continue;
-                double l = total > 0 ? target[k] * total - got[k] : target[k];
-                if (best < 0 || l > lag) {
-                    best = k;
-                    lag = l;
-                }
-            }
-            size_t pick = deck_draw(&deck[best], &rng);
-            got[best] += gpus_of(&src[pick]);
-            total += gpus_of(&src[pick]);
-            out[m++] = pick;
-        }
+        for (size_t i = 0; i < v->nsrc; i++)
+            if (kind_of(&v->src[i]) == K_CPU)
+                v->out[m++] = i;
     }
-    if (o.share[K_CPU] >= 0) {
-        for (size_t i = 0; i < ncpu; i++)
-            out[m++] = deck_draw(&deck[K_CPU], &rng);
-    } else {
-        for (size_t i = 0; i < nsrc; i++)
-            if (kind_of(&src[i]) == K_CPU)
-                out[m++] = i;
+    for (size_t i = 0; i < v->n; i++)
+        v->spec[i] = v->src[v->out[i]].gpu_spec ? v->src[v->out[i]].gpu_spec : "";
+    if (o->gpuspec >= 0 && assign_specs(v) != 0)
+        return -1;
+    for (size_t i = v->n; i > 1; i--) {
+        size_t j = sim_rng_below(&v->rng, i);
+        size_t t = v->out[i - 1];
+        v->out[i - 1] = v->out[j];
+        v->out[j] = t;
+        const char *s = v->spec[i - 1];
+        v->spec[i - 1] = v->spec[j];
+        v->spec[j] = s;
     }
-    for (size_t i = 0; i < n; i++)
-        spec[i] = src[out[i]].gpu_spec ? src[out[i]].gpu_spec : "";
-    if (o.gpuspec >= 0) {
-        /* exactly round(F ngpu) of the GPU pods (out[0..ngpu)) constrained */
-        size_t *idx = malloc((ngpu ? ngpu : 1) * sizeof(size_t));
-        if (idx == NULL)
-            goto nomem;
-        for (size_t i = 0; i < ngpu; i++) {
-            idx[i] = i;
-            spec[i] = "";
-        }
-        size_t want = (size_t)llround(o.gpuspec * (double)ngpu);
-        for (size_t i = 0; i < want; i++) { /* a partial Fisher-Yates */
-            size_t j = i + sim_rng_below(&rng, ngpu - i);
-            size_t t = idx[i];
-            idx[i] = idx[j];
-            idx[j] = t;
-            int k = kind_of(&src[out[idx[i]]]);
-            struct deck *d = specs[k].n > 0 ? &specs[k] : &anyspec;
-            spec[idx[i]] = spec_src[deck_draw(d, &rng)].gpu_spec;
-        }
-        free(idx);
-    }
-    /* shuffle pods and their specs together */
-    for (size_t i = n; i > 1; i--) {
-        size_t j = sim_rng_below(&rng, i);
-        size_t t = out[i - 1];
-        out[i - 1] = out[j];
-        out[j] = t;
-        const char *s = spec[i - 1];
-        spec[i - 1] = spec[j];
-        spec[j] = s;
-    }
-    f = o.out ? fopen(o.out, "w") : stdout;
+    return 0;
+}
+
+/* The pod list, its first line saying how it was made. */
+static int write_variant(struct variant *v)
+{
+    const struct vopts *o = &v->o;
+    FILE *f = o->out ? fopen(o->out, "w") : stdout;
     if (f == NULL) {
-        fprintf(stderr, "tessera-sim variant: could not create %s\n", o.out);
-        goto out;
+        fprintf(stderr, "tessera-sim variant: could not create %s\n", o->out);
+        return -1;
     }
-    fprintf(f, "# tessera-sim variant --seed %lld", o.seed);
-    if (o.share[K_SHARE] >= 0)
-        fprintf(f, " --gpushare %g", o.share[K_SHARE]);
-    if (o.share[K_MULTI] >= 0)
-        fprintf(f, " --multigpu %g", o.share[K_MULTI]);
-    if (o.share[K_CPU] >= 0)
-        fprintf(f, " --cpu-only %g", o.share[K_CPU]);
-    if (o.gpuspec >= 0)
-        fprintf(f, " --gpuspec %g", o.gpuspec);
+    fprintf(f, "# tessera-sim variant --seed %lld", o->seed);
+    if (o->share[K_SHARE] >= 0)
+        fprintf(f, " --gpushare %g", o->share[K_SHARE]);
+    if (o->share[K_MULTI] >= 0)
+        fprintf(f, " --multigpu %g", o->share[K_MULTI]);
+    if (o->share[K_CPU] >= 0)
+        fprintf(f, " --cpu-only %g", o->share[K_CPU]);
+    if (o->gpuspec >= 0)
+        fprintf(f, " --gpuspec %g", o->gpuspec);
     fprintf(f, "\nname,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n");
-    for (size_t i = 0; i < n; i++) {
-        const struct ts_sched_trace_pod *p = &src[out[i]];
-        size_t u = uses[out[i]]++;
+    for (size_t i = 0; i < v->n; i++) {
+        const struct ts_sched_trace_pod *p = &v->src[v->out[i]];
+        size_t u = v->uses[v->out[i]]++;
         if (u == 0)
             fprintf(f, "%s", p->name);
         else
             fprintf(f, "%s-%zu", p->name, u);
         fprintf(f, ",%lld,%lld,%d,%d,%s\n", (long long)p->cpu_milli, (long long)p->memory_mib,
-                p->num_gpu, p->gpu_milli, spec[i]);
+                p->num_gpu, p->gpu_milli, v->spec[i]);
     }
-    if (ferror(f) || (f != stdout && fclose(f) != 0)) {
-        f = NULL;
-        fprintf(stderr, "tessera-sim variant: could not write %s\n", o.out ? o.out : "stdout");
+    bool bad = ferror(f) != 0;
+    if (f != stdout && fclose(f) != 0)
+        bad = true;
+    if (bad) {
+        fprintf(stderr, "tessera-sim variant: could not write %s\n", o->out ? o->out : "stdout");
+        return -1;
+    }
+    return 0;
+}
+
+int sim_variant_main(int argc, char **argv)
+{
+    struct variant v = {0};
+    if (parse(argc, argv, &v.o) != 0)
+        return 2;
+    v.rng = (struct sim_rng){(uint64_t)v.o.seed};
+    int rc = 1, r;
+    v.a = ts_arena_new();
+    if (v.a == NULL || read_pods(v.o.pods, v.a, &v.src, &v.nsrc) != TS_OK)
+        goto out;
+    v.spec_src = v.src;
+    v.nspec = v.nsrc;
+    if (v.o.specs_from && read_pods(v.o.specs_from, v.a, &v.spec_src, &v.nspec) != TS_OK)
+        goto out;
+    if (build_decks(&v) != 0 || (r = draw(&v)) < 0) {
+        fprintf(stderr, "tessera-sim variant: out of memory\n");
         goto out;
     }
-    f = NULL;
-    rc = 0;
-    goto out;
-nomem:
-    fprintf(stderr, "tessera-sim variant: out of memory\n");
+    if (r == 0 && write_variant(&v) == 0)
+        rc = 0;
 out:
-    if (f != NULL && f != stdout)
-        fclose(f);
-    free(out);
-    free(spec);
-    free(uses);
-    ts_arena_free(a);
+    free(v.out);
+    free(v.spec);
+    free(v.uses);
+    ts_arena_free(v.a);
     return rc;
 }

@@ -145,132 +145,137 @@ static void mean_sd(const double *x, int n, double *mean, double *sd)
     *sd = n > 1 ? sqrt(v / (n - 1)) : 0;
 }
 
-int sim_placement_main(int argc, char **argv)
-{
-    struct opts o = {0};
-    if (parse(argc, argv, &o) != 0)
-        return 2;
-    const struct ts_sched_strategy *st = ts_sched_strategy_find(o.strategy);
-    if (st == NULL)
-        st = ts_sched_reference_find(o.strategy);
-    if (st == NULL) {
-        fprintf(stderr,
-                "tessera-sim placement: unknown strategy \"%s\": use binpack, spread, fgd, "
-                "or the references fgd-paper or bestfit\n",
-                o.strategy);
-        return 2;
-    }
-    struct ts_error err = {0};
-    struct ts_arena *a = ts_arena_new();
-    char *nbuf = NULL, *pbuf = NULL;
-    size_t nlen, plen, nn, np;
+/* One placement run: the trace, its requests, and each seed's figures. */
+struct placement {
+    struct opts o;
+    const struct ts_sched_strategy *st;
+    struct ts_arena *a;
+    char *nbuf, *pbuf;
     struct ts_sched_trace_node *tn;
     struct ts_sched_trace_pod *tp;
-    int rc = 1;
-    double *u100 = calloc((size_t)o.seeds, sizeof(double));
-    double *u130 = calloc((size_t)o.seeds, sizeof(double));
-    size_t *order = NULL;
-    struct ts_sched_request *reqs = NULL;
-    if (a == NULL || u100 == NULL || u130 == NULL) {
-        fprintf(stderr, "tessera-sim placement: out of memory\n");
-        goto out;
-    }
-    if (sim_read_file(o.nodes, &nbuf, &nlen, &err) != TS_OK ||
-        sim_read_file(o.pods, &pbuf, &plen, &err) != TS_OK) {
+    size_t nn, np;
+    struct ts_sched_snapshot snap;
+    struct ts_sched_request *reqs;
+    double cap; /* GPUs */
+    size_t *order, max_order;
+    double *u100, *u130; /* per seed */
+};
+
+/* The trace into a snapshot of its nodes and one request per pod. */
+static int load(struct placement *p)
+{
+    struct ts_error err = {0};
+    size_t nlen, plen;
+    if (sim_read_file(p->o.nodes, &p->nbuf, &nlen, &err) != TS_OK ||
+        sim_read_file(p->o.pods, &p->pbuf, &plen, &err) != TS_OK) {
         fprintf(stderr, "tessera-sim placement: %s\n", err.message);
-        goto out;
+        return -1;
     }
-    if (ts_sched_trace_nodes_parse(nbuf, nlen, a, &tn, &nn, &err) != TS_OK) {
-        fprintf(stderr, "tessera-sim placement: %s: %s\n", o.nodes, err.message);
-        goto out;
+    if (ts_sched_trace_nodes_parse(p->nbuf, nlen, p->a, &p->tn, &p->nn, &err) != TS_OK) {
+        fprintf(stderr, "tessera-sim placement: %s: %s\n", p->o.nodes, err.message);
+        return -1;
     }
-    if (ts_sched_trace_pods_parse(pbuf, plen, a, &tp, &np, &err) != TS_OK) {
-        fprintf(stderr, "tessera-sim placement: %s: %s\n", o.pods, err.message);
-        goto out;
+    if (ts_sched_trace_pods_parse(p->pbuf, plen, p->a, &p->tp, &p->np, &err) != TS_OK) {
+        fprintf(stderr, "tessera-sim placement: %s: %s\n", p->o.pods, err.message);
+        return -1;
     }
-    struct ts_sched_snapshot snap = {0};
-    snap.config.strategy = o.strategy;
-    if (sim_nodes_snapshot(tn, nn, a, &snap, &err) != TS_OK) {
+    p->snap.config.strategy = p->o.strategy;
+    if (sim_nodes_snapshot(p->tn, p->nn, p->a, &p->snap, &err) != TS_OK) {
         fprintf(stderr, "tessera-sim placement: %s\n", err.message);
-        goto out;
+        return -1;
     }
-    double cap = (double)snap.ngpus;
-    if (cap <= 0 || np == 0) {
+    p->cap = (double)p->snap.ngpus;
+    if (p->cap <= 0 || p->np == 0) {
         fprintf(stderr, "tessera-sim placement: the trace has no GPUs or no pods\n");
-        goto out;
+        return -1;
     }
-    reqs = calloc(np, sizeof(*reqs));
-    size_t max_order = np + (size_t)(cap * o.inflate * 1000) + 16;
-    order = malloc(max_order * sizeof(size_t));
-    if (reqs == NULL || order == NULL) {
+    p->reqs = calloc(p->np, sizeof(*p->reqs));
+    p->max_order = p->np + (size_t)(p->cap * p->o.inflate * 1000) + 16;
+    p->order = malloc(p->max_order * sizeof(size_t));
+    if (p->reqs == NULL || p->order == NULL) {
         fprintf(stderr, "tessera-sim placement: out of memory\n");
-        goto out;
+        return -1;
     }
-    for (size_t i = 0; i < np; i++)
-        sim_request(tp[i].num_gpu, tp[i].gpu_milli, tp[i].cpu_milli, tp[i].memory_mib,
-                    tp[i].gpu_spec, a, &reqs[i]);
-    snap.shapes = shapes_of(tp, reqs, np, a, &snap.nshapes);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int k = 0; k < o.seeds; k++) {
-        struct sim_rng rng = {(uint64_t)(o.seed_base + k)};
-        size_t n = np;
-        for (size_t i = 0; i < np; i++)
-            order[i] = i;
-        for (size_t i = np - 1; i > 0; i--) {
-            size_t j = sim_rng_below(&rng, i + 1);
-            size_t t = order[i];
-            order[i] = order[j];
-            order[j] = t;
-        }
-        double total = 0;
-        for (size_t i = 0; i < np; i++)
-            total += pod_gpus(&tp[i]);
-        while (n < max_order) {
-            size_t pick = sim_rng_below(&rng, np);
-            if (total + pod_gpus(&tp[pick]) > cap * o.inflate)
-                break;
-            total += pod_gpus(&tp[pick]);
-            order[n++] = pick;
-        }
-        struct ts_sched_cluster *c = ts_sched_cluster_new(&snap);
-        if (c == NULL) {
-            fprintf(stderr, "tessera-sim placement: out of memory\n");
-            goto out;
-        }
-        double arrived = 0;
-        bool at100 = false;
-        for (size_t i = 0; i < n; i++) {
-            const struct ts_sched_request *r = &reqs[order[i]];
-            int node;
-            struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
-            size_t ns;
-            arrived += pod_gpus(&tp[order[i]]);
-            if (ts_sched_cluster_place(c, st, r, &node, slots, &ns))
-                ts_sched_cluster_commit(c, r, node, slots, ns);
-            if (!at100 && arrived >= cap) {
-                u100[k] = 100.0 * (1.0 - ts_sched_cluster_allocated_gpus(c) / cap);
-                at100 = true;
-            }
-        }
-        u130[k] = 100.0 * (1.0 - ts_sched_cluster_allocated_gpus(c) / cap);
-        if (!at100)
-            u100[k] = u130[k];
-        ts_sched_cluster_free(c);
+    for (size_t i = 0; i < p->np; i++)
+        sim_request(p->tp[i].num_gpu, p->tp[i].gpu_milli, p->tp[i].cpu_milli,
+                    p->tp[i].memory_mib, p->tp[i].gpu_spec, p->a, &p->reqs[i]);
+    p->snap.shapes = shapes_of(p->tp, p->reqs, p->np, p->a, &p->snap.nshapes);
+    return 0;
+}
+
+/* The arrival order of one seed: every pod once, shuffled, then pods drawn
+ * at random until they would ask for more than inflate times the GPUs. */
+static size_t arrival_order(struct placement *p, struct sim_rng *rng)
+{
+    size_t n = p->np, *order = p->order;
+    for (size_t i = 0; i < p->np; i++)
+        order[i] = i;
+    for (size_t i = p->np - 1; i > 0; i--) {
+        size_t j = sim_rng_below(rng, i + 1);
+        size_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    double total = 0;
+    for (size_t i = 0; i < p->np; i++)
+        total += pod_gpus(&p->tp[i]);
+    while (n < p->max_order) {
+        size_t pick = sim_rng_below(rng, p->np);
+        if (total + pod_gpus(&p->tp[pick]) > p->cap * p->o.inflate)
+            break;
+        total += pod_gpus(&p->tp[pick]);
+        order[n++] = pick;
+    }
+    return n;
+}
+
+/* Seed k: places the pods as they arrive; the unallocated GPU share once
+ * 100 % of the GPUs have arrived, and at the end. */
+static int run_seed(struct placement *p, int k)
+{
+    struct sim_rng rng = {(uint64_t)(p->o.seed_base + k)};
+    size_t n = arrival_order(p, &rng);
+    struct ts_sched_cluster *c = ts_sched_cluster_new(&p->snap);
+    if (c == NULL) {
+        fprintf(stderr, "tessera-sim placement: out of memory\n");
+        return -1;
+    }
+    double arrived = 0;
+    bool at100 = false;
+    for (size_t i = 0; i < n; i++) {
+        const struct ts_sched_request *r = &p->reqs[p->order[i]];
+        int node;
+        struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
+        size_t ns;
+        arrived += pod_gpus(&p->tp[p->order[i]]);
+        if (ts_sched_cluster_place(c, p->st, r, &node, slots, &ns))
+            ts_sched_cluster_commit(c, r, node, slots, ns);
+        if (!at100 && arrived >= p->cap) {
+            p->u100[k] = 100.0 * (1.0 - ts_sched_cluster_allocated_gpus(c) / p->cap);
+            at100 = true;
+        }
+    }
+    p->u130[k] = 100.0 * (1.0 - ts_sched_cluster_allocated_gpus(c) / p->cap);
+    if (!at100)
+        p->u100[k] = p->u130[k];
+    ts_sched_cluster_free(c);
+    return 0;
+}
+
+static void report(const struct placement *p, double secs)
+{
+    const struct opts *o = &p->o;
     double m100, s100, m130, s130;
-    mean_sd(u100, o.seeds, &m100, &s100);
-    mean_sd(u130, o.seeds, &m130, &s130);
+    mean_sd(p->u100, o->seeds, &m100, &s100);
+    mean_sd(p->u130, o->seeds, &m130, &s130);
     char name[256];
-    trace_name(o.pods, name, sizeof(name));
-    if (strcmp(o.output, "json") == 0) {
+    trace_name(o->pods, name, sizeof(name));
+    if (strcmp(o->output, "json") == 0) {
         json_t *j = json_pack("{s:s,s:s,s:i,s:I,s:{s:f,s:f},s:{s:f,s:f},s:i,s:i,s:f}", "trace",
-                              name, "strategy", o.strategy, "seeds", o.seeds, "seed_base",
-                              (json_int_t)o.seed_base, "unallocated_pct_at_100", "mean", m100, "sd",
-                              s100, "unallocated_pct_at_130", "mean", m130, "sd", s130, "gpus",
-                              (int)cap, "pods", (int)np, "seconds", secs);
+                              name, "strategy", o->strategy, "seeds", o->seeds, "seed_base",
+                              (json_int_t)o->seed_base, "unallocated_pct_at_100", "mean", m100,
+                              "sd", s100, "unallocated_pct_at_130", "mean", m130, "sd", s130,
+                              "gpus", (int)p->cap, "pods", (int)p->np, "seconds", secs);
         char *txt = json_dumps(j, JSON_REAL_PRECISION(6));
         printf("%s\n", txt);
         free(txt);
@@ -278,16 +283,51 @@ int sim_placement_main(int argc, char **argv)
     } else {
         printf("%s %s: unallocated GPU %% at 100%% arrival %.2f ± %.2f, at 130%% %.2f ± %.2f "
                "(%d seeds from %lld, %d GPUs, %zu pods, %.1f s)\n",
-               name, o.strategy, m100, s100, m130, s130, o.seeds, o.seed_base, (int)cap, np, secs);
+               name, o->strategy, m100, s100, m130, s130, o->seeds, o->seed_base, (int)p->cap,
+               p->np, secs);
     }
+}
+
+int sim_placement_main(int argc, char **argv)
+{
+    struct placement p = {0};
+    if (parse(argc, argv, &p.o) != 0)
+        return 2;
+    p.st = ts_sched_strategy_find(p.o.strategy);
+    if (p.st == NULL)
+        p.st = ts_sched_reference_find(p.o.strategy);
+    if (p.st == NULL) {
+        fprintf(stderr,
+                "tessera-sim placement: unknown strategy \"%s\": use binpack, spread, fgd, "
+                "or the references fgd-paper or bestfit\n",
+                p.o.strategy);
+        return 2;
+    }
+    int rc = 1;
+    p.a = ts_arena_new();
+    p.u100 = calloc((size_t)p.o.seeds, sizeof(double));
+    p.u130 = calloc((size_t)p.o.seeds, sizeof(double));
+    if (p.a == NULL || p.u100 == NULL || p.u130 == NULL) {
+        fprintf(stderr, "tessera-sim placement: out of memory\n");
+        goto out;
+    }
+    if (load(&p) != 0)
+        goto out;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int k = 0; k < p.o.seeds; k++)
+        if (run_seed(&p, k) != 0)
+            goto out;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    report(&p, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     rc = 0;
 out:
-    free(nbuf);
-    free(pbuf);
-    free(u100);
-    free(u130);
-    free(order);
-    free(reqs);
-    ts_arena_free(a);
+    free(p.nbuf);
+    free(p.pbuf);
+    free(p.u100);
+    free(p.u130);
+    free(p.order);
+    free(p.reqs);
+    ts_arena_free(p.a);
     return rc;
 }

@@ -1,5 +1,6 @@
 /*
- * sched_json.c - the JSON form of snapshots and results (see sched_json.h).
+ * sched_json.c - snapshots read from their JSON form (see sched_json.h;
+ * sched_json_enc.c writes snapshots and results).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -14,6 +15,12 @@ struct dec {
     struct ts_arena *a;
     struct ts_error *err;
     struct ts_sched_snapshot *s;
+    /* the snapshot's arrays, writable while they are decoded */
+    struct ts_sched_node *nodes;
+    struct ts_sched_gpu *gpus;
+    struct ts_sched_running *running;
+    struct ts_sched_pending *pending;
+    struct ts_sched_shape *shapes;
 };
 
 static enum ts_err fail(struct dec *d, const char *path, const char *fmt, ...)
@@ -217,7 +224,9 @@ static enum ts_err request(struct dec *d, const json_t *job, const char *path,
     if (g != NULL && !json_is_null(g)) {
         static const char *const allowed[] = {
             "count", "portion", "portion_limit", "memory_gib", "memory_limit_gib", "devices", NULL};
-        TRY(keys(d, g, path, allowed));
+        char gpath[112];
+        snprintf(gpath, sizeof(gpath), "%s.gpu", path);
+        TRY(keys(d, g, gpath, allowed));
         int64_t x;
         int kinds = (json_object_get(g, "count") != NULL) +
                     (json_object_get(g, "portion") != NULL) +
@@ -316,38 +325,37 @@ static enum ts_err suspended_gpus(struct dec *d, const json_t *o, const char *pa
     return TS_OK;
 }
 
-enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
-                                        struct ts_sched_snapshot *out, struct ts_error *err)
+#define NOMEM(d) ts_error_set((d)->err, TS_ERR_NOMEM, "out of memory")
+
+static enum ts_err config(struct dec *d, const json_t *in)
 {
-    struct dec dd = {a, err, out}, *d = &dd;
-    memset(out, 0, sizeof(*out));
-    static const char *const top[] = {"now",    "config",      "departments", "projects",
-                                      "nodes",  "running",     "pending",     "shapes",
-                                      "expect", "description", NULL};
-    TRY(keys(d, in, "snapshot", top));
-    TRY(integer(d, in, "now", "now", 0, &out->now));
+    struct ts_sched_config *c = &d->s->config;
     json_t *cfg = json_object_get(in, "config");
-    if (cfg) {
-        static const char *const ck[] = {"strategy", "min_runtime_s", "usage_half_life_s",
-                                         "max_passes", NULL};
-        int64_t mp;
-        TRY(keys(d, cfg, "config", ck));
-        TRY(string(d, cfg, "strategy", "config", false, &out->config.strategy));
-        TRY(integer(d, cfg, "min_runtime_s", "config", 0, &out->config.min_runtime_s));
-        TRY(num(d, cfg, "usage_half_life_s", "config", 0, &out->config.usage_half_life_s));
-        TRY(integer(d, cfg, "max_passes", "config", 0, &mp));
-        out->config.max_passes = (int)mp;
-    }
+    if (cfg == NULL)
+        return TS_OK;
+    static const char *const ck[] = {"strategy", "min_runtime_s", "usage_half_life_s",
+                                     "max_passes", NULL};
+    int64_t mp;
+    TRY(keys(d, cfg, "config", ck));
+    TRY(string(d, cfg, "strategy", "config", false, &c->strategy));
+    TRY(integer(d, cfg, "min_runtime_s", "config", 0, &c->min_runtime_s));
+    TRY(num(d, cfg, "usage_half_life_s", "config", 0, &c->usage_half_life_s));
+    TRY(integer(d, cfg, "max_passes", "config", 0, &mp));
+    c->max_passes = (int)mp;
+    return TS_OK;
+}
+
+static enum ts_err departments(struct dec *d, const json_t *in)
+{
     enum ts_err rc;
     char path[96];
-
     const json_t *deps = array(d, in, "departments", &rc);
     TRY(rc);
     size_t n = deps ? json_array_size(deps) : 0;
-    struct ts_sched_department *dv = ts_arena_alloc(a, (n ? n : 1) * sizeof(*dv));
+    struct ts_sched_department *dv = ts_arena_alloc(d->a, (n ? n : 1) * sizeof(*dv));
     if (dv == NULL)
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    out->departments = dv;
+        return NOMEM(d);
+    d->s->departments = dv;
     for (size_t i = 0; i < n; i++) {
         const json_t *o = json_array_get(deps, i);
         static const char *const k[] = {"id",    "name",     "quota", "over_quota_weight",
@@ -358,16 +366,22 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
         TRY(string(d, o, "name", path, true, &dv[i].name));
         TRY(quota(d, o, path, &dv[i].quota_gpus, &dv[i].over_quota_weight, &dv[i].has_limit,
                   &dv[i].limit_gpus, &dv[i].priority));
-        out->ndepartments++;
+        d->s->ndepartments++;
     }
+    return TS_OK;
+}
 
+static enum ts_err projects(struct dec *d, const json_t *in)
+{
+    enum ts_err rc;
+    char path[96];
     const json_t *projs = array(d, in, "projects", &rc);
     TRY(rc);
-    n = projs ? json_array_size(projs) : 0;
-    struct ts_sched_project *pv = ts_arena_alloc(a, (n ? n : 1) * sizeof(*pv));
+    size_t n = projs ? json_array_size(projs) : 0;
+    struct ts_sched_project *pv = ts_arena_alloc(d->a, (n ? n : 1) * sizeof(*pv));
     if (pv == NULL)
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    out->projects = pv;
+        return NOMEM(d);
+    d->s->projects = pv;
     for (size_t i = 0; i < n; i++) {
         const json_t *o = json_array_get(projs, i);
         static const char *const k[] = {
@@ -380,455 +394,284 @@ enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
         const char *dep;
         TRY(string(d, o, "department", path, false, &dep));
         pv[i].department = -1;
-        if (dep && (pv[i].department = find_name(dep, out->ndepartments, dep_name, d)) < 0)
+        if (dep && (pv[i].department = find_name(dep, d->s->ndepartments, dep_name, d)) < 0)
             return fail(d, path, "no department \"%s\"", dep);
         TRY(quota(d, o, path, &pv[i].quota_gpus, &pv[i].over_quota_weight, &pv[i].has_limit,
                   &pv[i].limit_gpus, &pv[i].priority));
         TRY(num(d, o, "usage_gpu_seconds", path, 0, &pv[i].usage_gpu_seconds));
         TRY(integer(d, o, "min_runtime_s", path, -1, &pv[i].min_runtime_s));
-        out->nprojects++;
+        d->s->nprojects++;
     }
+    return TS_OK;
+}
 
+/* Node i's GPUs ("gpus": a count of GPUs like the node's defaults, or an
+ * array of objects that override them) appended to the snapshot's. */
+static enum ts_err node_gpus(struct dec *d, const json_t *o, const char *path, size_t i)
+{
+    struct ts_sched_snapshot *s = d->s;
+    const char *model;
+    int64_t mem, res;
+    TRY(string(d, o, "gpu_model", path, false, &model));
+    TRY(gib(d, o, "gpu_memory_gib", path, 80, &mem));
+    TRY(gib(d, o, "gpu_reserve_gib", path, 0, &res));
+    json_t *g = json_object_get(o, "gpus");
+    if (json_is_integer(g)) {
+        for (json_int_t k = 0; k < json_integer_value(g); k++) {
+            struct ts_sched_gpu *x = &d->gpus[s->ngpus++];
+            x->node = (int)i;
+            x->index = (int)k;
+            x->model = model ? model : "";
+            x->memory_bytes = mem;
+            x->reserve_bytes = res;
+        }
+    } else if (json_is_array(g)) {
+        for (size_t k = 0; k < json_array_size(g); k++) {
+            const json_t *go = json_array_get(g, k);
+            static const char *const gk[] = {"model", "memory_gib", "reserve_gib", NULL};
+            TRY(keys(d, go, path, gk));
+            struct ts_sched_gpu *x = &d->gpus[s->ngpus++];
+            x->node = (int)i;
+            x->index = (int)k;
+            TRY(string(d, go, "model", path, false, &x->model));
+            if (x->model == NULL)
+                x->model = model ? model : "";
+            TRY(gib(d, go, "memory_gib", path, (double)mem / GIB, &x->memory_bytes));
+            TRY(gib(d, go, "reserve_gib", path, (double)res / GIB, &x->reserve_bytes));
+        }
+    } else if (g != NULL) {
+        return fail(d, path, "\"gpus\" must be a count or an array");
+    }
+    return TS_OK;
+}
+
+static enum ts_err node(struct dec *d, const json_t *o, const char *path, size_t i)
+{
+    struct ts_sched_node *nd = &d->nodes[i];
+    static const char *const k[] = {"id",         "name",           "ready",           "cpu",
+                                    "memory_gib", "labels",         "swap_free_gib",   "gpus",
+                                    "gpu_model",  "gpu_memory_gib", "gpu_reserve_gib", "collision",
+                                    NULL};
+    TRY(keys(d, o, path, k));
+    TRY(integer(d, o, "id", path, (int64_t)i + 1, &nd->id));
+    TRY(string(d, o, "name", path, true, &nd->name));
+    TRY(boolean(d, o, "ready", path, true, &nd->ready));
+    TRY(num(d, o, "cpu", path, 64, &nd->cpu));
+    TRY(gib(d, o, "memory_gib", path, 512, &nd->memory_bytes));
+    TRY(gib(d, o, "swap_free_gib", path, 0, &nd->swap_free_bytes));
+    TRY(labels(d, o, "labels", path, &nd->labels, &nd->nlabels));
+    const char *coll;
+    TRY(string(d, o, "collision", path, false, &coll));
+    if (coll && strcmp(coll, "wait") != 0 && strcmp(coll, "priority") != 0 &&
+        strcmp(coll, "swap") != 0)
+        return fail(d, path, "\"collision\" must be wait, priority or swap");
+    nd->swap_resolver = coll && strcmp(coll, "swap") == 0;
+    return node_gpus(d, o, path, i);
+}
+
+static enum ts_err nodes(struct dec *d, const json_t *in)
+{
+    enum ts_err rc;
+    char path[96];
     const json_t *nodes = array(d, in, "nodes", &rc);
     TRY(rc);
-    n = nodes ? json_array_size(nodes) : 0;
-    struct ts_sched_node *nv = ts_arena_alloc(a, (n ? n : 1) * sizeof(*nv));
-    size_t ng = 0;
+    size_t n = nodes ? json_array_size(nodes) : 0, ng = 0;
     for (size_t i = 0; i < n; i++) {
         json_t *g = json_object_get(json_array_get(nodes, i), "gpus");
         ng += json_is_integer(g) ? (size_t)json_integer_value(g) : json_array_size(g);
         if (ng > 1000000)
             return fail(d, "nodes", "too many GPUs");
     }
-    struct ts_sched_gpu *gv = ts_arena_alloc(a, (ng ? ng : 1) * sizeof(*gv));
-    if (nv == NULL || gv == NULL)
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    out->nodes = nv;
-    out->gpus = gv;
+    d->s->nodes = d->nodes = ts_arena_alloc(d->a, (n ? n : 1) * sizeof(*d->nodes));
+    d->s->gpus = d->gpus = ts_arena_alloc(d->a, (ng ? ng : 1) * sizeof(*d->gpus));
+    if (d->nodes == NULL || d->gpus == NULL)
+        return NOMEM(d);
     for (size_t i = 0; i < n; i++) {
-        const json_t *o = json_array_get(nodes, i);
-        static const char *const k[] = {
-            "id",         "name",           "ready",           "cpu",
-            "memory_gib", "labels",         "swap_free_gib",   "gpus",
-            "gpu_model",  "gpu_memory_gib", "gpu_reserve_gib", "collision",
-            NULL};
         snprintf(path, sizeof(path), "nodes[%zu]", i);
-        TRY(keys(d, o, path, k));
-        TRY(integer(d, o, "id", path, (int64_t)i + 1, &nv[i].id));
-        TRY(string(d, o, "name", path, true, &nv[i].name));
-        TRY(boolean(d, o, "ready", path, true, &nv[i].ready));
-        TRY(num(d, o, "cpu", path, 64, &nv[i].cpu));
-        TRY(gib(d, o, "memory_gib", path, 512, &nv[i].memory_bytes));
-        TRY(gib(d, o, "swap_free_gib", path, 0, &nv[i].swap_free_bytes));
-        TRY(labels(d, o, "labels", path, &nv[i].labels, &nv[i].nlabels));
-        const char *coll;
-        TRY(string(d, o, "collision", path, false, &coll));
-        if (coll && strcmp(coll, "wait") != 0 && strcmp(coll, "priority") != 0 &&
-            strcmp(coll, "swap") != 0)
-            return fail(d, path, "\"collision\" must be wait, priority or swap");
-        nv[i].swap_resolver = coll && strcmp(coll, "swap") == 0;
-        const char *model;
-        int64_t mem, res;
-        TRY(string(d, o, "gpu_model", path, false, &model));
-        TRY(gib(d, o, "gpu_memory_gib", path, 80, &mem));
-        TRY(gib(d, o, "gpu_reserve_gib", path, 0, &res));
-        json_t *g = json_object_get(o, "gpus");
-        if (json_is_integer(g)) {
-            for (json_int_t k2 = 0; k2 < json_integer_value(g); k2++) {
-                struct ts_sched_gpu *x = &gv[out->ngpus++];
-                x->node = (int)i;
-                x->index = (int)k2;
-                x->model = model ? model : "";
-                x->memory_bytes = mem;
-                x->reserve_bytes = res;
-            }
-        } else if (json_is_array(g)) {
-            for (size_t k2 = 0; k2 < json_array_size(g); k2++) {
-                const json_t *go = json_array_get(g, k2);
-                static const char *const gk[] = {"model", "memory_gib", "reserve_gib", NULL};
-                TRY(keys(d, go, path, gk));
-                struct ts_sched_gpu *x = &gv[out->ngpus++];
-                x->node = (int)i;
-                x->index = (int)k2;
-                TRY(string(d, go, "model", path, false, &x->model));
-                if (x->model == NULL)
-                    x->model = model ? model : "";
-                TRY(gib(d, go, "memory_gib", path, (double)mem / GIB, &x->memory_bytes));
-                TRY(gib(d, go, "reserve_gib", path, (double)res / GIB, &x->reserve_bytes));
-            }
-        } else if (g != NULL) {
-            return fail(d, path, "\"gpus\" must be a count or an array");
-        }
-        out->nnodes++;
+        TRY(node(d, json_array_get(nodes, i), path, i));
+        d->s->nnodes++;
     }
+    return TS_OK;
+}
 
+/* A running job's "gpus": device indexes on its node, into slots. */
+static enum ts_err running_slots(struct dec *d, const json_t *o, const char *path, const char *nn,
+                                 struct ts_sched_running *j)
+{
+    const struct ts_sched_snapshot *s = d->s;
+    enum ts_err rc;
+    const json_t *gl = array(d, o, "gpus", &rc);
+    TRY(rc);
+    size_t ns = gl ? json_array_size(gl) : 0;
+    if (ns > TS_SCHED_MAX_DEVICES)
+        return fail(d, path, "too many GPUs");
+    struct ts_sched_slot *sl = ts_arena_alloc(d->a, (ns ? ns : 1) * sizeof(*sl));
+    if (sl == NULL)
+        return NOMEM(d);
+    for (size_t k = 0; k < ns; k++) {
+        json_t *gi = json_array_get(gl, k);
+        if (!json_is_integer(gi))
+            return fail(d, path, "\"gpus\" must list device indexes");
+        int idx = (int)json_integer_value(gi), found = -1;
+        for (size_t q = 0; q < s->ngpus && found < 0; q++)
+            if (s->gpus[q].node == j->node && s->gpus[q].index == idx)
+                found = (int)q;
+        if (found < 0)
+            return fail(d, path, "node \"%s\" has no GPU %d", nn, idx);
+        sl[k].gpu = found;
+        sl[k].memory_bytes = need_bytes(&j->request, &s->gpus[found]);
+    }
+    j->slots = sl;
+    j->nslots = ns;
+    return TS_OK;
+}
+
+static enum ts_err running(struct dec *d, const json_t *o, const char *path, size_t i)
+{
+    static const char *const k[] = {
+        "id",         "name",       "project",         "priority",      "preemptible", "gpu",
+        "cpu",        "memory_gib", "gpu_model",       "node_selector", "node",        "gpus",
+        "started_at", "swap",       "memory_used_gib", "swapped_gib",   NULL};
+    struct ts_sched_running *j = &d->running[i];
+    int64_t x;
+    const char *pn, *nn;
+    TRY(keys(d, o, path, k));
+    TRY(integer(d, o, "id", path, (int64_t)i + 1, &j->id));
+    TRY(string(d, o, "name", path, true, &j->name));
+    TRY(string(d, o, "project", path, true, &pn));
+    if ((j->project = find_name(pn, d->s->nprojects, proj_name, d)) < 0)
+        return fail(d, path, "no project \"%s\"", pn);
+    TRY(integer(d, o, "priority", path, 50, &x));
+    j->priority = (int)x;
+    TRY(boolean(d, o, "preemptible", path, true, &j->preemptible));
+    TRY(request(d, o, path, &j->request));
+    TRY(string(d, o, "node", path, true, &nn));
+    if ((j->node = find_name(nn, d->s->nnodes, node_name, d)) < 0)
+        return fail(d, path, "no node \"%s\"", nn);
+    TRY(integer(d, o, "started_at", path, 0, &j->started_at));
+    TRY(gib(d, o, "memory_used_gib", path, 0, &j->memory_used_bytes));
+    TRY(gib(d, o, "swapped_gib", path, 0, &j->swapped_bytes));
+    return running_slots(d, o, path, nn, j);
+}
+
+static enum ts_err pending(struct dec *d, const json_t *o, const char *path, size_t i,
+                           size_t nr)
+{
+    static const char *const k[] = {
+        "id",           "name",         "project",        "priority",  "preemptible",
+        "gpu",          "cpu",          "memory_gib",     "gpu_model", "node_selector",
+        "submitted_at", "suspended_on", "suspended_gpus", "swap",      NULL};
+    struct ts_sched_pending *j = &d->pending[i];
+    int64_t x;
+    const char *pn, *sn;
+    TRY(keys(d, o, path, k));
+    TRY(integer(d, o, "id", path, (int64_t)(nr + i) + 1, &j->id));
+    TRY(string(d, o, "name", path, true, &j->name));
+    TRY(string(d, o, "project", path, true, &pn));
+    if ((j->project = find_name(pn, d->s->nprojects, proj_name, d)) < 0)
+        return fail(d, path, "no project \"%s\"", pn);
+    TRY(integer(d, o, "priority", path, 50, &x));
+    j->priority = (int)x;
+    TRY(boolean(d, o, "preemptible", path, true, &j->preemptible));
+    TRY(request(d, o, path, &j->request));
+    TRY(integer(d, o, "submitted_at", path, 0, &j->submitted_at));
+    TRY(string(d, o, "suspended_on", path, false, &sn));
+    j->suspended_node = -1;
+    if (sn && (j->suspended_node = find_name(sn, d->s->nnodes, node_name, d)) < 0)
+        return fail(d, path, "no node \"%s\"", sn);
+    return suspended_gpus(d, o, path, d->s->gpus, d->s->ngpus, d->a, j);
+}
+
+/* The running jobs, then the pending ones (whose ids follow by default). */
+static enum ts_err jobs(struct dec *d, const json_t *in)
+{
+    enum ts_err rc;
+    char path[96];
     const json_t *run = array(d, in, "running", &rc);
     TRY(rc);
     const json_t *pend = array(d, in, "pending", &rc);
     TRY(rc);
     size_t nr = run ? json_array_size(run) : 0, np = pend ? json_array_size(pend) : 0;
-    struct ts_sched_running *rv = ts_arena_alloc(a, (nr ? nr : 1) * sizeof(*rv));
-    struct ts_sched_pending *qv = ts_arena_alloc(a, (np ? np : 1) * sizeof(*qv));
-    if (rv == NULL || qv == NULL)
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    out->running = rv;
-    out->pending = qv;
+    d->s->running = d->running = ts_arena_alloc(d->a, (nr ? nr : 1) * sizeof(*d->running));
+    d->s->pending = d->pending = ts_arena_alloc(d->a, (np ? np : 1) * sizeof(*d->pending));
+    if (d->running == NULL || d->pending == NULL)
+        return NOMEM(d);
     for (size_t i = 0; i < nr; i++) {
-        const json_t *o = json_array_get(run, i);
-        static const char *const k[] = {
-            "id",         "name",       "project",         "priority",      "preemptible", "gpu",
-            "cpu",        "memory_gib", "gpu_model",       "node_selector", "node",        "gpus",
-            "started_at", "swap",       "memory_used_gib", "swapped_gib",   NULL};
         snprintf(path, sizeof(path), "running[%zu]", i);
-        TRY(keys(d, o, path, k));
-        struct ts_sched_running *j = &rv[i];
-        int64_t x;
-        const char *pn, *nn;
-        TRY(integer(d, o, "id", path, (int64_t)i + 1, &j->id));
-        TRY(string(d, o, "name", path, true, &j->name));
-        TRY(string(d, o, "project", path, true, &pn));
-        if ((j->project = find_name(pn, out->nprojects, proj_name, d)) < 0)
-            return fail(d, path, "no project \"%s\"", pn);
-        TRY(integer(d, o, "priority", path, 50, &x));
-        j->priority = (int)x;
-        TRY(boolean(d, o, "preemptible", path, true, &j->preemptible));
-        TRY(request(d, o, path, &j->request));
-        TRY(string(d, o, "node", path, true, &nn));
-        if ((j->node = find_name(nn, out->nnodes, node_name, d)) < 0)
-            return fail(d, path, "no node \"%s\"", nn);
-        TRY(integer(d, o, "started_at", path, 0, &j->started_at));
-        TRY(gib(d, o, "memory_used_gib", path, 0, &j->memory_used_bytes));
-        TRY(gib(d, o, "swapped_gib", path, 0, &j->swapped_bytes));
-        const json_t *gl = array(d, o, "gpus", &rc);
-        TRY(rc);
-        size_t ns = gl ? json_array_size(gl) : 0;
-        if (ns > TS_SCHED_MAX_DEVICES)
-            return fail(d, path, "too many GPUs");
-        struct ts_sched_slot *sl = ts_arena_alloc(a, (ns ? ns : 1) * sizeof(*sl));
-        if (sl == NULL)
-            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-        for (size_t k2 = 0; k2 < ns; k2++) {
-            json_t *gi = json_array_get(gl, k2);
-            if (!json_is_integer(gi))
-                return fail(d, path, "\"gpus\" must list device indexes");
-            int idx = (int)json_integer_value(gi), found = -1;
-            for (size_t q = 0; q < out->ngpus && found < 0; q++)
-                if (gv[q].node == j->node && gv[q].index == idx)
-                    found = (int)q;
-            if (found < 0)
-                return fail(d, path, "node \"%s\" has no GPU %d", nn, idx);
-            sl[k2].gpu = found;
-            sl[k2].memory_bytes = need_bytes(&j->request, &gv[found]);
-        }
-        j->slots = sl;
-        j->nslots = ns;
-        out->nrunning++;
+        TRY(running(d, json_array_get(run, i), path, i));
+        d->s->nrunning++;
     }
     for (size_t i = 0; i < np; i++) {
-        const json_t *o = json_array_get(pend, i);
-        static const char *const k[] = {
-            "id",           "name",         "project",        "priority",  "preemptible",
-            "gpu",          "cpu",          "memory_gib",     "gpu_model", "node_selector",
-            "submitted_at", "suspended_on", "suspended_gpus", "swap",      NULL};
         snprintf(path, sizeof(path), "pending[%zu]", i);
-        TRY(keys(d, o, path, k));
-        struct ts_sched_pending *j = &qv[i];
-        int64_t x;
-        const char *pn, *sn;
-        TRY(integer(d, o, "id", path, (int64_t)(nr + i) + 1, &j->id));
-        TRY(string(d, o, "name", path, true, &j->name));
-        TRY(string(d, o, "project", path, true, &pn));
-        if ((j->project = find_name(pn, out->nprojects, proj_name, d)) < 0)
-            return fail(d, path, "no project \"%s\"", pn);
-        TRY(integer(d, o, "priority", path, 50, &x));
-        j->priority = (int)x;
-        TRY(boolean(d, o, "preemptible", path, true, &j->preemptible));
-        TRY(request(d, o, path, &j->request));
-        TRY(integer(d, o, "submitted_at", path, 0, &j->submitted_at));
-        TRY(string(d, o, "suspended_on", path, false, &sn));
-        j->suspended_node = -1;
-        if (sn && (j->suspended_node = find_name(sn, out->nnodes, node_name, d)) < 0)
-            return fail(d, path, "no node \"%s\"", sn);
-        TRY(suspended_gpus(d, o, path, gv, out->ngpus, a, j));
-        out->npending++;
-    }
-    const json_t *shapes = array(d, in, "shapes", &rc);
-    TRY(rc);
-    n = shapes ? json_array_size(shapes) : 0;
-    struct ts_sched_shape *sv = ts_arena_alloc(a, (n ? n : 1) * sizeof(*sv));
-    if (sv == NULL)
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    out->shapes = sv;
-    for (size_t i = 0; i < n; i++) {
-        const json_t *o = json_array_get(shapes, i);
-        static const char *const k[] = {"count",  "portion",   "cpu", "memory_gib",
-                                        "weight", "gpu_model", NULL};
-        int64_t c;
-        snprintf(path, sizeof(path), "shapes[%zu]", i);
-        TRY(keys(d, o, path, k));
-        TRY(integer(d, o, "count", path, 0, &c));
-        sv[i].count = (int)c;
-        TRY(num(d, o, "portion", path, 0, &sv[i].portion));
-        TRY(num(d, o, "cpu", path, 0, &sv[i].cpu));
-        TRY(gib(d, o, "memory_gib", path, 0, &sv[i].host_memory_bytes));
-        TRY(num(d, o, "weight", path, 1, &sv[i].weight));
-        const json_t *models = array(d, o, "gpu_model", &rc);
-        TRY(rc);
-        size_t nm = models ? json_array_size(models) : 0;
-        const char **m = ts_arena_alloc(a, (nm ? nm : 1) * sizeof(char *));
-        if (m == NULL)
-            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-        for (size_t q = 0; q < nm; q++) {
-            const json_t *x = json_array_get(models, q);
-            if (!json_is_string(x))
-                return fail(d, path, "\"gpu_model\" must be an array of strings");
-            m[q] = ts_arena_strdup(a, json_string_value(x));
-        }
-        sv[i].gpu_models = m;
-        sv[i].ngpu_models = nm;
-        out->nshapes++;
+        TRY(pending(d, json_array_get(pend, i), path, i, nr));
+        d->s->npending++;
     }
     return TS_OK;
 }
 
-/* ---- encoding ------------------------------------------------------------ */
-
-const char *ts_sched_action_name(enum ts_sched_action a)
+static enum ts_err shape(struct dec *d, const json_t *o, const char *path,
+                         struct ts_sched_shape *sh)
 {
-    switch (a) {
-    case TS_SCHED_BIND:
-        return "bind";
-    case TS_SCHED_EVICT:
-        return "evict";
-    case TS_SCHED_SUSPEND:
-        return "suspend";
+    static const char *const k[] = {"count",  "portion",   "cpu", "memory_gib",
+                                    "weight", "gpu_model", NULL};
+    enum ts_err rc;
+    int64_t c;
+    TRY(keys(d, o, path, k));
+    TRY(integer(d, o, "count", path, 0, &c));
+    sh->count = (int)c;
+    TRY(num(d, o, "portion", path, 0, &sh->portion));
+    TRY(num(d, o, "cpu", path, 0, &sh->cpu));
+    TRY(gib(d, o, "memory_gib", path, 0, &sh->host_memory_bytes));
+    TRY(num(d, o, "weight", path, 1, &sh->weight));
+    const json_t *models = array(d, o, "gpu_model", &rc);
+    TRY(rc);
+    size_t nm = models ? json_array_size(models) : 0;
+    const char **m = ts_arena_alloc(d->a, (nm ? nm : 1) * sizeof(char *));
+    if (m == NULL)
+        return NOMEM(d);
+    for (size_t q = 0; q < nm; q++) {
+        const json_t *x = json_array_get(models, q);
+        if (!json_is_string(x))
+            return fail(d, path, "\"gpu_model\" must be an array of strings");
+        m[q] = ts_arena_strdup(d->a, json_string_value(x));
     }
-    return "unknown";
+    sh->gpu_models = m;
+    sh->ngpu_models = nm;
+    return TS_OK;
 }
 
-static json_t *gib_json(int64_t b)
+static enum ts_err shapes(struct dec *d, const json_t *in)
 {
-    return json_real((double)b / GIB);
+    enum ts_err rc;
+    char path[96];
+    const json_t *shapes = array(d, in, "shapes", &rc);
+    TRY(rc);
+    size_t n = shapes ? json_array_size(shapes) : 0;
+    d->s->shapes = d->shapes = ts_arena_alloc(d->a, (n ? n : 1) * sizeof(*d->shapes));
+    if (d->shapes == NULL)
+        return NOMEM(d);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "shapes[%zu]", i);
+        TRY(shape(d, json_array_get(shapes, i), path, &d->shapes[i]));
+        d->s->nshapes++;
+    }
+    return TS_OK;
 }
 
-static json_t *quota_json(json_t *o, double q, double w, bool has_limit, double limit, int prio)
+enum ts_err ts_sched_snapshot_from_json(const json_t *in, struct ts_arena *a,
+                                        struct ts_sched_snapshot *out, struct ts_error *err)
 {
-    json_object_set_new(o, "quota", json_real(q));
-    json_object_set_new(o, "over_quota_weight", json_real(w));
-    json_object_set_new(o, "limit", has_limit ? json_real(limit) : json_null());
-    json_object_set_new(o, "priority", json_integer(prio));
-    return o;
-}
-
-static json_t *labels_json(const struct ts_sched_label *l, size_t n)
-{
-    json_t *o = json_object();
-    for (size_t i = 0; i < n; i++)
-        json_object_set_new(o, l[i].key, json_string(l[i].value));
-    return o;
-}
-
-static void request_json(json_t *o, const struct ts_sched_request *r)
-{
-    json_t *g = NULL;
-    switch (r->kind) {
-    case TS_SCHED_GPU_COUNT:
-        g = json_pack("{s:i}", "count", r->count);
-        break;
-    case TS_SCHED_GPU_PORTION:
-        g = json_pack("{s:f,s:i}", "portion", r->portion, "devices", r->devices ? r->devices : 1);
-        if (r->portion_limit > r->portion)
-            json_object_set_new(g, "portion_limit", json_real(r->portion_limit));
-        break;
-    case TS_SCHED_GPU_MEMORY:
-        g = json_pack("{s:o,s:i}", "memory_gib", gib_json(r->memory_bytes), "devices",
-                      r->devices ? r->devices : 1);
-        if (r->memory_limit_bytes > r->memory_bytes)
-            json_object_set_new(g, "memory_limit_gib", gib_json(r->memory_limit_bytes));
-        break;
-    default:
-        break;
-    }
-    if (g)
-        json_object_set_new(o, "gpu", g);
-    json_object_set_new(o, "cpu", json_real(r->cpu));
-    json_object_set_new(o, "memory_gib", gib_json(r->host_memory_bytes));
-    if (r->ngpu_models) {
-        json_t *m = json_array();
-        for (size_t i = 0; i < r->ngpu_models; i++)
-            json_array_append_new(m, json_string(r->gpu_models[i]));
-        json_object_set_new(o, "gpu_model", m);
-    }
-    if (r->nnode_selector)
-        json_object_set_new(o, "node_selector", labels_json(r->node_selector, r->nnode_selector));
-    if (r->refuses_swap)
-        json_object_set_new(o, "swap", json_false());
-}
-
-json_t *ts_sched_snapshot_to_json(const struct ts_sched_snapshot *s)
-{
-    json_t *o = json_object();
-    if (o == NULL)
-        return NULL;
-    json_object_set_new(o, "now", json_integer(s->now));
-    json_t *cfg = json_object();
-    if (s->config.strategy)
-        json_object_set_new(cfg, "strategy", json_string(s->config.strategy));
-    json_object_set_new(cfg, "min_runtime_s", json_integer(s->config.min_runtime_s));
-    json_object_set_new(cfg, "usage_half_life_s", json_real(s->config.usage_half_life_s));
-    json_object_set_new(cfg, "max_passes", json_integer(s->config.max_passes));
-    json_object_set_new(o, "config", cfg);
-    json_t *a = json_array();
-    for (size_t i = 0; i < s->ndepartments; i++) {
-        const struct ts_sched_department *d = &s->departments[i];
-        json_t *x = json_pack("{s:I,s:s}", "id", (json_int_t)d->id, "name", d->name);
-        json_array_append_new(a, quota_json(x, d->quota_gpus, d->over_quota_weight, d->has_limit,
-                                            d->limit_gpus, d->priority));
-    }
-    json_object_set_new(o, "departments", a);
-    a = json_array();
-    for (size_t i = 0; i < s->nprojects; i++) {
-        const struct ts_sched_project *p = &s->projects[i];
-        json_t *x = json_pack("{s:I,s:s}", "id", (json_int_t)p->id, "name", p->name);
-        if (p->department >= 0)
-            json_object_set_new(x, "department", json_string(s->departments[p->department].name));
-        quota_json(x, p->quota_gpus, p->over_quota_weight, p->has_limit, p->limit_gpus,
-                   p->priority);
-        json_object_set_new(x, "usage_gpu_seconds", json_real(p->usage_gpu_seconds));
-        json_object_set_new(x, "min_runtime_s", json_integer(p->min_runtime_s));
-        json_array_append_new(a, x);
-    }
-    json_object_set_new(o, "projects", a);
-    a = json_array();
-    for (size_t i = 0; i < s->nnodes; i++) {
-        const struct ts_sched_node *n = &s->nodes[i];
-        json_t *x = json_pack(
-            "{s:I,s:s,s:b,s:f,s:o,s:o,s:o}", "id", (json_int_t)n->id, "name", n->name, "ready",
-            n->ready, "cpu", n->cpu, "memory_gib", gib_json(n->memory_bytes), "swap_free_gib",
-            gib_json(n->swap_free_bytes), "labels", labels_json(n->labels, n->nlabels));
-        json_t *g = json_array();
-        for (size_t k = 0; k < s->ngpus; k++)
-            if (s->gpus[k].node == (int)i)
-                json_array_append_new(g,
-                                      json_pack("{s:s,s:o,s:o}", "model", s->gpus[k].model,
-                                                "memory_gib", gib_json(s->gpus[k].memory_bytes),
-                                                "reserve_gib", gib_json(s->gpus[k].reserve_bytes)));
-        json_object_set_new(x, "gpus", g);
-        if (n->swap_resolver)
-            json_object_set_new(x, "collision", json_string("swap"));
-        json_array_append_new(a, x);
-    }
-    json_object_set_new(o, "nodes", a);
-    a = json_array();
-    for (size_t i = 0; i < s->nrunning; i++) {
-        const struct ts_sched_running *j = &s->running[i];
-        json_t *x = json_pack("{s:I,s:s,s:s,s:i,s:b,s:s,s:I}", "id", (json_int_t)j->id, "name",
-                              j->name, "project", s->projects[j->project].name, "priority",
-                              j->priority, "preemptible", j->preemptible, "node",
-                              s->nodes[j->node].name, "started_at", (json_int_t)j->started_at);
-        request_json(x, &j->request);
-        if (j->memory_used_bytes > 0)
-            json_object_set_new(x, "memory_used_gib", gib_json(j->memory_used_bytes));
-        if (j->swapped_bytes > 0)
-            json_object_set_new(x, "swapped_gib", gib_json(j->swapped_bytes));
-        json_t *g = json_array();
-        for (size_t k = 0; k < j->nslots; k++)
-            json_array_append_new(g, json_integer(s->gpus[j->slots[k].gpu].index));
-        json_object_set_new(x, "gpus", g);
-        json_array_append_new(a, x);
-    }
-    json_object_set_new(o, "running", a);
-    a = json_array();
-    for (size_t i = 0; i < s->npending; i++) {
-        const struct ts_sched_pending *j = &s->pending[i];
-        json_t *x =
-            json_pack("{s:I,s:s,s:s,s:i,s:b,s:I}", "id", (json_int_t)j->id, "name", j->name,
-                      "project", s->projects[j->project].name, "priority", j->priority,
-                      "preemptible", j->preemptible, "submitted_at", (json_int_t)j->submitted_at);
-        request_json(x, &j->request);
-        if (j->suspended_node >= 0)
-            json_object_set_new(x, "suspended_on", json_string(s->nodes[j->suspended_node].name));
-        if (j->nsuspended_slots > 0) {
-            json_t *g = json_array();
-            for (size_t k = 0; k < j->nsuspended_slots; k++)
-                json_array_append_new(g, json_integer(s->gpus[j->suspended_slots[k].gpu].index));
-            json_object_set_new(x, "suspended_gpus", g);
-        }
-        json_array_append_new(a, x);
-    }
-    json_object_set_new(o, "pending", a);
-    if (s->nshapes) {
-        a = json_array();
-        for (size_t i = 0; i < s->nshapes; i++) {
-            json_t *x =
-                json_pack("{s:i,s:f,s:f,s:o,s:f}", "count", s->shapes[i].count, "portion",
-                          s->shapes[i].portion, "cpu", s->shapes[i].cpu, "memory_gib",
-                          gib_json(s->shapes[i].host_memory_bytes), "weight", s->shapes[i].weight);
-            if (s->shapes[i].ngpu_models) {
-                json_t *m = json_array();
-                for (size_t q = 0; q < s->shapes[i].ngpu_models; q++)
-                    json_array_append_new(m, json_string(s->shapes[i].gpu_models[q]));
-                json_object_set_new(x, "gpu_model", m);
-            }
-            json_array_append_new(a, x);
-        }
-        json_object_set_new(o, "shapes", a);
-    }
-    return o;
-}
-
-static const char *job_name(const struct ts_sched_snapshot *s, bool running, int job)
-{
-    if (job < 0)
-        return "";
-    return running ? s->running[job].name : s->pending[job].name;
-}
-
-json_t *ts_sched_result_to_json(const struct ts_sched_snapshot *s, const struct ts_sched_result *r)
-{
-    json_t *o = json_object();
-    if (o == NULL)
-        return NULL;
-    json_t *a = json_array();
-    for (size_t i = 0; i < r->ndecisions; i++) {
-        const struct ts_sched_decision *d = &r->decisions[i];
-        json_t *x = json_pack(
-            "{s:s,s:I,s:s,s:s,s:f,s:s,s:s}", "action", ts_sched_action_name(d->action), "job_id",
-            (json_int_t)d->job_id, "job", job_name(s, d->job_was_running, d->job), "node",
-            s->nodes[d->node].name, "gpus_total", d->gpus, "code", d->code, "message", d->message);
-        json_t *g = json_array();
-        for (size_t k = 0; k < d->nslots; k++)
-            json_array_append_new(g, json_integer(s->gpus[d->slots[k].gpu].index));
-        json_object_set_new(x, "gpus", g);
-        if (d->action != TS_SCHED_BIND)
-            json_object_set_new(x, "for_job_id", json_integer(d->for_job_id));
-        json_array_append_new(a, x);
-    }
-    json_object_set_new(o, "decisions", a);
-    a = json_array();
-    for (size_t i = 0; i < r->npending; i++) {
-        const struct ts_sched_pending_reason *p = &r->pending[i];
-        const char *name = "";
-        if (p->job >= 0)
-            name = s->pending[p->job].name;
-        else
-            for (size_t k = 0; k < s->nrunning; k++)
-                if (s->running[k].id == p->job_id)
-                    name = s->running[k].name;
-        json_array_append_new(a, json_pack("{s:s,s:I,s:s,s:s,s:I}", "job", name, "job_id",
-                                           (json_int_t)p->job_id, "code", p->code, "message",
-                                           p->message, "position", (json_int_t)p->queue_position));
-    }
-    json_object_set_new(o, "pending", a);
-    a = json_array();
-    for (size_t i = 0; i < r->nshares; i++) {
-        const struct ts_sched_share *sh = &r->shares[i];
-        json_array_append_new(a,
-                              json_pack("{s:s,s:f,s:f,s:f,s:f}", "project", s->projects[i].name,
-                                        "demand", sh->demand, "deserved", sh->deserved,
-                                        "fair_share", sh->fair_share, "allocated", sh->allocated));
-    }
-    json_object_set_new(o, "shares", a);
-    json_object_set_new(o, "passes", json_integer(r->passes));
-    return o;
+    struct dec dd = {.a = a, .err = err, .s = out}, *d = &dd;
+    memset(out, 0, sizeof(*out));
+    static const char *const top[] = {"now",    "config",      "departments", "projects",
+                                      "nodes",  "running",     "pending",     "shapes",
+                                      "expect", "description", NULL};
+    TRY(keys(d, in, "snapshot", top));
+    TRY(integer(d, in, "now", "now", 0, &out->now));
+    TRY(config(d, in));
+    TRY(departments(d, in));
+    TRY(projects(d, in));
+    TRY(nodes(d, in));
+    TRY(jobs(d, in));
+    return shapes(d, in);
 }

@@ -286,11 +286,104 @@ static void every_strategy_keeps_the_invariants_on_every_fixture(void **state)
     free(names);
 }
 
+static void every_fixture_survives_a_round_trip(void **state)
+{
+    (void)state;
+    size_t n;
+    char **names = list_fixtures(&n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *j = load(names[i]);
+        struct ts_arena *a = ts_arena_new();
+        struct ts_sched_snapshot s, s2;
+        struct ts_error err = {0};
+        assert_int_equal(ts_sched_snapshot_from_json(j, a, &s, &err), TS_OK);
+        json_t *once = ts_sched_snapshot_to_json(&s);
+        if (ts_sched_snapshot_from_json(once, a, &s2, &err) != TS_OK)
+            fail_msg("%s: its own encoding is refused: %s", names[i], err.message);
+        json_t *twice = ts_sched_snapshot_to_json(&s2);
+        if (!json_equal(once, twice))
+            fail_msg("%s: decoding its encoding changed it", names[i]);
+        json_decref(once);
+        json_decref(twice);
+        ts_arena_free(a);
+        json_decref(j);
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* Untrusted snapshots (tessera-sim reads files): each refused with the path
+ * of what is wrong. */
+static void a_bad_snapshot_is_refused_with_its_path(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json, *message;
+    } bad[] = {
+        {"{\"now\": 0, \"bogus\": 1}",
+         "snapshot: unknown member \"bogus\""},
+        {"{\"config\": {\"strategy\": 3}}",
+         "config: \"strategy\" must be a string"},
+        {"{\"config\": {\"nope\": 1}}",
+         "config: unknown member \"nope\""},
+        {"{\"departments\": {\"name\": \"d\"}}",
+         "departments: must be an array"},
+        {"{\"projects\": [{\"name\": \"p\", \"department\": \"nosuch\"}]}",
+         "projects[0]: no department \"nosuch\""},
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1, \"limit\": \"x\"}]}",
+         "projects[0]: \"limit\" must be a number"},
+        {"{\"nodes\": [{\"name\": \"n\", \"gpus\": \"x\"}]}",
+         "nodes[0]: \"gpus\" must be a count or an array"},
+        {"{\"nodes\": [{\"name\": \"n\", \"collision\": \"fight\"}]}",
+         "nodes[0]: \"collision\" must be wait, priority or swap"},
+        {"{\"nodes\": [{\"name\": \"n\", \"gpus\": [{\"model\": \"A100\", \"memory_gib\": 40, \"color\": 1}]}]}",
+         "nodes[0]: unknown member \"color\""},
+        {"{\"nodes\": [{\"name\": \"n\", \"gpus\": 2000000}]}",
+         "nodes: too many GPUs"},
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"q\", \"node\": \"n\", \"gpu\": 1, \"gpus\": [0]}]}",
+         "running[0]: no project \"q\""},
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"p\", \"node\": \"m\", \"gpu\": {\"count\": 1}, \"gpus\": [0]}]}",
+         "running[0]: no node \"m\""},
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"p\", \"node\": \"n\", \"gpu\": {\"count\": 1}, \"gpus\": [5]}]}",
+         "running[0]: node \"n\" has no GPU 5"},
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"p\", \"node\": \"n\", \"gpu\": {\"count\": 1}, \"gpus\": [\"a\"]}]}",
+         "running[0]: \"gpus\" must list device indexes"},
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"pending\": [{\"name\": \"j\", \"project\": \"p\", \"gpu\": {\"count\": 1}, \"suspended_on\": \"m\"}]}",
+         "pending[0]: no node \"m\""},
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"pending\": [{\"name\": \"j\", \"project\": \"p\", \"gpu\": 1, \"extra\": 1}]}",
+         "pending[0]: unknown member \"extra\""},
+        {"{\"shapes\": [{\"count\": 1, \"portion\": 1, \"gpu_model\": [1]}]}",
+         "shapes[0]: \"gpu_model\" must be an array of strings"},
+        {"{\"shapes\": [{\"count\": 1, \"portion\": 1, \"what\": 2}]}",
+         "shapes[0]: unknown member \"what\""},
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2, \"gpu_model\": \"A100\"}], \"running\": [{\"name\": \"j\", \"project\": \"p\", \"node\": \"n\", \"gpu\": {\"count\": 1}, \"gpus\": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}]}",
+         "running[0]: node \"n\" has no GPU 2"},
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"pending\": [{\"name\": \"j\", \"project\": \"p\", \"gpu\": 1}]}",
+         "pending[0].gpu: must be an object"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_error_t je;
+        json_t *j = json_loads(bad[i].json, 0, &je);
+        assert_non_null(j);
+        struct ts_arena *a = ts_arena_new();
+        struct ts_sched_snapshot s;
+        struct ts_error err = {0};
+        if (ts_sched_snapshot_from_json(j, a, &s, &err) == TS_OK)
+            fail_msg("taken: %s", bad[i].json);
+        if (strcmp(err.message, bad[i].message) != 0)
+            fail_msg("%s: \"%s\", not \"%s\"", bad[i].json, err.message, bad[i].message);
+        ts_arena_free(a);
+        json_decref(j);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_fixture_decides_what_it_expects),
         cmocka_unit_test(every_strategy_keeps_the_invariants_on_every_fixture),
+        cmocka_unit_test(every_fixture_survives_a_round_trip),
+        cmocka_unit_test(a_bad_snapshot_is_refused_with_its_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

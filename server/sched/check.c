@@ -92,10 +92,10 @@ struct chk {
     const struct ts_sched_snapshot *s;
     const struct ts_sched_result *res;
     struct ts_error *err;
-    int64_t *used;        /* per GPU: bytes */
-    double *cpu;          /* per node */
-    int64_t *mem;         /* per node: bytes */
-    bool *touched_gpu;    /* a bind took room there */
+    int64_t *used;     /* per GPU: bytes */
+    double *cpu;       /* per node */
+    int64_t *mem;      /* per node: bytes */
+    bool *touched_gpu; /* a bind took room there */
     bool *touched_node;
     double *before, *after;   /* per project: GPUs */
     double *dbefore, *dafter; /* per department */
@@ -201,8 +201,9 @@ static enum ts_err check_bind_node(struct chk *c, size_t i)
     const struct ts_sched_request *r = req_of(s, d);
     const struct ts_sched_node *n = &s->nodes[d->node];
     if (!n->ready)
-        return ts_error_set(c->err, TS_ERR_INTERNAL, "job %lld was placed on %s, which is not ready",
-                            (long long)d->job_id, n->name);
+        return ts_error_set(c->err, TS_ERR_INTERNAL,
+                            "job %lld was placed on %s, which is not ready", (long long)d->job_id,
+                            n->name);
     for (size_t k = 0; k < r->nnode_selector; k++)
         if (!has_label(n, &r->node_selector[k]))
             return ts_error_set(c->err, TS_ERR_INTERNAL, "job %lld was placed on %s without %s=%s",
@@ -309,8 +310,9 @@ static enum ts_err check_room(const struct chk *c)
     for (size_t p = 0; p < s->nprojects; p++) {
         const struct ts_sched_project *pr = &s->projects[p];
         if (pr->has_limit && c->after[p] > fmax(c->before[p], pr->limit_gpus) + TOL)
-            return ts_error_set(c->err, TS_ERR_INTERNAL, "project \"%s\" is over its limit: %g of %g",
-                                pr->name, c->after[p], pr->limit_gpus);
+            return ts_error_set(c->err, TS_ERR_INTERNAL,
+                                "project \"%s\" is over its limit: %g of %g", pr->name, c->after[p],
+                                pr->limit_gpus);
     }
     for (size_t d = 0; d < s->ndepartments; d++) {
         const struct ts_sched_department *dp = &s->departments[d];
@@ -375,8 +377,8 @@ enum ts_err ts_sched_check(const struct ts_sched_snapshot *s, const struct ts_sc
         .ended = calloc(s->npending ? s->npending : 1, sizeof(bool)),
     };
     enum ts_err rc;
-    if (!c.used || !c.cpu || !c.mem || !c.touched_gpu || !c.touched_node || !c.before ||
-        !c.after || !c.dbefore || !c.dafter || !c.stopped || !c.ended)
+    if (!c.used || !c.cpu || !c.mem || !c.touched_gpu || !c.touched_node || !c.before || !c.after ||
+        !c.dbefore || !c.dafter || !c.stopped || !c.ended)
         rc = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     else if ((rc = check_stops(&c)) == TS_OK) {
         tally_kept(&c);

@@ -333,8 +333,8 @@ static enum ts_err config(struct dec *d, const json_t *in)
     json_t *cfg = json_object_get(in, "config");
     if (cfg == NULL)
         return TS_OK;
-    static const char *const ck[] = {"strategy", "min_runtime_s", "usage_half_life_s",
-                                     "max_passes", NULL};
+    static const char *const ck[] = {"strategy", "min_runtime_s", "usage_half_life_s", "max_passes",
+                                     NULL};
     int64_t mp;
     TRY(keys(d, cfg, "config", ck));
     TRY(string(d, cfg, "strategy", "config", false, &c->strategy));
@@ -554,8 +554,7 @@ static enum ts_err running(struct dec *d, const json_t *o, const char *path, siz
     return running_slots(d, o, path, nn, j);
 }
 
-static enum ts_err pending(struct dec *d, const json_t *o, const char *path, size_t i,
-                           size_t nr)
+static enum ts_err pending(struct dec *d, const json_t *o, const char *path, size_t i, size_t nr)
 {
     static const char *const k[] = {
         "id",           "name",         "project",        "priority",  "preemptible",

@@ -196,9 +196,9 @@ static json_t *shapes_json(const struct ts_sched_snapshot *s)
     json_t *a = json_array();
     for (size_t i = 0; i < s->nshapes; i++) {
         const struct ts_sched_shape *sh = &s->shapes[i];
-        json_t *x = json_pack("{s:i,s:f,s:f,s:o,s:f}", "count", sh->count, "portion", sh->portion,
-                              "cpu", sh->cpu, "memory_gib", gib_json(sh->host_memory_bytes),
-                              "weight", sh->weight);
+        json_t *x =
+            json_pack("{s:i,s:f,s:f,s:o,s:f}", "count", sh->count, "portion", sh->portion, "cpu",
+                      sh->cpu, "memory_gib", gib_json(sh->host_memory_bytes), "weight", sh->weight);
         if (sh->ngpu_models) {
             json_t *m = json_array();
             for (size_t q = 0; q < sh->ngpu_models; q++)

@@ -29,7 +29,7 @@ static enum ts_err check_quota(const char *what, const char *name, double quota,
     return TS_OK;
 }
 
-enum ts_err ts_sched_snapshot_validate(const struct ts_sched_snapshot *s, struct ts_error *err)
+static enum ts_err validate_config(const struct ts_sched_snapshot *s, struct ts_error *err)
 {
     if (s->config.strategy && !ts_sched_strategy_find(s->config.strategy))
         return ts_error_set(err, TS_ERR_INVALID_VALUE,
@@ -38,6 +38,12 @@ enum ts_err ts_sched_snapshot_validate(const struct ts_sched_snapshot *s, struct
     if (s->config.min_runtime_s < 0 || bad_num(s->config.usage_half_life_s))
         return ts_error_set(err, TS_ERR_INVALID_VALUE,
                             "min_runtime_s and usage_half_life_s must be 0 or more");
+    return TS_OK;
+}
+
+/* Departments' and projects' quotas, and each project's department. */
+static enum ts_err validate_tenants(const struct ts_sched_snapshot *s, struct ts_error *err)
+{
     for (size_t i = 0; i < s->ndepartments; i++) {
         const struct ts_sched_department *d = &s->departments[i];
         enum ts_err rc = check_quota("department", d->name ? d->name : "", d->quota_gpus,
@@ -61,6 +67,13 @@ enum ts_err ts_sched_snapshot_validate(const struct ts_sched_snapshot *s, struct
                                 "project \"%s\": usage must be 0 or more: %g", name,
                                 p->usage_gpu_seconds);
     }
+    return TS_OK;
+}
+
+/* Nodes' sizes and labels; each GPU on a node, with more memory than its
+ * reserve. */
+static enum ts_err validate_nodes(const struct ts_sched_snapshot *s, struct ts_error *err)
+{
     for (size_t i = 0; i < s->nnodes; i++) {
         const struct ts_sched_node *n = &s->nodes[i];
         if (bad_num(n->cpu) || n->memory_bytes < 0 || n->swap_free_bytes < 0)
@@ -85,63 +98,82 @@ enum ts_err ts_sched_snapshot_validate(const struct ts_sched_snapshot *s, struct
                                 g->index, s->nodes[g->node].name ? s->nodes[g->node].name : "",
                                 (long long)g->memory_bytes, (long long)g->reserve_bytes);
     }
-    for (size_t i = 0; i < s->nrunning; i++) {
-        const struct ts_sched_running *j = &s->running[i];
-        const char *name = j->name ? j->name : "";
-        if (j->project < 0 || j->project >= (int)s->nprojects)
+    return TS_OK;
+}
+
+/* A running job: its project, node, and slots on GPUs of that node. */
+static enum ts_err validate_running(const struct ts_sched_snapshot *s,
+                                    const struct ts_sched_running *j, struct ts_error *err)
+{
+    const char *name = j->name ? j->name : "";
+    if (j->project < 0 || j->project >= (int)s->nprojects)
+        return ts_error_set(err, TS_ERR_INVALID_VALUE,
+                            "running job \"%s\": project index %d is out of range", name,
+                            j->project);
+    if (j->node < 0 || j->node >= (int)s->nnodes)
+        return ts_error_set(err, TS_ERR_INVALID_VALUE,
+                            "running job \"%s\": node index %d is out of range", name, j->node);
+    if (j->nslots > TS_SCHED_MAX_DEVICES)
+        return ts_error_set(err, TS_ERR_INVALID_VALUE,
+                            "running job \"%s\": %zu GPUs is more than %d", name, j->nslots,
+                            TS_SCHED_MAX_DEVICES);
+    if (j->memory_used_bytes < 0 || j->swapped_bytes < 0)
+        return ts_error_set(err, TS_ERR_INVALID_VALUE,
+                            "running job \"%s\": memory used and swapped must be 0 or more", name);
+    for (size_t k = 0; k < j->nslots; k++) {
+        int g = j->slots[k].gpu;
+        if (g < 0 || g >= (int)s->ngpus || s->gpus[g].node != j->node)
             return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                "running job \"%s\": project index %d is out of range", name,
-                                j->project);
-        if (j->node < 0 || j->node >= (int)s->nnodes)
+                                "running job \"%s\": gpu index %d is not on its node", name, g);
+        if (j->slots[k].memory_bytes <= 0)
             return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                "running job \"%s\": node index %d is out of range", name, j->node);
-        if (j->nslots > TS_SCHED_MAX_DEVICES)
-            return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                "running job \"%s\": %zu GPUs is more than %d", name, j->nslots,
-                                TS_SCHED_MAX_DEVICES);
-        if (j->memory_used_bytes < 0 || j->swapped_bytes < 0)
-            return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                "running job \"%s\": memory used and swapped must be 0 or more",
-                                name);
-        for (size_t k = 0; k < j->nslots; k++) {
-            int g = j->slots[k].gpu;
-            if (g < 0 || g >= (int)s->ngpus || s->gpus[g].node != j->node)
+                                "running job \"%s\": slot %zu packs no memory", name, k);
+        for (size_t q = 0; q < k; q++)
+            if (j->slots[q].gpu == g)
                 return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                    "running job \"%s\": gpu index %d is not on its node", name, g);
-            if (j->slots[k].memory_bytes <= 0)
-                return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                    "running job \"%s\": slot %zu packs no memory", name, k);
-            for (size_t q = 0; q < k; q++)
-                if (j->slots[q].gpu == g)
-                    return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                        "running job \"%s\": gpu index %d is listed twice", name,
-                                        g);
-        }
-    }
-    for (size_t i = 0; i < s->npending; i++) {
-        const struct ts_sched_pending *j = &s->pending[i];
-        const char *name = j->name ? j->name : "";
-        if (j->project < 0 || j->project >= (int)s->nprojects)
-            return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                "pending job \"%s\": project index %d is out of range", name,
-                                j->project);
-        if (j->suspended_node < -1 || j->suspended_node >= (int)s->nnodes)
-            return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                "pending job \"%s\": suspended node index %d is out of range", name,
-                                j->suspended_node);
-        if (j->nsuspended_slots > 0 && (j->suspended_node < 0 || j->suspended_slots == NULL ||
-                                        j->nsuspended_slots > TS_SCHED_MAX_DEVICES))
-            return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                "pending job \"%s\": suspended GPUs without a suspended node",
-                                name);
-        for (size_t k = 0; k < j->nsuspended_slots; k++) {
-            int g = j->suspended_slots[k].gpu;
-            if (g < 0 || g >= (int)s->ngpus || s->gpus[g].node != j->suspended_node)
-                return ts_error_set(err, TS_ERR_INVALID_VALUE,
-                                    "pending job \"%s\": suspended gpu index %d is not a GPU of "
-                                    "its node",
-                                    name, g);
-        }
+                                    "running job \"%s\": gpu index %d is listed twice", name, g);
     }
     return TS_OK;
+}
+
+/* A pending job: its project, and where it is suspended if it is. */
+static enum ts_err validate_pending(const struct ts_sched_snapshot *s,
+                                    const struct ts_sched_pending *j, struct ts_error *err)
+{
+    const char *name = j->name ? j->name : "";
+    if (j->project < 0 || j->project >= (int)s->nprojects)
+        return ts_error_set(err, TS_ERR_INVALID_VALUE,
+                            "pending job \"%s\": project index %d is out of range", name,
+                            j->project);
+    if (j->suspended_node < -1 || j->suspended_node >= (int)s->nnodes)
+        return ts_error_set(err, TS_ERR_INVALID_VALUE,
+                            "pending job \"%s\": suspended node index %d is out of range", name,
+                            j->suspended_node);
+    if (j->nsuspended_slots > 0 && (j->suspended_node < 0 || j->suspended_slots == NULL ||
+                                    j->nsuspended_slots > TS_SCHED_MAX_DEVICES))
+        return ts_error_set(err, TS_ERR_INVALID_VALUE,
+                            "pending job \"%s\": suspended GPUs without a suspended node", name);
+    for (size_t k = 0; k < j->nsuspended_slots; k++) {
+        int g = j->suspended_slots[k].gpu;
+        if (g < 0 || g >= (int)s->ngpus || s->gpus[g].node != j->suspended_node)
+            return ts_error_set(err, TS_ERR_INVALID_VALUE,
+                                "pending job \"%s\": suspended gpu index %d is not a GPU of "
+                                "its node",
+                                name, g);
+    }
+    return TS_OK;
+}
+
+enum ts_err ts_sched_snapshot_validate(const struct ts_sched_snapshot *s, struct ts_error *err)
+{
+    enum ts_err rc = validate_config(s, err);
+    if (rc == TS_OK)
+        rc = validate_tenants(s, err);
+    if (rc == TS_OK)
+        rc = validate_nodes(s, err);
+    for (size_t i = 0; i < s->nrunning && rc == TS_OK; i++)
+        rc = validate_running(s, &s->running[i], err);
+    for (size_t i = 0; i < s->npending && rc == TS_OK; i++)
+        rc = validate_pending(s, &s->pending[i], err);
+    return rc;
 }

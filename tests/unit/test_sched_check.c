@@ -3,7 +3,8 @@
  * Every other scheduler test trusts ts_sched_check to pass only results
  * that keep the invariants; here each invariant is broken on purpose, by a
  * result written by hand, and the checker must name the breach. The first
- * case is a result that keeps them all.
+ * case is a result that keeps them all. The same for the snapshot's own
+ * validation.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,7 +43,8 @@ static const char snapshot[] =
     "                \"gpu_model\": [\"H100\"]},"
     "               {\"name\": \"j4\", \"project\": \"q\", \"gpu\": {\"portion\": 0.5},"
     "                \"node_selector\": {\"zone\": \"b\"}},"
-    "               {\"name\": \"j5\", \"project\": \"q\", \"gpu\": {\"portion\": 0.5}, \"cpu\": 10},"
+    "               {\"name\": \"j5\", \"project\": \"q\", \"gpu\": {\"portion\": 0.5}, \"cpu\": "
+    "10},"
     "               {\"name\": \"j6\", \"project\": \"p\", \"gpu\": {\"portion\": 0.5}}]}";
 
 enum { J1, J2, J3, J4, J5, J6, NPEND };
@@ -151,8 +153,8 @@ static void a_stop_that_serves_no_bind(void **state)
     f->s.now = 5000; /* past r2's protection */
     evict(f, 1, f->s.pending[J1].id);
     leave_pending(f, -1, -1);
-    f->p[f->r.npending] = (struct ts_sched_pending_reason){2, -1, "evicted", "evicted",
-                                                           (int64_t)f->r.npending + 1};
+    f->p[f->r.npending] =
+        (struct ts_sched_pending_reason){2, -1, "evicted", "evicted", (int64_t)f->r.npending + 1};
     f->r.npending++;
     expect_breach(f, "job 2 was stopped for job 3, which was not placed after it");
 }
@@ -283,6 +285,70 @@ static void two_jobs_at_one_queue_position(void **state)
     expect_breach(f, "pending job 6 has queue position 3");
 }
 
+/* ts_sched_snapshot_validate: what the store hands the core is checked
+ * before any cycle; each breach named. */
+static void expect_invalid(struct fixture *f, const char *words)
+{
+    struct ts_error err = {0};
+    if (ts_sched_snapshot_validate(&f->s, &err) == TS_OK)
+        fail_msg("valid; expected \"%s\"", words);
+    if (strstr(err.message, words) == NULL)
+        fail_msg("\"%s\" does not say \"%s\"", err.message, words);
+}
+
+static void the_snapshot_is_valid(void **state)
+{
+    struct fixture *f = *state;
+    struct ts_error err = {0};
+    if (ts_sched_snapshot_validate(&f->s, &err) != TS_OK)
+        fail_msg("%s", err.message);
+}
+
+static void an_unknown_strategy_is_invalid(void **state)
+{
+    struct fixture *f = *state;
+    f->s.config.strategy = "worstfit";
+    expect_invalid(f, "unknown strategy \"worstfit\"");
+}
+
+static void a_department_out_of_range_is_invalid(void **state)
+{
+    struct fixture *f = *state;
+    ((struct ts_sched_project *)f->s.projects)[1].department = 4;
+    expect_invalid(f, "project \"q\": department index 4 is out of range (0..0)");
+}
+
+static void a_gpu_all_reserve_is_invalid(void **state)
+{
+    struct fixture *f = *state;
+    struct ts_sched_gpu *g = (struct ts_sched_gpu *)&f->s.gpus[3];
+    g->reserve_bytes = g->memory_bytes;
+    expect_invalid(f, "gpu 1 of node \"n2\": memory must exceed the reserve");
+}
+
+static void a_slot_on_another_node_is_invalid(void **state)
+{
+    struct fixture *f = *state;
+    ((struct ts_sched_slot *)f->s.running[1].slots)[0].gpu = 2;
+    expect_invalid(f, "running job \"r2\": gpu index 2 is not on its node");
+}
+
+static void a_slot_that_packs_nothing_is_invalid(void **state)
+{
+    struct fixture *f = *state;
+    ((struct ts_sched_slot *)f->s.running[0].slots)[0].memory_bytes = 0;
+    expect_invalid(f, "running job \"r1\": slot 0 packs no memory");
+}
+
+static void suspended_gpus_without_a_node_are_invalid(void **state)
+{
+    struct fixture *f = *state;
+    struct ts_sched_pending *p = (struct ts_sched_pending *)&f->s.pending[J2];
+    p->suspended_slots = f->s.running[1].slots;
+    p->nsuspended_slots = 1;
+    expect_invalid(f, "pending job \"j2\": suspended GPUs without a suspended node");
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -304,6 +370,13 @@ int main(void)
         T(a_pending_job_without_a_reason),
         T(a_reason_without_a_message),
         T(two_jobs_at_one_queue_position),
+        T(the_snapshot_is_valid),
+        T(an_unknown_strategy_is_invalid),
+        T(a_department_out_of_range_is_invalid),
+        T(a_gpu_all_reserve_is_invalid),
+        T(a_slot_on_another_node_is_invalid),
+        T(a_slot_that_packs_nothing_is_invalid),
+        T(suspended_gpus_without_a_node_are_invalid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

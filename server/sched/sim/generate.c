@@ -142,8 +142,8 @@ int sim_generate_main(int argc, char **argv)
         }
     }
     if (o.dir == NULL || o.nodes < 1 || o.nodes > 100000 || o.gpn < 1 || o.gpn > 64 ||
-        o.projects < 1 || o.projects > 1000 || o.jobs < 0 || o.jobs > 10000000 ||
-        !(o.hours > 0) || !(o.load > 0)) {
+        o.projects < 1 || o.projects > 1000 || o.jobs < 0 || o.jobs > 10000000 || !(o.hours > 0) ||
+        !(o.load > 0)) {
         fprintf(stderr, "tessera-sim generate: --out DIR is required; counts must be positive\n");
         return 2;
     }

@@ -197,8 +197,8 @@ static int load(struct placement *p)
         return -1;
     }
     for (size_t i = 0; i < p->np; i++)
-        sim_request(p->tp[i].num_gpu, p->tp[i].gpu_milli, p->tp[i].cpu_milli,
-                    p->tp[i].memory_mib, p->tp[i].gpu_spec, p->a, &p->reqs[i]);
+        sim_request(p->tp[i].num_gpu, p->tp[i].gpu_milli, p->tp[i].cpu_milli, p->tp[i].memory_mib,
+                    p->tp[i].gpu_spec, p->a, &p->reqs[i]);
     p->snap.shapes = shapes_of(p->tp, p->reqs, p->np, p->a, &p->snap.nshapes);
     return 0;
 }

@@ -143,7 +143,8 @@ static int load(struct replay *r)
     if (ts_sched_trace_nodes_parse(r->nb, nl, r->a, &r->tn, &r->nn, &err) != TS_OK ||
         (bad = r->o.projects,
          ts_sched_trace_projects_parse(r->pb, pl, r->a, &r->tp, &r->np, &err) != TS_OK) ||
-        (bad = r->o.jobs, ts_sched_trace_jobs_parse(r->jb, jl, r->a, &r->tj, &r->nj, &err) != TS_OK)) {
+        (bad = r->o.jobs,
+         ts_sched_trace_jobs_parse(r->jb, jl, r->a, &r->tj, &r->nj, &err) != TS_OK)) {
         fprintf(stderr, "tessera-sim replay: %s: %s\n", bad, err.message);
         return -1;
     }
@@ -390,10 +391,10 @@ static void report(struct replay *r)
     bool text = strcmp(r->o.output, "text") == 0;
     double alloc = r->total_s > 0 ? 100 * r->alloc_s / r->total_s : 0;
     double util = r->total_s > 0 ? 100 * r->util_s / r->total_s : 0;
-    json_t *out = json_pack("{s:s,s:i,s:I,s:I,s:f,s:f,s:I}", "strategy", r->o.strategy, "gpus",
-                            (int)r->cap, "jobs", (json_int_t)r->nj, "cycles",
-                            (json_int_t)r->cycles, "allocation_pct", alloc, "utilization_pct",
-                            util, "preemptions", (json_int_t)r->preemptions);
+    json_t *out =
+        json_pack("{s:s,s:i,s:I,s:I,s:f,s:f,s:I}", "strategy", r->o.strategy, "gpus", (int)r->cap,
+                  "jobs", (json_int_t)r->nj, "cycles", (json_int_t)r->cycles, "allocation_pct",
+                  alloc, "utilization_pct", util, "preemptions", (json_int_t)r->preemptions);
     json_t *pj = json_array();
     if (text) {
         printf("%zu jobs on %d GPUs, %s, %zu cycles: allocation %.1f%%, utilization %.1f%%, "
@@ -408,9 +409,9 @@ static void report(struct replay *r)
         double w50 = pct(x->wait, x->done, 0.5), w99 = pct(x->wait, x->done, 0.99);
         double t50 = pct(x->turn, x->done, 0.5), t99 = pct(x->turn, x->done, 0.99);
         if (text)
-            printf("%-14s %6d %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %9.1f %9.1f %6d\n",
-                   r->tp[p].name, x->done, wm, w50, w99, tm, t50, t99, x->gpu_s / 3600,
-                   x->fair_s / 3600, x->preempted);
+            printf("%-14s %6d %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f %9.1f %9.1f %6d\n", r->tp[p].name,
+                   x->done, wm, w50, w99, tm, t50, t99, x->gpu_s / 3600, x->fair_s / 3600,
+                   x->preempted);
         json_array_append_new(pj, json_pack("{s:s,s:i,s:{s:f,s:f,s:f},s:{s:f,s:f,s:f},s:f,s:f,s:i}",
                                             "project", r->tp[p].name, "done", x->done,
                                             "queueing_delay_s", "mean", wm, "p50", w50, "p99", w99,

@@ -28,8 +28,10 @@
  * j4 (id 6, wants zone b), j5 (id 7, 10 CPUs). */
 static const char snapshot[] =
     "{\"now\": 1000,"
+    " \"departments\": [{\"name\": \"d\", \"quota\": 2}],"
     " \"projects\": [{\"name\": \"p\", \"quota\": 1, \"limit\": 1},"
-    "                {\"name\": \"q\", \"quota\": 1, \"min_runtime_s\": 100}],"
+    "                {\"name\": \"q\", \"department\": \"d\", \"quota\": 1,"
+    "                 \"min_runtime_s\": 100}],"
     " \"nodes\": [{\"name\": \"n1\", \"cpu\": 8, \"gpus\": 2, \"gpu_model\": \"A100\","
     "              \"labels\": {\"zone\": \"a\"}},"
     "            {\"name\": \"n2\", \"ready\": false, \"gpus\": 2, \"gpu_model\": \"A100\"}],"
@@ -285,6 +287,56 @@ static void two_jobs_at_one_queue_position(void **state)
     expect_breach(f, "pending job 6 has queue position 3");
 }
 
+static void a_department_over_its_limit(void **state)
+{
+    struct fixture *f = *state;
+    struct ts_sched_department *d = (struct ts_sched_department *)&f->s.departments[0];
+    d->has_limit = true;
+    d->limit_gpus = 0.5;
+    bind(f, J2, 0, 1, 40 * GIB);
+    leave_pending(f, J2, -1);
+    expect_breach(f, "department \"d\" is over its limit: 1 of 0.5");
+}
+
+static void a_job_that_refuses_swap_suspended(void **state)
+{
+    struct fixture *f = *state;
+    f->s.now = 5000;
+    ((struct ts_sched_running *)f->s.running)[1].request.refuses_swap = true;
+    evict(f, 1, f->s.pending[J2].id);
+    f->d[0].action = TS_SCHED_SUSPEND;
+    bind(f, J2, 0, 1, 40 * GIB);
+    leave_pending(f, J2, -1);
+    f->p[f->r.npending++] = (struct ts_sched_pending_reason){2, -1, "suspended", "suspended",
+                                                             (int64_t)f->r.npending + 1};
+    expect_breach(f, "job 2 refuses swap but was suspended");
+}
+
+static void a_bursting_job_that_refuses_swap_where_bursts_swap(void **state)
+{
+    struct fixture *f = *state;
+    struct ts_sched_pending *p = (struct ts_sched_pending *)&f->s.pending[J2];
+    p->request.refuses_swap = true;
+    p->request.portion_limit = 1;
+    ((struct ts_sched_node *)f->s.nodes)[0].swap_resolver = true;
+    bind(f, J2, 0, 1, 40 * GIB);
+    leave_pending(f, J2, -1);
+    expect_breach(f, "job 4 refuses swap, can burst, and was placed on n1, whose resolver swaps");
+}
+
+static void a_suspended_job_resumed_on_other_gpus(void **state)
+{
+    struct fixture *f = *state;
+    struct ts_sched_pending *p = (struct ts_sched_pending *)&f->s.pending[J2];
+    static const struct ts_sched_slot held = {.gpu = 0, .memory_bytes = 40 * GIB};
+    p->suspended_node = 0;
+    p->suspended_slots = &held;
+    p->nsuspended_slots = 1;
+    bind(f, J2, 0, 1, 40 * GIB);
+    leave_pending(f, J2, -1);
+    expect_breach(f, "job 4 resumed on GPU 1 of n1, which it did not hold");
+}
+
 /* ts_sched_snapshot_validate: what the store hands the core is checked
  * before any cycle; each breach named. */
 static void expect_invalid(struct fixture *f, const char *words)
@@ -315,7 +367,7 @@ static void a_department_out_of_range_is_invalid(void **state)
 {
     struct fixture *f = *state;
     ((struct ts_sched_project *)f->s.projects)[1].department = 4;
-    expect_invalid(f, "project \"q\": department index 4 is out of range (0..0)");
+    expect_invalid(f, "project \"q\": department index 4 is out of range (0..1)");
 }
 
 static void a_gpu_all_reserve_is_invalid(void **state)
@@ -370,6 +422,10 @@ int main(void)
         T(a_pending_job_without_a_reason),
         T(a_reason_without_a_message),
         T(two_jobs_at_one_queue_position),
+        T(a_department_over_its_limit),
+        T(a_job_that_refuses_swap_suspended),
+        T(a_bursting_job_that_refuses_swap_where_bursts_swap),
+        T(a_suspended_job_resumed_on_other_gpus),
         T(the_snapshot_is_valid),
         T(an_unknown_strategy_is_invalid),
         T(a_department_out_of_range_is_invalid),

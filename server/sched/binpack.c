@@ -1,12 +1,17 @@
 /*
  * binpack.c - the binpack strategy: fill the fullest node that fits, and on
  * it the fullest GPUs, so whole nodes and whole GPUs stay free for large
- * requests. Score: what the node has left after the placement, GPUs and CPU
+ * requests. Score: first the GPUs a GPU task would leave stranded on the
+ * node (free, without the CPU and host memory the workload's GPU tasks ask
+ * per GPU); then what the node has left after the placement, GPUs and CPU
  * each as a share of the node's total (lower is better).
  */
+#include <math.h>
+
 #include "server/sched/sched_int.h"
 
 #define GPU_WEIGHT 10.0
+#define STRAND_WEIGHT 1000.0 /* first: strand no GPU; then the fullest node */
 
 double binpack_gpus_left(const struct ts_sched_cluster *c, const struct preq *p,
                          const struct node_view *v, const int *chosen, int nchosen)
@@ -57,10 +62,31 @@ void binpack_pick_fullest(const struct ts_sched_cluster *c, const struct preq *p
         out[i] = tmp[i];
 }
 
+/* GPUs a GPU task would leave on its node without the CPU or host memory
+ * that the workload's GPU tasks ask per GPU (the typical workload's, for the
+ * node's GPU model; 0 when the cycle has none): what packing by GPU alone
+ * strands once CPU runs short. */
+static double stranded(const struct ts_sched_cluster *c, const struct preq *p,
+                       const struct node_view *v, const int *chosen, int nchosen)
+{
+    if (p->ndev == 0 || c->mix == NULL || v->ngpus == 0)
+        return 0;
+    const struct fmix *m = &c->mix[c->gpus[v->gpu[0]].model];
+    double held = binpack_gpus_left(c, p, v, chosen, nchosen);
+    if (m->own_cpu > 0)
+        held = fmin(held, fmax(0, v->cpu_free - p->cpu) / m->own_cpu);
+    if (m->own_mem > 0)
+        held = fmin(held, fmax(0, (double)(v->mem_free - p->host_mem)) / m->own_mem);
+    return binpack_gpus_left(c, p, v, chosen, nchosen) - held;
+}
+
 static double score(struct ts_sched_cluster *c, const struct preq *p, const struct node_view *v,
                     const int *chosen, int nchosen)
 {
-    return binpack_leftover(c, p, v, chosen, nchosen);
+    double s = binpack_leftover(c, p, v, chosen, nchosen);
+    if (v->ngpus > 0)
+        s += STRAND_WEIGHT * stranded(c, p, v, chosen, nchosen) / v->ngpus;
+    return s;
 }
 
 const struct ts_sched_strategy ts_sched_binpack = {

@@ -367,6 +367,8 @@ static void shapes_finish(struct ts_sched_cluster *c, struct fshape *s, int *n, 
         if (gpus > 0) {
             c->mix[m].cpu = need_per_gpu(cpu / gpus, cpu_short, cpu_have);
             c->mix[m].mem = need_per_gpu(mem / gpus, mem_short, mem_have);
+            c->mix[m].own_cpu = cpu / gpus;
+            c->mix[m].own_mem = mem / gpus;
         }
     }
 }

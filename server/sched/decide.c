@@ -531,9 +531,11 @@ static enum ts_err build_projects(struct cycle *cy)
     return TS_OK;
 }
 
-static void set_fgd_shapes(struct cycle *cy)
+/* The pending workload's typical shapes, for the strategies that weigh a
+ * placement against it: fgd's fragmentation, binpack's stranded GPUs. */
+static void set_workload_shapes(struct cycle *cy)
 {
-    if (cy->st != &ts_sched_fgd)
+    if (cy->st != &ts_sched_fgd && cy->st != &ts_sched_binpack)
         return;
     const struct preq **reqs = malloc((cy->njobs ? cy->njobs : 1) * sizeof(*reqs));
     if (reqs == NULL)
@@ -627,7 +629,7 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
         rc = TS_ERR_NOMEM;
         goto out;
     }
-    set_fgd_shapes(cy);
+    set_workload_shapes(cy);
     int max_passes = snap->config.max_passes > 0 ? snap->config.max_passes : 16;
     int pass = 0;
     int64_t pos = 0; /* queue positions of the last pass */

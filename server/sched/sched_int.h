@@ -74,6 +74,8 @@ struct ts_sched_cluster {
         double weight;      /* the weight of the shapes that do not exclude it */
         double cpu;         /* CPU cores its GPU shapes ask per GPU; 0: none */
         double mem;         /* host memory bytes they ask per GPU; 0: none */
+        double own_cpu;     /* binpack: the same without the workload's shortfall */
+        double own_mem;
     } * mix;                /* per interned model, or NULL */
     bool own_shapes_fixed;  /* shapes came from the snapshot */
     struct fshape *pshapes; /* fgd-paper: the paper's typical tasks (no host memory) */

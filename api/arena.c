@@ -1,5 +1,8 @@
 /*
  * arena.c - a chain of blocks; large requests get a block of their own.
+ * ts_arena_reset keeps the blocks for the next round: an arena reused for
+ * the same work (the scheduler's cycle) touches memory that is already
+ * mapped instead of faulting in fresh pages each time.
  */
 #include "api/arena.h"
 
@@ -20,7 +23,18 @@ struct block {
 
 struct ts_arena {
     struct block *head;
+    struct block *spare;     /* kept by the last reset: BLOCK_SIZE blocks */
+    struct block *spare_big; /* kept by the last reset: larger ones */
 };
+
+static void free_chain(struct block *b)
+{
+    while (b) {
+        struct block *next = b->next;
+        free(b);
+        b = next;
+    }
+}
 
 struct ts_arena *ts_arena_new(void)
 {
@@ -31,13 +45,56 @@ void ts_arena_free(struct ts_arena *a)
 {
     if (a == NULL)
         return;
+    free_chain(a->head);
+    free_chain(a->spare);
+    free_chain(a->spare_big);
+    free(a);
+}
+
+void ts_arena_reset(struct ts_arena *a)
+{
+    if (a == NULL)
+        return;
+    /* what the last reset kept and this round did not use goes back */
+    free_chain(a->spare);
+    free_chain(a->spare_big);
+    a->spare = a->spare_big = NULL;
     struct block *b = a->head;
     while (b) {
         struct block *next = b->next;
-        free(b);
+        struct block **list = b->size == BLOCK_SIZE ? &a->spare : &a->spare_big;
+        b->used = 0;
+        b->next = *list;
+        *list = b;
         b = next;
     }
-    free(a);
+    a->head = NULL;
+}
+
+/* A kept block of `size` bytes or more (the smallest that fits), taken off
+ * its list, or a new one. */
+static struct block *block_get(struct ts_arena *a, size_t size)
+{
+    if (size == BLOCK_SIZE && a->spare != NULL) {
+        struct block *b = a->spare;
+        a->spare = b->next;
+        return b;
+    }
+    struct block **best = NULL;
+    for (struct block **p = &a->spare_big; *p != NULL; p = &(*p)->next)
+        if ((*p)->size >= size && (best == NULL || (*p)->size < (*best)->size))
+            best = p;
+    if (best != NULL) {
+        struct block *b = *best;
+        *best = b->next;
+        return b;
+    }
+    struct block *nb = malloc(sizeof(*nb) + size);
+    if (nb == NULL)
+        return NULL;
+    nb->used = 0;
+    nb->size = size;
+    return nb;
 }
 
 void *ts_arena_alloc(struct ts_arena *a, size_t n)
@@ -48,11 +105,9 @@ void *ts_arena_alloc(struct ts_arena *a, size_t n)
     struct block *b = a->head;
     if (b == NULL || b->size - b->used < n) {
         size_t size = n > BLOCK_SIZE / 2 ? n : BLOCK_SIZE;
-        struct block *nb = malloc(sizeof(*nb) + size);
+        struct block *nb = block_get(a, size);
         if (nb == NULL)
             return NULL;
-        nb->used = 0;
-        nb->size = size;
         if (n > BLOCK_SIZE / 2 && b != NULL) {
             /* keep the current block in front: it still has room */
             nb->next = b->next;

@@ -242,7 +242,9 @@ struct ts_sched_result {
  * that is malformed (a bad index, a negative quota, ...), naming the entry. */
 enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sched_result **out,
                             struct ts_error *err);
-void ts_sched_result_free(struct ts_sched_result *r); /* NULL is a no-op */
+/* NULL is a no-op. The result's memory is kept, emptied, for the next
+ * ts_sched_decide (one arena at a time, for any thread). */
+void ts_sched_result_free(struct ts_sched_result *r);
 
 /* Check a snapshot without deciding: indexes in range, amounts sane. */
 enum ts_err ts_sched_snapshot_validate(const struct ts_sched_snapshot *snap, struct ts_error *err);

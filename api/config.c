@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "api/units.h"
+#include "api/version.h"
 
 #define FILE_MAX (1 << 20) /* bytes of a config file */
 #define NAME_MAX_LEN 64    /* bytes of an option name */
@@ -463,6 +464,7 @@ struct cmdline {
     size_t nflags;
     const char *config; /* --config FILE, borrowed */
     bool help;
+    bool version;
     int rest; /* index of the first positional argument */
     bool failed;
     struct ts_error error;
@@ -499,6 +501,10 @@ static void scan_args(const struct ts_option *table, size_t n, int argc, char **
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             c->help = true;
+            continue;
+        }
+        if (strcmp(a, "--version") == 0) {
+            c->version = true;
             continue;
         }
         if (a[1] != '-') {
@@ -560,6 +566,13 @@ enum ts_config_result ts_config_load(const struct ts_option *table, size_t n, vo
     if (c.help) {
         free(c.flags);
         ts_config_usage(table, n, usage, stdout);
+        return TS_CONFIG_HELP;
+    }
+    if (c.version) {
+        free(c.flags);
+        const char *prog = argc > 0 && argv[0] != NULL ? strrchr(argv[0], '/') : NULL;
+        prog = prog != NULL ? prog + 1 : argc > 0 && argv[0] != NULL ? argv[0] : "tessera";
+        printf("%s %s (agent protocol %s)\n", prog, TS_VERSION, TS_PROTOCOL_STR);
         return TS_CONFIG_HELP;
     }
     if (!c.failed && c.rest < argc && rest_argc == NULL)
@@ -671,4 +684,5 @@ void ts_config_usage(const struct ts_option *table, size_t n, const char *usage,
     }
     usage_line(f, "config", "FILE", "read `name = value` lines from FILE", "(env TESSERA_CONFIG)");
     usage_line(f, "help", NULL, "print this help and exit", "");
+    usage_line(f, "version", NULL, "print the release and the agent protocol and exit", "");
 }

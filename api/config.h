@@ -60,7 +60,7 @@ struct ts_option {
 
 enum ts_config_result {
     TS_CONFIG_OK,    /* cfg filled; positional args in *rest */
-    TS_CONFIG_HELP,  /* --help was given: usage printed to stdout */
+    TS_CONFIG_HELP,  /* --help or --version was given: printed to stdout */
     TS_CONFIG_ERROR, /* err filled; nothing to run */
 };
 

@@ -34,6 +34,7 @@
 
 #include "api/arena.h"
 #include "api/err.h"
+#include "api/version.h"
 
 #define TS_NAME_MAX 63 /* names match [a-z0-9][a-z0-9-]{0,62} */
 
@@ -366,7 +367,9 @@ struct ts_node_reg {
     int64_t swap_bytes;
     int64_t gpu_reserve_bytes;
     const char *agent_version; /* or NULL */
-    const char *collision;     /* "wait" (default), "priority" or "swap"; static */
+    /* protocol_version "MAJOR.MINOR" (api/version.h); 1.0 when not sent */
+    struct ts_protocol protocol;
+    const char *collision; /* "wait" (default), "priority" or "swap"; static */
     struct ts_gpu gpus[TS_NODE_GPUS_MAX];
     size_t ngpus;
 };

@@ -10,8 +10,8 @@
 #include "api/wire_dec.h"
 
 static const char *const reg_fields[] = {
-    "labels",        "cpu",  "memory_bytes", "swap_bytes", "gpu_reserve_bytes",
-    "agent_version", "gpus", "collision",    NULL};
+    "labels",           "cpu",  "memory_bytes", "swap_bytes", "gpu_reserve_bytes", "agent_version",
+    "protocol_version", "gpus", "collision",    NULL};
 static const char *const reg_readonly[] = {"id",
                                            "name",
                                            "state",
@@ -118,7 +118,7 @@ enum ts_err ts_wire_node_reg_decode(const json_t *in, struct ts_arena *a, struct
     memset(out, 0, sizeof(*out));
     out->labels = "{}";
     json_t *gpus = NULL;
-    const char *version = NULL;
+    const char *version = NULL, *protocol = NULL;
     enum ts_err e = ts_wire_dec_object(in, "", "node", reg_fields, reg_readonly, err);
     if (e == TS_OK)
         e = ts_wire_dec_string_map(in, "labels", TS_NODE_LABELS_MAX, false, a, &out->labels, err);
@@ -135,11 +135,19 @@ enum ts_err ts_wire_node_reg_decode(const json_t *in, struct ts_arena *a, struct
     if (e == TS_OK)
         e = ts_wire_dec_string(in, "", "agent_version", false, &version, err);
     if (e == TS_OK)
+        e = ts_wire_dec_string(in, "", "protocol_version", false, &protocol, err);
+    if (e == TS_OK)
         e = array_member(in, "gpus", true, TS_NODE_GPUS_MAX, &gpus, err);
     if (e == TS_OK)
         e = decode_collision(in, &out->collision, err);
     if (e != TS_OK)
         return e;
+    if (!ts_protocol_parse(protocol != NULL ? protocol : TS_PROTOCOL_NONE_STR, &out->protocol)) {
+        char q[64];
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, "protocol_version",
+                              "protocol_version must be MAJOR.MINOR: %s",
+                              ts_wire_dec_quote(protocol, q, sizeof(q)));
+    }
     if (version != NULL && (out->agent_version = ts_arena_strdup(a, version)) == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     out->ngpus = json_array_size(gpus);

@@ -615,7 +615,7 @@ int ts_agent_run(struct ts_agent *a)
     ts_log_info("agent running node=%s data_dir=%s gpus=%s jobs_adopted=%d", a->cfg.node,
                 a->cfg.data_dir, a->gpus->ops->name, a->jobs != NULL);
     loop(a, sigfd);
-    status = 0;
+    status = atomic_load(&a->failed) ? 1 : 0;
 out:
     atomic_store(&a->stop, true);
     ts_broker_join(a);

@@ -88,6 +88,7 @@ struct ts_agent {
     bool gpu_sampled[TS_GPUS_MAX];
 
     atomic_bool stop;
+    atomic_bool failed; /* stopped for an error: the server refused the agent */
     atomic_bool registered;
     bool file_mode; /* --desired-file: no server */
     pthread_t poll_thread, ship_thread;

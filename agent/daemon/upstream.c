@@ -33,6 +33,7 @@
 #include "agent/daemon/logship.h"
 #include "api/log.h"
 #include "api/sdnotify.h"
+#include "api/version.h"
 
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
@@ -113,6 +114,14 @@ static json_t *labels_json(const char *spec)
     return o;
 }
 
+/* The protocol the agent speaks (api/version.h). TS_TEST_AGENT_PROTOCOL
+ * makes it claim another, for the tests of the server's refusal only. */
+static const char *protocol_claimed(void)
+{
+    const char *t = getenv("TS_TEST_AGENT_PROTOCOL");
+    return t != NULL && t[0] != '\0' ? t : TS_PROTOCOL_STR;
+}
+
 json_t *ts_upstream_registration(struct ts_agent *a)
 {
     json_t *gpus = json_array();
@@ -124,12 +133,12 @@ json_t *ts_upstream_registration(struct ts_agent *a)
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     return json_pack(
-        "{s:o, s:I, s:I, s:I, s:I, s:s, s:s, s:o}", "labels", labels_json(a->cfg.labels), "cpu",
-        (json_int_t)(a->cfg.cpu > 0 ? a->cfg.cpu : cpus), "memory_bytes",
+        "{s:o, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:o}", "labels", labels_json(a->cfg.labels),
+        "cpu", (json_int_t)(a->cfg.cpu > 0 ? a->cfg.cpu : cpus), "memory_bytes",
         (json_int_t)(a->cfg.memory > 0 ? a->cfg.memory : mem_total()), "swap_bytes",
         (json_int_t)a->ledgers.swap_bytes, "gpu_reserve_bytes", (json_int_t)a->cfg.gpu_reserve,
         "collision", ts_ledgers_collision_name(a->ledgers.collision), "agent_version", TS_VERSION,
-        "gpus", gpus);
+        "protocol_version", protocol_claimed(), "gpus", gpus);
 }
 
 /* ---- reports ------------------------------------------------------------- */
@@ -280,6 +289,12 @@ static void notify_status(const char *fmt, ...)
     ts_sdnotify(state);
 }
 
+static bool problem_is(const json_t *resp, const char *code)
+{
+    const char *c = json_string_value(json_object_get(resp, "code"));
+    return c != NULL && strcmp(c, code) == 0;
+}
+
 static bool do_register(struct ts_agent *a, struct ts_conn *c)
 {
     char path[512];
@@ -294,6 +309,15 @@ static bool do_register(struct ts_agent *a, struct ts_conn *c)
     } else if (ts_conn_json(c, "PUT", path, body, 60, &status, &resp, &err) != TS_OK) {
         ts_log_warn("could not register: %s", err.message);
         notify_status("STATUS=could not register: %s", err.message);
+    } else if (status == 409 && problem_is(resp, "incompatible_protocol")) {
+        /* retrying cannot help: say why and stop, for the service manager */
+        const char *hint = json_string_value(json_object_get(resp, "hint"));
+        ts_log_error("registration refused: %s%s%s", ts_conn_problem(resp), hint ? "; " : "",
+                     hint ? hint : "");
+        notify_status("STATUS=registration refused: %s", ts_conn_problem(resp));
+        atomic_store(&a->failed, true);
+        atomic_store(&a->stop, true);
+        ts_agent_wake(a);
     } else if (status != 200) {
         ts_log_warn("registration refused: status=%ld %s", status, ts_conn_problem(resp));
         notify_status("STATUS=registration refused: status=%ld %s", status, ts_conn_problem(resp));

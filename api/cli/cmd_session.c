@@ -10,6 +10,7 @@
 #include "api/cli/cli.h"
 #include "api/cli/out.h"
 #include "api/cli/req.h"
+#include "api/version.h"
 
 /* A token as it may be shown: its first 8 characters. */
 static char *mask(const char *token, char *buf, size_t len)
@@ -243,6 +244,44 @@ static int cmd_whoami(struct ts_cli *cli, const struct ts_args *a)
     return TS_EXIT_OK;
 }
 
+/* The client's release, then the server's (GET /api/v1/version): its
+ * release, the agent protocols it accepts and its schema. The client line
+ * comes first, so a server that does not answer still leaves it. */
+static int cmd_version(struct ts_cli *cli, const struct ts_args *a)
+{
+    int fmt = ts_cli_format(cli, a);
+    if (fmt < 0)
+        return TS_EXIT_USAGE;
+    if (fmt != TS_OUT_JSON) {
+        printf("client:   tessera %s (agent protocol %s)\n", TS_VERSION, TS_PROTOCOL_STR);
+        fflush(stdout);
+    }
+    struct ts_response r;
+    int rc = ts_req(cli, "GET", "/api/v1/version", NULL, NULL, 0, &r);
+    if (rc != TS_EXIT_OK)
+        return rc;
+    if (fmt == TS_OUT_JSON) {
+        json_t *o = json_pack("{s:{s:s,s:s},s:O}", "client", "version", TS_VERSION,
+                              "protocol_version", TS_PROTOCOL_STR, "server", r.json);
+        ts_out_json(o);
+        json_decref(o);
+        ts_response_free(&r);
+        return TS_EXIT_OK;
+    }
+    char v[64], p[16], o[16], sv[16];
+    printf("server:   tessera-server %s at %s\n", ts_out_member(r.json, "version", v, sizeof(v)),
+           cli->conf.server);
+    if (json_object_get(r.json, "protocol_version") != NULL)
+        printf("protocol: %s (accepts agents %s to %s)\n",
+               ts_out_member(r.json, "protocol_version", p, sizeof(p)),
+               ts_out_member(r.json, "oldest_agent_protocol", o, sizeof(o)), p);
+    else /* a server before the exchange: agents of protocol 1.0 */
+        printf("protocol: %s (a server before the protocol exchange)\n", TS_PROTOCOL_NONE_STR);
+    printf("schema:   %s\n", ts_out_member(r.json, "schema_version", sv, sizeof(sv)));
+    ts_response_free(&r);
+    return TS_EXIT_OK;
+}
+
 static const struct ts_opt output_opts[] = {TS_OPT_OUTPUT, TS_OPT_END};
 
 const struct ts_cmd ts_cmds_session[] = {
@@ -261,5 +300,9 @@ const struct ts_cmd ts_cmds_session[] = {
      2, 2, false, true, cmd_config_set},
     {"whoami", "[-o table|json]", "show the server, the token's role and projects", NULL,
      output_opts, 0, 0, false, false, cmd_whoami},
+    {"version", "[-o table|json]", "show the client's and the server's release and protocol",
+     "The server's version is public: no token is needed. 'tessera --version' shows the\n"
+     "client's alone, without asking the server.",
+     output_opts, 0, 0, false, false, cmd_version},
 };
 const size_t ts_cmds_session_count = sizeof(ts_cmds_session) / sizeof(ts_cmds_session[0]);

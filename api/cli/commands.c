@@ -12,6 +12,7 @@
 #include "api/cli/table.h"
 #include "api/client/client.h"
 #include "api/tlsfiles.h"
+#include "api/version.h"
 
 /* Options every command knows (besides -h, --help). */
 static const struct ts_opt global_opts[] = {
@@ -286,8 +287,8 @@ int ts_cli_main(int argc, char **argv)
         print_top_help(stdout);
         return TS_EXIT_OK;
     }
-    if (strcmp(w1, "--version") == 0 || strcmp(w1, "version") == 0) {
-        printf("tessera %s\n", TS_VERSION);
+    if (strcmp(w1, "--version") == 0) { /* the client only; `tessera version` asks the server */
+        printf("tessera %s (agent protocol %s)\n", TS_VERSION, TS_PROTOCOL_STR);
         return TS_EXIT_OK;
     }
     const struct ts_cmd *c = NULL;

@@ -38,6 +38,29 @@ static enum ts_err reply_node(struct ts_request *r, const struct ts_node *n, str
     return TS_OK;
 }
 
+/* An agent whose protocol this server does not speak is refused before
+ * anything is written (api/version.h has the rule). */
+static enum ts_err check_protocol(const char *name, struct ts_protocol agent, struct ts_error *err)
+{
+    struct ts_protocol self = {TS_PROTOCOL_MAJOR, TS_PROTOCOL_MINOR};
+    if (ts_protocol_accepts(self, agent))
+        return TS_OK;
+    struct ts_protocol oldest = ts_protocol_oldest(self);
+    ts_log_warn("node refused name=%s protocol=%d.%d accepted=%d.%d-%d.%d", name, agent.major,
+                agent.minor, oldest.major, oldest.minor, self.major, self.minor);
+    ts_error_field(err, TS_ERR_INCOMPATIBLE_PROTOCOL, "protocol_version",
+                   "agent protocol %d.%d is not supported by this server (tessera-server %s), "
+                   "which accepts %d.%d to %d.%d",
+                   agent.major, agent.minor, TS_VERSION, oldest.major, oldest.minor, self.major,
+                   self.minor);
+    ts_error_hint(err, "%s",
+                  agent.major > self.major ||
+                          (agent.major == self.major && agent.minor > self.minor)
+                      ? "upgrade the server before its agents"
+                      : "upgrade this node's tessera-agent to the server's release");
+    return err->code;
+}
+
 TS_HANDLER(ts_h_node_register)
 {
     const char *name;
@@ -56,6 +79,8 @@ TS_HANDLER(ts_h_node_register)
     e = ts_wire_node_reg_decode(body, r->arena, reg, err);
     json_decref(body);
     if (e != TS_OK)
+        return e;
+    if ((e = check_protocol(name, reg->protocol, err)) != TS_OK)
         return e;
     struct ts_dbconn *conn = ts_ctx_db(ctx, err);
     if (conn == NULL)

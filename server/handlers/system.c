@@ -14,6 +14,7 @@
 #include "server/schedloop.h"
 #include "server/store/migrate.h"
 #include "server/store/store.h"
+#include "api/version.h"
 
 extern const struct ts_embedded_file ts_assets_files[];
 extern const size_t ts_assets_count;
@@ -42,9 +43,14 @@ TS_HANDLER(ts_h_readyz)
 
 TS_HANDLER(ts_h_version)
 {
+    struct ts_protocol o =
+        ts_protocol_oldest((struct ts_protocol){TS_PROTOCOL_MAJOR, TS_PROTOCOL_MINOR});
+    char oldest[16];
+    snprintf(oldest, sizeof(oldest), "%d.%d", o.major, o.minor);
     ts_http_reply_json(r, 200,
-                       json_pack("{s:s,s:s,s:i}", "version", TS_VERSION, "api", "v1",
-                                 "schema_version", ts_migrate_latest()));
+                       json_pack("{s:s,s:s,s:i,s:s,s:s}", "version", TS_VERSION, "api", "v1",
+                                 "schema_version", ts_migrate_latest(), "protocol_version",
+                                 TS_PROTOCOL_STR, "oldest_agent_protocol", oldest));
     return TS_OK;
 }
 
@@ -193,8 +199,8 @@ TS_HANDLER(ts_h_metrics)
                   "answered 503).\n"
                   "# TYPE tessera_db_pool_timeouts_total counter\n"
                   "tessera_db_pool_timeouts_total %llu\n",
-                  ps.size, ps.in_use, (unsigned long long)ps.acquires,
-                  (unsigned long long)ps.waits, ps.wait_seconds, (unsigned long long)ps.timeouts);
+                  ps.size, ps.in_use, (unsigned long long)ps.acquires, (unsigned long long)ps.waits,
+                  ps.wait_seconds, (unsigned long long)ps.timeouts);
     ts_buf_printf(&b,
                   "# HELP tessera_report_age_max_seconds Time since the stalest report among "
                   "nodes that are not lost (ready or drained): the reports' lag.\n"

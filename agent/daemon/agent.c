@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent/daemon/broker.h"
+#include "agent/daemon/driver.h"
 #include "agent/daemon/files.h"
 #include "agent/daemon/proc.h"
 #include "api/log.h"
@@ -142,6 +143,24 @@ static void find_shim_lib(struct ts_agent *a)
         snprintf(a->shim_lib, sizeof(a->shim_lib), "%s", a->cfg.shim_lib);
     else
         beside_exe("libtessera-cuda.so", "libtessera-cuda.so", a->shim_lib, sizeof(a->shim_lib));
+}
+
+/* Jobs on GPUs need a CUDA driver the shim can use: refuse to start
+ * without one rather than fail every job (driver.h). */
+static int check_driver(struct ts_agent *a)
+{
+    if (strcmp(a->gpus->ops->name, "none") == 0)
+        return 0;
+    struct ts_driver d;
+    struct ts_error err = {0};
+    if (ts_driver_check(a->gpus, &d, &err) != TS_OK) {
+        ts_log_error("%s%s%s", err.message, err.hint[0] ? "; " : "", err.hint);
+        return -1;
+    }
+    ts_log_info("cuda driver path=%s cuda=%d.%d driver=%s", d.path, d.cuda_version / 1000,
+                d.cuda_version % 1000 / 10,
+                a->gpus->driver_version[0] ? a->gpus->driver_version : "unknown");
+    return 0;
 }
 
 static int take_lock(struct ts_agent *a)
@@ -535,6 +554,8 @@ int ts_agent_run(struct ts_agent *a)
         ts_log_error("%s%s%s", err.message, err.hint[0] ? "; " : "", err.hint);
         goto out;
     }
+    if (check_driver(a) != 0)
+        goto out;
     for (unsigned i = 0; i < a->gpus->count; i++) {
         if ((uint64_t)a->cfg.gpu_reserve >= a->gpus->info[i].memory_bytes) {
             ts_log_error("--gpu-reserve must be below the memory of every GPU: %lld >= %llu "

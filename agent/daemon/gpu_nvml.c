@@ -38,6 +38,7 @@ struct nvml {
     __typeof__(nvmlDeviceGetMemoryInfo) *memory;
     __typeof__(nvmlDeviceGetUtilizationRates) *util;
     __typeof__(nvmlDeviceGetComputeRunningProcesses_v3) *procs; /* v3 or v2 (same layout) */
+    __typeof__(nvmlSystemGetDriverVersion) *driver_version;     /* or NULL */
     proc_util_fn proc_util;                                     /* or NULL */
     nvmlDevice_t dev[TS_GPUS_MAX];
     unsigned long long last_seen[TS_GPUS_MAX]; /* proc_util time stamps */
@@ -169,6 +170,7 @@ enum ts_err ts_gpu_nvml_open(struct ts_gpus *g, const char *lib_path, struct ts_
     if (n->procs == NULL)
         LOOK(procs, "nvmlDeviceGetComputeRunningProcesses_v2", false);
     LOOK(proc_util, "nvmlDeviceGetProcessUtilization", false);
+    LOOK(driver_version, "nvmlSystemGetDriverVersion", false);
 
     nvmlReturn_t rc = n->init();
     if (rc != NVML_SUCCESS) {
@@ -197,6 +199,9 @@ enum ts_err ts_gpu_nvml_open(struct ts_gpus *g, const char *lib_path, struct ts_
         }
         gi->memory_bytes = m.total;
     }
+    if (n->driver_version == NULL ||
+        n->driver_version(g->driver_version, sizeof(g->driver_version)) != NVML_SUCCESS)
+        g->driver_version[0] = '\0';
     g->ops = &nvml_ops;
     g->impl = n;
     g->count = count;

@@ -166,6 +166,7 @@ enum ts_err ts_gpu_sim_open(struct ts_gpus *g, const char *spec, const char *dat
     g->impl = s;
     g->count = s->nvml.count;
     memcpy(g->info, s->nvml.info, sizeof(g->info));
+    memcpy(g->driver_version, s->nvml.driver_version, sizeof(g->driver_version));
     snprintf(g->simgpu_dir, sizeof(g->simgpu_dir), "%s", dir);
     snprintf(g->lib_dir, sizeof(g->lib_dir), "%s", lib_dir);
     return TS_OK;

@@ -63,6 +63,7 @@ struct ts_gpus {
     /* sim only ("" otherwise): what a job needs to find the simulated GPUs */
     char simgpu_dir[PATH_MAX]; /* TESSERA_SIMGPU_DIR */
     char lib_dir[PATH_MAX];    /* holds simgpu's libcuda.so.1 and libnvidia-ml.so.1 */
+    char driver_version[80];   /* NVML's nvmlSystemGetDriverVersion, or "" */
 };
 
 /*

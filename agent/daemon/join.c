@@ -9,6 +9,13 @@
  * the config file, keeping everything else in it. Starts nothing: the
  * service (tessera-agent.service) registers the node when started.
  * TOKEN "-" reads it from standard input, where ps cannot show it.
+ *
+ * An https server's certificate fingerprint (SHA-256) is printed before the
+ * token is sent. --server-fingerprint FP pins it: the certificate is fetched
+ * without checking it, refused unless its fingerprint is FP (nothing
+ * written, no token sent), and, when the config file names no ca, saved as
+ * server.pem beside it and set as ca, so the agent trusts that certificate
+ * and no other.
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -25,11 +32,15 @@
 #include <curl/curl.h>
 
 #include "agent/daemon/agent.h"
+#include "agent/daemon/certpin.h"
 #include "agent/daemon/conn.h"
 #include "agent/daemon/files.h"
 #include "api/units.h"
 
 #define JOIN_CONF_MAX (256 * 1024)
+#define JOIN_USAGE                                                                                 \
+    "usage: tessera-agent --join URL TOKEN|- [--node NAME] [--config FILE] "                       \
+    "[--server-fingerprint SHA256]"
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...)
@@ -179,17 +190,51 @@ static int read_token(const char *arg, char *out, size_t len)
     return 0;
 }
 
+/* An https server's certificate: its fingerprint printed; with pin, fetched
+ * unchecked and refused unless the fingerprint is pin, and when tls names
+ * no ca, *ca_out set to where join saves it (beside config). *pem is new.
+ * 0 or -1 (said). */
+static int server_certificate(const char *url, const struct ts_conn_tls *tls, const char *pin,
+                              const char *config, char **pem, char ca_out[PATH_MAX])
+{
+    char fp[TS_CERTPIN_LEN], dir[PATH_MAX];
+    struct ts_error err = {0};
+    if (ts_certpin_fetch(url, tls, pin == NULL, pem, fp, &err) != TS_OK) {
+        fail("%s%s", err.message,
+             pin == NULL ? "; if the certificate is one you expect, give its CA as ca in the "
+                           "config file or pin it with --server-fingerprint"
+                         : "");
+        return -1;
+    }
+    printf("server certificate SHA-256 fingerprint: %s\n", fp);
+    if (pin == NULL)
+        return 0;
+    if (!ts_certpin_matches(pin, fp)) {
+        fail("the server's certificate is not the one pinned: its SHA-256 fingerprint is %s, "
+             "--server-fingerprint gave %.128s; nothing was written and no token sent",
+             fp, pin);
+        return -1;
+    }
+    if (tls->ca == NULL) {
+        snprintf(dir, sizeof(dir), "%s", config);
+        if (snprintf(ca_out, PATH_MAX, "%s/server.pem", dirname(dir)) >= PATH_MAX)
+            return fail("the config file's path is too long");
+    }
+    fflush(stdout);
+    return 0;
+}
+
 int ts_agent_join(int argc, char **argv)
 {
-    const char *url = NULL, *token_arg = NULL, *node = NULL, *config = NULL;
+    const char *url = NULL, *token_arg = NULL, *node = NULL, *config = NULL, *pin = NULL;
     for (int i = 2; i < argc; i++) {
         if ((strcmp(argv[i], "--node") == 0 || strcmp(argv[i], "--config") == 0) && i + 1 < argc) {
             *(argv[i][2] == 'n' ? &node : &config) = argv[i + 1];
             i++;
+        } else if (strcmp(argv[i], "--server-fingerprint") == 0 && i + 1 < argc) {
+            pin = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1] == '-') {
-            return fail("unknown option %.64s; usage: tessera-agent --join URL TOKEN|- "
-                        "[--node NAME] [--config FILE]",
-                        argv[i]);
+            return fail("unknown option %.64s; " JOIN_USAGE, argv[i]);
         } else if (url == NULL) {
             url = argv[i];
         } else if (token_arg == NULL) {
@@ -199,7 +244,10 @@ int ts_agent_join(int argc, char **argv)
         }
     }
     if (url == NULL || token_arg == NULL)
-        return fail("usage: tessera-agent --join URL TOKEN|- [--node NAME] [--config FILE]");
+        return fail(JOIN_USAGE);
+    bool https = strncmp(url, "https://", 8) == 0;
+    if (pin != NULL && !https)
+        return fail("--server-fingerprint needs an https:// server: %.128s", url);
     if (config == NULL)
         config =
             getenv("TESSERA_CONFIG") != NULL ? getenv("TESSERA_CONFIG") : "/etc/tessera/agent.conf";
@@ -226,7 +274,8 @@ int ts_agent_join(int argc, char **argv)
     int rc = 1;
     struct ts_conn *c = NULL;
     json_t *who = NULL;
-    char *with_server = NULL, *with_node = NULL, *with_token = NULL;
+    char *with_server = NULL, *with_node = NULL, *with_token = NULL, *with_ca = NULL, *pem = NULL;
+    char pinned_ca[PATH_MAX] = "", pinned_tmp[PATH_MAX + 16] = "";
     char line[600];
     snprintf(line, sizeof(line), "%s\n", token);
     int w = ts_files_write_atomic(tmp, line, strlen(line), 0600);
@@ -243,10 +292,22 @@ int ts_agent_join(int argc, char **argv)
     conf_get(text, "ca", ca, sizeof(ca));
     conf_get(text, "cert", cert, sizeof(cert));
     conf_get(text, "key", key, sizeof(key));
-    const struct ts_conn_tls tls = {ca[0] ? ca : NULL, cert[0] ? cert : NULL, key[0] ? key : NULL};
-    c = ts_conn_new(url, tmp, &tls, &never);
+    struct ts_conn_tls tls = {ca[0] ? ca : NULL, cert[0] ? cert : NULL, key[0] ? key : NULL};
     long status = 0;
     struct ts_error err = {0};
+    if (https && server_certificate(url, &tls, pin, config, &pem, pinned_ca) != 0)
+        goto out;
+    if (pinned_ca[0] != '\0') { /* the pinned certificate checks every request of --join too */
+        snprintf(pinned_tmp, sizeof(pinned_tmp), "%s.join", pinned_ca);
+        int pw = ts_files_write_atomic(pinned_tmp, pem, strlen(pem), 0644);
+        if (pw != 0) {
+            fail("could not write %s: %s", pinned_tmp, strerror(-pw));
+            pinned_tmp[0] = '\0';
+            goto out;
+        }
+        tls.ca = pinned_tmp;
+    }
+    c = ts_conn_new(url, tmp, &tls, &never);
     if (c == NULL) {
         fail("out of memory");
         goto out;
@@ -277,7 +338,8 @@ int ts_agent_join(int argc, char **argv)
     with_server = conf_set(text, "server", url);
     with_node = with_server != NULL ? conf_set(with_server, "node", name) : NULL;
     with_token = with_node != NULL ? conf_set(with_node, "token-file", token_file) : NULL;
-    if (with_token == NULL) {
+    with_ca = with_token != NULL && pinned_ca[0] ? conf_set(with_token, "ca", pinned_ca) : NULL;
+    if (with_token == NULL || (pinned_ca[0] && with_ca == NULL)) {
         fail("out of memory");
         goto out;
     }
@@ -285,7 +347,12 @@ int ts_agent_join(int argc, char **argv)
         fail("could not write %s: %s", token_file, strerror(errno));
         goto out;
     }
-    w = ts_files_write_atomic(config, with_token, strlen(with_token), conf_mode);
+    const char *final = with_ca != NULL ? with_ca : with_token;
+    if (pinned_ca[0] && rename(pinned_tmp, pinned_ca) != 0) {
+        fail("could not write %s: %s", pinned_ca, strerror(errno));
+        goto out;
+    }
+    w = ts_files_write_atomic(config, final, strlen(final), conf_mode);
     if (w != 0) {
         fail("could not write %s: %s", config, strerror(-w));
         goto out;
@@ -297,11 +364,15 @@ int ts_agent_join(int argc, char **argv)
     rc = 0;
 out:
     unlink(tmp);
+    if (pinned_tmp[0] != '\0')
+        unlink(pinned_tmp);
     ts_conn_free(c);
     json_decref(who);
     free(with_server);
     free(with_node);
     free(with_token);
+    free(with_ca);
+    free(pem);
     free(text);
     return rc;
 }

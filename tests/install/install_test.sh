@@ -219,7 +219,7 @@ else
     check "tessera-server depends on $lib" has "$(field tessera-server Depends)" "$lib"
   done
   check "tessera-server recommends postgresql-15" has "$(field tessera-server Recommends)" postgresql-15
-  for lib in libcurl4 libjansson4 passwd; do
+  for lib in libcurl4 libjansson4 libssl3 passwd; do
     check "tessera-agent depends on $lib" has "$(field tessera-agent Depends)" "$lib"
   done
   for lib in libcurl4 libjansson4; do

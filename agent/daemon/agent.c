@@ -29,6 +29,7 @@
 #include "agent/daemon/broker.h"
 #include "agent/daemon/driver.h"
 #include "agent/daemon/files.h"
+#include "agent/daemon/nodesched.h"
 #include "agent/daemon/proc.h"
 #include "api/log.h"
 #include "api/sdnotify.h"
@@ -594,6 +595,9 @@ int ts_agent_run(struct ts_agent *a)
                 a->cfg.collision, (long long)a->cfg.collision_wait,
                 (unsigned long long)a->ledgers.swap_bytes,
                 a->ledgers.swap_path[0] ? a->ledgers.swap_path : "none", a->shim_lib);
+    a->spread = ts_nodesched_spreads(a->cfg.node_scheduler, a->ledgers.swap_bytes);
+    ts_log_info("node scheduler mode=%s spread=%s", a->cfg.node_scheduler,
+                a->spread ? "yes" : "no");
     a->ctx = (struct ts_ajob_ctx){.data_dir = a->cfg.data_dir,
                                   .node = a->cfg.node,
                                   .gpus = a->gpus,

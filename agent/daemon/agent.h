@@ -52,9 +52,10 @@ struct ts_agent_config {
     int64_t priority_idle;   /* seconds; 0: never */
     int64_t collision_grace; /* seconds */
     char *shim_lib;
-    char *sandbox;    /* on|off */
-    char *job_user;   /* the Unix user jobs run as */
-    int64_t job_pids; /* pids.max of a job's cgroup */
+    char *sandbox;        /* on|off */
+    char *job_user;       /* the Unix user jobs run as */
+    int64_t job_pids;     /* pids.max of a job's cgroup */
+    char *node_scheduler; /* auto|off|spread (nodesched.h) */
 };
 
 extern const struct ts_option ts_agent_options[];
@@ -91,6 +92,7 @@ struct ts_agent {
     atomic_bool failed; /* stopped for an error: the server refused the agent */
     atomic_bool registered;
     bool file_mode; /* --desired-file: no server */
+    bool spread;    /* the node-level scheduler spreads fractional jobs */
     pthread_t poll_thread, ship_thread;
     bool threads;
 };

@@ -88,6 +88,11 @@ const struct ts_option ts_agent_options[] = {
      "run each job in its sandbox (its user, namespaces, cgroup, the interposer as the driver); "
      "off: as the agent's user in its namespaces, for development",
      0, 0, "on|off", 0},
+    {"node-scheduler", TS_OPT_ENUM, OPT(node_scheduler), "off", "auto|off|spread",
+     "spread: start each fractional job on the GPU where it has most room to burst (the "
+     "server's assignment stays logical); auto: spread where the node swaps (--swap-reserve); "
+     "off until re-packing lands (issue 17)",
+     0, 0, "auto|off|spread", 0},
     {"job-user", TS_OPT_STRING, OPT(job_user), "nobody", "USER",
      "the Unix user sandboxed jobs run as", 0, 0, NULL, 0},
     {"job-pids", TS_OPT_INT, OPT(job_pids), "4096", "N",

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "agent/daemon/agent.h"
+#include "agent/daemon/nodesched.h"
 #include "api/log.h"
 
 /* The desired job (id, attempt) in jobs, or NULL. */
@@ -67,7 +68,16 @@ static void start(struct ts_agent *a, const json_t *d, int64_t id, int attempt)
         return;
     }
     struct ts_error err = {0};
-    j = ts_ajob_start(&a->ctx, d, &err);
+    /* the node-level scheduler: a fractional job on the physical GPU where
+     * it has most room to burst (the copy names the logical one too) */
+    json_t *moved = a->spread ? ts_nodesched_place(&a->ledgers, d) : NULL;
+    if (moved != NULL)
+        ts_log_info("spread job=%lld attempt=%d logical_gpu=%d physical_gpu=%d", (long long)id,
+                    attempt, ts_nodesched_logical(moved, 0),
+                    (int)json_integer_value(json_object_get(
+                        json_array_get(json_object_get(moved, "gpus"), 0), "index")));
+    j = ts_ajob_start(&a->ctx, moved != NULL ? moved : d, &err);
+    json_decref(moved);
     if (j == NULL) {
         ts_log_error("could not start job: %s job=%lld attempt=%d", err.message, (long long)id,
                      attempt);

@@ -1,0 +1,73 @@
+/*
+ * nodesched.c - the node-level scheduler: where a fractional job starts
+ * (nodesched.h). The room on a GPU is read from its ledger: every job under
+ * the shim on this node has a slot there with its request, so the figure
+ * counts the jobs the node moved as well as those the server put there.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "agent/daemon/nodesched.h"
+
+bool ts_nodesched_spreads(const char *mode, uint64_t swap_bytes)
+{
+    if (mode == NULL || strcmp(mode, "auto") == 0)
+        return swap_bytes > 0;
+    return strcmp(mode, "spread") == 0;
+}
+
+static int64_t jint(const json_t *o, const char *key, int64_t def)
+{
+    const json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? json_integer_value(v) : def;
+}
+
+/* Usable memory of GPU at position p less the requests of its slots. */
+static int64_t room(const struct ts_ledgers *s, int p)
+{
+    struct ts_ledger *l = s->l[p];
+    uint64_t asked = 0;
+    for (int j = 0; j < TS_LEDGER_JOBS; j++)
+        if (atomic_load_explicit(&l->jobs[j].key, memory_order_acquire) != 0)
+            asked += l->jobs[j].request_bytes;
+    return (int64_t)s->usable[p] - (int64_t)asked;
+}
+
+json_t *ts_nodesched_place(const struct ts_ledgers *s, const json_t *desired)
+{
+    const json_t *gpus = json_object_get(desired, "gpus");
+    if (json_array_size(gpus) != 1)
+        return NULL;
+    const json_t *g = json_array_get(gpus, 0);
+    int64_t index = jint(g, "index", -1), req = jint(g, "memory_bytes", -1);
+    int lp = index >= 0 ? ts_ledgers_pos(s, (unsigned)index) : -1;
+    if (lp < 0 || req < 0 || (uint64_t)req >= s->usable[lp])
+        return NULL; /* a whole GPU, or not this node's: the server's GPU */
+    int best = lp;
+    int64_t best_room = room(s, lp);
+    for (unsigned p = 0; p < s->count; p++) {
+        int64_t r = room(s, (int)p);
+        if ((int)p != lp && r >= req && r > best_room) {
+            best = (int)p;
+            best_room = r;
+        }
+    }
+    if (best == lp)
+        return NULL;
+    json_t *d = json_deep_copy(desired);
+    json_t *dg = json_array_get(json_object_get(d, "gpus"), 0);
+    if (d == NULL || json_object_set_new(dg, "logical_index", json_integer(index)) != 0 ||
+        json_object_set_new(dg, "index", json_integer(s->index[best])) != 0) {
+        json_decref(d);
+        return NULL;
+    }
+    return d;
+}
+
+int ts_nodesched_logical(const json_t *spec, unsigned k)
+{
+    const json_t *g = json_array_get(json_object_get(spec, "gpus"), k);
+    if (g == NULL)
+        return -1;
+    return (int)jint(g, "logical_index", jint(g, "index", -1));
+}

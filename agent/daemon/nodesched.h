@@ -1,0 +1,37 @@
+/*
+ * nodesched.h - the node-level scheduler (issue 17, README.md "The
+ * node-level scheduler"): the server assigns logical GPUs; on a node with
+ * --node-scheduler spread the agent starts a fractional job on the physical
+ * GPU where it has the most room to burst. The job's spec.json keeps both:
+ * gpus[].index is the physical GPU (what its ledgers, CUDA_VISIBLE_DEVICES,
+ * cgroup and samples use), gpus[].logical_index the server's.
+ */
+#ifndef TS_AGENT_DAEMON_NODESCHED_H
+#define TS_AGENT_DAEMON_NODESCHED_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "agent/daemon/ledgers.h"
+
+/* Whether --node-scheduler MODE (auto|off|spread) spreads on a node whose
+ * host swap reserve is swap_bytes: auto spreads where the node swaps. */
+bool ts_nodesched_spreads(const char *mode, uint64_t swap_bytes);
+
+/*
+ * The desired job (borrowed) as it starts on this node: a copy (new) whose
+ * one GPU is the physical GPU with the most room to burst (usable memory
+ * less the requests of the jobs whose ledgers hold a slot there) among
+ * those where its request fits, the logical one first on a tie, and
+ * gpus[0].logical_index the server's index. NULL when the job stays where
+ * the server put it: not a single-GPU fractional job (its request is the
+ * whole GPU's usable memory, or it has several GPUs), or no other GPU has
+ * more room.
+ */
+json_t *ts_nodesched_place(const struct ts_ledgers *s, const json_t *desired);
+
+/* The logical index of GPU k of a spec.json (borrowed): logical_index, or
+ * index where the node did not move it. -1 when there is no such GPU. */
+int ts_nodesched_logical(const json_t *spec, unsigned k);
+
+#endif /* TS_AGENT_DAEMON_NODESCHED_H */

@@ -1,0 +1,215 @@
+/*
+ * nodesched_test.c - the node-level scheduler (issue 17) against the real
+ * tessera-agent with --desired-file on two simulated GPUs: where fractional
+ * jobs start with --node-scheduler spread, auto and off. The jobs are
+ * shim_player (the ledger protocol as the shim speaks it), so the ledger of
+ * each physical GPU shows which jobs are on it. One case per run.
+ */
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "agent/daemon/files.h"
+#include "agent/ledger/ledger.h"
+#include "tests/agent/agentharness.h"
+
+#define MiB (1ull << 20)
+
+static const char *bin_dir, *player;
+
+/* The agent on sim:2x4GiB (3.25 GiB usable per GPU) with extra options. */
+static void agent_start(const char *const *extra)
+{
+    char exe[PATH_MAX];
+    snprintf(exe, sizeof(exe), "%s/tessera-agent", bin_dir);
+    const char *argv[32] = {exe,
+                            "--node",
+                            "n1",
+                            "--data-dir",
+                            ts_ah_data,
+                            "--gpus",
+                            "sim:2x4GiB",
+                            "--desired-file",
+                            ts_ah_desired,
+                            "--report-interval",
+                            "1s",
+                            "--log-level",
+                            "debug",
+                            "--gpu-reserve",
+                            "768MiB",
+                            "--sandbox",
+                            "off",
+                            "--shim-lib",
+                            "/nonexistent/libtessera-cuda.so"};
+    size_t n = 17;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 30; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    ts_ah_agent_pid = ts_ah_spawn(argv, ts_ah_agent_log);
+}
+
+/* A notebook: logical GPU 0, request 1 GiB, limit 3 GiB, waiting for the
+ * flag file "stop". */
+static char *notebook(char *buf, size_t len, int id)
+{
+    snprintf(buf, len,
+             "{\"id\": %d, \"attempt\": 0, \"name\": \"nb%d\", \"project\": \"p\", "
+             "\"action\": \"run\", \"grace_seconds\": 2, \"gpus\": [{\"index\": 0, "
+             "\"memory_bytes\": %llu, \"memory_limit_bytes\": %llu}], \"checkpoint_dir\": \"%s\", "
+             "\"command\": [\"%s\", \"await\", \"%s/stop\"]}",
+             id, id, 1024 * MiB, 3072 * MiB, ts_ah_shared, player, ts_ah_shared);
+    return buf;
+}
+
+/* Physical GPU whose ledger holds a slot of job id, or -1. */
+static int gpu_of(long id)
+{
+    for (int g = 0; g < 2; g++) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof(path), "%s/ledger/gpu%d.ledger", ts_ah_data, g);
+        struct ts_ledger *l = ts_ledger_open(path);
+        int k = l != NULL ? ts_ledger_find_job(l, ts_ledger_key(id, 0)) : -1;
+        ts_ledger_close(l);
+        if (k >= 0)
+            return g;
+    }
+    return -1;
+}
+
+/* Start two notebooks both bound to logical GPU 0; the physical GPUs they
+ * run on. */
+static void two_notebooks(int *g1, int *g2)
+{
+    char a[1024], b[1024];
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", notebook(a, sizeof(a), 1));
+    json_t *j1 = ts_ah_wait_job(1, 0, "running", 20);
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, notebook(b, sizeof(b), 2));
+    json_t *j2 = ts_ah_wait_job(2, 0, "running", 20);
+    CHECK(j1 != NULL && j2 != NULL);
+    json_decref(j1);
+    json_decref(j2);
+    *g1 = gpu_of(1);
+    *g2 = gpu_of(2);
+}
+
+static void stop_notebooks(void)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/stop", ts_ah_shared);
+    ts_files_write_atomic(path, "", 0, 0644);
+    json_t *e1 = ts_ah_wait_job(1, 0, "exited", 20), *e2 = ts_ah_wait_job(2, 0, "exited", 20);
+    CHECK(e1 != NULL && json_integer_value(json_object_get(e1, "exit_code")) == 0);
+    CHECK(e2 != NULL && json_integer_value(json_object_get(e2, "exit_code")) == 0);
+    json_decref(e1);
+    json_decref(e2);
+}
+
+/* ---- cases ------------------------------------------------------------------ */
+
+static void spread_starts_the_second_notebook_on_the_gpu_where_it_can_burst(void)
+{
+    /* auto spreads on a node that swaps */
+    const char *opts[] = {"--swap-reserve", "64MiB", "--node-scheduler", "auto", NULL};
+    agent_start(opts);
+    int g1, g2;
+    two_notebooks(&g1, &g2);
+    CHECK(g1 == 0); /* a tie: the logical GPU */
+    CHECK(g2 == 1); /* 3.25 GiB to burst into on GPU 1, 2.25 on GPU 0 */
+    /* the job's folder keeps both: physical index, logical index */
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/jobs/2-0/spec.json", ts_ah_data);
+    json_t *spec = ts_files_read_json(path);
+    json_t *g = json_array_get(json_object_get(spec, "gpus"), 0);
+    CHECK(json_integer_value(json_object_get(g, "index")) == 1);
+    CHECK(json_integer_value(json_object_get(g, "logical_index")) == 0);
+    json_decref(spec);
+    snprintf(path, sizeof(path), "%s/jobs/2-0/launch.json", ts_ah_data);
+    char *launch = ts_files_read(path, 1 << 20, NULL);
+    CHECK(launch != NULL && strstr(launch, "\"CUDA_VISIBLE_DEVICES=1\"") != NULL);
+    free(launch);
+    stop_notebooks();
+}
+
+static void off_keeps_both_notebooks_on_the_server_s_gpu(void)
+{
+    const char *opts[] = {"--swap-reserve", "64MiB", "--node-scheduler", "off", NULL};
+    agent_start(opts);
+    int g1, g2;
+    two_notebooks(&g1, &g2);
+    CHECK(g1 == 0 && g2 == 0);
+    stop_notebooks();
+}
+
+static void the_default_does_not_spread_until_re_packing_lands(void)
+{
+    const char *opts[] = {"--swap-reserve", "64MiB", NULL};
+    agent_start(opts);
+    int g1, g2;
+    two_notebooks(&g1, &g2);
+    CHECK(g1 == 0 && g2 == 0);
+    stop_notebooks();
+}
+
+static void auto_does_not_spread_on_a_node_without_swap(void)
+{
+    const char *opts[] = {"--node-scheduler", "auto", NULL};
+    agent_start(opts);
+    int g1, g2;
+    two_notebooks(&g1, &g2);
+    CHECK(g1 == 0 && g2 == 0);
+    stop_notebooks();
+}
+
+static void a_bad_mode_is_refused_at_start(void)
+{
+    const char *opts[] = {"--node-scheduler", "pack", NULL};
+    agent_start(opts);
+    int st = ts_ah_wait_exit(ts_ah_agent_pid, 10);
+    ts_ah_agent_pid = 0;
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    char *log = ts_files_read(ts_ah_agent_log, 1 << 20, NULL);
+    CHECK(log != NULL && strstr(log, "node-scheduler") != NULL);
+    free(log);
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+#define CASE(name)                                                                                 \
+    {                                                                                              \
+#name, name                                                                                \
+    }
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} cases[] = {
+    CASE(spread_starts_the_second_notebook_on_the_gpu_where_it_can_burst),
+    CASE(off_keeps_both_notebooks_on_the_server_s_gpu),
+    CASE(the_default_does_not_spread_until_re_packing_lands),
+    CASE(auto_does_not_spread_on_a_node_without_swap),
+    CASE(a_bad_mode_is_refused_at_start),
+};
+
+int main(int argc, char **argv)
+{
+    bin_dir = getenv("TS_BIN_DIR");
+    player = getenv("TS_SHIM_PLAYER");
+    if (argc != 2 || bin_dir == NULL || player == NULL) {
+        fprintf(stderr, "usage: TS_BIN_DIR=.. TS_SHIM_PLAYER=.. nodesched_test CASE\n");
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (strcmp(argv[1], cases[i].name) != 0)
+            continue;
+        ts_ah_setup("nodesched-test");
+        cases[i].fn();
+        ts_ah_show_agent_log();
+        ts_ah_end_agent();
+        ts_ah_end_jobs(true);
+        return ts_ah_result(cases[i].name);
+    }
+    fprintf(stderr, "no such case: %s\n", argv[1]);
+    return 2;
+}

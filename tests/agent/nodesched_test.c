@@ -18,7 +18,7 @@
 
 #define MiB (1ull << 20)
 
-static const char *bin_dir, *player;
+static const char *bin_dir, *player, *probe;
 
 /* The agent on sim:2x4GiB (3.25 GiB usable per GPU) with extra options. */
 static void agent_start(const char *const *extra)
@@ -95,6 +95,17 @@ static void two_notebooks(int *g1, int *g2)
     *g2 = gpu_of(2);
 }
 
+/* End notebook 1 (the case's end stops the others with the agent's jobs). */
+static void stop_notebook_1(void)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "%s/stop", ts_ah_shared);
+    ts_files_write_atomic(path, "", 0, 0644);
+    json_t *e1 = ts_ah_wait_job(1, 0, "exited", 20);
+    CHECK(e1 != NULL && json_integer_value(json_object_get(e1, "exit_code")) == 0);
+    json_decref(e1);
+}
+
 static void stop_notebooks(void)
 {
     char path[300];
@@ -131,6 +142,65 @@ static void spread_starts_the_second_notebook_on_the_gpu_where_it_can_burst(void
     CHECK(launch != NULL && strstr(launch, "\"CUDA_VISIBLE_DEVICES=1\"") != NULL);
     free(launch);
     stop_notebooks();
+}
+
+/* The mean over four fresh reports of GPU 0's and 1's utilization and of
+ * job 2's; its memory in the last. false when four did not come. */
+static bool four_reports(double *g0, double *g1, double *job, long long *jmem)
+{
+    long long last = 0;
+    int n = 0;
+    *g0 = *g1 = *job = 0;
+    double until = ts_ah_now_s() + 15;
+    while (n < 4 && ts_ah_now_s() < until) {
+        json_t *r = ts_ah_report();
+        long long at = json_integer_value(json_object_get(r, "reported_at"));
+        json_t *rj = ts_ah_report_job(r, 2, 0);
+        json_t *a = json_array_get(json_object_get(r, "gpus"), 0);
+        json_t *b = json_array_get(json_object_get(r, "gpus"), 1);
+        if (r != NULL && at != last && rj != NULL && a != NULL && b != NULL &&
+            json_object_get(rj, "gpu_utilization") != NULL) {
+            last = at;
+            *g0 += json_number_value(json_object_get(a, "utilization")) / 4;
+            *g1 += json_number_value(json_object_get(b, "utilization")) / 4;
+            *job += json_number_value(json_object_get(rj, "gpu_utilization")) / 4;
+            *jmem = json_integer_value(json_object_get(rj, "gpu_memory_used_bytes"));
+            n++;
+        }
+        json_decref(r);
+        ts_ah_sleep_s(0.1);
+    }
+    return n == 4;
+}
+
+static void a_spread_job_s_use_is_measured_on_its_physical_gpu(void)
+{
+    const char *opts[] = {"--swap-reserve", "64MiB", "--node-scheduler", "spread", NULL};
+    agent_start(opts);
+    char a[1024];
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", notebook(a, sizeof(a), 1));
+    json_t *j1 = ts_ah_wait_job(1, 0, "running", 20);
+    /* bound to logical GPU 0 as well: 64 MiB busy 70 % of the time */
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, {\"id\": 2, \"attempt\": 0, "
+                      "\"action\": \"run\", \"gpus\": [{\"index\": 0, \"memory_bytes\": %llu, "
+                      "\"memory_limit_bytes\": %llu}], \"command\": [\"%s\", \"busy\", \"64\", "
+                      "\"0.7\", \"30\"]}]}",
+                      a, 1024 * MiB, 3072 * MiB, probe);
+    json_t *j2 = ts_ah_wait_job(2, 0, "running", 20);
+    CHECK(j1 != NULL && j2 != NULL);
+    json_decref(j1);
+    json_decref(j2);
+    CHECK(gpu_of(2) == 1);
+    ts_ah_sleep_s(2.5); /* past the first second */
+    double g0, g1, job;
+    long long jmem = 0;
+    REQUIRE(four_reports(&g0, &g1, &job, &jmem));
+    fprintf(stderr, "gpu0 %.3f gpu1 %.3f job %.3f job mem %lld\n", g0, g1, job, jmem);
+    CHECK(g0 == 0);                /* its logical GPU is idle */
+    CHECK(g1 > 0.5 && g1 < 0.9);   /* the physical one is busy */
+    CHECK(job > 0.5 && job < 0.9); /* and the job is charged for it */
+    CHECK(jmem >= (long long)(64 * MiB));
+    stop_notebook_1();
 }
 
 static void off_keeps_both_notebooks_on_the_server_s_gpu(void)
@@ -186,6 +256,7 @@ static const struct {
     void (*fn)(void);
 } cases[] = {
     CASE(spread_starts_the_second_notebook_on_the_gpu_where_it_can_burst),
+    CASE(a_spread_job_s_use_is_measured_on_its_physical_gpu),
     CASE(off_keeps_both_notebooks_on_the_server_s_gpu),
     CASE(the_default_does_not_spread_until_re_packing_lands),
     CASE(auto_does_not_spread_on_a_node_without_swap),
@@ -196,8 +267,10 @@ int main(int argc, char **argv)
 {
     bin_dir = getenv("TS_BIN_DIR");
     player = getenv("TS_SHIM_PLAYER");
-    if (argc != 2 || bin_dir == NULL || player == NULL) {
-        fprintf(stderr, "usage: TS_BIN_DIR=.. TS_SHIM_PLAYER=.. nodesched_test CASE\n");
+    probe = getenv("TS_AGENT_PROBE");
+    if (argc != 2 || bin_dir == NULL || player == NULL || probe == NULL) {
+        fprintf(stderr, "usage: TS_BIN_DIR=.. TS_SHIM_PLAYER=.. TS_AGENT_PROBE=.. nodesched_test "
+                        "CASE\n");
         return 2;
     }
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

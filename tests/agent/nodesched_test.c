@@ -6,6 +6,7 @@
  * each physical GPU shows which jobs are on it. One case per run.
  */
 #include <limits.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +204,34 @@ static void a_spread_job_s_use_is_measured_on_its_physical_gpu(void)
     stop_notebook_1();
 }
 
+static void a_restarted_agent_keeps_a_spread_job_on_its_physical_gpu(void)
+{
+    const char *opts[] = {"--swap-reserve", "64MiB", "--node-scheduler", "spread", NULL};
+    agent_start(opts);
+    int g1, g2;
+    two_notebooks(&g1, &g2);
+    CHECK(g1 == 0 && g2 == 1);
+    json_t *r = ts_ah_report();
+    long pid2 = (long)json_integer_value(json_object_get(ts_ah_report_job(r, 2, 0), "pid"));
+    json_decref(r);
+    CHECK(ts_ah_agent_stop(SIGKILL) != -1);
+    agent_start(opts);
+    /* adopted, not started again, and still charged to GPU 1 */
+    json_t *j2 = ts_ah_wait_job(2, 0, "running", 20);
+    CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "pid")) == pid2);
+    json_decref(j2);
+    CHECK(gpu_of(2) == 1 && gpu_of(1) == 0);
+    /* a third notebook for GPU 0 finds both GPUs at 2.25 GiB: its logical one */
+    char a[1024], b[1024], c[1024];
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, %s]}", notebook(a, sizeof(a), 1),
+                      notebook(b, sizeof(b), 2), notebook(c, sizeof(c), 3));
+    json_t *j3 = ts_ah_wait_job(3, 0, "running", 20);
+    CHECK(j3 != NULL);
+    json_decref(j3);
+    CHECK(gpu_of(3) == 0);
+    stop_notebook_1();
+}
+
 static void off_keeps_both_notebooks_on_the_server_s_gpu(void)
 {
     const char *opts[] = {"--swap-reserve", "64MiB", "--node-scheduler", "off", NULL};
@@ -257,6 +286,7 @@ static const struct {
 } cases[] = {
     CASE(spread_starts_the_second_notebook_on_the_gpu_where_it_can_burst),
     CASE(a_spread_job_s_use_is_measured_on_its_physical_gpu),
+    CASE(a_restarted_agent_keeps_a_spread_job_on_its_physical_gpu),
     CASE(off_keeps_both_notebooks_on_the_server_s_gpu),
     CASE(the_default_does_not_spread_until_re_packing_lands),
     CASE(auto_does_not_spread_on_a_node_without_swap),

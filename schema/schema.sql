@@ -1,11 +1,11 @@
 -- schema.sql: the whole Tessera database schema as the migrations leave it
 -- (migrations/0001_init.sql, 0002_lifecycle.sql, 0003_suspend.sql,
--- 0004_collisions.sql, 0005_quiet_wakeups.sql, 0006_token_nodes.sql and
--- 0007_pending_audit.sql, plus the schema_migration table the server creates to record them). Read it to learn the schema; never apply it to a
+-- 0004_collisions.sql, 0005_quiet_wakeups.sql, 0006_token_nodes.sql,
+-- 0007_pending_audit.sql and 0008_series_scopes.sql, plus the schema_migration table the server creates to record them). Read it to learn the schema; never apply it to a
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 7
+-- schema version: 8
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -295,8 +295,11 @@ CREATE TABLE job_log (
 
 -- Time series of allocation and utilization. One row per scope, key and
 -- bucket at one resolution (seconds); coarser resolutions are averages of
--- finer ones. scope: cluster (key ''), project (name), node (name), gpu
--- ("node/index"). capacity: GPUs there (a project: its quota).
+-- finer ones. scope: cluster (key ''), department (name, 0008), project
+-- (name), node (name), gpu ("node/index"), job (id of a running job, 0008).
+-- capacity: GPUs there (a department or project: its quota; a job: the GPUs
+-- it requested). pending_gpus: GPUs requested by pending jobs; idle_gpus:
+-- GPUs allocated to running jobs under 1 % utilization of them (0008).
 CREATE TABLE metric_point (
     resolution_s      integer NOT NULL,
     scope             text NOT NULL,
@@ -309,8 +312,11 @@ CREATE TABLE metric_point (
     running_jobs      double precision NOT NULL DEFAULT 0,
     pending_jobs      double precision NOT NULL DEFAULT 0,
     samples           integer NOT NULL DEFAULT 1,
+    pending_gpus      double precision NOT NULL DEFAULT 0,
+    idle_gpus         double precision NOT NULL DEFAULT 0,
     CONSTRAINT metric_point_pkey PRIMARY KEY (resolution_s, scope, key, at),
-    CONSTRAINT metric_point_scope_check CHECK (scope IN ('cluster', 'project', 'node', 'gpu'))
+    CONSTRAINT metric_point_scope_check
+        CHECK (scope IN ('cluster', 'department', 'project', 'node', 'gpu', 'job'))
 );
 CREATE INDEX metric_point_at_idx ON metric_point (resolution_s, at);
 

@@ -52,6 +52,7 @@ const struct ts_route ts_routes[] = {
     {"GET", V1 "/jobs/{id}/logs", ts_h_job_logs, TS_ACCESS_READ},
     {"GET", V1 "/queue", ts_h_queue, TS_ACCESS_READ},
     {"GET", V1 "/metrics/query", ts_h_metrics_query, TS_ACCESS_READ},
+    {"GET", V1 "/metrics/idle", ts_h_metrics_idle, TS_ACCESS_READ},
 
     {"GET", V1 "/nodes", ts_h_node_list, TS_ACCESS_NODE},
     {"GET", V1 "/nodes/{name}", ts_h_node_get, TS_ACCESS_NODE},

@@ -49,6 +49,7 @@ TS_HANDLER(ts_h_job_events);
 TS_HANDLER(ts_h_job_logs); /* logs.c */
 TS_HANDLER(ts_h_queue);
 TS_HANDLER(ts_h_metrics_query); /* series.c */
+TS_HANDLER(ts_h_metrics_idle);  /* series.c */
 /* nodes.c */
 TS_HANDLER(ts_h_node_list);
 TS_HANDLER(ts_h_node_get);

@@ -7,7 +7,9 @@
  * resolution is refused), without one the step is the finest resolution
  * that gives at most 1000 points. A bucket with no point is null. Members
  * and viewers limited to projects see only their projects' series with
- * by=project; the cluster, node and GPU series are everyone's.
+ * by=project, their projects' departments with by=department and their
+ * projects' jobs with by=job (a job named by key; another project's job is
+ * 403); the cluster, node and GPU series are everyone's.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -144,34 +146,167 @@ static enum ts_err allowed_projects(struct ts_ctx *c, struct ts_dbconn *conn, st
     return TS_OK;
 }
 
+/* The departments of the projects a restricted caller may see (arena), or
+ * NULL for any. */
+static enum ts_err allowed_departments(struct ts_ctx *c, struct ts_dbconn *conn, struct ts_arena *a,
+                                       const char ***names, size_t *n, struct ts_error *err)
+{
+    size_t nids;
+    const int64_t *ids = ts_auth_project_ids(c, &nids);
+    *names = NULL;
+    *n = 0;
+    if (ids == NULL)
+        return TS_OK;
+    struct ts_project *v = NULL;
+    size_t np = 0;
+    enum ts_err e = nids ? ts_store_project_list(conn, ids, nids, a, &v, &np, err) : TS_OK;
+    if (e != TS_OK)
+        return e;
+    const char **out = ts_arena_alloc(a, (np ? np : 1) * sizeof(*out));
+    if (out == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < np; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < k && !seen; j++)
+            seen = strcmp(out[j], v[i].spec.department) == 0;
+        if (!seen)
+            out[k++] = v[i].spec.department;
+    }
+    *names = out;
+    *n = k;
+    return TS_OK;
+}
+
+/* Limit q to what the caller may read of a project or department scope:
+ * q->keys the names allowed, a named key outside them is 403. */
+static enum ts_err limit_names(struct ts_ctx *c, struct ts_series_query *q, const char **names,
+                               size_t nn, const char *what, struct ts_error *err)
+{
+    if (names == NULL)
+        return TS_OK;
+    q->keys = names;
+    q->nkeys = nn;
+    bool ok = q->key == NULL;
+    for (size_t i = 0; i < nn && !ok; i++)
+        ok = strcmp(names[i], q->key) == 0;
+    if (!ok)
+        return ts_error_set(err, TS_ERR_FORBIDDEN, "token \"%s\" has no access to %s \"%s\"",
+                            c->who.name, what, q->key);
+    return TS_OK;
+}
+
+static enum ts_err access_project(struct ts_ctx *c, struct ts_dbconn *conn, struct ts_arena *a,
+                                  struct ts_series_query *q, struct ts_error *err)
+{
+    const char **names;
+    size_t nn;
+    enum ts_err e = allowed_projects(c, conn, a, &names, &nn, err);
+    return e == TS_OK ? limit_names(c, q, names, nn, "project", err) : e;
+}
+
+static enum ts_err access_department(struct ts_ctx *c, struct ts_dbconn *conn, struct ts_arena *a,
+                                     struct ts_series_query *q, struct ts_error *err)
+{
+    const char **names;
+    size_t nn;
+    enum ts_err e = allowed_departments(c, conn, a, &names, &nn, err);
+    return e == TS_OK ? limit_names(c, q, names, nn, "department", err) : e;
+}
+
+/* A job's key is its id. A restricted caller names one job of its projects. */
+static enum ts_err access_job(struct ts_ctx *c, struct ts_dbconn *conn, struct ts_arena *a,
+                              struct ts_series_query *q, struct ts_error *err)
+{
+    if (q->key == NULL) {
+        if (!ts_auth_restricted(c))
+            return TS_OK;
+        ts_error_field(err, TS_ERR_BAD_PARAMETER, "key",
+                       "key is required with by=job for a token limited to projects");
+        ts_error_hint(err, "name the job: key=ID");
+        return TS_ERR_BAD_PARAMETER;
+    }
+    char *end = NULL;
+    errno = 0;
+    long long id = strtoll(q->key, &end, 10);
+    if (q->key[0] < '1' || q->key[0] > '9' || *end != '\0' || errno != 0)
+        return bad(err, "key", "a job's key is its id, a positive integer", q->key);
+    if (!ts_auth_restricted(c))
+        return TS_OK;
+    struct ts_job *job = ts_arena_alloc(a, sizeof(*job));
+    if (job == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    int64_t pid;
+    enum ts_err e = ts_store_job_get(conn, id, a, job, &pid, err);
+    if (e != TS_OK)
+        return e;
+    if (!ts_auth_project_allowed(c, pid))
+        return ts_error_set(err, TS_ERR_FORBIDDEN, "token \"%s\" has no access to project \"%s\"",
+                            c->who.name, job->spec.project);
+    return TS_OK;
+}
+
+/* The scopes of by=, and what a caller limited to projects may read of
+ * each (NULL: all of it). */
+static const struct scope {
+    const char *name;
+    enum ts_err (*access)(struct ts_ctx *c, struct ts_dbconn *conn, struct ts_arena *a,
+                          struct ts_series_query *q, struct ts_error *err);
+} scopes[] = {
+    {"cluster", NULL},
+    {"department", access_department},
+    {"project", access_project},
+    {"node", NULL},
+    {"gpu", NULL},
+    {"job", access_job},
+};
+#define NSCOPES (sizeof(scopes) / sizeof(scopes[0]))
+
+/* "a, b or c" of the metric or scope names, for a hint. */
+static const char *names_list(char *buf, size_t cap, bool metrics)
+{
+    size_t len = 0, n = metrics ? TS_SERIES_NMETRICS : NSCOPES;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+                                i == 0       ? ""
+                                : i + 1 == n ? " or "
+                                             : ", ",
+                                metrics ? ts_series_metric_name((enum ts_series_metric)i)
+                                        : scopes[i].name);
+    return buf;
+}
+
 TS_HANDLER(ts_h_metrics_query)
 {
     struct ts_ctx *c = ctx;
     const struct ts_server_config *cfg = &c->srv->cfg;
     struct ts_series_query q = {.max_rows = MAX_ROWS};
     const char *metric = ts_http_query(r, "metric");
+    char list[256];
     if (metric == NULL) {
         ts_error_field(err, TS_ERR_BAD_PARAMETER, "metric", "metric is required");
-        ts_error_hint(err, "one of capacity, allocated, utilized, memory_used_bytes, "
-                           "running_jobs, pending_jobs");
+        ts_error_hint(err, "one of %s", names_list(list, sizeof(list), true));
         return TS_ERR_BAD_PARAMETER;
     }
     if (ts_series_metric_parse(metric, &q.metric) != 0) {
         bad(err, "metric", "unknown metric", metric);
-        ts_error_hint(err, "one of capacity, allocated, utilized, memory_used_bytes, "
-                           "running_jobs, pending_jobs");
+        ts_error_hint(err, "one of %s", names_list(list, sizeof(list), true));
         return TS_ERR_BAD_PARAMETER;
     }
     const char *by = ts_http_query(r, "by");
     if (by == NULL)
         by = "cluster";
-    static const char *const scopes[] = {"cluster", "project", "node", "gpu"};
-    q.scope = NULL;
-    for (size_t i = 0; i < 4; i++)
-        if (strcmp(by, scopes[i]) == 0)
-            q.scope = scopes[i];
-    if (q.scope == NULL)
-        return bad(err, "by", "by must be cluster, project, node or gpu", by);
+    const struct scope *sc = NULL;
+    for (size_t i = 0; i < NSCOPES; i++)
+        if (strcmp(by, scopes[i].name) == 0)
+            sc = &scopes[i];
+    if (sc == NULL) {
+        char what[300];
+        snprintf(what, sizeof(what), "by must be %s", names_list(list, sizeof(list), false));
+        return bad(err, "by", what, by);
+    }
+    q.scope = sc->name;
     q.key = ts_http_query(r, "key");
     bool cluster = strcmp(q.scope, "cluster") == 0;
     if (cluster && q.key != NULL && q.key[0] != '\0')
@@ -239,23 +374,8 @@ TS_HANDLER(ts_h_metrics_query)
     struct ts_dbconn *conn = ts_ctx_db(c, err);
     if (conn == NULL)
         return err->code;
-    if (strcmp(q.scope, "project") == 0) {
-        const char **names;
-        size_t nn;
-        if ((e = allowed_projects(c, conn, r->arena, &names, &nn, err)) != TS_OK)
-            return e;
-        if (names != NULL) {
-            q.keys = names;
-            q.nkeys = nn;
-            bool ok = q.key == NULL;
-            for (size_t i = 0; i < nn && !ok; i++)
-                ok = strcmp(names[i], q.key) == 0;
-            if (!ok)
-                return ts_error_set(err, TS_ERR_FORBIDDEN,
-                                    "token \"%s\" has no access to project \"%s\"", c->who.name,
-                                    q.key);
-        }
-    }
+    if (sc->access != NULL && (e = sc->access(c, conn, r->arena, &q, err)) != TS_OK)
+        return e;
     struct ts_series_row *rows;
     size_t n;
     if ((e = ts_store_series_query(conn, &q, r->arena, &rows, &n, err)) != TS_OK)
@@ -295,6 +415,62 @@ TS_HANDLER(ts_h_metrics_query)
     json_object_set_new(o, "step_seconds", json_integer(step));
     json_object_set_new(o, "resolution_seconds", json_integer(q.resolution));
     json_object_set_new(o, "series", series);
+    ts_http_reply_json(r, 200, o);
+    return TS_OK;
+}
+
+/* GET /metrics/idle?from=&to=: each project's allocated and idle GPU-hours
+ * in the range (default: the last 24 hours), from the finest points still
+ * kept for `from`. A caller limited to projects sees its projects. */
+TS_HANDLER(ts_h_metrics_idle)
+{
+    struct ts_ctx *c = ctx;
+    int64_t now = (int64_t)time(NULL);
+    int64_t to = now, from;
+    enum ts_err e = ts_h_query_time(r, "to", false, now, &to, err);
+    from = to - 24 * 3600;
+    if (e == TS_OK)
+        e = ts_h_query_time(r, "from", true, now, &from, err);
+    if (e != TS_OK)
+        return e;
+    if (from >= to)
+        return ts_error_field(err, TS_ERR_BAD_PARAMETER, "from",
+                              "from must be before to: %lld is not before %lld", (long long)from,
+                              (long long)to);
+    struct ts_series_levels lv;
+    ts_series_levels_of(&c->srv->cfg, &lv);
+    int k = lv.n - 1;
+    for (int i = 0; i < lv.n; i++)
+        if (from >= now - lv.retention[i] - lv.resolution[i]) {
+            k = i;
+            break;
+        }
+    int64_t res = lv.resolution[k];
+    int64_t start = floor_div(from, res) * res;
+    struct ts_dbconn *conn = ts_ctx_db(c, err);
+    if (conn == NULL)
+        return err->code;
+    const char **names;
+    size_t nn;
+    if ((e = allowed_projects(c, conn, r->arena, &names, &nn, err)) != TS_OK)
+        return e;
+    struct ts_series_idle *v;
+    size_t n;
+    if ((e = ts_store_series_idle(conn, res, start, to, names, nn, r->arena, &v, &n, err)) != TS_OK)
+        return e;
+    json_t *projects = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *p = json_object();
+        json_object_set_new(p, "project", json_string(v[i].project));
+        json_object_set_new(p, "idle_gpu_hours", json_real(v[i].idle_gpu_hours));
+        json_object_set_new(p, "allocated_gpu_hours", json_real(v[i].allocated_gpu_hours));
+        json_array_append_new(projects, p);
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "from", ts_wire_time(start * 1000000));
+    json_object_set_new(o, "to", ts_wire_time(to * 1000000));
+    json_object_set_new(o, "resolution_seconds", json_integer(res));
+    json_object_set_new(o, "projects", projects);
     ts_http_reply_json(r, 200, o);
     return TS_OK;
 }

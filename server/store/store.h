@@ -400,6 +400,8 @@ enum ts_series_metric {
     TS_SERIES_MEMORY_USED_BYTES,
     TS_SERIES_RUNNING_JOBS,
     TS_SERIES_PENDING_JOBS,
+    TS_SERIES_PENDING_GPUS, /* GPUs requested by pending jobs */
+    TS_SERIES_IDLE_GPUS,    /* GPUs allocated to jobs under 1 % utilization of them */
     TS_SERIES_NMETRICS
 };
 /* "capacity", "allocated", ... (the metric_point columns); static. */
@@ -414,8 +416,9 @@ struct ts_series_levels {
     int64_t retention[3];
 };
 
-/* One scope and key's figures now: scope "cluster" (key ""), "project"
- * (name), "node" (name), "gpu" ("node/index"). */
+/* One scope and key's figures now: scope "cluster" (key ""), "department"
+ * (name), "project" (name), "node" (name), "gpu" ("node/index"), "job" (a
+ * running job's id). */
 struct ts_series_figure {
     const char *scope; /* static */
     const char *key;   /* arena */
@@ -460,5 +463,19 @@ struct ts_series_row {
 enum ts_err ts_store_series_query(struct ts_dbconn *c, const struct ts_series_query *q,
                                   struct ts_arena *a, struct ts_series_row **out, size_t *n,
                                   struct ts_error *err);
+
+/* A project's GPU-hours in a range: allocated, and idle (allocated to
+ * running jobs under 1 % utilization of it, sample by sample). */
+struct ts_series_idle {
+    const char *project; /* arena */
+    double idle_gpu_hours;
+    double allocated_gpu_hours;
+};
+/* Every project (or only keys, when not NULL), most idle first: the project
+ * points of `resolution` in [start, end), each standing for its bucket. */
+enum ts_err ts_store_series_idle(struct ts_dbconn *c, int64_t resolution, int64_t start,
+                                 int64_t end, const char *const *keys, size_t nkeys,
+                                 struct ts_arena *a, struct ts_series_idle **out, size_t *n,
+                                 struct ts_error *err);
 
 #endif /* TS_SERVER_STORE_STORE_H */

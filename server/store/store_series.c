@@ -20,7 +20,8 @@
 #define SERIES_LOCK_KEY "8387236820507844979" /* 0x7465737365726173 */
 
 static const char *const metric_names[TS_SERIES_NMETRICS] = {
-    "capacity", "allocated", "utilized", "memory_used_bytes", "running_jobs", "pending_jobs",
+    "capacity",     "allocated",    "utilized",     "memory_used_bytes",
+    "running_jobs", "pending_jobs", "pending_gpus", "idle_gpus",
 };
 
 const char *ts_series_metric_name(enum ts_series_metric m)
@@ -40,12 +41,16 @@ int ts_series_metric_parse(const char *s, enum ts_series_metric *out)
 
 /*
  * Every scope's figures now, as defined in server/README.md: capacity in
- * GPUs (cluster: GPUs of ready nodes; project: its quota), allocated GPUs
- * (a GPU's share is the memory packed on it over its memory less the node's
- * reserve, as the scheduler counts it), utilized GPUs
- * (the latest samples; a project's: its running jobs' samples), GPU memory
- * used, running and pending jobs; and, not kept as points, the GPU memory
- * in bytes (cluster, node, GPU) and a GPU's UUID and model.
+ * GPUs (cluster: GPUs of ready nodes; department and project: its quota;
+ * job: the GPUs it requested), allocated GPUs (a GPU's share is the memory
+ * packed on it over its memory less the node's reserve, as the scheduler
+ * counts it), utilized GPUs (the latest samples; a project's: its running
+ * jobs' samples), GPU memory used, running and pending jobs, GPUs requested
+ * by pending jobs, and idle GPUs: the allocation of running jobs whose own
+ * latest sample is under 1 % of it (per job, so an idle job beside a busy
+ * one on a shared GPU counts, and a job not yet sampled does not); and, not
+ * kept as points, the GPU memory in bytes (cluster, node, GPU) and a GPU's
+ * UUID and model. A department is the sum of its projects.
  */
 static const char figures_sql[] =
     "WITH ga AS ("
@@ -66,20 +71,39 @@ static const char figures_sql[] =
     " jn AS ("
     " SELECT node_id, count(*)::float8 AS running FROM job"
     " WHERE state = 'running' AND node_id IS NOT NULL GROUP BY node_id),"
+    " ja AS ("
+    " SELECT jg.job_id,"
+    "  sum(coalesce(jg.memory_bytes::float8"
+    "   / nullif(gg.memory_bytes - gn2.gpu_reserve_bytes, 0), 0)) AS alloc"
+    " FROM job_gpu jg JOIN gpu gg ON gg.id = jg.gpu_id"
+    " JOIN node gn2 ON gn2.id = gg.node_id GROUP BY jg.job_id),"
+    " jr AS ("
+    " SELECT j.id, j.project_id, j.requested_gpus::float8 AS requested,"
+    "  coalesce(ja.alloc, 0)::float8 AS alloc, j.gpu_utilization::float8 AS util,"
+    "  j.gpu_memory_used_bytes::float8 AS mem,"
+    "  CASE WHEN j.sampled_at IS NOT NULL AND coalesce(ja.alloc, 0) > 0"
+    "   AND j.gpu_utilization < 0.01 * ja.alloc THEN ja.alloc ELSE 0 END::float8 AS idle"
+    " FROM job j LEFT JOIN ja ON ja.job_id = j.id WHERE j.state = 'running'),"
     " jp AS ("
     " SELECT project_id,"
     "  count(*) FILTER (WHERE state = 'running')::float8 AS running,"
     "  count(*) FILTER (WHERE state = 'pending')::float8 AS pending,"
+    "  coalesce(sum(requested_gpus) FILTER (WHERE state = 'pending'), 0)::float8 AS pgpus,"
     "  coalesce(sum(gpu_utilization) FILTER (WHERE state = 'running'), 0)::float8 AS util,"
     "  coalesce(sum(gpu_memory_used_bytes) FILTER (WHERE state = 'running'), 0)::float8 AS mem"
     " FROM job WHERE state IN ('running', 'pending') GROUP BY project_id),"
     " pa AS ("
-    " SELECT j.project_id,"
-    "  sum(coalesce(jg.memory_bytes::float8"
-    "   / nullif(gg.memory_bytes - gn2.gpu_reserve_bytes, 0), 0)) AS alloc"
-    " FROM job_gpu jg JOIN job j ON j.id = jg.job_id JOIN gpu gg ON gg.id = jg.gpu_id"
-    " JOIN node gn2 ON gn2.id = gg.node_id"
-    " GROUP BY j.project_id)"
+    " SELECT j.project_id, sum(ja.alloc) AS alloc FROM ja JOIN job j ON j.id = ja.job_id"
+    " GROUP BY j.project_id),"
+    " pi AS (SELECT project_id, sum(idle) AS idle FROM jr GROUP BY project_id),"
+    " p AS ("
+    " SELECT p.name, p.department_id, p.quota_gpus::float8 AS quota,"
+    "  coalesce(pa.alloc, 0)::float8 AS alloc, coalesce(jp.util, 0) AS util,"
+    "  coalesce(jp.mem, 0) AS mem, coalesce(jp.running, 0) AS running,"
+    "  coalesce(jp.pending, 0) AS pending, coalesce(jp.pgpus, 0) AS pgpus,"
+    "  coalesce(pi.idle, 0)::float8 AS idle"
+    " FROM project p LEFT JOIN pa ON pa.project_id = p.id LEFT JOIN jp ON jp.project_id = p.id"
+    " LEFT JOIN pi ON pi.project_id = p.id)"
     " SELECT 'cluster' AS scope, '' AS key,"
     "  (SELECT count(*) FROM g WHERE node_state = 'ready')::float8,"
     "  (SELECT coalesce(sum(alloc), 0) FROM g)::float8,"
@@ -87,22 +111,30 @@ static const char figures_sql[] =
     "  (SELECT coalesce(sum(mem), 0) FROM g)::float8,"
     "  (SELECT count(*) FROM job WHERE state = 'running')::float8,"
     "  (SELECT count(*) FROM job WHERE state = 'pending')::float8,"
+    "  (SELECT coalesce(sum(pgpus), 0) FROM p)::float8,"
+    "  (SELECT coalesce(sum(idle), 0) FROM jr)::float8,"
     "  (SELECT coalesce(sum(total), 0) FROM g)::float8, NULL, NULL"
     " UNION ALL"
-    " SELECT 'project', p.name, p.quota_gpus::float8, coalesce(pa.alloc, 0)::float8,"
-    "  coalesce(jp.util, 0), coalesce(jp.mem, 0), coalesce(jp.running, 0),"
-    "  coalesce(jp.pending, 0), 0, NULL, NULL"
-    " FROM project p LEFT JOIN pa ON pa.project_id = p.id LEFT JOIN jp ON jp.project_id = p.id"
+    " SELECT 'department', d.name, d.quota_gpus::float8, coalesce(sum(p.alloc), 0)::float8,"
+    "  coalesce(sum(p.util), 0)::float8, coalesce(sum(p.mem), 0)::float8,"
+    "  coalesce(sum(p.running), 0)::float8, coalesce(sum(p.pending), 0)::float8,"
+    "  coalesce(sum(p.pgpus), 0)::float8, coalesce(sum(p.idle), 0)::float8, 0, NULL, NULL"
+    " FROM department d LEFT JOIN p ON p.department_id = d.id GROUP BY d.id, d.name"
+    " UNION ALL"
+    " SELECT 'project', name, quota, alloc, util, mem, running, pending, pgpus, idle, 0, NULL,"
+    "  NULL FROM p"
     " UNION ALL"
     " SELECT 'node', n.name, coalesce(gn.gpus, 0), coalesce(gn.alloc, 0), coalesce(gn.util, 0),"
-    "  coalesce(gn.mem, 0), coalesce(jn.running, 0), 0, coalesce(gn.total, 0), NULL, NULL"
+    "  coalesce(gn.mem, 0), coalesce(jn.running, 0), 0, 0, 0, coalesce(gn.total, 0), NULL, NULL"
     " FROM node n LEFT JOIN gn ON gn.node_id = n.id LEFT JOIN jn ON jn.node_id = n.id"
     " UNION ALL"
-    " SELECT 'gpu', node || '/' || idx, 1, alloc, util, mem, running, 0, total, uuid, model"
+    " SELECT 'gpu', node || '/' || idx, 1, alloc, util, mem, running, 0, 0, 0, total, uuid, model"
     " FROM g"
+    " UNION ALL"
+    " SELECT 'job', id::text, requested, alloc, util, mem, 1, 0, 0, idle, 0, NULL, NULL FROM jr"
     " ORDER BY 1, 2";
 
-static const char *const scopes[] = {"cluster", "project", "node", "gpu"};
+static const char *const scopes[] = {"cluster", "department", "project", "node", "gpu", "job"};
 
 static enum ts_err read_figures(struct ts_dbconn *c, struct ts_arena *a,
                                 struct ts_series_figure **out, size_t *n, struct ts_error *err)
@@ -133,7 +165,7 @@ static enum ts_err read_figures(struct ts_dbconn *c, struct ts_arena *a,
         v[r].model = ts_row_null(res, r, 4 + TS_SERIES_NMETRICS)
                          ? NULL
                          : ts_row_text(res, r, 4 + TS_SERIES_NMETRICS, a);
-        if (v[r].key == NULL || (v[r].scope == scopes[3] && (!v[r].uuid || !v[r].model))) {
+        if (v[r].key == NULL || (v[r].scope == scopes[4] && (!v[r].uuid || !v[r].model))) {
             PQclear(res);
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         }
@@ -203,20 +235,24 @@ static enum ts_err write_points(struct ts_dbconn *c, int64_t resolution, int64_t
     char resbuf[24], atbuf[24];
     snprintf(resbuf, sizeof(resbuf), "%lld", (long long)resolution);
     snprintf(atbuf, sizeof(atbuf), "%lld", (long long)at);
-    const char *params[10] = {resbuf, atbuf, text_array(a, f, n, true), text_array(a, f, n, false)};
+    const char *params[4 + TS_SERIES_NMETRICS] = {resbuf, atbuf, text_array(a, f, n, true),
+                                                  text_array(a, f, n, false)};
     for (int m = 0; m < TS_SERIES_NMETRICS; m++)
         params[4 + m] = number_array(a, f, n, m);
-    for (int i = 2; i < 10; i++)
+    for (int i = 2; i < 4 + TS_SERIES_NMETRICS; i++)
         if (params[i] == NULL)
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     return exec1(c,
                  "INSERT INTO metric_point (resolution_s, scope, key, at, capacity, allocated,"
-                 " utilized, memory_used_bytes, running_jobs, pending_jobs, samples)"
-                 " SELECT $1::integer, s, k, to_timestamp($2::bigint), v1, v2, v3, v4, v5, v6, 1"
+                 " utilized, memory_used_bytes, running_jobs, pending_jobs, pending_gpus,"
+                 " idle_gpus, samples)"
+                 " SELECT $1::integer, s, k, to_timestamp($2::bigint), v1, v2, v3, v4, v5, v6, v7,"
+                 "  v8, 1"
                  " FROM unnest($3::text[], $4::text[], $5::float8[], $6::float8[], $7::float8[],"
-                 "  $8::float8[], $9::float8[], $10::float8[]) AS t(s, k, v1, v2, v3, v4, v5, v6)"
+                 "  $8::float8[], $9::float8[], $10::float8[], $11::float8[], $12::float8[])"
+                 "  AS t(s, k, v1, v2, v3, v4, v5, v6, v7, v8)"
                  " ON CONFLICT DO NOTHING",
-                 10, params, err);
+                 4 + TS_SERIES_NMETRICS, params, err);
 }
 
 /* Recompute the bucket of resolution `coarse` that starts at `bucket` from
@@ -231,10 +267,11 @@ static enum ts_err roll_up(struct ts_dbconn *c, int64_t coarse, int64_t fine, in
     const char *params[] = {cbuf, fbuf, bbuf};
     return exec1(c,
                  "INSERT INTO metric_point (resolution_s, scope, key, at, capacity, allocated,"
-                 " utilized, memory_used_bytes, running_jobs, pending_jobs, samples)"
+                 " utilized, memory_used_bytes, running_jobs, pending_jobs, pending_gpus,"
+                 " idle_gpus, samples)"
                  " SELECT $1::integer, scope, key, to_timestamp($3::bigint), avg(capacity),"
                  "  avg(allocated), avg(utilized), avg(memory_used_bytes), avg(running_jobs),"
-                 "  avg(pending_jobs), count(*)"
+                 "  avg(pending_jobs), avg(pending_gpus), avg(idle_gpus), count(*)"
                  " FROM metric_point WHERE resolution_s = $2::integer"
                  "  AND at >= to_timestamp($3::bigint)"
                  "  AND at < to_timestamp($3::bigint + $1::integer)"
@@ -243,6 +280,7 @@ static enum ts_err roll_up(struct ts_dbconn *c, int64_t coarse, int64_t fine, in
                  "  capacity = EXCLUDED.capacity, allocated = EXCLUDED.allocated,"
                  "  utilized = EXCLUDED.utilized, memory_used_bytes = EXCLUDED.memory_used_bytes,"
                  "  running_jobs = EXCLUDED.running_jobs, pending_jobs = EXCLUDED.pending_jobs,"
+                 "  pending_gpus = EXCLUDED.pending_gpus, idle_gpus = EXCLUDED.idle_gpus,"
                  "  samples = EXCLUDED.samples",
                  3, params, err);
 }
@@ -349,7 +387,8 @@ enum ts_err ts_store_series_query(struct ts_dbconn *c, const struct ts_series_qu
         "SELECT key, (floor(extract(epoch FROM at) / $6::bigint) * $6::bigint)::bigint AS b,"
         " avg(CASE $1::text WHEN 'capacity' THEN capacity WHEN 'allocated' THEN allocated"
         "  WHEN 'utilized' THEN utilized WHEN 'memory_used_bytes' THEN memory_used_bytes"
-        "  WHEN 'running_jobs' THEN running_jobs ELSE pending_jobs END)"
+        "  WHEN 'running_jobs' THEN running_jobs WHEN 'pending_jobs' THEN pending_jobs"
+        "  WHEN 'pending_gpus' THEN pending_gpus ELSE idle_gpus END)"
         " FROM metric_point WHERE resolution_s = $2::integer AND scope = $3"
         " AND ($4::text IS NULL OR key = $4) AND ($5::text[] IS NULL OR key = ANY($5::text[]))"
         " AND at >= to_timestamp($7::bigint) AND at < to_timestamp($8::bigint)"
@@ -386,5 +425,62 @@ enum ts_err ts_store_series_query(struct ts_dbconn *c, const struct ts_series_qu
     PQclear(res);
     *out = v;
     *n = rows;
+    return TS_OK;
+}
+
+enum ts_err ts_store_series_idle(struct ts_dbconn *c, int64_t resolution, int64_t start,
+                                 int64_t end, const char *const *keys, size_t nkeys,
+                                 struct ts_arena *a, struct ts_series_idle **out, size_t *n,
+                                 struct ts_error *err)
+{
+    struct ts_series_figure *f = NULL;
+    if (keys != NULL) {
+        f = ts_arena_alloc(a, (nkeys ? nkeys : 1) * sizeof(*f));
+        if (f == NULL)
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < nkeys; i++)
+            f[i].key = keys[i];
+    }
+    char *karr = keys ? text_array(a, f, nkeys, false) : NULL;
+    if (keys != NULL && karr == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    char resbuf[24], startbuf[24], endbuf[24];
+    snprintf(resbuf, sizeof(resbuf), "%lld", (long long)resolution);
+    snprintf(startbuf, sizeof(startbuf), "%lld", (long long)start);
+    snprintf(endbuf, sizeof(endbuf), "%lld", (long long)end);
+    const char *params[] = {resbuf, startbuf, endbuf, karr};
+    PGresult *res = NULL;
+    /* every project, those without points at 0; a point stands for its
+     * bucket's whole width */
+    enum ts_err e = ts_db_exec(
+        c,
+        "SELECT p.name, coalesce(sum(m.idle_gpus * m.resolution_s), 0) / 3600.0,"
+        " coalesce(sum(m.allocated * m.resolution_s), 0) / 3600.0"
+        " FROM project p LEFT JOIN metric_point m ON m.scope = 'project' AND m.key = p.name"
+        "  AND m.resolution_s = $1::integer AND m.at >= to_timestamp($2::bigint)"
+        "  AND m.at < to_timestamp($3::bigint)"
+        " WHERE $4::text[] IS NULL OR p.name = ANY($4::text[])"
+        " GROUP BY p.name ORDER BY 2 DESC, 1",
+        4, params, &res, err);
+    if (e != TS_OK)
+        return e;
+    int rows = PQntuples(res);
+    struct ts_series_idle *v = ts_arena_alloc(a, (size_t)(rows ? rows : 1) * sizeof(*v));
+    if (v == NULL) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    for (int r = 0; r < rows; r++) {
+        v[r].project = ts_row_text(res, r, 0, a);
+        v[r].idle_gpu_hours = ts_row_double(res, r, 1);
+        v[r].allocated_gpu_hours = ts_row_double(res, r, 2);
+        if (v[r].project == NULL) {
+            PQclear(res);
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        }
+    }
+    PQclear(res);
+    *out = v;
+    *n = (size_t)rows;
     return TS_OK;
 }

@@ -129,10 +129,15 @@ static void the_sampler_writes_every_scope_each_interval_with_exact_figures(void
         " || ',' || samples, ' ' ORDER BY scope, key) FROM metric_point"
         " WHERE resolution_s = 1 AND at = to_timestamp(%lld)",
         t_setup + 2);
+    /* the department is its projects' sum; jobs 1 to 3 are j1 to j3 */
     assert_string_equal(got, "cluster:=2,2.5,1.75,17179869184,3,1,1"
+                             " department:d=0,2.5,1.75,17179869184,3,1,1"
                              " gpu:n1/0=1,1,0.5,10737418240,1,0,1"
                              " gpu:n1/1=1,0.5,0.25,5368709120,1,0,1"
                              " gpu:n2/0=1,1,1,1073741824,1,0,1"
+                             " job:1=1,1,0.5,10737418240,1,0,1"
+                             " job:2=0.5,0.5,0.25,5368709120,1,0,1"
+                             " job:3=1,1,1,1073741824,1,0,1"
                              " node:n1=2,1.5,0.75,16106127360,2,0,1"
                              " node:n2=1,1,1,1073741824,1,0,1"
                              " project:p1=2,2,1.5,11811160064,2,1,1"

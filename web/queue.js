@@ -13,7 +13,7 @@ export class QueuePanel {
       empty: 'No job is waiting.',
       columns: [
         {label: 'Position', num: true, cell: (j) => (j.pending_reason ? j.pending_reason.queue_position : '')},
-        {label: 'Job', cell: (j) => ({text: j.name, href: `#/jobs/${j.id}`, title: `job ${j.id}`})},
+        {label: 'Job', cls: 'nowrap', cell: (j) => ({text: j.name, href: `#/jobs/${j.id}`, title: `job ${j.id}`})},
         {label: 'Project', cell: (j) => j.project},
         {label: 'Kind', cell: (j) => j.kind},
         {label: 'Priority', num: true, cell: (j) => j.priority},

@@ -207,6 +207,8 @@ async function realCluster(browser) {
   await expectTiles(page, {running: '0', pending: '1'});
   const queueLink = page.locator('#queue-panel tbody tr').filter({hasText: 'eval-big'}).getByRole('link', {name: 'eval-big'});
   await queueLink.waitFor();
+  const nameWrap = await page.locator('#queue-panel tbody tr').first().locator('td').nth(1).evaluate((td) => getComputedStyle(td).whiteSpace);
+  check(nameWrap === 'nowrap', `a queued job's name may wrap (white-space: ${nameWrap})`);
   const queueRow = await page.locator('#queue-panel tbody tr').first().locator('td').allTextContents();
   check(queueRow[0] === '1' && queueRow[7] === 'quota_exhausted', `queue row is ${queueRow.join('|')}`);
   check((await page.locator('#grid-panel').textContent()).includes('No node matches'), 'nodes shown for a project without placed jobs');

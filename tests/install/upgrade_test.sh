@@ -5,7 +5,7 @@
 # the old server recorded them, and data written as that release wrote it:
 # a department, a project, a member token (SHA-256 only) bound to the
 # project, two pending jobs and a finished one. The real server started on
-# that database applies 0007 alone and serves the data: the token still
+# that database applies 0007 and the later ones and serves the data: the token still
 # works, the project and its jobs are there, and 0007's backfill counted the
 # two pending jobs (project.pending_jobs, the project's status). Needs
 # TS_BUILD_DIR and TS_SOURCE_DIR; PostgreSQL 15's programs.
@@ -81,7 +81,9 @@ web_wait 60 "/readyz" curl -fsS "$WEB_URL/readyz"
 log=$(cat "$WEB_TMP/server.log")
 check "the server applied 0007 and nothing before it" has "$log" "applied migration version=7"
 check "  (not 0001 again)" bash -c "! grep -q 'applied migration version=1 ' '$WEB_TMP/server.log'"
-check "the database is at 0007" test "$(psql -d tessera -tA -c 'SELECT max(version) FROM schema_migration')" = 7
+latest=$(ls "$SRC/migrations" | sed -n 's/^0*\([0-9][0-9]*\)_.*\.sql$/\1/p' | sort -n | tail -n 1)
+check "the database is at the latest migration ($latest)" \
+  test "$(psql -d tessera -tA -c 'SELECT max(version) FROM schema_migration')" = "$latest"
 m() { curl -sS -H "Authorization: Bearer $member" "$@"; }
 out=$(m "$WEB_URL/api/v1/projects/vision" | tr -d ' ')
 check "the old member token works and sees its project" has "$out" '"name":"vision","department":"research"'

@@ -45,6 +45,7 @@
 #define TS_TOKEN_NODES_MAX 1024       /* entries of an agent token's "nodes" */
 #define TS_GPU_DEVICES_MAX 64         /* gpu.count, gpu.devices */
 #define TS_MAX_PENDING_DEFAULT 10000  /* a project's quota.max_pending */
+#define TS_JOB_USER_MAX 32            /* a project's quota.job_user, a Unix user name */
 #define TS_MAX_PENDING_MAX 100000000  /* its largest value */
 /* The smallest share of a GPU a job may ask for: below them the interposer
  * would charge next to nothing (a portion of 1e-300 was accepted and charged
@@ -88,6 +89,11 @@ struct ts_quota {
      * is refused with 429); has_max_pending false for a department */
     bool has_max_pending;
     int64_t max_pending; /* 0..TS_MAX_PENDING_MAX; default TS_MAX_PENDING_DEFAULT */
+    /* projects only (with has_max_pending): the Unix user its jobs run as
+     * on the nodes, "" for the agent's --job-user (default nobody); "root"
+     * only with allow_root, which an admin sets for that project. */
+    char job_user[TS_JOB_USER_MAX + 1];
+    bool allow_root;
 };
 
 struct ts_department_spec {

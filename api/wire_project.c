@@ -3,18 +3,63 @@
  */
 #include "api/wire.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "api/wire_dec.h"
 #include "api/wire_enc.h"
 
 static const char *const quota_fields[] = {"gpus", "over_quota_weight", "limit", "priority", NULL};
-static const char *const project_quota_fields[] = {"gpus",     "over_quota_weight", "limit",
-                                                   "priority", "max_pending",       NULL};
+static const char *const project_quota_fields[] = {
+    "gpus",        "over_quota_weight", "limit",      "priority",
+    "max_pending", "job_user",          "allow_root", NULL};
 static const char *const department_fields[] = {"name", "quota", NULL};
 static const char *const project_fields[] = {"name", "department", "quota", NULL};
 /* Members the encoders write that a client may send back by mistake. */
 static const char *const readonly_fields[] = {"id", "status", "created_at", "project_count", NULL};
+
+/* A Unix user name as useradd takes it: [a-z_][a-z0-9_-]{0,31}. */
+static bool job_user_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > TS_JOB_USER_MAX || !(islower((unsigned char)s[0]) || s[0] == '_'))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!(islower((unsigned char)s[i]) || isdigit((unsigned char)s[i]) || s[i] == '_' ||
+              s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* "job_user" (null or absent: the agent's --job-user) and "allow_root". The
+ * server only checks the name's form and that root is allowed explicitly;
+ * the node checks the user exists there and is not uid 0 unless allowed. */
+static enum ts_err job_user_decode(const json_t *in, const char *field, struct ts_quota *out,
+                                   struct ts_error *err)
+{
+    const char *user = NULL;
+    enum ts_err e = ts_wire_dec_bool(in, field, "allow_root", NULL, &out->allow_root, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_string(in, field, "job_user", false, &user, err);
+    if (e != TS_OK || user == NULL)
+        return e;
+    char path[TS_WIRE_PATH_MAX];
+    ts_wire_dec_path(path, sizeof(path), field, "job_user");
+    if (!job_user_valid(user))
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, path,
+                              "%s must be a Unix user name ([a-z_][a-z0-9_-]{0,31}): \"%.40s\"",
+                              path, user);
+    if (strcmp(user, "root") == 0 && !out->allow_root) {
+        ts_error_field(err, TS_ERR_INVALID_VALUE, path,
+                       "%s \"root\" needs allow_root: true for this project", path);
+        ts_error_hint(err, "jobs as root can read every file of the node: set allow_root only "
+                           "for a project you trust with the node");
+        return TS_ERR_INVALID_VALUE;
+    }
+    snprintf(out->job_user, sizeof(out->job_user), "%s", user);
+    return TS_OK;
+}
 
 static enum ts_err quota_decode(const json_t *in, const char *field, bool project,
                                 struct ts_quota *out, struct ts_error *err)
@@ -43,6 +88,8 @@ static enum ts_err quota_decode(const json_t *in, const char *field, bool projec
     if (e == TS_OK && project)
         e = ts_wire_dec_integer(in, field, "max_pending", 0, TS_MAX_PENDING_MAX, NULL,
                                 &out->max_pending, err);
+    if (e == TS_OK && project)
+        e = job_user_decode(in, field, out, err);
     if (e != TS_OK)
         return e;
     out->priority = (int)priority;
@@ -79,8 +126,12 @@ json_t *ts_wire_quota_encode(const struct ts_quota *q)
     ts_wire_enc_set(o, "over_quota_weight", json_real(q->over_quota_weight), &ok);
     ts_wire_enc_set(o, "limit", q->has_limit ? json_real(q->limit) : json_null(), &ok);
     ts_wire_enc_set(o, "priority", json_integer(q->priority), &ok);
-    if (q->has_max_pending)
+    if (q->has_max_pending) {
         ts_wire_enc_set(o, "max_pending", json_integer(q->max_pending), &ok);
+        ts_wire_enc_set(o, "job_user", q->job_user[0] ? json_string(q->job_user) : json_null(),
+                        &ok);
+        ts_wire_enc_set(o, "allow_root", json_boolean(q->allow_root), &ok);
+    }
     return ts_wire_enc_finish(o, ok);
 }
 

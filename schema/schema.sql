@@ -1,11 +1,11 @@
 -- schema.sql: the whole Tessera database schema as the migrations leave it
 -- (migrations/0001_init.sql, 0002_lifecycle.sql, 0003_suspend.sql,
 -- 0004_collisions.sql, 0005_quiet_wakeups.sql, 0006_token_nodes.sql,
--- 0007_pending_audit.sql and 0008_series_scopes.sql, plus the schema_migration table the server creates to record them). Read it to learn the schema; never apply it to a
+-- 0007_pending_audit.sql, 0008_series_scopes.sql and 0009_job_user.sql, plus the schema_migration table the server creates to record them). Read it to learn the schema; never apply it to a
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 8
+-- schema version: 9
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -45,6 +45,8 @@ CREATE TABLE project (
     fair_share_gpus   double precision NOT NULL DEFAULT 0,
     max_pending       bigint NOT NULL DEFAULT 10000,
     pending_jobs      bigint NOT NULL DEFAULT 0,
+    job_user          text,
+    allow_root        boolean NOT NULL DEFAULT false,
     CONSTRAINT project_pkey PRIMARY KEY (id),
     CONSTRAINT project_name_key UNIQUE (name),
     CONSTRAINT project_name_check CHECK (name ~ '^[a-z0-9][a-z0-9-]{0,62}$'),
@@ -52,7 +54,9 @@ CREATE TABLE project (
     CONSTRAINT project_limit_check CHECK (limit_gpus IS NULL OR limit_gpus >= quota_gpus),
     CONSTRAINT project_department_fkey FOREIGN KEY (department_id)
         REFERENCES department (id) ON DELETE RESTRICT,
-    CONSTRAINT project_max_pending_check CHECK (max_pending >= 0)
+    CONSTRAINT project_max_pending_check CHECK (max_pending >= 0),
+    CONSTRAINT project_job_user_check CHECK (job_user ~ '^[a-z_][a-z0-9_-]{0,31}$'),
+    CONSTRAINT project_job_user_root_check CHECK (job_user IS DISTINCT FROM 'root' OR allow_root)
 );
 CREATE INDEX project_department_idx ON project (department_id);
 

@@ -357,9 +357,9 @@ static json_t *sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob 
                             const char *ckpt)
 {
     const struct ts_sandbox *sb = ctx->sandbox;
-    json_t *o = json_pack("{s:i, s:i, s:s, s:s, s:s, s:s}", "uid", (int)sb->uid, "gid",
-                          (int)sb->gid, "user", sb->user, "data_dir", ctx->data_dir, "job_dir",
-                          j->dir, "checkpoint_dir", ckpt);
+    json_t *o = json_pack("{s:i, s:i, s:s, s:s, s:s, s:s}", "uid", (int)j->user.uid, "gid",
+                          (int)j->user.gid, "user", j->user.name, "data_dir", ctx->data_dir,
+                          "job_dir", j->dir, "checkpoint_dir", ckpt);
     if (o == NULL)
         return NULL;
     if (ctx->gpus != NULL && ctx->gpus->simgpu_dir[0] != '\0')
@@ -480,18 +480,25 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
         return j;
     }
     const struct ts_sandbox *sb = ctx->sandbox != NULL && ctx->sandbox->on ? ctx->sandbox : NULL;
+    if (ctx->sandbox != NULL &&
+        ts_sandbox_job_user(ctx->sandbox, json_string_value(json_object_get(desired, "job_user")),
+                            json_is_true(json_object_get(desired, "allow_root")), &j->user, msg,
+                            sizeof(msg)) != 0) {
+        set_failed(j, "%s", msg);
+        return j;
+    }
     /* sandboxed, the job writes only its work folder (which it sees at its
      * folder's path) and its checkpoints */
     if (sb != NULL && (ckpt_new || cd == NULL || cd[0] == '\0') &&
-        chown(ckpt, sb->uid, sb->gid) != 0) {
-        set_failed(j, "could not give checkpoint_dir %s to %s: %s", ckpt, sb->user,
+        chown(ckpt, j->user.uid, j->user.gid) != 0) {
+        set_failed(j, "could not give checkpoint_dir %s to %s: %s", ckpt, j->user.name,
                    strerror(errno));
         return j;
     }
     if (sb != NULL) {
         job_path(j, TS_SANDBOX_WORK, path, sizeof(path));
-        if (mkdir(path, 0700) != 0 || chown(path, sb->uid, sb->gid) != 0) {
-            set_failed(j, "could not create %s for %s: %s", path, sb->user, strerror(errno));
+        if (mkdir(path, 0700) != 0 || chown(path, j->user.uid, j->user.gid) != 0) {
+            set_failed(j, "could not create %s for %s: %s", path, j->user.name, strerror(errno));
             return j;
         }
     }

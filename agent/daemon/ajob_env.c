@@ -145,8 +145,11 @@ char **ts_ajob_env_build(const struct ts_ajob_ctx *ctx, const json_t *desired,
                  (long long)json_integer_value(json_object_get(desired, "id")),
                  (long long)json_integer_value(json_object_get(desired, "attempt")));
         env_set(&l, "HOME", home);
-        env_set(&l, "USER", ctx->sandbox->user);
-        env_set(&l, "LOGNAME", ctx->sandbox->user);
+        /* its project's job_user, else the agent's (sandbox.c checked it) */
+        const char *ju = json_string_value(json_object_get(desired, "job_user"));
+        const char *user = ju != NULL && ju[0] != '\0' ? ju : ctx->sandbox->user;
+        env_set(&l, "USER", user);
+        env_set(&l, "LOGNAME", user);
         env_set(&l, "TMPDIR", "/tmp");
     }
 

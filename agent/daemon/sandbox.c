@@ -107,6 +107,38 @@ int ts_sandbox_setup(struct ts_sandbox *sb, const char *mode, const char *user, 
     return 0;
 }
 
+int ts_sandbox_job_user(const struct ts_sandbox *sb, const char *project_user, bool allow_root,
+                        struct ts_job_user *out, char *msg, size_t msglen)
+{
+    memset(out, 0, sizeof(*out));
+    errno = 0;
+    bool own = project_user != NULL && project_user[0] != '\0';
+    if (!own && !sb->on)
+        return 0; /* unsandboxed: the agent's own user, as before */
+    if (own && !sb->on)
+        return fail(msg, msglen,
+                    "job_user_invalid: its project's jobs run as \"%.40s\", but this node does "
+                    "not sandbox jobs (%.100s)",
+                    project_user, sb->why_off);
+    const char *name = own ? project_user : sb->user;
+    errno = 0;
+    struct passwd *pw = getpwnam(name);
+    if (pw == NULL) {
+        errno = errno == ENOENT ? 0 : errno;
+        return fail(msg, msglen, "job_user_invalid: %s \"%.40s\" is no user on this node",
+                    own ? "its project's job_user" : "the agent's --job-user", name);
+    }
+    if (pw->pw_uid == 0 && !allow_root)
+        return fail(msg, msglen,
+                    "job_user_invalid: %s \"%.40s\" is root (uid 0) and its project does not "
+                    "allow root (an admin sets allow_root on the project)",
+                    own ? "its project's job_user" : "the agent's --job-user", name);
+    snprintf(out->name, sizeof(out->name), "%s", name);
+    out->uid = pw->pw_uid;
+    out->gid = pw->pw_gid;
+    return 0;
+}
+
 /* The folders the dynamic loader searches for libcuda.so.1 on common
  * distributions and in NVIDIA's container layout. */
 static const char *const driver_dirs[] = {"/usr/lib/x86_64-linux-gnu",

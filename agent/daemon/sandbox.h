@@ -42,6 +42,19 @@ struct ts_sandbox {
 int ts_sandbox_setup(struct ts_sandbox *sb, const char *mode, const char *user, char *msg,
                      size_t msglen);
 
+/* The Unix user one job runs as. */
+struct ts_job_user {
+    char name[64];
+    uid_t uid;
+    gid_t gid;
+};
+
+/* Resolve a job's user: its project's job_user (NULL or "": the agent's
+ * --job-user), which must exist on this node; uid 0 only when its project
+ * has allow_root. Returns 0, or -1 with msg (the job fails with it). */
+int ts_sandbox_job_user(const struct ts_sandbox *sb, const char *project_user, bool allow_root,
+                        struct ts_job_user *out, char *msg, size_t msglen);
+
 /* Find the real CUDA driver (simgpu's in sim_lib_dir when not NULL, else
  * what dlopen("libcuda.so.1") loads) and every libcuda.so* file of the
  * loader's directories: in a job under the shim they are all the shim. */

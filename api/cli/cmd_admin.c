@@ -67,6 +67,22 @@ static int apply_quota(struct ts_cli *cli, const struct ts_args *a, json_t *q)
         n++, json_object_set_new(q, "priority", json_integer(priority));
     if (ts_args_has(a, "max-pending"))
         n++, json_object_set_new(q, "max_pending", json_integer(max_pending));
+    if (ts_args_has(a, "job-user") && ts_args_has(a, "default-job-user")) {
+        ts_cli_usage_error(cli, "give --job-user or --default-job-user, not both");
+        return -1;
+    }
+    if (ts_args_has(a, "job-user"))
+        n++, json_object_set_new(q, "job_user", json_string(ts_args_get(a, "job-user")));
+    if (ts_args_has(a, "default-job-user"))
+        n++, json_object_set_new(q, "job_user", json_null());
+    if (ts_args_has(a, "allow-root") && ts_args_has(a, "no-allow-root")) {
+        ts_cli_usage_error(cli, "give --allow-root or --no-allow-root, not both");
+        return -1;
+    }
+    if (ts_args_has(a, "allow-root"))
+        n++, json_object_set_new(q, "allow_root", json_true());
+    if (ts_args_has(a, "no-allow-root"))
+        n++, json_object_set_new(q, "allow_root", json_false());
     return n;
 }
 
@@ -134,8 +150,8 @@ static int set_quota(struct ts_cli *cli, const struct ts_args *a, const struct k
     if (rc != TS_EXIT_OK)
         return rc;
     /* the members of a Quota request, as read (the answer may hold more) */
-    static const char *const members[] = {"gpus", "over_quota_weight", "limit", "priority",
-                                          "max_pending"};
+    static const char *const members[] = {
+        "gpus", "over_quota_weight", "limit", "priority", "max_pending", "job_user", "allow_root"};
     const json_t *read = json_object_get(r.json, "quota");
     json_t *q = json_object();
     for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++)
@@ -147,10 +163,11 @@ static int set_quota(struct ts_cli *cli, const struct ts_args *a, const struct k
     int n = apply_quota(cli, a, q);
     if (n <= 0) {
         json_decref(q);
-        return n < 0 ? TS_EXIT_USAGE
-                     : ts_cli_usage_error(cli, "nothing to change: give --gpus, --limit, "
-                                               "--no-limit, --weight, --priority or "
-                                               "--max-pending (projects)");
+        return n < 0
+                   ? TS_EXIT_USAGE
+                   : ts_cli_usage_error(cli, "nothing to change: give --gpus, --limit, "
+                                             "--no-limit, --weight, --priority or "
+                                             "--max-pending, --job-user, --allow-root (projects)");
     }
     const char *given = ts_args_get(a, "if-match");
     if (given && given[0] != '"' && strcmp(given, "*") != 0)
@@ -326,6 +343,9 @@ static int cmd_describe_project(struct ts_cli *cli, const struct ts_args *a)
     ts_out_kv("Running jobs", "%s", ts_out_member(s, "running_jobs", b, sizeof(b)));
     ts_out_kv("Pending jobs", "%s", ts_out_member(s, "pending_jobs", b, sizeof(b)));
     ts_out_kv("Max pending", "%s", ts_out_member(q, "max_pending", b, sizeof(b)));
+    const json_t *ju = json_object_get(q, "job_user");
+    ts_out_kv("Job user", "%s%s", json_is_string(ju) ? json_string_value(ju) : "the agent's",
+              json_is_true(json_object_get(q, "allow_root")) ? " (root allowed)" : "");
     ts_out_kv("Created", "%s", ts_out_time(json_object_get(p, "created_at"), b, sizeof(b)));
     const char *tag = ts_response_header(&r, "ETag", etag, sizeof(etag));
     ts_out_kv("ETag", "%s", tag ? tag : "-");
@@ -501,6 +521,15 @@ static int cmd_token_revoke(struct ts_cli *cli, const struct ts_args *a)
         "max-pending", 0, "N", "at most N of its jobs pending; more are refused (default 10000)",  \
             false                                                                                  \
     }
+/* A project's job user (agent/README.md "The job sandbox"). */
+#define JOB_USER_OPTS                                                                              \
+    {"job-user", 0, "USER", "its jobs run as this Unix user on the nodes (default: the agent's)",  \
+     false},                                                                                       \
+        {"default-job-user", 0, NULL, "its jobs run as the agent's --job-user", false},            \
+        {"allow-root", 0, NULL, "let --job-user be root for this project", false},                 \
+    {                                                                                              \
+        "no-allow-root", 0, NULL, "withdraw --allow-root", false                                   \
+    }
 /* ---- audit ------------------------------------------------------------------------------- */
 
 static const struct ts_col audit_cols[] = {
@@ -586,12 +615,14 @@ static const struct ts_opt project_create_opts[] = {
     {"department", 'd', "DEPARTMENT", "the department it belongs to (required)", false},
     QUOTA_OPTS,
     MAX_PENDING_OPT,
+    JOB_USER_OPTS,
     TS_OPT_END,
 };
 static const struct ts_opt create_opts[] = {QUOTA_OPTS, TS_OPT_END};
 static const struct ts_opt project_set_quota_opts[] = {
     QUOTA_OPTS,
     MAX_PENDING_OPT,
+    JOB_USER_OPTS,
     {"if-match", 0, "ETAG", "write only if the ETag is still this one (default: the one read)",
      false},
     TS_OPT_END,
@@ -627,11 +658,12 @@ const struct ts_cmd ts_cmds_admin[] = {
     {"describe project", "NAME [-o table|json]", "show a project's quota, usage and ETag", NULL,
      output_opts, 1, 1, false, false, cmd_describe_project},
     {"project create",
-     "NAME -d DEPARTMENT [--gpus N] [--limit N] [--weight W] [--priority N] [--max-pending N]",
+     "NAME -d DEPARTMENT [--gpus N] [--limit N] [--weight W] [--priority N] [--max-pending N]"
+     " [--job-user USER [--allow-root]]",
      "create a project (admin)", NULL, project_create_opts, 1, 1, false, false, cmd_project_create},
     {"project set-quota",
      "NAME [--gpus N] [--limit N | --no-limit] [--weight W] [--priority N] [--max-pending N] "
-     "[--if-match ETAG]",
+     "[--job-user USER | --default-job-user] [--allow-root | --no-allow-root] [--if-match ETAG]",
      "change a project's quota (admin)", SET_QUOTA_HELP, project_set_quota_opts, 1, 1, false, false,
      cmd_project_set_quota},
     {"project delete", "NAME", "delete a project whose jobs have all finished (admin)", NULL, NULL,

@@ -158,6 +158,8 @@ static json_t *desired_job_encode(const struct ts_desired_job *j)
                         j->checkpoint_dir ? json_string(j->checkpoint_dir) : json_null());
     json_object_set_new(o, "resume_count", json_integer(j->resume_count));
     json_object_set_new(o, "idle_swap_after_seconds", json_integer(j->idle_swap_after_seconds));
+    json_object_set_new(o, "job_user", j->job_user ? json_string(j->job_user) : json_null());
+    json_object_set_new(o, "allow_root", json_boolean(j->allow_root));
     return o;
 }
 

@@ -222,6 +222,8 @@ struct ts_desired_job {
     const char *checkpoint_dir; /* or NULL */
     int resume_count;
     int64_t idle_swap_after_seconds; /* idle detach after this long idle; 0: never */
+    const char *job_user;            /* its project's, or NULL: the agent's --job-user */
+    bool allow_root;                 /* its project may run jobs as root */
 };
 struct ts_desired {
     int64_t node_id;

@@ -190,7 +190,7 @@ static const char desired_sql[] =
     "   WHEN 'portion' THEN greatest(jg.memory_bytes, (j.gpu_portion_limit * "
     "g.memory_bytes)::bigint)"
     "   WHEN 'memory' THEN greatest(jg.memory_bytes, j.gpu_memory_limit_bytes)"
-    "   ELSE g.memory_bytes END), j.swap, j.idle_swap_after_seconds"
+    "   ELSE g.memory_bytes END), j.swap, j.idle_swap_after_seconds, p.job_user, p.allow_root"
     " FROM node n"
     " LEFT JOIN job j ON j.node_id = n.id"
     "   AND j.state IN ('scheduled', 'running', 'evicting', 'cancelling', 'suspending',"
@@ -257,6 +257,8 @@ enum ts_err ts_store_node_desired(struct ts_dbconn *c, const char *name, struct 
             j->checkpoint_dir = ts_row_text(res, i, 19, a);
             j->resume_count = (int)ts_row_i64(res, i, 20);
             j->idle_swap_after_seconds = ts_row_i64(res, i, 26);
+            j->job_user = ts_row_text(res, i, 27, a);
+            j->allow_root = ts_row_bool(res, i, 28);
             j->gpus = &gpus[i];
         }
         if (!ts_row_null(res, i, 21)) {

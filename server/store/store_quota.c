@@ -38,7 +38,7 @@
     " p.priority, p.revision, " TS_SQL_US("p.created_at") ","                                      \
     " coalesce(u.alloc, 0), coalesce(u.alloc_np, 0), coalesce(u.req, 0),"                          \
     " coalesce(u.pending, 0), coalesce(u.running, 0), p.deserved_gpus, p.fair_share_gpus,"         \
-    " p.max_pending"                                                                               \
+    " p.max_pending, coalesce(p.job_user, ''), p.allow_root"                                       \
     " FROM project p JOIN department d ON d.id = p.department_id"                                  \
     " LEFT JOIN (" USAGE_SQL ") u ON u.project_id = p.id"
 
@@ -84,6 +84,8 @@ static void read_project(const PGresult *res, int row, struct ts_project *p)
     read_usage(res, row, 9, &p->usage);
     p->spec.quota.has_max_pending = true;
     p->spec.quota.max_pending = ts_row_i64(res, row, 16);
+    ts_row_copy(res, row, 17, p->spec.quota.job_user, sizeof(p->spec.quota.job_user));
+    p->spec.quota.allow_root = strcmp(PQgetvalue(res, row, 18), "t") == 0;
 }
 
 static void read_department(const PGresult *res, int row, struct ts_department *d)
@@ -222,13 +224,18 @@ static enum ts_err set_quota(struct ts_dbconn *c, const char *sql, const char *w
         len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%lld", i ? "," : "",
                                 (long long)revs->v[i]);
     snprintf(list + len, sizeof(list) - len, "}");
-    const char *params[] = {name,          qp.gpus,
-                            qp.weight,     q->has_limit ? qp.limit : NULL,
-                            qp.priority,   revs == NULL ? NULL : list,
-                            qp.max_pending};
+    const char *params[] = {name,
+                            qp.gpus,
+                            qp.weight,
+                            q->has_limit ? qp.limit : NULL,
+                            qp.priority,
+                            revs == NULL ? NULL : list,
+                            qp.max_pending,
+                            q->job_user[0] ? q->job_user : NULL,
+                            q->allow_root ? "true" : "false"};
     PGresult *res = NULL;
-    /* $7, max_pending, only in a project's statement */
-    enum ts_err e = ts_db_exec(c, sql, q->has_max_pending ? 7 : 6, params, &res, err);
+    /* $7..$9, max_pending, job_user and allow_root, only in a project's statement */
+    enum ts_err e = ts_db_exec(c, sql, q->has_max_pending ? 9 : 6, params, &res, err);
     if (e != TS_OK)
         return e;
     bool exists = !ts_row_null(res, 0, 0);
@@ -273,16 +280,23 @@ enum ts_err ts_store_project_create(struct ts_dbconn *c, const struct ts_project
 {
     struct quota_params qp;
     quota_params(&s->quota, &qp);
-    const char *params[] = {
-        s->name,     s->department, qp.gpus, qp.weight, s->quota.has_limit ? qp.limit : NULL,
-        qp.priority, qp.max_pending};
+    const char *params[] = {s->name,
+                            s->department,
+                            qp.gpus,
+                            qp.weight,
+                            s->quota.has_limit ? qp.limit : NULL,
+                            qp.priority,
+                            qp.max_pending,
+                            s->quota.job_user[0] ? s->quota.job_user : NULL,
+                            s->quota.allow_root ? "true" : "false"};
     PGresult *res = NULL;
     enum ts_err e = ts_db_exec(
         c,
         "INSERT INTO project (name, department_id, quota_gpus, over_quota_weight, limit_gpus,"
-        " priority, max_pending) SELECT $1, d.id, $3, $4, $5, $6, $7 FROM department d"
+        " priority, max_pending, job_user, allow_root)"
+        " SELECT $1, d.id, $3, $4, $5, $6, $7, $8, $9 FROM department d"
         " WHERE d.name = $2 RETURNING id, revision, " TS_SQL_US("created_at"),
-        7, params, &res, err);
+        9, params, &res, err);
     if (e == TS_ERR_ALREADY_EXISTS)
         return ts_error_field(err, e, "name", "project \"%s\" already exists", s->name);
     if (e != TS_OK)
@@ -381,7 +395,9 @@ enum ts_err ts_store_project_set_quota(struct ts_dbconn *c, const char *name,
                                        const struct ts_quota *q, const struct ts_revisions *revs,
                                        struct ts_error *err)
 {
-    return set_quota(c, SET_QUOTA_SQL("project", ", max_pending = $7", ", max_pending", ", $7"),
+    return set_quota(c,
+                     SET_QUOTA_SQL("project", ", max_pending = $7, job_user = $8, allow_root = $9",
+                                   ", max_pending, job_user, allow_root", ", $7, $8, $9"),
                      "project", name, q, revs, err);
 }
 

@@ -211,6 +211,62 @@ static int teardown(void **state)
     return rc;
 }
 
+/* PUT a project's quota (any revision). */
+static void set_quota(const char *project, const char *body)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/projects/%s/quota", project);
+    const char *ifm[] = {"If-Match: *", NULL};
+    struct ts_response r;
+    long st = ts_it_req(srv.admin, "PUT", path, body, ifm, &r);
+    if (st != 200)
+        fail_msg("PUT %s: %ld %s", path, st, r.body.data);
+    ts_response_free(&r);
+}
+
+/* The job's events as text (new). */
+static char *events_text(long long id)
+{
+    json_t *ev = get_json("/api/v1/jobs/%lld/events", id);
+    char *text = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    return text;
+}
+
+static void a_job_runs_as_its_projects_job_user_checked_on_the_node(void **state)
+{
+    (void)state;
+    /* daemon exists on every Debian machine, and is not nobody */
+    set_quota("audio", "{\"gpus\": 1, \"job_user\": \"daemon\"}");
+    long long id = submit_sh("audio", "as-daemon", "echo user=$(id -un) USER=$USER; echo end", "");
+    char *out = output_after_end(id);
+    assert_non_null(strstr(out, "user=daemon USER=daemon\n"));
+    free(out);
+    /* a user this node does not have: the job fails, saying why */
+    set_quota("audio", "{\"gpus\": 1, \"job_user\": \"tessera-no-such-user\"}");
+    id = submit_sh("audio", "as-nobody-known", "echo ran", "");
+    json_decref(wait_state(id, "failed", 30));
+    char *ev = events_text(id);
+    fprintf(stderr, "events: %s\n", ev);
+    assert_non_null(strstr(ev, "job_user_invalid"));
+    assert_non_null(strstr(ev, "tessera-no-such-user"));
+    free(ev);
+    /* root, allowed by an admin for this project: uid 0 without capabilities */
+    set_quota("audio", "{\"gpus\": 1, \"job_user\": \"root\", \"allow_root\": true}");
+    id = submit_sh("audio", "as-root",
+                   "echo uid=$(id -u); grep -E '^CapEff:' /proc/self/status; echo end", "");
+    out = output_after_end(id);
+    assert_non_null(strstr(out, "uid=0\n"));
+    assert_non_null(strstr(out, "CapEff:\t0000000000000000\n"));
+    free(out);
+    /* back to the agent's --job-user */
+    set_quota("audio", "{\"gpus\": 1}");
+    id = submit_sh("audio", "as-agent-user", "echo user=$(id -un); echo end", "");
+    out = output_after_end(id);
+    assert_non_null(strstr(out, "user=nobody\n"));
+    free(out);
+}
+
 static void a_job_runs_unprivileged_alone_in_its_namespaces_with_a_private_tmp(void **state)
 {
     (void)state;
@@ -414,6 +470,7 @@ int main(void)
         cmocka_unit_test(a_job_reads_no_token_no_other_jobs_folder_and_no_ledger_of_another_gpu),
         cmocka_unit_test(a_job_has_its_memory_request_and_a_pids_limit_in_its_cgroup),
         cmocka_unit_test(the_gpu_limit_holds_without_ld_preload_and_with_the_driver_opened_by_path),
+        cmocka_unit_test(a_job_runs_as_its_projects_job_user_checked_on_the_node),
         /* last: without a sandbox it kills the server and the agent */
         cmocka_unit_test(a_job_cannot_signal_another_job_the_agent_or_the_server),
     };

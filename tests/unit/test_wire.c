@@ -425,6 +425,59 @@ static void a_project_quota_has_max_pending_and_a_department_quota_has_not(void 
     json_decref(v);
 }
 
+static void a_project_quota_has_a_job_user_root_only_when_allowed(void **state)
+{
+    struct ts_quota q;
+    struct ts_error err;
+    assert_int_equal(ts_wire_project_quota_decode(NULL, "quota", &q, &err), TS_OK);
+    assert_string_equal(q.job_user, ""); /* the agent's --job-user */
+    assert_false(q.allow_root);
+    static const char *const good[][2] = {
+        {"{\"job_user\": \"alice\"}", "alice"},
+        {"{\"job_user\": \"_svc-1\"}", "_svc-1"},
+        {"{\"job_user\": null}", ""},
+        {"{\"job_user\": \"root\", \"allow_root\": true}", "root"},
+        {"{\"job_user\": \"abcdefghijklmnopqrstuvwxyz012345\"}",
+         "abcdefghijklmnopqrstuvwxyz012345"},
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        json_t *v = body(good[i][0]);
+        if (ts_wire_project_quota_decode(v, "quota", &q, &err) != TS_OK)
+            fail_msg("%s: %s", good[i][0], err.message);
+        assert_string_equal(q.job_user, good[i][1]);
+        json_decref(v);
+    }
+    static const char *const bad[][2] = {
+        {"{\"job_user\": \"root\"}",
+         "quota.job_user \"root\" needs allow_root: true for this project"},
+        {"{\"job_user\": \"root\", \"allow_root\": false}",
+         "quota.job_user \"root\" needs allow_root: true for this project"},
+        {"{\"job_user\": \"Alice\"}",
+         "quota.job_user must be a Unix user name ([a-z_][a-z0-9_-]{0,31}): \"Alice\""},
+        {"{\"job_user\": \"1st\"}",
+         "quota.job_user must be a Unix user name ([a-z_][a-z0-9_-]{0,31}): \"1st\""},
+        {"{\"job_user\": \"a/b\"}",
+         "quota.job_user must be a Unix user name ([a-z_][a-z0-9_-]{0,31}): \"a/b\""},
+        {"{\"job_user\": \"\"}",
+         "quota.job_user must be a Unix user name ([a-z_][a-z0-9_-]{0,31}): \"\""},
+        {"{\"job_user\": \"abcdefghijklmnopqrstuvwxyz0123456\"}", NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *v = body(bad[i][0]);
+        enum ts_err e = ts_wire_project_quota_decode(v, "quota", &q, &err);
+        if (e != TS_ERR_INVALID_VALUE)
+            fail_msg("%s: %d", bad[i][0], (int)e);
+        assert_string_equal(err.field, "quota.job_user");
+        if (bad[i][1] != NULL)
+            assert_string_equal(err.message, bad[i][1]);
+        json_decref(v);
+    }
+    /* a department has no job user */
+    json_t *v = body("{\"job_user\": \"alice\"}");
+    assert_int_equal(ts_wire_quota_decode(v, "quota", &q, &err), TS_ERR_UNKNOWN_FIELD);
+    json_decref(v);
+}
+
 static void departments_decode_name_and_quota(void **state)
 {
     json_t *v = body("{\"name\": \"research\", \"quota\": {\"gpus\": 16}}");
@@ -503,7 +556,7 @@ static void a_decoded_project_encodes_back_to_what_was_sent(void **state)
 {
     const char *sent = "{\"name\":\"vision\",\"department\":\"research\",\"quota\":"
                        "{\"gpus\":2.5,\"over_quota_weight\":3.0,\"limit\":8.0,\"priority\":10,"
-                       "\"max_pending\":250}}";
+                       "\"max_pending\":250,\"job_user\":\"alice\",\"allow_root\":false}}";
     struct ts_project p = {0};
     struct ts_error err;
     assert_int_equal(project_from(sent, &p.spec, &err), TS_OK);
@@ -1092,6 +1145,7 @@ int main(void)
         cmocka_unit_test(departments_encode_with_a_project_count),
         cmocka_unit_test(a_decoded_project_encodes_back_to_what_was_sent),
         cmocka_unit_test(a_project_quota_has_max_pending_and_a_department_quota_has_not),
+        cmocka_unit_test(a_project_quota_has_a_job_user_root_only_when_allowed),
         cmocka_unit_test(a_token_decodes_its_role_and_projects_into_the_arena),
         cmocka_unit_test(token_roles_and_project_lists_are_checked),
         cmocka_unit_test(tokens_encode_their_secret_only_when_it_is_there),

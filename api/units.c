@@ -124,6 +124,36 @@ char *ts_bytesize_format(int64_t bytes, char *buf, size_t len)
     return buf;
 }
 
+char *ts_gpus_format(double g, char *buf, size_t len)
+{
+    snprintf(buf, len, "%.2f", g + 0.0);
+    char *dot = strchr(buf, '.');
+    if (dot != NULL) {
+        char *e = buf + strlen(buf) - 1;
+        while (e > dot && *e == '0')
+            *e-- = '\0';
+        if (e == dot)
+            *e = '\0';
+    }
+    if (strcmp(buf, "-0") == 0)
+        snprintf(buf, len, "0");
+    return buf;
+}
+
+char *ts_bytesize_human(int64_t b, char *buf, size_t len)
+{
+    const int64_t gib = INT64_C(1) << 30, mib = INT64_C(1) << 20;
+    if (b >= gib && b % gib == 0)
+        snprintf(buf, len, "%lld GiB", (long long)(b / gib));
+    else if (b >= gib)
+        snprintf(buf, len, "%.1f GiB", (double)b / (double)gib);
+    else if (b >= mib && b % mib == 0)
+        snprintf(buf, len, "%lld MiB", (long long)(b / mib));
+    else
+        snprintf(buf, len, "%lld bytes", (long long)b);
+    return buf;
+}
+
 /* ---- durations ------------------------------------------------------------- */
 
 static const struct {

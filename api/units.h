@@ -37,6 +37,12 @@ int ts_bytesize_parse(const char *s, int64_t *out);
 /* Shortest exact form: "20GiB", "1536MiB", "123B", "0B"; only binary units,
  * so that ts_bytesize_parse reads back the same number. Returns buf. */
 char *ts_bytesize_format(int64_t bytes, char *buf, size_t len);
+/* For a sentence, rounded: "20 GiB", "1.5 GiB", "512 MiB", "1000 bytes".
+ * Returns buf. */
+char *ts_bytesize_human(int64_t bytes, char *buf, size_t len);
+/* A GPU count with at most two decimals and no trailing zeros: "2", "0.5",
+ * "2.25" ("0", never "-0"). Returns buf. */
+char *ts_gpus_format(double gpus, char *buf, size_t len);
 
 /* 0 on success, -1 when malformed or over 10 years. */
 int ts_duration_parse(const char *s, int64_t *seconds);

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/clock.h"
+
 #define SLOTS 1024
 #define MAX_PROJECTS 32
 #define MAX_NODES_TEXT 512 /* a token with a longer node list is not cached */
@@ -26,13 +28,6 @@ struct ts_authcache {
     int64_t ttl_ms;
     struct entry slots[SLOTS];
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static size_t slot_of(const char *hex)
 {
@@ -68,7 +63,7 @@ bool ts_authcache_get(struct ts_authcache *c, const char *sha256_hex, struct ts_
     bool hit = false;
     struct entry *e = &c->slots[slot_of(sha256_hex)];
     pthread_mutex_lock(&c->mu);
-    if (e->expires_ms > now_ms() && strcmp(e->hash, sha256_hex) == 0) {
+    if (e->expires_ms > ts_now_ms() && strcmp(e->hash, sha256_hex) == 0) {
         *out = e->t;
         out->project_ids = NULL;
         out->nodes = NULL;
@@ -104,7 +99,7 @@ void ts_authcache_put(struct ts_authcache *c, const char *sha256_hex, const stru
     }
     if (t->nprojects > 0)
         memcpy(e->ids, t->project_ids, sizeof(int64_t) * t->nprojects);
-    e->expires_ms = now_ms() + c->ttl_ms;
+    e->expires_ms = ts_now_ms() + c->ttl_ms;
     pthread_mutex_unlock(&c->mu);
 }
 

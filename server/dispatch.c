@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "api/clock.h"
 #include "api/log.h"
 #include "server/audit.h"
 #include "server/auth.h"
@@ -130,9 +131,7 @@ void ts_dispatch_complete(void *cls, struct ts_request *r)
         ts_db_release(srv->db, ctx->conn);
         ctx->conn = NULL;
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - r->started_ns;
+    int64_t ns = ts_now_ns() - r->started_ns;
     ts_metrics_observe(srv->metrics, r->route_index, r->method, r->status, (double)ns / 1e9,
                        r->held || r->stream != NULL);
     ts_log_debug("%s %s status=%d duration_ms=%.3f request=%s", r->method, r->path, r->status,

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "api/arena.h"
+#include "api/clock.h"
 #include "api/log.h"
 #include "server/notify.h"
 #include "server/sched/sched.h"
@@ -42,13 +43,6 @@ struct ts_schedloop {
     int64_t db_down_ms; /* when this replica, leading, found the database unreachable; 0: not */
     char checkpoint_root[4096];
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* A set of job ids (open addressing; 0 is never a job id). */
 struct idset {
@@ -166,7 +160,7 @@ static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, int64_t *d
     struct ts_arena *a = ts_arena_new();
     if (a == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    int64_t t0 = now_ms();
+    int64_t t0 = ts_now_ms();
     struct ts_sched_snapshot snap = {
         .config = {.strategy = cfg->strategy, .min_runtime_s = cfg->min_runtime}};
     struct ts_sched_rows rows = {0};
@@ -180,7 +174,7 @@ static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, int64_t *d
         ts_arena_free(a);
         return e;
     }
-    int64_t t1 = now_ms();
+    int64_t t1 = ts_now_ms();
     const struct ts_sched_decision **ds = ts_arena_alloc(a, sizeof(*ds) * (res->ndecisions + 1));
     int64_t *held = ts_arena_alloc(a, sizeof(*held) * (res->ndecisions + 1));
     struct ts_sched_pending_reason *reasons =
@@ -220,7 +214,7 @@ static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, int64_t *d
         ts_log_info("scheduler cycle binds=%zu stops=%zu held=%zu pending=%zu decide_ms=%lld "
                     "total_ms=%lld",
                     binds, nds - binds, nheld, snap.npending, (long long)(t1 - t0),
-                    (long long)(now_ms() - t0));
+                    (long long)(ts_now_ms() - t0));
     }
     ts_sched_result_free(res);
     ts_arena_free(a);
@@ -261,7 +255,7 @@ static bool lead(struct ts_schedloop *l, struct ts_dbconn *c)
  */
 static void forgive(struct ts_schedloop *l, struct ts_dbconn *c)
 {
-    double secs = (double)(now_ms() - l->db_down_ms) / 1000.0 + 1.0; /* a tick's worth more */
+    double secs = (double)(ts_now_ms() - l->db_down_ms) / 1000.0 + 1.0; /* a tick's worth more */
     struct ts_error err;
     ts_error_clear(&err);
     int n = 0;
@@ -287,7 +281,7 @@ static void sweep(struct ts_schedloop *l, struct ts_dbconn *c)
     if (e != TS_OK) {
         ts_log_warn("scheduler sweep failed: %s", err.message);
         if (e == TS_ERR_DATABASE && l->db_down_ms == 0)
-            l->db_down_ms = now_ms();
+            l->db_down_ms = ts_now_ms();
         return;
     }
     atomic_fetch_add(&l->sweeps, 1);
@@ -320,24 +314,24 @@ static void *run(void *arg)
         struct ts_dbconn *c = ts_db_acquire(l->db, 1000, &err);
         bool was = atomic_load(&l->leader);
         if (c == NULL && was && l->db_down_ms == 0)
-            l->db_down_ms = now_ms(); /* the leader lost the database */
+            l->db_down_ms = ts_now_ms(); /* the leader lost the database */
         bool leader = c != NULL && lead(l, c);
         if (leader && !was)
             need = true;
         if (leader && l->db_down_ms != 0)
             forgive(l, c);
-        int64_t now = now_ms();
+        int64_t now = ts_now_ms();
         if (leader && (need || seen != cycled || (due_ms >= 0 && now >= due_ms))) {
             int64_t due_s;
             cycled = seen;
             need = false;
             enum ts_err e = cycle(l, c, &due_s, &err);
-            int64_t took = now_ms() - now;
+            int64_t took = ts_now_ms() - now;
             atomic_fetch_add(&l->cycles, 1);
             atomic_fetch_add(&l->cycle_us, took * 1000);
             atomic_store(&l->last_cycle_us, took * 1000);
             tick_ms = now + TICK_MS; /* the cycle swept */
-            due_ms = due_s < 0 ? -1 : now_ms() + due_s * 1000;
+            due_ms = due_s < 0 ? -1 : ts_now_ms() + due_s * 1000;
             if (e == TS_ERR_CONFLICT) {
                 ts_log_debug("scheduler: %s; deciding again", err.message);
                 need = true;
@@ -357,7 +351,7 @@ static void *run(void *arg)
         ts_db_release(l->db, c);
         /* a leader waits for a change, its next sweep or the clock; others
          * try the lock again a tick later */
-        now = now_ms();
+        now = ts_now_ms();
         int64_t wait = leader ? tick_ms - now : TICK_MS;
         if (leader && need)
             wait = TICK_MS;

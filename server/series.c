@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/clock.h"
 #include "api/log.h"
 #include "server/metrics.h"
 #include "server/server.h"
@@ -47,13 +48,6 @@ void ts_series_levels_of(const struct ts_server_config *cfg, struct ts_series_le
     out->retention[out->n++] = cfg->series_retention_1h;
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int64_t wall_ms(void)
 {
     struct timespec ts;
@@ -79,7 +73,7 @@ static void tick(void)
         if (c)
             ts_db_release(srv->db, c);
     }
-    int64_t now = mono_ms() / 1000;
+    int64_t now = ts_now_ms() / 1000;
     if (e == TS_OK) {
         /* figures older than three intervals are not shown as current */
         ts_metrics_set_figures(srv->metrics, figs, n, at, 3 * srv->cfg.series_interval + 5);
@@ -114,9 +108,9 @@ static void *run(void *arg)
         pthread_mutex_lock(&sampler.mu);
         int64_t wall = wall_ms();
         int64_t wait_ms = (wall / interval_ms + 1) * interval_ms + lag_ms - wall;
-        int64_t deadline = mono_ms() + wait_ms;
+        int64_t deadline = ts_now_ms() + wait_ms;
         struct timespec ts = {(time_t)(deadline / 1000), (long)(deadline % 1000) * 1000000L};
-        while (!sampler.stop && mono_ms() < deadline)
+        while (!sampler.stop && ts_now_ms() < deadline)
             pthread_cond_timedwait(&sampler.cv, &sampler.mu, &ts);
     }
     pthread_mutex_unlock(&sampler.mu);

@@ -28,9 +28,10 @@
 
 #include "agent/daemon/broker.h"
 #include "agent/daemon/driver.h"
-#include "agent/daemon/files.h"
 #include "agent/daemon/nodesched.h"
 #include "agent/daemon/proc.h"
+#include "api/clock.h"
+#include "api/files.h"
 #include "api/log.h"
 #include "api/sdnotify.h"
 #include "api/tlsfiles.h"
@@ -451,13 +452,6 @@ static void after_jobs(struct ts_agent *a)
     }
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void loop(struct ts_agent *a, int sigfd)
 {
     int64_t next_sample = 0, next_gc = 0;
@@ -516,13 +510,13 @@ static void loop(struct ts_agent *a, int sigfd)
         if (again || changed)
             ts_reconcile(a);
         after_jobs(a);
-        if (mono_ms() >= next_sample) {
-            next_sample = mono_ms() + SAMPLE_MS;
+        if (ts_now_ms() >= next_sample) {
+            next_sample = ts_now_ms() + SAMPLE_MS;
             sample(a);
         }
         forget_done(a);
-        if (mono_ms() >= next_gc) {
-            next_gc = mono_ms() + GC_MS;
+        if (ts_now_ms() >= next_gc) {
+            next_gc = ts_now_ms() + GC_MS;
             remove_old(a);
         }
     }

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/daemon/files.h"
+#include "api/files.h"
 #include "agent/daemon/proc.h"
 #include "api/log.h"
 

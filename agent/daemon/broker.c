@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "agent/abi/cuda.h"
+#include "api/clock.h"
 #include "api/log.h"
 
 #define PASS_MS 50   /* a pass at least this often; a waiter's wake starts one at once */
@@ -27,13 +28,6 @@ const char *ts_broker_bytes(uint64_t bytes, char *buf, size_t len)
     else
         snprintf(buf, len, "%.1f MiB", (double)bytes / (double)(1ull << 20));
     return buf;
-}
-
-int64_t ts_broker_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 bool ts_broker_job_of(const struct ts_ledger *l, int slot, int64_t *id, int *attempt)
@@ -99,7 +93,7 @@ struct ts_action *ts_broker_action_new(struct ts_broker *b)
         if (!b->act[k].used) {
             memset(&b->act[k], 0, sizeof(b->act[k]));
             b->act[k].used = true;
-            b->act[k].started_ms = ts_broker_now_ms();
+            b->act[k].started_ms = ts_now_ms();
             return &b->act[k];
         }
     return NULL;
@@ -341,7 +335,7 @@ static void poll_end(struct ts_broker *b, struct ts_action *x, int64_t now)
 
 static void poll_actions(struct ts_broker *b)
 {
-    int64_t now = ts_broker_now_ms();
+    int64_t now = ts_now_ms();
     for (int k = 0; k < TS_BROKER_ACTIONS; k++) {
         struct ts_action *x = &b->act[k];
         if (!x->used)
@@ -525,7 +519,7 @@ static void swapped_in(struct ts_broker *b, unsigned g)
 
 static void housekeeping(struct ts_broker *b)
 {
-    int64_t now = ts_broker_now_ms();
+    int64_t now = ts_now_ms();
     if (now >= b->next_reap_ms) {
         b->next_reap_ms = now + REAP_MS;
         for (unsigned g = 0; g < b->s->count; g++)

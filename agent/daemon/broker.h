@@ -108,7 +108,6 @@ void ts_broker_join(struct ts_agent *a);
 
 /* ---- shared by the broker's files (broker.c) ---------------------------- */
 
-int64_t ts_broker_now_ms(void);
 /* The job slot of a process slot: (id, attempt), or false when free. */
 bool ts_broker_job_of(const struct ts_ledger *l, int slot, int64_t *id, int *attempt);
 /* Room was made on ledger position g: bump room_seq and wake waiters. */

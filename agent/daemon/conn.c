@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/daemon/files.h"
+#include "api/files.h"
 #include "api/buf.h"
 #include "api/log.h"
 #include "api/wire.h"

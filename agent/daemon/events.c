@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "agent/daemon/ajob.h"
-#include "agent/daemon/files.h"
+#include "api/files.h"
 #include "api/log.h"
 
 #define PENDING_MAX 4096

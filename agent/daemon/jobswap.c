@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "agent/daemon/broker.h"
+#include "api/clock.h"
 #include "api/log.h"
 
 #define JOBS_MAX 1024         /* jobs looked at in one pass (a node runs fewer) */
@@ -60,7 +61,7 @@ static size_t look(struct ts_broker *b, struct look *out)
 {
     size_t n = 0;
     bool reserve = b->s->swap_bytes > 0;
-    int64_t now = ts_broker_now_ms();
+    int64_t now = ts_now_ms();
     pthread_mutex_lock(&b->a->mu);
     for (struct ts_ajob *j = b->a->jobs; j != NULL && n < JOBS_MAX; j = j->next) {
         if (j->phase != TS_AJOB_RUNNING || j->stopping || j->suspend_failed || j->evict_req)
@@ -194,7 +195,7 @@ static void start_resume(struct ts_broker *b, const struct look *k)
     if (j != NULL && j->suspended && !j->want_suspend) {
         kill(-j->pid, SIGCONT);
         j->resuming = go = true;
-        j->resume_started_ms = ts_broker_now_ms();
+        j->resume_started_ms = ts_now_ms();
     }
     pthread_mutex_unlock(&b->a->mu);
     if (!go)
@@ -252,7 +253,7 @@ static bool all_back(struct ts_broker *b, const struct look *k, bool retry, char
 static void check_resume(struct ts_broker *b, const struct look *k)
 {
     char msg[256];
-    int64_t now = ts_broker_now_ms();
+    int64_t now = ts_now_ms();
     bool retry = false;
     pthread_mutex_lock(&b->a->mu);
     struct ts_ajob *r = ts_agent_find(b->a, k->id, k->attempt);
@@ -270,7 +271,7 @@ static void check_resume(struct ts_broker *b, const struct look *k)
     if (j != NULL && j->resuming) {
         if (back) {
             swapped = j->swapped_bytes;
-            took = (double)(ts_broker_now_ms() - j->resume_started_ms) / 1000.0;
+            took = (double)(ts_now_ms() - j->resume_started_ms) / 1000.0;
             j->suspended = j->resuming = false;
             j->swapped_bytes = 0;
             j->wait_msg[0] = '\0';
@@ -343,7 +344,7 @@ void ts_jobswap_done(struct ts_broker *b, struct ts_action *x, bool ok, const ch
     pthread_mutex_lock(&b->a->mu);
     struct ts_ajob *j = ts_agent_find(b->a, x->id, x->attempt);
     if (j != NULL)
-        j->retry_ms = ts_broker_now_ms() + DETACH_RETRY_MS;
+        j->retry_ms = ts_now_ms() + DETACH_RETRY_MS;
     pthread_mutex_unlock(&b->a->mu);
     ts_events_add(b->ev, x->id, x->attempt, "swap_failed",
                   "could not detach idle pid %d: %s; tried again in %d s", (int)x->pid, why,

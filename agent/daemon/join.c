@@ -34,7 +34,7 @@
 #include "agent/daemon/agent.h"
 #include "agent/daemon/certpin.h"
 #include "agent/daemon/conn.h"
-#include "agent/daemon/files.h"
+#include "api/files.h"
 #include "api/units.h"
 
 #define JOIN_CONF_MAX (256 * 1024)

@@ -14,7 +14,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "agent/daemon/files.h"
+#include "api/files.h"
 #include "api/log.h"
 
 enum ts_ledger_collision ts_ledgers_collision_parse(const char *s)

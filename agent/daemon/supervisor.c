@@ -43,7 +43,7 @@
 
 #include "agent/daemon/ajob.h"
 #include "agent/daemon/cgroup.h"
-#include "agent/daemon/files.h"
+#include "api/files.h"
 #include "agent/daemon/proc.h"
 #include "agent/daemon/sandbox.h"
 

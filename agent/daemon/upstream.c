@@ -29,7 +29,8 @@
 
 #include "agent/daemon/agent.h"
 #include "agent/daemon/conn.h"
-#include "agent/daemon/files.h"
+#include "api/clock.h"
+#include "api/files.h"
 #include "agent/daemon/logship.h"
 #include "api/log.h"
 #include "api/sdnotify.h"
@@ -38,13 +39,6 @@
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
 #define EVENTS_PER_REPORT 256
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Sleep up to ms, returning early when the agent stops or (ship thread)
  * when kicked. Caller does not hold mu. */
@@ -445,20 +439,20 @@ static void *ship_main(void *arg)
              * take the job off this node and refuse the rest of its output */
             if (!a->file_mode && backoff == 0 && !ts_logship_send(a, c, base))
                 backoff = backoff_next(backoff);
-            if ((now && backoff == 0) || mono_ms() >= next_report) {
+            if ((now && backoff == 0) || ts_now_ms() >= next_report) {
                 if (send_report(a, c, base)) {
                     backoff = 0;
-                    next_report = mono_ms() + a->cfg.report_interval * 1000;
+                    next_report = ts_now_ms() + a->cfg.report_interval * 1000;
                 } else {
                     backoff = backoff_next(backoff);
                     int64_t wait = jitter(backoff);
                     if (wait > a->cfg.report_interval * 1000)
                         wait = a->cfg.report_interval * 1000;
-                    next_report = mono_ms() + wait;
+                    next_report = ts_now_ms() + wait;
                 }
             }
         }
-        int64_t left = next_report - mono_ms();
+        int64_t left = next_report - ts_now_ms();
         nap(a, left < 1000 ? (left > 0 ? left : 1) : 1000, backoff == 0);
     }
     ts_conn_free(c);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "agent/gpuload/gpuload.h"
+#include "api/clock.h"
 #include "api/units.h"
 
 #define TS_GPULOAD_CHUNK ((size_t)4 << 20) /* bytes per copy when writing or checking */
@@ -54,9 +55,7 @@ struct run {
 
 static inline uint64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts_now_ns();
 }
 
 static inline double ms(uint64_t ns)

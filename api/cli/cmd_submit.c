@@ -15,6 +15,7 @@
 #include "api/cli/cli.h"
 #include "api/cli/out.h"
 #include "api/cli/req.h"
+#include "api/clock.h"
 #include "api/units.h"
 #include "api/wire.h"
 
@@ -267,12 +268,6 @@ static json_t *job_request(struct ts_cli *cli, const struct ts_args *a)
     return body;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Poll the job until it ends; report its state changes on stderr. */
 static int wait_for(struct ts_cli *cli, long long id)
 {
@@ -313,7 +308,7 @@ static int wait_for(struct ts_cli *cli, long long id)
             return s == TS_JOB_SUCCEEDED ? TS_EXIT_OK : TS_EXIT_JOB_FAILED;
         }
         ts_response_free(&r);
-        sleep_ms(delay);
+        ts_sleep_ms(delay);
         if (delay < 2000)
             delay *= 2;
     }

@@ -8,15 +8,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/clock.h"
+
 #define ATTEMPTS 4
 #define FIRST_DELAY_MS 200
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
 
 int ts_req_exit(long status)
 {
@@ -113,7 +108,7 @@ int ts_req(struct ts_cli *cli, const char *method, const char *path, const json_
             break;
         }
         ts_response_free(out);
-        sleep_ms(delay);
+        ts_sleep_ms(delay);
         delay *= 2;
     }
     int rc = exit_of(out);
@@ -159,7 +154,7 @@ int ts_req_stream(struct ts_cli *cli, const char *path, ts_client_data_fn on_dat
             break;
         }
         ts_response_free(&r);
-        sleep_ms(delay);
+        ts_sleep_ms(delay);
         delay *= 2;
     }
     int rc = exit_of(&r);

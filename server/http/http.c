@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/clock.h"
 #include "api/log.h"
 #include "api/wire.h"
 #include "server/http/problem.h"
@@ -42,13 +43,6 @@ struct ts_http {
 
 static atomic_uint_fast64_t request_seq;
 static uint32_t request_salt;
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 const char *ts_http_header(const struct ts_request *r, const char *name)
 {
@@ -246,7 +240,7 @@ static struct ts_request *request_new(struct ts_http *h, struct MHD_Connection *
     }
     r->conn = c;
     r->route_index = -1;
-    r->started_ns = now_ns();
+    r->started_ns = ts_now_ns();
     uint64_t seq = atomic_fetch_add(&request_seq, 1) + 1;
     snprintf(r->request_id, sizeof(r->request_id), "%08x%08llx", request_salt,
              (unsigned long long)(seq & 0xffffffffULL));
@@ -466,7 +460,7 @@ enum ts_err ts_http_start(const struct ts_http_config *cfg, struct ts_http **out
     }
     h->cfg = *cfg;
     if (request_salt == 0)
-        request_salt = (uint32_t)now_ns() ^ (uint32_t)getpid();
+        request_salt = (uint32_t)ts_now_ns() ^ (uint32_t)getpid();
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_AUTO | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)

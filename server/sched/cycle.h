@@ -5,6 +5,7 @@
 #ifndef TS_SERVER_SCHED_CYCLE_H
 #define TS_SERVER_SCHED_CYCLE_H
 
+#include "api/units.h"
 #include "server/sched/sched_int.h"
 
 /* Why a job is still pending, as found by its last attempt. */
@@ -179,8 +180,6 @@ bool preempt_try(struct cycle *cy, int j, double min_free, bool dep_limit);
 struct diag_cache *diag_cache_new(size_t n);
 void diag_cache_free(struct diag_cache *d);
 void reason_of(struct cycle *cy, int j, const char **code, const char **msg);
-const char *fmt_gpus(char *buf, size_t len, double g);
-const char *fmt_bytes(char *buf, size_t len, int64_t b);
 
 /* memo.c: a set of request signatures */
 struct memo;

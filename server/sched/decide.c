@@ -40,12 +40,12 @@ const char *cycle_held(struct cycle *cy, int p)
 {
     const struct proj *P = &cy->projs[p];
     char a[32], q[32], f[32];
-    fmt_gpus(a, sizeof(a), P->alloc0);
+    ts_gpus_format(P->alloc0, a, sizeof(a));
     double shown = strtod(a, NULL); /* 0.5 GPU, 1 GPU, 0 GPUs, 1.5 GPUs */
     bool one = shown > 0 && shown <= 1;
     return cycle_printf(cy, "held %s GPU%s of its quota %s (fair share %s)", a, one ? "" : "s",
-                        fmt_gpus(q, sizeof(q), cy->snap->projects[p].quota_gpus),
-                        fmt_gpus(f, sizeof(f), P->fair0));
+                        ts_gpus_format(cy->snap->projects[p].quota_gpus, q, sizeof(q)),
+                        ts_gpus_format(P->fair0, f, sizeof(f)));
 }
 
 static void push_decision(struct cycle *cy, const struct ts_sched_decision *d)

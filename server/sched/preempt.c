@@ -30,15 +30,15 @@ bool preempt_try(struct cycle *cy, int j, double min_free, bool dep_limit)
         why = cycle_printf(cy, "project \"%s\" %s before this cycle", sp->name, held);
     } else if (dep_limit) {
         const struct ts_sched_department *d = &cy->snap->departments[sp->department];
-        fmt_gpus(dheld, sizeof(dheld), cy->deps[sp->department].alloc0);
-        why =
-            cycle_printf(cy,
-                         "department \"%s\" may use at most %s GPUs and held %s before this "
-                         "cycle, project \"%s\" %s",
-                         d->name, fmt_gpus(lim, sizeof(lim), d->limit_gpus), dheld, sp->name, held);
+        ts_gpus_format(cy->deps[sp->department].alloc0, dheld, sizeof(dheld));
+        why = cycle_printf(cy,
+                           "department \"%s\" may use at most %s GPUs and held %s before this "
+                           "cycle, project \"%s\" %s",
+                           d->name, ts_gpus_format(d->limit_gpus, lim, sizeof(lim)), dheld,
+                           sp->name, held);
     } else {
         why = cycle_printf(cy, "project \"%s\" may use at most %s GPUs and %s before this cycle",
-                           sp->name, fmt_gpus(lim, sizeof(lim), sp->limit_gpus), held);
+                           sp->name, ts_gpus_format(sp->limit_gpus, lim, sizeof(lim)), held);
     }
     for (int i = 0; i < nv; i++) {
         const struct job *x = &cy->jobs[victims[i]];

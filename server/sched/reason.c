@@ -23,36 +23,6 @@
 
 #include "server/sched/cycle.h"
 
-const char *fmt_gpus(char *buf, size_t len, double g)
-{
-    snprintf(buf, len, "%.2f", g + 0.0);
-    char *dot = strchr(buf, '.');
-    if (dot != NULL) {
-        char *e = buf + strlen(buf) - 1;
-        while (e > dot && *e == '0')
-            *e-- = '\0';
-        if (e == dot)
-            *e = '\0';
-    }
-    if (strcmp(buf, "-0") == 0)
-        snprintf(buf, len, "0");
-    return buf;
-}
-
-const char *fmt_bytes(char *buf, size_t len, int64_t b)
-{
-    const int64_t gib = INT64_C(1) << 30, mib = INT64_C(1) << 20;
-    if (b >= gib && b % gib == 0)
-        snprintf(buf, len, "%lld GiB", (long long)(b / gib));
-    else if (b >= gib)
-        snprintf(buf, len, "%.1f GiB", (double)b / (double)gib);
-    else if (b >= mib && b % mib == 0)
-        snprintf(buf, len, "%lld MiB", (long long)(b / mib));
-    else
-        snprintf(buf, len, "%lld bytes", (long long)b);
-    return buf;
-}
-
 struct diag {
     int not_ready, selector, model, small, matching;
     int swaps;    /* ready nodes whose resolver swaps, for a job that refuses it */
@@ -256,21 +226,23 @@ static void too_large(struct cycle *cy, const struct job *J, const struct diag *
         *msg = cycle_printf(cy, "no node has %d GPUs%s; the largest matching node has %d", p->ndev,
                             p->model_ok ? " of the accepted models" : "", d->max_gpus);
     else if (p->kind == TS_SCHED_GPU_MEMORY && p->mem > d->max_usable)
-        *msg =
-            cycle_printf(cy, "no GPU can hold %s; the largest matching GPU has %s usable",
-                         fmt_bytes(a, sizeof(a), p->mem), fmt_bytes(b, sizeof(b), d->max_usable));
+        *msg = cycle_printf(cy, "no GPU can hold %s; the largest matching GPU has %s usable",
+                            ts_bytesize_human(p->mem, a, sizeof(a)),
+                            ts_bytesize_human(d->max_usable, b, sizeof(b)));
     else if (p->cpu > d->max_cpu + 1e-9)
         *msg = cycle_printf(cy, "no matching node has %s cpu cores; the largest has %s",
-                            fmt_gpus(a, sizeof(a), p->cpu), fmt_gpus(b, sizeof(b), d->max_cpu));
+                            ts_gpus_format(p->cpu, a, sizeof(a)),
+                            ts_gpus_format(d->max_cpu, b, sizeof(b)));
     else if (p->host_mem > d->max_mem)
-        *msg =
-            cycle_printf(cy, "no matching node has %s of memory; the largest has %s",
-                         fmt_bytes(a, sizeof(a), p->host_mem), fmt_bytes(b, sizeof(b), d->max_mem));
+        *msg = cycle_printf(cy, "no matching node has %s of memory; the largest has %s",
+                            ts_bytesize_human(p->host_mem, a, sizeof(a)),
+                            ts_bytesize_human(d->max_mem, b, sizeof(b)));
     else
         *msg = cycle_printf(cy,
                             "no matching node has the GPUs, %s cpu cores and %s of memory "
                             "the job asks for together",
-                            fmt_gpus(a, sizeof(a), p->cpu), fmt_bytes(b, sizeof(b), p->host_mem));
+                            ts_gpus_format(p->cpu, a, sizeof(a)),
+                            ts_bytesize_human(p->host_mem, b, sizeof(b)));
 }
 
 /* A suspended job resumes only on the GPUs it held: name them. */
@@ -299,12 +271,13 @@ static void no_room(struct cycle *cy, const struct job *J, const struct diag *d,
         *code = "no_fit";
         if (d->best_cpu + 1e-9 < p->cpu)
             *msg = cycle_printf(cy, "no matching node has %s cpu cores free; the most is %s on %s",
-                                fmt_gpus(a, sizeof(a), p->cpu), fmt_gpus(b, sizeof(b), d->best_cpu),
+                                ts_gpus_format(p->cpu, a, sizeof(a)),
+                                ts_gpus_format(d->best_cpu, b, sizeof(b)),
                                 node_name(cy, d->best_cpu_node));
         else if (!p->host_mem_held && d->best_mem < p->host_mem)
             *msg = cycle_printf(cy, "no matching node has %s of memory free; the most is %s on %s",
-                                fmt_bytes(a, sizeof(a), p->host_mem),
-                                fmt_bytes(b, sizeof(b), d->best_mem < 0 ? 0 : d->best_mem),
+                                ts_bytesize_human(p->host_mem, a, sizeof(a)),
+                                ts_bytesize_human(d->best_mem < 0 ? 0 : d->best_mem, b, sizeof(b)),
                                 node_name(cy, d->best_mem_node));
         else
             *msg = cycle_printf(cy, "no matching node has the GPUs, cpu cores and memory free "
@@ -316,30 +289,31 @@ static void no_room(struct cycle *cy, const struct job *J, const struct diag *d,
     char head[96] = "";
     if (frag)
         snprintf(head, sizeof(head), "%s GPUs are free on matching nodes, but ",
-                 fmt_gpus(t, sizeof(t), d->free_total));
+                 ts_gpus_format(d->free_total, t, sizeof(t)));
     int bc = d->best_count < 0 ? 0 : d->best_count;
     if (p->kind == TS_SCHED_GPU_COUNT)
         *msg = cycle_printf(cy, "%sno node has %d free GPU%s; the most is %d on %s", head, p->ndev,
                             p->ndev == 1 ? "" : "s", bc, node_name(cy, d->best_count_node));
     else if (p->ndev > 1 && p->kind == TS_SCHED_GPU_MEMORY)
         *msg = cycle_printf(cy, "%sno node has %d GPUs with %s free each; the most is %d on %s",
-                            head, p->ndev, fmt_bytes(a, sizeof(a), p->mem), bc,
+                            head, p->ndev, ts_bytesize_human(p->mem, a, sizeof(a)), bc,
                             node_name(cy, d->best_count_node));
     else if (p->ndev > 1)
         *msg = cycle_printf(cy,
                             "%sno node has %d GPUs with %s of a GPU free each; the most is %d "
                             "on %s",
-                            head, p->ndev, fmt_gpus(a, sizeof(a), p->portion), bc,
+                            head, p->ndev, ts_gpus_format(p->portion, a, sizeof(a)), bc,
                             node_name(cy, d->best_count_node));
     else if (p->kind == TS_SCHED_GPU_MEMORY)
         *msg = cycle_printf(cy, "%sno node has a GPU with %s free; the largest is %s on %s", head,
-                            fmt_bytes(a, sizeof(a), p->mem),
-                            fmt_bytes(b, sizeof(b), d->best_free < 0 ? 0 : d->best_free),
+                            ts_bytesize_human(p->mem, a, sizeof(a)),
+                            ts_bytesize_human(d->best_free < 0 ? 0 : d->best_free, b, sizeof(b)),
                             node_name(cy, d->best_free_node));
     else
         *msg = cycle_printf(cy, "%sno node has a GPU with %s of it free; the most is %s on %s",
-                            head, fmt_gpus(a, sizeof(a), p->portion),
-                            fmt_gpus(b, sizeof(b), d->best_frac), node_name(cy, d->best_free_node));
+                            head, ts_gpus_format(p->portion, a, sizeof(a)),
+                            ts_gpus_format(d->best_frac, b, sizeof(b)),
+                            node_name(cy, d->best_free_node));
 }
 
 static const char *gpus_word(const char *shown)
@@ -356,17 +330,17 @@ static const char *waiting_for_reclaim(struct cycle *cy, const struct job *J)
     int d = sp->department;
     double g = J->p.gpus_at_most;
     char a[32], q[32], w[32], f[32], dq[32], dw[32], x[32];
-    fmt_gpus(a, sizeof(a), P->alloc);
-    fmt_gpus(q, sizeof(q), sp->quota_gpus);
-    fmt_gpus(w, sizeof(w), P->alloc + g);
+    ts_gpus_format(P->alloc, a, sizeof(a));
+    ts_gpus_format(sp->quota_gpus, q, sizeof(q));
+    ts_gpus_format(P->alloc + g, w, sizeof(w));
     bool dep_within = d < 0 || cy->deps[d].alloc + g <= cy->deps[d].deserved + EPS;
     const char *dname = d >= 0 ? cy->snap->departments[d].name : "";
     if (d >= 0) {
-        fmt_gpus(dq, sizeof(dq), cy->snap->departments[d].quota_gpus);
-        fmt_gpus(dw, sizeof(dw), cy->deps[d].alloc + g);
+        ts_gpus_format(cy->snap->departments[d].quota_gpus, dq, sizeof(dq));
+        ts_gpus_format(cy->deps[d].alloc + g, dw, sizeof(dw));
     }
     if (J->reclaim_tier1) {
-        fmt_gpus(x, sizeof(x), g);
+        ts_gpus_format(g, x, sizeof(x));
         if (dep_within)
             return cycle_printf(cy,
                                 "project \"%s\" is within its quota (%s of %s GPUs, %s with this "
@@ -399,7 +373,7 @@ static const char *waiting_for_reclaim(struct cycle *cy, const struct job *J)
                              "project is above its quota",
                              w, q);
     double ex = P->alloc + J->p.gpus_estimate - P->fair;
-    fmt_gpus(x, sizeof(x), fabs(ex));
+    ts_gpus_format(fabs(ex), x, sizeof(x));
     const char *excess = fabs(ex) < 0.005 ? cycle_printf(cy, "at it")
                                           : cycle_printf(cy, "%s %s %s", x, gpus_word(x),
                                                          ex > 0 ? "above" : "below");
@@ -408,7 +382,8 @@ static const char *waiting_for_reclaim(struct cycle *cy, const struct job *J)
                         "may reclaim from projects above their fair shares, but none has a "
                         "preemptible job that can make room and leave it at least as far above "
                         "its share as \"%s\" would be with this job (%s)",
-                        sp->name, a, fmt_gpus(f, sizeof(f), P->fair), quota, sp->name, excess);
+                        sp->name, a, ts_gpus_format(P->fair, f, sizeof(f)), quota, sp->name,
+                        excess);
 }
 
 void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
@@ -430,15 +405,15 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
         *code = "over_limit";
         if (P->alloc + 1e-9 >= sp->limit_gpus)
             *msg = cycle_printf(cy, "project \"%s\" is at its limit: %s of %s GPUs in use",
-                                sp->name, fmt_gpus(a, sizeof(a), P->alloc),
-                                fmt_gpus(b, sizeof(b), sp->limit_gpus));
+                                sp->name, ts_gpus_format(P->alloc, a, sizeof(a)),
+                                ts_gpus_format(sp->limit_gpus, b, sizeof(b)));
         else
             *msg = cycle_printf(cy,
                                 "project \"%s\" would pass its limit: %s of %s GPUs in use and "
                                 "the job asks for %s",
-                                sp->name, fmt_gpus(a, sizeof(a), P->alloc),
-                                fmt_gpus(b, sizeof(b), sp->limit_gpus),
-                                fmt_gpus(c, sizeof(c), J->p.gpus_estimate));
+                                sp->name, ts_gpus_format(P->alloc, a, sizeof(a)),
+                                ts_gpus_format(sp->limit_gpus, b, sizeof(b)),
+                                ts_gpus_format(J->p.gpus_estimate, c, sizeof(c)));
         return;
     case STAGE_DEPT_LIMIT: {
         const struct ts_sched_department *d = &cy->snap->departments[sp->department];
@@ -448,8 +423,9 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
                             "department \"%s\" %s its limit: %s of %s GPUs in use and the job "
                             "asks for %s",
                             d->name, used + 1e-9 >= d->limit_gpus ? "is at" : "would pass",
-                            fmt_gpus(a, sizeof(a), used), fmt_gpus(b, sizeof(b), d->limit_gpus),
-                            fmt_gpus(c, sizeof(c), J->p.gpus_estimate));
+                            ts_gpus_format(used, a, sizeof(a)),
+                            ts_gpus_format(d->limit_gpus, b, sizeof(b)),
+                            ts_gpus_format(J->p.gpus_estimate, c, sizeof(c)));
         return;
     }
     case STAGE_DESERVED:
@@ -457,8 +433,8 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
         *msg = cycle_printf(cy,
                             "non-preemptible jobs may only use the deserved share: project "
                             "\"%s\" deserves %s, has %s in use",
-                            sp->name, fmt_gpus(a, sizeof(a), P->deserved),
-                            fmt_gpus(b, sizeof(b), P->alloc_np));
+                            sp->name, ts_gpus_format(P->deserved, a, sizeof(a)),
+                            ts_gpus_format(P->alloc_np, b, sizeof(b)));
         return;
     default:
         break;

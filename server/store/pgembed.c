@@ -24,7 +24,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <grp.h>
 #include <libpq-fe.h>
 #include <limits.h>
@@ -43,6 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/clock.h"
+#include "api/files.h"
 #include "api/log.h"
 
 #define PG_PORT "5432"
@@ -91,20 +92,6 @@ struct ts_pgembed {
 /* What holds a PostgreSQL lock file (postmaster.pid, .s.PGSQL.5432.lock). */
 enum holder { HOLDER_NONE, HOLDER_RUNNING, HOLDER_DEAD, HOLDER_ZOMBIE, HOLDER_OTHER };
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static enum ts_err join(char *out, size_t len, const char *a, const char *b, struct ts_error *err)
 {
     int n = snprintf(out, len, "%s%s", a, b);
@@ -152,22 +139,13 @@ static bool dir_is_empty(const char *path)
 /* mkdir -p: missing parents 0755, the folder itself `mode`. */
 static enum ts_err mkdir_p(const char *path, mode_t mode, struct ts_error *err)
 {
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+    int rc = ts_files_mkdirs_parents(path, 0755, mode);
+    if (rc == -ENAMETOOLONG)
         return ts_error_set(err, TS_ERR_CONFIG, "path too long: %s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return io_error(err, "create folder", tmp);
-        *p = '/';
-    }
-    if (mkdir(tmp, mode) != 0 && errno != EEXIST)
-        return io_error(err, "create folder", tmp);
-    if (!is_dir(tmp))
-        return ts_error_set(err, TS_ERR_IO, "could not create folder \"%s\": not a folder", tmp);
-    return TS_OK;
+    if (rc == -ENOTDIR)
+        return ts_error_set(err, TS_ERR_IO, "could not create folder \"%s\": not a folder", path);
+    errno = -rc;
+    return rc != 0 ? io_error(err, "create folder", path) : TS_OK;
 }
 
 /* A folder of ours under DIR/pg: exists, owned by the PostgreSQL user, 0700. */
@@ -186,19 +164,6 @@ static enum ts_err own_dir(const struct ts_pgembed *pg, const char *path, struct
     if ((st.st_mode & 07777) != 0700 && chmod(path, 0700) != 0)
         return io_error(err, "change the mode of", path);
     return TS_OK;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static int rm_tree(const char *path)
-{
-    return nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /*
@@ -735,9 +700,9 @@ static void clear_stale_lock(const struct ts_pgembed *pg, const char *path)
 {
     long pid;
     enum holder h = lock_holder(path, pg->data, &pid);
-    long deadline = now_ms() + ZOMBIE_WAIT_MS;
-    while (h == HOLDER_ZOMBIE && now_ms() < deadline) {
-        sleep_ms(100);
+    long deadline = ts_now_ms() + ZOMBIE_WAIT_MS;
+    while (h == HOLDER_ZOMBIE && ts_now_ms() < deadline) {
+        ts_sleep_ms(100);
         h = lock_holder(path, pg->data, &pid);
     }
     if (h == HOLDER_DEAD) {
@@ -853,7 +818,7 @@ static enum ts_err init_cluster(const struct ts_pgembed *pg, struct ts_error *er
         return e;
     if (access(tmp, F_OK) == 0) {
         ts_log_warn("removing an unfinished initdb path=%s", tmp);
-        if (rm_tree(tmp) != 0)
+        if (ts_files_remove_tree(tmp) != 0)
             return io_error(err, "remove", tmp);
     }
     char *argv[] = {prog,           "-D", tmp,    "-U",         PG_USER,
@@ -864,7 +829,7 @@ static enum ts_err init_cluster(const struct ts_pgembed *pg, struct ts_error *er
     if (e != TS_OK)
         return e;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        rm_tree(tmp);
+        ts_files_remove_tree(tmp);
         return tool_error(err, "initialize PostgreSQL", "initdb", status, outlog);
     }
     /* only the socket, which only the PostgreSQL user and root can reach */
@@ -898,7 +863,7 @@ static bool wait_ready(const struct ts_pgembed *pg, long timeout_ms, bool *gone)
 {
     char pidfile[PATH_MAX + 32];
     snprintf(pidfile, sizeof(pidfile), "%s/postmaster.pid", pg->data);
-    long deadline = now_ms() + timeout_ms;
+    long deadline = ts_now_ms() + timeout_ms;
     *gone = false;
     for (;;) {
         if (PQping(pg->admin) == PQPING_OK)
@@ -908,9 +873,9 @@ static bool wait_ready(const struct ts_pgembed *pg, long timeout_ms, bool *gone)
             *gone = true;
             return false;
         }
-        if (now_ms() >= deadline)
+        if (ts_now_ms() >= deadline)
             return false;
-        sleep_ms(100);
+        ts_sleep_ms(100);
     }
 }
 
@@ -1040,11 +1005,11 @@ static enum ts_err start_cluster(const struct ts_pgembed *pg, struct ts_error *e
     int shmid = lock_shmid(pidfile);
     clear_stale_lock(pg, pidfile);
     clear_stale_lock(pg, socklock);
-    long deadline = now_ms() + SHM_WAIT_MS;
+    long deadline = ts_now_ms() + SHM_WAIT_MS;
     bool waited = false;
-    while (shm_attached(shmid) && now_ms() < deadline) {
+    while (shm_attached(shmid) && ts_now_ms() < deadline) {
         waited = true;
-        sleep_ms(100);
+        ts_sleep_ms(100);
     }
     if (waited)
         ts_log_info("waited for processes of a stopped PostgreSQL to exit shmid=%d", shmid);
@@ -1213,7 +1178,7 @@ static void *keeper_main(void *arg)
         struct ts_error err;
         ts_error_clear(&err);
         bool restarted = false;
-        long now = now_ms();
+        long now = ts_now_ms();
         if (revive(pg, &restarted, &err) != TS_OK) {
             if (failing_since == 0)
                 failing_since = now;

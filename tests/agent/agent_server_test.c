@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "agent/daemon/files.h"
+#include "api/files.h"
 #include "agent/daemon/proc.h"
 #include "tests/agent/agentharness.h"
 #include "tests/integration/harness.h"

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "agent/daemon/ajob.h"
-#include "agent/daemon/files.h"
+#include "api/files.h"
 #include "agent/daemon/proc.h"
 #include "agent/simgpu/state.h"
 #include "tests/agent/agentharness.h"

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/daemon/files.h"
+#include "api/files.h"
 #include "agent/daemon/proc.h"
 
 int ts_ah_failures;

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/daemon/files.h"
+#include "api/files.h"
 #include "agent/daemon/proc.h"
 #include "agent/ledger/ledger.h"
 #include "api/units.h"

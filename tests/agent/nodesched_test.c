@@ -13,8 +13,8 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "agent/daemon/files.h"
 #include "agent/ledger/ledger.h"
+#include "api/files.h"
 #include "tests/agent/agentharness.h"
 
 #define MiB (1ull << 20)

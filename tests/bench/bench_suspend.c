@@ -51,7 +51,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "agent/daemon/files.h"
+#include "api/files.h"
 #include "agent/daemon/proc.h"
 #include "agent/ledger/ledger.h"
 #include "tests/agent/agentharness.h"

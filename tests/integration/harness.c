@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/clock.h"
+
 bool ts_it_admin_from_env = true;
 struct ts_it_tls ts_it_tls;
 
@@ -33,12 +35,6 @@ static const char *bin_dir(void)
 {
     const char *d = getenv("TS_BIN_DIR");
     return d ? d : "build/bin";
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 static int read_file(const char *path, char *buf, size_t len)
@@ -106,14 +102,14 @@ int ts_it_start(struct ts_it_server *s, const char *dir, const char *const *extr
         }
         if (s->url[0] == '\0' && read_file(addr_path, s->url, sizeof(s->url)) != 0) {
             s->url[0] = '\0';
-            sleep_ms(50);
+            ts_sleep_ms(50);
             continue;
         }
         if (s->admin == NULL)
             s->admin = client_new(s->url, TS_IT_ADMIN_TOKEN);
         if (ts_it_req(s->admin, "GET", "/readyz", NULL, NULL, NULL) == 200)
             break;
-        sleep_ms(50);
+        ts_sleep_ms(50);
     }
     if (s->admin == NULL) {
         fprintf(stderr, "harness: tessera-server did not become ready\n");
@@ -141,7 +137,7 @@ static void wait_exit(struct ts_it_server *s, int timeout_ms)
             s->pid = 0;
             return;
         }
-        sleep_ms(20);
+        ts_sleep_ms(20);
     }
     kill(s->pid, SIGKILL);
     waitpid(s->pid, NULL, 0);

@@ -17,11 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
+#include "api/clock.h"
 
 char *pgtest_tmpdir(void)
 {
@@ -92,7 +88,7 @@ int pgtest_leftovers(const char *dir)
         int n = pgtest_cluster_processes(dir);
         if (n == 0)
             return 0;
-        sleep_ms(100);
+        ts_sleep_ms(100);
     }
     return pgtest_cluster_processes(dir);
 }
@@ -110,7 +106,7 @@ void pgtest_rmtree(const char *dir)
         kill((pid_t)pids[i], SIGKILL);
     }
     if (n > 0)
-        sleep_ms(500);
+        ts_sleep_ms(500);
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
@@ -252,7 +248,7 @@ bool pgtest_wait_gone(long pid, int timeout_ms, bool reaped)
             return true;
         if (waited >= timeout_ms)
             return false;
-        sleep_ms(50);
+        ts_sleep_ms(50);
     }
 }
 

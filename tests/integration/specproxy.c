@@ -16,12 +16,7 @@
 #include <unistd.h>
 
 #include "api/client/client.h"
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
+#include "api/clock.h"
 
 /* A loopback port nobody listens on now (the kernel's pick). */
 static int free_port(void)
@@ -97,7 +92,7 @@ int ts_it_specproxy_start(struct ts_it_specproxy *p, const char *dir, const char
         }
         if (healthy(url))
             return 1;
-        sleep_ms(100);
+        ts_sleep_ms(100);
     }
     fprintf(stderr, "specproxy: prism did not answer on %s within 60 s\n", url);
     ts_it_specproxy_stop(p);
@@ -115,7 +110,7 @@ int ts_it_specproxy_stop(struct ts_it_specproxy *p)
             waitpid(p->pid, NULL, 0);
             break;
         }
-        sleep_ms(20);
+        ts_sleep_ms(20);
     }
     p->pid = 0;
     FILE *f = fopen(p->log, "r");

@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "api/clock.h"
+
 #include "tests/integration/harness.h"
 
 static struct ts_it_server srv;
@@ -49,12 +51,6 @@ static char *slurp(const char *path)
         s[0] = '\0';
     fclose(f);
     return s;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* Start tessera with args (NULL-terminated) and input on stdin (NULL: none);
@@ -106,7 +102,7 @@ static void cli_finish(pid_t pid, struct run *r)
             waitpid(pid, &status, 0);
             break;
         }
-        sleep_ms(10);
+        ts_sleep_ms(10);
     }
     r->out = slurp(out);
     r->err = slurp(err);
@@ -227,7 +223,7 @@ static void settled_reason(long long id, char *code, size_t len)
         json_decref(j);
         if (strcmp(code, "not_yet_scheduled") != 0)
             return;
-        sleep_ms(20);
+        ts_sleep_ms(20);
     }
 }
 
@@ -653,10 +649,10 @@ static void submit_wait_ends_with_the_job_and_exits_6_unless_it_succeeded(void *
     for (int i = 0; i < 500 && id[0] == '\0'; i++) {
         ts_it_sql(&srv, "SELECT id FROM job WHERE name = 'waited'", id, sizeof(id));
         if (id[0] == '\0')
-            sleep_ms(20);
+            ts_sleep_ms(20);
     }
     assert_true(id[0] != '\0');
-    sleep_ms(300);
+    ts_sleep_ms(300);
     char path[64];
     snprintf(path, sizeof(path), "/api/v1/jobs/%s", id);
     assert_int_equal(ts_it_req(srv.admin, "DELETE", path, NULL, NULL, NULL), 200);
@@ -1399,7 +1395,7 @@ static void tokens_are_created_listed_and_revoked(void **state)
     /* revoke by name: the secret stops working */
     assert_int_equal(cli(&r, "token", "revoke", "ci-bot", NULL), 0);
     run_free(&r);
-    sleep_ms(10);
+    ts_sleep_ms(10);
     assert_int_equal(cli(&r, "--token", secret, "list", NULL), 5);
     run_free(&r);
     assert_int_equal(cli(&r, "token", "revoke", "ci-bot", NULL), 3);
@@ -1516,7 +1512,7 @@ static json_t *wait_state(long long id, const char *state)
         if (j && strcmp(ts_it_str(j, "state"), state) == 0)
             return j;
         json_decref(j);
-        sleep_ms(20);
+        ts_sleep_ms(20);
     }
     return NULL;
 }
@@ -1586,9 +1582,9 @@ static void logs_print_and_follow_the_output_of_a_running_job(void **state)
     /* -f: what comes while it runs, until it ends */
     const char *args[] = {"logs", "logged", "-p", "p1", "-f", NULL};
     pid_t pid = cli_start(NULL, args);
-    sleep_ms(500);
+    ts_sleep_ms(500);
     ship(id, attempt, 12, "more\n");
-    sleep_ms(500);
+    ts_sleep_ms(500);
     report(id, attempt, "\"state\":\"exited\",\"exit_code\":0");
     cli_finish(pid, &r);
     assert_int_equal(r.status, 0);
@@ -1625,7 +1621,7 @@ static void submit_wait_exits_0_when_the_job_succeeds(void **state)
     for (int i = 0; i < 500 && id[0] == '\0'; i++) {
         ts_it_sql(&srv, "SELECT id FROM job WHERE name = 'waited-ok'", id, sizeof(id));
         if (id[0] == '\0')
-            sleep_ms(20);
+            ts_sleep_ms(20);
     }
     assert_true(id[0] != '\0');
     json_t *j = wait_state(atoll(id), "scheduled");
@@ -1633,7 +1629,7 @@ static void submit_wait_exits_0_when_the_job_succeeds(void **state)
     long long attempt = ts_it_int(j, "attempt") > 0 ? ts_it_int(j, "attempt") : 1;
     json_decref(j);
     report(atoll(id), attempt, "\"state\":\"running\"");
-    sleep_ms(300);
+    ts_sleep_ms(300);
     report(atoll(id), attempt, "\"state\":\"exited\",\"exit_code\":0");
     struct run r;
     cli_finish(pid, &r);

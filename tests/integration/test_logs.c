@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "api/clock.h"
+
 #include "tests/integration/harness.h"
 
 #define CAP 4096 /* --log-max-bytes */
@@ -31,12 +33,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 static void b64(const char *in, size_t n, char *out)
@@ -420,7 +416,7 @@ static bool follow_wait_for(struct follower *f, const char *want, int timeout_ms
         pthread_mutex_unlock(&f->mu);
         if (ok)
             return true;
-        sleep_ms(20);
+        ts_sleep_ms(20);
     }
     pthread_mutex_lock(&f->mu);
     fprintf(stderr, "follower has \"%s\", want \"%s\"\n", f->buf, want);
@@ -456,7 +452,7 @@ static void a_follower_gets_new_output_and_ends_when_the_job_finishes(void **sta
     assert_int_equal(ship("n1", job_e, 2, 0, "resumed", 7, &r), 200);
     ts_response_free(&r);
     assert_true(follow_wait_for(&f, "second\nthird\nresumed", 5000));
-    sleep_ms(1500);
+    ts_sleep_ms(1500);
     assert_false(follow_done(&f)); /* still running: still following */
     double finished_at = now_s();
     sql1("UPDATE job SET state = 'succeeded', finished_at = now() WHERE id = %lld", job_e);

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "api/clock.h"
+
 #include "tests/integration/harness.h"
 
 #define GIB 1073741824LL
@@ -25,12 +27,6 @@
 static struct ts_it_server srv;
 static char member1[128];
 static long long t_setup; /* unix seconds when placements and samples were set */
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static const char *sql1(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static const char *sql1(const char *fmt, ...)
@@ -57,7 +53,7 @@ static bool wait_sql(int timeout_ms, const char *sql)
     for (int waited = 0; waited <= timeout_ms; waited += 100) {
         if (strcmp(sql1("%s", sql), "t") == 0)
             return true;
-        sleep_ms(100);
+        ts_sleep_ms(100);
     }
     return false;
 }
@@ -154,7 +150,7 @@ static void the_sampler_writes_every_scope_each_interval_with_exact_figures(void
 static void the_query_answers_with_the_figures_of_each_key(void **state)
 {
     while (db_now() < t_setup + 5) /* a few points after the set-up */
-        sleep_ms(200);
+        ts_sleep_ms(200);
     char from[64], q[256];
     rfc3339(t_setup + 2, from, sizeof(from));
     struct ts_response r;
@@ -344,7 +340,7 @@ static void minutes_and_hours_are_averages_of_finer_points(void **state)
 {
     long long now = db_now();
     if (now % 60 > 50) { /* leave the sampler time to roll this minute up */
-        sleep_ms((int)(61 - now % 60) * 1000);
+        ts_sleep_ms((int)(61 - now % 60) * 1000);
         now = db_now();
     }
     long long m = now / 60 * 60;
@@ -376,7 +372,7 @@ static void minutes_and_hours_are_averages_of_finer_points(void **state)
     now = db_now();
     long long h = now / 3600 * 3600;
     if (now / 60 * 60 < h + 120) {
-        sleep_ms((int)(h + 121 - now) * 1000);
+        ts_sleep_ms((int)(h + 121 - now) * 1000);
         now = db_now();
         h = now / 3600 * 3600;
     }

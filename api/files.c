@@ -1,7 +1,7 @@
 /*
  * files.c - atomic writes, whole-file reads and folder trees.
  */
-#include "agent/daemon/files.h"
+#include "api/files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -139,6 +139,11 @@ json_t *ts_files_read_json(const char *path)
 
 int ts_files_mkdirs(const char *path, mode_t mode)
 {
+    return ts_files_mkdirs_parents(path, mode, mode);
+}
+
+int ts_files_mkdirs_parents(const char *path, mode_t parents, mode_t mode)
+{
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
         return -ENAMETOOLONG;
@@ -147,7 +152,7 @@ int ts_files_mkdirs(const char *path, mode_t mode)
             continue;
         char c = *p;
         *p = '\0';
-        if (mkdir(buf, mode) != 0 && errno != EEXIST)
+        if (mkdir(buf, c == '\0' ? mode : parents) != 0 && errno != EEXIST)
             return -errno;
         *p = c;
         if (c == '\0')

@@ -1,10 +1,10 @@
 /*
- * files.h - small file helpers for the job folders: atomic writes (a reader
- * sees the old file or the new one, never a part), whole-file reads, JSON
- * files, folder trees.
+ * files.h - small file helpers shared by the server, the agent and the CLI:
+ * atomic writes (a reader sees the old file or the new one, never a part),
+ * whole-file reads, JSON files, folder trees.
  */
-#ifndef TS_AGENT_DAEMON_FILES_H
-#define TS_AGENT_DAEMON_FILES_H
+#ifndef TS_API_FILES_H
+#define TS_API_FILES_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -24,8 +24,11 @@ char *ts_files_read(const char *path, size_t max, size_t *len);
 json_t *ts_files_read_json(const char *path);
 /* mkdir -p with mode for the folders it creates. Returns 0 or -errno. */
 int ts_files_mkdirs(const char *path, mode_t mode);
+/* Same with the missing parents made with parents' mode and path itself with
+ * mode; -ENOTDIR when path exists and is no folder. */
+int ts_files_mkdirs_parents(const char *path, mode_t parents, mode_t mode);
 /* rm -r; a missing path is not an error. Returns 0 or -errno. */
 int ts_files_remove_tree(const char *path);
 bool ts_files_exists(const char *path);
 
-#endif /* TS_AGENT_DAEMON_FILES_H */
+#endif /* TS_API_FILES_H */

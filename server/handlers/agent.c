@@ -61,7 +61,7 @@ static enum ts_err check_protocol(const char *name, struct ts_protocol agent, st
     return err->code;
 }
 
-TS_HANDLER(ts_h_node_register)
+enum ts_err ts_h_node_register(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     const char *name;
     enum ts_err e = node_name(r, &name, err);
@@ -109,12 +109,12 @@ static enum ts_err drain(void *ctx, struct ts_request *r, bool on, struct ts_err
     return reply_node(r, &node, err);
 }
 
-TS_HANDLER(ts_h_node_drain)
+enum ts_err ts_h_node_drain(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     return drain(ctx, r, true, err);
 }
 
-TS_HANDLER(ts_h_node_undrain)
+enum ts_err ts_h_node_undrain(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     return drain(ctx, r, false, err);
 }
@@ -184,7 +184,7 @@ static enum ts_err parse_wait(struct ts_request *r, int64_t *generation, int64_t
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_node_desired)
+enum ts_err ts_h_node_desired(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     const char *name;
@@ -242,7 +242,7 @@ TS_HANDLER(ts_h_node_desired)
 
 /* ---- reports -------------------------------------------------------------- */
 
-TS_HANDLER(ts_h_node_report)
+enum ts_err ts_h_node_report(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     const char *name;
     enum ts_err e = node_name(r, &name, err);

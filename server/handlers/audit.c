@@ -26,7 +26,7 @@ static json_t *event_json(const struct ts_audit_event *ev)
     return o;
 }
 
-TS_HANDLER(ts_h_audit_list)
+enum ts_err ts_h_audit_list(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_audit_filter f = {.limit = DEFAULT_LIMIT, .actor = ts_http_query(r, "actor")};
     const char *s = ts_http_query(r, "limit");

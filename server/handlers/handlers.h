@@ -13,53 +13,60 @@
 
 struct ts_revisions;
 
-#define TS_HANDLER(fn) enum ts_err fn(void *ctx, struct ts_request *r, struct ts_error *err)
+/* Every handler is a ts_route_handler (server/http/route.h), its signature
+ * written out so that ctags and cscope see each name. */
 
 /* system.c */
-TS_HANDLER(ts_h_healthz);
-TS_HANDLER(ts_h_readyz);
-TS_HANDLER(ts_h_version);
-TS_HANDLER(ts_h_metrics);
-TS_HANDLER(ts_h_openapi);
+enum ts_err ts_h_healthz(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_readyz(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_version(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_metrics(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_openapi(void *ctx, struct ts_request *r, struct ts_error *err);
 /* tokens.c */
-TS_HANDLER(ts_h_whoami);
-TS_HANDLER(ts_h_token_create);
-TS_HANDLER(ts_h_token_list);
-TS_HANDLER(ts_h_token_delete);
+enum ts_err ts_h_whoami(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_token_create(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_token_list(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_token_delete(void *ctx, struct ts_request *r, struct ts_error *err);
 /* departments.c */
-TS_HANDLER(ts_h_department_create);
-TS_HANDLER(ts_h_department_list);
-TS_HANDLER(ts_h_department_get);
-TS_HANDLER(ts_h_department_delete);
-TS_HANDLER(ts_h_department_quota);
+enum ts_err ts_h_department_create(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_department_list(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_department_get(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_department_delete(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_department_quota(void *ctx, struct ts_request *r, struct ts_error *err);
 /* projects.c */
-TS_HANDLER(ts_h_project_create);
-TS_HANDLER(ts_h_project_list);
-TS_HANDLER(ts_h_project_get);
-TS_HANDLER(ts_h_project_delete);
-TS_HANDLER(ts_h_project_quota);
+enum ts_err ts_h_project_create(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_project_list(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_project_get(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_project_delete(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_project_quota(void *ctx, struct ts_request *r, struct ts_error *err);
 /* jobs.c */
-TS_HANDLER(ts_h_job_submit);
-TS_HANDLER(ts_h_job_list);
-TS_HANDLER(ts_h_job_get);
-TS_HANDLER(ts_h_job_cancel);
-TS_HANDLER(ts_h_job_suspend);
-TS_HANDLER(ts_h_job_resume);
-TS_HANDLER(ts_h_job_events);
-TS_HANDLER(ts_h_job_logs); /* logs.c */
-TS_HANDLER(ts_h_queue);
-TS_HANDLER(ts_h_metrics_query); /* series.c */
-TS_HANDLER(ts_h_metrics_idle);  /* series.c */
+enum ts_err ts_h_job_submit(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_job_list(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_job_get(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_job_cancel(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_job_suspend(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_job_resume(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_job_events(void *ctx, struct ts_request *r, struct ts_error *err);
+/* logs.c */
+enum ts_err ts_h_job_logs(void *ctx, struct ts_request *r, struct ts_error *err);
+/* queue.c */
+enum ts_err ts_h_queue(void *ctx, struct ts_request *r, struct ts_error *err);
+/* series.c */
+enum ts_err ts_h_metrics_query(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_metrics_idle(void *ctx, struct ts_request *r, struct ts_error *err);
 /* nodes.c */
-TS_HANDLER(ts_h_node_list);
-TS_HANDLER(ts_h_node_get);
-TS_HANDLER(ts_h_node_register); /* agent.c: the agent protocol */
-TS_HANDLER(ts_h_node_drain);
-TS_HANDLER(ts_h_node_undrain);
-TS_HANDLER(ts_h_node_desired);
-TS_HANDLER(ts_h_node_report);
-TS_HANDLER(ts_h_node_logs);  /* logs.c */
-TS_HANDLER(ts_h_audit_list); /* audit.c */
+enum ts_err ts_h_node_list(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_node_get(void *ctx, struct ts_request *r, struct ts_error *err);
+/* agent.c: the agent protocol */
+enum ts_err ts_h_node_register(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_node_drain(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_node_undrain(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_node_desired(void *ctx, struct ts_request *r, struct ts_error *err);
+enum ts_err ts_h_node_report(void *ctx, struct ts_request *r, struct ts_error *err);
+/* logs.c */
+enum ts_err ts_h_node_logs(void *ctx, struct ts_request *r, struct ts_error *err);
+/* audit.c */
+enum ts_err ts_h_audit_list(void *ctx, struct ts_request *r, struct ts_error *err);
 
 /* ---- helpers shared by handlers (common.c) ---- */
 

@@ -29,7 +29,7 @@ static enum ts_err forbidden(struct ts_ctx *c, const char *project, struct ts_er
                         c->who.name, project);
 }
 
-TS_HANDLER(ts_h_job_submit)
+enum ts_err ts_h_job_submit(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     const char *key = ts_http_header(r, "Idempotency-Key");
@@ -127,7 +127,7 @@ static enum ts_err parse_int_param(struct ts_request *r, const char *name, long 
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_job_list)
+enum ts_err ts_h_job_list(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct ts_job_filter f = {.limit = DEFAULT_LIMIT};
@@ -209,7 +209,7 @@ static enum ts_err load_job(struct ts_ctx *c, struct ts_request *r, struct ts_jo
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_job_get)
+enum ts_err ts_h_job_get(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct ts_job job;
@@ -220,7 +220,7 @@ TS_HANDLER(ts_h_job_get)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_job_cancel)
+enum ts_err ts_h_job_cancel(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct ts_job job;
@@ -260,17 +260,17 @@ static enum ts_err suspend_or_resume(struct ts_ctx *c, struct ts_request *r, boo
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_job_suspend)
+enum ts_err ts_h_job_suspend(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     return suspend_or_resume(ctx, r, true, err);
 }
 
-TS_HANDLER(ts_h_job_resume)
+enum ts_err ts_h_job_resume(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     return suspend_or_resume(ctx, r, false, err);
 }
 
-TS_HANDLER(ts_h_job_events)
+enum ts_err ts_h_job_events(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct ts_job job;

@@ -143,7 +143,7 @@ static enum ts_err decode_chunks(const json_t *body, struct ts_arena *a, struct 
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_node_logs)
+enum ts_err ts_h_node_logs(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     const char *node = r->params[0];
@@ -344,7 +344,7 @@ static enum ts_err parse_query(struct ts_request *r, long long *tail, bool *foll
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_job_logs)
+enum ts_err ts_h_job_logs(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     long long tail = -1;

@@ -66,7 +66,7 @@ static enum ts_err hide_jobs(struct ts_ctx *c, struct ts_dbconn *conn, struct ts
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_node_list)
+enum ts_err ts_h_node_list(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct ts_dbconn *conn = ts_ctx_db(c, err);
@@ -87,7 +87,7 @@ TS_HANDLER(ts_h_node_list)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_node_get)
+enum ts_err ts_h_node_get(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct ts_dbconn *conn = ts_ctx_db(c, err);

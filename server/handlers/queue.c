@@ -6,7 +6,7 @@
 #include "server/handlers/handlers.h"
 #include "server/store/store.h"
 
-TS_HANDLER(ts_h_queue)
+enum ts_err ts_h_queue(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     const char *project = ts_http_query(r, "project");

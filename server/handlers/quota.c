@@ -98,7 +98,7 @@ static enum ts_err delete_named(void *ctx, struct ts_request *r, const char *wha
 
 /* ---- departments ------------------------------------------------------------- */
 
-TS_HANDLER(ts_h_department_create)
+enum ts_err ts_h_department_create(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_department_spec spec;
     enum ts_err e = decode_body(r, decode_department, &spec, err);
@@ -116,7 +116,7 @@ TS_HANDLER(ts_h_department_create)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_department_list)
+enum ts_err ts_h_department_list(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_dbconn *conn = ts_ctx_db(ctx, err);
     if (conn == NULL)
@@ -133,7 +133,7 @@ TS_HANDLER(ts_h_department_list)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_department_get)
+enum ts_err ts_h_department_get(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_dbconn *conn = ts_ctx_db(ctx, err);
     if (conn == NULL)
@@ -149,12 +149,12 @@ TS_HANDLER(ts_h_department_get)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_department_delete)
+enum ts_err ts_h_department_delete(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     return delete_named(ctx, r, "department", ts_store_department_delete, err);
 }
 
-TS_HANDLER(ts_h_department_quota)
+enum ts_err ts_h_department_quota(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     return put_quota(ctx, r, "department", decode_quota, ts_store_department_set_quota,
                      ts_h_department_get, err);
@@ -162,7 +162,7 @@ TS_HANDLER(ts_h_department_quota)
 
 /* ---- projects ---------------------------------------------------------------- */
 
-TS_HANDLER(ts_h_project_create)
+enum ts_err ts_h_project_create(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_project_spec spec;
     enum ts_err e = decode_body(r, decode_project, &spec, err);
@@ -181,7 +181,7 @@ TS_HANDLER(ts_h_project_create)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_project_list)
+enum ts_err ts_h_project_list(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct ts_dbconn *conn = ts_ctx_db(c, err);
@@ -201,7 +201,7 @@ TS_HANDLER(ts_h_project_list)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_project_get)
+enum ts_err ts_h_project_get(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct ts_dbconn *conn = ts_ctx_db(c, err);
@@ -221,12 +221,12 @@ TS_HANDLER(ts_h_project_get)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_project_delete)
+enum ts_err ts_h_project_delete(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     return delete_named(ctx, r, "project", ts_store_project_delete, err);
 }
 
-TS_HANDLER(ts_h_project_quota)
+enum ts_err ts_h_project_quota(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     return put_quota(ctx, r, "project", decode_project_quota, ts_store_project_set_quota,
                      ts_h_project_get, err);

@@ -277,7 +277,7 @@ static const char *names_list(char *buf, size_t cap, bool metrics)
     return buf;
 }
 
-TS_HANDLER(ts_h_metrics_query)
+enum ts_err ts_h_metrics_query(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     const struct ts_server_config *cfg = &c->srv->cfg;
@@ -422,7 +422,7 @@ TS_HANDLER(ts_h_metrics_query)
 /* GET /metrics/idle?from=&to=: each project's allocated and idle GPU-hours
  * in the range (default: the last 24 hours), from the finest points still
  * kept for `from`. A caller limited to projects sees its projects. */
-TS_HANDLER(ts_h_metrics_idle)
+enum ts_err ts_h_metrics_idle(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     int64_t now = (int64_t)time(NULL);

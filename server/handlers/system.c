@@ -19,13 +19,13 @@
 extern const struct ts_embedded_file ts_assets_files[];
 extern const size_t ts_assets_count;
 
-TS_HANDLER(ts_h_healthz)
+enum ts_err ts_h_healthz(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     ts_http_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_readyz)
+enum ts_err ts_h_readyz(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct ts_dbconn *conn = ts_ctx_db(c, err);
@@ -41,7 +41,7 @@ TS_HANDLER(ts_h_readyz)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_version)
+enum ts_err ts_h_version(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_protocol o =
         ts_protocol_oldest((struct ts_protocol){TS_PROTOCOL_MAJOR, TS_PROTOCOL_MINOR});
@@ -54,7 +54,7 @@ TS_HANDLER(ts_h_version)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_openapi)
+enum ts_err ts_h_openapi(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     for (size_t i = 0; i < ts_assets_count; i++) {
         if (strcmp(ts_assets_files[i].name, "openapi.yaml") == 0) {
@@ -107,7 +107,7 @@ static void keep_projects(struct ts_buf *b, const char *text, size_t len, const 
     }
 }
 
-TS_HANDLER(ts_h_metrics)
+enum ts_err ts_h_metrics(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct ts_dbconn *conn = ts_ctx_db(c, err);

@@ -10,7 +10,7 @@
 #include "server/handlers/handlers.h"
 #include "server/store/store.h"
 
-TS_HANDLER(ts_h_token_create)
+enum ts_err ts_h_token_create(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     json_t *body = NULL;
@@ -50,7 +50,7 @@ out:
 
 /* The caller's token: name, role, the projects it is limited to, and an
  * agent's nodes. */
-TS_HANDLER(ts_h_whoami)
+enum ts_err ts_h_whoami(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     json_t *projects = json_array();
@@ -92,7 +92,7 @@ TS_HANDLER(ts_h_whoami)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_token_list)
+enum ts_err ts_h_token_list(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct ts_dbconn *conn = ts_ctx_db(c, err);
@@ -110,7 +110,7 @@ TS_HANDLER(ts_h_token_list)
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_token_delete)
+enum ts_err ts_h_token_delete(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     int64_t id;

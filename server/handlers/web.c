@@ -132,17 +132,17 @@ static enum ts_err serve(struct ts_request *r, const struct ts_embedded_file *f,
     return TS_OK;
 }
 
-TS_HANDLER(ts_h_web_index)
+enum ts_err ts_h_web_index(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     return serve(r, ts_web_find("index.html", false), "index.html", err);
 }
 
-TS_HANDLER(ts_h_web_file)
+enum ts_err ts_h_web_file(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     return serve(r, ts_web_find(r->params[0], false), r->params[0], err);
 }
 
-TS_HANDLER(ts_h_web_vendor_file)
+enum ts_err ts_h_web_vendor_file(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     return serve(r, ts_web_find(r->params[0], true), r->params[0], err);
 }

@@ -12,11 +12,11 @@
 #include "server/handlers/handlers.h"
 
 /* GET /: web/index.html. */
-TS_HANDLER(ts_h_web_index);
+enum ts_err ts_h_web_index(void *ctx, struct ts_request *r, struct ts_error *err);
 /* GET /ui/{file}: a file of web/. */
-TS_HANDLER(ts_h_web_file);
+enum ts_err ts_h_web_file(void *ctx, struct ts_request *r, struct ts_error *err);
 /* GET /ui/vendor/{file}: a file of web/vendor/. */
-TS_HANDLER(ts_h_web_vendor_file);
+enum ts_err ts_h_web_vendor_file(void *ctx, struct ts_request *r, struct ts_error *err);
 
 /* The embedded file called name in web/ (vendor false) or web/vendor/
  * (vendor true); borrowed, static. NULL when there is none: only names

@@ -121,35 +121,11 @@ static int64_t floor_div(int64_t a, int64_t b)
     return a / b - (a % b != 0 && (a < 0) != (b < 0));
 }
 
-/* The project names a restricted caller may see (arena), or NULL for any. */
-static enum ts_err allowed_projects(struct ts_ctx *c, struct ts_dbconn *conn, struct ts_arena *a,
-                                    const char ***names, size_t *n, struct ts_error *err)
-{
-    size_t nids;
-    const int64_t *ids = ts_auth_project_ids(c, &nids);
-    *names = NULL;
-    *n = 0;
-    if (ids == NULL)
-        return TS_OK;
-    struct ts_project *v = NULL;
-    size_t np = 0;
-    enum ts_err e = nids ? ts_store_project_list(conn, ids, nids, a, &v, &np, err) : TS_OK;
-    if (e != TS_OK)
-        return e;
-    const char **out = ts_arena_alloc(a, (np ? np : 1) * sizeof(*out));
-    if (out == NULL)
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < np; i++)
-        out[i] = v[i].spec.name;
-    *names = out;
-    *n = np;
-    return TS_OK;
-}
-
-/* The departments of the projects a restricted caller may see (arena), or
- * NULL for any. */
-static enum ts_err allowed_departments(struct ts_ctx *c, struct ts_dbconn *conn, struct ts_arena *a,
-                                       const char ***names, size_t *n, struct ts_error *err)
+/* The names a restricted caller may see (arena), or NULL for any: of its
+ * projects, or of their departments (each once). */
+static enum ts_err allowed_names(struct ts_ctx *c, struct ts_dbconn *conn, struct ts_arena *a,
+                                 bool departments, const char ***names, size_t *n,
+                                 struct ts_error *err)
 {
     size_t nids;
     const int64_t *ids = ts_auth_project_ids(c, &nids);
@@ -167,11 +143,12 @@ static enum ts_err allowed_departments(struct ts_ctx *c, struct ts_dbconn *conn,
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     size_t k = 0;
     for (size_t i = 0; i < np; i++) {
+        const char *name = departments ? v[i].spec.department : v[i].spec.name;
         bool seen = false;
         for (size_t j = 0; j < k && !seen; j++)
-            seen = strcmp(out[j], v[i].spec.department) == 0;
+            seen = strcmp(out[j], name) == 0;
         if (!seen)
-            out[k++] = v[i].spec.department;
+            out[k++] = name;
     }
     *names = out;
     *n = k;
@@ -201,7 +178,7 @@ static enum ts_err access_project(struct ts_ctx *c, struct ts_dbconn *conn, stru
 {
     const char **names;
     size_t nn;
-    enum ts_err e = allowed_projects(c, conn, a, &names, &nn, err);
+    enum ts_err e = allowed_names(c, conn, a, false, &names, &nn, err);
     return e == TS_OK ? limit_names(c, q, names, nn, "project", err) : e;
 }
 
@@ -210,7 +187,7 @@ static enum ts_err access_department(struct ts_ctx *c, struct ts_dbconn *conn, s
 {
     const char **names;
     size_t nn;
-    enum ts_err e = allowed_departments(c, conn, a, &names, &nn, err);
+    enum ts_err e = allowed_names(c, conn, a, true, &names, &nn, err);
     return e == TS_OK ? limit_names(c, q, names, nn, "department", err) : e;
 }
 
@@ -452,7 +429,7 @@ enum ts_err ts_h_metrics_idle(void *ctx, struct ts_request *r, struct ts_error *
         return err->code;
     const char **names;
     size_t nn;
-    if ((e = allowed_projects(c, conn, r->arena, &names, &nn, err)) != TS_OK)
+    if ((e = allowed_names(c, conn, r->arena, false, &names, &nn, err)) != TS_OK)
         return e;
     struct ts_series_idle *v;
     size_t n;

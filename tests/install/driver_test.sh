@@ -17,13 +17,7 @@ cleanup() {
   rm -rf "$T"
 }
 trap cleanup EXIT
-fails=0
-check() { # DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then printf 'ok   %s\n' "$what"; else printf 'FAIL %s\n' "$what"; fails=$((fails + 1)); fi
-}
-has() { case $1 in *"$2"*) return 0 ;; esac; printf '  "%s" does not contain "%s"\n' "$1" "$2"; return 1; }
+. "$(dirname "$0")/checks.sh"
 
 echo '{"jobs": []}' >"$T/desired.json"
 run_agent() { # NAME LIBDIR: start an agent on a simulated GPU with simgpu from LIBDIR

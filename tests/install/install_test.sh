@@ -26,19 +26,7 @@ SRC=$(cd "${TS_SOURCE_DIR:?}" && pwd)
 BUILD=$(cd "$TS_BUILD_DIR" && pwd)
 P=$WEB_TMP/prefix
 
-fails=0
-check() { # DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then
-    printf 'ok   %s\n' "$what"
-  else
-    printf 'FAIL %s\n' "$what"
-    fails=$((fails + 1))
-  fi
-}
-has() { case $1 in *"$2"*) return 0 ;; esac; printf '  "%s" does not contain "%s"\n' "$1" "$2"; return 1; }
-hasnt() { case $1 in *"$2"*) printf '  "%s" contains "%s"\n' "$1" "$2"; return 1 ;; esac; return 0; }
+. "$(dirname "$0")/checks.sh"
 mode_is() { [ "$(stat -c %a "$1")" = "$2" ] || { echo "  $1 has mode $(stat -c %a "$1")"; return 1; }; }
 quiet() { # COMMAND...: succeeds and prints nothing (systemd-analyze warns with status 0)
   local out

@@ -13,13 +13,7 @@ TS_BIN_DIR=${TS_BUILD_DIR:?TS_BUILD_DIR must name a build folder}/bin
 . "$(dirname "$0")/../browser/lib.sh"
 SRC=$(cd "${TS_SOURCE_DIR:?}" && pwd)
 
-fails=0
-check() { # DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then printf 'ok   %s\n' "$what"; else printf 'FAIL %s\n' "$what"; fails=$((fails + 1)); fi
-}
-has() { case $1 in *"$2"*) return 0 ;; esac; printf '  "%s" does not contain "%s"\n' "$1" "$2"; return 1; }
+. "$(dirname "$0")/checks.sh"
 
 PGBIN=${TS_PG_BINDIR:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
 [ -x "$PGBIN/initdb" ] || web_fail "no PostgreSQL programs (postgresql-15)"

@@ -14,18 +14,7 @@
 TS_BIN_DIR=${TS_BUILD_DIR:?TS_BUILD_DIR must name a build folder}/bin
 . "$(dirname "$0")/../browser/lib.sh"
 
-fails=0
-check() { # DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then
-    printf 'ok   %s\n' "$what"
-  else
-    printf 'FAIL %s\n' "$what"
-    fails=$((fails + 1))
-  fi
-}
-has() { case $1 in *"$2"*) return 0 ;; esac; printf '  "%s" does not contain "%s"\n' "$1" "$2"; return 1; }
+. "$(dirname "$0")/checks.sh"
 
 release=$(sed -n 's/^project(tessera VERSION \([0-9.]*\).*/\1/p' "$(dirname "$0")/../../CMakeLists.txt")
 [ -n "$release" ] || web_fail "no release in CMakeLists.txt"

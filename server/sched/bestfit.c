@@ -10,7 +10,7 @@
 static double score(struct ts_sched_cluster *c, const struct preq *p, const struct node_view *v,
                     const int *chosen, int nchosen)
 {
-    double gfree = binpack_gpus_left(c, p, v, chosen, nchosen);
+    double gfree = ts_sched_binpack_gpus_left(c, p, v, chosen, nchosen);
     double s = 0;
     if (c->max_node_gpus > 0)
         s += 0.5 * gfree / c->max_node_gpus;
@@ -21,6 +21,6 @@ static double score(struct ts_sched_cluster *c, const struct preq *p, const stru
 
 const struct ts_sched_strategy ts_sched_bestfit = {
     .name = "bestfit",
-    .pick = binpack_pick_fullest,
+    .pick = ts_sched_binpack_pick_fullest,
     .score = score,
 };

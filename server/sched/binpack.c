@@ -13,7 +13,7 @@
 #define GPU_WEIGHT 10.0
 #define STRAND_WEIGHT 1000.0 /* first: strand no GPU; then the fullest node */
 
-double binpack_gpus_left(const struct ts_sched_cluster *c, const struct preq *p,
+double ts_sched_binpack_gpus_left(const struct ts_sched_cluster *c, const struct preq *p,
                          const struct node_view *v, const int *chosen, int nchosen)
 {
     double gfree = 0;
@@ -28,10 +28,10 @@ double binpack_gpus_left(const struct ts_sched_cluster *c, const struct preq *p,
     return gfree;
 }
 
-double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
+double ts_sched_binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
                         const struct node_view *v, const int *chosen, int nchosen)
 {
-    double gfree = binpack_gpus_left(c, p, v, chosen, nchosen);
+    double gfree = ts_sched_binpack_gpus_left(c, p, v, chosen, nchosen);
     double total_cpu = c->snap->nodes[v->node].cpu;
     double s = v->ngpus > 0 ? GPU_WEIGHT * gfree / v->ngpus : 0;
     if (total_cpu > 0)
@@ -39,7 +39,7 @@ double binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
     return s;
 }
 
-void binpack_pick_fullest(const struct ts_sched_cluster *c, const struct preq *p,
+void ts_sched_binpack_pick_fullest(const struct ts_sched_cluster *c, const struct preq *p,
                           const struct node_view *v, const int *cand, int ncand, int *out)
 {
     int tmp[TS_SCHED_MAX_DEVICES * 4];
@@ -72,18 +72,18 @@ static double stranded(const struct ts_sched_cluster *c, const struct preq *p,
     if (p->ndev == 0 || c->mix == NULL || v->ngpus == 0)
         return 0;
     const struct fmix *m = &c->mix[c->gpus[v->gpu[0]].model];
-    double held = binpack_gpus_left(c, p, v, chosen, nchosen);
+    double held = ts_sched_binpack_gpus_left(c, p, v, chosen, nchosen);
     if (m->own_cpu > 0)
         held = fmin(held, fmax(0, v->cpu_free - p->cpu) / m->own_cpu);
     if (m->own_mem > 0)
         held = fmin(held, fmax(0, (double)(v->mem_free - p->host_mem)) / m->own_mem);
-    return binpack_gpus_left(c, p, v, chosen, nchosen) - held;
+    return ts_sched_binpack_gpus_left(c, p, v, chosen, nchosen) - held;
 }
 
 static double score(struct ts_sched_cluster *c, const struct preq *p, const struct node_view *v,
                     const int *chosen, int nchosen)
 {
-    double s = binpack_leftover(c, p, v, chosen, nchosen);
+    double s = ts_sched_binpack_leftover(c, p, v, chosen, nchosen);
     if (v->ngpus > 0)
         s += STRAND_WEIGHT * stranded(c, p, v, chosen, nchosen) / v->ngpus;
     return s;
@@ -91,6 +91,6 @@ static double score(struct ts_sched_cluster *c, const struct preq *p, const stru
 
 const struct ts_sched_strategy ts_sched_binpack = {
     .name = "binpack",
-    .pick = binpack_pick_fullest,
+    .pick = ts_sched_binpack_pick_fullest,
     .score = score,
 };

@@ -8,7 +8,7 @@
 
 #include "server/sched/sched_int.h"
 
-int cluster_model_id(const struct ts_sched_cluster *c, const char *model)
+int ts_sched_cluster_model_id(const struct ts_sched_cluster *c, const char *model)
 {
     for (int i = 0; i < c->nmodels; i++)
         if (strcmp(c->models[i], model) == 0)
@@ -16,7 +16,7 @@ int cluster_model_id(const struct ts_sched_cluster *c, const char *model)
     return -1;
 }
 
-void cluster_node_refresh(struct ts_sched_cluster *c, int node)
+void ts_sched_cluster_node_refresh(struct ts_sched_cluster *c, int node)
 {
     struct node_state *n = &c->nodes[node];
     n->nwhole = 0;
@@ -37,10 +37,10 @@ void cluster_node_refresh(struct ts_sched_cluster *c, int node)
     }
     n->frag_valid = false;
     n->pfrag_valid = false;
-    pindex_changed(c, node);
+    ts_sched_pindex_changed(c, node);
 }
 
-double cluster_slots_gpus(const struct ts_sched_cluster *c, const struct ts_sched_slot *slots,
+double ts_sched_cluster_slots_gpus(const struct ts_sched_cluster *c, const struct ts_sched_slot *slots,
                           size_t nslots)
 {
     double g = 0;
@@ -58,17 +58,17 @@ static void account(struct ts_sched_cluster *c, int node, const struct ts_sched_
     n->cpu_free -= sign * cpu;
     n->mem_free -= sign * host_mem;
     if (n->ready)
-        c->allocated += sign * cluster_slots_gpus(c, slots, nslots);
-    cluster_node_refresh(c, node);
+        c->allocated += sign * ts_sched_cluster_slots_gpus(c, slots, nslots);
+    ts_sched_cluster_node_refresh(c, node);
 }
 
-void cluster_take(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
+void ts_sched_cluster_take(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
                   size_t nslots, double cpu, int64_t host_mem)
 {
     account(c, node, slots, nslots, cpu, host_mem, 1);
 }
 
-void cluster_give(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
+void ts_sched_cluster_give(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
                   size_t nslots, double cpu, int64_t host_mem)
 {
     account(c, node, slots, nslots, cpu, host_mem, -1);
@@ -84,7 +84,7 @@ static bool label_present(const struct ts_sched_node *n, const struct ts_sched_l
 
 /* Ready, labels, suspension pin, swap refusal: what no amount of freeing
  * changes. */
-bool cluster_node_static_ok(const struct ts_sched_cluster *c, const struct preq *p, int node)
+bool ts_sched_cluster_node_static_ok(const struct ts_sched_cluster *c, const struct preq *p, int node)
 {
     if (!c->nodes[node].ready)
         return false;
@@ -112,7 +112,7 @@ static bool request_bursts(const struct ts_sched_request *r)
     }
 }
 
-bool preq_prepare(const struct ts_sched_cluster *c, const struct ts_sched_request *r,
+bool ts_sched_preq_prepare(const struct ts_sched_cluster *c, const struct ts_sched_request *r,
                   struct ts_arena *a, struct preq *p)
 {
     memset(p, 0, sizeof(*p));
@@ -160,7 +160,7 @@ bool preq_prepare(const struct ts_sched_cluster *c, const struct ts_sched_reques
         if (ok == NULL)
             return false;
         for (size_t i = 0; i < r->ngpu_models; i++) {
-            int m = r->gpu_models[i] ? cluster_model_id(c, r->gpu_models[i]) : -1;
+            int m = r->gpu_models[i] ? ts_sched_cluster_model_id(c, r->gpu_models[i]) : -1;
             if (m >= 0)
                 ok[m] = true;
         }
@@ -383,7 +383,7 @@ static const bool *shape_models(const struct ts_sched_cluster *c, const struct t
     if (ok == NULL)
         return NULL;
     for (size_t i = 0; i < s->ngpu_models; i++) {
-        int m = s->gpu_models[i] ? cluster_model_id(c, s->gpu_models[i]) : -1;
+        int m = s->gpu_models[i] ? ts_sched_cluster_model_id(c, s->gpu_models[i]) : -1;
         if (m >= 0)
             ok[m] = true;
     }
@@ -413,7 +413,7 @@ static void shapes_from_snapshot(struct ts_sched_cluster *c, struct ts_arena *a)
     c->own_shapes_fixed = true;
 }
 
-void cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *const *reqs, size_t n,
+void ts_sched_cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *const *reqs, size_t n,
                              struct ts_arena *a)
 {
     if (c->own_shapes_fixed || n == 0)
@@ -456,12 +456,12 @@ void cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *cons
     shapes_finish(c, s, &ns, a);
     c->shapes = s;
     c->nshapes = ns;
-    pindex_clear(c); /* every fgd score changes with the shapes */
+    ts_sched_pindex_clear(c); /* every fgd score changes with the shapes */
     for (size_t k = 0; k < c->snap->nnodes; k++)
         c->nodes[k].frag_valid = c->nodes[k].pfrag_valid = false;
 }
 
-struct ts_sched_cluster *cluster_build(const struct ts_sched_snapshot *snap, struct ts_arena *a)
+struct ts_sched_cluster *ts_sched_cluster_build(const struct ts_sched_snapshot *snap, struct ts_arena *a)
 {
     struct ts_sched_cluster *c = ts_arena_alloc(a, sizeof(*c));
     if (c == NULL)
@@ -487,7 +487,7 @@ struct ts_sched_cluster *cluster_build(const struct ts_sched_snapshot *snap, str
     for (size_t i = 0; i < ng; i++) {
         const struct ts_sched_gpu *sg = &snap->gpus[i];
         const char *model = sg->model ? sg->model : "";
-        int m = cluster_model_id(c, model);
+        int m = ts_sched_cluster_model_id(c, model);
         if (m < 0) {
             m = c->nmodels++;
             c->models[m] = model;
@@ -533,7 +533,7 @@ struct ts_sched_cluster *cluster_build(const struct ts_sched_snapshot *snap, str
         n->cpu_free -= j->request.cpu;
         n->mem_free -= j->request.host_memory_bytes;
         if (n->ready)
-            c->allocated += cluster_slots_gpus(c, j->slots, j->nslots);
+            c->allocated += ts_sched_cluster_slots_gpus(c, j->slots, j->nslots);
     }
     for (size_t i = 0; i < snap->npending; i++) {
         const struct ts_sched_pending *j = &snap->pending[i];
@@ -541,7 +541,7 @@ struct ts_sched_cluster *cluster_build(const struct ts_sched_snapshot *snap, str
             c->nodes[j->suspended_node].mem_free -= j->request.host_memory_bytes;
     }
     for (size_t i = 0; i < nn; i++)
-        cluster_node_refresh(c, (int)i);
+        ts_sched_cluster_node_refresh(c, (int)i);
     shapes_from_snapshot(c, a);
     return c;
 }
@@ -553,7 +553,7 @@ struct ts_sched_cluster *ts_sched_cluster_new(const struct ts_sched_snapshot *sn
     struct ts_arena *a = ts_arena_new();
     if (a == NULL)
         return NULL;
-    struct ts_sched_cluster *c = cluster_build(snap, a);
+    struct ts_sched_cluster *c = ts_sched_cluster_build(snap, a);
     if (c == NULL) {
         ts_arena_free(a);
         return NULL;
@@ -566,7 +566,7 @@ void ts_sched_cluster_free(struct ts_sched_cluster *c)
 {
     if (c == NULL)
         return;
-    pindex_free(c);
+    ts_sched_pindex_free(c);
     ts_arena_free(c->owner);
 }
 
@@ -582,24 +582,24 @@ bool ts_sched_cluster_place(struct ts_sched_cluster *c, const struct ts_sched_st
         return false;
     struct ts_sched_request plain = *req;
     plain.ngpu_models = 0;
-    if (!preq_prepare(c, &plain, NULL, &p))
+    if (!ts_sched_preq_prepare(c, &plain, NULL, &p))
         return false;
     p.r = req;
     if (req->ngpu_models > 0 && p.ndev > 0) {
         for (size_t i = 0; i < req->ngpu_models; i++) {
-            int m = req->gpu_models[i] ? cluster_model_id(c, req->gpu_models[i]) : -1;
+            int m = req->gpu_models[i] ? ts_sched_cluster_model_id(c, req->gpu_models[i]) : -1;
             if (m >= 0)
                 ok_models[m] = true;
         }
         p.model_ok = ok_models;
     }
-    return place_best(c, st, &p, node, slots, nslots);
+    return ts_sched_place_best(c, st, &p, node, slots, nslots);
 }
 
 void ts_sched_cluster_commit(struct ts_sched_cluster *c, const struct ts_sched_request *req,
                              int node, const struct ts_sched_slot *slots, size_t nslots)
 {
-    cluster_take(c, node, slots, nslots, req->cpu, req->host_memory_bytes);
+    ts_sched_cluster_take(c, node, slots, nslots, req->cpu, req->host_memory_bytes);
 }
 
 double ts_sched_cluster_allocated_gpus(const struct ts_sched_cluster *c)

@@ -118,28 +118,28 @@ struct cycle {
 };
 
 /* decide.c */
-void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots, size_t nslots,
+void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots, size_t nslots,
                 const char *code, const char *msg);
-void cycle_stop(struct cycle *cy, int v, int for_job, bool suspend, const char *code,
+void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend, const char *code,
                 const char *msg);
 /* Whether v, placed by this cycle, was suspended before (by the snapshot or
  * by this cycle): taking the placement back may keep the suspension (its
  * host memory stays held) or drop it (freed). */
-bool cycle_holds_suspension(const struct job *v);
-bool cycle_protected(const struct cycle *cy, const struct job *v);
-const char *cycle_printf(struct cycle *cy, const char *fmt, ...)
+bool ts_sched_cycle_holds_suspension(const struct job *v);
+bool ts_sched_cycle_protected(const struct cycle *cy, const struct job *v);
+const char *ts_sched_cycle_printf(struct cycle *cy, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* "held 0.5 GPU of its quota 2 (fair share 1.5)": project p before this
  * cycle's decisions, for the messages of stops and binds (borrowed from the
  * cycle's arena). */
-const char *cycle_held(struct cycle *cy, int p);
+const char *ts_sched_cycle_held(struct cycle *cy, int p);
 
 /* order.c: the pass's queue */
 struct order;
-struct order *order_new(struct cycle *cy);
-int order_next(struct order *o); /* job index, or -1 at the end */
-void order_update(struct order *o, int project);
-void order_free(struct order *o);
+struct order *ts_sched_order_new(struct cycle *cy);
+int ts_sched_order_next(struct order *o); /* job index, or -1 at the end */
+void ts_sched_order_update(struct order *o, int project);
+void ts_sched_order_free(struct order *o);
 
 /* victims.c: fewest, lowest-priority, most recently started victims on one
  * node that make room for job j. Candidates: for reclaim, jobs of the other
@@ -161,36 +161,36 @@ struct victim_rule {
                                 least reclaimer_excess above their fair shares */
     double reclaimer_excess; /* j's project's excess over fair share after */
 };
-bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *node, int *victims,
+bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *node, int *victims,
                   bool *suspend, int *nvictims);
 /* The index behind it: each project's running jobs that may be stopped, in
  * candidate order. Built once the projects are; kept by list_add/list_del. */
-bool victims_index_build(struct cycle *cy);
+bool ts_sched_victims_index_build(struct cycle *cy);
 /* node's jobs or room changed: failures remembered there are stale */
-void victims_node_changed(struct cycle *cy, int node);
-void victims_index_add(struct cycle *cy, int v);
-void victims_index_del(struct cycle *cy, int v);
-void victims_index_free(struct cycle *cy);
+void ts_sched_victims_node_changed(struct cycle *cy, int node);
+void ts_sched_victims_index_add(struct cycle *cy, int v);
+void ts_sched_victims_index_del(struct cycle *cy, int v);
+void ts_sched_victims_index_free(struct cycle *cy);
 
 /* reclaim.c, preempt.c: try; on success the decisions are made */
-bool reclaim_try(struct cycle *cy, int j);
-bool preempt_try(struct cycle *cy, int j, double min_free, bool dep_limit);
+bool ts_sched_reclaim_try(struct cycle *cy, int j);
+bool ts_sched_preempt_try(struct cycle *cy, int j, double min_free, bool dep_limit);
 
 /* reason.c: the pending reason of job j in the final state */
-struct diag_cache *diag_cache_new(size_t n);
-void diag_cache_free(struct diag_cache *d);
-void reason_of(struct cycle *cy, int j, const char **code, const char **msg);
+struct diag_cache *ts_sched_diag_cache_new(size_t n);
+void ts_sched_diag_cache_free(struct diag_cache *d);
+void ts_sched_reason_of(struct cycle *cy, int j, const char **code, const char **msg);
 
 /* memo.c: a set of request signatures */
 struct memo;
-struct memo *memo_new(void);
-void memo_free(struct memo *m);
-void memo_clear(struct memo *m);
-bool memo_has(const struct memo *m, uint64_t key);
-bool memo_get(const struct memo *m, uint64_t key, uint64_t *val);
-void memo_add(struct memo *m, uint64_t key);
-void memo_put(struct memo *m, uint64_t key, uint64_t val);
+struct memo *ts_sched_memo_new(void);
+void ts_sched_memo_free(struct memo *m);
+void ts_sched_memo_clear(struct memo *m);
+bool ts_sched_memo_has(const struct memo *m, uint64_t key);
+bool ts_sched_memo_get(const struct memo *m, uint64_t key, uint64_t *val);
+void ts_sched_memo_add(struct memo *m, uint64_t key);
+void ts_sched_memo_put(struct memo *m, uint64_t key, uint64_t val);
 /* h and x mixed into a key (never 0) */
-uint64_t memo_fold(uint64_t h, uint64_t x);
+uint64_t ts_sched_memo_fold(uint64_t h, uint64_t x);
 
 #endif /* TS_SERVER_SCHED_CYCLE_H */

@@ -21,7 +21,7 @@
 
 #include "server/sched/cycle.h"
 
-const char *cycle_printf(struct cycle *cy, const char *fmt, ...)
+const char *ts_sched_cycle_printf(struct cycle *cy, const char *fmt, ...)
 {
     char buf[1024];
     va_list ap;
@@ -36,14 +36,14 @@ const char *cycle_printf(struct cycle *cy, const char *fmt, ...)
     return s;
 }
 
-const char *cycle_held(struct cycle *cy, int p)
+const char *ts_sched_cycle_held(struct cycle *cy, int p)
 {
     const struct proj *P = &cy->projs[p];
     char a[32], q[32], f[32];
     ts_gpus_format(P->alloc0, a, sizeof(a));
     double shown = strtod(a, NULL); /* 0.5 GPU, 1 GPU, 0 GPUs, 1.5 GPUs */
     bool one = shown > 0 && shown <= 1;
-    return cycle_printf(cy, "held %s GPU%s of its quota %s (fair share %s)", a, one ? "" : "s",
+    return ts_sched_cycle_printf(cy, "held %s GPU%s of its quota %s (fair share %s)", a, one ? "" : "s",
                         ts_gpus_format(cy->snap->projects[p].quota_gpus, q, sizeof(q)),
                         ts_gpus_format(P->fair0, f, sizeof(f)));
 }
@@ -73,15 +73,15 @@ static void list_add(struct cycle *cy, int j)
     if (J->next >= 0)
         cy->jobs[J->next].prev = j;
     cy->node_head[J->node] = j;
-    victims_index_add(cy, j);
-    victims_node_changed(cy, J->node);
+    ts_sched_victims_index_add(cy, j);
+    ts_sched_victims_node_changed(cy, J->node);
 }
 
 static void list_del(struct cycle *cy, int j)
 {
     struct job *J = &cy->jobs[j];
-    victims_index_del(cy, j);
-    victims_node_changed(cy, J->node);
+    ts_sched_victims_index_del(cy, j);
+    ts_sched_victims_node_changed(cy, J->node);
     if (J->prev >= 0)
         cy->jobs[J->prev].next = J->next;
     else
@@ -102,7 +102,7 @@ static void account(struct cycle *cy, const struct job *J, int sign)
         cy->deps[d].alloc += sign * J->gpus;
 }
 
-void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots, size_t nslots,
+void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots, size_t nslots,
                 const char *code, const char *msg)
 {
     struct job *J = &cy->jobs[j];
@@ -122,9 +122,9 @@ void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *s
     J->saved_nonly_slots = J->p.nonly_slots;
     J->saved_held = J->p.host_mem_held;
     J->bind_dec = (int)cy->dec.n;
-    J->gpus = cluster_slots_gpus(cy->c, slots, nslots);
+    J->gpus = ts_sched_cluster_slots_gpus(cy->c, slots, nslots);
     J->started_at = cy->snap->now;
-    cluster_take(cy->c, node, slots, nslots, J->req->cpu,
+    ts_sched_cluster_take(cy->c, node, slots, nslots, J->req->cpu,
                  J->p.host_mem_held ? 0 : J->req->host_memory_bytes);
     list_add(cy, j);
     account(cy, J, 1);
@@ -141,7 +141,7 @@ void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *s
         .message = msg,
     };
     push_decision(cy, &d);
-    order_update(cy->order, J->project);
+    ts_sched_order_update(cy->order, J->project);
 }
 
 /* Node `node` has more room than before: placements that failed may now fit
@@ -149,12 +149,12 @@ void cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *s
 static void cycle_freed(struct cycle *cy, int node)
 {
     cy->free_epoch++;
-    victims_node_changed(cy, node);
+    ts_sched_victims_node_changed(cy, node);
     if (cy->nfreed == cy->capfreed) {
         size_t ncap = cy->capfreed ? cy->capfreed * 2 : 256;
         int *nv = realloc(cy->freed, ncap * sizeof(int));
         if (nv == NULL) {
-            memo_clear(cy->fail_memo); /* cannot track: forget every failure */
+            ts_sched_memo_clear(cy->fail_memo); /* cannot track: forget every failure */
             cy->nfreed = 0;
             return;
         }
@@ -164,7 +164,7 @@ static void cycle_freed(struct cycle *cy, int node)
     cy->freed[cy->nfreed++] = node;
 }
 
-bool cycle_holds_suspension(const struct job *v)
+bool ts_sched_cycle_holds_suspension(const struct job *v)
 {
     return v->bound && v->saved_held;
 }
@@ -205,8 +205,8 @@ static void unbind(struct cycle *cy, int v, int for_job, bool suspend, const cha
         if (d->action != TS_SCHED_BIND && d->code != NULL && d->for_job_id == V->id)
             d->for_job_id = cy->jobs[for_job].id;
     }
-    bool drop = cycle_holds_suspension(V) && !suspend;
-    cluster_give(cy->c, node_was, V->slots, V->nslots, V->req->cpu,
+    bool drop = ts_sched_cycle_holds_suspension(V) && !suspend;
+    ts_sched_cluster_give(cy->c, node_was, V->slots, V->nslots, V->req->cpu,
                  V->saved_held && !drop ? 0 : V->req->host_memory_bytes);
     list_del(cy, v);
     account(cy, V, -1);
@@ -247,10 +247,10 @@ static void unbind(struct cycle *cy, int v, int for_job, bool suspend, const cha
     }
     cy->pass_decisions++;
     cycle_freed(cy, node_was);
-    order_update(cy->order, V->project);
+    ts_sched_order_update(cy->order, V->project);
 }
 
-void cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, const char *code,
+void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, const char *code,
                 const char *msg)
 {
     struct job *V = &cy->jobs[v];
@@ -265,7 +265,7 @@ void cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, const cha
     bool suspend = suspend_it && bytes > 0 && n->swap_free >= V->swap_need;
     if (suspend)
         n->swap_free -= V->swap_need;
-    cluster_give(cy->c, node, V->slots, V->nslots, V->req->cpu,
+    ts_sched_cluster_give(cy->c, node, V->slots, V->nslots, V->req->cpu,
                  suspend ? 0 : V->req->host_memory_bytes);
     list_del(cy, v);
     account(cy, V, -1);
@@ -300,7 +300,7 @@ void cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, const cha
     V->stop_dec = (int)cy->dec.n;
     push_decision(cy, &d);
     cycle_freed(cy, node);
-    order_update(cy->order, V->project);
+    ts_sched_order_update(cy->order, V->project);
 }
 
 /* ---- one attempt ---------------------------------------------------------- */
@@ -349,32 +349,32 @@ static void attempt(struct cycle *cy, int j)
     }
     double short_all = fmax(short_p, short_d);
     if (est > EPS && short_all > 1e-6) {
-        if (preempt_try(cy, j, short_all, short_d > short_p))
+        if (ts_sched_preempt_try(cy, j, short_all, short_d > short_p))
             return;
         J->stage = short_p >= short_d ? STAGE_OVER_LIMIT : STAGE_DEPT_LIMIT;
         return;
     }
     /* a request that found no room needs a look only at the nodes freed since */
-    uint64_t key = preq_signature(&J->p, 0), since = 0;
-    bool seen = memo_get(cy->fail_memo, key, &since);
+    uint64_t key = ts_sched_preq_signature(&J->p, 0), since = 0;
+    bool seen = ts_sched_memo_get(cy->fail_memo, key, &since);
     if (!seen || since < cy->nfreed) {
         int node;
         struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
         size_t ns = 0;
-        bool ok = seen ? place_best_among(cy->c, cy->st, &J->p, cy->freed + since,
+        bool ok = seen ? ts_sched_place_best_among(cy->c, cy->st, &J->p, cy->freed + since,
                                           cy->nfreed - since, &node, slots, &ns)
-                       : place_best(cy->c, cy->st, &J->p, &node, slots, &ns);
+                       : ts_sched_place_best(cy->c, cy->st, &J->p, &node, slots, &ns);
         if (ok) {
-            cycle_bind(
+            ts_sched_cycle_bind(
                 cy, j, node, slots, ns, "fits",
-                cycle_printf(cy, "placed on %s by %s", cy->snap->nodes[node].name, cy->st->name));
+                ts_sched_cycle_printf(cy, "placed on %s by %s", cy->snap->nodes[node].name, cy->st->name));
             return;
         }
-        memo_put(cy->fail_memo, key, cy->nfreed);
+        ts_sched_memo_put(cy->fail_memo, key, cy->nfreed);
     }
-    if (reclaim_try(cy, j))
+    if (ts_sched_reclaim_try(cy, j))
         return;
-    if (preempt_try(cy, j, 0, false))
+    if (ts_sched_preempt_try(cy, j, 0, false))
         return;
     J->stage = STAGE_NO_ROOM;
 }
@@ -411,14 +411,14 @@ static enum ts_err build_jobs(struct cycle *cy)
             J->submitted_at = r->started_at;
             J->running = true;
             J->node = r->node;
-            /* a placement later gets slots of its own (cycle_bind) */
+            /* a placement later gets slots of its own (ts_sched_cycle_bind) */
             J->slots = ts_arena_alloc(cy->a, (r->nslots + 1) * sizeof(struct ts_sched_slot));
             if (J->slots == NULL)
                 return TS_ERR_NOMEM;
             if (r->nslots > 0) /* a CPU-only job holds no slots: r->slots may be NULL */
                 memcpy(J->slots, r->slots, r->nslots * sizeof(struct ts_sched_slot));
             J->nslots = r->nslots;
-            J->gpus = cluster_slots_gpus(cy->c, r->slots, r->nslots);
+            J->gpus = ts_sched_cluster_slots_gpus(cy->c, r->slots, r->nslots);
             J->swap_need = ts_sched_suspend_bytes(r);
         } else {
             const struct ts_sched_pending *p = &snap->pending[i - snap->nrunning];
@@ -431,9 +431,9 @@ static enum ts_err build_jobs(struct cycle *cy)
             J->submitted_at = p->submitted_at;
             J->node = -1;
         }
-        J->valid = preq_prepare(cy->c, J->req, cy->a, &J->p);
+        J->valid = ts_sched_preq_prepare(cy->c, J->req, cy->a, &J->p);
         if (J->valid) {
-            J->p.hash = preq_hash(&J->p);
+            J->p.hash = ts_sched_preq_hash(&J->p);
             J->p.gpus_at_most = gpus_at_most(cy, J);
         }
         if (!run) {
@@ -545,7 +545,7 @@ static void set_workload_shapes(struct cycle *cy)
     for (size_t i = 0; i < cy->njobs; i++)
         if (!cy->jobs[i].running && cy->jobs[i].valid)
             reqs[n++] = &cy->jobs[i].p;
-    cluster_set_shapes_from(cy->c, reqs, n, cy->a);
+    ts_sched_cluster_set_shapes_from(cy->c, reqs, n, cy->a);
     free(reqs);
 }
 
@@ -572,7 +572,7 @@ static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_re
         if (!cy->jobs[i].running)
             np++;
     r->pending = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(*r->pending));
-    cy->diag = diag_cache_new(np);
+    cy->diag = ts_sched_diag_cache_new(np);
     if (r->pending == NULL || cy->diag == NULL)
         return TS_ERR_NOMEM;
     for (size_t i = 0; i < cy->njobs; i++) {
@@ -583,7 +583,7 @@ static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_re
         pr->job_id = J->id;
         pr->job = J->orig_running ? -1 : J->orig;
         pr->queue_position = J->position;
-        reason_of(cy, (int)i, &pr->code, &pr->message);
+        ts_sched_reason_of(cy, (int)i, &pr->code, &pr->message);
     }
     qsort(r->pending, r->npending, sizeof(*r->pending), cmp_reason);
     r->nshares = snap->nprojects;
@@ -624,15 +624,15 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
     cy->snap = snap;
     cy->a = a;
     cy->st = ts_sched_strategy_find(snap->config.strategy);
-    cy->c = cluster_build(snap, a);
-    cy->fail_memo = memo_new();
-    cy->reclaim_memo = memo_new();
+    cy->c = ts_sched_cluster_build(snap, a);
+    cy->fail_memo = ts_sched_memo_new();
+    cy->reclaim_memo = ts_sched_memo_new();
     rc = TS_ERR_NOMEM;
     if (cy->c == NULL || cy->fail_memo == NULL || cy->reclaim_memo == NULL)
         goto out;
     if ((rc = build_jobs(cy)) != TS_OK || (rc = build_projects(cy)) != TS_OK)
         goto out;
-    if (!victims_index_build(cy)) {
+    if (!ts_sched_victims_index_build(cy)) {
         rc = TS_ERR_NOMEM;
         goto out;
     }
@@ -643,11 +643,11 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
     while (pass < max_passes) {
         pass++;
         cy->pass_decisions = 0;
-        memo_clear(cy->reclaim_memo);
+        ts_sched_memo_clear(cy->reclaim_memo);
         shares_update(cy);
         if (pass == 1)
             shares_keep_first(cy);
-        cy->order = order_new(cy);
+        cy->order = ts_sched_order_new(cy);
         if (cy->order == NULL && cy->njobs > 0) {
             rc = TS_ERR_NOMEM;
             goto out;
@@ -655,12 +655,12 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
         pos = 0;
         for (size_t i = 0; i < cy->njobs; i++)
             cy->jobs[i].position = 0;
-        for (int j; (j = order_next(cy->order)) >= 0;) {
+        for (int j; (j = ts_sched_order_next(cy->order)) >= 0;) {
             attempt(cy, j);
             if (!cy->jobs[j].running)
                 cy->jobs[j].position = ++pos;
         }
-        order_free(cy->order);
+        ts_sched_order_free(cy->order);
         cy->order = NULL;
         if (cy->nomem) {
             rc = TS_ERR_NOMEM;
@@ -675,14 +675,14 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
             cy->jobs[i].position = ++pos;
     rc = build_result(cy, pass, r);
 out:
-    memo_free(cy->fail_memo);
-    memo_free(cy->reclaim_memo);
+    ts_sched_memo_free(cy->fail_memo);
+    ts_sched_memo_free(cy->reclaim_memo);
     free(cy->dec.v);
     free(cy->freed);
-    diag_cache_free(cy->diag);
-    victims_index_free(cy);
+    ts_sched_diag_cache_free(cy->diag);
+    ts_sched_victims_index_free(cy);
     if (cy->c != NULL)
-        pindex_free(cy->c);
+        ts_sched_pindex_free(cy->c);
     if (rc != TS_OK) {
         ts_arena_free(a);
         return ts_error_set(err, rc, "could not decide: out of memory");

@@ -129,7 +129,7 @@ static void waterfill(struct wf *e, size_t n, double capacity)
     free(grp);
 }
 
-double fairshare_usage_factor(double usage, double total_usage, double weight, double total_weight)
+double ts_sched_fairshare_usage_factor(double usage, double total_usage, double weight, double total_weight)
 {
     if (total_usage <= 0 || total_weight <= 0 || weight <= 0)
         return 1.0;
@@ -152,7 +152,7 @@ static void apply_usage(struct wf *e, const double *usage, size_t n)
         tw += e[i].weight;
     }
     for (size_t i = 0; i < n; i++)
-        e[i].weight *= fairshare_usage_factor(usage[i], tu, e[i].weight, tw);
+        e[i].weight *= ts_sched_fairshare_usage_factor(usage[i], tu, e[i].weight, tw);
 }
 
 void ts_sched_fairshare(const struct ts_sched_department *deps, size_t ndeps,

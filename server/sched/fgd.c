@@ -111,7 +111,7 @@ static double frag_of(const struct ts_sched_cluster *c, const struct node_view *
     return f;
 }
 
-double fgd_fragmentation(const struct ts_sched_cluster *c, const struct node_view *v)
+double ts_sched_fgd_fragmentation(const struct ts_sched_cluster *c, const struct node_view *v)
 {
     return frag_of(c, v, v->used, v->cpu_free, v->mem_free);
 }
@@ -119,10 +119,10 @@ double fgd_fragmentation(const struct ts_sched_cluster *c, const struct node_vie
 static double before_of(struct ts_sched_cluster *c, const struct node_view *v)
 {
     if (v->scratch)
-        return fgd_fragmentation(c, v);
+        return ts_sched_fgd_fragmentation(c, v);
     struct node_state *n = &c->nodes[v->node];
     if (!n->frag_valid) {
-        n->frag = fgd_fragmentation(c, v);
+        n->frag = ts_sched_fgd_fragmentation(c, v);
         n->frag_valid = true;
     }
     return n->frag;
@@ -179,7 +179,7 @@ static double score(struct ts_sched_cluster *c, const struct preq *p, const stru
                     const int *chosen, int nchosen)
 {
     double delta = after_of(c, p, v, chosen, nchosen) - before_of(c, v);
-    return delta + 1e-9 * binpack_leftover(c, p, v, chosen, nchosen);
+    return delta + 1e-9 * ts_sched_binpack_leftover(c, p, v, chosen, nchosen);
 }
 
 const struct ts_sched_strategy ts_sched_fgd = {

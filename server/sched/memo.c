@@ -14,7 +14,7 @@ struct memo {
     size_t cap, n;
 };
 
-struct memo *memo_new(void)
+struct memo *ts_sched_memo_new(void)
 {
     struct memo *m = calloc(1, sizeof(*m));
     if (m == NULL)
@@ -31,7 +31,7 @@ struct memo *memo_new(void)
     return m;
 }
 
-void memo_free(struct memo *m)
+void ts_sched_memo_free(struct memo *m)
 {
     if (m == NULL)
         return;
@@ -40,7 +40,7 @@ void memo_free(struct memo *m)
     free(m);
 }
 
-void memo_clear(struct memo *m)
+void ts_sched_memo_clear(struct memo *m)
 {
     if (m == NULL || m->n == 0)
         return;
@@ -53,7 +53,7 @@ static uint64_t fix(uint64_t k)
     return k == 0 ? 1 : k;
 }
 
-bool memo_get(const struct memo *m, uint64_t key, uint64_t *val)
+bool ts_sched_memo_get(const struct memo *m, uint64_t key, uint64_t *val)
 {
     if (m == NULL)
         return false;
@@ -69,12 +69,12 @@ bool memo_get(const struct memo *m, uint64_t key, uint64_t *val)
     }
 }
 
-bool memo_has(const struct memo *m, uint64_t key)
+bool ts_sched_memo_has(const struct memo *m, uint64_t key)
 {
-    return memo_get(m, key, NULL);
+    return ts_sched_memo_get(m, key, NULL);
 }
 
-void memo_put(struct memo *m, uint64_t key, uint64_t val)
+void ts_sched_memo_put(struct memo *m, uint64_t key, uint64_t val)
 {
     if (m == NULL)
         return;
@@ -116,9 +116,9 @@ void memo_put(struct memo *m, uint64_t key, uint64_t val)
     m->n++;
 }
 
-void memo_add(struct memo *m, uint64_t key)
+void ts_sched_memo_add(struct memo *m, uint64_t key)
 {
-    memo_put(m, key, 0);
+    ts_sched_memo_put(m, key, 0);
 }
 
 static uint64_t mix(uint64_t h, const void *p, size_t n)
@@ -138,7 +138,7 @@ static uint64_t mix_str(uint64_t h, const char *s)
     return mix(h, s, strlen(s) + 1);
 }
 
-uint64_t preq_hash(const struct preq *p)
+uint64_t ts_sched_preq_hash(const struct preq *p)
 {
     uint64_t h = 14695981039346656037ULL;
     int kind = (int)p->kind;
@@ -168,15 +168,15 @@ static uint64_t fold(uint64_t h, uint64_t x)
     return z ^ (z >> 31);
 }
 
-uint64_t memo_fold(uint64_t h, uint64_t x)
+uint64_t ts_sched_memo_fold(uint64_t h, uint64_t x)
 {
     uint64_t z = fold(h, x);
     return z ? z : 1; /* 0 marks an empty slot */
 }
 
-uint64_t preq_signature(const struct preq *p, uint64_t salt)
+uint64_t ts_sched_preq_signature(const struct preq *p, uint64_t salt)
 {
-    uint64_t h = p->hash ? p->hash : preq_hash(p);
+    uint64_t h = p->hash ? p->hash : ts_sched_preq_hash(p);
     h = fold(h, salt);
     h = fold(h, (uint64_t)(int64_t)p->only_node);
     for (size_t i = 0; p->only_slots != NULL && i < p->nonly_slots; i++)

@@ -115,7 +115,7 @@ static void sort_jobs(struct cycle *cy, int *idx, size_t n)
     free(tmp);
 }
 
-struct order *order_new(struct cycle *cy)
+struct order *ts_sched_order_new(struct cycle *cy)
 {
     struct order *o = calloc(1, sizeof(*o));
     size_t np = cy->snap->nprojects;
@@ -180,7 +180,7 @@ struct order *order_new(struct cycle *cy)
     return o;
 }
 
-int order_next(struct order *o)
+int ts_sched_order_next(struct order *o)
 {
     if (o == NULL || o->n == 0)
         return -1;
@@ -200,7 +200,7 @@ int order_next(struct order *o)
     return j;
 }
 
-void order_update(struct order *o, int project)
+void ts_sched_order_update(struct order *o, int project)
 {
     if (o == NULL)
         return;
@@ -211,7 +211,7 @@ void order_update(struct order *o, int project)
     sift_down(o, (size_t)o->cy->projs[project].heap_pos);
 }
 
-void order_free(struct order *o)
+void ts_sched_order_free(struct order *o)
 {
     if (o == NULL)
         return;

@@ -5,7 +5,7 @@
  *
  * A node's score for a request depends only on the node's state (and on the
  * cluster's fgd shapes, fixed while the index lives). Every change of a
- * node's state bumps its version and is logged (cluster_node_refresh); a
+ * node's state bumps its version and is logged (ts_sched_cluster_node_refresh); a
  * class, when asked, scores again only the nodes logged since it was last
  * asked and pushes their new entries. Entries of an older version are stale
  * and dropped when they reach the top, so the top valid entry is the best
@@ -119,7 +119,7 @@ static bool same_request(const struct ts_sched_cluster *c, const struct pclass *
            memcmp(k->model_ok, p->model_ok, (size_t)c->nmodels * sizeof(bool)) == 0;
 }
 
-void pindex_free(struct ts_sched_cluster *c)
+void ts_sched_pindex_free(struct ts_sched_cluster *c)
 {
     struct pindex *x = c->pidx;
     if (x == NULL)
@@ -135,7 +135,7 @@ void pindex_free(struct ts_sched_cluster *c)
     c->pidx = NULL;
 }
 
-void pindex_clear(struct ts_sched_cluster *c)
+void ts_sched_pindex_clear(struct ts_sched_cluster *c)
 {
     struct pindex *x = c->pidx;
     if (x == NULL)
@@ -149,7 +149,7 @@ void pindex_clear(struct ts_sched_cluster *c)
     x->entries = 0;
 }
 
-void pindex_changed(struct ts_sched_cluster *c, int node)
+void ts_sched_pindex_changed(struct ts_sched_cluster *c, int node)
 {
     struct pindex *x = c->pidx;
     c->nodes[node].version++;
@@ -205,13 +205,13 @@ static bool score_node(struct ts_sched_cluster *c, const struct ts_sched_strateg
 {
     double s;
     int pick[TS_SCHED_MAX_DEVICES];
-    if (!place_node_score(c, st, p, i, &s, pick))
+    if (!ts_sched_place_node_score(c, st, p, i, &s, pick))
         return false;
     *e = (struct pentry){s, c->snap->nodes[i].id, i, c->nodes[i].version};
     return true;
 }
 
-int pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+int ts_sched_pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                 const struct preq *p, uint64_t sig)
 {
     if (p->r->nnode_selector > 0 || p->only_node >= 0)

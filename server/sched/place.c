@@ -14,7 +14,7 @@
 
 #include "server/sched/sched_int.h"
 
-void node_view_of(const struct ts_sched_cluster *c, int node, int64_t *used_buf,
+void ts_sched_node_view_of(const struct ts_sched_cluster *c, int node, int64_t *used_buf,
                   struct node_view *v)
 {
     const struct node_state *n = &c->nodes[node];
@@ -37,7 +37,7 @@ static bool slots_have(const struct ts_sched_slot *slots, size_t n, int gpu)
     return false;
 }
 
-int place_candidates(const struct ts_sched_cluster *c, const struct preq *p,
+int ts_sched_place_candidates(const struct ts_sched_cluster *c, const struct preq *p,
                      const struct node_view *v, int *cand)
 {
     if (v->cpu_free + 1e-9 < p->cpu)
@@ -59,13 +59,13 @@ int place_candidates(const struct ts_sched_cluster *c, const struct preq *p,
     return n;
 }
 
-bool place_on_view(const struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+bool ts_sched_place_on_view(const struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                    const struct preq *p, const struct node_view *v, int *out)
 {
     int cand[TS_SCHED_MAX_DEVICES * 4];
     if (v->ngpus > (int)(sizeof(cand) / sizeof(cand[0])))
         return false;
-    int n = place_candidates(c, p, v, cand);
+    int n = ts_sched_place_candidates(c, p, v, cand);
     if (n < 0 || n < p->ndev)
         return false;
     if (p->ndev == 0)
@@ -98,29 +98,29 @@ static bool summary_may_fit(const struct ts_sched_cluster *c, const struct preq 
     }
 }
 
-bool place_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+bool ts_sched_place_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                 const struct preq *p, int *node, struct ts_sched_slot *slots, size_t *nslots)
 {
-    return place_best_among(c, st, p, NULL, 0, node, slots, nslots);
+    return ts_sched_place_best_among(c, st, p, NULL, 0, node, slots, nslots);
 }
 
-bool place_node_score(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+bool ts_sched_place_node_score(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                       const struct preq *p, int i, double *score, int *pick)
 {
     int64_t used[TS_SCHED_MAX_DEVICES * 4];
     if (c->nodes[i].ngpus > (int)(sizeof(used) / sizeof(used[0])))
         return false;
-    if (!summary_may_fit(c, p, i) || !cluster_node_static_ok(c, p, i))
+    if (!summary_may_fit(c, p, i) || !ts_sched_cluster_node_static_ok(c, p, i))
         return false;
     struct node_view v;
-    node_view_of(c, i, used, &v);
-    if (!place_on_view(c, st, p, &v, pick))
+    ts_sched_node_view_of(c, i, used, &v);
+    if (!ts_sched_place_on_view(c, st, p, &v, pick))
         return false;
     *score = st->score(c, p, &v, pick, p->ndev);
     return true;
 }
 
-bool place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+bool ts_sched_place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                       const struct preq *p, const int *list, size_t nlist, int *node,
                       struct ts_sched_slot *slots, size_t *nslots)
 {
@@ -129,11 +129,11 @@ bool place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy
     double best_score = 0;
     int best_pick[TS_SCHED_MAX_DEVICES];
     int pick[TS_SCHED_MAX_DEVICES];
-    int found = list == NULL ? pindex_best(c, st, p, preq_signature(p, 0)) : -2;
+    int found = list == NULL ? ts_sched_pindex_best(c, st, p, ts_sched_preq_signature(p, 0)) : -2;
     if (found == -1)
         return false;
     if (found >= 0) {
-        if (!place_node_score(c, st, p, found, &best_score, best_pick))
+        if (!ts_sched_place_node_score(c, st, p, found, &best_score, best_pick))
             return false; /* cannot happen: the index scored it so */
         best = found;
     } else {
@@ -150,7 +150,7 @@ bool place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy
             if (p->only_node >= 0 && i != p->only_node)
                 continue;
             double s;
-            if (!place_node_score(c, st, p, i, &s, pick))
+            if (!ts_sched_place_node_score(c, st, p, i, &s, pick))
                 continue;
             if (best < 0 || s < best_score - 1e-12 ||
                 (s <= best_score + 1e-12 && snap->nodes[i].id < snap->nodes[best].id)) {

@@ -52,7 +52,7 @@ struct diag_cache {
     size_t cap;
 };
 
-struct diag_cache *diag_cache_new(size_t n)
+struct diag_cache *ts_sched_diag_cache_new(size_t n)
 {
     struct diag_cache *c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -68,7 +68,7 @@ struct diag_cache *diag_cache_new(size_t n)
     return c;
 }
 
-void diag_cache_free(struct diag_cache *c)
+void ts_sched_diag_cache_free(struct diag_cache *c)
 {
     if (c == NULL)
         return;
@@ -98,7 +98,7 @@ static void scan(struct cycle *cy, const struct preq *p, struct diag *d)
             d->swaps++;
             continue;
         }
-        if (!cluster_node_static_ok(c, p, (int)i)) {
+        if (!ts_sched_cluster_node_static_ok(c, p, (int)i)) {
             d->selector++;
             continue;
         }
@@ -166,7 +166,7 @@ static void scan(struct cycle *cy, const struct preq *p, struct diag *d)
 static const struct diag *diag_of(struct cycle *cy, const struct preq *p)
 {
     struct diag_cache *c = cy->diag;
-    uint64_t key = preq_signature(p, 0x44494147ULL);
+    uint64_t key = ts_sched_preq_signature(p, 0x44494147ULL);
     if (key == 0)
         key = 1;
     size_t i = key & (c->cap - 1);
@@ -192,7 +192,7 @@ static void unavailable(struct cycle *cy, const struct job *J, const struct diag
     size_t used = 0;
     int total = (int)cy->snap->nnodes;
     if (J->p.only_node >= 0) {
-        *msg = cycle_printf(cy, "suspended on %s, which is not ready or lacks its labels",
+        *msg = ts_sched_cycle_printf(cy, "suspended on %s, which is not ready or lacks its labels",
                             node_name(cy, J->p.only_node));
         return;
     }
@@ -215,7 +215,7 @@ static void unavailable(struct cycle *cy, const struct job *J, const struct diag
                                  used ? ", " : "", d->model, r->gpu_models[0]);
     if (total == 0)
         snprintf(parts, sizeof(parts), "the cluster has no nodes");
-    *msg = cycle_printf(cy, "no ready node matches: %s", parts);
+    *msg = ts_sched_cycle_printf(cy, "no ready node matches: %s", parts);
 }
 
 static void too_large(struct cycle *cy, const struct job *J, const struct diag *d, const char **msg)
@@ -223,22 +223,22 @@ static void too_large(struct cycle *cy, const struct job *J, const struct diag *
     const struct preq *p = &J->p;
     char a[32], b[32];
     if (p->ndev > d->max_gpus)
-        *msg = cycle_printf(cy, "no node has %d GPUs%s; the largest matching node has %d", p->ndev,
+        *msg = ts_sched_cycle_printf(cy, "no node has %d GPUs%s; the largest matching node has %d", p->ndev,
                             p->model_ok ? " of the accepted models" : "", d->max_gpus);
     else if (p->kind == TS_SCHED_GPU_MEMORY && p->mem > d->max_usable)
-        *msg = cycle_printf(cy, "no GPU can hold %s; the largest matching GPU has %s usable",
+        *msg = ts_sched_cycle_printf(cy, "no GPU can hold %s; the largest matching GPU has %s usable",
                             ts_bytesize_human(p->mem, a, sizeof(a)),
                             ts_bytesize_human(d->max_usable, b, sizeof(b)));
     else if (p->cpu > d->max_cpu + 1e-9)
-        *msg = cycle_printf(cy, "no matching node has %s cpu cores; the largest has %s",
+        *msg = ts_sched_cycle_printf(cy, "no matching node has %s cpu cores; the largest has %s",
                             ts_gpus_format(p->cpu, a, sizeof(a)),
                             ts_gpus_format(d->max_cpu, b, sizeof(b)));
     else if (p->host_mem > d->max_mem)
-        *msg = cycle_printf(cy, "no matching node has %s of memory; the largest has %s",
+        *msg = ts_sched_cycle_printf(cy, "no matching node has %s of memory; the largest has %s",
                             ts_bytesize_human(p->host_mem, a, sizeof(a)),
                             ts_bytesize_human(d->max_mem, b, sizeof(b)));
     else
-        *msg = cycle_printf(cy,
+        *msg = ts_sched_cycle_printf(cy,
                             "no matching node has the GPUs, %s cpu cores and %s of memory "
                             "the job asks for together",
                             ts_gpus_format(p->cpu, a, sizeof(a)),
@@ -255,7 +255,7 @@ static void suspended_gpus(struct cycle *cy, const struct job *J, const char **c
         used += (size_t)snprintf(gpus + used, sizeof(gpus) - used, "%s%d", k ? "," : "",
                                  cy->snap->gpus[J->p.only_slots[k].gpu].index);
     *code = "no_fit";
-    *msg = cycle_printf(cy,
+    *msg = ts_sched_cycle_printf(cy,
                         "suspended on %s: it resumes only on the GPU%s it held (%s), which "
                         "lack%s the room now",
                         cy->snap->nodes[J->p.only_node].name, J->p.nonly_slots > 1 ? "s" : "", gpus,
@@ -270,17 +270,17 @@ static void no_room(struct cycle *cy, const struct job *J, const struct diag *d,
     if (d->gpu_fit_nodes > 0 || p->ndev == 0) {
         *code = "no_fit";
         if (d->best_cpu + 1e-9 < p->cpu)
-            *msg = cycle_printf(cy, "no matching node has %s cpu cores free; the most is %s on %s",
+            *msg = ts_sched_cycle_printf(cy, "no matching node has %s cpu cores free; the most is %s on %s",
                                 ts_gpus_format(p->cpu, a, sizeof(a)),
                                 ts_gpus_format(d->best_cpu, b, sizeof(b)),
                                 node_name(cy, d->best_cpu_node));
         else if (!p->host_mem_held && d->best_mem < p->host_mem)
-            *msg = cycle_printf(cy, "no matching node has %s of memory free; the most is %s on %s",
+            *msg = ts_sched_cycle_printf(cy, "no matching node has %s of memory free; the most is %s on %s",
                                 ts_bytesize_human(p->host_mem, a, sizeof(a)),
                                 ts_bytesize_human(d->best_mem < 0 ? 0 : d->best_mem, b, sizeof(b)),
                                 node_name(cy, d->best_mem_node));
         else
-            *msg = cycle_printf(cy, "no matching node has the GPUs, cpu cores and memory free "
+            *msg = ts_sched_cycle_printf(cy, "no matching node has the GPUs, cpu cores and memory free "
                                     "together");
         return;
     }
@@ -292,25 +292,25 @@ static void no_room(struct cycle *cy, const struct job *J, const struct diag *d,
                  ts_gpus_format(d->free_total, t, sizeof(t)));
     int bc = d->best_count < 0 ? 0 : d->best_count;
     if (p->kind == TS_SCHED_GPU_COUNT)
-        *msg = cycle_printf(cy, "%sno node has %d free GPU%s; the most is %d on %s", head, p->ndev,
+        *msg = ts_sched_cycle_printf(cy, "%sno node has %d free GPU%s; the most is %d on %s", head, p->ndev,
                             p->ndev == 1 ? "" : "s", bc, node_name(cy, d->best_count_node));
     else if (p->ndev > 1 && p->kind == TS_SCHED_GPU_MEMORY)
-        *msg = cycle_printf(cy, "%sno node has %d GPUs with %s free each; the most is %d on %s",
+        *msg = ts_sched_cycle_printf(cy, "%sno node has %d GPUs with %s free each; the most is %d on %s",
                             head, p->ndev, ts_bytesize_human(p->mem, a, sizeof(a)), bc,
                             node_name(cy, d->best_count_node));
     else if (p->ndev > 1)
-        *msg = cycle_printf(cy,
+        *msg = ts_sched_cycle_printf(cy,
                             "%sno node has %d GPUs with %s of a GPU free each; the most is %d "
                             "on %s",
                             head, p->ndev, ts_gpus_format(p->portion, a, sizeof(a)), bc,
                             node_name(cy, d->best_count_node));
     else if (p->kind == TS_SCHED_GPU_MEMORY)
-        *msg = cycle_printf(cy, "%sno node has a GPU with %s free; the largest is %s on %s", head,
+        *msg = ts_sched_cycle_printf(cy, "%sno node has a GPU with %s free; the largest is %s on %s", head,
                             ts_bytesize_human(p->mem, a, sizeof(a)),
                             ts_bytesize_human(d->best_free < 0 ? 0 : d->best_free, b, sizeof(b)),
                             node_name(cy, d->best_free_node));
     else
-        *msg = cycle_printf(cy, "%sno node has a GPU with %s of it free; the most is %s on %s",
+        *msg = ts_sched_cycle_printf(cy, "%sno node has a GPU with %s of it free; the most is %s on %s",
                             head, ts_gpus_format(p->portion, a, sizeof(a)),
                             ts_gpus_format(d->best_frac, b, sizeof(b)),
                             node_name(cy, d->best_free_node));
@@ -342,7 +342,7 @@ static const char *waiting_for_reclaim(struct cycle *cy, const struct job *J)
     if (J->reclaim_tier1) {
         ts_gpus_format(g, x, sizeof(x));
         if (dep_within)
-            return cycle_printf(cy,
+            return ts_sched_cycle_printf(cy,
                                 "project \"%s\" is within its quota (%s of %s GPUs, %s with this "
                                 "job): it may reclaim from projects above their quotas, but none "
                                 "has a preemptible job that can give %s %s and leave it at or "
@@ -351,7 +351,7 @@ static const char *waiting_for_reclaim(struct cycle *cy, const struct job *J)
                                 cy->snap->ndepartments > 0 ? " (and its department, if another, "
                                                              "at or above the department's)"
                                                            : "");
-        return cycle_printf(cy,
+        return ts_sched_cycle_printf(cy,
                             "project \"%s\" is within its quota (%s of %s GPUs, %s with this "
                             "job) but department \"%s\" is not (%s of %s GPUs with this job): "
                             "it may reclaim from projects of \"%s\" above their quotas, but "
@@ -361,23 +361,23 @@ static const char *waiting_for_reclaim(struct cycle *cy, const struct job *J)
     }
     const char *quota;
     if (P->alloc + g > P->deserved + EPS)
-        quota = cycle_printf(cy, "would pass its quota with this job (%s of %s GPUs)", w, q);
+        quota = ts_sched_cycle_printf(cy, "would pass its quota with this job (%s of %s GPUs)", w, q);
     else if (!dep_within)
-        quota = cycle_printf(cy,
+        quota = ts_sched_cycle_printf(cy,
                              "department \"%s\" would pass its quota with this job (%s of %s "
                              "GPUs)",
                              dname, dw, dq);
     else
-        quota = cycle_printf(cy,
+        quota = ts_sched_cycle_printf(cy,
                              "is within its quota with this job (%s of %s GPUs), but no "
                              "project is above its quota",
                              w, q);
     double ex = P->alloc + J->p.gpus_estimate - P->fair;
     ts_gpus_format(fabs(ex), x, sizeof(x));
-    const char *excess = fabs(ex) < 0.005 ? cycle_printf(cy, "at it")
-                                          : cycle_printf(cy, "%s %s %s", x, gpus_word(x),
+    const char *excess = fabs(ex) < 0.005 ? ts_sched_cycle_printf(cy, "at it")
+                                          : ts_sched_cycle_printf(cy, "%s %s %s", x, gpus_word(x),
                                                          ex > 0 ? "above" : "below");
-    return cycle_printf(cy,
+    return ts_sched_cycle_printf(cy,
                         "project \"%s\" is below its fair share (%s of %s GPUs) and %s: it "
                         "may reclaim from projects above their fair shares, but none has a "
                         "preemptible job that can make room and leave it at least as far above "
@@ -386,7 +386,7 @@ static const char *waiting_for_reclaim(struct cycle *cy, const struct job *J)
                         excess);
 }
 
-void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
+void ts_sched_reason_of(struct cycle *cy, int j, const char **code, const char **msg)
 {
     const struct job *J = &cy->jobs[j];
     const struct ts_sched_project *sp = &cy->snap->projects[J->project];
@@ -395,7 +395,7 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
     switch (J->stage) {
     case STAGE_INVALID:
         *code = "invalid_request";
-        *msg = cycle_printf(cy,
+        *msg = ts_sched_cycle_printf(cy,
                             "the request cannot be placed as written: gpu kind %d, count %d, "
                             "portion %g, memory %lld bytes, devices %d",
                             (int)J->req->kind, J->req->count, J->req->portion,
@@ -404,11 +404,11 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
     case STAGE_OVER_LIMIT:
         *code = "over_limit";
         if (P->alloc + 1e-9 >= sp->limit_gpus)
-            *msg = cycle_printf(cy, "project \"%s\" is at its limit: %s of %s GPUs in use",
+            *msg = ts_sched_cycle_printf(cy, "project \"%s\" is at its limit: %s of %s GPUs in use",
                                 sp->name, ts_gpus_format(P->alloc, a, sizeof(a)),
                                 ts_gpus_format(sp->limit_gpus, b, sizeof(b)));
         else
-            *msg = cycle_printf(cy,
+            *msg = ts_sched_cycle_printf(cy,
                                 "project \"%s\" would pass its limit: %s of %s GPUs in use and "
                                 "the job asks for %s",
                                 sp->name, ts_gpus_format(P->alloc, a, sizeof(a)),
@@ -419,7 +419,7 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
         const struct ts_sched_department *d = &cy->snap->departments[sp->department];
         double used = cy->deps[sp->department].alloc;
         *code = "over_limit";
-        *msg = cycle_printf(cy,
+        *msg = ts_sched_cycle_printf(cy,
                             "department \"%s\" %s its limit: %s of %s GPUs in use and the job "
                             "asks for %s",
                             d->name, used + 1e-9 >= d->limit_gpus ? "is at" : "would pass",
@@ -430,7 +430,7 @@ void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
     }
     case STAGE_DESERVED:
         *code = "quota_exhausted";
-        *msg = cycle_printf(cy,
+        *msg = ts_sched_cycle_printf(cy,
                             "non-preemptible jobs may only use the deserved share: project "
                             "\"%s\" deserves %s, has %s in use",
                             sp->name, ts_gpus_format(P->deserved, a, sizeof(a)),

@@ -41,42 +41,42 @@ static bool take(struct cycle *cy, int j, const struct victim_rule *r)
 {
     struct job *J = &cy->jobs[j];
     uint64_t key =
-        preq_signature(&J->p, (r->tier1 ? 0x52454331ULL : 0x5245434cULL) + (uint64_t)J->project);
-    if (memo_has(cy->reclaim_memo, key))
+        ts_sched_preq_signature(&J->p, (r->tier1 ? 0x52454331ULL : 0x5245434cULL) + (uint64_t)J->project);
+    if (ts_sched_memo_has(cy->reclaim_memo, key))
         return false;
     int node, victims[256], nv = 0;
     bool suspend[256];
-    if (!victims_find(cy, j, r, &node, victims, suspend, &nv)) {
-        memo_add(cy->reclaim_memo, key);
+    if (!ts_sched_victims_find(cy, j, r, &node, victims, suspend, &nv)) {
+        ts_sched_memo_add(cy->reclaim_memo, key);
         return false;
     }
     const char *pname = cy->snap->projects[J->project].name;
-    const char *held = cycle_held(cy, J->project);
+    const char *held = ts_sched_cycle_held(cy, J->project);
     for (int i = 0; i < nv; i++) {
         int q = cy->jobs[victims[i]].project;
         const char *msg =
-            r->tier1 ? cycle_printf(cy,
+            r->tier1 ? ts_sched_cycle_printf(cy,
                                     "reclaim within quota: project \"%s\" %s before this cycle and "
                                     "stays within its quota with this job; project \"%s\" %s and "
                                     "keeps at least its quota",
-                                    pname, held, cy->snap->projects[q].name, cycle_held(cy, q))
-                     : cycle_printf(cy,
+                                    pname, held, cy->snap->projects[q].name, ts_sched_cycle_held(cy, q))
+                     : ts_sched_cycle_printf(cy,
                                     "reclaim by fair share: project \"%s\" %s before this cycle; "
                                     "project \"%s\" %s and stays at least as far above its fair "
                                     "share",
-                                    pname, held, cy->snap->projects[q].name, cycle_held(cy, q));
-        cycle_stop(cy, victims[i], j, suspend[i], "reclaim", msg);
+                                    pname, held, cy->snap->projects[q].name, ts_sched_cycle_held(cy, q));
+        ts_sched_cycle_stop(cy, victims[i], j, suspend[i], "reclaim", msg);
     }
     int saved = J->p.only_node, n;
     struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
     size_t ns = 0;
     J->p.only_node = node;
-    bool ok = place_best(cy->c, cy->st, &J->p, &n, slots, &ns);
+    bool ok = ts_sched_place_best(cy->c, cy->st, &J->p, &n, slots, &ns);
     J->p.only_node = saved;
     if (!ok)
-        return false; /* cannot happen: victims_find checked the same room */
-    cycle_bind(cy, j, n, slots, ns, "reclaim",
-               cycle_printf(cy,
+        return false; /* cannot happen: ts_sched_victims_find checked the same room */
+    ts_sched_cycle_bind(cy, j, n, slots, ns, "reclaim",
+               ts_sched_cycle_printf(cy,
                             "placed on %s by reclaiming %d job%s %s: project \"%s\" %s before "
                             "this cycle",
                             cy->snap->nodes[n].name, nv, nv == 1 ? "" : "s",
@@ -84,7 +84,7 @@ static bool take(struct cycle *cy, int j, const struct victim_rule *r)
     return true;
 }
 
-bool reclaim_try(struct cycle *cy, int j)
+bool ts_sched_reclaim_try(struct cycle *cy, int j)
 {
     struct job *J = &cy->jobs[j];
     const struct proj *P = &cy->projs[J->project];

@@ -31,7 +31,7 @@ static void pick_emptiest(const struct ts_sched_cluster *c, const struct preq *p
 static double score(struct ts_sched_cluster *c, const struct preq *p, const struct node_view *v,
                     const int *chosen, int nchosen)
 {
-    return -binpack_leftover(c, p, v, chosen, nchosen);
+    return -ts_sched_binpack_leftover(c, p, v, chosen, nchosen);
 }
 
 const struct ts_sched_strategy ts_sched_spread = {

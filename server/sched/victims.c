@@ -29,7 +29,7 @@
 #define MAXG (TS_SCHED_MAX_DEVICES * 4)
 #define MAXV 256 /* candidates looked at per node */
 
-bool cycle_protected(const struct cycle *cy, const struct job *v)
+bool ts_sched_cycle_protected(const struct cycle *cy, const struct job *v)
 {
     int64_t min = cy->projs[v->project].min_runtime;
     return min > 0 && cy->snap->now - v->started_at < min;
@@ -52,7 +52,7 @@ static int64_t job_bytes(const struct job *v)
 
 static void scratch_init(struct cycle *cy, int node, struct scratch *s)
 {
-    node_view_of(cy->c, node, s->used, &s->v);
+    ts_sched_node_view_of(cy->c, node, s->used, &s->v);
     s->v.scratch = true;
     s->swap = cy->c->nodes[node].swap_free;
     s->freed = 0;
@@ -66,7 +66,7 @@ static bool suspendable(const struct job *v)
 {
     if (v->req->refuses_swap)
         return false;
-    return v->bound ? cycle_holds_suspension(v) : job_bytes(v) > 0;
+    return v->bound ? ts_sched_cycle_holds_suspension(v) : job_bytes(v) > 0;
 }
 
 /* Release v on the scratch node: evicted, or suspended (its host memory
@@ -100,7 +100,7 @@ static bool scratch_release(struct scratch *s, const struct job *v, bool suspend
 static bool scratch_fits(struct cycle *cy, const struct preq *p, const struct scratch *s)
 {
     int cand[MAXG];
-    int n = place_candidates(cy->c, p, &s->v, cand);
+    int n = ts_sched_place_candidates(cy->c, p, &s->v, cand);
     return n >= 0 && n >= p->ndev;
 }
 
@@ -179,7 +179,7 @@ static void choose_suspends(struct cycle *cy, const struct preq *p, int node, co
 
 static bool stoppable(const struct cycle *cy, const struct job *x)
 {
-    return x->preemptible && !cycle_protected(cy, x);
+    return x->preemptible && !ts_sched_cycle_protected(cy, x);
 }
 
 /* Where v goes in P's list (the first entry not before it). */
@@ -196,13 +196,13 @@ static size_t vic_pos(const struct cycle *cy, const struct proj *P, const struct
     return lo;
 }
 
-void victims_node_changed(struct cycle *cy, int node)
+void ts_sched_victims_node_changed(struct cycle *cy, int node)
 {
     if (cy->node_ver != NULL)
         cy->node_ver[node]++;
 }
 
-void victims_index_add(struct cycle *cy, int v)
+void ts_sched_victims_index_add(struct cycle *cy, int v)
 {
     const struct job *x = &cy->jobs[v];
     if (!cy->vindex || !stoppable(cy, x))
@@ -224,7 +224,7 @@ void victims_index_add(struct cycle *cy, int v)
     P->nvic++;
 }
 
-void victims_index_del(struct cycle *cy, int v)
+void ts_sched_victims_index_del(struct cycle *cy, int v)
 {
     const struct job *x = &cy->jobs[v];
     if (!cy->vindex || !stoppable(cy, x))
@@ -237,23 +237,23 @@ void victims_index_del(struct cycle *cy, int v)
     }
 }
 
-bool victims_index_build(struct cycle *cy)
+bool ts_sched_victims_index_build(struct cycle *cy)
 {
     cy->node_stamp = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(int));
     cy->node_ver = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(uint32_t));
-    cy->node_fail = memo_new();
+    cy->node_fail = ts_sched_memo_new();
     if (cy->node_stamp == NULL || cy->node_ver == NULL || cy->node_fail == NULL)
         return false;
     cy->vindex = true;
     for (size_t i = 0; i < cy->njobs; i++)
         if (cy->jobs[i].running)
-            victims_index_add(cy, (int)i);
+            ts_sched_victims_index_add(cy, (int)i);
     return !cy->nomem;
 }
 
-void victims_index_free(struct cycle *cy)
+void ts_sched_victims_index_free(struct cycle *cy)
 {
-    memo_free(cy->node_fail);
+    ts_sched_memo_free(cy->node_fail);
     cy->node_fail = NULL;
     if (cy->projs == NULL)
         return;
@@ -269,7 +269,7 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
                          int *touched, int *dtouched, int *chosen, int *out_n)
 {
     const struct job *J = &cy->jobs[j];
-    if (!cluster_node_static_ok(cy->c, &J->p, node))
+    if (!ts_sched_cluster_node_static_ok(cy->c, &J->p, node))
         return false;
     if (cy->c->nodes[node].ngpus < J->p.ndev || cy->c->nodes[node].ngpus > MAXG)
         return false;
@@ -369,7 +369,7 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
  * better than x alone, so the search ends at the first candidate that
  * cannot beat the best set found, and finds what a look at every node
  * would. */
-bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out_node, int *victims,
+bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out_node, int *victims,
                   bool *suspend, int *nvictims)
 {
     const struct job *J = &cy->jobs[j];
@@ -417,7 +417,7 @@ bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out
      * either, until it changes; the next job of the project with the same
      * request skips it */
     bool remember = !r->reclaim && r->below_priority >= 0 && r->below_priority <= 0xffff;
-    uint64_t base = remember ? preq_signature(&J->p, 0x4e4f4445ULL + (uint64_t)J->project * 7919u +
+    uint64_t base = remember ? ts_sched_preq_signature(&J->p, 0x4e4f4445ULL + (uint64_t)J->project * 7919u +
                                                          (uint64_t)(r->min_free * 1000.0))
                              : 0;
     for (;;) {
@@ -449,14 +449,14 @@ bool victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out
         if (cy->node_stamp[node] == cy->stamp)
             continue;
         cy->node_stamp[node] = cy->stamp;
-        uint64_t key = remember ? memo_fold(base, (uint64_t)node) : 0, seen;
-        if (remember && memo_get(cy->node_fail, key, &seen) && seen >> 16 == cy->node_ver[node] &&
+        uint64_t key = remember ? ts_sched_memo_fold(base, (uint64_t)node) : 0, seen;
+        if (remember && ts_sched_memo_get(cy->node_fail, key, &seen) && seen >> 16 == cy->node_ver[node] &&
             (int)(seen & 0xffff) >= r->below_priority)
             continue;
         int nchosen;
         if (!node_victims(cy, j, r, node, touched, dtouched, chosen, &nchosen)) {
             if (remember)
-                memo_put(cy->node_fail, key,
+                ts_sched_memo_put(cy->node_fail, key,
                          (uint64_t)cy->node_ver[node] << 16 | (uint64_t)r->below_priority);
             continue;
         }

@@ -14,7 +14,7 @@
  * bytes over the usable memory of the GPUs it is on), before that its share
  * of the largest usable GPU of the cluster, at most 1 per device (and 1 per
  * device while there is no GPU at all): the rule by which the scheduler
- * counts a pending job's demand (preq_prepare in server/sched/cluster.c, over
+ * counts a pending job's demand (ts_sched_preq_prepare in server/sched/cluster.c, over
  * every registered GPU, usable = memory - its node's reserve), so that
  * requested and the scheduler's demand agree and a project never shows less
  * requested than allocated. */

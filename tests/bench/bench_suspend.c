@@ -116,7 +116,7 @@ static int fill(CUdeviceptr va, size_t size, unsigned char *buf)
 {
     for (size_t off = 0; off < size; off += CHUNK) {
         size_t n = size - off < CHUNK ? size - off : CHUNK;
-        swap_env_pattern(buf, n, (uint32_t)(off / CHUNK));
+        ts_swap_env_pattern(buf, n, (uint32_t)(off / CHUNK));
         if (env.cu.cuMemcpyHtoD_v2(va + off, buf, n) != CUDA_SUCCESS)
             return -1;
     }
@@ -128,7 +128,7 @@ static int check_host(const unsigned char *host, size_t size)
 {
     for (size_t off = 0; off < size; off += CHUNK) {
         size_t n = size - off < CHUNK ? size - off : CHUNK;
-        if (swap_env_check(host + off, n, (uint32_t)(off / CHUNK)) != 0)
+        if (ts_swap_env_check(host + off, n, (uint32_t)(off / CHUNK)) != 0)
             return -1;
     }
     return 0;
@@ -147,7 +147,7 @@ static void populate(void *p, size_t len)
 static int plain_copies(size_t size, uint64_t bw, int rounds, struct plain *out)
 {
     const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : NULL;
-    if (swap_env_setup(&env, base, 1, size + GiB, bw, size) != 0)
+    if (ts_swap_env_setup(&env, base, 1, size + GiB, bw, size) != 0)
         return -1;
     int rc = -1;
     const char *what = "setup";
@@ -223,7 +223,7 @@ out:
     if (va != 0)
         env.cu.cuMemAddressFree(va, size);
     free(buf);
-    swap_env_teardown(&env);
+    ts_swap_env_teardown(&env);
     unsetenv("TESSERA_SIMGPU_DIR");
     return rc;
 }

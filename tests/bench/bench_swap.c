@@ -60,7 +60,7 @@ static int fill(CUdeviceptr p, size_t size)
     int rc = 0;
     for (size_t off = 0; off < size && rc == 0; off += chunk) {
         size_t n = size - off < chunk ? size - off : chunk;
-        swap_env_pattern(buf, n, (uint32_t)(off / chunk));
+        ts_swap_env_pattern(buf, n, (uint32_t)(off / chunk));
         rc = env.cu.cuMemcpyHtoD_v2(p + off, buf, n) == CUDA_SUCCESS ? 0 : -1;
     }
     free(buf);
@@ -77,7 +77,7 @@ static int check(CUdeviceptr p, size_t size)
     for (size_t off = 0; off < size && rc == 0; off += chunk) {
         size_t n = size - off < chunk ? size - off : chunk;
         rc = env.cu.cuMemcpyDtoH_v2(buf, p + off, n) == CUDA_SUCCESS &&
-                     swap_env_check(buf, n, (uint32_t)(off / chunk)) == 0
+                     ts_swap_env_check(buf, n, (uint32_t)(off / chunk)) == 0
                  ? 0
                  : -1;
     }
@@ -248,7 +248,7 @@ int main(int argc, char **argv)
         most = s > most ? s : most;
     }
     const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : NULL;
-    if (swap_env_setup(&env, base, 1, 2 * most + 1024 * MiB, bw, most) != 0)
+    if (ts_swap_env_setup(&env, base, 1, 2 * most + 1024 * MiB, bw, most) != 0)
         return 1;
     struct ts_swap_config cfg = {.cu = &env.cu,
                                  .ndevices = 1,
@@ -260,6 +260,6 @@ int main(int argc, char **argv)
     int rc = ts_swap_init(&cfg) == 0 && ts_vmm_active() ? 0 : 1;
     for (int i = 2; i < argc && rc == 0; i++)
         rc = run(bw, (size_t)strtoull(argv[i], NULL, 10) * MiB) == 0 ? 0 : 1;
-    swap_env_teardown(&env);
+    ts_swap_env_teardown(&env);
     return rc;
 }

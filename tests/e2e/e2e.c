@@ -396,7 +396,7 @@ int ts_e2e_job_proc(const struct ts_e2e_agent *a, long long id, int attempt,
 
 static char *read_or_empty(const char *path)
 {
-    char *t = pgtest_read_file(path);
+    char *t = ts_pgtest_read_file(path);
     return t != NULL ? t : strdup("");
 }
 
@@ -684,7 +684,7 @@ void ts_e2e_agent_kill_jobs(const struct ts_e2e_agent *a)
 
 bool ts_e2e_log_has(const char *path, const char *text)
 {
-    char *log = pgtest_read_file(path);
+    char *log = ts_pgtest_read_file(path);
     bool found = log != NULL && strstr(log, text) != NULL;
     free(log);
     return found;
@@ -718,7 +718,7 @@ int ts_e2e_start(struct ts_e2e *c, const char *const *server_args)
 /* Print the end of a log; true when it holds a sanitizer report. */
 static bool check_log(const char *path, bool show)
 {
-    char *log = pgtest_read_file(path);
+    char *log = ts_pgtest_read_file(path);
     if (log == NULL)
         return false;
     bool bad = strstr(log, "Sanitizer") != NULL || strstr(log, "runtime error:") != NULL;
@@ -788,7 +788,7 @@ int ts_e2e_stop(struct ts_e2e *c)
             rc = -1;
         /* a server stopped with SIGTERM stops its PostgreSQL; one left
          * crashed by a test leaves it to ts_it_cleanup */
-        if (!crashed && pgtest_leftovers(c->srv.dir) != 0) {
+        if (!crashed && ts_pgtest_leftovers(c->srv.dir) != 0) {
             fprintf(stderr, "e2e: PostgreSQL processes of %s are left\n", c->srv.dir);
             rc = -1;
         }

@@ -114,8 +114,8 @@ static int run(char **out, const char *const *argv)
         args[n] = argv[n];
     args[n] = NULL;
     snprintf(path, sizeof(path), "%s/run.out", dir);
-    int rc = pgtest_run(args, path, NULL);
-    *out = pgtest_read_file(path);
+    int rc = ts_pgtest_run(args, path, NULL);
+    *out = ts_pgtest_read_file(path);
     if (*out == NULL)
         *out = strdup("");
     fprintf(stderr, "$ %s ... -> %d\n%s", argv[0], rc, *out);
@@ -156,7 +156,7 @@ static void the_whole_cluster_runs_a_job_over_mtls(void **state)
 static void an_agent_token_needs_a_client_certificate(void **state)
 {
     struct ts_e2e *c = *state;
-    char *token = pgtest_read_file(c->agents[0].token_file);
+    char *token = ts_pgtest_read_file(c->agents[0].token_file);
     assert_non_null(token);
     token[strcspn(token, "\r\n")] = '\0';
     struct ts_response r;

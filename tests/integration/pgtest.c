@@ -19,7 +19,7 @@
 
 #include "api/clock.h"
 
-char *pgtest_tmpdir(void)
+char *ts_pgtest_tmpdir(void)
 {
     const char *base = getenv("TMPDIR");
     char tmpl[PATH_MAX];
@@ -59,7 +59,7 @@ static int scan_cluster(const char *data, long *pids, int max)
         if (l <= 0)
             continue;
         cwd[l] = '\0';
-        if (strcmp(cwd, data) != 0 || !pgtest_alive(pid))
+        if (strcmp(cwd, data) != 0 || !ts_pgtest_alive(pid))
             continue;
         if (n < max)
             pids[n] = pid;
@@ -74,7 +74,7 @@ static void data_path(const char *dir, char *out, size_t len)
     snprintf(out, len, "%s/pg/data", dir);
 }
 
-int pgtest_cluster_processes(const char *dir)
+int ts_pgtest_cluster_processes(const char *dir)
 {
     char data[PATH_MAX];
     long pids[1];
@@ -82,18 +82,18 @@ int pgtest_cluster_processes(const char *dir)
     return scan_cluster(data, pids, 0);
 }
 
-int pgtest_leftovers(const char *dir)
+int ts_pgtest_leftovers(const char *dir)
 {
     for (int i = 0; i < 100; i++) {
-        int n = pgtest_cluster_processes(dir);
+        int n = ts_pgtest_cluster_processes(dir);
         if (n == 0)
             return 0;
         ts_sleep_ms(100);
     }
-    return pgtest_cluster_processes(dir);
+    return ts_pgtest_cluster_processes(dir);
 }
 
-void pgtest_rmtree(const char *dir)
+void ts_pgtest_rmtree(const char *dir)
 {
     if (dir == NULL)
         return;
@@ -126,7 +126,7 @@ static int newest_major(void)
     return best;
 }
 
-const char *pgtest_bindir(void)
+const char *ts_pgtest_bindir(void)
 {
     static char dir[PATH_MAX];
     const char *env = getenv("TS_PG_BINDIR");
@@ -138,7 +138,7 @@ const char *pgtest_bindir(void)
     return dir;
 }
 
-int pgtest_run(const char *const argv[], const char *out_path, const char *err_path)
+int ts_pgtest_run(const char *const argv[], const char *out_path, const char *err_path)
 {
     pid_t pid = fork();
     if (pid < 0)
@@ -162,7 +162,7 @@ int pgtest_run(const char *const argv[], const char *out_path, const char *err_p
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-char *pgtest_read_file(const char *path)
+char *ts_pgtest_read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL)
@@ -191,7 +191,7 @@ char *pgtest_read_file(const char *path)
     return buf;
 }
 
-bool pgtest_pidfile_line(const char *dir, int n, char *buf, size_t len)
+bool ts_pgtest_pidfile_line(const char *dir, int n, char *buf, size_t len)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/pg/data/postmaster.pid", dir);
@@ -210,10 +210,10 @@ bool pgtest_pidfile_line(const char *dir, int n, char *buf, size_t len)
     return found;
 }
 
-long pgtest_postmaster_pid(const char *dir)
+long ts_pgtest_postmaster_pid(const char *dir)
 {
     char line[64];
-    if (!pgtest_pidfile_line(dir, 1, line, sizeof(line)))
+    if (!ts_pgtest_pidfile_line(dir, 1, line, sizeof(line)))
         return 0;
     return atol(line);
 }
@@ -232,7 +232,7 @@ static char state_of(long pid)
     return (p != NULL && p[1] == ' ') ? p[2] : 0;
 }
 
-bool pgtest_alive(long pid)
+bool ts_pgtest_alive(long pid)
 {
     if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH))
         return false;
@@ -240,10 +240,10 @@ bool pgtest_alive(long pid)
     return st != 0 && st != 'Z' && st != 'X';
 }
 
-bool pgtest_wait_gone(long pid, int timeout_ms, bool reaped)
+bool ts_pgtest_wait_gone(long pid, int timeout_ms, bool reaped)
 {
     for (int waited = 0;; waited += 50) {
-        bool gone = reaped ? (kill((pid_t)pid, 0) != 0 && errno == ESRCH) : !pgtest_alive(pid);
+        bool gone = reaped ? (kill((pid_t)pid, 0) != 0 && errno == ESRCH) : !ts_pgtest_alive(pid);
         if (gone)
             return true;
         if (waited >= timeout_ms)
@@ -252,7 +252,7 @@ bool pgtest_wait_gone(long pid, int timeout_ms, bool reaped)
     }
 }
 
-bool pgtest_value(PGconn *conn, const char *sql, char *buf, size_t len)
+bool ts_pgtest_value(PGconn *conn, const char *sql, char *buf, size_t len)
 {
     PGresult *res = PQexec(conn, sql);
     ExecStatusType st = PQresultStatus(res);
@@ -267,7 +267,7 @@ bool pgtest_value(PGconn *conn, const char *sql, char *buf, size_t len)
     return ok;
 }
 
-PGconn *pgtest_connect(const char *conninfo)
+PGconn *ts_pgtest_connect(const char *conninfo)
 {
     PGconn *c = PQconnectdb(conninfo);
     if (PQstatus(c) != CONNECTION_OK) {

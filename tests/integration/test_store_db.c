@@ -38,15 +38,15 @@ static int group_setup(void **state)
 {
     (void)state;
     struct ts_error err;
-    if ((dir = pgtest_tmpdir()) == NULL)
+    if ((dir = ts_pgtest_tmpdir()) == NULL)
         return -1;
     if (ts_pgembed_start(dir, NULL, &pg, &err) != TS_OK) {
         fprintf(stderr, "could not start PostgreSQL: %s: %s\n", err.message, err.detail);
         return -1;
     }
-    PGconn *c = pgtest_connect(ts_pgembed_conninfo(pg));
+    PGconn *c = ts_pgtest_connect(ts_pgembed_conninfo(pg));
     char buf[8];
-    bool ok = c != NULL && pgtest_value(c, schema_sql, buf, sizeof(buf));
+    bool ok = c != NULL && ts_pgtest_value(c, schema_sql, buf, sizeof(buf));
     PQfinish(c);
     return ok ? 0 : -1;
 }
@@ -55,8 +55,8 @@ static int group_teardown(void **state)
 {
     (void)state;
     ts_pgembed_stop(pg);
-    int left = pgtest_leftovers(dir);
-    pgtest_rmtree(dir);
+    int left = ts_pgtest_leftovers(dir);
+    ts_pgtest_rmtree(dir);
     free(dir);
     return left == 0 ? 0 : -1;
 }
@@ -174,10 +174,10 @@ static void a_connection_the_server_dropped_is_reset_before_reuse(void **state)
     struct ts_dbconn *c = acquire(db);
     one(c, "SELECT pg_backend_pid()", pid, sizeof(pid));
 
-    PGconn *killer = pgtest_connect(ts_pgembed_conninfo(pg));
+    PGconn *killer = ts_pgtest_connect(ts_pgembed_conninfo(pg));
     assert_non_null(killer);
     snprintf(sql, sizeof(sql), "SELECT pg_terminate_backend(%s, 5000)", pid);
-    assert_true(pgtest_value(killer, sql, buf, sizeof(buf)));
+    assert_true(ts_pgtest_value(killer, sql, buf, sizeof(buf)));
     assert_string_equal(buf, "t");
     PQfinish(killer);
 

@@ -46,7 +46,7 @@ static int group_setup(void **state)
 {
     (void)state;
     struct ts_error err;
-    if ((dir = pgtest_tmpdir()) == NULL)
+    if ((dir = ts_pgtest_tmpdir()) == NULL)
         return -1;
     if (ts_pgembed_start(dir, NULL, &pg, &err) != TS_OK) {
         fprintf(stderr, "could not start PostgreSQL: %s: %s\n", err.message, err.detail);
@@ -54,7 +54,7 @@ static int group_setup(void **state)
     }
     char ci[1024];
     snprintf(ci, sizeof(ci), "%s dbname=postgres", ts_pgembed_conninfo(pg));
-    admin = pgtest_connect(ci);
+    admin = ts_pgtest_connect(ci);
     return admin ? 0 : -1;
 }
 
@@ -63,8 +63,8 @@ static int group_teardown(void **state)
     (void)state;
     PQfinish(admin);
     ts_pgembed_stop(pg);
-    int left = pgtest_leftovers(dir);
-    pgtest_rmtree(dir);
+    int left = ts_pgtest_leftovers(dir);
+    ts_pgtest_rmtree(dir);
     free(dir);
     return left == 0 ? 0 : -1;
 }
@@ -74,7 +74,7 @@ static void new_database(const char *name, char *ci, size_t len)
 {
     char sql[256], buf[8];
     snprintf(sql, sizeof(sql), "CREATE DATABASE %s", name);
-    assert_true(pgtest_value(admin, sql, buf, sizeof(buf)));
+    assert_true(ts_pgtest_value(admin, sql, buf, sizeof(buf)));
     snprintf(ci, len, "%s dbname=%s", ts_pgembed_conninfo(pg), name);
 }
 
@@ -102,9 +102,9 @@ static enum ts_err migrate(const char *ci, int *applied, struct ts_error *err)
 
 static void value(const char *ci, const char *sql, char *buf, size_t len)
 {
-    PGconn *c = pgtest_connect(ci);
+    PGconn *c = ts_pgtest_connect(ci);
     assert_non_null(c);
-    assert_true(pgtest_value(c, sql, buf, len));
+    assert_true(ts_pgtest_value(c, sql, buf, len));
     PQfinish(c);
 }
 
@@ -200,10 +200,10 @@ static void two_servers_migrating_at_once_apply_one_set_of_rows(void **state)
     new_database("m_race", ci, sizeof(ci));
 
     /* hold the migration lock so that both runs queue behind it, then let go */
-    PGconn *holder = pgtest_connect(ci);
+    PGconn *holder = ts_pgtest_connect(ci);
     assert_non_null(holder);
     assert_true(
-        pgtest_value(holder, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", buf, sizeof(buf)));
+        ts_pgtest_value(holder, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", buf, sizeof(buf)));
     struct racer r[2] = {{.ci = ci, .applied = -1}, {.ci = ci, .applied = -1}};
     pthread_t t[2];
     for (int i = 0; i < 2; i++)
@@ -211,7 +211,7 @@ static void two_servers_migrating_at_once_apply_one_set_of_rows(void **state)
     bool both_waiting = false;
     for (int i = 0; i < 200 && !both_waiting; i++) {
         assert_true(
-            pgtest_value(holder,
+            ts_pgtest_value(holder,
                          "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND " THIS_DB
                          " AND NOT granted",
                          buf, sizeof(buf)));
@@ -221,7 +221,7 @@ static void two_servers_migrating_at_once_apply_one_set_of_rows(void **state)
     }
     assert_true(both_waiting);
     assert_true(
-        pgtest_value(holder, "SELECT pg_advisory_unlock(" MIGRATE_LOCK_KEY ")", buf, sizeof(buf)));
+        ts_pgtest_value(holder, "SELECT pg_advisory_unlock(" MIGRATE_LOCK_KEY ")", buf, sizeof(buf)));
     PQfinish(holder);
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_join(t[i], NULL), 0);
@@ -246,9 +246,9 @@ static void a_database_newer_than_the_server_is_refused(void **state)
     struct ts_error err;
     new_database("m_newer", ci, sizeof(ci));
     assert_int_equal(migrate(ci, NULL, &err), TS_OK);
-    PGconn *c = pgtest_connect(ci);
+    PGconn *c = ts_pgtest_connect(ci);
     assert_non_null(c);
-    assert_true(pgtest_value(
+    assert_true(ts_pgtest_value(
         c, "INSERT INTO schema_migration (version, name) VALUES (9999, '9999_future.sql')", buf,
         sizeof(buf)));
     PQfinish(c);
@@ -280,7 +280,7 @@ static void a_database_newer_than_the_server_is_refused(void **state)
  * lines, search_path resets, psql meta-commands or blank lines. New string. */
 static char *normalize_dump(const char *path)
 {
-    char *text = pgtest_read_file(path);
+    char *text = ts_pgtest_read_file(path);
     assert_non_null(text);
     char *out = calloc(1, strlen(text) + 1);
     assert_non_null(out);
@@ -307,11 +307,11 @@ static void write_text(const char *path, const char *text)
 static void dump_schema(const char *ci, const char *out_path, const char *err_path)
 {
     char prog[PATH_MAX];
-    snprintf(prog, sizeof(prog), "%s/pg_dump", pgtest_bindir());
+    snprintf(prog, sizeof(prog), "%s/pg_dump", ts_pgtest_bindir());
     const char *argv[] = {prog, "--schema-only", "--no-owner", "--no-privileges", "-d", ci, NULL};
-    int rc = pgtest_run(argv, out_path, err_path);
+    int rc = ts_pgtest_run(argv, out_path, err_path);
     if (rc != 0) {
-        char *msg = pgtest_read_file(err_path);
+        char *msg = ts_pgtest_read_file(err_path);
         fprintf(stderr, "pg_dump exited with %d: %s\n", rc, msg ? msg : "");
         free(msg);
     }
@@ -332,7 +332,7 @@ static void schema_sql_equals_the_migrated_database(void **state)
     new_database("m_schema_sql", ci_s, sizeof(ci_s));
 
     const char *keep = getenv("TS_KEEP_DUMPS");
-    char *out = (keep && keep[0]) ? pgtest_tmpdir() : NULL;
+    char *out = (keep && keep[0]) ? ts_pgtest_tmpdir() : NULL;
     const char *where = out ? out : dir;
     const char *names[] = {"psql.out", "psql.err",          "migrated.sql",        "schema_sql.sql",
                            "dump.err", "migrated.norm.sql", "schema_sql.norm.sql", "diff.out"};
@@ -340,12 +340,12 @@ static void schema_sql_equals_the_migrated_database(void **state)
         snprintf(p[i], sizeof(p[i]), "%s/%s", where, names[i]);
 
     char psql[PATH_MAX];
-    snprintf(psql, sizeof(psql), "%s/psql", pgtest_bindir());
+    snprintf(psql, sizeof(psql), "%s/psql", ts_pgtest_bindir());
     const char *argv[] = {psql, "-X", "-q", "-v",   "ON_ERROR_STOP=1",
                           "-d", ci_s, "-f", schema, NULL};
-    int rc = pgtest_run(argv, p[0], p[1]);
+    int rc = ts_pgtest_run(argv, p[0], p[1]);
     if (rc != 0) {
-        char *msg = pgtest_read_file(p[1]);
+        char *msg = ts_pgtest_read_file(p[1]);
         fprintf(stderr, "psql -f %s exited with %d: %s\n", schema, rc, msg ? msg : "");
         free(msg);
     }
@@ -364,8 +364,8 @@ static void schema_sql_equals_the_migrated_database(void **state)
         fprintf(stderr, "dumps kept: %s and %s\n", p[2], p[3]);
     if (strcmp(a, b) != 0) {
         const char *dargv[] = {"/usr/bin/diff", "-u", p[5], p[6], NULL};
-        pgtest_run(dargv, p[7], NULL);
-        char *diff = pgtest_read_file(p[7]);
+        ts_pgtest_run(dargv, p[7], NULL);
+        char *diff = ts_pgtest_read_file(p[7]);
         fprintf(stderr,
                 "schema/schema.sql differs from the migrated database "
                 "(--- migrations, +++ schema.sql):\n%s\n",
@@ -382,7 +382,7 @@ static void schema_sql_equals_the_migrated_database(void **state)
 static void exec(PGconn *c, const char *sql)
 {
     char buf[8];
-    assert_true(pgtest_value(c, sql, buf, sizeof(buf)));
+    assert_true(ts_pgtest_value(c, sql, buf, sizeof(buf)));
 }
 
 /* Migration 4 records which node runs each placed job's current attempt
@@ -395,7 +395,7 @@ static void migration_4_backfills_placed_attempts_and_records_every_bind(void **
     (void)state;
     char ci[1024];
     new_database("m_attempts", ci, sizeof(ci));
-    PGconn *c = pgtest_connect(ci);
+    PGconn *c = ts_pgtest_connect(ci);
     assert_non_null(c);
     exec(c, "CREATE TABLE schema_migration (version integer NOT NULL, name text NOT NULL,"
             " applied_at timestamptz NOT NULL DEFAULT now(),"
@@ -457,7 +457,7 @@ static void migration_4_backfills_placed_attempts_and_records_every_bind(void **
     assert_value(ci, "SELECT idle_swap_after_seconds FROM job WHERE name = 'new'", "0");
     char buf[64];
     PQclear(PQexec(c, "SET client_min_messages = error"));
-    assert_false(pgtest_value(
+    assert_false(ts_pgtest_value(
         c, "UPDATE job SET idle_swap_after_seconds = 604801 WHERE name = 'new'", buf, sizeof(buf)));
     PQfinish(c);
 }
@@ -487,7 +487,7 @@ static void migration_5_wakes_the_scheduler_only_for_changes(void **state)
     int applied = -1;
     struct ts_error err;
     assert_int_equal(migrate(ci, &applied, &err), TS_OK);
-    PGconn *c = pgtest_connect(ci), *l = pgtest_connect(ci);
+    PGconn *c = ts_pgtest_connect(ci), *l = ts_pgtest_connect(ci);
     assert_non_null(c);
     assert_non_null(l);
     exec(l, "LISTEN tessera_sched");
@@ -540,7 +540,7 @@ static void schema_sql_names_the_latest_version(void **state)
     const char *src = getenv("TS_SOURCE_DIR");
     char path[PATH_MAX], want[64];
     snprintf(path, sizeof(path), "%s/schema/schema.sql", src && src[0] ? src : ".");
-    char *text = pgtest_read_file(path);
+    char *text = ts_pgtest_read_file(path);
     assert_non_null(text);
     snprintf(want, sizeof(want), "-- schema version: %d\n", ts_migrate_latest());
     if (strstr(text, want) == NULL)

@@ -33,7 +33,7 @@ struct fixture {
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
-    if (f == NULL || (f->dir = pgtest_tmpdir()) == NULL)
+    if (f == NULL || (f->dir = ts_pgtest_tmpdir()) == NULL)
         return -1;
     *state = f;
     return 0;
@@ -42,10 +42,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    int left = pgtest_leftovers(f->dir);
+    int left = ts_pgtest_leftovers(f->dir);
     if (left != 0)
         fprintf(stderr, "%d PostgreSQL processes were still running in %s\n", left, f->dir);
-    pgtest_rmtree(f->dir);
+    ts_pgtest_rmtree(f->dir);
     free(f->dir);
     free(f);
     return left == 0 ? 0 : -1;
@@ -67,7 +67,7 @@ static struct ts_pgembed *start_ok(const char *dir)
 
 static void query(PGconn *c, const char *sql, char *buf, size_t len)
 {
-    assert_true(pgtest_value(c, sql, buf, len));
+    assert_true(ts_pgtest_value(c, sql, buf, len));
 }
 
 static void assert_value(PGconn *c, const char *sql, const char *want)
@@ -147,7 +147,7 @@ static void first_start_creates_the_cluster_reachable_only_through_its_socket(vo
     assert_non_null(strstr(ts_pgembed_conninfo(pg), want));
     assert_null(strstr(ts_pgembed_conninfo(pg), "localhost"));
 
-    PGconn *c = pgtest_connect(ts_pgembed_conninfo(pg));
+    PGconn *c = ts_pgtest_connect(ts_pgembed_conninfo(pg));
     assert_non_null(c);
     assert_value(c, "SELECT current_database()", "tessera");
     assert_value(c, "SELECT current_user", "tessera");
@@ -170,7 +170,7 @@ static void first_start_creates_the_cluster_reachable_only_through_its_socket(vo
     PQfinish(c);
 
     /* postmaster.pid line 6 is the first TCP listen address: none */
-    assert_true(pgtest_pidfile_line(f->dir, 6, line, sizeof(line)));
+    assert_true(ts_pgtest_pidfile_line(f->dir, 6, line, sizeof(line)));
     assert_string_equal(line, "");
     path_of(path, sizeof(path), f->dir, "pg/run/.s.PGSQL.5432");
     struct stat st;
@@ -192,15 +192,15 @@ static void first_start_creates_the_cluster_reachable_only_through_its_socket(vo
         assert_int_equal(st.st_mode & 07777, 0711);
     }
     path_of(path, sizeof(path), f->dir, "pg/log/postgresql.log");
-    char *log = pgtest_read_file(path);
+    char *log = ts_pgtest_read_file(path);
     assert_non_null(log);
     assert_non_null(strstr(log, "database system is ready to accept connections"));
     free(log);
 
-    long pid = pgtest_postmaster_pid(f->dir);
-    assert_true(pgtest_alive(pid));
+    long pid = ts_pgtest_postmaster_pid(f->dir);
+    assert_true(ts_pgtest_alive(pid));
     ts_pgembed_stop(pg);
-    assert_true(pgtest_wait_gone(pid, 5000, false));
+    assert_true(ts_pgtest_wait_gone(pid, 5000, false));
     path_of(path, sizeof(path), f->dir, "pg/data/postmaster.pid");
     assert_int_not_equal(access(path, F_OK), 0);
 }
@@ -211,7 +211,7 @@ static void second_start_after_stop_reuses_the_data(void **state)
     char path[PATH_MAX];
     struct stat before, after;
     struct ts_pgembed *pg = start_ok(f->dir);
-    PGconn *c = pgtest_connect(ts_pgembed_conninfo(pg));
+    PGconn *c = ts_pgtest_connect(ts_pgembed_conninfo(pg));
     assert_non_null(c);
     char buf[64];
     query(c, "CREATE TABLE kept (x integer); INSERT INTO kept VALUES (42)", buf, sizeof(buf));
@@ -223,7 +223,7 @@ static void second_start_after_stop_reuses_the_data(void **state)
     pg = start_ok(f->dir);
     assert_int_equal(stat(path, &after), 0);
     assert_int_equal(before.st_ino, after.st_ino); /* not made again by initdb */
-    c = pgtest_connect(ts_pgembed_conninfo(pg));
+    c = ts_pgtest_connect(ts_pgembed_conninfo(pg));
     assert_non_null(c);
     assert_value(c, "SELECT x FROM kept", "42");
     PQfinish(c);
@@ -234,17 +234,17 @@ static void start_adopts_a_cluster_that_a_crashed_server_left_running(void **sta
 {
     struct fixture *f = *state;
     start_in_crashing_server(f->dir, "CREATE TABLE kept (x integer)");
-    long pid = pgtest_postmaster_pid(f->dir);
-    assert_true(pgtest_alive(pid));
+    long pid = ts_pgtest_postmaster_pid(f->dir);
+    assert_true(ts_pgtest_alive(pid));
 
     struct ts_pgembed *pg = start_ok(f->dir);
-    assert_int_equal(pgtest_postmaster_pid(f->dir), pid); /* the same postmaster */
-    PGconn *c = pgtest_connect(ts_pgembed_conninfo(pg));
+    assert_int_equal(ts_pgtest_postmaster_pid(f->dir), pid); /* the same postmaster */
+    PGconn *c = ts_pgtest_connect(ts_pgembed_conninfo(pg));
     assert_non_null(c);
     assert_value(c, "SELECT count(*) FROM kept", "0");
     PQfinish(c);
     ts_pgembed_stop(pg);
-    assert_true(pgtest_wait_gone(pid, 5000, false));
+    assert_true(ts_pgtest_wait_gone(pid, 5000, false));
 }
 
 /*
@@ -257,23 +257,23 @@ static void restart_after_kill_9(const char *dir, bool reaped)
 {
     char path[PATH_MAX];
     start_in_crashing_server(dir, "CREATE TABLE kept (x integer); INSERT INTO kept VALUES (7)");
-    long pid = pgtest_postmaster_pid(dir);
-    assert_true(pgtest_alive(pid));
+    long pid = ts_pgtest_postmaster_pid(dir);
+    assert_true(ts_pgtest_alive(pid));
     assert_int_equal(kill((pid_t)pid, SIGKILL), 0);
-    assert_true(pgtest_wait_gone(pid, 10000, reaped));
+    assert_true(ts_pgtest_wait_gone(pid, 10000, reaped));
     path_of(path, sizeof(path), dir, "pg/data/postmaster.pid");
     assert_int_equal(access(path, F_OK), 0); /* stale */
 
     struct ts_pgembed *pg = start_ok(dir);
-    long npid = pgtest_postmaster_pid(dir);
+    long npid = ts_pgtest_postmaster_pid(dir);
     assert_int_not_equal(npid, pid);
-    assert_true(pgtest_alive(npid));
-    PGconn *c = pgtest_connect(ts_pgembed_conninfo(pg));
+    assert_true(ts_pgtest_alive(npid));
+    PGconn *c = ts_pgtest_connect(ts_pgembed_conninfo(pg));
     assert_non_null(c);
     assert_value(c, "SELECT x FROM kept", "7"); /* committed before the kill: kept */
     PQfinish(c);
     ts_pgembed_stop(pg);
-    assert_true(pgtest_wait_gone(npid, 5000, false));
+    assert_true(ts_pgtest_wait_gone(npid, 5000, false));
 }
 
 static void start_recovers_from_a_stale_postmaster_pid_after_kill_9(void **state)

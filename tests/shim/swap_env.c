@@ -58,7 +58,7 @@ static int load(struct swap_env *e)
     return 0;
 }
 
-int swap_env_create(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
+int ts_swap_env_create(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
                     uint64_t bw, uint64_t reserve_bytes)
 {
     memset(e, 0, sizeof *e);
@@ -92,7 +92,7 @@ int swap_env_create(struct swap_env *e, const char *base, unsigned ngpus, uint64
     return 0;
 }
 
-int swap_env_load(struct swap_env *e)
+int ts_swap_env_load(struct swap_env *e)
 {
     e->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!e->lib) {
@@ -112,12 +112,12 @@ int swap_env_load(struct swap_env *e)
     return e->cu.cuCtxSetCurrent(e->ctx[0]) == CUDA_SUCCESS ? 0 : -1;
 }
 
-int swap_env_setup(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
+int ts_swap_env_setup(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
                    uint64_t bw, uint64_t reserve_bytes)
 {
-    if (swap_env_create(e, base, ngpus, gpu_bytes, bw, reserve_bytes) != 0)
+    if (ts_swap_env_create(e, base, ngpus, gpu_bytes, bw, reserve_bytes) != 0)
         return -1;
-    return swap_env_load(e);
+    return ts_swap_env_load(e);
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -127,7 +127,7 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
     return 0;
 }
 
-void swap_env_teardown(struct swap_env *e)
+void ts_swap_env_teardown(struct swap_env *e)
 {
     for (unsigned i = 0; i < e->ngpus; i++)
         ts_simgpu_close(&e->gpu[i]);
@@ -135,12 +135,12 @@ void swap_env_teardown(struct swap_env *e)
         nftw(e->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-uint64_t swap_env_gpu_used(struct swap_env *e, unsigned gpu)
+uint64_t ts_swap_env_gpu_used(struct swap_env *e, unsigned gpu)
 {
     return atomic_load(&e->gpu[gpu].st->used_bytes);
 }
 
-CUfunction swap_env_busy_kernel(struct swap_env *e)
+CUfunction ts_swap_env_busy_kernel(struct swap_env *e)
 {
     CUmodule m;
     CUfunction f = NULL;
@@ -156,14 +156,14 @@ static uint64_t word_of(size_t i, uint32_t seed)
     return x * 0xbf58476d1ce4e5b9ull;
 }
 
-void swap_env_pattern(void *buf, size_t n, uint32_t seed)
+void ts_swap_env_pattern(void *buf, size_t n, uint32_t seed)
 {
     uint64_t *w = buf;
     for (size_t i = 0; i < n / 8; i++)
         w[i] = word_of(i, seed);
 }
 
-int swap_env_check(const void *buf, size_t n, uint32_t seed)
+int ts_swap_env_check(const void *buf, size_t n, uint32_t seed)
 {
     const uint64_t *w = buf;
     for (size_t i = 0; i < n / 8; i++)

@@ -37,19 +37,19 @@ struct swap_env {
  * copy bandwidth bw (bytes/s, 0: memcpy speed), a sparse reserve file of
  * reserve_bytes, the driver loaded and each GPU's primary context
  * retained (device 0's current). Returns 0, or -1 with a message. */
-int swap_env_setup(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
+int ts_swap_env_setup(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
                    uint64_t bw, uint64_t reserve_bytes);
 /* The two halves of setup: the files (no driver loaded: a process may
  * fork after it), then the driver and contexts. */
-int swap_env_create(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
+int ts_swap_env_create(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
                     uint64_t bw, uint64_t reserve_bytes);
-int swap_env_load(struct swap_env *e);
-void swap_env_teardown(struct swap_env *e);
-uint64_t swap_env_gpu_used(struct swap_env *e, unsigned gpu);
+int ts_swap_env_load(struct swap_env *e);
+void ts_swap_env_teardown(struct swap_env *e);
+uint64_t ts_swap_env_gpu_used(struct swap_env *e, unsigned gpu);
 /* A module with the simulated busy kernel, and its function. */
-CUfunction swap_env_busy_kernel(struct swap_env *e);
+CUfunction ts_swap_env_busy_kernel(struct swap_env *e);
 /* Fill buf with a pattern of seed; check it. */
-void swap_env_pattern(void *buf, size_t n, uint32_t seed);
-int swap_env_check(const void *buf, size_t n, uint32_t seed);
+void ts_swap_env_pattern(void *buf, size_t n, uint32_t seed);
+int ts_swap_env_check(const void *buf, size_t n, uint32_t seed);
 
 #endif /* TS_TESTS_SHIM_SWAP_ENV_H */

@@ -63,7 +63,7 @@ static void init_engine(struct ts_ledger *const *ledgers, struct ts_ledger_proc 
 
 static void setup(unsigned ngpus, uint64_t bw, uint64_t reserve)
 {
-    CHECK(swap_env_setup(&env, NULL, ngpus, 1 * GiB, bw, reserve) == 0);
+    CHECK(ts_swap_env_setup(&env, NULL, ngpus, 1 * GiB, bw, reserve) == 0);
     init_engine(NULL, NULL, NULL);
 }
 
@@ -77,7 +77,7 @@ static CUdeviceptr alloc_fill(int dev, size_t bytes, uint32_t seed)
     OK(ts_vmm_alloc(dev, size, &p));
     void *buf = malloc(size);
     CHECK(buf);
-    swap_env_pattern(buf, size, seed);
+    ts_swap_env_pattern(buf, size, seed);
     OK(env.cu.cuMemcpyHtoD_v2(p, buf, size));
     free(buf);
     return p;
@@ -89,7 +89,7 @@ static bool holds(int dev, CUdeviceptr p, size_t size, uint32_t seed)
     CHECK(buf);
     env.cu.cuCtxSetCurrent(env.ctx[dev]);
     bool ok = env.cu.cuMemcpyDtoH_v2(buf, p, size) == CUDA_SUCCESS &&
-              swap_env_check(buf, size, seed) == 0;
+              ts_swap_env_check(buf, size, seed) == 0;
     free(buf);
     return ok;
 }
@@ -137,7 +137,7 @@ static int swap_round_trip_keeps_addresses_and_contents_on_two_gpus(void)
     setup(2, 0, 256 * MiB);
     struct allocs a;
     make_allocs(&a, 2);
-    uint64_t used0 = swap_env_gpu_used(&env, 0), used1 = swap_env_gpu_used(&env, 1);
+    uint64_t used0 = ts_swap_env_gpu_used(&env, 0), used1 = ts_swap_env_gpu_used(&env, 1);
     CHECK(ts_swap_resident_bytes(0) == a.per_dev[0] && ts_swap_resident_bytes(1) == a.per_dev[1]);
 
     uint64_t moved = 0;
@@ -145,8 +145,8 @@ static int swap_round_trip_keeps_addresses_and_contents_on_two_gpus(void)
     CHECK(moved == a.per_dev[0] + a.per_dev[1]);
     CHECK(gate_state() != 0);
     /* The GPUs' memory is really released, and the engine uncharged it. */
-    CHECK(swap_env_gpu_used(&env, 0) == used0 - a.per_dev[0]);
-    CHECK(swap_env_gpu_used(&env, 1) == used1 - a.per_dev[1]);
+    CHECK(ts_swap_env_gpu_used(&env, 0) == used0 - a.per_dev[0]);
+    CHECK(ts_swap_env_gpu_used(&env, 1) == used1 - a.per_dev[1]);
     CHECK(uncharged[0] == a.per_dev[0] && uncharged[1] == a.per_dev[1]);
     CHECK(ts_swap_out_bytes(0) == a.per_dev[0] && ts_swap_resident_bytes(0) == 0);
     /* The addresses are kept but hold nothing: a copy from them is refused. */
@@ -155,7 +155,7 @@ static int swap_round_trip_keeps_addresses_and_contents_on_two_gpus(void)
 
     OK(ts_swap_in());
     CHECK(gate_state() == 0);
-    CHECK(swap_env_gpu_used(&env, 0) == used0 && swap_env_gpu_used(&env, 1) == used1);
+    CHECK(ts_swap_env_gpu_used(&env, 0) == used0 && ts_swap_env_gpu_used(&env, 1) == used1);
     CHECK(charged[0] == a.per_dev[0] && charged[1] == a.per_dev[1]);
     CHECK(ts_swap_out_bytes(1) == 0 && ts_swap_resident_bytes(1) == a.per_dev[1]);
     expect_contents(&a);
@@ -189,11 +189,11 @@ static int a_swap_in_without_room_fails_with_out_of_memory_and_retries_later(voi
     setup(1, 0, 64 * MiB);
     struct allocs a;
     make_allocs(&a, 1);
-    uint64_t moved = 0, used = swap_env_gpu_used(&env, 0);
+    uint64_t moved = 0, used = ts_swap_env_gpu_used(&env, 0);
     OK(ts_swap_out(0, 64 * MiB, &moved));
     atomic_store(&refuse_charge, 1);
     CHECK(ts_gate_enter() == CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK(ts_swap_out_bytes(0) == a.per_dev[0] && swap_env_gpu_used(&env, 0) == used - moved);
+    CHECK(ts_swap_out_bytes(0) == a.per_dev[0] && ts_swap_env_gpu_used(&env, 0) == used - moved);
     atomic_store(&refuse_charge, 0);
     OK(ts_gate_enter());
     ts_gate_leave();
@@ -206,12 +206,12 @@ static int a_too_small_or_outside_range_fails_cleanly_and_everything_stays_resid
     setup(2, 0, 64 * MiB);
     struct allocs a;
     make_allocs(&a, 2);
-    uint64_t used0 = swap_env_gpu_used(&env, 0), moved = 1;
+    uint64_t used0 = ts_swap_env_gpu_used(&env, 0), moved = 1;
     uint64_t total = a.per_dev[0] + a.per_dev[1];
     CHECK(ts_swap_out(0, total - 2 * MiB, &moved) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(moved == 0 && gate_state() == 0 && uncharged[0] == 0);
     CHECK(ts_swap_out(32 * MiB, total, &moved) == CUDA_ERROR_INVALID_VALUE); /* past the file */
-    CHECK(moved == 0 && gate_state() == 0 && swap_env_gpu_used(&env, 0) == used0);
+    CHECK(moved == 0 && gate_state() == 0 && ts_swap_env_gpu_used(&env, 0) == used0);
     CHECK(ts_swap_resident_bytes(0) == a.per_dev[0] && ts_swap_out_bytes(0) == 0);
     OK(ts_gate_enter()); /* the gate is open: no wait, no swap-in */
     ts_gate_leave();
@@ -246,7 +246,7 @@ static void *work(void *arg)
     unsigned char *in = malloc(w->size), *out = malloc(w->size);
     CHECK(in && out);
     for (uint32_t it = 1; !atomic_load(&w->stop); it++) {
-        swap_env_pattern(in, w->size, 7000 + it);
+        ts_swap_env_pattern(in, w->size, 7000 + it);
         if (ts_gate_enter() != CUDA_SUCCESS) {
             atomic_fetch_add(&w->errors, 1);
             continue;
@@ -265,7 +265,7 @@ static void *work(void *arg)
         if (rc == CUDA_SUCCESS)
             rc = env.cu.cuStreamSynchronize(s);
         ts_gate_leave();
-        if (rc != CUDA_SUCCESS || swap_env_check(out, w->size, 7000 + it) != 0)
+        if (rc != CUDA_SUCCESS || ts_swap_env_check(out, w->size, 7000 + it) != 0)
             atomic_fetch_add(&w->errors, 1);
         atomic_fetch_add(&w->iterations, 1);
     }
@@ -287,7 +287,7 @@ static void swap_under_work(uint64_t bw, unsigned hold_us)
     struct allocs a;
     make_allocs(&a, 1);
     struct worker w = {.size = 4 * MiB, .hold_us = hold_us};
-    w.busy = swap_env_busy_kernel(&env);
+    w.busy = ts_swap_env_busy_kernel(&env);
     CHECK(w.busy);
     OK(env.cu.cuCtxSetCurrent(env.ctx[0]));
     OK(ts_vmm_alloc(0, w.size, &w.p));
@@ -328,7 +328,7 @@ static int a_swap_out_waits_for_a_thread_inside_a_slow_gpu_call(void)
  * word on the pipe, then check the contents. */
 static int watched_job(struct ts_ledger **ledgers, int ready_fd, int go_fd)
 {
-    if (swap_env_load(&env) != 0)
+    if (ts_swap_env_load(&env) != 0)
         return 2;
     struct ts_ledger_proc *procs[2];
     for (int d = 0; d < 2; d++) {
@@ -360,7 +360,7 @@ static void command(struct ts_ledger_proc *home, uint32_t cmd, uint64_t off, uin
 
 static int the_watcher_carries_out_the_agents_commands(void)
 {
-    CHECK(swap_env_create(&env, NULL, 2, 1 * GiB, 0, 256 * MiB) == 0);
+    CHECK(ts_swap_env_create(&env, NULL, 2, 1 * GiB, 0, 256 * MiB) == 0);
     struct ts_ledger *ledgers[2];
     for (int d = 0; d < 2; d++) {
         char path[320];
@@ -378,7 +378,7 @@ static int the_watcher_carries_out_the_agents_commands(void)
         _exit(watched_job(ledgers, ready[1], go[0]));
     uint64_t per_dev[4];
     CHECK(read(ready[0], per_dev, sizeof per_dev) == sizeof per_dev);
-    uint64_t used0 = swap_env_gpu_used(&env, 0), used1 = swap_env_gpu_used(&env, 1);
+    uint64_t used0 = ts_swap_env_gpu_used(&env, 0), used1 = ts_swap_env_gpu_used(&env, 1);
     struct ts_ledger_proc *home = &ledgers[0]->procs[0];
 
     command(home, TS_CMD_SWAP_OUT, 6 * MiB, 128 * MiB);
@@ -388,8 +388,8 @@ static int the_watcher_carries_out_the_agents_commands(void)
         CHECK(atomic_load(&ledgers[d]->procs[0].swapped_bytes) == per_dev[d]);
         CHECK(atomic_load(&ledgers[d]->jobs[0].swapped_bytes) == per_dev[d]);
     }
-    CHECK(swap_env_gpu_used(&env, 0) == used0 - per_dev[0]);
-    CHECK(swap_env_gpu_used(&env, 1) == used1 - per_dev[1]);
+    CHECK(ts_swap_env_gpu_used(&env, 0) == used0 - per_dev[0]);
+    CHECK(ts_swap_env_gpu_used(&env, 1) == used1 - per_dev[1]);
     /* The contents are in the granted range of the reserve: the job's
      * first allocation (the lowest address) or another one starts there. */
     FILE *f = fopen(env.reserve, "rb");
@@ -403,14 +403,14 @@ static int the_watcher_carries_out_the_agents_commands(void)
     CHECK(atomic_load(&home->swap_state) == TS_SWAP_RESIDENT &&
           atomic_load(&home->swap_error) == 0);
     CHECK(atomic_load(&ledgers[1]->procs[0].swapped_bytes) == 0);
-    CHECK(swap_env_gpu_used(&env, 0) == used0 && swap_env_gpu_used(&env, 1) == used1);
+    CHECK(ts_swap_env_gpu_used(&env, 0) == used0 && ts_swap_env_gpu_used(&env, 1) == used1);
 
     /* A range too small for the job: the command fails, nothing moves. */
     command(home, TS_CMD_SWAP_OUT, 0, 2 * MiB);
     CHECK(atomic_load(&home->swap_state) == TS_SWAP_RESIDENT);
     CHECK(atomic_load(&home->swap_error) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(atomic_load(&home->moved_bytes) == 0);
-    CHECK(swap_env_gpu_used(&env, 0) == used0);
+    CHECK(ts_swap_env_gpu_used(&env, 0) == used0);
 
     CHECK(write(go[1], "x", 1) == 1);
     int status = 0;
@@ -422,9 +422,9 @@ static int the_watcher_carries_out_the_agents_commands(void)
 static int frees_and_lookups_of_interior_pointers_follow_the_table(void)
 {
     setup(1, 0, 64 * MiB);
-    uint64_t used = swap_env_gpu_used(&env, 0);
+    uint64_t used = ts_swap_env_gpu_used(&env, 0);
     CUdeviceptr p = alloc_fill(0, 5 * MiB, 1), q = alloc_fill(0, 1, 2);
-    CHECK(swap_env_gpu_used(&env, 0) == used + 8 * MiB);
+    CHECK(ts_swap_env_gpu_used(&env, 0) == used + 8 * MiB);
     CUdeviceptr base;
     size_t size;
     OK(ts_vmm_lookup(p + 3 * MiB, &base, &size));
@@ -435,7 +435,7 @@ static int frees_and_lookups_of_interior_pointers_follow_the_table(void)
     bool resident = false;
     OK(ts_vmm_free(p, &dev, &size, &resident));
     CHECK(dev == 0 && size == 6 * MiB && resident);
-    CHECK(swap_env_gpu_used(&env, 0) == used + 2 * MiB);
+    CHECK(ts_swap_env_gpu_used(&env, 0) == used + 2 * MiB);
     CHECK(ts_vmm_lookup(p, &base, &size) == CUDA_ERROR_NOT_FOUND);
     CHECK(holds(0, q, 2 * MiB, 2));
     return 0;
@@ -468,7 +468,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strcmp(argv[1], cases[i].name) == 0) {
             int rc = cases[i].fn();
-            swap_env_teardown(&env);
+            ts_swap_env_teardown(&env);
             return rc;
         }
     fprintf(stderr, "swap_test: no case %s\n", argv[1]);

@@ -14,7 +14,7 @@
 #define STRAND_WEIGHT 1000.0 /* first: strand no GPU; then the fullest node */
 
 double ts_sched_binpack_gpus_left(const struct ts_sched_cluster *c, const struct preq *p,
-                         const struct node_view *v, const int *chosen, int nchosen)
+                                  const struct node_view *v, const int *chosen, int nchosen)
 {
     double gfree = 0;
     for (int k = 0; k < v->ngpus; k++) {
@@ -29,7 +29,7 @@ double ts_sched_binpack_gpus_left(const struct ts_sched_cluster *c, const struct
 }
 
 double ts_sched_binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
-                        const struct node_view *v, const int *chosen, int nchosen)
+                                 const struct node_view *v, const int *chosen, int nchosen)
 {
     double gfree = ts_sched_binpack_gpus_left(c, p, v, chosen, nchosen);
     double total_cpu = c->snap->nodes[v->node].cpu;
@@ -40,7 +40,7 @@ double ts_sched_binpack_leftover(const struct ts_sched_cluster *c, const struct 
 }
 
 void ts_sched_binpack_pick_fullest(const struct ts_sched_cluster *c, const struct preq *p,
-                          const struct node_view *v, const int *cand, int ncand, int *out)
+                                   const struct node_view *v, const int *cand, int ncand, int *out)
 {
     int tmp[TS_SCHED_MAX_DEVICES * 4];
     for (int i = 0; i < ncand; i++)

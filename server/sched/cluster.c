@@ -40,8 +40,8 @@ void ts_sched_cluster_node_refresh(struct ts_sched_cluster *c, int node)
     ts_sched_pindex_changed(c, node);
 }
 
-double ts_sched_cluster_slots_gpus(const struct ts_sched_cluster *c, const struct ts_sched_slot *slots,
-                          size_t nslots)
+double ts_sched_cluster_slots_gpus(const struct ts_sched_cluster *c,
+                                   const struct ts_sched_slot *slots, size_t nslots)
 {
     double g = 0;
     for (size_t i = 0; i < nslots; i++)
@@ -63,13 +63,13 @@ static void account(struct ts_sched_cluster *c, int node, const struct ts_sched_
 }
 
 void ts_sched_cluster_take(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
-                  size_t nslots, double cpu, int64_t host_mem)
+                           size_t nslots, double cpu, int64_t host_mem)
 {
     account(c, node, slots, nslots, cpu, host_mem, 1);
 }
 
 void ts_sched_cluster_give(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
-                  size_t nslots, double cpu, int64_t host_mem)
+                           size_t nslots, double cpu, int64_t host_mem)
 {
     account(c, node, slots, nslots, cpu, host_mem, -1);
 }
@@ -84,7 +84,8 @@ static bool label_present(const struct ts_sched_node *n, const struct ts_sched_l
 
 /* Ready, labels, suspension pin, swap refusal: what no amount of freeing
  * changes. */
-bool ts_sched_cluster_node_static_ok(const struct ts_sched_cluster *c, const struct preq *p, int node)
+bool ts_sched_cluster_node_static_ok(const struct ts_sched_cluster *c, const struct preq *p,
+                                     int node)
 {
     if (!c->nodes[node].ready)
         return false;
@@ -113,7 +114,7 @@ static bool request_bursts(const struct ts_sched_request *r)
 }
 
 bool ts_sched_preq_prepare(const struct ts_sched_cluster *c, const struct ts_sched_request *r,
-                  struct ts_arena *a, struct preq *p)
+                           struct ts_arena *a, struct preq *p)
 {
     memset(p, 0, sizeof(*p));
     p->r = r;
@@ -413,8 +414,8 @@ static void shapes_from_snapshot(struct ts_sched_cluster *c, struct ts_arena *a)
     c->own_shapes_fixed = true;
 }
 
-void ts_sched_cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *const *reqs, size_t n,
-                             struct ts_arena *a)
+void ts_sched_cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *const *reqs,
+                                      size_t n, struct ts_arena *a)
 {
     if (c->own_shapes_fixed || n == 0)
         return;
@@ -461,7 +462,8 @@ void ts_sched_cluster_set_shapes_from(struct ts_sched_cluster *c, const struct p
         c->nodes[k].frag_valid = c->nodes[k].pfrag_valid = false;
 }
 
-struct ts_sched_cluster *ts_sched_cluster_build(const struct ts_sched_snapshot *snap, struct ts_arena *a)
+struct ts_sched_cluster *ts_sched_cluster_build(const struct ts_sched_snapshot *snap,
+                                                struct ts_arena *a)
 {
     struct ts_sched_cluster *c = ts_arena_alloc(a, sizeof(*c));
     if (c == NULL)

@@ -118,10 +118,10 @@ struct cycle {
 };
 
 /* decide.c */
-void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots, size_t nslots,
-                const char *code, const char *msg);
+void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots,
+                         size_t nslots, const char *code, const char *msg);
 void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend, const char *code,
-                const char *msg);
+                         const char *msg);
 /* Whether v, placed by this cycle, was suspended before (by the snapshot or
  * by this cycle): taking the placement back may keep the suspension (its
  * host memory stays held) or drop it (freed). */
@@ -161,8 +161,8 @@ struct victim_rule {
                                 least reclaimer_excess above their fair shares */
     double reclaimer_excess; /* j's project's excess over fair share after */
 };
-bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *node, int *victims,
-                  bool *suspend, int *nvictims);
+bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *node,
+                           int *victims, bool *suspend, int *nvictims);
 /* The index behind it: each project's running jobs that may be stopped, in
  * candidate order. Built once the projects are; kept by list_add/list_del. */
 bool ts_sched_victims_index_build(struct cycle *cy);

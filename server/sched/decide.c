@@ -43,9 +43,10 @@ const char *ts_sched_cycle_held(struct cycle *cy, int p)
     ts_gpus_format(P->alloc0, a, sizeof(a));
     double shown = strtod(a, NULL); /* 0.5 GPU, 1 GPU, 0 GPUs, 1.5 GPUs */
     bool one = shown > 0 && shown <= 1;
-    return ts_sched_cycle_printf(cy, "held %s GPU%s of its quota %s (fair share %s)", a, one ? "" : "s",
-                        ts_gpus_format(cy->snap->projects[p].quota_gpus, q, sizeof(q)),
-                        ts_gpus_format(P->fair0, f, sizeof(f)));
+    return ts_sched_cycle_printf(cy, "held %s GPU%s of its quota %s (fair share %s)", a,
+                                 one ? "" : "s",
+                                 ts_gpus_format(cy->snap->projects[p].quota_gpus, q, sizeof(q)),
+                                 ts_gpus_format(P->fair0, f, sizeof(f)));
 }
 
 static void push_decision(struct cycle *cy, const struct ts_sched_decision *d)
@@ -102,8 +103,8 @@ static void account(struct cycle *cy, const struct job *J, int sign)
         cy->deps[d].alloc += sign * J->gpus;
 }
 
-void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots, size_t nslots,
-                const char *code, const char *msg)
+void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots,
+                         size_t nslots, const char *code, const char *msg)
 {
     struct job *J = &cy->jobs[j];
     struct ts_sched_slot *copy = ts_arena_alloc(cy->a, (nslots ? nslots : 1) * sizeof(*copy));
@@ -125,7 +126,7 @@ void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sche
     J->gpus = ts_sched_cluster_slots_gpus(cy->c, slots, nslots);
     J->started_at = cy->snap->now;
     ts_sched_cluster_take(cy->c, node, slots, nslots, J->req->cpu,
-                 J->p.host_mem_held ? 0 : J->req->host_memory_bytes);
+                          J->p.host_mem_held ? 0 : J->req->host_memory_bytes);
     list_add(cy, j);
     account(cy, J, 1);
     struct ts_sched_decision d = {
@@ -207,7 +208,7 @@ static void unbind(struct cycle *cy, int v, int for_job, bool suspend, const cha
     }
     bool drop = ts_sched_cycle_holds_suspension(V) && !suspend;
     ts_sched_cluster_give(cy->c, node_was, V->slots, V->nslots, V->req->cpu,
-                 V->saved_held && !drop ? 0 : V->req->host_memory_bytes);
+                          V->saved_held && !drop ? 0 : V->req->host_memory_bytes);
     list_del(cy, v);
     account(cy, V, -1);
     cy->dec.v[V->bind_dec].code = NULL; /* cancelled: dropped from the result */
@@ -251,7 +252,7 @@ static void unbind(struct cycle *cy, int v, int for_job, bool suspend, const cha
 }
 
 void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, const char *code,
-                const char *msg)
+                         const char *msg)
 {
     struct job *V = &cy->jobs[v];
     if (V->bound) {
@@ -266,7 +267,7 @@ void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, 
     if (suspend)
         n->swap_free -= V->swap_need;
     ts_sched_cluster_give(cy->c, node, V->slots, V->nslots, V->req->cpu,
-                 suspend ? 0 : V->req->host_memory_bytes);
+                          suspend ? 0 : V->req->host_memory_bytes);
     list_del(cy, v);
     account(cy, V, -1);
     V->running = false;
@@ -362,12 +363,12 @@ static void attempt(struct cycle *cy, int j)
         struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
         size_t ns = 0;
         bool ok = seen ? ts_sched_place_best_among(cy->c, cy->st, &J->p, cy->freed + since,
-                                          cy->nfreed - since, &node, slots, &ns)
+                                                   cy->nfreed - since, &node, slots, &ns)
                        : ts_sched_place_best(cy->c, cy->st, &J->p, &node, slots, &ns);
         if (ok) {
-            ts_sched_cycle_bind(
-                cy, j, node, slots, ns, "fits",
-                ts_sched_cycle_printf(cy, "placed on %s by %s", cy->snap->nodes[node].name, cy->st->name));
+            ts_sched_cycle_bind(cy, j, node, slots, ns, "fits",
+                                ts_sched_cycle_printf(cy, "placed on %s by %s",
+                                                      cy->snap->nodes[node].name, cy->st->name));
             return;
         }
         ts_sched_memo_put(cy->fail_memo, key, cy->nfreed);

@@ -129,7 +129,8 @@ static void waterfill(struct wf *e, size_t n, double capacity)
     free(grp);
 }
 
-double ts_sched_fairshare_usage_factor(double usage, double total_usage, double weight, double total_weight)
+double ts_sched_fairshare_usage_factor(double usage, double total_usage, double weight,
+                                       double total_weight)
 {
     if (total_usage <= 0 || total_weight <= 0 || weight <= 0)
         return 1.0;

@@ -212,7 +212,7 @@ static bool score_node(struct ts_sched_cluster *c, const struct ts_sched_strateg
 }
 
 int ts_sched_pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                const struct preq *p, uint64_t sig)
+                         const struct preq *p, uint64_t sig)
 {
     if (p->r->nnode_selector > 0 || p->only_node >= 0)
         return -2; /* rare, or one node: a scan does */

@@ -15,7 +15,7 @@
 #include "server/sched/sched_int.h"
 
 void ts_sched_node_view_of(const struct ts_sched_cluster *c, int node, int64_t *used_buf,
-                  struct node_view *v)
+                           struct node_view *v)
 {
     const struct node_state *n = &c->nodes[node];
     v->node = node;
@@ -38,7 +38,7 @@ static bool slots_have(const struct ts_sched_slot *slots, size_t n, int gpu)
 }
 
 int ts_sched_place_candidates(const struct ts_sched_cluster *c, const struct preq *p,
-                     const struct node_view *v, int *cand)
+                              const struct node_view *v, int *cand)
 {
     if (v->cpu_free + 1e-9 < p->cpu)
         return -1;
@@ -60,7 +60,7 @@ int ts_sched_place_candidates(const struct ts_sched_cluster *c, const struct pre
 }
 
 bool ts_sched_place_on_view(const struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                   const struct preq *p, const struct node_view *v, int *out)
+                            const struct preq *p, const struct node_view *v, int *out)
 {
     int cand[TS_SCHED_MAX_DEVICES * 4];
     if (v->ngpus > (int)(sizeof(cand) / sizeof(cand[0])))
@@ -99,13 +99,14 @@ static bool summary_may_fit(const struct ts_sched_cluster *c, const struct preq 
 }
 
 bool ts_sched_place_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                const struct preq *p, int *node, struct ts_sched_slot *slots, size_t *nslots)
+                         const struct preq *p, int *node, struct ts_sched_slot *slots,
+                         size_t *nslots)
 {
     return ts_sched_place_best_among(c, st, p, NULL, 0, node, slots, nslots);
 }
 
 bool ts_sched_place_node_score(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                      const struct preq *p, int i, double *score, int *pick)
+                               const struct preq *p, int i, double *score, int *pick)
 {
     int64_t used[TS_SCHED_MAX_DEVICES * 4];
     if (c->nodes[i].ngpus > (int)(sizeof(used) / sizeof(used[0])))
@@ -121,8 +122,8 @@ bool ts_sched_place_node_score(struct ts_sched_cluster *c, const struct ts_sched
 }
 
 bool ts_sched_place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                      const struct preq *p, const int *list, size_t nlist, int *node,
-                      struct ts_sched_slot *slots, size_t *nslots)
+                               const struct preq *p, const int *list, size_t nlist, int *node,
+                               struct ts_sched_slot *slots, size_t *nslots)
 {
     const struct ts_sched_snapshot *snap = c->snap;
     int best = -1;

@@ -11,8 +11,8 @@ bool ts_sched_preempt_try(struct cycle *cy, int j, double min_free, bool dep_lim
 {
     struct job *J = &cy->jobs[j];
     uint64_t key = ts_sched_preq_signature(&J->p, 0x50524545ULL + (uint64_t)J->project * 7919u +
-                                             (uint64_t)(J->priority + 100000) * 104729u +
-                                             (uint64_t)(min_free * 1000.0));
+                                                      (uint64_t)(J->priority + 100000) * 104729u +
+                                                      (uint64_t)(min_free * 1000.0));
     if (ts_sched_memo_has(cy->reclaim_memo, key))
         return false;
     struct victim_rule r = {.below_priority = J->priority, .min_free = min_free};
@@ -31,21 +31,23 @@ bool ts_sched_preempt_try(struct cycle *cy, int j, double min_free, bool dep_lim
     } else if (dep_limit) {
         const struct ts_sched_department *d = &cy->snap->departments[sp->department];
         ts_gpus_format(cy->deps[sp->department].alloc0, dheld, sizeof(dheld));
-        why = ts_sched_cycle_printf(cy,
-                           "department \"%s\" may use at most %s GPUs and held %s before this "
-                           "cycle, project \"%s\" %s",
-                           d->name, ts_gpus_format(d->limit_gpus, lim, sizeof(lim)), dheld,
-                           sp->name, held);
+        why = ts_sched_cycle_printf(
+            cy,
+            "department \"%s\" may use at most %s GPUs and held %s before this "
+            "cycle, project \"%s\" %s",
+            d->name, ts_gpus_format(d->limit_gpus, lim, sizeof(lim)), dheld, sp->name, held);
     } else {
-        why = ts_sched_cycle_printf(cy, "project \"%s\" may use at most %s GPUs and %s before this cycle",
-                           sp->name, ts_gpus_format(sp->limit_gpus, lim, sizeof(lim)), held);
+        why = ts_sched_cycle_printf(
+            cy, "project \"%s\" may use at most %s GPUs and %s before this cycle", sp->name,
+            ts_gpus_format(sp->limit_gpus, lim, sizeof(lim)), held);
     }
     for (int i = 0; i < nv; i++) {
         const struct job *x = &cy->jobs[victims[i]];
         ts_sched_cycle_stop(cy, victims[i], j, suspend[i], "preempt",
-                   ts_sched_cycle_printf(cy, "%s: job \"%s\" has priority %d, this job %d; %s",
-                                min_free > 0 ? "limit" : "preempt", J->name, J->priority,
-                                x->priority, why));
+                            ts_sched_cycle_printf(cy,
+                                                  "%s: job \"%s\" has priority %d, this job %d; %s",
+                                                  min_free > 0 ? "limit" : "preempt", J->name,
+                                                  J->priority, x->priority, why));
     }
     int saved = J->p.only_node, n;
     struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
@@ -55,9 +57,10 @@ bool ts_sched_preempt_try(struct cycle *cy, int j, double min_free, bool dep_lim
     J->p.only_node = saved;
     if (!ok)
         return false; /* cannot happen: ts_sched_victims_find checked the same room */
-    ts_sched_cycle_bind(cy, j, n, slots, ns, "preempt",
-               ts_sched_cycle_printf(cy, "placed on %s by preempting %d lower-priority job%s%s: %s",
-                            cy->snap->nodes[n].name, nv, nv == 1 ? "" : "s",
-                            min_free > 0 ? " within the limit" : "", why));
+    ts_sched_cycle_bind(
+        cy, j, n, slots, ns, "preempt",
+        ts_sched_cycle_printf(cy, "placed on %s by preempting %d lower-priority job%s%s: %s",
+                              cy->snap->nodes[n].name, nv, nv == 1 ? "" : "s",
+                              min_free > 0 ? " within the limit" : "", why));
     return true;
 }

@@ -193,7 +193,7 @@ static void unavailable(struct cycle *cy, const struct job *J, const struct diag
     int total = (int)cy->snap->nnodes;
     if (J->p.only_node >= 0) {
         *msg = ts_sched_cycle_printf(cy, "suspended on %s, which is not ready or lacks its labels",
-                            node_name(cy, J->p.only_node));
+                                     node_name(cy, J->p.only_node));
         return;
     }
     if (d->not_ready > 0)
@@ -223,26 +223,28 @@ static void too_large(struct cycle *cy, const struct job *J, const struct diag *
     const struct preq *p = &J->p;
     char a[32], b[32];
     if (p->ndev > d->max_gpus)
-        *msg = ts_sched_cycle_printf(cy, "no node has %d GPUs%s; the largest matching node has %d", p->ndev,
-                            p->model_ok ? " of the accepted models" : "", d->max_gpus);
+        *msg = ts_sched_cycle_printf(cy, "no node has %d GPUs%s; the largest matching node has %d",
+                                     p->ndev, p->model_ok ? " of the accepted models" : "",
+                                     d->max_gpus);
     else if (p->kind == TS_SCHED_GPU_MEMORY && p->mem > d->max_usable)
-        *msg = ts_sched_cycle_printf(cy, "no GPU can hold %s; the largest matching GPU has %s usable",
-                            ts_bytesize_human(p->mem, a, sizeof(a)),
-                            ts_bytesize_human(d->max_usable, b, sizeof(b)));
+        *msg =
+            ts_sched_cycle_printf(cy, "no GPU can hold %s; the largest matching GPU has %s usable",
+                                  ts_bytesize_human(p->mem, a, sizeof(a)),
+                                  ts_bytesize_human(d->max_usable, b, sizeof(b)));
     else if (p->cpu > d->max_cpu + 1e-9)
         *msg = ts_sched_cycle_printf(cy, "no matching node has %s cpu cores; the largest has %s",
-                            ts_gpus_format(p->cpu, a, sizeof(a)),
-                            ts_gpus_format(d->max_cpu, b, sizeof(b)));
+                                     ts_gpus_format(p->cpu, a, sizeof(a)),
+                                     ts_gpus_format(d->max_cpu, b, sizeof(b)));
     else if (p->host_mem > d->max_mem)
         *msg = ts_sched_cycle_printf(cy, "no matching node has %s of memory; the largest has %s",
-                            ts_bytesize_human(p->host_mem, a, sizeof(a)),
-                            ts_bytesize_human(d->max_mem, b, sizeof(b)));
+                                     ts_bytesize_human(p->host_mem, a, sizeof(a)),
+                                     ts_bytesize_human(d->max_mem, b, sizeof(b)));
     else
         *msg = ts_sched_cycle_printf(cy,
-                            "no matching node has the GPUs, %s cpu cores and %s of memory "
-                            "the job asks for together",
-                            ts_gpus_format(p->cpu, a, sizeof(a)),
-                            ts_bytesize_human(p->host_mem, b, sizeof(b)));
+                                     "no matching node has the GPUs, %s cpu cores and %s of memory "
+                                     "the job asks for together",
+                                     ts_gpus_format(p->cpu, a, sizeof(a)),
+                                     ts_bytesize_human(p->host_mem, b, sizeof(b)));
 }
 
 /* A suspended job resumes only on the GPUs it held: name them. */
@@ -255,11 +257,12 @@ static void suspended_gpus(struct cycle *cy, const struct job *J, const char **c
         used += (size_t)snprintf(gpus + used, sizeof(gpus) - used, "%s%d", k ? "," : "",
                                  cy->snap->gpus[J->p.only_slots[k].gpu].index);
     *code = "no_fit";
-    *msg = ts_sched_cycle_printf(cy,
-                        "suspended on %s: it resumes only on the GPU%s it held (%s), which "
-                        "lack%s the room now",
-                        cy->snap->nodes[J->p.only_node].name, J->p.nonly_slots > 1 ? "s" : "", gpus,
-                        J->p.nonly_slots > 1 ? "" : "s");
+    *msg =
+        ts_sched_cycle_printf(cy,
+                              "suspended on %s: it resumes only on the GPU%s it held (%s), which "
+                              "lack%s the room now",
+                              cy->snap->nodes[J->p.only_node].name, J->p.nonly_slots > 1 ? "s" : "",
+                              gpus, J->p.nonly_slots > 1 ? "" : "s");
 }
 
 static void no_room(struct cycle *cy, const struct job *J, const struct diag *d, const char **code,
@@ -270,18 +273,20 @@ static void no_room(struct cycle *cy, const struct job *J, const struct diag *d,
     if (d->gpu_fit_nodes > 0 || p->ndev == 0) {
         *code = "no_fit";
         if (d->best_cpu + 1e-9 < p->cpu)
-            *msg = ts_sched_cycle_printf(cy, "no matching node has %s cpu cores free; the most is %s on %s",
-                                ts_gpus_format(p->cpu, a, sizeof(a)),
-                                ts_gpus_format(d->best_cpu, b, sizeof(b)),
-                                node_name(cy, d->best_cpu_node));
+            *msg = ts_sched_cycle_printf(
+                cy, "no matching node has %s cpu cores free; the most is %s on %s",
+                ts_gpus_format(p->cpu, a, sizeof(a)), ts_gpus_format(d->best_cpu, b, sizeof(b)),
+                node_name(cy, d->best_cpu_node));
         else if (!p->host_mem_held && d->best_mem < p->host_mem)
-            *msg = ts_sched_cycle_printf(cy, "no matching node has %s of memory free; the most is %s on %s",
-                                ts_bytesize_human(p->host_mem, a, sizeof(a)),
-                                ts_bytesize_human(d->best_mem < 0 ? 0 : d->best_mem, b, sizeof(b)),
-                                node_name(cy, d->best_mem_node));
+            *msg = ts_sched_cycle_printf(
+                cy, "no matching node has %s of memory free; the most is %s on %s",
+                ts_bytesize_human(p->host_mem, a, sizeof(a)),
+                ts_bytesize_human(d->best_mem < 0 ? 0 : d->best_mem, b, sizeof(b)),
+                node_name(cy, d->best_mem_node));
         else
-            *msg = ts_sched_cycle_printf(cy, "no matching node has the GPUs, cpu cores and memory free "
-                                    "together");
+            *msg = ts_sched_cycle_printf(cy,
+                                         "no matching node has the GPUs, cpu cores and memory free "
+                                         "together");
         return;
     }
     bool frag = d->free_total + 1e-9 >= p->gpus_estimate;
@@ -292,28 +297,31 @@ static void no_room(struct cycle *cy, const struct job *J, const struct diag *d,
                  ts_gpus_format(d->free_total, t, sizeof(t)));
     int bc = d->best_count < 0 ? 0 : d->best_count;
     if (p->kind == TS_SCHED_GPU_COUNT)
-        *msg = ts_sched_cycle_printf(cy, "%sno node has %d free GPU%s; the most is %d on %s", head, p->ndev,
-                            p->ndev == 1 ? "" : "s", bc, node_name(cy, d->best_count_node));
+        *msg = ts_sched_cycle_printf(cy, "%sno node has %d free GPU%s; the most is %d on %s", head,
+                                     p->ndev, p->ndev == 1 ? "" : "s", bc,
+                                     node_name(cy, d->best_count_node));
     else if (p->ndev > 1 && p->kind == TS_SCHED_GPU_MEMORY)
-        *msg = ts_sched_cycle_printf(cy, "%sno node has %d GPUs with %s free each; the most is %d on %s",
-                            head, p->ndev, ts_bytesize_human(p->mem, a, sizeof(a)), bc,
-                            node_name(cy, d->best_count_node));
+        *msg = ts_sched_cycle_printf(
+            cy, "%sno node has %d GPUs with %s free each; the most is %d on %s", head, p->ndev,
+            ts_bytesize_human(p->mem, a, sizeof(a)), bc, node_name(cy, d->best_count_node));
     else if (p->ndev > 1)
-        *msg = ts_sched_cycle_printf(cy,
-                            "%sno node has %d GPUs with %s of a GPU free each; the most is %d "
-                            "on %s",
-                            head, p->ndev, ts_gpus_format(p->portion, a, sizeof(a)), bc,
-                            node_name(cy, d->best_count_node));
+        *msg = ts_sched_cycle_printf(
+            cy,
+            "%sno node has %d GPUs with %s of a GPU free each; the most is %d "
+            "on %s",
+            head, p->ndev, ts_gpus_format(p->portion, a, sizeof(a)), bc,
+            node_name(cy, d->best_count_node));
     else if (p->kind == TS_SCHED_GPU_MEMORY)
-        *msg = ts_sched_cycle_printf(cy, "%sno node has a GPU with %s free; the largest is %s on %s", head,
-                            ts_bytesize_human(p->mem, a, sizeof(a)),
-                            ts_bytesize_human(d->best_free < 0 ? 0 : d->best_free, b, sizeof(b)),
-                            node_name(cy, d->best_free_node));
+        *msg = ts_sched_cycle_printf(
+            cy, "%sno node has a GPU with %s free; the largest is %s on %s", head,
+            ts_bytesize_human(p->mem, a, sizeof(a)),
+            ts_bytesize_human(d->best_free < 0 ? 0 : d->best_free, b, sizeof(b)),
+            node_name(cy, d->best_free_node));
     else
-        *msg = ts_sched_cycle_printf(cy, "%sno node has a GPU with %s of it free; the most is %s on %s",
-                            head, ts_gpus_format(p->portion, a, sizeof(a)),
-                            ts_gpus_format(d->best_frac, b, sizeof(b)),
-                            node_name(cy, d->best_free_node));
+        *msg = ts_sched_cycle_printf(
+            cy, "%sno node has a GPU with %s of it free; the most is %s on %s", head,
+            ts_gpus_format(p->portion, a, sizeof(a)), ts_gpus_format(d->best_frac, b, sizeof(b)),
+            node_name(cy, d->best_free_node));
 }
 
 static const char *gpus_word(const char *shown)
@@ -342,48 +350,52 @@ static const char *waiting_for_reclaim(struct cycle *cy, const struct job *J)
     if (J->reclaim_tier1) {
         ts_gpus_format(g, x, sizeof(x));
         if (dep_within)
-            return ts_sched_cycle_printf(cy,
-                                "project \"%s\" is within its quota (%s of %s GPUs, %s with this "
-                                "job): it may reclaim from projects above their quotas, but none "
-                                "has a preemptible job that can give %s %s and leave it at or "
-                                "above its quota%s",
-                                sp->name, a, q, w, x, gpus_word(x),
-                                cy->snap->ndepartments > 0 ? " (and its department, if another, "
-                                                             "at or above the department's)"
-                                                           : "");
-        return ts_sched_cycle_printf(cy,
-                            "project \"%s\" is within its quota (%s of %s GPUs, %s with this "
-                            "job) but department \"%s\" is not (%s of %s GPUs with this job): "
-                            "it may reclaim from projects of \"%s\" above their quotas, but "
-                            "none has a preemptible job that can give %s %s and leave it at or "
-                            "above its quota",
-                            sp->name, a, q, w, dname, dw, dq, dname, x, gpus_word(x));
+            return ts_sched_cycle_printf(
+                cy,
+                "project \"%s\" is within its quota (%s of %s GPUs, %s with this "
+                "job): it may reclaim from projects above their quotas, but none "
+                "has a preemptible job that can give %s %s and leave it at or "
+                "above its quota%s",
+                sp->name, a, q, w, x, gpus_word(x),
+                cy->snap->ndepartments > 0 ? " (and its department, if another, "
+                                             "at or above the department's)"
+                                           : "");
+        return ts_sched_cycle_printf(
+            cy,
+            "project \"%s\" is within its quota (%s of %s GPUs, %s with this "
+            "job) but department \"%s\" is not (%s of %s GPUs with this job): "
+            "it may reclaim from projects of \"%s\" above their quotas, but "
+            "none has a preemptible job that can give %s %s and leave it at or "
+            "above its quota",
+            sp->name, a, q, w, dname, dw, dq, dname, x, gpus_word(x));
     }
     const char *quota;
     if (P->alloc + g > P->deserved + EPS)
-        quota = ts_sched_cycle_printf(cy, "would pass its quota with this job (%s of %s GPUs)", w, q);
+        quota =
+            ts_sched_cycle_printf(cy, "would pass its quota with this job (%s of %s GPUs)", w, q);
     else if (!dep_within)
-        quota = ts_sched_cycle_printf(cy,
-                             "department \"%s\" would pass its quota with this job (%s of %s "
-                             "GPUs)",
-                             dname, dw, dq);
+        quota =
+            ts_sched_cycle_printf(cy,
+                                  "department \"%s\" would pass its quota with this job (%s of %s "
+                                  "GPUs)",
+                                  dname, dw, dq);
     else
         quota = ts_sched_cycle_printf(cy,
-                             "is within its quota with this job (%s of %s GPUs), but no "
-                             "project is above its quota",
-                             w, q);
+                                      "is within its quota with this job (%s of %s GPUs), but no "
+                                      "project is above its quota",
+                                      w, q);
     double ex = P->alloc + J->p.gpus_estimate - P->fair;
     ts_gpus_format(fabs(ex), x, sizeof(x));
     const char *excess = fabs(ex) < 0.005 ? ts_sched_cycle_printf(cy, "at it")
                                           : ts_sched_cycle_printf(cy, "%s %s %s", x, gpus_word(x),
-                                                         ex > 0 ? "above" : "below");
-    return ts_sched_cycle_printf(cy,
-                        "project \"%s\" is below its fair share (%s of %s GPUs) and %s: it "
-                        "may reclaim from projects above their fair shares, but none has a "
-                        "preemptible job that can make room and leave it at least as far above "
-                        "its share as \"%s\" would be with this job (%s)",
-                        sp->name, a, ts_gpus_format(P->fair, f, sizeof(f)), quota, sp->name,
-                        excess);
+                                                                  ex > 0 ? "above" : "below");
+    return ts_sched_cycle_printf(
+        cy,
+        "project \"%s\" is below its fair share (%s of %s GPUs) and %s: it "
+        "may reclaim from projects above their fair shares, but none has a "
+        "preemptible job that can make room and leave it at least as far above "
+        "its share as \"%s\" would be with this job (%s)",
+        sp->name, a, ts_gpus_format(P->fair, f, sizeof(f)), quota, sp->name, excess);
 }
 
 void ts_sched_reason_of(struct cycle *cy, int j, const char **code, const char **msg)
@@ -395,46 +407,49 @@ void ts_sched_reason_of(struct cycle *cy, int j, const char **code, const char *
     switch (J->stage) {
     case STAGE_INVALID:
         *code = "invalid_request";
-        *msg = ts_sched_cycle_printf(cy,
-                            "the request cannot be placed as written: gpu kind %d, count %d, "
-                            "portion %g, memory %lld bytes, devices %d",
-                            (int)J->req->kind, J->req->count, J->req->portion,
-                            (long long)J->req->memory_bytes, J->req->devices);
+        *msg =
+            ts_sched_cycle_printf(cy,
+                                  "the request cannot be placed as written: gpu kind %d, count %d, "
+                                  "portion %g, memory %lld bytes, devices %d",
+                                  (int)J->req->kind, J->req->count, J->req->portion,
+                                  (long long)J->req->memory_bytes, J->req->devices);
         return;
     case STAGE_OVER_LIMIT:
         *code = "over_limit";
         if (P->alloc + 1e-9 >= sp->limit_gpus)
             *msg = ts_sched_cycle_printf(cy, "project \"%s\" is at its limit: %s of %s GPUs in use",
-                                sp->name, ts_gpus_format(P->alloc, a, sizeof(a)),
-                                ts_gpus_format(sp->limit_gpus, b, sizeof(b)));
+                                         sp->name, ts_gpus_format(P->alloc, a, sizeof(a)),
+                                         ts_gpus_format(sp->limit_gpus, b, sizeof(b)));
         else
-            *msg = ts_sched_cycle_printf(cy,
-                                "project \"%s\" would pass its limit: %s of %s GPUs in use and "
-                                "the job asks for %s",
-                                sp->name, ts_gpus_format(P->alloc, a, sizeof(a)),
-                                ts_gpus_format(sp->limit_gpus, b, sizeof(b)),
-                                ts_gpus_format(J->p.gpus_estimate, c, sizeof(c)));
+            *msg = ts_sched_cycle_printf(
+                cy,
+                "project \"%s\" would pass its limit: %s of %s GPUs in use and "
+                "the job asks for %s",
+                sp->name, ts_gpus_format(P->alloc, a, sizeof(a)),
+                ts_gpus_format(sp->limit_gpus, b, sizeof(b)),
+                ts_gpus_format(J->p.gpus_estimate, c, sizeof(c)));
         return;
     case STAGE_DEPT_LIMIT: {
         const struct ts_sched_department *d = &cy->snap->departments[sp->department];
         double used = cy->deps[sp->department].alloc;
         *code = "over_limit";
-        *msg = ts_sched_cycle_printf(cy,
-                            "department \"%s\" %s its limit: %s of %s GPUs in use and the job "
-                            "asks for %s",
-                            d->name, used + 1e-9 >= d->limit_gpus ? "is at" : "would pass",
-                            ts_gpus_format(used, a, sizeof(a)),
-                            ts_gpus_format(d->limit_gpus, b, sizeof(b)),
-                            ts_gpus_format(J->p.gpus_estimate, c, sizeof(c)));
+        *msg = ts_sched_cycle_printf(
+            cy,
+            "department \"%s\" %s its limit: %s of %s GPUs in use and the job "
+            "asks for %s",
+            d->name, used + 1e-9 >= d->limit_gpus ? "is at" : "would pass",
+            ts_gpus_format(used, a, sizeof(a)), ts_gpus_format(d->limit_gpus, b, sizeof(b)),
+            ts_gpus_format(J->p.gpus_estimate, c, sizeof(c)));
         return;
     }
     case STAGE_DESERVED:
         *code = "quota_exhausted";
-        *msg = ts_sched_cycle_printf(cy,
-                            "non-preemptible jobs may only use the deserved share: project "
-                            "\"%s\" deserves %s, has %s in use",
-                            sp->name, ts_gpus_format(P->deserved, a, sizeof(a)),
-                            ts_gpus_format(P->alloc_np, b, sizeof(b)));
+        *msg =
+            ts_sched_cycle_printf(cy,
+                                  "non-preemptible jobs may only use the deserved share: project "
+                                  "\"%s\" deserves %s, has %s in use",
+                                  sp->name, ts_gpus_format(P->deserved, a, sizeof(a)),
+                                  ts_gpus_format(P->alloc_np, b, sizeof(b)));
         return;
     default:
         break;

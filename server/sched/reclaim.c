@@ -40,8 +40,8 @@
 static bool take(struct cycle *cy, int j, const struct victim_rule *r)
 {
     struct job *J = &cy->jobs[j];
-    uint64_t key =
-        ts_sched_preq_signature(&J->p, (r->tier1 ? 0x52454331ULL : 0x5245434cULL) + (uint64_t)J->project);
+    uint64_t key = ts_sched_preq_signature(&J->p, (r->tier1 ? 0x52454331ULL : 0x5245434cULL) +
+                                                      (uint64_t)J->project);
     if (ts_sched_memo_has(cy->reclaim_memo, key))
         return false;
     int node, victims[256], nv = 0;
@@ -55,16 +55,18 @@ static bool take(struct cycle *cy, int j, const struct victim_rule *r)
     for (int i = 0; i < nv; i++) {
         int q = cy->jobs[victims[i]].project;
         const char *msg =
-            r->tier1 ? ts_sched_cycle_printf(cy,
-                                    "reclaim within quota: project \"%s\" %s before this cycle and "
-                                    "stays within its quota with this job; project \"%s\" %s and "
-                                    "keeps at least its quota",
-                                    pname, held, cy->snap->projects[q].name, ts_sched_cycle_held(cy, q))
-                     : ts_sched_cycle_printf(cy,
-                                    "reclaim by fair share: project \"%s\" %s before this cycle; "
-                                    "project \"%s\" %s and stays at least as far above its fair "
-                                    "share",
-                                    pname, held, cy->snap->projects[q].name, ts_sched_cycle_held(cy, q));
+            r->tier1 ? ts_sched_cycle_printf(
+                           cy,
+                           "reclaim within quota: project \"%s\" %s before this cycle and "
+                           "stays within its quota with this job; project \"%s\" %s and "
+                           "keeps at least its quota",
+                           pname, held, cy->snap->projects[q].name, ts_sched_cycle_held(cy, q))
+                     : ts_sched_cycle_printf(
+                           cy,
+                           "reclaim by fair share: project \"%s\" %s before this cycle; "
+                           "project \"%s\" %s and stays at least as far above its fair "
+                           "share",
+                           pname, held, cy->snap->projects[q].name, ts_sched_cycle_held(cy, q));
         ts_sched_cycle_stop(cy, victims[i], j, suspend[i], "reclaim", msg);
     }
     int saved = J->p.only_node, n;
@@ -75,12 +77,13 @@ static bool take(struct cycle *cy, int j, const struct victim_rule *r)
     J->p.only_node = saved;
     if (!ok)
         return false; /* cannot happen: ts_sched_victims_find checked the same room */
-    ts_sched_cycle_bind(cy, j, n, slots, ns, "reclaim",
-               ts_sched_cycle_printf(cy,
-                            "placed on %s by reclaiming %d job%s %s: project \"%s\" %s before "
-                            "this cycle",
-                            cy->snap->nodes[n].name, nv, nv == 1 ? "" : "s",
-                            r->tier1 ? "within quota" : "by fair share", pname, held));
+    ts_sched_cycle_bind(
+        cy, j, n, slots, ns, "reclaim",
+        ts_sched_cycle_printf(cy,
+                              "placed on %s by reclaiming %d job%s %s: project \"%s\" %s before "
+                              "this cycle",
+                              cy->snap->nodes[n].name, nv, nv == 1 ? "" : "s",
+                              r->tier1 ? "within quota" : "by fair share", pname, held));
     return true;
 }
 

@@ -70,11 +70,11 @@ struct ts_sched_cluster {
     int nkinds;
     struct fshape *shapes;
     int nshapes;
-    struct fmix {           /* fgd: the typical workload that may run on a GPU model */
-        double weight;      /* the weight of the shapes that do not exclude it */
-        double cpu;         /* CPU cores its GPU shapes ask per GPU; 0: none */
-        double mem;         /* host memory bytes they ask per GPU; 0: none */
-        double own_cpu;     /* binpack: the same without the workload's shortfall */
+    struct fmix {       /* fgd: the typical workload that may run on a GPU model */
+        double weight;  /* the weight of the shapes that do not exclude it */
+        double cpu;     /* CPU cores its GPU shapes ask per GPU; 0: none */
+        double mem;     /* host memory bytes they ask per GPU; 0: none */
+        double own_cpu; /* binpack: the same without the workload's shortfall */
         double own_mem;
     } * mix;                /* per interned model, or NULL */
     bool own_shapes_fixed;  /* shapes came from the snapshot */
@@ -137,22 +137,24 @@ static inline bool preq_gpu_fits(const struct preq *p, int64_t usable, int64_t u
 }
 
 /* cluster.c */
-struct ts_sched_cluster *ts_sched_cluster_build(const struct ts_sched_snapshot *snap, struct ts_arena *a);
+struct ts_sched_cluster *ts_sched_cluster_build(const struct ts_sched_snapshot *snap,
+                                                struct ts_arena *a);
 int ts_sched_cluster_model_id(const struct ts_sched_cluster *c, const char *model);
-bool ts_sched_cluster_node_static_ok(const struct ts_sched_cluster *c, const struct preq *p, int node);
+bool ts_sched_cluster_node_static_ok(const struct ts_sched_cluster *c, const struct preq *p,
+                                     int node);
 void ts_sched_cluster_node_refresh(struct ts_sched_cluster *c, int node);
 void ts_sched_cluster_take(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
-                  size_t nslots, double cpu, int64_t host_mem);
+                           size_t nslots, double cpu, int64_t host_mem);
 void ts_sched_cluster_give(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
-                  size_t nslots, double cpu, int64_t host_mem);
-double ts_sched_cluster_slots_gpus(const struct ts_sched_cluster *c, const struct ts_sched_slot *slots,
-                          size_t nslots);
+                           size_t nslots, double cpu, int64_t host_mem);
+double ts_sched_cluster_slots_gpus(const struct ts_sched_cluster *c,
+                                   const struct ts_sched_slot *slots, size_t nslots);
 /* Fill p from r; model_ok is allocated from a (NULL a: a static buffer is not
  * used; the caller passes an arena). Returns false when the request is malformed. */
 bool ts_sched_preq_prepare(const struct ts_sched_cluster *c, const struct ts_sched_request *r,
-                  struct ts_arena *a, struct preq *p);
-void ts_sched_cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *const *reqs, size_t n,
-                             struct ts_arena *a);
+                           struct ts_arena *a, struct preq *p);
+void ts_sched_cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *const *reqs,
+                                      size_t n, struct ts_arena *a);
 
 /* memo.c: a request's signature: its shape, constraints, pin and salt.
  * ts_sched_preq_hash is the part that does not change in a cycle (kept in preq.hash). */
@@ -162,7 +164,7 @@ uint64_t ts_sched_preq_hash(const struct preq *p);
 /* pindex.c: the best node for p by st (scores kept per request class);
  * -1 when none, -2 when the index cannot say (place by a scan). */
 int ts_sched_pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                const struct preq *p, uint64_t sig);
+                         const struct preq *p, uint64_t sig);
 void ts_sched_pindex_changed(struct ts_sched_cluster *c, int node); /* node's state changed */
 void ts_sched_pindex_clear(struct ts_sched_cluster *c);             /* every score changed */
 void ts_sched_pindex_free(struct ts_sched_cluster *c);
@@ -200,36 +202,37 @@ extern const struct ts_sched_strategy ts_sched_bestfit;
 /* Local GPUs of the view that can take the request; -1 when the node's CPU
  * or memory cannot. cand has room for v->ngpus entries. */
 int ts_sched_place_candidates(const struct ts_sched_cluster *c, const struct preq *p,
-                     const struct node_view *v, int *cand);
+                              const struct node_view *v, int *cand);
 /* Choose GPUs on the view: true when it fits; out gets p->ndev local GPUs. */
 bool ts_sched_place_on_view(const struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                   const struct preq *p, const struct node_view *v, int *out);
+                            const struct preq *p, const struct node_view *v, int *out);
 /* Node i's score for p and the local GPUs it would take; false when it
  * cannot take p. */
 bool ts_sched_place_node_score(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                      const struct preq *p, int i, double *score, int *pick);
+                               const struct preq *p, int i, double *score, int *pick);
 /* Best node for p among nodes[0..n) (NULL: all); false when none. */
 bool ts_sched_place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                      const struct preq *p, const int *nodes, size_t n, int *node,
-                      struct ts_sched_slot *slots, size_t *nslots);
+                               const struct preq *p, const int *nodes, size_t n, int *node,
+                               struct ts_sched_slot *slots, size_t *nslots);
 /* Best node for p; false when none. slots gets p->ndev entries. */
 bool ts_sched_place_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                const struct preq *p, int *node, struct ts_sched_slot *slots, size_t *nslots);
+                         const struct preq *p, int *node, struct ts_sched_slot *slots,
+                         size_t *nslots);
 void ts_sched_node_view_of(const struct ts_sched_cluster *c, int node, int64_t *used_buf,
-                  struct node_view *v);
+                           struct node_view *v);
 
 /* binpack.c: the GPUs left free on the node after placing p on chosen[],
  * each GPU as a share of its usable memory (binpack's and bestfit's GPU
  * term). */
 double ts_sched_binpack_gpus_left(const struct ts_sched_cluster *c, const struct preq *p,
-                         const struct node_view *v, const int *chosen, int nchosen);
+                                  const struct node_view *v, const int *chosen, int nchosen);
 /* binpack.c: the node's share of GPU and CPU left free after placing p on
  * chosen[] (0 = full); the base of binpack's and spread's scores. */
 double ts_sched_binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
-                        const struct node_view *v, const int *chosen, int nchosen);
+                                 const struct node_view *v, const int *chosen, int nchosen);
 /* binpack.c: the ndev candidates with the least free bytes (ties: lower index). */
 void ts_sched_binpack_pick_fullest(const struct ts_sched_cluster *c, const struct preq *p,
-                          const struct node_view *v, const int *cand, int ncand, int *out);
+                                   const struct node_view *v, const int *cand, int ncand, int *out);
 /* cluster.c: whether a shape accepts GPU model m. */
 static inline bool fshape_model_ok(const struct fshape *s, int m)
 {
@@ -240,6 +243,7 @@ static inline bool fshape_model_ok(const struct fshape *s, int m)
 double ts_sched_fgd_fragmentation(const struct ts_sched_cluster *c, const struct node_view *v);
 
 /* fairshare.c */
-double ts_sched_fairshare_usage_factor(double usage, double total_usage, double weight, double total_weight);
+double ts_sched_fairshare_usage_factor(double usage, double total_usage, double weight,
+                                       double total_weight);
 
 #endif /* TS_SERVER_SCHED_SCHED_INT_H */

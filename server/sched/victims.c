@@ -369,8 +369,8 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
  * better than x alone, so the search ends at the first candidate that
  * cannot beat the best set found, and finds what a look at every node
  * would. */
-bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out_node, int *victims,
-                  bool *suspend, int *nvictims)
+bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out_node,
+                           int *victims, bool *suspend, int *nvictims)
 {
     const struct job *J = &cy->jobs[j];
     const struct ts_sched_snapshot *snap = cy->snap;
@@ -417,9 +417,10 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
      * either, until it changes; the next job of the project with the same
      * request skips it */
     bool remember = !r->reclaim && r->below_priority >= 0 && r->below_priority <= 0xffff;
-    uint64_t base = remember ? ts_sched_preq_signature(&J->p, 0x4e4f4445ULL + (uint64_t)J->project * 7919u +
-                                                         (uint64_t)(r->min_free * 1000.0))
-                             : 0;
+    uint64_t base =
+        remember ? ts_sched_preq_signature(&J->p, 0x4e4f4445ULL + (uint64_t)J->project * 7919u +
+                                                      (uint64_t)(r->min_free * 1000.0))
+                 : 0;
     for (;;) {
         int bx = -1, bl = -1;
         for (int l = 0; l < nl; l++) {
@@ -450,14 +451,14 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
             continue;
         cy->node_stamp[node] = cy->stamp;
         uint64_t key = remember ? ts_sched_memo_fold(base, (uint64_t)node) : 0, seen;
-        if (remember && ts_sched_memo_get(cy->node_fail, key, &seen) && seen >> 16 == cy->node_ver[node] &&
-            (int)(seen & 0xffff) >= r->below_priority)
+        if (remember && ts_sched_memo_get(cy->node_fail, key, &seen) &&
+            seen >> 16 == cy->node_ver[node] && (int)(seen & 0xffff) >= r->below_priority)
             continue;
         int nchosen;
         if (!node_victims(cy, j, r, node, touched, dtouched, chosen, &nchosen)) {
             if (remember)
                 ts_sched_memo_put(cy->node_fail, key,
-                         (uint64_t)cy->node_ver[node] << 16 | (uint64_t)r->below_priority);
+                                  (uint64_t)cy->node_ver[node] << 16 | (uint64_t)r->below_priority);
             continue;
         }
         struct vset vs = vset_of(cy, chosen, nchosen);

@@ -28,15 +28,22 @@ double ts_sched_binpack_gpus_left(const struct ts_sched_cluster *c, const struct
     return gfree;
 }
 
-double ts_sched_binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
-                                 const struct node_view *v, const int *chosen, int nchosen)
+/* The leftover score of a node whose GPUs left free after the placement
+ * come to gfree GPUs. */
+static double leftover_of(const struct ts_sched_cluster *c, const struct preq *p,
+                          const struct node_view *v, double gfree)
 {
-    double gfree = ts_sched_binpack_gpus_left(c, p, v, chosen, nchosen);
     double total_cpu = c->snap->nodes[v->node].cpu;
     double s = v->ngpus > 0 ? GPU_WEIGHT * gfree / v->ngpus : 0;
     if (total_cpu > 0)
         s += (v->cpu_free - p->cpu) / total_cpu;
     return s;
+}
+
+double ts_sched_binpack_leftover(const struct ts_sched_cluster *c, const struct preq *p,
+                                 const struct node_view *v, const int *chosen, int nchosen)
+{
+    return leftover_of(c, p, v, ts_sched_binpack_gpus_left(c, p, v, chosen, nchosen));
 }
 
 void ts_sched_binpack_pick_fullest(const struct ts_sched_cluster *c, const struct preq *p,
@@ -67,25 +74,27 @@ void ts_sched_binpack_pick_fullest(const struct ts_sched_cluster *c, const struc
  * node's GPU model; 0 when the cycle has none): what packing by GPU alone
  * strands once CPU runs short. */
 static double stranded(const struct ts_sched_cluster *c, const struct preq *p,
-                       const struct node_view *v, const int *chosen, int nchosen)
+                       const struct node_view *v, double left)
 {
     if (p->ndev == 0 || c->mix == NULL || v->ngpus == 0)
         return 0;
     const struct fmix *m = &c->mix[c->gpus[v->gpu[0]].model];
-    double held = ts_sched_binpack_gpus_left(c, p, v, chosen, nchosen);
+    double held = left;
     if (m->own_cpu > 0)
         held = fmin(held, fmax(0, v->cpu_free - p->cpu) / m->own_cpu);
     if (m->own_mem > 0)
         held = fmin(held, fmax(0, (double)(v->mem_free - p->host_mem)) / m->own_mem);
-    return ts_sched_binpack_gpus_left(c, p, v, chosen, nchosen) - held;
+    return left - held;
 }
 
+/* The GPUs left free counted once for both terms. */
 static double score(struct ts_sched_cluster *c, const struct preq *p, const struct node_view *v,
                     const int *chosen, int nchosen)
 {
-    double s = ts_sched_binpack_leftover(c, p, v, chosen, nchosen);
+    double left = ts_sched_binpack_gpus_left(c, p, v, chosen, nchosen);
+    double s = leftover_of(c, p, v, left);
     if (v->ngpus > 0)
-        s += STRAND_WEIGHT * stranded(c, p, v, chosen, nchosen) / v->ngpus;
+        s += STRAND_WEIGHT * stranded(c, p, v, left) / v->ngpus;
     return s;
 }
 

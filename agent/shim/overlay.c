@@ -7,5 +7,12 @@
  * linked against libcuda.so.1) finds the shim's hooks first and every
  * other driver function in the driver, so neither unsetting LD_PRELOAD nor
  * opening the driver by path gets round the shim.
+ *
+ * Its soname is libcuda.so.1, the driver's own: once a process has loaded
+ * it (by any path), a later dlopen("libcuda.so.1") finds it first among the
+ * loaded objects, not the real driver it brought in (whose soname is also
+ * libcuda.so.1). With a soname of its own, a program that opened the
+ * driver by its file and then by name (PyTorch after ctypes, on an H200)
+ * got the real driver and no limit.
  */
 int ts_shim_overlay_marker; /* a translation unit must declare something */

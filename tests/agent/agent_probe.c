@@ -11,6 +11,7 @@
  *   agent_probe ignore-term N  ignore SIGTERM (and so do N children in its
  *                            process group); print their pids; wait forever
  *   agent_probe alloc LIB MIB  dlopen LIB (a name or a path) and allocate MIB
+ *   agent_probe alloc-after FIRST LIB MIB  dlopen FIRST, then as alloc
  *                            of device memory on device 0 in 64 MiB pieces;
  *                            print "allocated N MiB" (how far it got)
  */
@@ -193,7 +194,17 @@ int main(int argc, char **argv)
         ignore_term(atoi(argv[2]));
     if (argc >= 4 && strcmp(argv[1], "alloc") == 0)
         return alloc(argv[2], atol(argv[3]));
+    if (argc >= 5 && strcmp(argv[1], "alloc-after") == 0) {
+        /* a program that loads the driver by its file first (a library
+         * such as NVML or CuPy may), then by name (the CUDA runtime) */
+        if (dlopen(argv[2], RTLD_NOW | RTLD_LOCAL) == NULL) {
+            printf("dlopen %s failed: %s\n", argv[2], dlerror());
+            return 1;
+        }
+        return alloc(argv[3], atol(argv[4]));
+    }
     fprintf(stderr,
-            "usage: agent_probe env|cuda|busy MIB SHARE SECONDS|ignore-term N|alloc LIB MIB\n");
+            "usage: agent_probe env|cuda|busy MIB SHARE SECONDS|ignore-term N|alloc LIB MIB|"
+            "alloc-after FIRST LIB MIB\n");
     return 2;
 }

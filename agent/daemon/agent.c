@@ -525,6 +525,17 @@ static void loop(struct ts_agent *a, int sigfd)
 int ts_agent_run(struct ts_agent *a)
 {
     int status = 1, sigfd = -1;
+    /* Blocked before anything starts a thread: the GPU driver and NVML
+     * start theirs when loaded, and a thread that had them unblocked took
+     * SIGTERM with its default action, ending the agent without its clean
+     * stop (seen on an H200). The loop reads them from a signalfd. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
     a->lock_fd = -1;
     a->wake_fd = -1;
     pthread_mutex_init(&a->mu, NULL);
@@ -611,13 +622,6 @@ int ts_agent_run(struct ts_agent *a)
     }
     adopt(a);
 
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGCHLD);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

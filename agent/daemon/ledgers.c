@@ -148,8 +148,15 @@ void ts_ledgers_close(struct ts_ledgers *s)
             ts_ledger_reap_locked(s->l[i]);
             ts_ledger_unlock(s->l[i]);
         }
-    if (s->swap_map != NULL && s->swap_path[0] != '\0' && ts_ledgers_swap_used(s) == 0)
-        unlink(s->swap_path);
+    if (s->swap_map != NULL && s->swap_path[0] != '\0') {
+        uint64_t used = ts_ledgers_swap_used(s);
+        if (used == 0 && unlink(s->swap_path) == 0)
+            ts_log_info("swap reserve removed path=%s", s->swap_path);
+        else
+            ts_log_info("swap reserve kept path=%s swapped_out_bytes=%llu%s%s", s->swap_path,
+                        (unsigned long long)used, used == 0 ? " error=" : "",
+                        used == 0 ? strerror(errno) : "");
+    }
     for (unsigned i = 0; i < s->count; i++)
         ts_ledger_close(s->l[i]);
     s->count = 0;

@@ -368,6 +368,40 @@ static void stop_sends_sigterm_then_sigkill_to_the_whole_group_after_the_grace_p
         CHECK(!running(pids[i]));
 }
 
+static void sigterm_stops_the_agent_cleanly_when_its_driver_has_threads(void)
+{
+    /* the simulated driver starts a thread when loaded, as the real one
+     * does: SIGTERM must still reach the agent's loop, which stops cleanly
+     * (exit 0) and removes its idle swap reserve */
+    setenv("TESSERA_SIMGPU_LOAD_THREAD", "1", 1);
+    const char *extra[] = {"--collision", "swap", "--swap-reserve", "64MiB", NULL};
+    agent_start(extra);
+    unsetenv("TESSERA_SIMGPU_LOAD_THREAD");
+    json_t *r = NULL;
+    for (int i = 0; i < 200 && r == NULL; i++) {
+        ts_ah_sleep_s(0.05);
+        r = ts_ah_report();
+    }
+    REQUIRE(r != NULL);
+    json_decref(r);
+    char *log = ts_files_read(ts_ah_agent_log, 1 << 20, NULL);
+    REQUIRE(log != NULL);
+    const char *p = strstr(log, "swap_path=");
+    REQUIRE(p != NULL);
+    char reserve[PATH_MAX];
+    CHECK(sscanf(p, "swap_path=%4095s", reserve) == 1);
+    free(log);
+    struct stat st;
+    CHECK(stat(reserve, &st) == 0);
+    int status = ts_ah_agent_stop(SIGTERM);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(stat(reserve, &st) != 0 && errno == ENOENT);
+    log = ts_files_read(ts_ah_agent_log, 1 << 20, NULL);
+    CHECK(log != NULL && strstr(log, "stopping on SIGTERM") != NULL);
+    CHECK(log != NULL && strstr(log, "swap reserve removed") != NULL);
+    free(log);
+}
+
 static void a_job_left_out_of_the_desired_state_or_in_another_attempt_is_stopped(void)
 {
     char marks[PATH_MAX + 16];
@@ -703,6 +737,7 @@ static const struct test_case cases[] = {
     CASE(a_restarted_agent_adopts_running_jobs_and_never_starts_them_twice, true),
     CASE(an_exit_status_written_while_the_agent_was_down_is_reported_after_restart, true),
     CASE(stop_sends_sigterm_then_sigkill_to_the_whole_group_after_the_grace_period, true),
+    CASE(sigterm_stops_the_agent_cleanly_when_its_driver_has_threads, true),
     CASE(a_job_left_out_of_the_desired_state_or_in_another_attempt_is_stopped, true),
     CASE(samples_show_gpu_and_job_utilization_and_memory, true),
     CASE(the_node_description_names_every_gpu, true),

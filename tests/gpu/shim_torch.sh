@@ -10,7 +10,9 @@
 #   4. a swapped-out model answers its next request with the same output,
 #      and the time of that first request (the warm start) is printed;
 #   5. the shim and swap benchmarks, when built, print their figures.
-# Burst against burst under each resolver: shim_torch_bursts.sh.
+# Burst against burst under each resolver: shim_torch_bursts.sh. The jobs run
+# with --sandbox off: they signal each other through one folder, which a
+# sandbox hides on purpose (sandbox_torch.sh runs a job sandboxed).
 # Skips (77) without an NVIDIA GPU or without python3 + torch.
 set -euo pipefail
 # (grep reads all of ldconfig's output: with -q and pipefail, ldconfig could
@@ -33,10 +35,15 @@ GiB=$((1 << 30))
 total=$(python3 -c 'import torch; print(torch.cuda.mem_get_info()[1])')
 echo "GPU 0: $((total / GiB)) GiB"
 
-# Two jobs on GPU 0 whose requests fit but whose use does not: A asks for
-# 10% and may burst to 45%; B asks for and uses 60%.
-a_req=$((total / 10)) a_lim=$((total * 45 / 100)) a_use=$((total * 40 / 100))
-b_req=$((total * 60 / 100)) b_use=$((total * 58 / 100))
+# What the jobs may use of GPU 0 (the ledger's usable memory): at most
+# 32 GiB, whatever the GPU's size (--gpu-reserve keeps the rest), so the host
+# swap reserve stays small. Two jobs whose requests fit but whose use does
+# not: A asks for 10% and bursts to its limit of 45%; B asks for and uses
+# 60% (each less a tensor of 256 MiB, for the model and the allocator), so
+# A's burst and B's request (over 101%) collide.
+usable=$((total < 32 * GiB ? total : 32 * GiB))
+a_req=$((usable / 10)) a_lim=$((usable * 45 / 100)) a_use=$((a_lim - (256 << 20)))
+b_req=$((usable * 60 / 100)) b_use=$((b_req - (256 << 20)))
 
 cat >"$dir/job.py" <<'EOF'
 import os, sys, time, torch
@@ -99,12 +106,12 @@ EOF
 start_agent() { # collision
   mkdir -p "$dir/$1"
   echo '{"generation": 0, "jobs": []}' >"$dir/$1/desired.json"
-  "$bin/tessera-agent" --node gpu-test --data-dir "$dir/$1/agent" --gpus nvml \
-    --collision "$1" --collision-wait 60s --swap-reserve "$((a_lim / GiB + 2))GiB" --swap-idle 1s \
+  "$bin/tessera-agent" --node gpu-test --data-dir "$dir/$1/agent" --gpus nvml --sandbox off \
+    --gpu-reserve "$((total - usable))" --collision "$1" --collision-wait 60s --swap-reserve "$((a_lim / GiB + 2))GiB" --swap-idle 1s \
     --desired-file "$dir/$1/desired.json" --report-interval 1s >"$dir/$1/agent.log" 2>&1 &
   agent=$!
 }
-stop_agent() { kill "$agent"; wait "$agent" || true; agent=; }
+stop_agent() { kill "$agent"; wait "$agent" || true; agent=; grep -H "swap reserve" "$dir"/*/agent.log || true; }
 job() { # id role use mode request limit command...
   local id=$1 req=$5 lim=$6
   shift 6

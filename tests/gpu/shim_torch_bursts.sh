@@ -154,12 +154,12 @@ EOF
 start_agent() { # collision
   mkdir -p "$dir/$1"
   echo '{"generation": 0, "jobs": []}' >"$dir/$1/desired.json"
-  "$bin/tessera-agent" --node gpu-test --data-dir "$dir/$1/agent" --gpus nvml \
+  "$bin/tessera-agent" --node gpu-test --data-dir "$dir/$1/agent" --gpus nvml --sandbox off \
     --gpu-reserve "$reserve" --collision "$1" --collision-wait 60s --collision-grace 2s \
     --swap-reserve "$swap" --swap-idle 1s --swap-quantum 2s \
     --desired-file "$dir/$1/desired.json" --report-interval 1s >"$dir/$1/agent.log" 2>&1 &
   agent=$!
-  for _ in $(seq 100); do
+  for _ in $(seq 600); do # pinning the host reserve takes seconds
     [ -s "$dir/$1/agent/node.json" ] && return
     kill -0 "$agent" 2>/dev/null || break
     sleep 0.1

@@ -222,6 +222,32 @@ static void adopt(struct ts_agent *a)
 
 /* The job sandbox: decided once; jobs' paths made absolute (they are mount
  * points in its namespace). */
+/* A sandboxed job reaches its folder through the data folder's parents, as
+ * its own user: one that others cannot search (mktemp -d makes 0700) fails
+ * every job with "could not change to working_dir". Said once, at start.
+ * Under the folders a sandbox mounts afresh (/tmp, ...) the parents are the
+ * sandbox's own, made for the job's binds. */
+static void warn_unreachable_parents(const char *data_dir)
+{
+    static const char *const fresh[] = {"/tmp/", "/var/tmp/", "/dev/shm/", "/run/"};
+    for (size_t i = 0; i < sizeof(fresh) / sizeof(fresh[0]); i++)
+        if (strncmp(data_dir, fresh[i], strlen(fresh[i])) == 0)
+            return;
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s", data_dir);
+    for (char *slash = strrchr(p, '/'); slash != NULL && slash != p; slash = strrchr(p, '/')) {
+        *slash = '\0';
+        struct stat st;
+        if (stat(p, &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+            ts_log_warn("sandboxed jobs cannot reach their folders: %s (a parent of the data "
+                        "folder) is mode %04o, not searchable by other users; every job will "
+                        "fail to start (chmod o+x %s, or another --data-dir)",
+                        p, (unsigned)(st.st_mode & 07777), p);
+            return;
+        }
+    }
+}
+
 static int setup_sandbox(struct ts_agent *a)
 {
     char msg[256];
@@ -244,6 +270,7 @@ static int setup_sandbox(struct ts_agent *a)
             *paths[i] = abs;
         }
     }
+    warn_unreachable_parents(a->cfg.data_dir);
     a->sandbox.pids_max = a->cfg.job_pids;
     ts_cgroup_detect(&a->sandbox.cg, a->cfg.data_dir);
     if (a->sandbox.cg.version == 0)

@@ -402,6 +402,41 @@ static void sigterm_stops_the_agent_cleanly_when_its_driver_has_threads(void)
     free(log);
 }
 
+static void a_data_folder_that_jobs_cannot_reach_is_named_at_start(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "not root: no sandbox, nothing to check\n");
+        return;
+    }
+    /* outside the folders a sandbox mounts afresh: beside the binaries */
+    char parent[PATH_MAX], data[PATH_MAX + 16], exe[PATH_MAX];
+    snprintf(parent, sizeof(parent), "%s/../agent-test-XXXXXX", bin_dir);
+    REQUIRE(mkdtemp(parent) != NULL); /* 0700, as mktemp -d makes it */
+    snprintf(data, sizeof(data), "%s/data", parent);
+    snprintf(exe, sizeof(exe), "%s/tessera-agent", bin_dir);
+    for (int open_to_others = 0; open_to_others <= 1; open_to_others++) {
+        CHECK(chmod(parent, open_to_others ? 0755 : 0700) == 0);
+        truncate(ts_ah_agent_log, 0);
+        const char *argv[] = {exe, "--node", "n1", "--data-dir", data, "--gpus", "sim:1x4GiB",
+                              "--desired-file", ts_ah_desired, NULL};
+        ts_ah_agent_pid = ts_ah_spawn(argv, ts_ah_agent_log);
+        char *log = NULL;
+        for (int i = 0; i < 200; i++) {
+            free(log);
+            log = ts_files_read(ts_ah_agent_log, 1 << 20, NULL);
+            if (log != NULL && strstr(log, "agent running") != NULL)
+                break;
+            ts_ah_sleep_s(0.05);
+        }
+        CHECK(log != NULL && strstr(log, "agent running") != NULL);
+        bool warned = log != NULL && strstr(log, "sandboxed jobs cannot reach their folders") != NULL;
+        CHECK(warned == !open_to_others);
+        free(log);
+        ts_ah_agent_stop(SIGTERM);
+    }
+    ts_files_remove_tree(parent);
+}
+
 static void a_job_left_out_of_the_desired_state_or_in_another_attempt_is_stopped(void)
 {
     char marks[PATH_MAX + 16];
@@ -738,6 +773,7 @@ static const struct test_case cases[] = {
     CASE(an_exit_status_written_while_the_agent_was_down_is_reported_after_restart, true),
     CASE(stop_sends_sigterm_then_sigkill_to_the_whole_group_after_the_grace_period, true),
     CASE(sigterm_stops_the_agent_cleanly_when_its_driver_has_threads, true),
+    CASE(a_data_folder_that_jobs_cannot_reach_is_named_at_start, true),
     CASE(a_job_left_out_of_the_desired_state_or_in_another_attempt_is_stopped, true),
     CASE(samples_show_gpu_and_job_utilization_and_memory, true),
     CASE(the_node_description_names_every_gpu, true),

@@ -263,8 +263,9 @@ struct ts_job_spec {
 
 /* A GPU a placed job holds: its index on the job's node, the bytes packed. */
 struct ts_job_slot {
-    int index;
+    int index; /* logical: the scheduler's */
     int64_t memory_bytes;
+    int physical_index; /* where its node runs it (issue 17); -1: not reported */
 };
 
 struct ts_job {
@@ -328,6 +329,8 @@ struct ts_gpu {
     int64_t memory_used_bytes; /* last sample */
     int64_t sampled_at_us;     /* 0 = never */
     const int64_t *jobs;       /* ids of the jobs placed here (that the reader may see) */
+    const int *job_physical;   /* beside jobs: the physical GPU its node runs it on
+                                  (issue 17), -1 when not reported; or NULL */
     size_t njobs;
     size_t hidden_jobs; /* placed here, of projects the reader may not see */
 };
@@ -387,6 +390,13 @@ enum ts_report_state {
     TS_REPORT_SUSPENDED, /* processes stopped, GPU memory in host swap */
 };
 
+/* Where a job's GPU runs on its node (the node-level scheduler, issue 17):
+ * the server's logical index and the physical one the agent chose. */
+struct ts_report_gpu_place {
+    int index;          /* logical: the server's */
+    int physical_index; /* where it runs */
+};
+
 struct ts_report_job {
     int64_t id;
     int attempt;
@@ -406,6 +416,10 @@ struct ts_report_job {
     bool evicted;          /* EXITED or FAILED_TO_START only: its node ended
                               it to make room (collision resolver):
                               requeued, not failed */
+    /* "gpus": its GPUs, logical and physical (absent from agents before
+     * issue 17: places NULL, nplaces 0); logical indexes distinct */
+    const struct ts_report_gpu_place *places;
+    size_t nplaces;
 };
 
 /* An action of the node's collision resolver on a job attempt; seq >= 1

@@ -37,7 +37,9 @@ static const char *const report_job_fields[] = {"id",
                                                 "gpu_memory_used_bytes",
                                                 "swapped_bytes",
                                                 "evicted",
+                                                "gpus",
                                                 NULL};
+static const char *const report_place_fields[] = {"index", "physical_index", NULL};
 static const char *const report_event_fields[] = {"id", "attempt", "seq", "type", "message", NULL};
 static const char *const collisions[] = {"wait", "priority", "swap", NULL};
 static const char *const report_gpu_fields[] = {"index", "utilization", "memory_used_bytes", NULL};
@@ -201,6 +203,54 @@ static enum ts_err report_state(const json_t *v, const char *path, enum ts_repor
     return TS_OK;
 }
 
+/* A job's "gpus": [{"index": L, "physical_index": P}], L distinct. */
+static enum ts_err report_places_decode(const json_t *v, const char *path, struct ts_arena *a,
+                                        struct ts_report_job *j, struct ts_error *err)
+{
+    char f[TS_WIRE_PATH_MAX];
+    ts_wire_dec_path(f, sizeof(f), path, "gpus");
+    const json_t *gpus = ts_wire_dec_member(v, "gpus");
+    if (gpus == NULL)
+        return TS_OK; /* an agent before issue 17 */
+    if (!json_is_array(gpus))
+        return ts_error_field(err, TS_ERR_WRONG_TYPE, f, "%s must be an array", f);
+    size_t n = json_array_size(gpus);
+    if (n > TS_NODE_GPUS_MAX)
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, f, "%s must have at most %d entries: %zu",
+                              f, TS_NODE_GPUS_MAX, n);
+    enum ts_err e = TS_OK;
+    struct ts_report_gpu_place *pl = ts_arena_alloc(a, sizeof(*pl) * (n + 1));
+    if (pl == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        char p[TS_WIRE_PATH_MAX];
+        int64_t index = 0, phys = 0;
+        const json_t *g = json_array_get(gpus, i);
+        ts_wire_dec_index(p, sizeof(p), f, i);
+        e = ts_wire_dec_object(g, p, "job GPU", report_place_fields, NULL, err);
+        if (e == TS_OK)
+            e = ts_wire_dec_integer(g, p, "index", 0, TS_NODE_GPUS_MAX - 1, NULL, &index, err);
+        if (e == TS_OK)
+            e = ts_wire_dec_integer(g, p, "physical_index", 0, TS_NODE_GPUS_MAX - 1, NULL, &phys,
+                                    err);
+        if (e == TS_OK && (ts_wire_dec_member(g, "index") == NULL ||
+                           ts_wire_dec_member(g, "physical_index") == NULL))
+            e = ts_error_field(err, TS_ERR_MISSING_FIELD, p, "%s needs index and physical_index",
+                               p);
+        if (e != TS_OK)
+            return e;
+        for (size_t k = 0; k < i; k++)
+            if (pl[k].index == (int)index)
+                return ts_error_field(err, TS_ERR_INVALID_VALUE, p, "%s.index repeats GPU %d", p,
+                                      (int)index);
+        pl[i].index = (int)index;
+        pl[i].physical_index = (int)phys;
+    }
+    j->places = pl;
+    j->nplaces = n;
+    return TS_OK;
+}
+
 static enum ts_err report_job_decode(const json_t *v, const char *path, struct ts_arena *a,
                                      struct ts_report_job *j, struct ts_error *err)
 {
@@ -235,6 +285,8 @@ static enum ts_err report_job_decode(const json_t *v, const char *path, struct t
                                 &j->swapped_bytes, err);
     if (e == TS_OK)
         e = ts_wire_dec_bool(v, path, "evicted", NULL, &j->evicted, err);
+    if (e == TS_OK)
+        e = report_places_decode(v, path, a, j, err);
     if (e != TS_OK)
         return e;
     if (j->evicted && (j->state == TS_REPORT_RUNNING || j->state == TS_REPORT_SUSPENDED)) {

@@ -332,7 +332,8 @@ static json_t *pending_reason_encode(const struct ts_job *j)
     return ts_wire_enc_finish(o, ok);
 }
 
-/* {"gpus": 1.5, "devices": [{"index", "memory_bytes"}]} while placed, else null */
+/* {"gpus": 1.5, "devices": [{"index", "memory_bytes", "physical_index"}]}
+ * while placed, else null */
 static json_t *allocation_encode(const struct ts_job *j)
 {
     if (j->nslots == 0 && j->allocated_gpus == 0)
@@ -349,6 +350,10 @@ static json_t *allocation_encode(const struct ts_job *j)
         json_t *d = json_object();
         ts_wire_enc_set(d, "index", json_integer(j->slots[i].index), &ok);
         ts_wire_enc_set(d, "memory_bytes", json_integer(j->slots[i].memory_bytes), &ok);
+        ts_wire_enc_set(d, "physical_index",
+                        j->slots[i].physical_index >= 0 ? json_integer(j->slots[i].physical_index)
+                                                        : json_null(),
+                        &ok);
         ts_wire_enc_append(devs, d, &ok);
     }
     ts_wire_enc_set(o, "gpus", json_real(j->allocated_gpus), &ok);

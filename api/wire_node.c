@@ -36,6 +36,15 @@ static json_t *gpu_encode(const struct ts_gpu *g, int64_t reserve)
     for (size_t i = 0; jobs != NULL && i < g->njobs; i++)
         ts_wire_enc_append(jobs, json_integer(g->jobs[i]), &ok);
     ts_wire_enc_set(o, "jobs", jobs, &ok);
+    /* the jobs placed here that the node runs on another GPU (issue 17) */
+    json_t *moved = json_array();
+    for (size_t i = 0; moved != NULL && g->job_physical != NULL && i < g->njobs; i++)
+        if (g->job_physical[i] >= 0 && g->job_physical[i] != g->index)
+            ts_wire_enc_append(moved,
+                               json_pack("{s:I, s:i}", "id", (json_int_t)g->jobs[i],
+                                         "physical_index", g->job_physical[i]),
+                               &ok);
+    ts_wire_enc_set(o, "moved_jobs", moved, &ok);
     ts_wire_enc_set(o, "hidden_jobs", json_integer((json_int_t)g->hidden_jobs), &ok);
     return ts_wire_enc_finish(o, ok);
 }

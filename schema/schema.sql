@@ -5,7 +5,7 @@
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 9
+-- schema version: 10
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -277,8 +277,12 @@ CREATE TABLE job_gpu (
     job_id       bigint NOT NULL,
     gpu_id       bigint NOT NULL,
     memory_bytes bigint NOT NULL,
+    -- where it runs on the node, as its agent reported (0010): the
+    -- node-level scheduler's physical GPU; NULL until reported
+    physical_idx integer,
     CONSTRAINT job_gpu_pkey PRIMARY KEY (job_id, gpu_id),
     CONSTRAINT job_gpu_memory_check CHECK (memory_bytes > 0),
+    CONSTRAINT job_gpu_physical_idx_check CHECK (physical_idx >= 0 AND physical_idx < 64),
     CONSTRAINT job_gpu_job_fkey FOREIGN KEY (job_id) REFERENCES job (id) ON DELETE CASCADE,
     CONSTRAINT job_gpu_gpu_fkey FOREIGN KEY (gpu_id) REFERENCES gpu (id) ON DELETE CASCADE
 );

@@ -336,8 +336,13 @@ static void read_spec(struct ts_ajob *j, const json_t *spec)
     j->ngpus = 0;
     json_array_foreach(json_object_get(spec, "gpus"), i, gpu) {
         json_int_t index = json_integer_value(json_object_get(gpu, "index"));
-        if (j->ngpus < TS_GPUS_MAX && index >= 0 && index < TS_GPUS_MAX)
+        const json_t *li = json_object_get(gpu, "logical_index");
+        json_int_t logical = json_is_integer(li) ? json_integer_value(li) : index;
+        if (j->ngpus < TS_GPUS_MAX && index >= 0 && index < TS_GPUS_MAX && logical >= 0 &&
+            logical < TS_GPUS_MAX) {
+            j->logical[j->ngpus] = (unsigned)logical;
             j->gpus[j->ngpus++] = (unsigned)index;
+        }
     }
 }
 

@@ -46,7 +46,8 @@ struct ts_ajob {
     int grace_seconds; /* for stops the desired state does not time */
     int priority;
     int idle_swap_after; /* seconds without a GPU call before its memory is detached; 0: never */
-    unsigned gpus[TS_GPUS_MAX];
+    unsigned gpus[TS_GPUS_MAX];    /* physical: where it runs */
+    unsigned logical[TS_GPUS_MAX]; /* the server's, beside gpus (nodesched.h) */
     unsigned ngpus;
 
     enum ts_ajob_phase phase;

@@ -137,6 +137,16 @@ json_t *ts_upstream_registration(struct ts_agent *a)
 
 /* ---- reports ------------------------------------------------------------- */
 
+/* Where its GPUs run: [{"index": logical, "physical_index": physical}]. */
+static json_t *job_places(const struct ts_ajob *j)
+{
+    json_t *v = json_array();
+    for (unsigned k = 0; v != NULL && k < j->ngpus; k++)
+        json_array_append_new(v, json_pack("{s:i, s:i}", "index", (int)j->logical[k],
+                                           "physical_index", (int)j->gpus[k]));
+    return v;
+}
+
 json_t *ts_upstream_report(struct ts_agent *a)
 {
     json_t *jobs = json_array(), *gpus = json_array();
@@ -176,6 +186,8 @@ json_t *ts_upstream_report(struct ts_agent *a)
                 json_integer((json_int_t)ts_ledgers_job_swapped(&a->ledgers, j->id, j->attempt)));
         if (j->phase == TS_AJOB_RUNNING && j->has_usage)
             json_object_set_new(o, "gpu_memory_used_bytes", json_integer((json_int_t)j->mem_used));
+        if (j->phase == TS_AJOB_RUNNING && j->ngpus > 0)
+            json_object_set_new(o, "gpus", job_places(j));
         j->util_sum = 0;
         j->util_n = 0;
         json_array_append_new(jobs, o);

@@ -38,25 +38,73 @@ static char *gpus_of(const json_t *v, size_t total, char *buf, size_t len)
     return buf;
 }
 
-/* Job ids of a GPU as "12,40", "-" when none. */
-static char *job_ids(const json_t *jobs, char *buf, size_t len)
+/* The physical GPU job id of GPU g runs on (its moved_jobs), or -1 when it
+ * runs on g itself. */
+static json_int_t moved_to(const json_t *g, json_int_t id)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(g, "moved_jobs"), i, m) {
+        if (json_integer_value(json_object_get(m, "id")) == id)
+            return json_integer_value(json_object_get(m, "physical_index"));
+    }
+    return -1;
+}
+
+/* Job ids allocated on GPU g as "12,40(on 1)": "(on 1)" when the node runs
+ * the job on its GPU 1 (the node-level scheduler); "-" when none. */
+static char *job_ids(const json_t *g, char *buf, size_t len)
 {
     size_t n = 0, i;
     json_t *v;
     buf[0] = '\0';
-    json_array_foreach(jobs, i, v) {
+    json_array_foreach(json_object_get(g, "jobs"), i, v) {
+        json_int_t id = json_integer_value(v), to = moved_to(g, id);
+        char on[32] = "";
+        if (to >= 0)
+            snprintf(on, sizeof(on), "(on %" JSON_INTEGER_FORMAT ")", to);
         if (n < len)
-            n += (size_t)snprintf(buf + n, len - n, "%s%" JSON_INTEGER_FORMAT, i ? "," : "",
-                                  json_integer_value(v));
+            n += (size_t)snprintf(buf + n, len - n, "%s%" JSON_INTEGER_FORMAT "%s", i ? "," : "",
+                                  id, on);
     }
     if (buf[0] == '\0')
         snprintf(buf, len, "-");
     return buf;
 }
 
+/* The jobs running on GPU g of node: those allocated on it and not moved,
+ * and those of its other GPUs moved onto it, "40(from 0)"; "-" when none. */
+static char *runs_here(const json_t *node, const json_t *g, char *buf, size_t len)
+{
+    size_t n = 0, i, k;
+    json_t *v, *other;
+    json_int_t index = json_integer_value(json_object_get(g, "index"));
+    buf[0] = '\0';
+    json_array_foreach(json_object_get(g, "jobs"), i, v) {
+        if (moved_to(g, json_integer_value(v)) < 0 && n < len)
+            n += (size_t)snprintf(buf + n, len - n, "%s%" JSON_INTEGER_FORMAT, n ? "," : "",
+                                  json_integer_value(v));
+    }
+    json_array_foreach(json_object_get(node, "gpus"), k, other) {
+        json_array_foreach(json_object_get(other, "moved_jobs"), i, v) {
+            if (json_integer_value(json_object_get(v, "physical_index")) == index && n < len)
+                n += (size_t)snprintf(buf + n, len - n,
+                                      "%s%" JSON_INTEGER_FORMAT "(from %" JSON_INTEGER_FORMAT ")",
+                                      n ? "," : "", json_integer_value(json_object_get(v, "id")),
+                                      json_integer_value(json_object_get(other, "index")));
+        }
+    }
+    if (buf[0] == '\0')
+        snprintf(buf, len, "-");
+    return buf;
+}
+
+/* JOBS: allocated on the GPU (logical, the scheduler's); RUNS-HERE: running
+ * on it (physical, where the node-level scheduler put them). */
 static const struct ts_col gpu_cols[] = {
-    {"NODE", 10, false}, {"IDX", 0, true},  {"MODEL", 10, false},  {"MEMORY", 0, true},
-    {"ALLOC", 0, true},  {"UTIL", 0, true}, {"MEM-USED", 0, true}, {"JOBS", 6, false},
+    {"NODE", 10, false},   {"IDX", 0, true},   {"MODEL", 10, false},
+    {"MEMORY", 0, true},   {"ALLOC", 0, true}, {"UTIL", 0, true},
+    {"MEM-USED", 0, true}, {"JOBS", 6, false}, {"RUNS-HERE", 6, false},
 };
 
 static void gpu_rows(struct ts_table *t, const json_t *node)
@@ -72,7 +120,8 @@ static void gpu_rows(struct ts_table *t, const json_t *node)
         ts_table_add(t, percent(json_object_get(g, "allocated"), buf, sizeof(buf)));
         ts_table_add(t, percent(json_object_get(g, "utilization"), buf, sizeof(buf)));
         ts_table_add(t, ts_out_bytes(json_object_get(g, "memory_used_bytes"), buf, sizeof(buf)));
-        ts_table_add(t, job_ids(json_object_get(g, "jobs"), buf, sizeof(buf)));
+        ts_table_add(t, job_ids(g, buf, sizeof(buf)));
+        ts_table_add(t, runs_here(node, g, buf, sizeof(buf)));
     }
 }
 

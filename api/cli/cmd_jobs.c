@@ -355,19 +355,27 @@ static char *words_text(const json_t *arr, char *buf, size_t len)
     return buf;
 }
 
-/* The GPUs of an allocation: "0 (20GiB), 1 (20GiB)", "-" when none. */
+/* The GPUs of an allocation: "0 (20GiB), 1 (20GiB)", "-" when none; a GPU
+ * its node runs elsewhere (the node-level scheduler) says where:
+ * "0 (20GiB, runs on GPU 1)". */
 static char *devices_text(const json_t *devices, char *buf, size_t len)
 {
     size_t n = 0, i;
     json_t *d;
-    char idx[32], mem[32];
+    char idx[32], mem[32], on[48];
     buf[0] = '\0';
     json_array_foreach(devices, i, d) {
+        const json_t *phys = json_object_get(d, "physical_index");
+        on[0] = '\0';
+        if (json_is_integer(phys) &&
+            json_integer_value(phys) != json_integer_value(json_object_get(d, "index")))
+            snprintf(on, sizeof(on), ", runs on GPU %" JSON_INTEGER_FORMAT,
+                     json_integer_value(phys));
         if (n < len)
             n += (size_t)snprintf(
-                buf + n, len - n, "%s%s (%s)", i ? ", " : "",
+                buf + n, len - n, "%s%s (%s%s)", i ? ", " : "",
                 ts_out_member(d, "index", idx, sizeof(idx)),
-                ts_out_bytes(json_object_get(d, "memory_bytes"), mem, sizeof(mem)));
+                ts_out_bytes(json_object_get(d, "memory_bytes"), mem, sizeof(mem)), on);
     }
     if (buf[0] == '\0')
         snprintf(buf, len, "-");

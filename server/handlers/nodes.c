@@ -52,14 +52,18 @@ static enum ts_err hide_jobs(struct ts_ctx *c, struct ts_dbconn *conn, struct ts
         for (size_t g = 0; g < nodes[i].ngpus; g++) {
             struct ts_gpu *gpu = &nodes[i].gpus[g];
             int64_t *kept = ts_arena_alloc(r->arena, sizeof(*kept) * (gpu->njobs + 1));
-            if (kept == NULL)
+            int *phys = ts_arena_alloc(r->arena, sizeof(*phys) * (gpu->njobs + 1));
+            if (kept == NULL || phys == NULL)
                 return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
             size_t nk = 0;
             for (size_t j = 0; j < gpu->njobs; j++)
-                if (id_in(gpu->jobs[j], seen, nseen))
+                if (id_in(gpu->jobs[j], seen, nseen)) {
+                    phys[nk] = gpu->job_physical != NULL ? gpu->job_physical[j] : -1;
                     kept[nk++] = gpu->jobs[j];
+                }
             gpu->hidden_jobs = gpu->njobs - nk;
             gpu->jobs = kept;
+            gpu->job_physical = phys;
             gpu->njobs = nk;
         }
     }

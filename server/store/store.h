@@ -245,6 +245,12 @@ struct ts_report_result {
 enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
                                  const struct ts_node_report *rep, struct ts_arena *a,
                                  struct ts_report_result *out, struct ts_error *err);
+/* Part of the report's transaction (store_place.c): each reported job's
+ * physical GPUs into job_gpu.physical_idx, for this node's jobs in the
+ * reported attempt onto GPUs of this node; rolls back on failure. */
+enum ts_err ts_store_report_places(struct ts_dbconn *c, const char *node_id,
+                                   const struct ts_node_report *rep, struct ts_arena *a,
+                                   struct ts_error *err);
 
 /* ---- the scheduler loop (store_sched.c) ----------------------------------------- */
 

@@ -827,6 +827,8 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
             out->ignored[out->nignored++] = rep->jobs[i].id;
     }
     if (e == TS_OK)
+        e = ts_store_report_places(c, node_id, rep, a, err);
+    if (e == TS_OK)
         e = apply_events(c, node_id, rep, a, out, err);
     if (e == TS_OK)
         e = never_started(c, node_id, rep, a, err);

@@ -22,7 +22,8 @@
     TS_SQL_US("j.started_at") ", " TS_SQL_US("j.finished_at") ", j.project_id,"                    \
     " j.attempt, j.grace_seconds, j.checkpoint_dir, j.allocated_gpus, j.gpu_utilization,"          \
     " j.gpu_memory_used_bytes, " TS_SQL_US("j.last_active_at") ","                                 \
-    " (SELECT string_agg(g.idx || ':' || jg.memory_bytes, ',' ORDER BY g.idx)"                     \
+    " (SELECT string_agg(g.idx || ':' || jg.memory_bytes || ':'"                                    \
+    "   || coalesce(jg.physical_idx::text, ''), ',' ORDER BY g.idx)"                               \
     "   FROM job_gpu jg JOIN gpu g ON g.id = jg.gpu_id WHERE jg.job_id = j.id),"                   \
     " p.deserved_gpus, p.fair_share_gpus, j.stop_reason, j.swap, j.suspended_bytes,"              \
     " j.suspend_held, j.swapped_bytes, j.idle_swap_after_seconds"
@@ -32,7 +33,8 @@
 
 static const char *const gpu_kinds[] = {"none", "count", "portion", "memory"};
 
-/* "0:1024,3:2048": GPU index and bytes packed there. */
+/* "0:1024:1,3:2048:": GPU index, bytes packed there and the physical GPU
+ * its agent reported (empty: not reported). */
 static void read_alloc(const char *text, struct ts_arena *a, struct ts_job *j)
 {
     if (text == NULL || *text == '\0')
@@ -48,6 +50,11 @@ static void read_alloc(const char *text, struct ts_arena *a, struct ts_job *j)
         char *end;
         v[i].index = (int)strtol(p, &end, 10);
         v[i].memory_bytes = strtoll(*end == ':' ? end + 1 : end, &end, 10);
+        v[i].physical_index = -1;
+        if (*end == ':' && end[1] >= '0' && end[1] <= '9')
+            v[i].physical_index = (int)strtol(end + 1, &end, 10);
+        else if (*end == ':')
+            end++;
         p = *end == ',' ? end + 1 : end;
     }
     j->slots = v;

@@ -24,14 +24,17 @@
     "   AND j.state IN ('running', 'suspending', 'suspended', 'resuming'))"                        \
     " FROM node n LEFT JOIN gpu g ON g.node_id = n.id"                                             \
     " LEFT JOIN LATERAL (SELECT sum(jg.memory_bytes) AS bytes,"                                    \
-    "   string_agg(jg.job_id::text, ',' ORDER BY jg.job_id) AS jobs"                               \
+    "   string_agg(jg.job_id || coalesce('@' || jg.physical_idx, ''), ','"                         \
+    "     ORDER BY jg.job_id) AS jobs"                                                             \
     "   FROM job_gpu jg WHERE jg.gpu_id = g.id) a ON true"
 /* clang-format on */
 
-/* "3,7,12" into an arena array. */
+/* "3,7@1,12" into arena arrays: job ids, and where its agent reported
+ * each runs ("@1": physical GPU 1). */
 static void parse_ids(const char *text, struct ts_arena *a, struct ts_gpu *g)
 {
     g->jobs = NULL;
+    g->job_physical = NULL;
     g->njobs = 0;
     if (text == NULL || *text == '\0')
         return;
@@ -39,15 +42,18 @@ static void parse_ids(const char *text, struct ts_arena *a, struct ts_gpu *g)
     for (const char *p = text; *p; p++)
         n += *p == ',';
     int64_t *ids = ts_arena_alloc(a, n * sizeof(*ids));
-    if (ids == NULL)
+    int *phys = ts_arena_alloc(a, n * sizeof(*phys));
+    if (ids == NULL || phys == NULL)
         return;
     const char *p = text;
     for (size_t i = 0; i < n; i++) {
         char *end;
         ids[i] = strtoll(p, &end, 10);
+        phys[i] = *end == '@' ? (int)strtol(end + 1, &end, 10) : -1;
         p = *end == ',' ? end + 1 : end;
     }
     g->jobs = ids;
+    g->job_physical = phys;
     g->njobs = n;
 }
 

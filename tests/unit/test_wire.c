@@ -726,6 +726,7 @@ static void nodes_encode_with_their_gpus_and_labels(void **state)
 {
     (void)state;
     static const int64_t jobs[] = {7, 9};
+    static const int physical[] = {0, 1}; /* job 9 runs on GPU 1 (issue 17) */
     struct ts_gpu gpus[] = {
         {.index = 0,
          .uuid = "GPU-1",
@@ -735,6 +736,7 @@ static void nodes_encode_with_their_gpus_and_labels(void **state)
          .utilization = 0.25,
          .memory_used_bytes = 1LL << 30,
          .jobs = jobs,
+         .job_physical = physical,
          .njobs = 2},
         {.index = 1,
          .uuid = "GPU-2",
@@ -765,10 +767,12 @@ static void nodes_encode_with_their_gpus_and_labels(void **state)
         "\"cpu\":64.0,\"memory_bytes\":549755813888,\"gpus\":["
         "{\"index\":0,\"uuid\":\"GPU-1\",\"model\":\"H100\",\"memory_bytes\":85899345920,"
         "\"allocated\":0.5,\"allocated_bytes\":41875931136,\"utilization\":0.25,"
-        "\"memory_used_bytes\":1073741824,\"sampled_at\":null,\"jobs\":[7,9],\"hidden_jobs\":0},"
+        "\"memory_used_bytes\":1073741824,\"sampled_at\":null,\"jobs\":[7,9],"
+        "\"moved_jobs\":[{\"id\":9,\"physical_index\":1}],\"hidden_jobs\":0},"
         "{\"index\":1,\"uuid\":\"GPU-2\",\"model\":\"H100\",\"memory_bytes\":85899345920,"
         "\"allocated\":0.0,\"allocated_bytes\":0,\"utilization\":0.5,"
-        "\"memory_used_bytes\":0,\"sampled_at\":null,\"jobs\":[],\"hidden_jobs\":0}],"
+        "\"memory_used_bytes\":0,\"sampled_at\":null,\"jobs\":[],\"moved_jobs\":[],\"hidden_jobs\":"
+        "0}],"
         "\"allocated_gpus\":0.5,\"utilized_gpus\":0.75,\"running_jobs\":2,"
         "\"swap_bytes\":1073741824,\"swap_used_bytes\":0,\"collision\":\"wait\","
         "\"gpu_reserve_bytes\":2147483648,\"agent_version\":\"0.1.0\","
@@ -927,6 +931,52 @@ static void reports_decode_jobs_and_samples(void **state)
         if (ts_wire_node_report_decode(v, a, &rep, &err) == TS_OK)
             fail_msg("accepted: %s", bad[i]);
         json_decref(v);
+    }
+    ts_arena_free(a);
+}
+
+static void reports_name_a_jobs_physical_gpus_beside_its_logical_ones(void **state)
+{
+    (void)state;
+    struct ts_arena *a = ts_arena_new();
+    struct ts_node_report rep;
+    struct ts_error err;
+    json_t *v = body("{\"jobs\": [{\"id\": 6, \"attempt\": 1, \"state\": \"running\","
+                     " \"gpus\": [{\"index\": 0, \"physical_index\": 1}]},"
+                     " {\"id\": 7, \"attempt\": 0, \"state\": \"running\"}]}");
+    assert_int_equal(ts_wire_node_report_decode(v, a, &rep, &err), TS_OK);
+    json_decref(v);
+    assert_int_equal(rep.jobs[0].nplaces, 1);
+    assert_int_equal(rep.jobs[0].places[0].index, 0);
+    assert_int_equal(rep.jobs[0].places[0].physical_index, 1);
+    /* an agent before issue 17 sends no gpus: accepted, nothing placed */
+    assert_int_equal(rep.jobs[1].nplaces, 0);
+    static const struct {
+        const char *body, *field, *message;
+    } bad[] = {
+        {"[{\"index\": 0}]", "jobs[0].gpus[0]", "jobs[0].gpus[0] needs index and physical_index"},
+        {"[{\"index\": 0, \"physical_index\": 64}]", "jobs[0].gpus[0].physical_index", NULL},
+        {"[{\"index\": -1, \"physical_index\": 0}]", "jobs[0].gpus[0].index", NULL},
+        {"[{\"index\": 0, \"physical_index\": 1, \"uuid\": \"x\"}]", NULL, NULL},
+        {"[{\"index\": 0, \"physical_index\": 1}, {\"index\": 0, \"physical_index\": 0}]",
+         "jobs[0].gpus[1]", "jobs[0].gpus[1].index repeats GPU 0"},
+        {"{\"index\": 0}", "jobs[0].gpus", "jobs[0].gpus must be an array"},
+        {"[1]", NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[512];
+        snprintf(text, sizeof(text),
+                 "{\"jobs\": [{\"id\": 6, \"attempt\": 1, \"state\": \"running\", \"gpus\": %s}]}",
+                 bad[i].body);
+        v = body(text);
+        memset(&err, 0, sizeof(err));
+        if (ts_wire_node_report_decode(v, a, &rep, &err) == TS_OK)
+            fail_msg("accepted: %s", bad[i].body);
+        json_decref(v);
+        if (bad[i].field != NULL && strcmp(err.field, bad[i].field) != 0)
+            fail_msg("%s: field %s, not %s", bad[i].body, err.field, bad[i].field);
+        if (bad[i].message != NULL && strcmp(err.message, bad[i].message) != 0)
+            fail_msg("%s: %s", bad[i].body, err.message);
     }
     ts_arena_free(a);
 }
@@ -1155,6 +1205,7 @@ int main(void)
         cmocka_unit_test(nodes_encode_with_their_gpus_and_labels),
         cmocka_unit_test(registrations_decode_and_refuse_what_cannot_be),
         cmocka_unit_test(reports_decode_jobs_and_samples),
+        cmocka_unit_test(reports_name_a_jobs_physical_gpus_beside_its_logical_ones),
         cmocka_unit_test(reports_decode_suspended_jobs_and_resolver_events),
         cmocka_unit_test(reports_decode_evicted_exits_and_swap_held_while_running),
         cmocka_unit_test(job_events_encode),

@@ -1,5 +1,6 @@
 // nodes.js - the node × GPU grid (GET /nodes: each GPU's allocated
-// fraction, utilization and the jobs on it) and the jobs holding GPUs while
+// fraction, utilization and the jobs on it, and where the node runs them
+// when its node-level scheduler moved them to another GPU) and the jobs holding GPUs while
 // idle (allocated GPUs at 0% utilization). Job names come from a cache the
 // page fills with GET /jobs/{id} for the rows on screen only.
 
@@ -27,12 +28,29 @@ function gpuChip(state, node, g) {
     bar('alloc', g.allocated, `allocated ${percent(g.allocated)}`),
     bar('util', g.utilization, `utilization ${percent(g.utilization)}`),
     el('span', {class: 'gpu-figures'}, `${percent(g.allocated)} · ${percent(g.utilization)}`));
+  // the node-level scheduler may run a job allocated here on another of
+  // the node's GPUs: allocated here, it says where it runs; running here,
+  // it says where it is allocated
+  const movedTo = new Map((g.moved_jobs || []).map((m) => [m.id, m.physical_index]));
   if (jobs.length) {
     const list = el('span', {class: 'gpu-jobs'});
     for (const id of jobs) {
       const mine = state.projectJobIds && state.projectJobIds.has(id);
-      list.append(el('a', {href: `#/jobs/${id}`, class: mine ? 'mine' : null}, jobLabel(state, id)), ' ');
+      list.append(el('a', {href: `#/jobs/${id}`, class: mine ? 'mine' : null}, jobLabel(state, id)));
+      if (movedTo.has(id))
+        list.append(el('span', {class: 'gpu-moved', title: `allocated on GPU ${g.index}, runs on GPU ${movedTo.get(id)} of ${node.name}`}, ` → GPU ${movedTo.get(id)}`));
+      list.append(' ');
     }
+    chip.append(list);
+  }
+  const movedIn = [];
+  for (const o of node.gpus || [])
+    for (const m of o.moved_jobs || [])
+      if (m.physical_index === g.index) movedIn.push([m.id, o.index]);
+  if (movedIn.length) {
+    const list = el('span', {class: 'gpu-runs'}, 'runs ');
+    for (const [id, from] of movedIn)
+      list.append(el('a', {href: `#/jobs/${id}`, title: `allocated on GPU ${from}, runs on GPU ${g.index} of ${node.name}`}, jobLabel(state, id)), el('span', {class: 'gpu-moved'}, ` from GPU ${from}`), ' ');
     chip.append(list);
   }
   // a project-limited token sees other projects' jobs only as a count
@@ -88,7 +106,7 @@ export class NodesPanel {
 
   chipKey(n) {
     const s = this.state;
-    return (n.gpus || []).map((g) => `${g.index}:${Math.round(g.allocated * 1000)}:${Math.round((g.utilization || 0) * 100)}:${(g.jobs || []).map((id) => `${id}${s.jobs.has(id) ? 'n' : ''}${s.projectJobIds && s.projectJobIds.has(id) ? 'm' : ''}`).join('.')}:${g.hidden_jobs || 0}`).join('|');
+    return (n.gpus || []).map((g) => `${g.index}:${Math.round(g.allocated * 1000)}:${Math.round((g.utilization || 0) * 100)}:${(g.jobs || []).map((id) => `${id}${s.jobs.has(id) ? 'n' : ''}${s.projectJobIds && s.projectJobIds.has(id) ? 'm' : ''}`).join('.')}:${g.hidden_jobs || 0}:${(g.moved_jobs || []).map((m) => `${m.id}>${m.physical_index}`).join('.')}`).join('|');
   }
 
   update(state) {

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "agent/daemon/ajob.h"
 #include "agent/daemon/nodesched.h"
 
 bool ts_nodesched_spreads(const char *mode, uint64_t swap_bytes)
@@ -70,4 +71,33 @@ int ts_nodesched_logical(const json_t *spec, unsigned k)
     if (g == NULL)
         return -1;
     return (int)jint(g, "logical_index", jint(g, "index", -1));
+}
+
+size_t ts_nodesched_in_the_way(const struct ts_ledgers *s, const struct ts_ajob *jobs,
+                               const json_t *desired, struct ts_nodesched_block *out, size_t max)
+{
+    size_t n = 0, i;
+    const json_t *g;
+    json_array_foreach(json_object_get(desired, "gpus"), i, g) {
+        int64_t index = jint(g, "index", -1), req = jint(g, "memory_bytes", -1);
+        int p = index >= 0 && index < TS_GPUS_MAX ? ts_ledgers_pos(s, (unsigned)index) : -1;
+        if (p < 0 || req <= 0 || room(s, p) >= req)
+            continue;
+        for (const struct ts_ajob *j = jobs; j != NULL && n < max; j = j->next) {
+            if (ts_ajob_final(j) || !j->shim)
+                continue;
+            for (unsigned k = 0; k < j->ngpus && n < max; k++) {
+                if (j->gpus[k] != (unsigned)index || j->logical[k] == j->gpus[k])
+                    continue;
+                int slot = ts_ledger_find_job(s->l[p], ts_ledger_key(j->id, j->attempt));
+                out[n++] = (struct ts_nodesched_block){
+                    .id = j->id,
+                    .attempt = j->attempt,
+                    .physical = j->gpus[k],
+                    .logical = j->logical[k],
+                    .request_bytes = slot >= 0 ? s->l[p]->jobs[slot].request_bytes : 0};
+            }
+        }
+    }
+    return n;
 }

@@ -30,6 +30,25 @@ bool ts_nodesched_spreads(const char *mode, uint64_t swap_bytes);
  */
 json_t *ts_nodesched_place(const struct ts_ledgers *s, const json_t *desired);
 
+/* A running job the node spread onto a GPU that a new job needs. */
+struct ts_nodesched_block {
+    int64_t id;
+    int attempt;
+    unsigned physical, logical; /* where it runs; where the server put it */
+    uint64_t request_bytes;     /* its request there */
+};
+
+/*
+ * Before a desired job (borrowed) starts where the server put it: the jobs
+ * of list jobs (borrowed, linked by next) that the node spread onto one of
+ * its GPUs, when that GPU's room (usable memory less the requests in its
+ * ledger) is less than the new job's request there: the jobs re-packing
+ * would move back to their logical GPUs. At most max into out; the count.
+ */
+struct ts_ajob;
+size_t ts_nodesched_in_the_way(const struct ts_ledgers *s, const struct ts_ajob *jobs,
+                               const json_t *desired, struct ts_nodesched_block *out, size_t max);
+
 /* The logical index of GPU k of a spec.json (borrowed): logical_index, or
  * index where the node did not move it. -1 when there is no such GPU. */
 int ts_nodesched_logical(const json_t *spec, unsigned k);

@@ -20,8 +20,10 @@
 #include <string.h>
 
 #include "agent/daemon/agent.h"
+#include "agent/daemon/events.h"
 #include "agent/daemon/nodesched.h"
 #include "api/log.h"
+#include "api/units.h"
 
 /* The desired job (id, attempt) in jobs, or NULL. */
 static const json_t *find_desired(const json_t *jobs, int64_t id, int attempt)
@@ -54,6 +56,31 @@ static void add_job(struct ts_agent *a, struct ts_ajob *j)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* A job starting where the server put it, on a GPU whose room jobs the
+ * node spread there use (found before it starts, into b): re-packing would
+ * move them back to their logical GPUs first (issue 17); it is not done
+ * yet, so the GPU is overcommitted until they end. Said as an event on
+ * each job, once the new one has its folder, so that their owners see why
+ * (tessera describe job). */
+static void note_in_the_way(struct ts_agent *a, const struct ts_nodesched_block *b, size_t n,
+                            int64_t id, int attempt)
+{
+    for (size_t i = 0; i < n && a->events != NULL; i++) {
+        char req[32];
+        ts_bytesize_format((int64_t)b[i].request_bytes, req, sizeof(req));
+        ts_events_add(a->events, b[i].id, b[i].attempt, "not_moved",
+                      "job %lld needs the room of gpu %u, where this job runs (allocated on gpu "
+                      "%u, request %s): moving it back is not supported yet, gpu %u is "
+                      "overcommitted until one of them ends",
+                      (long long)id, b[i].physical, b[i].logical, req, b[i].physical);
+        ts_events_add(a->events, id, attempt, "not_moved",
+                      "job %lld runs on gpu %u, which this job needs (it is allocated on gpu "
+                      "%u): moving it back is not supported yet, gpu %u is overcommitted until "
+                      "one of them ends",
+                      (long long)b[i].id, b[i].physical, b[i].logical, b[i].physical);
+    }
+}
+
 static void start(struct ts_agent *a, const json_t *d, int64_t id, int attempt)
 {
     char dir[PATH_MAX];
@@ -76,6 +103,10 @@ static void start(struct ts_agent *a, const json_t *d, int64_t id, int attempt)
                     attempt, ts_nodesched_logical(moved, 0),
                     (int)json_integer_value(json_object_get(
                         json_array_get(json_object_get(moved, "gpus"), 0), "index")));
+    struct ts_nodesched_block in_way[8];
+    size_t nway = moved == NULL && a->spread
+                      ? ts_nodesched_in_the_way(&a->ledgers, a->jobs, d, in_way, 8)
+                      : 0;
     j = ts_ajob_start(&a->ctx, moved != NULL ? moved : d, &err);
     json_decref(moved);
     if (j == NULL) {
@@ -83,6 +114,7 @@ static void start(struct ts_agent *a, const json_t *d, int64_t id, int attempt)
                      attempt);
         return;
     }
+    note_in_the_way(a, in_way, nway, id, attempt);
     add_job(a, j);
 }
 

@@ -145,6 +145,48 @@ static void spread_starts_the_second_notebook_on_the_gpu_where_it_can_burst(void
     stop_notebooks();
 }
 
+/* The job's events.log (new text, "" when absent). */
+static char *events_of(int id)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/jobs/%d-0/events.log", ts_ah_data, id);
+    char *t = ts_files_read(path, 1 << 20, NULL);
+    return t != NULL ? t : strdup("");
+}
+
+static void a_whole_gpu_bind_where_a_notebook_was_spread_says_it_is_not_moved(void)
+{
+    const char *opts[] = {"--swap-reserve", "64MiB", "--node-scheduler", "spread", NULL};
+    agent_start(opts);
+    int g1, g2;
+    two_notebooks(&g1, &g2);
+    REQUIRE(g2 == 1);
+    /* the server binds a whole GPU (3.25 GiB usable) on logical GPU 1,
+     * where notebook 2 runs with its 1 GiB request */
+    char a[1024], b[1024];
+    notebook(a, sizeof(a), 1);
+    notebook(b, sizeof(b), 2);
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, {\"id\": 3, \"attempt\": 0, "
+                      "\"action\": \"run\", \"gpus\": [{\"index\": 1, \"memory_bytes\": %llu}], "
+                      "\"command\": [\"%s\", \"await\", \"%s/stop\"]}]}",
+                      a, b, 3328 * MiB, player, ts_ah_shared);
+    json_t *j3 = ts_ah_wait_job(3, 0, "running", 20);
+    CHECK(j3 != NULL);
+    json_decref(j3);
+    char *e2 = events_of(2), *e3 = events_of(3), *e1 = events_of(1);
+    fprintf(stderr, "job 2 events: %sjob 3 events: %s", e2, e3);
+    CHECK(strstr(e2, "\"not_moved\"") != NULL);
+    CHECK(strstr(e2, "job 3 needs the room of gpu 1, where this job runs (allocated on gpu 0, "
+                     "request 1GiB)") != NULL);
+    CHECK(strstr(e3, "job 2 runs on gpu 1, which this job needs (it is allocated on gpu 0)") !=
+          NULL);
+    CHECK(strstr(e1, "not_moved") == NULL); /* on its logical GPU: not in the way */
+    free(e1);
+    free(e2);
+    free(e3);
+    stop_notebooks();
+}
+
 /* The mean over four fresh reports of GPU 0's and 1's utilization and of
  * job 2's; its memory in the last. false when four did not come. */
 static bool four_reports(double *g0, double *g1, double *job, long long *jmem)
@@ -291,6 +333,7 @@ static const struct {
     CASE(the_default_does_not_spread_until_re_packing_lands),
     CASE(auto_does_not_spread_on_a_node_without_swap),
     CASE(a_bad_mode_is_refused_at_start),
+    CASE(a_whole_gpu_bind_where_a_notebook_was_spread_says_it_is_not_moved),
 };
 
 int main(int argc, char **argv)

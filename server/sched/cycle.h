@@ -62,6 +62,7 @@ struct proj {
     double fair;
     double alloc0, fair0; /* before this cycle's decisions (the snapshot's), for
                              the messages of stops and binds */
+    const char *held;     /* ts_sched_cycle_held's sentence, once made */
     int64_t min_runtime;
     int heap_pos;
     int *queue; /* this pass's pending jobs, in order */
@@ -69,8 +70,9 @@ struct proj {
     int touched;      /* victims.c scratch */
     int skipped_prio; /* victims.c scratch */
     bool in_rule;     /* victims.c scratch: its jobs are candidates */
-    int *vic;         /* victims.c: its stoppable running jobs, in candidate order */
-    size_t nvic, capvic;
+    int *vic;         /* victims.c: its stoppable running jobs, in candidate order; */
+    size_t nvic, capvic; /* a removed one is -1 - job until compacted (VIC_DEAD) */
+    size_t vlo, vdead;   /* entries before vlo are all removed; removed in all */
     double removed; /* victims.c scratch */
 };
 

@@ -38,15 +38,18 @@ const char *ts_sched_cycle_printf(struct cycle *cy, const char *fmt, ...)
 
 const char *ts_sched_cycle_held(struct cycle *cy, int p)
 {
-    const struct proj *P = &cy->projs[p];
+    struct proj *P = &cy->projs[p];
+    if (P->held != NULL) /* the same all cycle: made once (a stop each) */
+        return P->held;
     char a[32], q[32], f[32];
     ts_gpus_format(P->alloc0, a, sizeof(a));
     double shown = strtod(a, NULL); /* 0.5 GPU, 1 GPU, 0 GPUs, 1.5 GPUs */
     bool one = shown > 0 && shown <= 1;
-    return ts_sched_cycle_printf(cy, "held %s GPU%s of its quota %s (fair share %s)", a,
-                                 one ? "" : "s",
-                                 ts_gpus_format(cy->snap->projects[p].quota_gpus, q, sizeof(q)),
-                                 ts_gpus_format(P->fair0, f, sizeof(f)));
+    P->held = ts_sched_cycle_printf(cy, "held %s GPU%s of its quota %s (fair share %s)", a,
+                                    one ? "" : "s",
+                                    ts_gpus_format(cy->snap->projects[p].quota_gpus, q, sizeof(q)),
+                                    ts_gpus_format(P->fair0, f, sizeof(f)));
+    return P->held;
 }
 
 static void push_decision(struct cycle *cy, const struct ts_sched_decision *d)
@@ -510,6 +513,7 @@ static void shares_keep_first(struct cycle *cy)
     for (size_t p = 0; p < cy->snap->nprojects; p++) {
         cy->projs[p].alloc0 = cy->projs[p].alloc;
         cy->projs[p].fair0 = cy->projs[p].fair;
+        cy->projs[p].held = NULL;
     }
     for (size_t d = 0; d < cy->snap->ndepartments; d++)
         cy->deps[d].alloc0 = cy->deps[d].alloc;

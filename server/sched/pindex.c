@@ -23,8 +23,8 @@
 #define PINDEX_MAX_ENTRIES (1 << 21) /* about 48 MiB of entries in all */
 
 struct pentry {
-    double score;
-    int64_t id; /* the node's id: ties go to the lowest */
+    double score; /* ts_sched_score_key of the node's score */
+    int64_t id;   /* the node's id: ties go to the lowest */
     int node;
     uint32_t version;
 };
@@ -184,21 +184,6 @@ static struct pindex *pindex_get(struct ts_sched_cluster *c)
     return c->pidx->broken ? NULL : c->pidx;
 }
 
-/* Of the valid entries at or below heap position i scoring at most max,
- * the one of lowest id (its node); best is the node found so far. */
-static int near_ties(const struct ts_sched_cluster *c, const struct pclass *k, size_t i, double max,
-                     int best)
-{
-    if (i >= k->n || k->heap[i].score > max)
-        return best;
-    const struct pentry *e = &k->heap[i];
-    if (e->version == c->nodes[e->node].version &&
-        c->snap->nodes[e->node].id < c->snap->nodes[best].id)
-        best = e->node;
-    best = near_ties(c, k, 2 * i + 1, max, best);
-    return near_ties(c, k, 2 * i + 2, max, best);
-}
-
 /* Score node i for p into *e; false when it cannot take p. */
 static bool score_node(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                        const struct preq *p, int i, struct pentry *e)
@@ -207,7 +192,7 @@ static bool score_node(struct ts_sched_cluster *c, const struct ts_sched_strateg
     int pick[TS_SCHED_MAX_DEVICES];
     if (!ts_sched_place_node_score(c, st, p, i, &s, pick))
         return false;
-    *e = (struct pentry){s, c->snap->nodes[i].id, i, c->nodes[i].version};
+    *e = (struct pentry){ts_sched_score_key(s), c->snap->nodes[i].id, i, c->nodes[i].version};
     return true;
 }
 
@@ -284,8 +269,6 @@ int ts_sched_pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strat
         for (size_t i = m / 2 + 1; i-- > 0;)
             heap_down(k->heap, k->n, i);
     }
-    if (k->n == 0)
-        return -1;
-    /* scores within 1e-12 of the best are equal (rounding): the lowest id */
-    return near_ties(c, k, 0, k->heap[0].score + 1e-12, k->heap[0].node);
+    /* the top valid entry: the lowest score key, then the lowest node id */
+    return k->n == 0 ? -1 : k->heap[0].node;
 }

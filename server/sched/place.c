@@ -10,6 +10,7 @@
  * GPUs it held (preq.only_slots). A job that refuses swap and can burst does
  * not go to a node whose collision resolver swaps.
  */
+#include <math.h>
 #include <string.h>
 
 #include "server/sched/sched_int.h"
@@ -121,6 +122,12 @@ bool ts_sched_place_node_score(struct ts_sched_cluster *c, const struct ts_sched
     return true;
 }
 
+double ts_sched_score_key(double score)
+{
+    /* past 1e6 a double is coarser than 1e-12 already */
+    return fabs(score) < 1e6 ? nearbyint(score * 1e12) : score * 1e12;
+}
+
 bool ts_sched_place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                                const struct preq *p, const int *list, size_t nlist, int *node,
                                struct ts_sched_slot *slots, size_t *nslots)
@@ -153,8 +160,9 @@ bool ts_sched_place_best_among(struct ts_sched_cluster *c, const struct ts_sched
             double s;
             if (!ts_sched_place_node_score(c, st, p, i, &s, pick))
                 continue;
-            if (best < 0 || s < best_score - 1e-12 ||
-                (s <= best_score + 1e-12 && snap->nodes[i].id < snap->nodes[best].id)) {
+            s = ts_sched_score_key(s);
+            if (best < 0 || s < best_score ||
+                (s == best_score && snap->nodes[i].id < snap->nodes[best].id)) {
                 best = i;
                 best_score = s;
                 memcpy(best_pick, pick, (size_t)p->ndev * sizeof(int));

@@ -210,6 +210,9 @@ bool ts_sched_place_on_view(const struct ts_sched_cluster *c, const struct ts_sc
  * cannot take p. */
 bool ts_sched_place_node_score(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                                const struct preq *p, int i, double *score, int *pick);
+/* A node score as the placement compares it: rounded to 1e-12, so that
+ * scores equal but for rounding are equal, and the lowest node id wins. */
+double ts_sched_score_key(double score);
 /* Best node for p among nodes[0..n) (NULL: all); false when none. */
 bool ts_sched_place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                                const struct preq *p, const int *nodes, size_t n, int *node,

@@ -53,8 +53,24 @@ function buildPanels() {
     }),
     queue: new QueuePanel($('queue-panel')),
     nodes: new NodesPanel($('grid-panel'), $('idle-panel')),
-    job: new JobPage($('job-page'), (msg) => toast(msg), () => state.role),
+    job: new JobPage($('job-page'), (msg) => toast(msg), () => state.role, jobLoaded),
   };
+}
+
+// A job of another project than the filter's: the filter is dropped, so
+// that neither the header nor the way back keeps a project the job is not
+// in (the overview it returns to shows every project).
+function jobLoaded(job) {
+  if (!state.project || !job.project || job.project === state.project) return;
+  setFilter('');
+  panels.job.setBack('#/');
+}
+
+function setFilter(project) {
+  state.project = project;
+  state.projectJobIds = null;
+  $('project-filter').value = project;
+  panels.chart.setProject(project);
 }
 
 function toast(text) {
@@ -154,12 +170,7 @@ function route() {
     document.title = 'Tessera';
     show($('job-page'), false);
     show($('overview'), true);
-    if (r.project !== state.project || !refresh.done) {
-      state.project = r.project;
-      state.projectJobIds = null;
-      $('project-filter').value = r.project;
-      panels.chart.setProject(r.project);
-    }
+    if (r.project !== state.project || !refresh.done) setFilter(r.project);
   }
   refreshSoon();
 }

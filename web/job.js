@@ -26,11 +26,13 @@ export function holding(j) {
 }
 
 export class JobPage {
-  // toast(msg) tells of a done action; role() is the token's role
-  constructor(root, toast = () => {}, role = () => '') {
+  // toast(msg) tells of a done action; role() is the token's role;
+  // loaded(job) is told of each job the page shows
+  constructor(root, toast = () => {}, role = () => '', loaded = () => {}) {
     this.root = root;
     this.toast = toast;
     this.role = role;
+    this.loaded = loaded;
     this.id = null;
     this.title = el('h2', {id: 'job-title', tabindex: '-1'});
     this.stateBadge = el('span', {class: 'state'});
@@ -79,7 +81,7 @@ export class JobPage {
   // open(id, back): show job id; back is the overview's address to return to.
   open(id, back = '#/') {
     this.close();
-    this.back.setAttribute('href', back);
+    this.setBack(back);
     this.id = id;
     this.job = null;
     setText(this.title, `Job ${id}`);
@@ -94,6 +96,11 @@ export class JobPage {
     this.title.focus();
     this.streamLog();
     return this.refresh();
+  }
+
+  // Where "Back to the overview" leads.
+  setBack(href) {
+    this.back.setAttribute('href', href);
   }
 
   close() {
@@ -119,6 +126,7 @@ export class JobPage {
     show(this.error, false);
     this.job = job;
     this.render(job, events.events || []);
+    this.loaded(job);
   }
 
   render(j, events) {

@@ -230,6 +230,18 @@ async function realCluster(browser) {
   await until(async () => page.url().endsWith('#/?project=nlp'), 'the filtered overview');
   check((await page.locator('#project-filter').inputValue()) === 'nlp', 'the filter was lost');
 
+  begin('opening another project\'s job drops the filter');
+  const busyId = (await api('GET', '/jobs?project=vision')).data.jobs.find((j) => j.name === 'train-busy').id;
+  await page.evaluate((id) => {
+    location.hash = `#/jobs/${id}`;
+  }, busyId);
+  await until(async () => (await page.locator('#job-title').textContent()) === 'Job train-busy', 'the vision job\'s page');
+  await until(async () => (await page.locator('#project-filter').inputValue()) === '', 'the filter dropped (it kept nlp)');
+  const backTo = await page.getByRole('link', {name: 'Back to the overview'}).getAttribute('href');
+  check(backTo === '#/', `the way back leads to ${backTo}`);
+  await page.getByRole('link', {name: 'Back to the overview'}).click();
+  await until(async () => (await quotaRows.count()) === 3, 'every project on the overview again');
+
   begin('a running job\'s page streams its output live');
   await page.locator('#project-filter').selectOption('');
   await page.locator('#grid-panel .gpu-jobs a', {hasText: 'train-busy'}).click();

@@ -15,6 +15,8 @@ import {Chart} from './chart.js';
 import {QuotaPanel} from './quota.js';
 import {QueuePanel} from './queue.js';
 import {NodesPanel} from './nodes.js';
+import {ComparePanel} from './compare.js';
+import {IdleHours} from './idlehours.js';
 import {JobPage} from './job.js';
 
 const INTERVAL_MS = 5000;
@@ -53,6 +55,8 @@ function buildPanels() {
     }),
     queue: new QueuePanel($('queue-panel')),
     nodes: new NodesPanel($('grid-panel'), $('idle-panel')),
+    compare: new ComparePanel($('compare-panel')),
+    idleHours: new IdleHours($('idle-hours-panel')),
     job: new JobPage($('job-page'), (msg) => toast(msg), () => state.role, jobLoaded),
   };
 }
@@ -142,6 +146,9 @@ async function start() {
   signedIn = true;
   show($('signin'), false);
   show($('top-controls'), true);
+  // nothing the last token could see stays on screen for this one
+  panels.compare.reset();
+  panels.idleHours.reset();
   await probeAdmin();
   route();
 }
@@ -251,7 +258,7 @@ async function refreshOverview() {
   panels.nodes.update(state);
   timing.lastRenderMs = performance.now() - t0;
   if (await fetchNames(panels.nodes.missingJobIds())) panels.nodes.render();
-  await panels.chart.refresh(state);
+  await Promise.all([panels.chart.refresh(state), panels.compare.refresh(), panels.idleHours.refresh()]);
 }
 
 async function refresh() {

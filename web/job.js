@@ -3,7 +3,8 @@
 // code, sentence and queue position), what happened to it (GET /jobs/{id}/events)
 // and its output, streamed live (GET /jobs/{id}/logs?follow=true, text/plain
 // read chunk by chunk until the job finishes or the page is left); what it
-// holds (allocation: GPUs, node, devices and the memory packed on each); and
+// holds (allocation: GPUs, node, devices and the memory packed on each); its
+// GPUs over time (jobchart.js, once it has started); and
 // the actions its state allows (DELETE /jobs/{id}, POST /jobs/{id}/suspend
 // and /resume;
 // cancel asks to be confirmed), offered to every role but viewers: the
@@ -12,6 +13,7 @@
 import {request, get} from './api.js';
 import {el, setText, show, gpus, gpuRequest, bytes, percent, time} from './dom.js';
 import {Table} from './table.js';
+import {JobChart} from './jobchart.js';
 
 const LOG_KEEP = 512 * 1024; // characters of output kept on the page
 const FINISHED = new Set(['succeeded', 'failed', 'cancelled']);
@@ -33,6 +35,7 @@ export class JobPage {
     this.toast = toast;
     this.role = role;
     this.loaded = loaded;
+    this.chart = new JobChart();
     this.id = null;
     this.title = el('h2', {id: 'job-title', tabindex: '-1'});
     this.stateBadge = el('span', {class: 'state'});
@@ -71,6 +74,7 @@ export class JobPage {
       el('header', {class: 'job-header'}, this.title, this.stateBadge),
       this.actions, this.actionError, this.error, this.reason,
       el('section', {'aria-labelledby': 'facts-title'}, el('h3', {id: 'facts-title'}, 'Details'), this.facts),
+      this.chart.root,
       el('section', {'aria-labelledby': 'events-title'}, el('h3', {id: 'events-title'}, 'Events'), this.events.root),
       el('section', {'aria-labelledby': 'log-title'},
         el('div', {class: 'log-head'}, el('h3', {id: 'log-title'}, 'Output'),
@@ -84,6 +88,7 @@ export class JobPage {
     this.setBack(back);
     this.id = id;
     this.job = null;
+    this.chart.reset(id);
     setText(this.title, `Job ${id}`);
     this.facts.replaceChildren();
     this.events.update([]);
@@ -127,6 +132,7 @@ export class JobPage {
     this.job = job;
     this.render(job, events.events || []);
     this.loaded(job);
+    await this.chart.refresh(job);
   }
 
   render(j, events) {

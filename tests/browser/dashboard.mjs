@@ -172,6 +172,45 @@ async function realCluster(browser) {
   await page.getByLabel('Time range').selectOption({label: 'Last 15 minutes'});
   check(!(await page.getByLabel('From').isVisible()), 'the custom range fields stay shown');
 
+  begin('projects compared over time: allocation, utilization and pending demand stacked');
+  await page.getByLabel('Over', {exact: true}).selectOption({label: 'Last 15 minutes'}); // the 2 s points
+  const summaryOf = (metric) => page.locator(`#compare-${metric}-summary`).textContent();
+  let seenCompare = '';
+  await until(async () => {
+    const [a, u, p] = await Promise.all(['allocated', 'utilized', 'pending_gpus'].map(summaryOf));
+    seenCompare = `${a} | ${u} | ${p}`;
+    const util = u.match(/vision ([\d.]+)/);
+    return /^Latest allocated: vision 2, /.test(a) && util && Number(util[1]) > 0.5 && /\bnlp 2\b/.test(p);
+  }, () => `vision's 2 GPUs allocated and used, nlp's 2 pending, not "${seenCompare}"`, 30000);
+  log(`  ${seenCompare}`);
+  const band = (metric, key) => page.locator(`#compare-panel figure[data-metric="${metric}"] path[data-key="${key}"]`);
+  for (const [metric, key] of [['allocated', 'vision'], ['utilized', 'vision'], ['pending_gpus', 'nlp']]) {
+    const h = await band(metric, key).evaluate((p) => p.getBBox().height);
+    check(h > 20, `the ${metric} band of ${key} is ${h} px high`);
+  }
+  check((await page.locator('#compare-panel .legend-list li').allTextContents()).map((t) => t.trim()).sort().join() === 'nlp,search,vision', 'not the three projects in the legend');
+
+  begin('departments compared over time');
+  await page.getByLabel('Compare', {exact: true}).selectOption({label: 'Departments'});
+  await until(async () => /^Latest allocated: research 2, product 0 /.test(await summaryOf('allocated')) && /research 2\b/.test(await summaryOf('pending_gpus')),
+    'research holding 2 GPUs and asking 2 more', 30000);
+  check(await band('allocated', 'research').count() === 1, 'no band for the research department');
+  await shot(page, '01a-compare-departments');
+
+  begin('idle GPU-hours per project over a chosen window');
+  await page.getByLabel('Window', {exact: true}).selectOption({label: 'Last hour'});
+  const idleRows = page.locator('#idle-hours-panel tbody tr');
+  let seenIdle = '';
+  await until(async () => {
+    const rows = await idleRows.evaluateAll((trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+    seenIdle = JSON.stringify(rows);
+    const vision = rows.find((r) => r[0] === 'vision');
+    const search = rows.find((r) => r[0] === 'search');
+    // notebook-idle holds 1 GPU at 0 %, train-busy 1 at 90 %: half of vision's is idle
+    return rows.length && rows[0][0] === 'vision' && Number(vision[1]) > 0 && Number(vision[2]) > Number(vision[1]) && search && search[1] === '0';
+  }, () => `vision first with idle GPU-hours, search with none, not ${seenIdle}`, 30000);
+  log(`  ${seenIdle}`);
+
   begin('the quota table shows every project with deserved and fair share');
   const quotaRows = page.locator('#quota-panel table').first().locator('tbody tr');
   await until(async () => (await quotaRows.count()) === 3, 'three projects');
@@ -253,6 +292,16 @@ async function realCluster(browser) {
   const lastStep = (t) => Math.max(...[...t.matchAll(/step=(\d+)/g)].map((m) => Number(m[1])));
   await until(async () => lastStep(await page.locator('pre.log').textContent()) > lastStep(first), 'new output without reloading', 20000);
   check((await page.locator('#job-page tbody').textContent()).includes('running'), 'no running event');
+
+  begin('a running job\'s page charts its GPUs over time');
+  let seenJob = '';
+  await until(async () => {
+    seenJob = await page.locator('#job-chart-summary').textContent();
+    const m = seenJob.match(/^Latest for job train-busy: allocated 1, utilized ([\d.]+), requested 1 GPUs\.$/);
+    return m && Number(m[1]) > 0.5;
+  }, () => `train-busy's allocation, use and request, not "${seenJob}"`, 30000);
+  const line = await page.locator('#job-page .job-chart path[data-key="utilized"]').getAttribute('d');
+  check((line.match(/L/g) || []).length >= 1, `the utilization line is "${line}"`);
   await shot(page, '04-running-job');
 
   begin('a running job\'s page says what it holds and offers its actions; a refusal is shown', [409]);
@@ -374,6 +423,13 @@ async function realCluster(browser) {
   await page.locator('#overview').waitFor();
   await until(async () => (await page.locator('#grid-panel .gpu-jobs a').allTextContents()).sort().join() === 'eval-big,eval-big', 'only nlp\'s job named on the grid');
   await until(async () => (await page.locator('#grid-panel .gpu-hidden').allTextContents()).join() === '1 job of other projects,1 job of other projects', 'vision\'s two jobs counted, not named');
+
+  begin('a member compares and counts idle hours of its own projects only, and charts its job', []);
+  await page.getByLabel('Compare', {exact: true}).selectOption({label: 'Projects'});
+  await until(async () => (await page.locator('#compare-panel .legend-list li').allTextContents()).map((t) => t.trim()).join() === 'nlp', 'only nlp in the comparison');
+  await until(async () => (await idleRows.evaluateAll((trs) => trs.map((tr) => tr.cells[0].textContent))).join() === 'nlp', 'only nlp in the idle GPU-hours');
+  await page.locator('#grid-panel .gpu-jobs a', {hasText: 'eval-big'}).first().click();
+  await until(async () => /^Latest for job eval-big: allocated 2, utilized [\d.]+, requested 2 GPUs\.$/.test(await page.locator('#job-chart-summary').textContent()), 'eval-big\'s chart', 30000);
   await context.close();
 }
 
@@ -430,9 +486,19 @@ async function bigClusterIsFast(browser) {
     if (u.pathname === '/api/v1/metrics/query') {
       const to = Math.floor(Date.now() / 1000);
       const points = [];
-      for (let t = to - 3600; t < to; t += 10) points.push([t, u.searchParams.get('metric') === 'capacity' ? 8000 : 5000]);
-      body = JSON.stringify({metric: u.searchParams.get('metric'), by: 'cluster', step_seconds: 10, series: [{key: '', points}]});
+      const by = u.searchParams.get('by') || 'cluster';
+      // the comparison asks every project: 100 series of 360 points
+      const keys = by === 'project' ? big.projects.map((p) => p.name) : by === 'department' ? big.departments.map((d) => d.name) : [''];
+      const series = keys.map((key, k) => {
+        const points = [];
+        for (let t = to - 3600; t < to; t += 10) points.push([t, u.searchParams.get('metric') === 'capacity' ? 8000 : key ? 1 + (k % 7) : 5000]);
+        return {key, points};
+      });
+      body = JSON.stringify({metric: u.searchParams.get('metric'), by, step_seconds: 10, series});
     }
+    if (u.pathname === '/api/v1/metrics/idle')
+      body = JSON.stringify({from: new Date(Date.now() - 86400e3).toISOString(), to: new Date().toISOString(), resolution_seconds: 10,
+        projects: big.projects.map((p, k) => ({project: p.name, idle_gpu_hours: 100 - k, allocated_gpu_hours: 200}))});
     const m = u.pathname.match(/^\/api\/v1\/jobs\/(\d+)$/);
     if (m) body = JSON.stringify({id: Number(m[1]), name: `job-${m[1]}`, project: 'proj-1', state: 'running'});
     // a job suspended on request: its page offers Resume, which posts
@@ -476,6 +542,10 @@ async function bigClusterIsFast(browser) {
   await page.locator('#queue-panel').getByRole('button', {name: 'Next ›'}).click();
   check((await page.locator('#queue-panel .range').textContent()) === '26–50 of 10000', 'next page of the queue');
   check((await page.locator('#queue-panel tbody tr').first().locator('td').first().textContent()) === '26', 'position 26 first on page 2');
+  const legend = (await page.locator('#compare-panel .legend-list li').allTextContents()).map((t) => t.trim());
+  check(legend.length === 9 && legend[8] === '92 other projects', `the comparison's legend is ${legend.join('|')}`);
+  check((await page.locator('#compare-panel path[data-key]').count()) === 27, 'not 9 bands in each of the 3 charts');
+  check((await page.locator('#idle-hours-panel .range').textContent()) === '1–25 of 100', 'the idle GPU-hours are not paginated');
   await page.getByLabel('Find node').fill('node-0999');
   await until(async () => (await page.locator('#grid-panel tbody tr').count()) === 1, 'the node search');
   await shot(page, '08-big-cluster');

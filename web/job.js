@@ -24,7 +24,7 @@ export function holding(j) {
   const a = j.allocation;
   if (!a || !j.node) return '–';
   const devs = (a.devices || []).map((d) => `GPU ${d.index}${a.gpus < (a.devices || []).length && d.memory_bytes ? ` (${bytes(d.memory_bytes)} packed)` : ''}`);
-  return `${gpus(a.gpus)} GPU${a.gpus === 1 ? '' : 's'} on ${j.node}${devs.length ? `: ${devs.join(', ')}` : ''}`;
+  return `${gpus(a.gpus)} GPU${a.gpus > 1 ? 's' : ''} on ${j.node}${devs.length ? `: ${devs.join(', ')}` : ''}`;
 }
 
 export class JobPage {

@@ -485,13 +485,14 @@ async function bigClusterIsFast(browser) {
     let body = bodies[u.pathname];
     if (u.pathname === '/api/v1/metrics/query') {
       const to = Math.floor(Date.now() / 1000);
-      const points = [];
       const by = u.searchParams.get('by') || 'cluster';
       // the comparison asks every project: 100 series of 360 points
-      const keys = by === 'project' ? big.projects.map((p) => p.name) : by === 'department' ? big.departments.map((d) => d.name) : [''];
+      const keys = by === 'project' ? big.projects.map((p) => p.name) : by === 'department' ? big.departments.map((d) => d.name) : [u.searchParams.get('key') || ''];
+      const half = {allocated: 0.5, utilized: 0.25, capacity: 0.5}[u.searchParams.get('metric')]; // job 8's
       const series = keys.map((key, k) => {
         const points = [];
-        for (let t = to - 3600; t < to; t += 10) points.push([t, u.searchParams.get('metric') === 'capacity' ? 8000 : key ? 1 + (k % 7) : 5000]);
+        for (let t = to - 3600; t < to; t += 10)
+          points.push([t, by === 'job' ? half : u.searchParams.get('metric') === 'capacity' ? 8000 : key ? 1 + (k % 7) : 5000]);
         return {key, points};
       });
       body = JSON.stringify({metric: u.searchParams.get('metric'), by, step_seconds: 10, series});
@@ -505,8 +506,12 @@ async function bigClusterIsFast(browser) {
     if (u.pathname === '/api/v1/jobs/7/resume' && route.request().method() === 'POST') resumed = true;
     if (u.pathname === '/api/v1/jobs/7' || u.pathname === '/api/v1/jobs/7/resume')
       body = JSON.stringify({id: 7, name: 'held', project: 'proj-1', state: resumed ? 'resuming' : 'suspended', suspend_held: !resumed, swap: true});
-    if (u.pathname === '/api/v1/jobs/7/events') body = JSON.stringify({events: []});
-    if (u.pathname === '/api/v1/jobs/7/logs') return route.fulfill({status: 200, contentType: 'text/plain', body: ''});
+    if (u.pathname === '/api/v1/jobs/7/events' || u.pathname === '/api/v1/jobs/8/events') body = JSON.stringify({events: []});
+    if (u.pathname === '/api/v1/jobs/7/logs' || u.pathname === '/api/v1/jobs/8/logs') return route.fulfill({status: 200, contentType: 'text/plain', body: ''});
+    // half a GPU packed on GPU 1 of node-0002, running for 20 minutes
+    if (u.pathname === '/api/v1/jobs/8')
+      body = JSON.stringify({id: 8, name: 'half', project: 'proj-1', state: 'running', node: 'node-0002', gpu: {portion: 0.5},
+        allocation: {gpus: 0.5, devices: [{index: 1, memory_bytes: 42949672960}]}, started_at: new Date(Date.now() - 1200e3).toISOString()});
     if (body === undefined) return route.fulfill({status: 404, contentType: 'application/problem+json', body: '{"status":404,"code":"not_found"}'});
     return route.fulfill({status: 200, contentType: 'application/json', body});
   });
@@ -557,6 +562,12 @@ async function bigClusterIsFast(browser) {
   await page.getByRole('button', {name: 'Resume'}).click();
   await until(async () => resumed, 'POST /jobs/7/resume');
   await until(async () => (await page.locator('#job-page .state').first().textContent()) === 'resuming', 'the resuming state');
+
+  begin('a job holding half a GPU says so and charts it');
+  await page.goto(`${URL}#/jobs/8`);
+  await until(async () => (await page.locator('#job-page dl.facts').textContent()).includes('Holds0.5 GPU on node-0002: GPU 1 (40 GiB packed)'), 'the half GPU it holds');
+  await until(async () => (await page.locator('#job-chart-summary').textContent()) === 'Latest for job half: allocated 0.5, utilized 0.25, requested 0.5 GPUs.', 'its chart');
+  check(await page.getByRole('button', {name: 'Suspend'}).isVisible() && await page.getByRole('button', {name: 'Cancel job'}).isVisible(), 'no Suspend and Cancel for a running job');
   await context.close();
 }
 

@@ -257,8 +257,13 @@ async function refreshOverview() {
   panels.queue.update(state);
   panels.nodes.update(state);
   timing.lastRenderMs = performance.now() - t0;
+  // not awaited: their series are big on a big cluster, and the overview's
+  // pace (4x a refresh's duration) should not wait for them; each loads
+  // one at a time and shows its own errors
+  panels.compare.refresh();
+  panels.idleHours.refresh();
   if (await fetchNames(panels.nodes.missingJobIds())) panels.nodes.render();
-  await Promise.all([panels.chart.refresh(state), panels.compare.refresh(), panels.idleHours.refresh()]);
+  await panels.chart.refresh(state);
 }
 
 async function refresh() {

@@ -5,7 +5,8 @@
 // Allocated against utilized shows who holds GPUs without using them;
 // pending demand shows who waits and since when. The eight largest keys
 // over the window get their own band and colour, the rest one "other" band.
-// Fetched again once the window moved by a step.
+// Fetched again once the window moved by a step, at most every 30 s (the
+// answers are big on a big cluster; a comparison needs no 5 s freshness).
 
 import {get} from './api.js';
 import {el, setText, show, gpus} from './dom.js';
@@ -26,6 +27,7 @@ const RANGES = [
 // distinguishable hues with white text contrast as fills; "other" is grey
 const PALETTE = ['#2563eb', '#d97706', '#059669', '#db2777', '#7c3aed', '#0891b2', '#65a30d', '#b91c1c'];
 const OTHER = '#9ca3af';
+const EVERY_MS = 30000; // at most one load in this time, but for a change of the controls
 
 function isoSeconds(ms) {
   return new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
@@ -92,9 +94,15 @@ export class ComparePanel {
   }
 
   // Called on every overview refresh: fetch again when a step has passed.
+  // One load at a time; a change of the controls starts one regardless.
   async refresh() {
-    if (this.fetchedAt && Date.now() - this.fetchedAt < this.step * 1000) return;
-    await this.load();
+    if (this.loading || (this.fetchedAt && Date.now() - this.fetchedAt < Math.max(this.step * 1000, EVERY_MS))) return;
+    this.loading = true;
+    try {
+      await this.load();
+    } finally {
+      this.loading = false;
+    }
   }
 
   async load() {

@@ -63,9 +63,15 @@ export class IdleHours {
     setText(this.note, '');
   }
 
+  // One load at a time; a change of the window starts one regardless.
   async refresh() {
-    if (this.fetchedAt && Date.now() - this.fetchedAt < EVERY_MS) return;
-    await this.load();
+    if (this.loading || (this.fetchedAt && Date.now() - this.fetchedAt < EVERY_MS)) return;
+    this.loading = true;
+    try {
+      await this.load();
+    } finally {
+      this.loading = false;
+    }
   }
 
   async load() {

@@ -16,7 +16,11 @@
 #      with their libraries in Depends, postgresql-15 recommended, the
 #      files in their /usr and /etc places, conffiles, maintainer scripts
 #      that create the tessera user and start nothing, and units that
-#      `systemd-analyze verify` accepts in the packages' tree.
+#      `systemd-analyze verify` accepts in the packages' tree;
+#   4. dpkg installs, removes and purges them for real in a throwaway copy
+#      of this machine's root (dpkg_root.sh): the user, folders and modes
+#      the maintainer scripts make, conffiles kept on remove and gone on
+#      purge, the data kept, nothing enabled, and nothing on the host.
 # Needs TS_BUILD_DIR (a built build folder) and TS_SOURCE_DIR. Part 3 is
 # left out of sanitizer builds (TS_SANITIZE=1): the same packaging rules,
 # and dpkg-shlibdeps would read the sanitizer runtimes in.
@@ -254,6 +258,11 @@ else
     grep -qx 'data-dir = /var/lib/tessera' "$root/etc/tessera/server.conf"
   check "the packaged agent.conf keeps its data in /var/lib/tessera-agent" \
     grep -qx 'data-dir = /var/lib/tessera-agent' "$root/etc/tessera/agent.conf"
+
+  # ---- 4. dpkg -i, -r and -P in a throwaway root ----------------------------------
+  web_say "dpkg -i, -r and -P in a throwaway root"
+  . "$(dirname "$0")/dpkg_root.sh"
+  dpkg_root
 fi
 
 [ $fails -eq 0 ] || web_fail "$fails checks failed"

@@ -250,8 +250,13 @@ static void warn_unreachable_parents(const char *data_dir)
 
 static int setup_sandbox(struct ts_agent *a)
 {
-    char msg[256];
-    if (ts_sandbox_setup(&a->sandbox, a->cfg.sandbox, a->cfg.job_user, msg, sizeof(msg)) != 0) {
+    struct ts_sandbox_opts o = {.mode = a->cfg.sandbox,
+                                .user = a->cfg.job_user,
+                                .mounts = a->cfg.job_mount,
+                                .data_dir = a->cfg.data_dir,
+                                .secrets = {a->cfg.token_file, a->cfg.key, NULL}};
+    char msg[512];
+    if (ts_sandbox_setup(&a->sandbox, &o, msg, sizeof(msg)) != 0) {
         ts_log_error("%s", msg);
         return -1;
     }

@@ -55,6 +55,7 @@ struct ts_agent_config {
     char *sandbox;        /* on|off */
     char *job_user;       /* the Unix user jobs run as */
     int64_t job_pids;     /* pids.max of a job's cgroup */
+    char *job_mount;      /* PATH[:ro|:rw],...: host folders every sandboxed job sees */
     char *node_scheduler; /* auto|off|spread (nodesched.h) */
 };
 

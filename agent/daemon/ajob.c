@@ -392,6 +392,11 @@ static json_t *sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob 
     for (unsigned i = 0; i < j->ngpus; i++)
         json_array_append_new(gpus, json_integer(j->gpus[i]));
     json_object_set_new(o, "gpus", gpus);
+    json_t *mounts = json_array();
+    for (int i = 0; i < sb->nmounts; i++)
+        json_array_append_new(
+            mounts, json_pack("{s:s, s:b}", "path", sb->mounts[i].path, "rw", sb->mounts[i].rw));
+    json_object_set_new(o, "mounts", mounts);
     return o;
 }
 

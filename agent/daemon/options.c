@@ -98,6 +98,10 @@ const struct ts_option ts_agent_options[] = {
     {"job-pids", TS_OPT_INT, OPT(job_pids), "4096", "N",
      "most processes and threads a sandboxed job may have (its cgroup's pids.max)", 16, 1 << 22,
      NULL, 0},
+    {"job-mount", TS_OPT_STRING, OPT(job_mount), NULL, "PATH[:ro|:rw],...",
+     "host folders every sandboxed job sees at their real paths, read-only unless :rw (not the "
+     "data folder, nor one holding it, the token or the key)",
+     0, 0, NULL, 0},
 };
 
 const size_t ts_agent_options_count = sizeof(ts_agent_options) / sizeof(ts_agent_options[0]);

@@ -79,15 +79,17 @@ static bool namespaces_work(char *why, size_t len)
     return false;
 }
 
-int ts_sandbox_setup(struct ts_sandbox *sb, const char *mode, const char *user, char *msg,
+int ts_sandbox_setup(struct ts_sandbox *sb, const struct ts_sandbox_opts *o, char *msg,
                      size_t msglen)
 {
     memset(sb, 0, sizeof(*sb));
-    if (mode != NULL && strcmp(mode, "off") == 0) {
+    if (ts_sandbox_mounts_parse(sb, o, msg, msglen) != 0)
+        return -1;
+    if (o->mode != NULL && strcmp(o->mode, "off") == 0) {
         snprintf(sb->why_off, sizeof(sb->why_off), "--sandbox off");
         return 0;
     }
-    const char *name = user != NULL && user[0] != '\0' ? user : "nobody";
+    const char *name = o->user != NULL && o->user[0] != '\0' ? o->user : "nobody";
     errno = 0;
     struct passwd *pw = getpwnam(name);
     if (pw == NULL) {
@@ -353,7 +355,7 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
     snprintf(shim, sizeof(shim), "%s/shim", jobdir);
     snprintf(shim_at, sizeof(shim_at), "%s/shim", jobdir); /* inside the work bind */
     snprintf(sock, sizeof(sock), "%s/" TS_SANDBOX_PIDSOCK, jobdir);
-    struct keep keep[12];
+    struct keep keep[12 + TS_SANDBOX_MOUNTS_MAX];
     int nkeep = 0;
     if (open_keep(&keep[nkeep++], work, jobdir, false, msg, msglen) != 0)
         return -1;
@@ -368,6 +370,17 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
         return -1;
     if (open_keep(&keep[nkeep++], sock, TS_HOSTPID_SOCK, false, msg, msglen) != 0)
         return -1;
+    /* the host folders an admin granted every job (--job-mount) */
+    size_t mi;
+    json_t *m;
+    json_array_foreach(json_object_get(sb, "mounts"), mi, m) {
+        const char *path = str(m, "path");
+        if (path == NULL || mi >= TS_SANDBOX_MOUNTS_MAX)
+            return errno = 0, fail(msg, msglen, "launch.json's sandbox has a bad mount");
+        if (open_keep(&keep[nkeep++], path, path, !json_is_true(json_object_get(m, "rw")), msg,
+                      msglen) != 0)
+            return -1;
+    }
     /* under the shim: the real driver where only the shim looks, the job's
      * ledgers where the shim reads them whatever the environment says, and
      * the shim in place of every libcuda file the loader could find */

@@ -8,9 +8,9 @@
  * job's init, pid 1 inside) calls ts_sandbox_enter: its own mount and IPC
  * namespaces, a read-only view of the host with private /tmp, /var/tmp,
  * /dev/shm and /run, the data folder replaced by the job's own folder (and
- * its checkpoints, simulated GPUs and swap reserve), a /proc of its PID
- * namespace, the agent's token file hidden; then the job's user, no
- * capabilities, no_new_privs.
+ * its checkpoints, simulated GPUs and swap reserve), the folders an admin
+ * granted (--job-mount), a /proc of its PID namespace, the agent's token
+ * file hidden; then the job's user, no capabilities, no_new_privs.
  */
 #ifndef TS_AGENT_DAEMON_SANDBOX_H
 #define TS_AGENT_DAEMON_SANDBOX_H
@@ -21,6 +21,13 @@
 #include <sys/types.h>
 
 #include "agent/daemon/cgroup.h"
+
+/* A host folder an admin lets every job see (--job-mount), at its real path. */
+#define TS_SANDBOX_MOUNTS_MAX 16
+struct ts_sandbox_mount {
+    char path[1024];
+    bool rw;
+};
 
 /* What the agent found at start. */
 struct ts_sandbox {
@@ -33,14 +40,32 @@ struct ts_sandbox {
     char driver[4096];        /* the real libcuda.so.1 ("": none found) */
     json_t *overlay;          /* every libcuda file the loader could find: the shim there */
     int64_t pids_max;         /* per job */
+    struct ts_sandbox_mount mounts[TS_SANDBOX_MOUNTS_MAX];
+    int nmounts;
 };
 
-/* Decide for this agent: mode "on" or "off", the job user's name. Returns 0,
- * or -1 with msg (an unknown user: the agent refuses to start). A machine
- * that cannot sandbox (not root, no namespaces) is not an error: sb->on is
- * false and why_off says what is not enforced. */
-int ts_sandbox_setup(struct ts_sandbox *sb, const char *mode, const char *user, char *msg,
+/* The agent's sandbox options (borrowed strings; NULL: the default). */
+struct ts_sandbox_opts {
+    const char *mode;       /* --sandbox on|off */
+    const char *user;       /* --job-user */
+    const char *mounts;     /* --job-mount PATH[:ro|:rw],... */
+    const char *data_dir;   /* what a job mount may not show: the data folder, */
+    const char *secrets[3]; /* and files (token, key): NULL-terminated */
+};
+
+/* Decide for this agent from its options. Returns 0, or -1 with msg (an
+ * unknown user, a --job-mount that is not an existing absolute folder or
+ * that would show the data folder, the token or the key: the agent refuses
+ * to start). A
+ * machine that cannot sandbox (not root, no namespaces) is not an error:
+ * sb->on is false and why_off says what is not enforced. */
+int ts_sandbox_setup(struct ts_sandbox *sb, const struct ts_sandbox_opts *o, char *msg,
                      size_t msglen);
+
+/* Parse and check --job-mount's text into sb->mounts (sandbox_opts.c);
+ * 0, or -1 with msg. */
+int ts_sandbox_mounts_parse(struct ts_sandbox *sb, const struct ts_sandbox_opts *o, char *msg,
+                            size_t msglen);
 
 /* The Unix user one job runs as. */
 struct ts_job_user {

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,18 +29,19 @@
 
 static struct ts_it_server srv;
 static char dir[512], data[600], token_file[600], agent_log[600], agent_token[256];
+static char mounts[1400]; /* --job-mount: DIR/shared-rw:rw,DIR/shared-ro */
 static pid_t agent_pid;
 
 static void agent_start(void)
 {
     char exe[512];
     snprintf(exe, sizeof(exe), "%s/tessera-agent", getenv("TS_BIN_DIR"));
-    const char *argv[] = {exe, "--server", srv.url, "--token-file", token_file, "--node", "n1",
-                          "--data-dir", data, "--gpus", "sim:2x4GiB", "--gpu-reserve", "512MiB",
-                          "--report-interval", "1s", "--log-level", "debug", "--sandbox",
-                          /* TS_TEST_SANDBOX=off: every case fails, as on an agent without one */
-                          getenv("TS_TEST_SANDBOX") != NULL ? getenv("TS_TEST_SANDBOX") : "on",
-                          NULL};
+    const char *argv[] = {
+        exe, "--server", srv.url, "--token-file", token_file, "--node", "n1", "--data-dir", data,
+        "--gpus", "sim:2x4GiB", "--gpu-reserve", "512MiB", "--report-interval", "1s", "--log-level",
+        "debug", "--job-mount", mounts, "--sandbox",
+        /* TS_TEST_SANDBOX=off: every case fails, as on an agent without one */
+        getenv("TS_TEST_SANDBOX") != NULL ? getenv("TS_TEST_SANDBOX") : "on", NULL};
     agent_pid = ts_ah_spawn(argv, agent_log);
 }
 
@@ -157,6 +159,17 @@ static int setup(void **state)
     snprintf(data, sizeof(data), "%s/agent", dir);
     snprintf(token_file, sizeof(token_file), "%s/agent.token", dir);
     snprintf(agent_log, sizeof(agent_log), "%s/agent.log", dir);
+    snprintf(mounts, sizeof(mounts), "%s/shared-rw:rw,%s/shared-ro", dir, dir);
+    char shared[700];
+    snprintf(shared, sizeof(shared), "%s/shared-rw", dir);
+    if (mkdir(shared, 01777) != 0 || chmod(shared, 01777) != 0)
+        return -1;
+    snprintf(shared, sizeof(shared), "%s/shared-ro", dir);
+    if (mkdir(shared, 0755) != 0)
+        return -1;
+    snprintf(shared, sizeof(shared), "%s/shared-ro/dataset", dir);
+    if (ts_files_write_atomic(shared, "ro-data-42\n", 11, 0644) != 0)
+        return -1;
     const char *token = ts_it_token(&srv, "agent-n1", "agent", NULL);
     if (token == NULL || ts_files_write_atomic(token_file, token, strlen(token), 0600) != 0)
         return -1;
@@ -453,6 +466,84 @@ static void the_gpu_limit_holds_without_ld_preload_and_with_the_driver_opened_by
     free(out);
 }
 
+static void a_job_sees_the_folders_an_admin_granted_and_writes_only_where_granted(void **state)
+{
+    (void)state;
+    char script[4096];
+    snprintf(script, sizeof(script),
+             "cat %s/shared-ro/dataset; touch %s/shared-ro/mine 2>/dev/null && echo wrote-ro; "
+             "echo from-job > %s/shared-rw/result && echo wrote-rw; "
+             "test -e %s/server.log && echo server-folder-visible; echo end",
+             dir, dir, dir, dir);
+    long long id = submit_sh("vision", "granted", script, "");
+    char *out = output_after_end(id);
+    assert_non_null(strstr(out, "ro-data-42\n"));
+    assert_null(strstr(out, "wrote-ro"));
+    assert_non_null(strstr(out, "wrote-rw\n"));
+    assert_null(strstr(out, "server-folder-visible"));
+    assert_non_null(strstr(out, "end\n"));
+    free(out);
+    char path[700];
+    snprintf(path, sizeof(path), "%s/shared-rw/result", dir);
+    char *text = ts_files_read(path, 64, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "from-job\n");
+    free(text);
+    snprintf(path, sizeof(path), "%s/shared-ro/mine", dir);
+    assert_false(ts_files_exists(path));
+}
+
+/* Start an agent on its own data folder with --job-mount value: it must
+ * exit 1 at start, its log naming why. */
+static void refused_with(const char *value, const char *token, const char *why)
+{
+    char exe[512], data2[700], log2[700];
+    snprintf(exe, sizeof(exe), "%s/tessera-agent", getenv("TS_BIN_DIR"));
+    snprintf(data2, sizeof(data2), "%s/agent2", dir);
+    snprintf(log2, sizeof(log2), "%s/agent2.log", dir);
+    unlink(log2);
+    const char *argv[] = {exe,   "--server",   srv.url, "--token-file", token,  "--node",
+                          "n2",  "--data-dir", data2,   "--gpus",       "none", "--job-mount",
+                          value, NULL};
+    int st = ts_ah_wait_exit(ts_ah_spawn(argv, log2), 20);
+    char *log = ts_files_read(log2, 1 << 20, NULL);
+    fprintf(stderr, "--job-mount %s: %s", value, log != NULL ? log : "(no log)\n");
+    assert_true(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    assert_non_null(log);
+    assert_non_null(strstr(log, why));
+    free(log);
+}
+
+static void refused(const char *value, const char *why)
+{
+    refused_with(value, token_file, why);
+}
+
+static void an_agent_refuses_a_job_mount_that_would_show_its_data_folder_or_token(void **state)
+{
+    (void)state;
+    char v[1200];
+    refused("shared-ro", "not an absolute path");
+    snprintf(v, sizeof(v), "%s/no-such-folder:ro", dir);
+    refused(v, "No such file or directory");
+    snprintf(v, sizeof(v), "%s/shared-ro/dataset", dir);
+    refused(v, "not a folder");
+    snprintf(v, sizeof(v), "%s/shared-ro,%s/agent2/jobs:rw", dir, dir);
+    refused(v, "would show jobs the data folder");
+    refused("/", "would show jobs the data folder");
+    /* the token's folder (and the data folder's parent) */
+    snprintf(v, sizeof(v), "%s", dir);
+    refused(v, "would show jobs the data folder");
+    refused("/tmp", "would show jobs the data folder");
+    /* a folder of its own that holds the token */
+    char keys[700], tok[760];
+    snprintf(keys, sizeof(keys), "%s/keys", dir);
+    snprintf(tok, sizeof(tok), "%s/agent.token", keys);
+    assert_int_equal(mkdir(keys, 0700), 0);
+    assert_int_equal(ts_files_write_atomic(tok, agent_token, strlen(agent_token), 0600), 0);
+    refused_with(keys, tok, "holds the agent's");
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -474,6 +565,8 @@ int main(void)
         cmocka_unit_test(a_job_has_its_memory_request_and_a_pids_limit_in_its_cgroup),
         cmocka_unit_test(the_gpu_limit_holds_without_ld_preload_and_with_the_driver_opened_by_path),
         cmocka_unit_test(a_job_runs_as_its_projects_job_user_checked_on_the_node),
+        cmocka_unit_test(a_job_sees_the_folders_an_admin_granted_and_writes_only_where_granted),
+        cmocka_unit_test(an_agent_refuses_a_job_mount_that_would_show_its_data_folder_or_token),
         /* last: without a sandbox it kills the server and the agent */
         cmocka_unit_test(a_job_cannot_signal_another_job_the_agent_or_the_server),
     };

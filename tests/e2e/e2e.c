@@ -517,29 +517,21 @@ struct ts_e2e_agent *ts_e2e_agent_named(struct ts_e2e *c, const char *node)
 
 int ts_e2e_agent_start(struct ts_e2e *c, struct ts_e2e_agent *a)
 {
-    char exe[512];
+    char exe[512], flags[600];
     snprintf(exe, sizeof(exe), "%s/tessera-agent", ts_e2e_bin_dir());
-    const char *argv[48] = {exe,
-                            "--server",
-                            a->server,
-                            "--token-file",
-                            a->token_file[0] ? a->token_file : c->token_file,
-                            "--node",
-                            a->node,
-                            "--data-dir",
-                            a->data,
-                            "--gpus",
-                            a->gpus,
-                            "--report-interval",
-                            c->report_interval[0] ? c->report_interval : "1s",
-                            "--poll-wait",
-                            "10s",
-                            /* the jobs here talk to the test through flag
-                             * files in the cluster's folder, which a job's
-                             * sandbox hides; agent/sandbox covers it */
+    ts_e2e_flag(c, "", flags, sizeof(flags)); /* makes the folder */
+    snprintf(flags, sizeof(flags), "%s/flags:rw", c->srv.dir);
+    const char *argv[48] = {exe, "--server", a->server, "--token-file",
+                            a->token_file[0] ? a->token_file : c->token_file, "--node", a->node,
+                            "--data-dir", a->data, "--gpus", a->gpus, "--report-interval",
+                            c->report_interval[0] ? c->report_interval : "1s", "--poll-wait", "10s",
+                            /* sandboxed, as users run them (TS_E2E_SANDBOX=off:
+                             * without, for a comparison); the jobs hand the
+                             * test flag files in the folder granted them */
                             "--sandbox",
-                            "off"};
-    int argc = 17;
+                            getenv("TS_E2E_SANDBOX") != NULL ? getenv("TS_E2E_SANDBOX") : "on",
+                            "--job-mount", flags};
+    int argc = 19;
     if (a->labels[0] != '\0') {
         argv[argc++] = "--labels";
         argv[argc++] = a->labels;
@@ -850,7 +842,9 @@ const char *ts_e2e_flag(const struct ts_e2e *c, const char *name, char *buf, siz
 {
     char dir[512];
     snprintf(dir, sizeof(dir), "%s/flags", c->srv.dir);
-    mkdir(dir, 0755);
+    /* sandboxed jobs write here as the job user: open to all, like /tmp */
+    if (mkdir(dir, 01777) == 0)
+        chmod(dir, 01777);
     snprintf(buf, len, "%s/%s", dir, name);
     return buf;
 }

@@ -25,7 +25,9 @@
  * Shell text that job scripts start with: appends one line to
  * $TESSERA_CHECKPOINT_DIR/starts saying how this start saw the world, as
  * key=value words ("resume=1 node=n2 gpus=0 attempt=2 pid=4242
- * t=1700000000.123"); ts_e2e_starts() reads them back.
+ * t=1700000000.123"); ts_e2e_starts() reads them back. The pid is the one
+ * the job sees, inside its sandbox's PID namespace: its host pid is in
+ * job.json (ts_e2e_job_proc).
  */
 #define TS_E2E_RECORD_START                                                                        \
     "echo \"resume=$TESSERA_RESUME_COUNT node=$TESSERA_NODE gpus=$CUDA_VISIBLE_DEVICES"            \

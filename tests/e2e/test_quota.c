@@ -129,13 +129,18 @@ the_owner_reclaims_borrowed_gpus_and_the_borrower_resumes_on_the_other_node(void
      * submission; it ignored it and lived through its grace period, until
      * SIGKILL */
     char *starts = ts_e2e_checkpoint_file(s, victim, "starts");
-    char old_node[64], old_pid[32], buf[64];
+    char old_node[64], buf[64];
     assert_int_equal(ts_e2e_starts(starts, 0, "node", old_node, sizeof(old_node)), 1);
-    ts_e2e_starts(starts, 0, "pid", old_pid, sizeof(old_pid));
     ts_e2e_starts(starts, 0, "resume", buf, sizeof(buf));
     assert_string_equal(buf, "0");
     free(starts);
-    assert_true(ts_e2e_wait_group_gone((pid_t)atoi(old_pid), 5));
+    /* its process group by the host pid its supervisor recorded (the pid
+     * the job itself wrote is its pid inside its sandbox) */
+    struct ts_e2e_agent *v = ts_e2e_agent_named(c, old_node);
+    struct ts_e2e_proc old;
+    assert_non_null(v);
+    assert_int_equal(ts_e2e_job_proc(v, victim, 1, &old), 0);
+    assert_true(ts_e2e_wait_group_gone(old.pid, 5));
 
     char *signals = ts_e2e_checkpoint_file(s, victim, "signals");
     if (ts_e2e_count_lines(signals, "TERM ") != 1) /* seen once in CI: say what it wrote */

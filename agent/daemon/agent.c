@@ -253,6 +253,7 @@ static int setup_sandbox(struct ts_agent *a)
     struct ts_sandbox_opts o = {.mode = a->cfg.sandbox,
                                 .user = a->cfg.job_user,
                                 .mounts = a->cfg.job_mount,
+                                .network = a->cfg.job_network,
                                 .data_dir = a->cfg.data_dir,
                                 .secrets = {a->cfg.token_file, a->cfg.key, NULL}};
     char msg[512];
@@ -265,6 +266,8 @@ static int setup_sandbox(struct ts_agent *a)
                     "without cgroup limits, and can bypass the GPU limit by loading the driver "
                     "themselves",
                     a->sandbox.why_off, (int)geteuid());
+        if (a->sandbox.net_none)
+            ts_log_warn("--job-network none is not enforced: jobs use the node's network");
         return 0;
     }
     char **paths[] = {&a->cfg.data_dir, &a->cfg.token_file};

@@ -56,6 +56,7 @@ struct ts_agent_config {
     char *job_user;       /* the Unix user jobs run as */
     int64_t job_pids;     /* pids.max of a job's cgroup */
     char *job_mount;      /* PATH[:ro|:rw],...: host folders every sandboxed job sees */
+    char *job_network;    /* host|none */
     char *node_scheduler; /* auto|off|spread (nodesched.h) */
 };
 

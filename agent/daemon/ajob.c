@@ -397,6 +397,7 @@ static json_t *sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob 
         json_array_append_new(
             mounts, json_pack("{s:s, s:b}", "path", sb->mounts[i].path, "rw", sb->mounts[i].rw));
     json_object_set_new(o, "mounts", mounts);
+    json_object_set_new(o, "network", json_string(sb->net_none ? "none" : "host"));
     return o;
 }
 

@@ -102,6 +102,10 @@ const struct ts_option ts_agent_options[] = {
      "host folders every sandboxed job sees at their real paths, read-only unless :rw (not the "
      "data folder, nor one holding it, the token or the key)",
      0, 0, NULL, 0},
+    {"job-network", TS_OPT_ENUM, OPT(job_network), "host", "host|none",
+     "none: each sandboxed job in a network namespace of its own with only loopback (no "
+     "connection out of it); host: the node's network",
+     0, 0, "host|none", 0},
 };
 
 const size_t ts_agent_options_count = sizeof(ts_agent_options) / sizeof(ts_agent_options[0]);

@@ -55,14 +55,14 @@ static int fail(char *msg, size_t len, const char *fmt, ...)
 /* Whether a child can make the namespaces and mounts a job gets (a
  * container without CAP_SYS_ADMIN, or whose seccomp filter refuses
  * mount_setattr, cannot). */
-static bool namespaces_work(char *why, size_t len)
+static bool namespaces_work(int more, char *why, size_t len)
 {
     pid_t pid = fork();
     if (pid < 0)
         return fail(why, len, "could not fork"), false;
     if (pid == 0) {
         struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
-        if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) != 0 ||
+        if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | more) != 0 ||
             mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0 ||
             mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m") != 0 ||
             syscall(SYS_mount_setattr, -1, "/", AT_RECURSIVE, &ro, sizeof(ro)) != 0)
@@ -83,6 +83,11 @@ int ts_sandbox_setup(struct ts_sandbox *sb, const struct ts_sandbox_opts *o, cha
                      size_t msglen)
 {
     memset(sb, 0, sizeof(*sb));
+    errno = 0;
+    if (o->network != NULL && strcmp(o->network, "none") != 0 && strcmp(o->network, "host") != 0)
+        return fail(msg, msglen, "invalid value for --job-network: \"%.32s\": host or none",
+                    o->network);
+    sb->net_none = o->network != NULL && strcmp(o->network, "none") == 0;
     if (ts_sandbox_mounts_parse(sb, o, msg, msglen) != 0)
         return -1;
     if (o->mode != NULL && strcmp(o->mode, "off") == 0) {
@@ -103,8 +108,11 @@ int ts_sandbox_setup(struct ts_sandbox *sb, const struct ts_sandbox_opts *o, cha
         snprintf(sb->why_off, sizeof(sb->why_off), "the agent does not run as root");
         return 0;
     }
-    if (!namespaces_work(sb->why_off, sizeof(sb->why_off)))
+    if (!namespaces_work(0, sb->why_off, sizeof(sb->why_off)))
         return 0;
+    char why[200];
+    if (sb->net_none && !namespaces_work(CLONE_NEWNET, why, sizeof(why)))
+        return fail(msg, msglen, "--job-network none: a job's network namespace: %s", why);
     sb->on = true;
     return 0;
 }
@@ -345,8 +353,13 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
     const char *swap = str(sb, "swap_path"), *token = str(sb, "token_file");
     if (data == NULL || jobdir == NULL)
         return errno = 0, fail(msg, msglen, "launch.json's sandbox has no data_dir or job_dir");
-    if (unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0)
-        return fail(msg, msglen, "could not make the job's mount and IPC namespaces");
+    const char *net = json_string_value(json_object_get(sb, "network"));
+    bool net_none = net != NULL && strcmp(net, "none") == 0;
+    if (unshare(CLONE_NEWNS | CLONE_NEWIPC | (net_none ? CLONE_NEWNET : 0)) != 0)
+        return fail(msg, msglen, "could not make the job's %s namespaces",
+                    net_none ? "mount, IPC and network" : "mount and IPC");
+    if (net_none && ts_sandbox_loopback_up(msg, msglen) != 0)
+        return -1;
     if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
         return fail(msg, msglen, "could not make the job's mounts private");
 

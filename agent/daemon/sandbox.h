@@ -10,7 +10,8 @@
  * /dev/shm and /run, the data folder replaced by the job's own folder (and
  * its checkpoints, simulated GPUs and swap reserve), the folders an admin
  * granted (--job-mount), a /proc of its PID namespace, the agent's token
- * file hidden; then the job's user, no capabilities, no_new_privs.
+ * file hidden, with --job-network none a network namespace of its own with
+ * only loopback up; then the job's user, no capabilities, no_new_privs.
  */
 #ifndef TS_AGENT_DAEMON_SANDBOX_H
 #define TS_AGENT_DAEMON_SANDBOX_H
@@ -42,6 +43,7 @@ struct ts_sandbox {
     int64_t pids_max;         /* per job */
     struct ts_sandbox_mount mounts[TS_SANDBOX_MOUNTS_MAX];
     int nmounts;
+    bool net_none; /* --job-network none: each job its own network namespace */
 };
 
 /* The agent's sandbox options (borrowed strings; NULL: the default). */
@@ -49,14 +51,15 @@ struct ts_sandbox_opts {
     const char *mode;       /* --sandbox on|off */
     const char *user;       /* --job-user */
     const char *mounts;     /* --job-mount PATH[:ro|:rw],... */
+    const char *network;    /* --job-network host|none */
     const char *data_dir;   /* what a job mount may not show: the data folder, */
     const char *secrets[3]; /* and files (token, key): NULL-terminated */
 };
 
 /* Decide for this agent from its options. Returns 0, or -1 with msg (an
  * unknown user, a --job-mount that is not an existing absolute folder or
- * that would show the data folder, the token or the key: the agent refuses
- * to start). A
+ * that would show the data folder, the token or the key, --job-network none
+ * where no network namespace can be made: the agent refuses to start). A
  * machine that cannot sandbox (not root, no namespaces) is not an error:
  * sb->on is false and why_off says what is not enforced. */
 int ts_sandbox_setup(struct ts_sandbox *sb, const struct ts_sandbox_opts *o, char *msg,
@@ -66,6 +69,10 @@ int ts_sandbox_setup(struct ts_sandbox *sb, const struct ts_sandbox_opts *o, cha
  * 0, or -1 with msg. */
 int ts_sandbox_mounts_parse(struct ts_sandbox *sb, const struct ts_sandbox_opts *o, char *msg,
                             size_t msglen);
+
+/* In the job's init, in its new network namespace: loopback up
+ * (sandbox_opts.c). 0, or -1 with msg. */
+int ts_sandbox_loopback_up(char *msg, size_t msglen);
 
 /* The Unix user one job runs as. */
 struct ts_job_user {

@@ -1,14 +1,18 @@
 /*
  * sandbox_opts.c - what an admin lets sandboxed jobs reach beyond their own
- * folders (sandbox.h): host folders granted with --job-mount.
+ * folders (sandbox.h): host folders granted with --job-mount, and the
+ * loopback of a job's own network namespace (--job-network none).
  */
 #include <errno.h>
 #include <limits.h>
+#include <net/if.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,4 +109,23 @@ int ts_sandbox_mounts_parse(struct ts_sandbox *sb, const struct ts_sandbox_opts 
     }
     free(text);
     return rc;
+}
+
+int ts_sandbox_loopback_up(char *msg, size_t msglen)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    int rc = fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) != 0 ? -1 : 0;
+    if (rc == 0) {
+        ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+        rc = ioctl(fd, SIOCSIFFLAGS, &ifr);
+    }
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc != 0)
+        return refuse(msg, msglen, "could not bring up the job's loopback: %s", strerror(e));
+    return 0;
 }

@@ -15,6 +15,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "agent/daemon/devbpf.h"
+
 /* v1 controllers a job's group has; pids is the membership of record */
 static const char *const v1_controllers[] = {"pids", "memory", "cpu", "devices", NULL};
 
@@ -92,7 +94,7 @@ json_t *ts_cgroup_spec(const struct ts_cgroup_node *cg, int64_t id, int attempt,
     json_t *o =
         json_pack("{s:i, s:s, s:f, s:I, s:I}", "version", cg->version, "path", path, "cpu", cpu,
                   "memory_bytes", (json_int_t)memory_bytes, "pids_max", (json_int_t)pids_max);
-    if (o == NULL || cg->version != 1)
+    if (o == NULL || cg->version == 0)
         return o;
     json_t *dev = json_array();
     static const char *const usual[] = {"/dev/null",           "/dev/zero",
@@ -175,6 +177,12 @@ int ts_cgroup_enter(const json_t *spec, pid_t pid, char *msg, size_t len)
             if (set(spec, "cpu", "cpu.shares", v, msg, len) != 0)
                 return -1;
         }
+    }
+    if (version == 2) {
+        /* no devices file: a program answers for the group (devbpf.c) */
+        dir_of(spec, "devices", dir, sizeof(dir));
+        if (ts_devbpf_attach(dir, json_object_get(spec, "devices"), msg, len) != 0)
+            return -1;
     }
     if (version == 1) {
         if (set(spec, "devices", "devices.deny", "a", msg, len) != 0)

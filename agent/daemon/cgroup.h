@@ -1,7 +1,8 @@
 /*
  * cgroup.h - each sandboxed job in a control group of its own (README.md
  * "The job sandbox"): cgroup v2 where /sys/fs/cgroup is the unified
- * hierarchy, else the v1 controllers cpu, memory, pids and devices. The
+ * hierarchy (devices through a BPF program, devbpf.h), else the v1
+ * controllers cpu, memory, pids and devices. The
  * agent detects which at start and makes its base group
  * (tessera-<hash of the data folder>); a job's launch.json carries its
  * group and limits ("cgroup"); the supervisor makes the group, writes the
@@ -27,9 +28,10 @@ struct ts_cgroup_node {
 /* Detect the hierarchy and make the agent's base group. */
 void ts_cgroup_detect(struct ts_cgroup_node *cg, const char *data_dir);
 /* launch.json's "cgroup" for a job (new): its path, cpu (cores, 0: none),
- * memory_bytes (0: none), pids_max, and on v1 the devices it may use:
- * /dev/nvidiaN of its GPUs, the driver's control nodes, the usual
- * character devices. */
+ * memory_bytes (0: none), pids_max, and the devices it may use (v1: the
+ * devices controller's rules; v2: the same rules as a device program,
+ * devbpf.h): /dev/nvidiaN of its GPUs, the driver's control nodes, the
+ * usual character devices. */
 json_t *ts_cgroup_spec(const struct ts_cgroup_node *cg, int64_t id, int attempt, double cpu,
                        uint64_t memory_bytes, int64_t pids_max, const unsigned *gpus,
                        unsigned ngpus);

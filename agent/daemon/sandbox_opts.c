@@ -85,6 +85,12 @@ static int parse_one(const char *item, const struct ts_sandbox_opts *o, struct t
     return 0;
 }
 
+static int by_path(const void *a, const void *b)
+{
+    return strcmp(((const struct ts_sandbox_mount *)a)->path,
+                  ((const struct ts_sandbox_mount *)b)->path);
+}
+
 int ts_sandbox_mounts_parse(struct ts_sandbox *sb, const struct ts_sandbox_opts *o, char *msg,
                             size_t msglen)
 {
@@ -108,6 +114,9 @@ int ts_sandbox_mounts_parse(struct ts_sandbox *sb, const struct ts_sandbox_opts 
             sb->nmounts++;
     }
     free(text);
+    /* a folder before the folders inside it, whatever the order given: bound
+     * later, the outer one would cover the inner one's bind */
+    qsort(sb->mounts, (size_t)sb->nmounts, sizeof(sb->mounts[0]), by_path);
     return rc;
 }
 

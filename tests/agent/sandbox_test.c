@@ -29,7 +29,7 @@
 
 static struct ts_it_server srv;
 static char dir[512], data[600], token_file[600], agent_log[600], agent_token[256];
-static char mounts[1400]; /* --job-mount: DIR/shared-rw:rw,DIR/shared-ro */
+static char mounts[2100]; /* --job-mount: DIR/shared-ro/inner:rw,DIR/shared-rw:rw,DIR/shared-ro */
 static pid_t agent_pid;
 
 static void agent_start(void)
@@ -159,13 +159,19 @@ static int setup(void **state)
     snprintf(data, sizeof(data), "%s/agent", dir);
     snprintf(token_file, sizeof(token_file), "%s/agent.token", dir);
     snprintf(agent_log, sizeof(agent_log), "%s/agent.log", dir);
-    snprintf(mounts, sizeof(mounts), "%s/shared-rw:rw,%s/shared-ro", dir, dir);
+    /* the inner folder first: it must not be covered by its parent's bind */
+    snprintf(mounts, sizeof(mounts), "%s/shared-ro/inner:rw,%s/shared-rw:rw,%s/shared-ro", dir, dir,
+             dir);
     char shared[700];
     snprintf(shared, sizeof(shared), "%s/shared-rw", dir);
     if (mkdir(shared, 01777) != 0 || chmod(shared, 01777) != 0)
         return -1;
+    /* open to all on the host: only the read-only bind keeps the job out */
     snprintf(shared, sizeof(shared), "%s/shared-ro", dir);
-    if (mkdir(shared, 0755) != 0)
+    if (mkdir(shared, 01777) != 0 || chmod(shared, 01777) != 0)
+        return -1;
+    snprintf(shared, sizeof(shared), "%s/shared-ro/inner", dir);
+    if (mkdir(shared, 01777) != 0 || chmod(shared, 01777) != 0)
         return -1;
     snprintf(shared, sizeof(shared), "%s/shared-ro/dataset", dir);
     if (ts_files_write_atomic(shared, "ro-data-42\n", 11, 0644) != 0)
@@ -473,13 +479,15 @@ static void a_job_sees_the_folders_an_admin_granted_and_writes_only_where_grante
     snprintf(script, sizeof(script),
              "cat %s/shared-ro/dataset; touch %s/shared-ro/mine 2>/dev/null && echo wrote-ro; "
              "echo from-job > %s/shared-rw/result && echo wrote-rw; "
+             "echo deep > %s/shared-ro/inner/deep && echo wrote-inner; "
              "test -e %s/server.log && echo server-folder-visible; echo end",
-             dir, dir, dir, dir);
+             dir, dir, dir, dir, dir);
     long long id = submit_sh("vision", "granted", script, "");
     char *out = output_after_end(id);
     assert_non_null(strstr(out, "ro-data-42\n"));
     assert_null(strstr(out, "wrote-ro"));
     assert_non_null(strstr(out, "wrote-rw\n"));
+    assert_non_null(strstr(out, "wrote-inner\n"));
     assert_null(strstr(out, "server-folder-visible"));
     assert_non_null(strstr(out, "end\n"));
     free(out);

@@ -54,6 +54,16 @@ struct job {
     int64_t position;
 };
 
+/* An entry of a project's victim list (victims.c): the job's candidate
+ * order key as it was added, so that a removed entry (job -1), kept in
+ * place until the list is compacted, stays in order whatever becomes of
+ * its job. */
+struct vent {
+    int priority;
+    int job; /* -1: removed */
+    int64_t started_at, id;
+};
+
 struct proj {
     double alloc;    /* GPUs allocated now */
     double alloc_np; /* of which non-preemptible */
@@ -70,9 +80,9 @@ struct proj {
     int touched;      /* victims.c scratch */
     int skipped_prio; /* victims.c scratch */
     bool in_rule;     /* victims.c scratch: its jobs are candidates */
-    int *vic;         /* victims.c: its stoppable running jobs, in candidate order; */
-    size_t nvic, capvic; /* a removed one is -1 - job until compacted (VIC_DEAD) */
-    size_t vlo, vdead;   /* entries before vlo are all removed; removed in all */
+    struct vent *vic;    /* victims.c: its stoppable running jobs, in candidate order */
+    size_t nvic, capvic;
+    size_t vlo, vdead; /* entries before vlo are all removed; removed in all */
     double removed; /* victims.c scratch */
 };
 

@@ -182,20 +182,32 @@ static bool stoppable(const struct cycle *cy, const struct job *x)
     return x->preemptible && !ts_sched_cycle_protected(cy, x);
 }
 
-/* A removed entry keeps its place (as -1 - job, so the list stays sorted
- * for the search) until the list is compacted: an eviction takes the first
- * candidates, and moving the rest of a 10,000-job list down for each was a
- * fifth of a cycle at 100,000 GPUs. */
-#define VIC_DEAD(v) (-1 - (v))
-#define VIC_JOB(e) ((e) >= 0 ? (e) : -1 - (e))
+/* A removed entry keeps its place (job -1, with the key it was added
+ * with, so the list stays sorted for the search) until the list is
+ * compacted: an eviction takes the first candidates, and moving the rest
+ * of a 10,000-job list down for each was a fifth of a cycle at 100,000
+ * GPUs. */
+static bool vent_before(const struct vent *e, const struct job *b)
+{
+    if (e->priority != b->priority)
+        return e->priority < b->priority;
+    if (e->started_at != b->started_at)
+        return e->started_at > b->started_at;
+    return e->id > b->id;
+}
+
+static bool vent_is(const struct vent *e, const struct job *x)
+{
+    return e->priority == x->priority && e->started_at == x->started_at && e->id == x->id;
+}
 
 /* Where v goes in P's list (the first entry not before it). */
-static size_t vic_pos(const struct cycle *cy, const struct proj *P, const struct job *v)
+static size_t vic_pos(const struct proj *P, const struct job *v)
 {
     size_t lo = 0, hi = P->nvic;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (cand_before(&cy->jobs[VIC_JOB(P->vic[mid])], v))
+        if (vent_before(&P->vic[mid], v))
             lo = mid + 1;
         else
             hi = mid;
@@ -206,7 +218,7 @@ static size_t vic_pos(const struct cycle *cy, const struct proj *P, const struct
 /* The first live entry at or after i (nvic: none). */
 static size_t vic_live(const struct proj *P, size_t i)
 {
-    while (i < P->nvic && P->vic[i] < 0)
+    while (i < P->nvic && P->vic[i].job < 0)
         i++;
     return i;
 }
@@ -215,7 +227,7 @@ static void vic_compact(struct proj *P)
 {
     size_t m = 0;
     for (size_t i = P->vlo; i < P->nvic; i++)
-        if (P->vic[i] >= 0)
+        if (P->vic[i].job >= 0)
             P->vic[m++] = P->vic[i];
     P->nvic = m;
     P->vlo = P->vdead = 0;
@@ -235,7 +247,7 @@ void ts_sched_victims_index_add(struct cycle *cy, int v)
     struct proj *P = &cy->projs[x->project];
     if (P->nvic == P->capvic) {
         size_t ncap = P->capvic ? P->capvic * 2 : 16;
-        int *nv = realloc(P->vic, ncap * sizeof(int));
+        struct vent *nv = realloc(P->vic, ncap * sizeof(*nv));
         if (nv == NULL) {
             cy->nomem = true;
             return;
@@ -243,17 +255,20 @@ void ts_sched_victims_index_add(struct cycle *cy, int v)
         P->vic = nv;
         P->capvic = ncap;
     }
-    size_t k = vic_pos(cy, P, x);
+    size_t k = vic_pos(P, x);
+    struct vent e = {x->priority, v, x->started_at, x->id};
     /* its own removed entry, or a removed one just before its place: taken
      * back without moving the list (the order holds either way) */
-    if (k < P->nvic && P->vic[k] == VIC_DEAD(v)) {
-        P->vic[k] = v;
-    } else if (k > 0 && P->vic[k - 1] < 0) {
-        P->vic[--k] = v;
+    if (k < P->nvic && P->vic[k].job < 0 && vent_is(&P->vic[k], x)) {
+        P->vic[k] = e;
+    } else if (k > 0 && P->vic[k - 1].job < 0) {
+        P->vic[--k] = e;
     } else {
-        memmove(&P->vic[k + 1], &P->vic[k], (P->nvic - k) * sizeof(int));
-        P->vic[k] = v;
+        memmove(&P->vic[k + 1], &P->vic[k], (P->nvic - k) * sizeof(*P->vic));
+        P->vic[k] = e;
         P->nvic++;
+        if (k < P->vlo) /* at 0, before removed entries only */
+            P->vlo = k;
         return;
     }
     P->vdead--;
@@ -267,10 +282,10 @@ void ts_sched_victims_index_del(struct cycle *cy, int v)
     if (!cy->vindex || !stoppable(cy, x))
         return;
     struct proj *P = &cy->projs[x->project];
-    size_t k = vic_pos(cy, P, x);
-    if (k >= P->nvic || P->vic[k] != v)
+    size_t k = vic_pos(P, x);
+    if (k >= P->nvic || P->vic[k].job != v)
         return;
-    P->vic[k] = VIC_DEAD(v);
+    P->vic[k].job = -1;
     P->vdead++;
     if (k == P->vlo)
         P->vlo = vic_live(P, k);
@@ -469,7 +484,7 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
             cur[l] = vic_live(P, cur[l]);
             if (cur[l] >= P->nvic)
                 continue;
-            int v = P->vic[cur[l]];
+            int v = P->vic[cur[l]].job;
             if (!r->reclaim && cy->jobs[v].priority >= r->below_priority) {
                 cur[l] = P->nvic; /* the rest are of higher priority still */
                 continue;

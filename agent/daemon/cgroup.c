@@ -106,6 +106,18 @@ json_t *ts_cgroup_spec(const struct ts_cgroup_node *cg, int64_t id, int attempt,
     for (int i = 0; usual[i] != NULL; i++)
         allow_node(dev, usual[i]);
     json_array_append_new(dev, json_string("c 136:* rwm")); /* pseudo-terminals */
+    /* MIG's capability files (their own modes keep the configuring ones to
+     * root); a GPU with MIG instances needs them to open one */
+    DIR *caps = opendir("/dev/nvidia-caps");
+    for (struct dirent *e; caps != NULL && (e = readdir(caps)) != NULL;) {
+        char node[300];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(node, sizeof(node), "/dev/nvidia-caps/%s", e->d_name);
+        allow_node(dev, node);
+    }
+    if (caps != NULL)
+        closedir(caps);
     for (unsigned g = 0; g < ngpus; g++) {
         char node[32];
         snprintf(node, sizeof(node), "/dev/nvidia%u", gpus[g]);

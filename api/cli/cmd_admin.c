@@ -14,6 +14,7 @@
 #include "api/cli/cli.h"
 #include "api/cli/out.h"
 #include "api/cli/req.h"
+#include "api/cli/show.h"
 #include "api/cli/table.h"
 #include "api/wire.h"
 
@@ -225,6 +226,26 @@ static const struct ts_col list_cols[] = {
     {"ALLOCATED", 0, true}, {"RUNNING", 0, true},     {"PENDING", 0, true},
 };
 
+/* A row of project list (ud: non-NULL) or department list (NULL: no
+ * DEPARTMENT column). */
+static void list_row(struct ts_table *t, const json_t *o, void *ud)
+{
+    const json_t *q = json_object_get(o, "quota"), *s = json_object_get(o, "status");
+    char buf[256];
+    ts_table_add(t, ts_out_member(o, "name", buf, sizeof(buf)));
+    if (ud != NULL)
+        ts_table_add(t, ts_out_member(o, "department", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(q, "gpus", buf, sizeof(buf)));
+    ts_table_add(t, json_is_number(json_object_get(q, "limit"))
+                        ? ts_out_member(q, "limit", buf, sizeof(buf))
+                        : "none");
+    ts_table_add(t, ts_out_member(q, "over_quota_weight", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(q, "priority", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(s, "allocated_gpus", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(s, "running_jobs", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(s, "pending_jobs", buf, sizeof(buf)));
+}
+
 static int list(struct ts_cli *cli, const struct ts_args *a, const struct kind *k)
 {
     int fmt = ts_cli_format(cli, a);
@@ -232,15 +253,6 @@ static int list(struct ts_cli *cli, const struct ts_args *a, const struct kind *
         return TS_EXIT_USAGE;
     char path[64];
     snprintf(path, sizeof(path), "/api/v1/%s", k->collection);
-    struct ts_response r;
-    int rc = ts_req(cli, "GET", path, NULL, NULL, 0, &r);
-    if (rc != TS_EXIT_OK)
-        return rc;
-    if (fmt == TS_OUT_JSON) {
-        ts_out_raw(&r);
-        ts_response_free(&r);
-        return TS_EXIT_OK;
-    }
     /* departments have no DEPARTMENT column: skip it */
     bool dept = k == &project_kind;
     struct ts_col cols[sizeof(list_cols) / sizeof(list_cols[0])];
@@ -248,31 +260,8 @@ static int list(struct ts_cli *cli, const struct ts_args *a, const struct kind *
     for (size_t c = 0; c < sizeof(list_cols) / sizeof(list_cols[0]); c++)
         if (dept || c != 1)
             cols[ncols++] = list_cols[c];
-    if (!dept)
-        cols[0].header = "NAME";
-    struct ts_table *t = ts_table_new(cols, ncols);
-    size_t i;
-    json_t *o;
-    char buf[256];
-    json_array_foreach(json_object_get(r.json, k->collection), i, o) {
-        const json_t *q = json_object_get(o, "quota"), *s = json_object_get(o, "status");
-        ts_table_add(t, ts_out_member(o, "name", buf, sizeof(buf)));
-        if (dept)
-            ts_table_add(t, ts_out_member(o, "department", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(q, "gpus", buf, sizeof(buf)));
-        ts_table_add(t, json_is_number(json_object_get(q, "limit"))
-                            ? ts_out_member(q, "limit", buf, sizeof(buf))
-                            : "none");
-        ts_table_add(t, ts_out_member(q, "over_quota_weight", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(q, "priority", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(s, "allocated_gpus", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(s, "running_jobs", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(s, "pending_jobs", buf, sizeof(buf)));
-    }
-    ts_table_print(t, stdout, cli->columns, cli->headers);
-    ts_table_free(t);
-    ts_response_free(&r);
-    return TS_EXIT_OK;
+    const struct ts_show_table tab = {cols, ncols, list_row};
+    return ts_show_list(cli, fmt, path, k->collection, &tab, dept ? cols : NULL);
 }
 
 static int cmd_project_create(struct ts_cli *cli, const struct ts_args *a)
@@ -310,23 +299,12 @@ static int cmd_department_list(struct ts_cli *cli, const struct ts_args *a)
 
 /* ---- describe project ------------------------------------------------------------------- */
 
-static int cmd_describe_project(struct ts_cli *cli, const struct ts_args *a)
+static int show_project(struct ts_cli *cli, const struct ts_response *r, void *ud)
 {
-    int fmt = ts_cli_format(cli, a);
-    if (fmt < 0)
-        return TS_EXIT_USAGE;
-    char esc[256], path[320], etag[64];
-    snprintf(path, sizeof(path), "/api/v1/projects/%s", ts_req_escape(a->pos[0], esc, sizeof(esc)));
-    struct ts_response r;
-    int rc = ts_req(cli, "GET", path, NULL, NULL, 0, &r);
-    if (rc != TS_EXIT_OK)
-        return rc;
-    if (fmt == TS_OUT_JSON) {
-        ts_out_raw(&r);
-        ts_response_free(&r);
-        return TS_EXIT_OK;
-    }
-    const json_t *p = r.json, *q = json_object_get(p, "quota"), *s = json_object_get(p, "status");
+    (void)cli;
+    (void)ud;
+    char etag[64];
+    const json_t *p = r->json, *q = json_object_get(p, "quota"), *s = json_object_get(p, "status");
     char b[256];
     ts_out_kv("Project", "%s", ts_out_member(p, "name", b, sizeof(b)));
     ts_out_kv("Department", "%s", ts_out_member(p, "department", b, sizeof(b)));
@@ -347,10 +325,14 @@ static int cmd_describe_project(struct ts_cli *cli, const struct ts_args *a)
     ts_out_kv("Job user", "%s%s", json_is_string(ju) ? json_string_value(ju) : "the agent's",
               json_is_true(json_object_get(q, "allow_root")) ? " (root allowed)" : "");
     ts_out_kv("Created", "%s", ts_out_time(json_object_get(p, "created_at"), b, sizeof(b)));
-    const char *tag = ts_response_header(&r, "ETag", etag, sizeof(etag));
+    const char *tag = ts_response_header(r, "ETag", etag, sizeof(etag));
     ts_out_kv("ETag", "%s", tag ? tag : "-");
-    ts_response_free(&r);
     return TS_EXIT_OK;
+}
+
+static int cmd_describe_project(struct ts_cli *cli, const struct ts_args *a)
+{
+    return ts_show_named(cli, a, "projects", show_project, NULL);
 }
 
 /* ---- tokens -----------------------------------------------------------------------------------
@@ -427,37 +409,27 @@ static const char *joined(const json_t *o, const char *key, const char *any_text
     return json_is_array(arr) && any_text != NULL ? any_text : "-";
 }
 
+static void token_row(struct ts_table *t, const json_t *o, void *ud)
+{
+    (void)ud;
+    char buf[1024];
+    ts_table_add(t, ts_out_member(o, "id", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(o, "name", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(o, "role", buf, sizeof(buf)));
+    ts_table_add(t, joined(o, "projects", NULL, buf, sizeof(buf)));
+    ts_table_add(t, joined(o, "nodes", "any", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_age(json_object_get(o, "created_at"), buf, sizeof(buf)));
+    ts_table_add(t, ts_out_age(json_object_get(o, "last_used_at"), buf, sizeof(buf)));
+}
+
 static int cmd_token_list(struct ts_cli *cli, const struct ts_args *a)
 {
     int fmt = ts_cli_format(cli, a);
     if (fmt < 0)
         return TS_EXIT_USAGE;
-    struct ts_response r;
-    int rc = ts_req(cli, "GET", "/api/v1/tokens", NULL, NULL, 0, &r);
-    if (rc != TS_EXIT_OK)
-        return rc;
-    if (fmt == TS_OUT_JSON) {
-        ts_out_raw(&r);
-        ts_response_free(&r);
-        return TS_EXIT_OK;
-    }
-    struct ts_table *t = ts_table_new(token_cols, sizeof(token_cols) / sizeof(token_cols[0]));
-    size_t i;
-    json_t *o;
-    char buf[1024];
-    json_array_foreach(json_object_get(r.json, "tokens"), i, o) {
-        ts_table_add(t, ts_out_member(o, "id", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(o, "name", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(o, "role", buf, sizeof(buf)));
-        ts_table_add(t, joined(o, "projects", NULL, buf, sizeof(buf)));
-        ts_table_add(t, joined(o, "nodes", "any", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_age(json_object_get(o, "created_at"), buf, sizeof(buf)));
-        ts_table_add(t, ts_out_age(json_object_get(o, "last_used_at"), buf, sizeof(buf)));
-    }
-    ts_table_print(t, stdout, cli->columns, cli->headers);
-    ts_table_free(t);
-    ts_response_free(&r);
-    return TS_EXIT_OK;
+    static const struct ts_show_table tab = {token_cols, sizeof(token_cols) / sizeof(token_cols[0]),
+                                             token_row};
+    return ts_show_list(cli, fmt, "/api/v1/tokens", "tokens", &tab, NULL);
 }
 
 /* A token's id from an id or a name. */
@@ -538,6 +510,41 @@ static const struct ts_col audit_cols[] = {
     {"TARGET", 6, false}, {"STATUS", 0, true},  {"CHANGES", 12, false},
 };
 
+static void audit_row(struct ts_table *t, const json_t *o, void *ud)
+{
+    (void)ud;
+    const json_t *who = json_object_get(o, "actor");
+    char buf[1024];
+    ts_table_add(t, ts_out_member(o, "id", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_time(json_object_get(o, "at"), buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(who, "name", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(who, "role", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(o, "method", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(o, "path", buf, sizeof(buf)));
+    ts_table_add(t, json_is_string(json_object_get(o, "target"))
+                        ? ts_out_member(o, "target", buf, sizeof(buf))
+                        : "-");
+    ts_table_add(t, ts_out_member(o, "status", buf, sizeof(buf)));
+    char *changes = json_is_object(json_object_get(o, "changes"))
+                        ? json_dumps(json_object_get(o, "changes"), JSON_COMPACT)
+                        : NULL;
+    ts_table_add(t, changes);
+    free(changes);
+}
+
+/* The page's table, then on stderr the cursor of the next page. */
+static int show_audit(struct ts_cli *cli, const struct ts_response *r, void *ud)
+{
+    (void)ud;
+    static const struct ts_show_table tab = {audit_cols, sizeof(audit_cols) / sizeof(audit_cols[0]),
+                                             audit_row};
+    ts_show_rows(cli, json_object_get(r->json, "events"), &tab, NULL);
+    const char *next = json_string_value(json_object_get(r->json, "next_cursor"));
+    if (next != NULL && cli->headers)
+        fprintf(stderr, "more: tessera audit --cursor %s\n", next);
+    return TS_EXIT_OK;
+}
+
 static int cmd_audit(struct ts_cli *cli, const struct ts_args *a)
 {
     int fmt = ts_cli_format(cli, a);
@@ -561,44 +568,7 @@ static int cmd_audit(struct ts_cli *cli, const struct ts_args *a)
     if (cursor)
         snprintf(path + n, sizeof(path) - (size_t)n, "&cursor=%s",
                  ts_req_escape(cursor, esc, sizeof(esc)));
-    struct ts_response r;
-    int rc = ts_req(cli, "GET", path, NULL, NULL, 0, &r);
-    if (rc != TS_EXIT_OK)
-        return rc;
-    if (fmt == TS_OUT_JSON) {
-        ts_out_raw(&r);
-        ts_response_free(&r);
-        return TS_EXIT_OK;
-    }
-    struct ts_table *t = ts_table_new(audit_cols, sizeof(audit_cols) / sizeof(audit_cols[0]));
-    size_t i;
-    json_t *o;
-    char buf[1024];
-    json_array_foreach(json_object_get(r.json, "events"), i, o) {
-        const json_t *who = json_object_get(o, "actor");
-        ts_table_add(t, ts_out_member(o, "id", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_time(json_object_get(o, "at"), buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(who, "name", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(who, "role", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(o, "method", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(o, "path", buf, sizeof(buf)));
-        ts_table_add(t, json_is_string(json_object_get(o, "target"))
-                            ? ts_out_member(o, "target", buf, sizeof(buf))
-                            : "-");
-        ts_table_add(t, ts_out_member(o, "status", buf, sizeof(buf)));
-        char *changes = json_is_object(json_object_get(o, "changes"))
-                            ? json_dumps(json_object_get(o, "changes"), JSON_COMPACT)
-                            : NULL;
-        ts_table_add(t, changes);
-        free(changes);
-    }
-    ts_table_print(t, stdout, cli->columns, cli->headers);
-    ts_table_free(t);
-    const char *next = json_string_value(json_object_get(r.json, "next_cursor"));
-    if (next != NULL && cli->headers)
-        fprintf(stderr, "more: tessera audit --cursor %s\n", next);
-    ts_response_free(&r);
-    return TS_EXIT_OK;
+    return ts_show_get(cli, fmt, path, show_audit, NULL);
 }
 
 static const struct ts_opt audit_opts[] = {

@@ -9,6 +9,7 @@
 #include "api/cli/cli.h"
 #include "api/cli/out.h"
 #include "api/cli/req.h"
+#include "api/cli/show.h"
 #include "api/cli/table.h"
 
 static const struct ts_opt output_opts[] = {TS_OPT_OUTPUT, TS_OPT_END};
@@ -125,23 +126,10 @@ static void gpu_rows(struct ts_table *t, const json_t *node)
     }
 }
 
-static int cmd_describe_node(struct ts_cli *cli, const struct ts_args *a)
+static int show_node(struct ts_cli *cli, const struct ts_response *r, void *ud)
 {
-    int fmt = ts_cli_format(cli, a);
-    if (fmt < 0)
-        return TS_EXIT_USAGE;
-    char esc[256], path[320];
-    snprintf(path, sizeof(path), "/api/v1/nodes/%s", ts_req_escape(a->pos[0], esc, sizeof(esc)));
-    struct ts_response r;
-    int rc = ts_req(cli, "GET", path, NULL, NULL, 0, &r);
-    if (rc != TS_EXIT_OK)
-        return rc;
-    if (fmt == TS_OUT_JSON) {
-        ts_out_raw(&r);
-        ts_response_free(&r);
-        return TS_EXIT_OK;
-    }
-    const json_t *n = r.json;
+    (void)ud;
+    const json_t *n = r->json;
     size_t ngpus = json_array_size(json_object_get(n, "gpus"));
     char b[1024];
     ts_out_kv("Node", "%s", ts_out_member(n, "name", b, sizeof(b)));
@@ -166,8 +154,12 @@ static int cmd_describe_node(struct ts_cli *cli, const struct ts_args *a)
         ts_table_print(t, stdout, cli->columns, cli->headers);
         ts_table_free(t);
     }
-    ts_response_free(&r);
     return TS_EXIT_OK;
+}
+
+static int cmd_describe_node(struct ts_cli *cli, const struct ts_args *a)
+{
+    return ts_show_named(cli, a, "nodes", show_node, NULL);
 }
 
 static const struct ts_col node_cols[] = {
@@ -176,46 +168,40 @@ static const struct ts_col node_cols[] = {
     {"CPU", 0, true},       {"MEMORY", 0, true},   {"LAST-SEEN", 0, true},
 };
 
+static void node_row(struct ts_table *t, const json_t *n, void *ud)
+{
+    (void)ud;
+    char buf[256];
+    size_t ngpus = json_array_size(json_object_get(n, "gpus"));
+    ts_table_add(t, ts_out_member(n, "name", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(n, "state", buf, sizeof(buf)));
+    ts_table_addf(t, "%zu", ngpus);
+    ts_table_add(t, gpus_of(json_object_get(n, "allocated_gpus"), ngpus, buf, sizeof(buf)));
+    ts_table_add(t, gpus_of(json_object_get(n, "utilized_gpus"), ngpus, buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(n, "running_jobs", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(n, "cpu", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_bytes(json_object_get(n, "memory_bytes"), buf, sizeof(buf)));
+    ts_table_add(t, ts_out_age(json_object_get(n, "last_seen_at"), buf, sizeof(buf)));
+}
+
+/* The rows of a node's GPUs. */
+static void node_gpu_rows(struct ts_table *t, const json_t *n, void *ud)
+{
+    (void)ud;
+    gpu_rows(t, n);
+}
+
 /* GET /nodes; with -o json the body unchanged; else the table of kind. */
 static int top_nodes(struct ts_cli *cli, const struct ts_args *a, bool gpus)
 {
     int fmt = ts_cli_format(cli, a);
     if (fmt < 0)
         return TS_EXIT_USAGE;
-    struct ts_response r;
-    int rc = ts_req(cli, "GET", "/api/v1/nodes", NULL, NULL, 0, &r);
-    if (rc != TS_EXIT_OK)
-        return rc;
-    if (fmt == TS_OUT_JSON) {
-        ts_out_raw(&r);
-        ts_response_free(&r);
-        return TS_EXIT_OK;
-    }
-    struct ts_table *t = gpus ? ts_table_new(gpu_cols, sizeof(gpu_cols) / sizeof(gpu_cols[0]))
-                              : ts_table_new(node_cols, sizeof(node_cols) / sizeof(node_cols[0]));
-    size_t i;
-    json_t *n;
-    char buf[256];
-    json_array_foreach(json_object_get(r.json, "nodes"), i, n) {
-        if (gpus) {
-            gpu_rows(t, n);
-            continue;
-        }
-        size_t ngpus = json_array_size(json_object_get(n, "gpus"));
-        ts_table_add(t, ts_out_member(n, "name", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(n, "state", buf, sizeof(buf)));
-        ts_table_addf(t, "%zu", ngpus);
-        ts_table_add(t, gpus_of(json_object_get(n, "allocated_gpus"), ngpus, buf, sizeof(buf)));
-        ts_table_add(t, gpus_of(json_object_get(n, "utilized_gpus"), ngpus, buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(n, "running_jobs", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(n, "cpu", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_bytes(json_object_get(n, "memory_bytes"), buf, sizeof(buf)));
-        ts_table_add(t, ts_out_age(json_object_get(n, "last_seen_at"), buf, sizeof(buf)));
-    }
-    ts_table_print(t, stdout, cli->columns, cli->headers);
-    ts_table_free(t);
-    ts_response_free(&r);
-    return TS_EXIT_OK;
+    static const struct ts_show_table node_tab = {
+        node_cols, sizeof(node_cols) / sizeof(node_cols[0]), node_row};
+    static const struct ts_show_table gpu_tab = {gpu_cols, sizeof(gpu_cols) / sizeof(gpu_cols[0]),
+                                                 node_gpu_rows};
+    return ts_show_list(cli, fmt, "/api/v1/nodes", "nodes", gpus ? &gpu_tab : &node_tab, NULL);
 }
 
 static int cmd_top_node(struct ts_cli *cli, const struct ts_args *a)
@@ -259,45 +245,44 @@ static const struct ts_col project_cols[] = {
     {"REQUESTED", 0, true}, {"RUNNING", 0, true},     {"PENDING", 0, true},
 };
 
+/* ud: the utilization of each project (project_utilization), or NULL. */
+static void project_row(struct ts_table *t, const json_t *p, void *ud)
+{
+    const json_t *util = ud;
+    const json_t *q = json_object_get(p, "quota"), *s = json_object_get(p, "status");
+    const char *name = json_string_value(json_object_get(p, "name"));
+    char buf[256];
+    ts_table_add(t, name);
+    ts_table_add(t, ts_out_member(q, "gpus", buf, sizeof(buf)));
+    ts_table_add(t, json_is_number(json_object_get(q, "limit"))
+                        ? ts_out_member(q, "limit", buf, sizeof(buf))
+                        : "none");
+    ts_table_add(t, ts_out_member(s, "allocated_gpus", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(s, "allocated_nonpreemptible_gpus", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_num(name ? json_object_get(util, name) : NULL, buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(s, "requested_gpus", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(s, "running_jobs", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(s, "pending_jobs", buf, sizeof(buf)));
+}
+
+/* The projects' table beside their utilization, asked after the list. */
+static int show_projects(struct ts_cli *cli, const struct ts_response *r, void *ud)
+{
+    (void)ud;
+    static const struct ts_show_table tab = {
+        project_cols, sizeof(project_cols) / sizeof(project_cols[0]), project_row};
+    json_t *util = project_utilization(cli);
+    ts_show_rows(cli, json_object_get(r->json, "projects"), &tab, util);
+    json_decref(util);
+    return TS_EXIT_OK;
+}
+
 static int cmd_top_project(struct ts_cli *cli, const struct ts_args *a)
 {
     int fmt = ts_cli_format(cli, a);
     if (fmt < 0)
         return TS_EXIT_USAGE;
-    struct ts_response r;
-    int rc = ts_req(cli, "GET", "/api/v1/projects", NULL, NULL, 0, &r);
-    if (rc != TS_EXIT_OK)
-        return rc;
-    if (fmt == TS_OUT_JSON) {
-        ts_out_raw(&r);
-        ts_response_free(&r);
-        return TS_EXIT_OK;
-    }
-    json_t *util = project_utilization(cli);
-    struct ts_table *t = ts_table_new(project_cols, sizeof(project_cols) / sizeof(project_cols[0]));
-    size_t i;
-    json_t *p;
-    char buf[256];
-    json_array_foreach(json_object_get(r.json, "projects"), i, p) {
-        const json_t *q = json_object_get(p, "quota"), *s = json_object_get(p, "status");
-        const char *name = json_string_value(json_object_get(p, "name"));
-        ts_table_add(t, name);
-        ts_table_add(t, ts_out_member(q, "gpus", buf, sizeof(buf)));
-        ts_table_add(t, json_is_number(json_object_get(q, "limit"))
-                            ? ts_out_member(q, "limit", buf, sizeof(buf))
-                            : "none");
-        ts_table_add(t, ts_out_member(s, "allocated_gpus", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(s, "allocated_nonpreemptible_gpus", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_num(name ? json_object_get(util, name) : NULL, buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(s, "requested_gpus", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(s, "running_jobs", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(s, "pending_jobs", buf, sizeof(buf)));
-    }
-    ts_table_print(t, stdout, cli->columns, cli->headers);
-    ts_table_free(t);
-    json_decref(util);
-    ts_response_free(&r);
-    return TS_EXIT_OK;
+    return ts_show_get(cli, fmt, "/api/v1/projects", show_projects, NULL);
 }
 
 static int drain(struct ts_cli *cli, const struct ts_args *a, const char *action)

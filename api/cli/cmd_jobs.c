@@ -9,6 +9,7 @@
 #include "api/cli/cli.h"
 #include "api/cli/out.h"
 #include "api/cli/req.h"
+#include "api/cli/show.h"
 #include "api/cli/table.h"
 #include "api/units.h"
 #include "api/wire.h"
@@ -151,8 +152,10 @@ static const struct ts_col wide_cols[] = {
     {"REASON", 16, false}, {"COMMAND", 12, false},
 };
 
-static void list_row(struct ts_table *t, const json_t *j, bool wide)
+/* A job's row; wide (ud non-NULL): every column of -o wide. */
+static void list_row(struct ts_table *t, const json_t *j, void *ud)
 {
+    bool wide = ud != NULL;
     char buf[1024];
     long long pos;
     const json_t *reason = reason_of(j, &pos);
@@ -280,16 +283,12 @@ static int cmd_list(struct ts_cli *cli, const struct ts_args *a)
             json_decref(o);
         }
     } else if (rc == TS_EXIT_OK) {
+        static const struct ts_show_table tab = {
+            list_cols, sizeof(list_cols) / sizeof(list_cols[0]), list_row};
+        static const struct ts_show_table wide_tab = {
+            wide_cols, sizeof(wide_cols) / sizeof(wide_cols[0]), list_row};
         bool wide = fmt == TS_OUT_WIDE;
-        struct ts_table *t =
-            wide ? ts_table_new(wide_cols, sizeof(wide_cols) / sizeof(wide_cols[0]))
-                 : ts_table_new(list_cols, sizeof(list_cols) / sizeof(list_cols[0]));
-        size_t i;
-        json_t *j;
-        json_array_foreach(jobs, i, j)
-            list_row(t, j, wide);
-        ts_table_print(t, stdout, cli->columns, cli->headers);
-        ts_table_free(t);
+        ts_show_rows(cli, jobs, wide ? &wide_tab : &tab, wide ? (void *)wide_cols : NULL);
     }
     free(raw);
     json_decref(jobs);
@@ -298,25 +297,26 @@ static int cmd_list(struct ts_cli *cli, const struct ts_args *a)
 
 /* ---- describe job, why ------------------------------------------------------------ */
 
-static void print_events_table(const json_t *events, int columns, bool headers, bool with_job)
+static void event_row(struct ts_table *t, const json_t *e, void *ud)
+{
+    char buf[1024];
+    ts_table_add(t, ts_out_time(json_object_get(e, "at"), buf, sizeof(buf)));
+    if (ud != NULL)
+        ts_table_add(t, ts_out_member(e, "job_id", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(e, "type", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(e, "message", buf, sizeof(buf)));
+}
+
+/* The table of events, with a JOB column when with_job. */
+static void print_events_table(const struct ts_cli *cli, const json_t *events, bool with_job)
 {
     static const struct ts_col cols[] = {
         {"TIME", 0, false}, {"TYPE", 0, false}, {"MESSAGE", 20, false}};
     static const struct ts_col job_cols[] = {
         {"TIME", 0, false}, {"JOB", 0, true}, {"TYPE", 0, false}, {"MESSAGE", 20, false}};
-    struct ts_table *t = with_job ? ts_table_new(job_cols, 4) : ts_table_new(cols, 3);
-    size_t i;
-    json_t *e;
-    char buf[1024];
-    json_array_foreach(events, i, e) {
-        ts_table_add(t, ts_out_time(json_object_get(e, "at"), buf, sizeof(buf)));
-        if (with_job)
-            ts_table_add(t, ts_out_member(e, "job_id", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(e, "type", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(e, "message", buf, sizeof(buf)));
-    }
-    ts_table_print(t, stdout, columns, headers);
-    ts_table_free(t);
+    static const struct ts_show_table tab = {cols, 3, event_row};
+    static const struct ts_show_table job_tab = {job_cols, 4, event_row};
+    ts_show_rows(cli, events, with_job ? &job_tab : &tab, with_job ? (void *)job_cols : NULL);
 }
 
 /* "K=V K=V" of an object of strings, "-" when empty. */
@@ -384,24 +384,11 @@ static char *devices_text(const json_t *devices, char *buf, size_t len)
 
 static const struct ts_opt job_opts[] = {TS_OPT_PROJECT, TS_OPT_OUTPUT, TS_OPT_END};
 
-static int cmd_describe_job(struct ts_cli *cli, const struct ts_args *a)
+/* A job's "key: value" lines, then its events (ud: the job's id). */
+static int show_job(struct ts_cli *cli, const struct ts_response *r, void *ud)
 {
-    int fmt = ts_cli_format(cli, a);
-    if (fmt < 0)
-        return TS_EXIT_USAGE;
-    long long id;
-    int rc = ts_cmd_jobs_resolve(cli, a, a->pos[0], &id);
-    if (rc != TS_EXIT_OK)
-        return rc;
-    struct ts_response r, ev;
-    if ((rc = get_job(cli, id, "", &r)) != TS_EXIT_OK)
-        return rc;
-    if (fmt == TS_OUT_JSON) {
-        ts_out_raw(&r);
-        ts_response_free(&r);
-        return TS_EXIT_OK;
-    }
-    const json_t *j = r.json;
+    long long id = *(const long long *)ud;
+    const json_t *j = r->json;
     char b1[4096], b2[256];
     ts_out_kv("Job", "%lld (%s)", id, ts_out_member(j, "name", b1, sizeof(b1)));
     ts_out_kv("Project", "%s", ts_out_member(j, "project", b1, sizeof(b1)));
@@ -464,13 +451,36 @@ static int cmd_describe_job(struct ts_cli *cli, const struct ts_args *a)
     ts_out_kv("Created", "%s", ts_out_time(json_object_get(j, "created_at"), b1, sizeof(b1)));
     ts_out_kv("Started", "%s", ts_out_time(json_object_get(j, "started_at"), b1, sizeof(b1)));
     ts_out_kv("Finished", "%s", ts_out_time(json_object_get(j, "finished_at"), b1, sizeof(b1)));
-    ts_response_free(&r);
-    if ((rc = get_job(cli, id, "/events", &ev)) != TS_EXIT_OK)
+    struct ts_response ev;
+    int rc = get_job(cli, id, "/events", &ev);
+    if (rc != TS_EXIT_OK)
         return rc;
     printf("Events:\n");
-    print_events_table(json_object_get(ev.json, "events"), cli->columns, true, false);
+    print_events_table(cli, json_object_get(ev.json, "events"), false);
     ts_response_free(&ev);
     return TS_EXIT_OK;
+}
+
+/* GET /api/v1/jobs/{id of JOB}[suffix]: -o json its body, else show
+ * (whose ud is the id). */
+static int show_job_by(struct ts_cli *cli, const struct ts_args *a, const char *suffix,
+                       ts_show_fn show)
+{
+    int fmt = ts_cli_format(cli, a);
+    if (fmt < 0)
+        return TS_EXIT_USAGE;
+    long long id;
+    int rc = ts_cmd_jobs_resolve(cli, a, a->pos[0], &id);
+    if (rc != TS_EXIT_OK)
+        return rc;
+    char path[128];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld%s", id, suffix);
+    return ts_show_get(cli, fmt, path, show, &id);
+}
+
+static int cmd_describe_job(struct ts_cli *cli, const struct ts_args *a)
+{
+    return show_job_by(cli, a, "", show_job);
 }
 
 /* What would make a job pending for reason code run. */
@@ -505,24 +515,12 @@ static const struct {
                            "wait (the message says for what)"},
 };
 
-static int cmd_why(struct ts_cli *cli, const struct ts_args *a)
+/* Why a job waits and what would make it run (ud: the job's id). */
+static int show_why(struct ts_cli *cli, const struct ts_response *r, void *ud)
 {
-    int fmt = ts_cli_format(cli, a);
-    if (fmt < 0)
-        return TS_EXIT_USAGE;
-    long long id;
-    int rc = ts_cmd_jobs_resolve(cli, a, a->pos[0], &id);
-    if (rc != TS_EXIT_OK)
-        return rc;
-    struct ts_response r;
-    if ((rc = get_job(cli, id, "", &r)) != TS_EXIT_OK)
-        return rc;
-    if (fmt == TS_OUT_JSON) {
-        ts_out_raw(&r);
-        ts_response_free(&r);
-        return TS_EXIT_OK;
-    }
-    const json_t *j = r.json;
+    (void)cli;
+    long long id = *(const long long *)ud;
+    const json_t *j = r->json;
     char name[128], state[32], project[128], b[512];
     ts_out_member(j, "name", name, sizeof(name));
     ts_out_member(j, "state", state, sizeof(state));
@@ -559,8 +557,12 @@ static int cmd_why(struct ts_cli *cli, const struct ts_args *a)
     } else if (strcmp(state, "failed") == 0 || strcmp(state, "succeeded") == 0) {
         printf("exit code: %s\n", ts_out_member(j, "exit_code", b, sizeof(b)));
     }
-    ts_response_free(&r);
     return TS_EXIT_OK;
+}
+
+static int cmd_why(struct ts_cli *cli, const struct ts_args *a)
+{
+    return show_job_by(cli, a, "", show_why);
 }
 
 /* ---- logs -------------------------------------------------------------------------- */
@@ -718,25 +720,20 @@ static const struct ts_opt events_opts[] = {
     TS_OPT_END,
 };
 
+static int show_events(struct ts_cli *cli, const struct ts_response *r, void *ud)
+{
+    (void)ud;
+    print_events_table(cli, json_object_get(r->json, "events"), false);
+    return TS_EXIT_OK;
+}
+
 static int cmd_events(struct ts_cli *cli, const struct ts_args *a)
 {
     int fmt = ts_cli_format(cli, a);
     if (fmt < 0)
         return TS_EXIT_USAGE;
-    if (a->npos == 1) {
-        long long id;
-        int rc = ts_cmd_jobs_resolve(cli, a, a->pos[0], &id);
-        struct ts_response r;
-        if (rc != TS_EXIT_OK || (rc = get_job(cli, id, "/events", &r)) != TS_EXIT_OK)
-            return rc;
-        if (fmt == TS_OUT_JSON)
-            ts_out_raw(&r);
-        else
-            print_events_table(json_object_get(r.json, "events"), cli->columns, cli->headers,
-                               false);
-        ts_response_free(&r);
-        return TS_EXIT_OK;
-    }
+    if (a->npos == 1)
+        return show_job_by(cli, a, "/events", show_events);
     json_t *events;
     int rc = recent_events(cli, a, &events);
     if (rc != TS_EXIT_OK)
@@ -746,7 +743,7 @@ static int cmd_events(struct ts_cli *cli, const struct ts_args *a)
         ts_out_json(o);
         json_decref(o);
     } else {
-        print_events_table(events, cli->columns, cli->headers, true);
+        print_events_table(cli, events, true);
     }
     json_decref(events);
     return TS_EXIT_OK;
@@ -774,6 +771,29 @@ static const struct ts_col queue_cols[] = {
     {"POS", 0, true}, {"ID", 0, true},   {"NAME", 12, false}, {"PROJECT", 8, false},
     {"PRI", 0, true}, {"GPU", 0, false}, {"AGE", 0, true},    {"REASON", 20, false},
 };
+
+static void queue_row(struct ts_table *t, const json_t *j, void *ud)
+{
+    (void)ud;
+    char buf[1024];
+    long long pos;
+    const json_t *reason = reason_of(j, &pos);
+    if (pos > 0)
+        ts_table_addf(t, "%lld", pos);
+    else
+        ts_table_add(t, "-");
+    ts_table_add(t, ts_out_member(j, "id", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(j, "name", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(j, "project", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_member(j, "priority", buf, sizeof(buf)));
+    ts_table_add(t, ts_out_gpu(json_object_get(j, "gpu"), buf, sizeof(buf)));
+    ts_table_add(t, ts_out_age(json_object_get(j, "created_at"), buf, sizeof(buf)));
+    if (reason)
+        ts_table_addf(t, "%s: %s", json_string_value(json_object_get(reason, "code")),
+                      json_string_value(json_object_get(reason, "message")));
+    else
+        ts_table_add(t, "-");
+}
 
 static const struct ts_opt queue_opts[] = {
     {"all-projects", 'A', NULL, "every project (the default without -p)", false},
@@ -836,39 +856,21 @@ static int cmd_queue(struct ts_cli *cli, const struct ts_args *a)
     for (size_t i = 0; i < n; i++)
         v[i] = json_array_get(items, i);
     qsort(v, n, sizeof(*v), by_position);
+    json_t *sorted = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append(sorted, v[i]);
+    free(v);
+    json_decref(items);
     if (fmt == TS_OUT_JSON) {
-        json_t *o = json_pack("{s:[]}", "items");
-        for (size_t i = 0; i < n; i++)
-            json_array_append(json_object_get(o, "items"), v[i]);
+        json_t *o = json_pack("{s:o}", "items", sorted);
         ts_out_json(o);
         json_decref(o);
     } else {
-        struct ts_table *t = ts_table_new(queue_cols, sizeof(queue_cols) / sizeof(queue_cols[0]));
-        char buf[1024];
-        for (size_t i = 0; i < n; i++) {
-            long long pos;
-            const json_t *reason = reason_of(v[i], &pos);
-            if (pos > 0)
-                ts_table_addf(t, "%lld", pos);
-            else
-                ts_table_add(t, "-");
-            ts_table_add(t, ts_out_member(v[i], "id", buf, sizeof(buf)));
-            ts_table_add(t, ts_out_member(v[i], "name", buf, sizeof(buf)));
-            ts_table_add(t, ts_out_member(v[i], "project", buf, sizeof(buf)));
-            ts_table_add(t, ts_out_member(v[i], "priority", buf, sizeof(buf)));
-            ts_table_add(t, ts_out_gpu(json_object_get(v[i], "gpu"), buf, sizeof(buf)));
-            ts_table_add(t, ts_out_age(json_object_get(v[i], "created_at"), buf, sizeof(buf)));
-            if (reason)
-                ts_table_addf(t, "%s: %s", json_string_value(json_object_get(reason, "code")),
-                              json_string_value(json_object_get(reason, "message")));
-            else
-                ts_table_add(t, "-");
-        }
-        ts_table_print(t, stdout, cli->columns, cli->headers);
-        ts_table_free(t);
+        static const struct ts_show_table tab = {
+            queue_cols, sizeof(queue_cols) / sizeof(queue_cols[0]), queue_row};
+        ts_show_rows(cli, sorted, &tab, NULL);
+        json_decref(sorted);
     }
-    free(v);
-    json_decref(items);
     return TS_EXIT_OK;
 }
 

@@ -1,21 +1,20 @@
 /*
- * cmd_jobs.c - jobs after submission: list, describe job, why, logs,
- * cancel, suspend, resume, events, queue; and finding a job by its name.
+ * cmd_jobs.c - jobs after submission: describe job, why, logs, cancel,
+ * suspend, resume; finding a job by its name; the table of the group's
+ * commands, whose list and queue are in cmd_list.c, events in cmd_events.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/cli/cli.h"
+#include "api/cli/cmd_jobs.h"
 #include "api/cli/out.h"
 #include "api/cli/req.h"
 #include "api/cli/show.h"
 #include "api/cli/table.h"
 #include "api/units.h"
 #include "api/wire.h"
-
-#define PAGE_SIZE 500
-#define EVENTS_JOBS 50 /* events without a job: of the newest this many jobs */
 
 /* ---- fetching and finding jobs ------------------------------------------------ */
 
@@ -49,6 +48,21 @@ int ts_cmd_jobs_fetch(struct ts_cli *cli, const char *query, long long page_size
     }
 }
 
+int ts_cmd_jobs_of(struct ts_cli *cli, const char *project, json_t **jobs)
+{
+    char query[256] = "", esc[200];
+    if (project)
+        snprintf(query, sizeof(query), "project=%s", ts_req_escape(project, esc, sizeof(esc)));
+    char *raw;
+    int rc = ts_cmd_jobs_fetch(cli, query, TS_CMD_JOBS_PAGE_SIZE, jobs, &raw);
+    free(raw);
+    if (rc != TS_EXIT_OK) {
+        json_decref(*jobs);
+        *jobs = NULL;
+    }
+    return rc;
+}
+
 static bool all_digits(const char *s)
 {
     if (s[0] == '\0')
@@ -68,17 +82,10 @@ int ts_cmd_jobs_resolve(struct ts_cli *cli, const struct ts_args *a, const char 
     if (!ts_name_valid(job))
         return ts_cli_usage_error(cli, "JOB must be a job's id or name: \"%s\"", job);
     const char *project = ts_cli_project(cli, a);
-    char query[256] = "", esc[200];
-    if (project)
-        snprintf(query, sizeof(query), "project=%s", ts_req_escape(project, esc, sizeof(esc)));
     json_t *jobs;
-    char *raw;
-    int rc = ts_cmd_jobs_fetch(cli, query, PAGE_SIZE, &jobs, &raw);
-    free(raw);
-    if (rc != TS_EXIT_OK) {
-        json_decref(jobs);
+    int rc = ts_cmd_jobs_of(cli, project, &jobs);
+    if (rc != TS_EXIT_OK)
         return rc;
-    }
     /* the newest job of that name in each project */
     json_t *found = json_object();
     size_t i;
@@ -117,17 +124,14 @@ int ts_cmd_jobs_resolve(struct ts_cli *cli, const struct ts_args *a, const char 
     return TS_EXIT_USAGE;
 }
 
-/* GET /api/v1/jobs/{id}[suffix] into *r. */
-static int get_job(struct ts_cli *cli, long long id, const char *suffix, struct ts_response *r)
+int ts_cmd_jobs_get(struct ts_cli *cli, long long id, const char *suffix, struct ts_response *r)
 {
     char path[128];
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld%s", id, suffix);
     return ts_req(cli, "GET", path, NULL, NULL, 0, r);
 }
 
-/* The pending reason of a job or a queue item: "pending_reason" (jobs) or
- * "reason" and "queue_position" (GET /queue). Borrowed. */
-static const json_t *reason_of(const json_t *j, long long *position)
+const json_t *ts_cmd_jobs_reason(const json_t *j, long long *position)
 {
     const json_t *r = json_object_get(j, "pending_reason");
     if (!json_is_object(r))
@@ -137,162 +141,6 @@ static const json_t *reason_of(const json_t *j, long long *position)
         pos = json_object_get(r, "queue_position");
     *position = json_is_integer(pos) ? json_integer_value(pos) : 0;
     return json_is_object(r) ? r : NULL;
-}
-
-/* ---- list ---------------------------------------------------------------------- */
-
-static const struct ts_col list_cols[] = {
-    {"ID", 0, true},   {"NAME", 12, false}, {"PROJECT", 8, false},      {"STATE", 0, false},
-    {"GPU", 0, false}, {"AGE", 0, true},    {"NODE/REASON", 12, false},
-};
-static const struct ts_col wide_cols[] = {
-    {"ID", 0, true},       {"NAME", 12, false},    {"PROJECT", 8, false}, {"KIND", 0, false},
-    {"PRI", 0, true},      {"PREEMPT", 0, false},  {"STATE", 0, false},   {"GPU", 0, false},
-    {"CPU", 0, true},      {"MEMORY", 0, true},    {"NODE", 8, false},    {"AGE", 0, true},
-    {"REASON", 16, false}, {"COMMAND", 12, false},
-};
-
-/* A job's row; wide (ud non-NULL): every column of -o wide. */
-static void list_row(struct ts_table *t, const json_t *j, void *ud)
-{
-    bool wide = ud != NULL;
-    char buf[1024];
-    long long pos;
-    const json_t *reason = reason_of(j, &pos);
-    ts_table_add(t, ts_out_member(j, "id", buf, sizeof(buf)));
-    ts_table_add(t, ts_out_member(j, "name", buf, sizeof(buf)));
-    ts_table_add(t, ts_out_member(j, "project", buf, sizeof(buf)));
-    if (wide) {
-        ts_table_add(t, ts_out_member(j, "kind", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_member(j, "priority", buf, sizeof(buf)));
-        ts_table_add(t, json_is_true(json_object_get(j, "preemptible")) ? "yes" : "no");
-    }
-    ts_table_add(t, ts_out_member(j, "state", buf, sizeof(buf)));
-    ts_table_add(t, ts_out_gpu(json_object_get(j, "gpu"), buf, sizeof(buf)));
-    if (wide) {
-        const json_t *cpu = json_object_get(j, "cpu");
-        ts_table_add(t, json_number_value(cpu) > 0 ? ts_out_num(cpu, buf, sizeof(buf)) : "-");
-        const json_t *mem = json_object_get(j, "memory_bytes");
-        ts_table_add(t, json_integer_value(mem) > 0 ? ts_out_bytes(mem, buf, sizeof(buf)) : "-");
-        ts_table_add(t, ts_out_member(j, "node", buf, sizeof(buf)));
-        ts_table_add(t, ts_out_age(json_object_get(j, "created_at"), buf, sizeof(buf)));
-        if (reason)
-            ts_table_addf(t, "%s: %s", json_string_value(json_object_get(reason, "code")),
-                          json_string_value(json_object_get(reason, "message")));
-        else
-            ts_table_add(t, "-");
-        char *cmd = NULL;
-        size_t len = 0;
-        FILE *m = open_memstream(&cmd, &len);
-        size_t i;
-        json_t *w;
-        json_array_foreach(json_object_get(j, "command"), i, w)
-            fprintf(m, "%s%s", i ? " " : "", json_string_value(w));
-        fclose(m);
-        ts_table_add(t, cmd);
-        free(cmd);
-        return;
-    }
-    ts_table_add(t, ts_out_age(json_object_get(j, "created_at"), buf, sizeof(buf)));
-    const char *node = json_string_value(json_object_get(j, "node"));
-    if (node)
-        ts_table_add(t, node);
-    else if (reason)
-        ts_table_addf(t, "(%s)", json_string_value(json_object_get(reason, "code")));
-    else
-        ts_table_add(t, "-");
-}
-
-static const struct ts_opt list_opts[] = {
-    {"all-projects", 'A', NULL, "every project the token sees", false},
-    TS_OPT_PROJECT,
-    {"all", 0, NULL, "finished jobs too (default: unfinished jobs only)", false},
-    {"state", 0, "STATE", "only these states: pending,running,... (comma-separated)", false},
-    {"kind", 0, "KIND", "only this kind: train, interactive or inference", false},
-    {"node", 0, "NODE", "only jobs on this node", false},
-    TS_OPT_OUTPUT,
-    TS_OPT_NO_HEADERS,
-    {"page-size", 0, "N", "jobs per request while following the pages (default 500)", false},
-    TS_OPT_END,
-};
-
-/* After an empty answer for project: TS_EXIT_NOT_FOUND after saying so
- * when it does not exist, else TS_EXIT_OK (it exists, or the token may not
- * read it: then the empty answer stands). */
-static int project_check(struct ts_cli *cli, const char *project)
-{
-    char path[300], esc[200];
-    snprintf(path, sizeof(path), "/api/v1/projects/%s", ts_req_escape(project, esc, sizeof(esc)));
-    struct ts_response r;
-    int rc = ts_req(cli, "GET", path, NULL, NULL, TS_REQ_KEEP, &r);
-    if (rc == TS_EXIT_NOT_FOUND)
-        fprintf(stderr, "error: project \"%s\" does not exist\n", project);
-    ts_response_free(&r);
-    return rc == TS_EXIT_NOT_FOUND ? rc : TS_EXIT_OK;
-}
-
-static int cmd_list(struct ts_cli *cli, const struct ts_args *a)
-{
-    int fmt = ts_cli_format(cli, a);
-    if (fmt < 0)
-        return TS_EXIT_USAGE;
-    if (ts_args_has(a, "all-projects") && ts_args_has(a, "project"))
-        return ts_cli_usage_error(cli, "give -A or -p, not both");
-    if (ts_args_has(a, "all") && ts_args_has(a, "state"))
-        return ts_cli_usage_error(cli, "give --all or --state, not both");
-    /* by default the jobs not yet finished: every state but the final ones */
-    char unfinished[256] = "";
-    for (int s = 0; s <= TS_JOB_CANCELLED; s++)
-        if (!ts_job_state_finished((enum ts_job_state)s)) {
-            size_t n = strlen(unfinished);
-            snprintf(unfinished + n, sizeof(unfinished) - n, "%s%s", n ? "," : "",
-                     ts_job_state_name((enum ts_job_state)s));
-        }
-    const char *state = ts_args_get(a, "state");
-    if (state == NULL && !ts_args_has(a, "all"))
-        state = unfinished;
-    long long page = PAGE_SIZE;
-    struct ts_error err;
-    ts_error_clear(&err);
-    if (ts_args_int(a, "page-size", 1, 1000, &page, &err) != 0)
-        return ts_cli_usage_error(cli, "%s", err.message);
-    char query[1024] = "", esc[300];
-    size_t n = 0;
-    const char *project = ts_args_has(a, "all-projects") ? NULL : ts_cli_project(cli, a);
-    const char *filters[][2] = {{"project", project},
-                                {"state", state},
-                                {"kind", ts_args_get(a, "kind")},
-                                {"node", ts_args_get(a, "node")}};
-    for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++)
-        if (filters[i][1])
-            n += (size_t)snprintf(query + n, sizeof(query) - n, "%s%s=%s", n ? "&" : "",
-                                  filters[i][0], ts_req_escape(filters[i][1], esc, sizeof(esc)));
-    if (n >= sizeof(query))
-        return ts_cli_usage_error(cli, "filters are too long");
-    json_t *jobs;
-    char *raw;
-    int rc = ts_cmd_jobs_fetch(cli, query, page, &jobs, &raw);
-    if (rc == TS_EXIT_OK && project && json_array_size(jobs) == 0)
-        rc = project_check(cli, project);
-    if (rc == TS_EXIT_OK && fmt == TS_OUT_JSON) {
-        if (raw) {
-            printf("%s\n", raw);
-        } else {
-            json_t *o = json_pack("{s:O, s:n}", "jobs", jobs, "next_cursor");
-            ts_out_json(o);
-            json_decref(o);
-        }
-    } else if (rc == TS_EXIT_OK) {
-        static const struct ts_show_table tab = {
-            list_cols, sizeof(list_cols) / sizeof(list_cols[0]), list_row};
-        static const struct ts_show_table wide_tab = {
-            wide_cols, sizeof(wide_cols) / sizeof(wide_cols[0]), list_row};
-        bool wide = fmt == TS_OUT_WIDE;
-        ts_show_rows(cli, jobs, wide ? &wide_tab : &tab, wide ? (void *)wide_cols : NULL);
-    }
-    free(raw);
-    json_decref(jobs);
-    return rc;
 }
 
 /* ---- describe job, why ------------------------------------------------------------ */
@@ -307,8 +155,7 @@ static void event_row(struct ts_table *t, const json_t *e, void *ud)
     ts_table_add(t, ts_out_member(e, "message", buf, sizeof(buf)));
 }
 
-/* The table of events, with a JOB column when with_job. */
-static void print_events_table(const struct ts_cli *cli, const json_t *events, bool with_job)
+void ts_cmd_jobs_events_table(const struct ts_cli *cli, const json_t *events, bool with_job)
 {
     static const struct ts_col cols[] = {
         {"TIME", 0, false}, {"TYPE", 0, false}, {"MESSAGE", 20, false}};
@@ -395,7 +242,7 @@ static int show_job(struct ts_cli *cli, const struct ts_response *r, void *ud)
     ts_out_kv("Kind", "%s", ts_out_member(j, "kind", b1, sizeof(b1)));
     ts_out_kv("State", "%s", ts_out_member(j, "state", b1, sizeof(b1)));
     long long pos;
-    const json_t *reason = reason_of(j, &pos);
+    const json_t *reason = ts_cmd_jobs_reason(j, &pos);
     if (reason) {
         ts_out_kv("Reason", "%s: %s", ts_out_member(reason, "code", b1, sizeof(b1)),
                   ts_out_member(reason, "message", b2, sizeof(b2)));
@@ -452,19 +299,17 @@ static int show_job(struct ts_cli *cli, const struct ts_response *r, void *ud)
     ts_out_kv("Started", "%s", ts_out_time(json_object_get(j, "started_at"), b1, sizeof(b1)));
     ts_out_kv("Finished", "%s", ts_out_time(json_object_get(j, "finished_at"), b1, sizeof(b1)));
     struct ts_response ev;
-    int rc = get_job(cli, id, "/events", &ev);
+    int rc = ts_cmd_jobs_get(cli, id, "/events", &ev);
     if (rc != TS_EXIT_OK)
         return rc;
     printf("Events:\n");
-    print_events_table(cli, json_object_get(ev.json, "events"), false);
+    ts_cmd_jobs_events_table(cli, json_object_get(ev.json, "events"), false);
     ts_response_free(&ev);
     return TS_EXIT_OK;
 }
 
-/* GET /api/v1/jobs/{id of JOB}[suffix]: -o json its body, else show
- * (whose ud is the id). */
-static int show_job_by(struct ts_cli *cli, const struct ts_args *a, const char *suffix,
-                       ts_show_fn show)
+int ts_cmd_jobs_show(struct ts_cli *cli, const struct ts_args *a, const char *suffix,
+                     ts_show_fn show)
 {
     int fmt = ts_cli_format(cli, a);
     if (fmt < 0)
@@ -480,7 +325,7 @@ static int show_job_by(struct ts_cli *cli, const struct ts_args *a, const char *
 
 static int cmd_describe_job(struct ts_cli *cli, const struct ts_args *a)
 {
-    return show_job_by(cli, a, "", show_job);
+    return ts_cmd_jobs_show(cli, a, "", show_job);
 }
 
 /* What would make a job pending for reason code run. */
@@ -531,7 +376,7 @@ static int show_why(struct ts_cli *cli, const struct ts_response *r, void *ud)
         printf(" on node %s", node);
     printf("\n");
     long long pos;
-    const json_t *reason = reason_of(j, &pos);
+    const json_t *reason = ts_cmd_jobs_reason(j, &pos);
     const char *code = json_string_value(json_object_get(reason, "code"));
     if (reason) {
         printf("reason:   %s\n", code ? code : "-");
@@ -562,7 +407,7 @@ static int show_why(struct ts_cli *cli, const struct ts_response *r, void *ud)
 
 static int cmd_why(struct ts_cli *cli, const struct ts_args *a)
 {
-    return show_job_by(cli, a, "", show_why);
+    return ts_cmd_jobs_show(cli, a, "", show_why);
 }
 
 /* ---- logs -------------------------------------------------------------------------- */
@@ -646,234 +491,6 @@ static int cmd_resume(struct ts_cli *cli, const struct ts_args *a)
     return act(cli, a, a->pos[0], "POST", "/resume", "resume");
 }
 
-/* ---- events ------------------------------------------------------------------------------ */
-
-static int by_time(const void *x, const void *y)
-{
-    const json_t *a = *(json_t *const *)x, *b = *(json_t *const *)y;
-    const char *ta = json_string_value(json_object_get(a, "at"));
-    const char *tb = json_string_value(json_object_get(b, "at"));
-    int c = strcmp(ta ? ta : "", tb ? tb : "");
-    if (c != 0)
-        return c;
-    json_int_t ia = json_integer_value(json_object_get(a, "id"));
-    json_int_t ib = json_integer_value(json_object_get(b, "id"));
-    return (ia > ib) - (ia < ib);
-}
-
-/* The events of the newest jobs in scope, oldest first (new array). */
-static int recent_events(struct ts_cli *cli, const struct ts_args *a, json_t **events)
-{
-    *events = NULL;
-    char query[256] = "", esc[200];
-    const char *project = ts_args_has(a, "all-projects") ? NULL : ts_cli_project(cli, a);
-    if (project)
-        snprintf(query, sizeof(query), "project=%s", ts_req_escape(project, esc, sizeof(esc)));
-    json_t *jobs;
-    char *raw;
-    int rc = ts_cmd_jobs_fetch(cli, query, PAGE_SIZE, &jobs, &raw);
-    free(raw);
-    if (rc != TS_EXIT_OK) {
-        json_decref(jobs);
-        return rc;
-    }
-    size_t n = json_array_size(jobs), from = n > EVENTS_JOBS ? n - EVENTS_JOBS : 0;
-    json_t *all = json_array();
-    for (size_t i = from; i < n && rc == TS_EXIT_OK; i++) {
-        struct ts_response r;
-        long long id = json_integer_value(json_object_get(json_array_get(jobs, i), "id"));
-        rc = get_job(cli, id, "/events", &r);
-        if (rc == TS_EXIT_NOT_FOUND) /* deleted meanwhile */
-            rc = TS_EXIT_OK;
-        else if (rc == TS_EXIT_OK)
-            json_array_extend(all, json_object_get(r.json, "events"));
-        ts_response_free(&r);
-    }
-    json_decref(jobs);
-    if (rc != TS_EXIT_OK) {
-        json_decref(all);
-        return rc;
-    }
-    size_t m = json_array_size(all);
-    json_t **v = calloc(m ? m : 1, sizeof(*v));
-    *events = json_array();
-    if (v == NULL || *events == NULL) {
-        free(v);
-        json_decref(all);
-        return TS_EXIT_SERVER;
-    }
-    for (size_t i = 0; i < m; i++)
-        v[i] = json_array_get(all, i);
-    qsort(v, m, sizeof(*v), by_time);
-    for (size_t i = 0; i < m; i++)
-        json_array_append(*events, v[i]);
-    free(v);
-    json_decref(all);
-    return TS_EXIT_OK;
-}
-
-static const struct ts_opt events_opts[] = {
-    {"all-projects", 'A', NULL, "without JOB: jobs of every project the token sees", false},
-    TS_OPT_PROJECT,
-    TS_OPT_OUTPUT,
-    TS_OPT_NO_HEADERS,
-    TS_OPT_END,
-};
-
-static int show_events(struct ts_cli *cli, const struct ts_response *r, void *ud)
-{
-    (void)ud;
-    print_events_table(cli, json_object_get(r->json, "events"), false);
-    return TS_EXIT_OK;
-}
-
-static int cmd_events(struct ts_cli *cli, const struct ts_args *a)
-{
-    int fmt = ts_cli_format(cli, a);
-    if (fmt < 0)
-        return TS_EXIT_USAGE;
-    if (a->npos == 1)
-        return show_job_by(cli, a, "/events", show_events);
-    json_t *events;
-    int rc = recent_events(cli, a, &events);
-    if (rc != TS_EXIT_OK)
-        return rc;
-    if (fmt == TS_OUT_JSON) {
-        json_t *o = json_pack("{s:O}", "events", events);
-        ts_out_json(o);
-        json_decref(o);
-    } else {
-        print_events_table(cli, events, true);
-    }
-    json_decref(events);
-    return TS_EXIT_OK;
-}
-
-/* ---- queue ------------------------------------------------------------------------------- */
-
-static int by_position(const void *x, const void *y)
-{
-    long long pa, pb;
-    reason_of(*(json_t *const *)x, &pa);
-    reason_of(*(json_t *const *)y, &pb);
-    if (pa <= 0)
-        pa = (long long)1 << 62;
-    if (pb <= 0)
-        pb = (long long)1 << 62;
-    if (pa != pb)
-        return (pa > pb) - (pa < pb);
-    json_int_t ia = json_integer_value(json_object_get(*(json_t *const *)x, "id"));
-    json_int_t ib = json_integer_value(json_object_get(*(json_t *const *)y, "id"));
-    return (ia > ib) - (ia < ib);
-}
-
-static const struct ts_col queue_cols[] = {
-    {"POS", 0, true}, {"ID", 0, true},   {"NAME", 12, false}, {"PROJECT", 8, false},
-    {"PRI", 0, true}, {"GPU", 0, false}, {"AGE", 0, true},    {"REASON", 20, false},
-};
-
-static void queue_row(struct ts_table *t, const json_t *j, void *ud)
-{
-    (void)ud;
-    char buf[1024];
-    long long pos;
-    const json_t *reason = reason_of(j, &pos);
-    if (pos > 0)
-        ts_table_addf(t, "%lld", pos);
-    else
-        ts_table_add(t, "-");
-    ts_table_add(t, ts_out_member(j, "id", buf, sizeof(buf)));
-    ts_table_add(t, ts_out_member(j, "name", buf, sizeof(buf)));
-    ts_table_add(t, ts_out_member(j, "project", buf, sizeof(buf)));
-    ts_table_add(t, ts_out_member(j, "priority", buf, sizeof(buf)));
-    ts_table_add(t, ts_out_gpu(json_object_get(j, "gpu"), buf, sizeof(buf)));
-    ts_table_add(t, ts_out_age(json_object_get(j, "created_at"), buf, sizeof(buf)));
-    if (reason)
-        ts_table_addf(t, "%s: %s", json_string_value(json_object_get(reason, "code")),
-                      json_string_value(json_object_get(reason, "message")));
-    else
-        ts_table_add(t, "-");
-}
-
-static const struct ts_opt queue_opts[] = {
-    {"all-projects", 'A', NULL, "every project (the default without -p)", false},
-    TS_OPT_PROJECT,
-    TS_OPT_OUTPUT,
-    TS_OPT_NO_HEADERS,
-    TS_OPT_END,
-};
-
-static int cmd_queue(struct ts_cli *cli, const struct ts_args *a)
-{
-    int fmt = ts_cli_format(cli, a);
-    if (fmt < 0)
-        return TS_EXIT_USAGE;
-    const char *project = ts_args_has(a, "all-projects") ? NULL : ts_args_get(a, "project");
-    char path[300] = "/api/v1/queue", esc[200];
-    if (project)
-        snprintf(path, sizeof(path), "/api/v1/queue?project=%s",
-                 ts_req_escape(project, esc, sizeof(esc)));
-    struct ts_response r;
-    json_t *items = NULL;
-    int rc = ts_req(cli, "GET", path, NULL, NULL, TS_REQ_KEEP, &r);
-    if (rc == TS_EXIT_OK) {
-        if (fmt == TS_OUT_JSON) {
-            ts_out_raw(&r);
-            ts_response_free(&r);
-            return TS_EXIT_OK;
-        }
-        /* {"jobs": [...]}; {"items": [...]} in an early draft */
-        items = json_object_get(r.json, "jobs");
-        if (!json_is_array(items))
-            items = json_object_get(r.json, "items");
-        items = json_is_array(items) ? json_incref(items) : json_array();
-    } else if (r.status == 404 && json_string_value(json_object_get(r.json, "code")) &&
-               strcmp(json_string_value(json_object_get(r.json, "code")), "route_not_found") == 0) {
-        /* a server without GET /queue: the pending jobs and their reasons */
-        char query[300] = "state=pending";
-        if (project)
-            snprintf(query, sizeof(query), "state=pending&project=%s",
-                     ts_req_escape(project, esc, sizeof(esc)));
-        char *raw;
-        rc = ts_cmd_jobs_fetch(cli, query, PAGE_SIZE, &items, &raw);
-        free(raw);
-    } else if (r.status) {
-        ts_req_print_problem(&r);
-    }
-    ts_response_free(&r);
-    if (rc == TS_EXIT_OK && project && json_array_size(items) == 0)
-        rc = project_check(cli, project);
-    if (rc != TS_EXIT_OK) {
-        json_decref(items);
-        return rc;
-    }
-    size_t n = json_array_size(items);
-    json_t **v = calloc(n ? n : 1, sizeof(*v));
-    if (v == NULL) {
-        json_decref(items);
-        return TS_EXIT_SERVER;
-    }
-    for (size_t i = 0; i < n; i++)
-        v[i] = json_array_get(items, i);
-    qsort(v, n, sizeof(*v), by_position);
-    json_t *sorted = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append(sorted, v[i]);
-    free(v);
-    json_decref(items);
-    if (fmt == TS_OUT_JSON) {
-        json_t *o = json_pack("{s:o}", "items", sorted);
-        ts_out_json(o);
-        json_decref(o);
-    } else {
-        static const struct ts_show_table tab = {
-            queue_cols, sizeof(queue_cols) / sizeof(queue_cols[0]), queue_row};
-        ts_show_rows(cli, sorted, &tab, NULL);
-        json_decref(sorted);
-    }
-    return TS_EXIT_OK;
-}
-
 const struct ts_cmd ts_cmds_jobs[] = {
     {"list",
      "[-A | -p PROJECT] [--all | --state STATE] [--kind KIND] [--node NODE] [-o table|wide|json] "
@@ -881,7 +498,7 @@ const struct ts_cmd ts_cmds_jobs[] = {
      "list unfinished jobs (of the default project, or -p, or -A for all)",
      "Without --all or --state only jobs not yet finished (not succeeded, failed or\ncancelled). "
      "Follows the API's pages; -o json prints the API's JSON (one object\nwith every job).",
-     list_opts, 0, 0, false, false, cmd_list},
+     ts_cmd_jobs_list_opts, 0, 0, false, false, ts_cmd_jobs_list},
     {"describe job", "JOB [-p PROJECT] [-o table|json]", "show a job and its events",
      "JOB is an id, or a name in the project of -p or the default one.", job_opts, 1, 1, false,
      false, cmd_describe_job},
@@ -897,10 +514,10 @@ const struct ts_cmd ts_cmds_jobs[] = {
     {"resume", "JOB [-p PROJECT]", "resume a suspended job", NULL, project_opts, 1, 1, false, false,
      cmd_resume},
     {"events", "[JOB] [-A | -p PROJECT] [-o table|json] [--no-headers]",
-     "what happened to a job, or to the newest 50 jobs of a project", NULL, events_opts, 0, 1,
-     false, false, cmd_events},
+     "what happened to a job, or to the newest 50 jobs of a project", NULL, ts_cmd_jobs_events_opts,
+     0, 1, false, false, ts_cmd_jobs_events},
     {"queue", "[-A | -p PROJECT] [-o table|json] [--no-headers]",
-     "pending jobs in queue order with their reasons", NULL, queue_opts, 0, 0, false, false,
-     cmd_queue},
+     "pending jobs in queue order with their reasons", NULL, ts_cmd_jobs_queue_opts, 0, 0, false,
+     false, ts_cmd_jobs_queue},
 };
 const size_t ts_cmds_jobs_count = sizeof(ts_cmds_jobs) / sizeof(ts_cmds_jobs[0]);

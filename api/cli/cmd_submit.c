@@ -163,96 +163,121 @@ static int gpu_request(struct ts_cli *cli, const struct ts_args *a, json_t *body
     return 0;
 }
 
-/* The JobRequest of the command line (new), or NULL after a usage error. */
-static json_t *job_request(struct ts_cli *cli, const struct ts_args *a)
+/* What submit's options say, checked. */
+struct job_opts {
+    const char *name, *project, *kind, *runtime, *idle, *grace;
+    long long priority; /* -1: not given */
+    double cpu;         /* -1: not given */
+};
+
+/* The job's name, project, kind and preemptibility; 0, or -1 after a usage
+ * error. */
+static int check_identity(struct ts_cli *cli, const struct ts_args *a, struct job_opts *o)
 {
-    struct ts_error err;
-    ts_error_clear(&err);
-    const char *name = a->pos[0], *project = ts_cli_project(cli, a);
-    if (!ts_name_valid(name)) {
+    o->name = a->pos[0];
+    o->project = ts_cli_project(cli, a);
+    if (!ts_name_valid(o->name)) {
         ts_cli_usage_error(cli, "job name must be lower-case letters, digits and '-': \"%s\"",
-                           name);
-        return NULL;
+                           o->name);
+        return -1;
     }
-    if (project == NULL) {
+    if (o->project == NULL) {
         ts_cli_usage_error(cli, "no project: give -p PROJECT or set a default "
                                 "(tessera config set project NAME)");
-        return NULL;
+        return -1;
     }
-    const char *kind = ts_args_get(a, "kind");
+    o->kind = ts_args_get(a, "kind");
     enum ts_job_kind k;
-    if (kind && ts_job_kind_parse(kind, &k) != 0) {
-        ts_cli_usage_error(cli, "--kind must be train, interactive or inference: \"%s\"", kind);
-        return NULL;
+    if (o->kind && ts_job_kind_parse(o->kind, &k) != 0) {
+        ts_cli_usage_error(cli, "--kind must be train, interactive or inference: \"%s\"", o->kind);
+        return -1;
     }
     if (ts_args_has(a, "preemptible") && ts_args_has(a, "non-preemptible")) {
         ts_cli_usage_error(cli, "give --preemptible or --non-preemptible, not both");
-        return NULL;
+        return -1;
     }
-    long long priority = -1;
-    double cpu = -1;
+    return 0;
+}
+
+/* Priority, CPU, memory and the durations; 0, or -1 after a usage error. */
+static int check_amounts(struct ts_cli *cli, const struct ts_args *a, struct job_opts *o)
+{
+    struct ts_error err;
+    ts_error_clear(&err);
+    o->priority = -1;
+    o->cpu = -1;
     int64_t bytes = 0, seconds = 0;
-    const char *runtime = ts_args_get(a, "max-runtime");
-    if (ts_args_int(a, "priority", 0, 1000, &priority, &err) != 0 ||
-        ts_args_double(a, "cpu", 0, TS_JOB_CPU_MAX, &cpu, &err) != 0 ||
+    o->runtime = ts_args_get(a, "max-runtime");
+    if (ts_args_int(a, "priority", 0, 1000, &o->priority, &err) != 0 ||
+        ts_args_double(a, "cpu", 0, TS_JOB_CPU_MAX, &o->cpu, &err) != 0 ||
         ts_args_bytes(a, "memory", &bytes, &err) != 0) {
         ts_cli_usage_error(cli, "%s", err.message);
-        return NULL;
+        return -1;
     }
-    if (runtime && ts_duration_parse(runtime, &seconds) != 0) {
+    if (o->runtime && ts_duration_parse(o->runtime, &seconds) != 0) {
         ts_cli_usage_error(cli, "--max-runtime must be a duration such as 90s, 8h or 1h30m: \"%s\"",
-                           runtime);
-        return NULL;
+                           o->runtime);
+        return -1;
     }
-    const char *idle = ts_args_get(a, "idle-swap-after");
+    o->idle = ts_args_get(a, "idle-swap-after");
     int64_t idle_s = 0;
-    if (idle && (ts_duration_parse(idle, &idle_s) != 0 || idle_s > TS_JOB_IDLE_SWAP_MAX)) {
+    if (o->idle && (ts_duration_parse(o->idle, &idle_s) != 0 || idle_s > TS_JOB_IDLE_SWAP_MAX)) {
         ts_cli_usage_error(cli,
                            "--idle-swap-after must be a duration up to 7d such as 30s, 10m "
                            "or 1h, or 0 for never: \"%s\"",
-                           idle);
-        return NULL;
+                           o->idle);
+        return -1;
     }
-    const char *grace = ts_args_get(a, "grace-period");
+    o->grace = ts_args_get(a, "grace-period");
     int64_t grace_s = 0;
-    if (grace && (ts_duration_parse(grace, &grace_s) != 0 || grace_s > TS_JOB_GRACE_MAX)) {
-        ts_cli_usage_error(cli,
-                           "--grace-period must be a duration up to 24h such as 30s or 2m: \"%s\"",
-                           grace);
-        return NULL;
+    if (o->grace && (ts_duration_parse(o->grace, &grace_s) != 0 || grace_s > TS_JOB_GRACE_MAX)) {
+        ts_cli_usage_error(
+            cli, "--grace-period must be a duration up to 24h such as 30s or 2m: \"%s\"", o->grace);
+        return -1;
     }
+    return 0;
+}
+
+/* The request's members of o and of the flags without a value (new). */
+static json_t *body_of(const struct ts_args *a, const struct job_opts *o)
+{
     json_t *body = json_object(), *cmd = json_array();
-    json_object_set_new(body, "name", json_string(name));
-    json_object_set_new(body, "project", json_string(project));
+    json_object_set_new(body, "name", json_string(o->name));
+    json_object_set_new(body, "project", json_string(o->project));
     for (int i = 0; i < a->nrest; i++)
         json_array_append_new(cmd, json_string(a->rest[i]));
     json_object_set_new(body, "command", cmd);
-    if (kind)
-        json_object_set_new(body, "kind", json_string(kind));
-    if (priority >= 0)
-        json_object_set_new(body, "priority", json_integer(priority));
+    if (o->kind)
+        json_object_set_new(body, "kind", json_string(o->kind));
+    if (o->priority >= 0)
+        json_object_set_new(body, "priority", json_integer(o->priority));
     if (ts_args_has(a, "preemptible") || ts_args_has(a, "non-preemptible"))
         json_object_set_new(body, "preemptible", json_boolean(ts_args_has(a, "preemptible")));
-    if (cpu >= 0)
-        json_object_set_new(body, "cpu", json_real(cpu));
+    if (o->cpu >= 0)
+        json_object_set_new(body, "cpu", json_real(o->cpu));
     if (ts_args_has(a, "memory"))
         json_object_set_new(body, "memory", json_string(ts_args_get(a, "memory")));
     if (ts_args_has(a, "working-dir"))
         json_object_set_new(body, "working_dir", json_string(ts_args_get(a, "working-dir")));
-    if (runtime)
-        json_object_set_new(body, "max_runtime", json_string(runtime));
-    if (idle)
-        json_object_set_new(body, "idle_swap_after", json_string(idle));
-    if (grace)
-        json_object_set_new(body, "grace_period", json_string(grace));
+    if (o->runtime)
+        json_object_set_new(body, "max_runtime", json_string(o->runtime));
+    if (o->idle)
+        json_object_set_new(body, "idle_swap_after", json_string(o->idle));
+    if (o->grace)
+        json_object_set_new(body, "grace_period", json_string(o->grace));
     if (ts_args_has(a, "no-swap"))
         json_object_set_new(body, "swap", json_false());
+    return body;
+}
+
+/* --gpu-model into body's "gpu_model"; 0, or -1 after a usage error. */
+static int gpu_models(struct ts_cli *cli, const struct ts_args *a, json_t *body)
+{
     const char *models[TS_JOB_GPU_MODELS_MAX + 1];
     size_t nmodels = ts_args_all(a, "gpu-model", models, TS_JOB_GPU_MODELS_MAX + 1);
     if (nmodels > TS_JOB_GPU_MODELS_MAX) {
-        json_decref(body);
         ts_cli_usage_error(cli, "too many --gpu-model (at most %d)", TS_JOB_GPU_MODELS_MAX);
-        return NULL;
+        return -1;
     }
     if (nmodels > 0) {
         json_t *m = json_array();
@@ -260,7 +285,18 @@ static json_t *job_request(struct ts_cli *cli, const struct ts_args *a)
             json_array_append_new(m, json_string(models[i]));
         json_object_set_new(body, "gpu_model", m);
     }
-    if (gpu_request(cli, a, body) != 0 || pairs(cli, a, "env", body, "env") != 0 ||
+    return 0;
+}
+
+/* The JobRequest of the command line (new), or NULL after a usage error. */
+static json_t *job_request(struct ts_cli *cli, const struct ts_args *a)
+{
+    struct job_opts o;
+    if (check_identity(cli, a, &o) != 0 || check_amounts(cli, a, &o) != 0)
+        return NULL;
+    json_t *body = body_of(a, &o);
+    if (gpu_models(cli, a, body) != 0 || gpu_request(cli, a, body) != 0 ||
+        pairs(cli, a, "env", body, "env") != 0 ||
         pairs(cli, a, "selector", body, "node_selector") != 0) {
         json_decref(body);
         return NULL;

@@ -107,6 +107,103 @@ static void keep_projects(struct ts_buf *b, const char *text, size_t len, const 
     }
 }
 
+/* tessera_jobs: the jobs of each project and state; when limited (a
+ * project-limited caller), of the projects in names only. */
+static void metrics_jobs(struct ts_buf *b, const struct ts_job_count *counts, size_t n,
+                         const char **names, size_t nnames, bool limited)
+{
+    ts_buf_printf(b, "# HELP tessera_jobs Jobs by project and state.\n"
+                     "# TYPE tessera_jobs gauge\n");
+    for (size_t i = 0; i < n; i++)
+        if (!limited || name_in(counts[i].project, strlen(counts[i].project), names, nnames))
+            ts_buf_printf(b, "tessera_jobs{project=\"%s\",state=\"%s\"} %lld\n", counts[i].project,
+                          counts[i].state, (long long)counts[i].count);
+}
+
+/* The scheduler loop's figures in this replica. */
+static void metrics_scheduler(struct ts_buf *b, struct ts_server *srv)
+{
+    struct ts_schedloop_stats st;
+    ts_schedloop_stats(srv, &st);
+    ts_buf_printf(b,
+                  "# HELP tessera_scheduler_leader 1 when this replica runs the scheduler loop.\n"
+                  "# TYPE tessera_scheduler_leader gauge\n"
+                  "tessera_scheduler_leader %d\n"
+                  "# HELP tessera_scheduler_cycles_total Scheduler cycles run by this replica "
+                  "(snapshot, decide, write).\n"
+                  "# TYPE tessera_scheduler_cycles_total counter\n"
+                  "tessera_scheduler_cycles_total %lld\n"
+                  "# HELP tessera_scheduler_sweeps_total Ticks of the loop that only swept "
+                  "(nothing had changed).\n"
+                  "# TYPE tessera_scheduler_sweeps_total counter\n"
+                  "tessera_scheduler_sweeps_total %lld\n"
+                  "# HELP tessera_scheduler_cycle_seconds_total Time spent in scheduler cycles.\n"
+                  "# TYPE tessera_scheduler_cycle_seconds_total counter\n"
+                  "tessera_scheduler_cycle_seconds_total %.6f\n"
+                  "# HELP tessera_scheduler_last_cycle_seconds Duration of the latest cycle.\n"
+                  "# TYPE tessera_scheduler_last_cycle_seconds gauge\n"
+                  "tessera_scheduler_last_cycle_seconds %.6f\n"
+                  "# HELP tessera_scheduler_decisions_total Decisions written, by action "
+                  "(stop: an eviction or a suspension).\n"
+                  "# TYPE tessera_scheduler_decisions_total counter\n"
+                  "tessera_scheduler_decisions_total{action=\"bind\"} %lld\n"
+                  "tessera_scheduler_decisions_total{action=\"stop\"} %lld\n",
+                  st.leader ? 1 : 0, (long long)st.cycles, (long long)st.sweeps, st.cycle_seconds,
+                  st.last_cycle_seconds, (long long)st.binds, (long long)st.stops);
+}
+
+/* The database pool's figures in this replica. */
+static void metrics_pool(struct ts_buf *b, struct ts_db *db)
+{
+    struct ts_db_pool_stats ps;
+    ts_db_pool_stats(db, &ps);
+    ts_buf_printf(b,
+                  "# HELP tessera_db_pool_connections Database connections in this replica's "
+                  "pool (--db-pool).\n"
+                  "# TYPE tessera_db_pool_connections gauge\n"
+                  "tessera_db_pool_connections %d\n"
+                  "# HELP tessera_db_pool_in_use Connections lent out now.\n"
+                  "# TYPE tessera_db_pool_in_use gauge\n"
+                  "tessera_db_pool_in_use %d\n"
+                  "# HELP tessera_db_pool_acquires_total Connections lent out.\n"
+                  "# TYPE tessera_db_pool_acquires_total counter\n"
+                  "tessera_db_pool_acquires_total %llu\n"
+                  "# HELP tessera_db_pool_waits_total Requests for a connection that found none "
+                  "free and waited.\n"
+                  "# TYPE tessera_db_pool_waits_total counter\n"
+                  "tessera_db_pool_waits_total %llu\n"
+                  "# HELP tessera_db_pool_wait_seconds_total Time spent waiting for a "
+                  "connection.\n"
+                  "# TYPE tessera_db_pool_wait_seconds_total counter\n"
+                  "tessera_db_pool_wait_seconds_total %.6f\n"
+                  "# HELP tessera_db_pool_timeouts_total Waits that ran out (the request "
+                  "answered 503).\n"
+                  "# TYPE tessera_db_pool_timeouts_total counter\n"
+                  "tessera_db_pool_timeouts_total %llu\n",
+                  ps.size, ps.in_use, (unsigned long long)ps.acquires, (unsigned long long)ps.waits,
+                  ps.wait_seconds, (unsigned long long)ps.timeouts);
+}
+
+/* The reports' lag, and the build. */
+static void metrics_reports(struct ts_buf *b, double age, int64_t age_nodes)
+{
+    ts_buf_printf(b,
+                  "# HELP tessera_report_age_max_seconds Time since the stalest report among "
+                  "nodes that are not lost (ready or drained): the reports' lag.\n"
+                  "# TYPE tessera_report_age_max_seconds gauge\n"
+                  "tessera_report_age_max_seconds %.3f\n"
+                  "# HELP tessera_report_nodes Nodes whose reports count in "
+                  "tessera_report_age_max_seconds.\n"
+                  "# TYPE tessera_report_nodes gauge\n"
+                  "tessera_report_nodes %lld\n",
+                  age, (long long)age_nodes);
+    ts_buf_printf(b,
+                  "# HELP tessera_build_info Version of this server.\n"
+                  "# TYPE tessera_build_info gauge\n"
+                  "tessera_build_info{version=\"%s\"} 1\n",
+                  TS_VERSION);
+}
+
 enum ts_err ts_h_metrics(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
@@ -141,81 +238,10 @@ enum ts_err ts_h_metrics(void *ctx, struct ts_request *r, struct ts_error *err)
         keep_projects(&b, all.data ? all.data : "", all.len, names, nnames);
         ts_buf_free(&all);
     }
-    ts_buf_printf(&b, "# HELP tessera_jobs Jobs by project and state.\n"
-                      "# TYPE tessera_jobs gauge\n");
-    for (size_t i = 0; i < n; i++)
-        if (ids == NULL || name_in(counts[i].project, strlen(counts[i].project), names, nnames))
-            ts_buf_printf(&b, "tessera_jobs{project=\"%s\",state=\"%s\"} %lld\n", counts[i].project,
-                          counts[i].state, (long long)counts[i].count);
-    struct ts_schedloop_stats st;
-    ts_schedloop_stats(c->srv, &st);
-    ts_buf_printf(&b,
-                  "# HELP tessera_scheduler_leader 1 when this replica runs the scheduler loop.\n"
-                  "# TYPE tessera_scheduler_leader gauge\n"
-                  "tessera_scheduler_leader %d\n"
-                  "# HELP tessera_scheduler_cycles_total Scheduler cycles run by this replica "
-                  "(snapshot, decide, write).\n"
-                  "# TYPE tessera_scheduler_cycles_total counter\n"
-                  "tessera_scheduler_cycles_total %lld\n"
-                  "# HELP tessera_scheduler_sweeps_total Ticks of the loop that only swept "
-                  "(nothing had changed).\n"
-                  "# TYPE tessera_scheduler_sweeps_total counter\n"
-                  "tessera_scheduler_sweeps_total %lld\n"
-                  "# HELP tessera_scheduler_cycle_seconds_total Time spent in scheduler cycles.\n"
-                  "# TYPE tessera_scheduler_cycle_seconds_total counter\n"
-                  "tessera_scheduler_cycle_seconds_total %.6f\n"
-                  "# HELP tessera_scheduler_last_cycle_seconds Duration of the latest cycle.\n"
-                  "# TYPE tessera_scheduler_last_cycle_seconds gauge\n"
-                  "tessera_scheduler_last_cycle_seconds %.6f\n"
-                  "# HELP tessera_scheduler_decisions_total Decisions written, by action "
-                  "(stop: an eviction or a suspension).\n"
-                  "# TYPE tessera_scheduler_decisions_total counter\n"
-                  "tessera_scheduler_decisions_total{action=\"bind\"} %lld\n"
-                  "tessera_scheduler_decisions_total{action=\"stop\"} %lld\n",
-                  st.leader ? 1 : 0, (long long)st.cycles, (long long)st.sweeps, st.cycle_seconds,
-                  st.last_cycle_seconds, (long long)st.binds, (long long)st.stops);
-    struct ts_db_pool_stats ps;
-    ts_db_pool_stats(c->srv->db, &ps);
-    ts_buf_printf(&b,
-                  "# HELP tessera_db_pool_connections Database connections in this replica's "
-                  "pool (--db-pool).\n"
-                  "# TYPE tessera_db_pool_connections gauge\n"
-                  "tessera_db_pool_connections %d\n"
-                  "# HELP tessera_db_pool_in_use Connections lent out now.\n"
-                  "# TYPE tessera_db_pool_in_use gauge\n"
-                  "tessera_db_pool_in_use %d\n"
-                  "# HELP tessera_db_pool_acquires_total Connections lent out.\n"
-                  "# TYPE tessera_db_pool_acquires_total counter\n"
-                  "tessera_db_pool_acquires_total %llu\n"
-                  "# HELP tessera_db_pool_waits_total Requests for a connection that found none "
-                  "free and waited.\n"
-                  "# TYPE tessera_db_pool_waits_total counter\n"
-                  "tessera_db_pool_waits_total %llu\n"
-                  "# HELP tessera_db_pool_wait_seconds_total Time spent waiting for a "
-                  "connection.\n"
-                  "# TYPE tessera_db_pool_wait_seconds_total counter\n"
-                  "tessera_db_pool_wait_seconds_total %.6f\n"
-                  "# HELP tessera_db_pool_timeouts_total Waits that ran out (the request "
-                  "answered 503).\n"
-                  "# TYPE tessera_db_pool_timeouts_total counter\n"
-                  "tessera_db_pool_timeouts_total %llu\n",
-                  ps.size, ps.in_use, (unsigned long long)ps.acquires, (unsigned long long)ps.waits,
-                  ps.wait_seconds, (unsigned long long)ps.timeouts);
-    ts_buf_printf(&b,
-                  "# HELP tessera_report_age_max_seconds Time since the stalest report among "
-                  "nodes that are not lost (ready or drained): the reports' lag.\n"
-                  "# TYPE tessera_report_age_max_seconds gauge\n"
-                  "tessera_report_age_max_seconds %.3f\n"
-                  "# HELP tessera_report_nodes Nodes whose reports count in "
-                  "tessera_report_age_max_seconds.\n"
-                  "# TYPE tessera_report_nodes gauge\n"
-                  "tessera_report_nodes %lld\n",
-                  age, (long long)age_nodes);
-    ts_buf_printf(&b,
-                  "# HELP tessera_build_info Version of this server.\n"
-                  "# TYPE tessera_build_info gauge\n"
-                  "tessera_build_info{version=\"%s\"} 1\n",
-                  TS_VERSION);
+    metrics_jobs(&b, counts, n, names, nnames, ids != NULL);
+    metrics_scheduler(&b, c->srv);
+    metrics_pool(&b, c->srv->db);
+    metrics_reports(&b, age, age_nodes);
     r->raw = ts_arena_strndup(r->arena, b.data ? b.data : "", b.len);
     r->raw_len = b.len;
     ts_buf_free(&b);

@@ -254,19 +254,47 @@ static const char *names_list(char *buf, size_t cap, bool metrics)
     return buf;
 }
 
-enum ts_err ts_h_metrics_query(void *ctx, struct ts_request *r, struct ts_error *err)
+/* from and to of the query string (times or, for from, a duration
+ * before now); from defaults to range seconds before to, to to now. */
+static enum ts_err query_from_to(struct ts_request *r, int64_t now, int64_t range, int64_t *from,
+                                 int64_t *to, struct ts_error *err)
 {
-    struct ts_ctx *c = ctx;
-    const struct ts_server_config *cfg = &c->srv->cfg;
-    struct ts_series_query q = {.max_rows = MAX_ROWS};
-    const char *metric = ts_http_query(r, "metric");
+    *to = now;
+    enum ts_err e = ts_h_query_time(r, "to", false, now, to, err);
+    *from = *to - range;
+    if (e == TS_OK)
+        e = ts_h_query_time(r, "from", true, now, from, err);
+    if (e != TS_OK)
+        return e;
+    if (*from >= *to)
+        return ts_error_field(err, TS_ERR_BAD_PARAMETER, "from",
+                              "from must be before to: %lld is not before %lld", (long long)*from,
+                              (long long)*to);
+    return TS_OK;
+}
+
+/* The finest of the levels whose points are still kept for from (a bucket
+ * of slack); the coarsest when none is. */
+static int finest_level(const struct ts_series_levels *lv, int64_t from, int64_t now)
+{
+    for (int i = 0; i < lv->n; i++)
+        if (from >= now - lv->retention[i] - lv->resolution[i])
+            return i;
+    return lv->n - 1;
+}
+
+/* metric, by and key of the query string into q; *scope the scope of by. */
+static enum ts_err query_what(struct ts_request *r, struct ts_series_query *q,
+                              const struct scope **scope, struct ts_error *err)
+{
     char list[256];
+    const char *metric = ts_http_query(r, "metric");
     if (metric == NULL) {
         ts_error_field(err, TS_ERR_BAD_PARAMETER, "metric", "metric is required");
         ts_error_hint(err, "one of %s", names_list(list, sizeof(list), true));
         return TS_ERR_BAD_PARAMETER;
     }
-    if (ts_series_metric_parse(metric, &q.metric) != 0) {
+    if (ts_series_metric_parse(metric, &q->metric) != 0) {
         bad(err, "metric", "unknown metric", metric);
         ts_error_hint(err, "one of %s", names_list(list, sizeof(list), true));
         return TS_ERR_BAD_PARAMETER;
@@ -278,31 +306,31 @@ enum ts_err ts_h_metrics_query(void *ctx, struct ts_request *r, struct ts_error 
     for (size_t i = 0; i < NSCOPES; i++)
         if (strcmp(by, scopes[i].name) == 0)
             sc = &scopes[i];
+    *scope = sc;
     if (sc == NULL) {
         char what[300];
         snprintf(what, sizeof(what), "by must be %s", names_list(list, sizeof(list), false));
         return bad(err, "by", what, by);
     }
-    q.scope = sc->name;
-    q.key = ts_http_query(r, "key");
-    bool cluster = strcmp(q.scope, "cluster") == 0;
-    if (cluster && q.key != NULL && q.key[0] != '\0')
-        return bad(err, "key", "the cluster has no keys: leave key out", q.key);
+    q->scope = sc->name;
+    q->key = ts_http_query(r, "key");
+    bool cluster = strcmp(q->scope, "cluster") == 0;
+    if (cluster && q->key != NULL && q->key[0] != '\0')
+        return bad(err, "key", "the cluster has no keys: leave key out", q->key);
     if (cluster)
-        q.key = "";
+        q->key = "";
+    return TS_OK;
+}
 
-    int64_t now = (int64_t)time(NULL);
-    int64_t to = now, from;
-    enum ts_err e = ts_h_query_time(r, "to", false, now, &to, err);
-    from = to - DEFAULT_RANGE;
-    if (e == TS_OK)
-        e = ts_h_query_time(r, "from", true, now, &from, err);
+/* from, to and step into q: the finest resolution kept for from, the step
+ * (given, or the one that gives at most MAX_POINTS) and *npoints. */
+static enum ts_err query_range(struct ts_request *r, const struct ts_server_config *cfg,
+                               struct ts_series_query *q, int64_t *npoints, struct ts_error *err)
+{
+    int64_t now = (int64_t)time(NULL), from, to;
+    enum ts_err e = query_from_to(r, now, DEFAULT_RANGE, &from, &to, err);
     if (e != TS_OK)
         return e;
-    if (from >= to)
-        return ts_error_field(err, TS_ERR_BAD_PARAMETER, "from",
-                              "from must be before to: %lld is not before %lld", (long long)from,
-                              (long long)to);
     int64_t step = 0;
     const char *st = ts_http_query(r, "step");
     if (st != NULL && (ts_duration_parse(st, &step) != 0 || step <= 0)) {
@@ -311,15 +339,9 @@ enum ts_err ts_h_metrics_query(void *ctx, struct ts_request *r, struct ts_error 
         return TS_ERR_BAD_PARAMETER;
     }
 
-    /* the finest resolution still kept for `from` (a bucket of slack) */
     struct ts_series_levels lv;
     ts_series_levels_of(cfg, &lv);
-    int k = lv.n - 1;
-    for (int i = 0; i < lv.n; i++)
-        if (from >= now - lv.retention[i] - lv.resolution[i]) {
-            k = i;
-            break;
-        }
+    int k = finest_level(&lv, from, now);
     if (step == 0) {
         /* the finest kept resolution that gives at most MAX_POINTS */
         while (k < lv.n - 1 && ceil_div(to - from, lv.resolution[k]) > MAX_POINTS)
@@ -334,39 +356,37 @@ enum ts_err ts_h_metrics_query(void *ctx, struct ts_request *r, struct ts_error 
         ts_error_hint(err, "use step=%llds or more, or a later from", (long long)lv.resolution[k]);
         return TS_ERR_BAD_PARAMETER;
     }
-    q.resolution = lv.resolution[k];
-    q.step = step;
-    q.start = floor_div(from, step) * step;
-    q.end = to;
-    int64_t npoints = ceil_div(q.end - q.start, step);
-    if (npoints > MAX_POINTS) {
+    q->resolution = lv.resolution[k];
+    q->step = step;
+    q->start = floor_div(from, step) * step;
+    q->end = to;
+    *npoints = ceil_div(q->end - q->start, step);
+    if (*npoints > MAX_POINTS) {
         ts_error_field(err, TS_ERR_BAD_PARAMETER, "step",
                        "the answer would hold %lld points per series, more than %d",
-                       (long long)npoints, MAX_POINTS);
+                       (long long)*npoints, MAX_POINTS);
         ts_error_hint(err, "use step=%llds or more, or a shorter range",
-                      (long long)ceil_div(q.end - q.start, MAX_POINTS));
+                      (long long)ceil_div(q->end - q->start, MAX_POINTS));
         return TS_ERR_BAD_PARAMETER;
     }
+    return TS_OK;
+}
 
-    struct ts_dbconn *conn = ts_ctx_db(c, err);
-    if (conn == NULL)
-        return err->code;
-    if (sc->access != NULL && (e = sc->access(c, conn, r->arena, &q, err)) != TS_OK)
-        return e;
-    struct ts_series_row *rows;
-    size_t n;
-    if ((e = ts_store_series_query(conn, &q, r->arena, &rows, &n, err)) != TS_OK)
-        return e;
-
+/* The answer of q over the store's rows (new): one series per key with
+ * points, a named key (and the cluster) always, npoints points each. */
+static json_t *query_answer(const struct ts_series_query *q, const struct ts_series_row *rows,
+                            size_t n, int64_t npoints)
+{
+    int64_t step = q->step;
     json_t *series = json_array();
     size_t i = 0;
     /* one series per key with points; a named key (and the cluster) always */
-    bool named = q.key != NULL;
+    bool named = q->key != NULL;
     while (i < n || named) {
-        const char *key = i < n ? rows[i].key : q.key;
+        const char *key = i < n ? rows[i].key : q->key;
         json_t *points = json_array();
         for (int64_t b = 0; b < npoints; b++) {
-            int64_t t = q.start + b * step;
+            int64_t t = q->start + b * step;
             json_t *pt = json_array();
             json_array_append_new(pt, json_integer(t));
             if (i < n && strcmp(rows[i].key, key) == 0 && rows[i].bucket == t)
@@ -385,14 +405,39 @@ enum ts_err ts_h_metrics_query(void *ctx, struct ts_request *r, struct ts_error 
         named = false;
     }
     json_t *o = json_object();
-    json_object_set_new(o, "metric", json_string(ts_series_metric_name(q.metric)));
-    json_object_set_new(o, "by", json_string(q.scope));
-    json_object_set_new(o, "from", ts_wire_time(q.start * 1000000));
-    json_object_set_new(o, "to", ts_wire_time(q.end * 1000000));
+    json_object_set_new(o, "metric", json_string(ts_series_metric_name(q->metric)));
+    json_object_set_new(o, "by", json_string(q->scope));
+    json_object_set_new(o, "from", ts_wire_time(q->start * 1000000));
+    json_object_set_new(o, "to", ts_wire_time(q->end * 1000000));
     json_object_set_new(o, "step_seconds", json_integer(step));
-    json_object_set_new(o, "resolution_seconds", json_integer(q.resolution));
+    json_object_set_new(o, "resolution_seconds", json_integer(q->resolution));
     json_object_set_new(o, "series", series);
-    ts_http_reply_json(r, 200, o);
+    return o;
+}
+
+enum ts_err ts_h_metrics_query(void *ctx, struct ts_request *r, struct ts_error *err)
+{
+    struct ts_ctx *c = ctx;
+    const struct ts_server_config *cfg = &c->srv->cfg;
+    struct ts_series_query q = {.max_rows = MAX_ROWS};
+    const struct scope *sc = NULL;
+    int64_t npoints = 0;
+    enum ts_err e = query_what(r, &q, &sc, err);
+    if (e == TS_OK)
+        e = query_range(r, cfg, &q, &npoints, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(c, err);
+    if (conn == NULL)
+        return err->code;
+    if (sc->access != NULL && (e = sc->access(c, conn, r->arena, &q, err)) != TS_OK)
+        return e;
+    struct ts_series_row *rows;
+    size_t n;
+    if ((e = ts_store_series_query(conn, &q, r->arena, &rows, &n, err)) != TS_OK)
+        return e;
+
+    ts_http_reply_json(r, 200, query_answer(&q, rows, n, npoints));
     return TS_OK;
 }
 
@@ -402,26 +447,13 @@ enum ts_err ts_h_metrics_query(void *ctx, struct ts_request *r, struct ts_error 
 enum ts_err ts_h_metrics_idle(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
-    int64_t now = (int64_t)time(NULL);
-    int64_t to = now, from;
-    enum ts_err e = ts_h_query_time(r, "to", false, now, &to, err);
-    from = to - 24 * 3600;
-    if (e == TS_OK)
-        e = ts_h_query_time(r, "from", true, now, &from, err);
+    int64_t now = (int64_t)time(NULL), from, to;
+    enum ts_err e = query_from_to(r, now, 24 * 3600, &from, &to, err);
     if (e != TS_OK)
         return e;
-    if (from >= to)
-        return ts_error_field(err, TS_ERR_BAD_PARAMETER, "from",
-                              "from must be before to: %lld is not before %lld", (long long)from,
-                              (long long)to);
     struct ts_series_levels lv;
     ts_series_levels_of(&c->srv->cfg, &lv);
-    int k = lv.n - 1;
-    for (int i = 0; i < lv.n; i++)
-        if (from >= now - lv.retention[i] - lv.resolution[i]) {
-            k = i;
-            break;
-        }
+    int k = finest_level(&lv, from, now);
     int64_t res = lv.resolution[k];
     int64_t start = floor_div(from, res) * res;
     struct ts_dbconn *conn = ts_ctx_db(c, err);

@@ -224,35 +224,134 @@ static int server_certificate(const char *url, const struct ts_conn_tls *tls, co
     return 0;
 }
 
-int ts_agent_join(int argc, char **argv)
+/* What --join's command line says. */
+struct join_args {
+    const char *url, *token_arg, *node, *config, *pin;
+    bool https;
+};
+
+/* argv[2..] of --join into j; 0, or 1 after saying what is wrong. */
+static int join_parse(int argc, char **argv, struct join_args *j)
 {
-    const char *url = NULL, *token_arg = NULL, *node = NULL, *config = NULL, *pin = NULL;
+    memset(j, 0, sizeof(*j));
     for (int i = 2; i < argc; i++) {
         if ((strcmp(argv[i], "--node") == 0 || strcmp(argv[i], "--config") == 0) && i + 1 < argc) {
-            *(argv[i][2] == 'n' ? &node : &config) = argv[i + 1];
+            *(argv[i][2] == 'n' ? &j->node : &j->config) = argv[i + 1];
             i++;
         } else if (strcmp(argv[i], "--server-fingerprint") == 0 && i + 1 < argc) {
-            pin = argv[++i];
+            j->pin = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1] == '-') {
             return fail("unknown option %.64s; " JOIN_USAGE, argv[i]);
-        } else if (url == NULL) {
-            url = argv[i];
-        } else if (token_arg == NULL) {
-            token_arg = argv[i];
+        } else if (j->url == NULL) {
+            j->url = argv[i];
+        } else if (j->token_arg == NULL) {
+            j->token_arg = argv[i];
         } else {
             return fail("unexpected argument \"%.64s\"", argv[i]);
         }
     }
-    if (url == NULL || token_arg == NULL)
+    if (j->url == NULL || j->token_arg == NULL)
         return fail(JOIN_USAGE);
-    bool https = strncmp(url, "https://", 8) == 0;
-    if (pin != NULL && !https)
-        return fail("--server-fingerprint needs an https:// server: %.128s", url);
-    if (config == NULL)
-        config =
+    j->https = strncmp(j->url, "https://", 8) == 0;
+    if (j->pin != NULL && !j->https)
+        return fail("--server-fingerprint needs an https:// server: %.128s", j->url);
+    if (j->config == NULL)
+        j->config =
             getenv("TESSERA_CONFIG") != NULL ? getenv("TESSERA_CONFIG") : "/etc/tessera/agent.conf";
+    return 0;
+}
+
+/* GET /whoami with the token: an agent token, and the node it joins as
+ * (pick_node) in name. 0, or 1 after saying why not. */
+static int join_whoami(struct ts_conn *c, const struct join_args *j, char *name, size_t len)
+{
+    long status = 0;
+    struct ts_error err = {0};
+    json_t *who = NULL;
+    int rc = 1;
+    if (ts_conn_json(c, "GET", "/api/v1/whoami", NULL, 30, &status, &who, &err) != TS_OK) {
+        fail("could not reach the server at %s: %s", j->url, err.message);
+        goto out;
+    }
+    if (status == 401) {
+        fail("the server at %s does not know this token (401)", j->url);
+        goto out;
+    }
+    if (status != 200 || !json_is_object(who)) {
+        fail("GET %s/api/v1/whoami answered %ld %s", j->url, status, ts_conn_problem(who));
+        goto out;
+    }
+    const char *role = json_string_value(json_object_get(who, "role"));
+    if (role == NULL || strcmp(role, "agent") != 0) {
+        fail("the token's role is %s, not agent: create one with `tessera token create NAME -r "
+             "agent -n NODE`",
+             role != NULL ? role : "unknown");
+        goto out;
+    }
+    if (pick_node(json_object_get(who, "nodes"), j->node, name, len) != 0)
+        goto out;
+    rc = 0;
+out:
+    json_decref(who);
+    return rc;
+}
+
+/* Where --join writes: the config file as it was read, the token file
+ * and its temporary, a pinned certificate and its temporary. */
+struct join_files {
+    const char *config;
+    const char *text; /* the config file's text before the join */
+    mode_t conf_mode;
+    const char *token_file, *tmp;
+    const char *pinned_ca, *pinned_tmp; /* "" when nothing was pinned */
+};
+
+/* server, node, token-file (and ca when pinned) into the config file, the
+ * token and the certificate in their places. 0, or 1 after saying why
+ * not. */
+static int join_write(const struct join_files *f, const char *url, const char *name)
+{
+    int rc = 1;
+    char *with_server = conf_set(f->text, "server", url);
+    char *with_node = with_server != NULL ? conf_set(with_server, "node", name) : NULL;
+    char *with_token = with_node != NULL ? conf_set(with_node, "token-file", f->token_file) : NULL;
+    char *with_ca =
+        with_token != NULL && f->pinned_ca[0] ? conf_set(with_token, "ca", f->pinned_ca) : NULL;
+    if (with_token == NULL || (f->pinned_ca[0] && with_ca == NULL)) {
+        fail("out of memory");
+        goto out;
+    }
+    if (rename(f->tmp, f->token_file) != 0) {
+        fail("could not write %s: %s", f->token_file, strerror(errno));
+        goto out;
+    }
+    const char *final = with_ca != NULL ? with_ca : with_token;
+    if (f->pinned_ca[0] && rename(f->pinned_tmp, f->pinned_ca) != 0) {
+        fail("could not write %s: %s", f->pinned_ca, strerror(errno));
+        goto out;
+    }
+    int w = ts_files_write_atomic(f->config, final, strlen(final), f->conf_mode);
+    if (w != 0) {
+        fail("could not write %s: %s", f->config, strerror(-w));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(with_server);
+    free(with_node);
+    free(with_token);
+    free(with_ca);
+    return rc;
+}
+
+int ts_agent_join(int argc, char **argv)
+{
+    struct join_args j;
+    if (join_parse(argc, argv, &j) != 0)
+        return 1;
+    const char *config = j.config;
     char token[512];
-    if (read_token(token_arg, token, sizeof(token)) != 0)
+    if (read_token(j.token_arg, token, sizeof(token)) != 0)
         return 1;
 
     /* the config file as it is (an absent one is started empty) */
@@ -273,8 +372,7 @@ int ts_agent_join(int argc, char **argv)
     snprintf(tmp, sizeof(tmp), "%s.join", token_file);
     int rc = 1;
     struct ts_conn *c = NULL;
-    json_t *who = NULL;
-    char *with_server = NULL, *with_node = NULL, *with_token = NULL, *with_ca = NULL, *pem = NULL;
+    char *pem = NULL;
     char pinned_ca[PATH_MAX] = "", pinned_tmp[PATH_MAX + 16] = "";
     char line[600];
     snprintf(line, sizeof(line), "%s\n", token);
@@ -293,9 +391,7 @@ int ts_agent_join(int argc, char **argv)
     conf_get(text, "cert", cert, sizeof(cert));
     conf_get(text, "key", key, sizeof(key));
     struct ts_conn_tls tls = {ca[0] ? ca : NULL, cert[0] ? cert : NULL, key[0] ? key : NULL};
-    long status = 0;
-    struct ts_error err = {0};
-    if (https && server_certificate(url, &tls, pin, config, &pem, pinned_ca) != 0)
+    if (j.https && server_certificate(j.url, &tls, j.pin, config, &pem, pinned_ca) != 0)
         goto out;
     if (pinned_ca[0] != '\0') { /* the pinned certificate checks every request of --join too */
         snprintf(pinned_tmp, sizeof(pinned_tmp), "%s.join", pinned_ca);
@@ -307,71 +403,27 @@ int ts_agent_join(int argc, char **argv)
         }
         tls.ca = pinned_tmp;
     }
-    c = ts_conn_new(url, tmp, &tls, &never);
+    c = ts_conn_new(j.url, tmp, &tls, &never);
     if (c == NULL) {
         fail("out of memory");
         goto out;
     }
-    if (ts_conn_json(c, "GET", "/api/v1/whoami", NULL, 30, &status, &who, &err) != TS_OK) {
-        fail("could not reach the server at %s: %s", url, err.message);
-        goto out;
-    }
-    if (status == 401) {
-        fail("the server at %s does not know this token (401)", url);
-        goto out;
-    }
-    if (status != 200 || !json_is_object(who)) {
-        fail("GET %s/api/v1/whoami answered %ld %s", url, status, ts_conn_problem(who));
-        goto out;
-    }
-    const char *role = json_string_value(json_object_get(who, "role"));
-    if (role == NULL || strcmp(role, "agent") != 0) {
-        fail("the token's role is %s, not agent: create one with `tessera token create NAME -r "
-             "agent -n NODE`",
-             role != NULL ? role : "unknown");
-        goto out;
-    }
     char name[128];
-    if (pick_node(json_object_get(who, "nodes"), node, name, sizeof(name)) != 0)
+    if (join_whoami(c, &j, name, sizeof(name)) != 0)
         goto out;
-
-    with_server = conf_set(text, "server", url);
-    with_node = with_server != NULL ? conf_set(with_server, "node", name) : NULL;
-    with_token = with_node != NULL ? conf_set(with_node, "token-file", token_file) : NULL;
-    with_ca = with_token != NULL && pinned_ca[0] ? conf_set(with_token, "ca", pinned_ca) : NULL;
-    if (with_token == NULL || (pinned_ca[0] && with_ca == NULL)) {
-        fail("out of memory");
+    const struct join_files f = {config, text, conf_mode, token_file, tmp, pinned_ca, pinned_tmp};
+    if (join_write(&f, j.url, name) != 0)
         goto out;
-    }
-    if (rename(tmp, token_file) != 0) {
-        fail("could not write %s: %s", token_file, strerror(errno));
-        goto out;
-    }
-    const char *final = with_ca != NULL ? with_ca : with_token;
-    if (pinned_ca[0] && rename(pinned_tmp, pinned_ca) != 0) {
-        fail("could not write %s: %s", pinned_ca, strerror(errno));
-        goto out;
-    }
-    w = ts_files_write_atomic(config, final, strlen(final), conf_mode);
-    if (w != 0) {
-        fail("could not write %s: %s", config, strerror(-w));
-        goto out;
-    }
     printf("joined %s as node %s: the token is in %s (mode 0600), server, node and token-file "
            "are set in %s\n"
            "start the agent: systemctl enable --now tessera-agent\n",
-           url, name, token_file, config);
+           j.url, name, token_file, config);
     rc = 0;
 out:
     unlink(tmp);
     if (pinned_tmp[0] != '\0')
         unlink(pinned_tmp);
     ts_conn_free(c);
-    json_decref(who);
-    free(with_server);
-    free(with_node);
-    free(with_token);
-    free(with_ca);
     free(pem);
     free(text);
     return rc;

@@ -195,7 +195,9 @@ static int inference_step(struct run *r, uint64_t *next)
 
 /* ---- set-up and tear-down ---- */
 
-static int setup(struct run *r)
+/* The driver, the device of the plan and a current context on it; its
+ * name (len bytes) and memory. 0, or the exit status after saying why. */
+static int setup_device(struct run *r, char *name, size_t len, size_t *total)
 {
     const struct ts_gpuload_plan *p = r->plan;
     struct ts_error err;
@@ -219,19 +221,24 @@ static int setup(struct run *r)
         fprintf(stderr, "tessera-gpuload: no device %d: %d visible\n", p->device, count);
         return TS_GPULOAD_EXIT_NO_GPU;
     }
-    char name[128] = "";
-    size_t total = 0;
     CUcontext ctx;
     if ((rc = cu->cuDeviceGet(&r->dev, p->device)) != CUDA_SUCCESS ||
-        (rc = cu->cuDeviceGetName(name, sizeof name, r->dev)) != CUDA_SUCCESS ||
-        (rc = cu->cuDeviceTotalMem_v2(&total, r->dev)) != CUDA_SUCCESS)
+        (rc = cu->cuDeviceGetName(name, (int)len, r->dev)) != CUDA_SUCCESS ||
+        (rc = cu->cuDeviceTotalMem_v2(total, r->dev)) != CUDA_SUCCESS)
         return cuda_failed(r, rc, "query the device");
     if ((rc = cu->cuDevicePrimaryCtxRetain(&ctx, r->dev)) != CUDA_SUCCESS)
         return cuda_failed(r, rc, "create a context (cuDevicePrimaryCtxRetain)");
     r->ctx_retained = true;
     if ((rc = cu->cuCtxSetCurrent(ctx)) != CUDA_SUCCESS)
         return cuda_failed(r, rc, "make the context current (cuCtxSetCurrent)");
+    return 0;
+}
 
+/* The busy kernel from the PTX, and the stream it runs on. */
+static int setup_kernel(struct run *r)
+{
+    struct ts_gpuload_cuda *cu = &r->cu;
+    CUresult rc;
     char log[4096] = "";
     if (cu->cuModuleLoadDataEx) {
         CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
@@ -253,7 +260,12 @@ static int setup(struct run *r)
         r->stream = NULL;
         return cuda_failed(r, rc, "create a stream (cuStreamCreate)");
     }
+    return 0;
+}
 
+/* The line that says what this run does, on stdout. */
+static void print_plan(const struct ts_gpuload_plan *p, const char *name, size_t total)
+{
     char a[32], b[32], c[32], d[32], bursts[160] = "";
     if (p->burst_memory)
         snprintf(bursts, sizeof bursts,
@@ -269,7 +281,15 @@ static int setup(struct run *r)
            p->buffers, fmt_bytes(p->touch, c, sizeof c),
            ts_duration_format((int64_t)(p->duration / 1000000000ull), d, sizeof d), p->steps,
            bursts, (int)getpid());
+}
 
+/* The host chunks and the device buffers of the plan, each written once. */
+static int setup_buffers(struct run *r)
+{
+    const struct ts_gpuload_plan *p = r->plan;
+    struct ts_gpuload_cuda *cu = &r->cu;
+    CUresult rc;
+    char a[32];
     r->got = malloc(TS_GPULOAD_CHUNK);
     r->want = malloc(TS_GPULOAD_CHUNK);
     r->bufs = calloc(p->buffers ? p->buffers : 1, sizeof *r->bufs);
@@ -297,6 +317,19 @@ static int setup(struct run *r)
             return st;
     }
     return 0;
+}
+
+static int setup(struct run *r)
+{
+    char name[128] = "";
+    size_t total = 0;
+    int st = setup_device(r, name, sizeof name, &total);
+    if (st == 0)
+        st = setup_kernel(r);
+    if (st != 0)
+        return st;
+    print_plan(r->plan, name, total);
+    return setup_buffers(r);
 }
 
 static void teardown(struct run *r)

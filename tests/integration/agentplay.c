@@ -114,6 +114,20 @@ int ts_ap_stop(void)
     return rc;
 }
 
+int ts_ap_teardown(void **state)
+{
+    (void)state;
+    return ts_ap_stop();
+}
+
+long long ts_ap_sql_int(const char *sql)
+{
+    char buf[64];
+    if (ts_it_sql(srv, sql, buf, sizeof(buf)) != 0)
+        fail_msg("sql failed: %s", sql);
+    return atoll(buf);
+}
+
 struct ts_client *ts_ap_agent(void)
 {
     return agent;

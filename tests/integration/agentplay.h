@@ -25,6 +25,11 @@ int ts_ap_start(struct ts_it_server *s, const char *const *extra_args);
 /* Stop the heartbeat thread, free the agent's client, stop the server and
  * remove its folder. ts_it_stop's result. */
 int ts_ap_stop(void);
+/* A cmocka group teardown: ts_ap_stop. */
+int ts_ap_teardown(void **state);
+/* The first value of SQL's first row on the started server's database as an
+ * integer; a failed statement fails the test. */
+long long ts_ap_sql_int(const char *sql);
 /* The agents' client (borrowed until ts_ap_stop). */
 struct ts_client *ts_ap_agent(void);
 /* Send the heartbeats to s from now on (another replica); s is borrowed

@@ -38,20 +38,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    return ts_ap_stop();
-}
-
-static long long sql_int(const char *sql)
-{
-    char buf[64];
-    if (ts_it_sql(&srv, sql, buf, sizeof(buf)) != 0)
-        fail_msg("sql failed: %s", sql);
-    return atoll(buf);
-}
-
 /* The newest event (new). */
 static json_t *newest(void)
 {
@@ -173,8 +159,8 @@ static void a_drain_and_undrain_are_recorded(void **state)
 static void a_refused_write_leaves_no_event(void **state)
 {
     (void)state;
-    long long before = sql_int("SELECT count(*) FROM audit_event");
-    long long last = sql_int("SELECT max(id) FROM audit_event");
+    long long before = ts_ap_sql_int("SELECT count(*) FROM audit_event");
+    long long last = ts_ap_sql_int("SELECT max(id) FROM audit_event");
     /* 422: no such department; 409: taken; 412: stale ETag; 404 */
     ts_ap_call_ok(srv.admin, "POST", "/api/v1/projects",
                   "{\"name\": \"ghost\", \"department\": \"nowhere\"}", 422);
@@ -185,7 +171,7 @@ static void a_refused_write_leaves_no_event(void **state)
         ts_it_req(srv.admin, "PUT", "/api/v1/projects/audited/quota", "{\"gpus\": 3}", stale, NULL),
         412);
     ts_ap_call_ok(srv.admin, "DELETE", "/api/v1/departments/nowhere", NULL, 404);
-    assert_int_equal(sql_int("SELECT count(*) FROM audit_event"), before);
+    assert_int_equal(ts_ap_sql_int("SELECT count(*) FROM audit_event"), before);
     json_t *e = newest();
     assert_int_equal(ts_it_int(e, "id"), last);
     json_decref(e);
@@ -207,7 +193,7 @@ static void a_write_whose_event_cannot_be_written_is_not_kept(void **state)
     assert_int_equal(st, 500);
     assert_null(strstr(r.headers.data, "Location:"));
     ts_response_free(&r);
-    assert_int_equal(sql_int("SELECT count(*) FROM department WHERE name = 'unrecorded'"), 0);
+    assert_int_equal(ts_ap_sql_int("SELECT count(*) FROM department WHERE name = 'unrecorded'"), 0);
     assert_int_equal(ts_it_sql(&srv,
                                "ALTER TABLE audit_event DROP CONSTRAINT audit_event_refuse_check",
                                buf, sizeof(buf)),
@@ -240,7 +226,7 @@ static void audit_pages_and_filters(void **state)
     l = ts_ap_get_json(srv.admin, "/api/v1/audit?since=1h", 200);
     long long total = (long long)json_array_size(json_object_get(l, "events"));
     json_decref(l);
-    assert_int_equal(total, sql_int("SELECT count(*) FROM audit_event"));
+    assert_int_equal(total, ts_ap_sql_int("SELECT count(*) FROM audit_event"));
     /* two at a time, newest first, every event once */
     char path[128] = "/api/v1/audit?limit=2";
     long long seen = 0, prev = 1LL << 62;
@@ -299,5 +285,5 @@ int main(void)
         cmocka_unit_test(audit_pages_and_filters),
         cmocka_unit_test(changes_never_hold_secrets),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, ts_ap_teardown);
 }

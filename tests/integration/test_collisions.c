@@ -168,12 +168,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    return ts_ap_stop();
-}
-
 static void a_job_its_node_ended_to_make_room_is_requeued_never_failed(void **state)
 {
     (void)state;
@@ -664,5 +658,5 @@ int main(void)
         cmocka_unit_test(the_scheduler_suspends_what_fits_and_evicts_a_burst_that_does_not),
         cmocka_unit_test(idle_swap_after_follows_the_kind_and_the_server_and_reaches_the_agent),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, ts_ap_teardown);
 }

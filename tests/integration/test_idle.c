@@ -32,12 +32,6 @@ static int setup(void **state)
     return ts_ap_start(&srv, args);
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    return ts_ap_stop();
-}
-
 /* The value of a metric line "name value" (name with its labels) on s's
  * /metrics. */
 static double metric_of(struct ts_it_server *s, const char *name)
@@ -312,5 +306,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(the_report_age_follows_the_silent_node),
         cmocka_unit_test(the_database_pool_counts_its_waits),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, ts_ap_teardown);
 }

@@ -35,12 +35,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    return ts_ap_stop();
-}
-
 static json_t *project_quota(const char *name)
 {
     char path[128];
@@ -184,5 +178,5 @@ int main(void)
         cmocka_unit_test(root_needs_allow_root_and_bad_names_are_refused),
         cmocka_unit_test(a_member_cannot_set_the_job_user),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, ts_ap_teardown);
 }

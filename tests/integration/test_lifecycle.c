@@ -35,12 +35,6 @@ static int setup(void **state)
     return ts_ap_start(&srv, server_args);
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    return ts_ap_stop();
-}
-
 static void a_job_runs_to_success_through_the_agent_protocol(void **state)
 {
     (void)state;
@@ -449,5 +443,5 @@ int main(void)
         cmocka_unit_test(a_suspended_job_on_a_lost_node_goes_back_to_the_queue_unsuspended),
         cmocka_unit_test(a_second_replica_takes_over_the_loop),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, ts_ap_teardown);
 }

@@ -28,12 +28,6 @@ static int setup(void **state)
     return ts_ap_start(&srv, args);
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    return ts_ap_stop();
-}
-
 static pid_t postmaster(void)
 {
     char path[400], line[32] = "";
@@ -109,5 +103,5 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(an_outage_longer_than_the_node_lost_timeout_requeues_nothing),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, ts_ap_teardown);
 }

@@ -38,20 +38,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    return ts_ap_stop();
-}
-
-static long long sql_int(const char *sql)
-{
-    char buf[64];
-    if (ts_it_sql(&srv, sql, buf, sizeof(buf)) != 0)
-        fail_msg("sql failed: %s", sql);
-    return atoll(buf);
-}
-
 /* ---- exactly max_pending taken by concurrent submissions ---------------------- */
 
 struct burst {
@@ -108,7 +94,7 @@ static void concurrent_submissions_never_take_a_project_past_max_pending(void **
     assert_int_equal(taken, 20);
     assert_int_equal(refused, 60);
     assert_int_equal(retry, 60);
-    assert_int_equal(sql_int("SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
+    assert_int_equal(ts_ap_sql_int("SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
                              " WHERE p.name = 'capped'"),
                      20);
     json_t *p = ts_ap_get_json(srv.admin, "/api/v1/projects/capped", 200);
@@ -210,7 +196,7 @@ static void *agent_run(void *arg)
 static void the_kept_pending_count_equals_count_star_after_mixed_load(void **state)
 {
     (void)state;
-    long long before_requeues = sql_int("SELECT count(*) FROM job_event WHERE type = 'requeued'");
+    long long before_requeues = ts_ap_sql_int("SELECT count(*) FROM job_event WHERE type = 'requeued'");
     stop_load = 0;
     pthread_t subs[3], canceller, agent;
     struct submitter s[3];
@@ -231,10 +217,10 @@ static void the_kept_pending_count_equals_count_star_after_mixed_load(void **sta
     pthread_join(agent, NULL);
     /* the load did what it was meant to: submissions, binds, requeues, cancels */
     assert_true(taken > 20);
-    assert_true(sql_int("SELECT count(*) FROM job_event WHERE type = 'requeued'") >
+    assert_true(ts_ap_sql_int("SELECT count(*) FROM job_event WHERE type = 'requeued'") >
                 before_requeues);
-    assert_true(sql_int("SELECT count(*) FROM job WHERE state = 'cancelled'") > 0);
-    assert_true(sql_int("SELECT count(*) FROM job WHERE attempt > 0") > 0);
+    assert_true(ts_ap_sql_int("SELECT count(*) FROM job WHERE state = 'cancelled'") > 0);
+    assert_true(ts_ap_sql_int("SELECT count(*) FROM job WHERE attempt > 0") > 0);
     const char *projects[] = {"owner", "borrower"};
     char kept[256], counted[256];
     for (int i = 0; i < 2; i++) {
@@ -246,16 +232,16 @@ static void the_kept_pending_count_equals_count_star_after_mixed_load(void **sta
                  "SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
                  " WHERE p.name = '%s' AND j.state = 'pending'",
                  projects[i]);
-        long long k = sql_int(kept), n = sql_int(counted);
+        long long k = ts_ap_sql_int(kept), n = ts_ap_sql_int(counted);
         fprintf(stderr, "project %s: kept %lld, count(*) %lld\n", projects[i], k, n);
         assert_int_equal(k, n);
     }
     /* a change wakes a cycle, whose write folds every delta */
     ts_ap_submit("owner", "wake", "\"gpu\": {\"count\": 4}");
     double end = ts_ap_now_s() + 10;
-    while (sql_int("SELECT count(*) FROM project_pending_delta") > 0 && ts_ap_now_s() < end)
+    while (ts_ap_sql_int("SELECT count(*) FROM project_pending_delta") > 0 && ts_ap_now_s() < end)
         usleep(100 * 1000);
-    assert_int_equal(sql_int("SELECT count(*) FROM project_pending_delta"), 0);
+    assert_int_equal(ts_ap_sql_int("SELECT count(*) FROM project_pending_delta"), 0);
     for (int i = 0; i < 2; i++) {
         snprintf(kept, sizeof(kept), "SELECT pending_jobs FROM project WHERE name = '%s'",
                  projects[i]);
@@ -263,7 +249,7 @@ static void the_kept_pending_count_equals_count_star_after_mixed_load(void **sta
                  "SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
                  " WHERE p.name = '%s' AND j.state = 'pending'",
                  projects[i]);
-        assert_int_equal(sql_int(kept), sql_int(counted));
+        assert_int_equal(ts_ap_sql_int(kept), ts_ap_sql_int(counted));
     }
 }
 
@@ -273,5 +259,5 @@ int main(void)
         cmocka_unit_test(concurrent_submissions_never_take_a_project_past_max_pending),
         cmocka_unit_test(the_kept_pending_count_equals_count_star_after_mixed_load),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, ts_ap_teardown);
 }

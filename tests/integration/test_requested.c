@@ -109,12 +109,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    return ts_ap_stop();
-}
-
 static void without_any_gpu_a_memory_request_counts_one_gpu_per_device(void **state)
 {
     (void)state;
@@ -208,5 +202,5 @@ int main(void)
         cmocka_unit_test(a_larger_gpu_lowers_what_pending_memory_requests_count),
         cmocka_unit_test(a_finished_job_requests_nothing_more),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, ts_ap_teardown);
 }

@@ -117,12 +117,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    return ts_ap_stop();
-}
-
 static void nodes_show_their_resolver_and_swap_and_a_bad_resolver_is_refused(void **state)
 {
     (void)state;
@@ -707,5 +701,5 @@ int main(void)
         cmocka_unit_test(a_suspending_job_its_agent_no_longer_names_goes_back_to_the_queue),
         cmocka_unit_test(two_suspensions_at_once_cannot_both_take_the_last_swap),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, ts_ap_teardown);
 }

@@ -8,7 +8,6 @@
 #include "server/notify.h"
 
 #include <errno.h>
-#include <libpq-fe.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,6 +17,7 @@
 #include <time.h>
 
 #include "api/log.h"
+#include "server/store/listen.h"
 
 #define MAX_CHANNELS 8
 #define SLOTS 1024
@@ -31,7 +31,8 @@ struct ts_notify {
     pthread_cond_t cond;
     pthread_t thread;
     atomic_bool stop;
-    PGconn *pg;
+    struct ts_store_listen *pg;
+    bool any; /* a count changed in this drain (under mu) */
 };
 
 static size_t slot_of(int64_t key)
@@ -48,27 +49,12 @@ static int channel_index(const struct ts_notify *nt, const char *channel)
     return -1;
 }
 
-static PGconn *connect_and_listen(struct ts_notify *nt)
+static struct ts_store_listen *connect_and_listen(struct ts_notify *nt)
 {
-    PGconn *pg = PQconnectdb(nt->conninfo);
-    if (PQstatus(pg) != CONNECTION_OK) {
-        ts_log_warn("notify: cannot connect: %s", PQerrorMessage(pg));
-        PQfinish(pg);
-        return NULL;
-    }
-    for (int i = 0; i < nt->nchannels; i++) {
-        char sql[96];
-        snprintf(sql, sizeof(sql), "LISTEN %s", nt->channels[i]);
-        PGresult *res = PQexec(pg, sql);
-        bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-        PQclear(res);
-        if (!ok) {
-            ts_log_warn("notify: %s failed: %s", sql, PQerrorMessage(pg));
-            PQfinish(pg);
-            return NULL;
-        }
-    }
-    return pg;
+    const char *names[MAX_CHANNELS];
+    for (int i = 0; i < nt->nchannels; i++)
+        names[i] = nt->channels[i];
+    return ts_store_listen_open(nt->conninfo, names, nt->nchannels);
 }
 
 /* Everything may have changed while we were not listening. */
@@ -82,20 +68,23 @@ static void bump_all(struct ts_notify *nt)
     pthread_mutex_unlock(&nt->mu);
 }
 
+/* One notification: its channel's count for the key in its payload. */
+static void count(const char *channel, const char *payload, void *ud)
+{
+    struct ts_notify *nt = ud;
+    int c = channel_index(nt, channel);
+    if (c >= 0) {
+        nt->counts[c][slot_of(strtoll(payload, NULL, 10))]++;
+        nt->any = true;
+    }
+}
+
 static void drain(struct ts_notify *nt)
 {
-    PGnotify *n;
-    bool any = false;
     pthread_mutex_lock(&nt->mu);
-    while ((n = PQnotifies(nt->pg)) != NULL) {
-        int c = channel_index(nt, n->relname);
-        if (c >= 0) {
-            nt->counts[c][slot_of(strtoll(n->extra, NULL, 10))]++;
-            any = true;
-        }
-        PQfreemem(n);
-    }
-    if (any)
+    nt->any = false;
+    ts_store_listen_drain(nt->pg, count, nt);
+    if (nt->any)
         pthread_cond_broadcast(&nt->cond);
     pthread_mutex_unlock(&nt->mu);
 }
@@ -113,13 +102,12 @@ static void *run(void *arg)
             }
             bump_all(nt);
         }
-        struct pollfd p = {.fd = PQsocket(nt->pg), .events = POLLIN};
+        struct pollfd p = {.fd = ts_store_listen_fd(nt->pg), .events = POLLIN};
         int rc = poll(&p, 1, 200);
         if (rc < 0 && errno != EINTR)
             break;
-        if (rc > 0 && !PQconsumeInput(nt->pg)) {
-            ts_log_warn("notify: connection lost: %s", PQerrorMessage(nt->pg));
-            PQfinish(nt->pg);
+        if (rc > 0 && ts_store_listen_read(nt->pg) != 0) {
+            ts_store_listen_close(nt->pg);
             nt->pg = NULL;
             continue;
         }
@@ -153,7 +141,7 @@ enum ts_err ts_notify_start(const char *conninfo, const char *const *channels, i
         return ts_error_set(err, TS_ERR_DATABASE, "cannot LISTEN for notifications");
     }
     if (pthread_create(&nt->thread, NULL, run, nt) != 0) {
-        PQfinish(nt->pg);
+        ts_store_listen_close(nt->pg);
         nt->pg = NULL;
         ts_notify_stop(nt);
         return ts_error_set(err, TS_ERR_INTERNAL, "cannot start the notification thread");
@@ -170,8 +158,7 @@ void ts_notify_stop(struct ts_notify *nt)
         atomic_store(&nt->stop, true);
         pthread_join(nt->thread, NULL);
     }
-    if (nt->pg)
-        PQfinish(nt->pg);
+    ts_store_listen_close(nt->pg);
     pthread_cond_destroy(&nt->cond);
     pthread_mutex_destroy(&nt->mu);
     free(nt->conninfo);

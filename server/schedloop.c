@@ -21,7 +21,6 @@
 #include "server/notify.h"
 #include "server/sched/sched.h"
 #include "server/server.h"
-#include "server/store/row.h"
 #include "server/store/store.h"
 
 #define LEADER_LOCK "7594198210366497282" /* 0x6965737365726102: 'tessera' + 2 */
@@ -224,19 +223,16 @@ static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, int64_t *d
 /* Try to lead; true while this session holds the lock. */
 static bool lead(struct ts_schedloop *l, struct ts_dbconn *c)
 {
-    int pid = PQbackendPID(ts_dbconn_pg(c));
+    int pid = ts_dbconn_backend_pid(c);
     if (atomic_load(&l->leader) && pid == l->backend_pid)
         return true;
     if (atomic_load(&l->leader))
         ts_log_warn("scheduler: lost the leader session; competing again");
     atomic_store(&l->leader, false);
     struct ts_error err;
-    PGresult *res = NULL;
-    const char *p[] = {LEADER_LOCK};
-    if (ts_db_exec(c, "SELECT pg_try_advisory_lock($1::bigint)", 1, p, &res, &err) != TS_OK)
+    bool got = false;
+    if (ts_db_lock_try(c, LEADER_LOCK, &got, &err) != TS_OK)
         return false; /* the database is away: an outage the leader notes */
-    bool got = ts_row_bool(res, 0, 0);
-    PQclear(res);
     if (!got)
         l->db_down_ms = 0; /* another replica leads: its outage to discount, not ours */
     if (got) {

@@ -23,12 +23,13 @@
 #include <time.h>
 
 #include "api/log.h"
+#include "server/store/row.h"
 
 /* Statements prepared on a connection, found by their text. */
 #define MAX_PREPARED 64
 struct prepared {
     uint64_t hash;
-    char *sql;      /* owned copy */
+    char *sql; /* owned copy */
 };
 
 struct ts_dbconn {
@@ -303,6 +304,23 @@ void ts_db_pool_stats(struct ts_db *db, struct ts_db_pool_stats *out)
 PGconn *ts_dbconn_pg(struct ts_dbconn *c)
 {
     return c->pg;
+}
+
+int ts_dbconn_backend_pid(struct ts_dbconn *c)
+{
+    return PQbackendPID(c->pg);
+}
+
+enum ts_err ts_db_lock_try(struct ts_dbconn *c, const char *key, bool *got, struct ts_error *err)
+{
+    PGresult *res = NULL;
+    const char *p[] = {key};
+    enum ts_err e = ts_db_exec(c, "SELECT pg_try_advisory_lock($1::bigint)", 1, p, &res, err);
+    if (e != TS_OK)
+        return e;
+    *got = ts_row_bool(res, 0, 0);
+    PQclear(res);
+    return TS_OK;
 }
 
 /* Run a statement without parameters that returns no rows. */

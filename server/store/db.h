@@ -14,13 +14,13 @@
 
 #include "api/err.h"
 
-struct ts_db;      /* a pool; thread-safe */
-struct ts_dbconn;  /* one pooled connection, used by one thread at a time */
+struct ts_db;     /* a pool; thread-safe */
+struct ts_dbconn; /* one pooled connection, used by one thread at a time */
 
 /* Open `size` connections to conninfo (a libpq URL or key=value string).
  * *out is new; free with ts_db_close. Fails with TS_ERR_DATABASE. */
 enum ts_err ts_db_open(const char *conninfo, int size, struct ts_db **out, struct ts_error *err);
-void ts_db_close(struct ts_db *db);  /* NULL is a no-op; all connections must be released */
+void ts_db_close(struct ts_db *db); /* NULL is a no-op; all connections must be released */
 
 /* Borrow a connection, waiting up to timeout_ms for one to be free.
  * Returns NULL and fills err (TS_ERR_DATABASE) on timeout or when the
@@ -38,19 +38,23 @@ struct ts_db_pool_stats {
 };
 void ts_db_pool_stats(struct ts_db *db, struct ts_db_pool_stats *out);
 
-PGconn *ts_dbconn_pg(struct ts_dbconn *c);  /* borrowed */
+PGconn *ts_dbconn_pg(struct ts_dbconn *c); /* borrowed */
+/* The server process of c's session: it changes when the session does. */
+int ts_dbconn_backend_pid(struct ts_dbconn *c);
+/* pg_try_advisory_lock(key) for c's session: *got whether it holds it. */
+enum ts_err ts_db_lock_try(struct ts_dbconn *c, const char *key, bool *got, struct ts_error *err);
 
 enum ts_err ts_db_begin(struct ts_dbconn *c, struct ts_error *err);
 enum ts_err ts_db_commit(struct ts_dbconn *c, struct ts_error *err);
-void ts_db_rollback(struct ts_dbconn *c);  /* no-op outside a transaction */
+void ts_db_rollback(struct ts_dbconn *c); /* no-op outside a transaction */
 
 /*
  * Run one statement with text parameters (NULL = SQL NULL). On success *res
  * is a new PGresult (PQclear it) of status COMMAND_OK or TUPLES_OK. On failure
  * res is NULL and err is filled through ts_db_map_error.
  */
-enum ts_err ts_db_exec(struct ts_dbconn *c, const char *sql, int nparams,
-                       const char *const *params, PGresult **res, struct ts_error *err);
+enum ts_err ts_db_exec(struct ts_dbconn *c, const char *sql, int nparams, const char *const *params,
+                       PGresult **res, struct ts_error *err);
 
 /* The one place SQLSTATEs become error codes: 23505 (unique) -> ALREADY_EXISTS,
  * 23503 (foreign key) -> IN_USE or UNKNOWN_REFERENCE, 23514 (check) ->

@@ -5,7 +5,7 @@
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 10
+-- schema version: 11
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -60,10 +60,10 @@ CREATE TABLE project (
 );
 CREATE INDEX project_department_idx ON project (department_id);
 
--- A project's pending jobs are pending_jobs plus its rows here (0007): a
--- submission adds 1 to pending_jobs under the project's row lock; every
--- other change of a job to or from pending inserts a row here, without a
--- lock; the scheduler's cycle folds the rows into pending_jobs.
+-- A project's pending jobs are pending_jobs plus its rows here (0007,
+-- 0008): every change of a job to or from pending, a submission included,
+-- inserts a row here, without a lock; the scheduler's cycle folds the rows
+-- into pending_jobs.
 CREATE TABLE project_pending_delta (
     project_id bigint NOT NULL,
     delta      integer NOT NULL
@@ -383,15 +383,10 @@ CREATE TRIGGER job_update_notify AFTER UPDATE ON job
 -- pending jobs.
 CREATE FUNCTION tessera_job_pending() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        -- a submission: it holds the project's row already
-        UPDATE project SET pending_jobs = pending_jobs + 1 WHERE id = NEW.project_id;
-        RETURN NULL;
-    END IF;
-    IF OLD.state = 'pending' THEN
+    IF TG_OP <> 'INSERT' AND OLD.state = 'pending' THEN
         INSERT INTO project_pending_delta VALUES (OLD.project_id, -1);
     END IF;
-    IF TG_OP = 'UPDATE' AND NEW.state = 'pending' THEN
+    IF TG_OP <> 'DELETE' AND NEW.state = 'pending' THEN
         INSERT INTO project_pending_delta VALUES (NEW.project_id, 1);
     END IF;
     RETURN NULL;

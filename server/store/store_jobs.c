@@ -126,32 +126,43 @@ static void read_job(const PGresult *res, int row, struct ts_arena *a, struct ts
     p ".pending_jobs + coalesce((SELECT sum(d.delta) FROM project_pending_delta d"                 \
       " WHERE d.project_id = " p ".id), 0)"
 
-/* The project's row is locked (FOR NO KEY UPDATE: foreign key checks of
- * other statements still pass) and, after any wait, its latest
- * pending_jobs compared with max_pending: two submissions cannot both take
- * the last place. The insert trigger adds 1 to pending_jobs. No row: an
- * unknown project, one the caller may not use, or one at its max_pending. */
-static const char submit_sql[] =
-    "WITH p AS (SELECT p.id FROM project p WHERE p.name = $1"
-    "   AND ($26::bigint[] IS NULL OR p.id = ANY($26::bigint[]))"
-    "   AND " PENDING_SQL(
-        "p") " < p.max_pending FOR NO KEY UPDATE OF p),"
-             " j AS (INSERT INTO job (project_id, name, kind, priority, preemptible, command, env,"
-             "   working_dir, gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, "
-             "gpu_memory_bytes,"
-             "   gpu_memory_limit_bytes, gpu_devices, requested_gpus, cpu, memory_bytes, gpu_model,"
-             "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message,"
-             "   grace_seconds, swap, idle_swap_after_seconds)"
-             "   SELECT p.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, "
-             "$17,"
-             "   $18, $19, $20, $21, $22, 'not_yet_scheduled', 'waiting for the scheduler to "
-             "consider it',"
-             "   $27, $28, $29 FROM p RETURNING *),"
-             " e AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'submitted', $23 "
-             "FROM j),"
-             " k AS (INSERT INTO idempotency_key (token_id, key, request_sha256, job_id)"
-             "   SELECT $22, $24, $25, id FROM j WHERE $24::text IS NOT NULL)"
-             " SELECT " JOB_COLS " FROM j" JOB_FROM;
+/* A submission's statement: the project's row, if the caller may use it and
+ * its count passes `room`, locked as `lock`; the job, its event and its
+ * idempotency key inserted. The insert trigger adds the job to the count
+ * (a delta row). No row: an unknown project, one the caller may not use,
+ * or no room. */
+#define SUBMIT_SQL(room, lock)                                                                     \
+    "WITH p AS (SELECT p.id FROM project p WHERE p.name = $1"                                      \
+    "   AND ($26::bigint[] IS NULL OR p.id = ANY($26::bigint[]))"                                  \
+    "   AND " PENDING_SQL("p") room                                                                \
+        " FOR " lock " OF p),"                                                                     \
+        " j AS (INSERT INTO job (project_id, name, kind, priority, preemptible, command, env,"     \
+        "   working_dir, gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"   \
+        "   gpu_memory_limit_bytes, gpu_devices, requested_gpus, cpu, memory_bytes, gpu_model,"    \
+        "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message,"        \
+        "   grace_seconds, swap, idle_swap_after_seconds)"                                         \
+        "   SELECT p.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"  \
+        "   $18, $19, $20, $21, $22, 'not_yet_scheduled', 'waiting for the scheduler to consider " \
+        "it',"                                                                                     \
+        "   $27, $28, $29 FROM p RETURNING *),"                                                    \
+        " e AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'submitted', $23 FROM "   \
+        "j),"                                                                                      \
+        " k AS (INSERT INTO idempotency_key (token_id, key, request_sha256, job_id)"               \
+        "   SELECT $22, $24, $25, id FROM j WHERE $24::text IS NOT NULL)"                          \
+        " SELECT " JOB_COLS " FROM j" JOB_FROM
+
+/* Far from max_pending: even if every connection the database takes were a
+ * submission to this project in flight, the count would stay within it.
+ * Such submissions share the project's row (FOR SHARE), so they run side by
+ * side and their commits share WAL flushes. */
+static const char submit_far_sql[] =
+    SUBMIT_SQL(" + current_setting('max_connections')::bigint <= p.max_pending", "SHARE");
+
+/* Near it: the row alone (FOR NO KEY UPDATE, in its own transaction after
+ * lock_sql), which waits until the submissions sharing it have committed;
+ * this statement's snapshot, taken after that wait, counts them. */
+static const char submit_near_sql[] = SUBMIT_SQL(" < p.max_pending", "NO KEY UPDATE");
+static const char lock_sql[] = "SELECT 1 FROM project WHERE name = $1 FOR NO KEY UPDATE";
 
 /* The key's row: *found, whether it matches, its job; deletes it when
  * older than ttl (then *found is false). */
@@ -229,6 +240,42 @@ static enum ts_err no_row(struct ts_dbconn *c, const struct ts_job_submit *s, st
     return TS_ERR_TOO_MANY_PENDING;
 }
 
+/* One try: far from the limit in one statement, else near it in a
+ * transaction. *inserted: a job was made (out), else the project is
+ * unknown, not the caller's, or full. */
+static enum ts_err submit_once(struct ts_dbconn *c, const char *const *params, struct ts_arena *a,
+                               struct ts_job *out, bool *inserted, struct ts_error *err)
+{
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c, submit_far_sql, 29, params, &res, err);
+    if (e != TS_OK)
+        return e;
+    if (PQntuples(res) == 1) {
+        read_job(res, 0, a, out);
+        PQclear(res);
+        *inserted = true;
+        return TS_OK;
+    }
+    PQclear(res);
+    res = NULL;
+    e = ts_db_begin(c, err);
+    if (e == TS_OK)
+        e = ts_db_exec(c, lock_sql, 1, params, &res, err);
+    PQclear(res);
+    res = NULL;
+    if (e == TS_OK)
+        e = ts_db_exec(c, submit_near_sql, 29, params, &res, err);
+    if (e == TS_OK && PQntuples(res) == 1) {
+        read_job(res, 0, a, out);
+        *inserted = true;
+    }
+    PQclear(res);
+    if (e == TS_OK && *inserted)
+        return ts_db_commit(c, err);
+    ts_db_rollback(c);
+    return e;
+}
+
 enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit *s,
                                 struct ts_arena *a, struct ts_job *out, bool *replayed,
                                 struct ts_error *err)
@@ -288,18 +335,13 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
                             idle};
     *replayed = false;
     for (int attempt = 0; attempt < 2; attempt++) {
-        PGresult *res = NULL;
         struct ts_error sub;
-        enum ts_err e = ts_db_exec(c, submit_sql, 29, params, &res, &sub);
-        if (e == TS_OK && PQntuples(res) == 1) {
-            read_job(res, 0, a, out);
-            PQclear(res);
+        bool inserted = false;
+        enum ts_err e = submit_once(c, params, a, out, &inserted, &sub);
+        if (e == TS_OK && inserted)
             return TS_OK;
-        }
-        if (e == TS_OK) {
-            PQclear(res);
+        if (e == TS_OK)
             return no_row(c, s, a, out, replayed, err);
-        }
         if (e != TS_ERR_ALREADY_EXISTS) {
             if (err)
                 *err = sub;

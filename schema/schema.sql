@@ -61,7 +61,7 @@ CREATE TABLE project (
 CREATE INDEX project_department_idx ON project (department_id);
 
 -- A project's pending jobs are pending_jobs plus its rows here (0007,
--- 0008): every change of a job to or from pending, a submission included,
+-- 0011): every change of a job to or from pending, a submission included,
 -- inserts a row here, without a lock; the scheduler's cycle folds the rows
 -- into pending_jobs.
 CREATE TABLE project_pending_delta (

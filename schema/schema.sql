@@ -63,7 +63,8 @@ CREATE INDEX project_department_idx ON project (department_id);
 -- A project's pending jobs are pending_jobs plus its rows here (0007,
 -- 0011): every change of a job to or from pending, a submission included,
 -- inserts a row here, without a lock; the scheduler's cycle folds the rows
--- into pending_jobs.
+-- into pending_jobs, and so does a submission that finds its project's
+-- rows many (server/store/store_pending.c).
 CREATE TABLE project_pending_delta (
     project_id bigint NOT NULL,
     delta      integer NOT NULL
@@ -401,6 +402,28 @@ CREATE TRIGGER job_pending_update AFTER UPDATE ON job
                        AND (OLD.state IS DISTINCT FROM NEW.state
                             OR OLD.project_id IS DISTINCT FROM NEW.project_id))
     EXECUTE FUNCTION tessera_job_pending();
+
+-- A submission's room far from max_pending (0011; server/store/store_jobs.c):
+-- the project, if the caller may use it and its count plus max_connections
+-- is within max_pending, and its delta rows not yet folded. The row is
+-- locked FOR KEY SHARE before the count's statement takes its snapshot.
+CREATE FUNCTION tessera_submit_room(p_name text, p_ids bigint[])
+    RETURNS TABLE (project_id bigint, deltas bigint) LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    pid bigint;
+BEGIN
+    SELECT p.id INTO pid FROM project p
+        WHERE p.name = p_name AND (p_ids IS NULL OR p.id = ANY (p_ids)) FOR KEY SHARE;
+    IF pid IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+        SELECT p.id, d.n FROM project p,
+            LATERAL (SELECT coalesce(sum(x.delta), 0) AS s, count(*) AS n
+                     FROM project_pending_delta x WHERE x.project_id = p.id) d
+        WHERE p.id = pid
+          AND p.pending_jobs + d.s + current_setting('max_connections')::bigint <= p.max_pending;
+END $$;
 
 -- Record which node runs which attempt of a job.
 CREATE FUNCTION tessera_job_attempt() RETURNS trigger LANGUAGE plpgsql AS $$

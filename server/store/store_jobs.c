@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/log.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -126,43 +127,48 @@ static void read_job(const PGresult *res, int row, struct ts_arena *a, struct ts
     p ".pending_jobs + coalesce((SELECT sum(d.delta) FROM project_pending_delta d"                 \
       " WHERE d.project_id = " p ".id), 0)"
 
-/* A submission's statement: the project's row, if the caller may use it and
- * its count passes `room`, locked as `lock`; the job, its event and its
- * idempotency key inserted. The insert trigger adds the job to the count
- * (a delta row). No row: an unknown project, one the caller may not use,
- * or no room. */
-#define SUBMIT_SQL(room, lock)                                                                     \
-    "WITH p AS (SELECT p.id FROM project p WHERE p.name = $1"                                      \
-    "   AND ($26::bigint[] IS NULL OR p.id = ANY($26::bigint[]))"                                  \
-    "   AND " PENDING_SQL("p") room                                                                \
-        " FOR " lock " OF p),"                                                                     \
-        " j AS (INSERT INTO job (project_id, name, kind, priority, preemptible, command, env,"     \
-        "   working_dir, gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"   \
-        "   gpu_memory_limit_bytes, gpu_devices, requested_gpus, cpu, memory_bytes, gpu_model,"    \
-        "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message,"        \
-        "   grace_seconds, swap, idle_swap_after_seconds)"                                         \
-        "   SELECT p.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"  \
-        "   $18, $19, $20, $21, $22, 'not_yet_scheduled', 'waiting for the scheduler to consider " \
-        "it',"                                                                                     \
-        "   $27, $28, $29 FROM p RETURNING *),"                                                    \
-        " e AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'submitted', $23 FROM "   \
-        "j),"                                                                                      \
-        " k AS (INSERT INTO idempotency_key (token_id, key, request_sha256, job_id)"               \
-        "   SELECT $22, $24, $25, id FROM j WHERE $24::text IS NOT NULL)"                          \
-        " SELECT " JOB_COLS " FROM j" JOB_FROM
+/* A submission's statement: `p`, a CTE naming the project (id) if the
+ * caller may use it and it has room, and its delta rows not yet folded
+ * (deltas); the job, its event and its idempotency key inserted. The insert
+ * trigger adds the job to the count (a delta row). No row: an unknown
+ * project, one the caller may not use, or no room. The job's columns, then
+ * deltas (column DELTAS_COL). */
+#define SUBMIT_SQL(p)                                                                              \
+    "WITH p AS (" p "),"                                                                           \
+    " j AS (INSERT INTO job (project_id, name, kind, priority, preemptible, command, env,"         \
+    "   working_dir, gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"       \
+    "   gpu_memory_limit_bytes, gpu_devices, requested_gpus, cpu, memory_bytes, gpu_model,"        \
+    "   node_selector, max_runtime_seconds, submitted_by, reason_code, reason_message,"            \
+    "   grace_seconds, swap, idle_swap_after_seconds)"                                             \
+    "   SELECT p.id, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,"      \
+    "   $18, $19, $20, $21, $22, 'not_yet_scheduled', 'waiting for the scheduler to consider it'," \
+    "   $27, $28, $29 FROM p RETURNING *),"                                                        \
+    " e AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'submitted', $23 FROM j),"    \
+    " k AS (INSERT INTO idempotency_key (token_id, key, request_sha256, job_id)"                   \
+    "   SELECT $22, $24, $25, id FROM j WHERE $24::text IS NOT NULL)"                              \
+    " SELECT " JOB_COLS ", (SELECT deltas FROM p) FROM j" JOB_FROM
+#define DELTAS_COL 49
 
-/* Far from max_pending: even if every connection the database takes were a
- * submission to this project in flight, the count would stay within it.
- * Such submissions share the project's row (FOR SHARE), so they run side by
- * side and their commits share WAL flushes. */
+/* Far from max_pending (migrations/0011_concurrent_submit.sql): the row
+ * shared (FOR KEY SHARE), then counted; room while the count plus
+ * max_connections, more submissions than can be in flight at once, is
+ * within max_pending. Such submissions run side by side and their commits
+ * share WAL flushes. */
 static const char submit_far_sql[] =
-    SUBMIT_SQL(" + current_setting('max_connections')::bigint <= p.max_pending", "SHARE");
+    SUBMIT_SQL("SELECT r.project_id AS id, r.deltas FROM tessera_submit_room($1, $26::bigint[]) r");
 
-/* Near it: the row alone (FOR NO KEY UPDATE, in its own transaction after
- * lock_sql), which waits until the submissions sharing it have committed;
- * this statement's snapshot, taken after that wait, counts them. */
-static const char submit_near_sql[] = SUBMIT_SQL(" < p.max_pending", "NO KEY UPDATE");
-static const char lock_sql[] = "SELECT 1 FROM project WHERE name = $1 FOR NO KEY UPDATE";
+/* Near it: the row alone (FOR UPDATE, in its own transaction after
+ * lock_sql), which waits until the submissions sharing it have committed
+ * and keeps new ones out; this statement's snapshot, taken after that wait,
+ * counts them. */
+static const char submit_near_sql[] =
+    SUBMIT_SQL("SELECT p.id, 0::bigint AS deltas FROM project p WHERE p.name = $1"
+               "   AND ($26::bigint[] IS NULL OR p.id = ANY($26::bigint[]))"
+               "   AND " PENDING_SQL("p") " < p.max_pending FOR UPDATE OF p");
+static const char lock_sql[] = "SELECT 1 FROM project WHERE name = $1 FOR UPDATE";
+
+/* A submission that counted more delta rows than this folds them. */
+#define FOLD_AFTER 256
 
 /* The key's row: *found, whether it matches, its job; deletes it when
  * older than ttl (then *found is false). */
@@ -252,8 +258,14 @@ static enum ts_err submit_once(struct ts_dbconn *c, const char *const *params, s
         return e;
     if (PQntuples(res) == 1) {
         read_job(res, 0, a, out);
+        int64_t project_id = ts_row_i64(res, 0, 32), deltas = ts_row_i64(res, 0, DELTAS_COL);
         PQclear(res);
         *inserted = true;
+        /* after the commit; the job is made whatever the fold does */
+        struct ts_error ferr;
+        if (deltas > FOLD_AFTER && ts_store_pending_fold_project(c, project_id, &ferr) != TS_OK)
+            ts_log_warn("could not fold pending counts project_id=%lld error=\"%s\"",
+                        (long long)project_id, ferr.message);
         return TS_OK;
     }
     PQclear(res);

@@ -59,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/bench/benchcpu.h"
 #include "tests/integration/harness.h"
 
 #define NODE_JOBS_MAX 64
@@ -696,47 +697,6 @@ static void *submitter_run(void *arg)
 
 /* ---- measuring ------------------------------------------------------------ */
 
-/* CPU seconds of pid (utime + stime + reaped children's), 0 when gone. */
-static double proc_cpu(long pid, long *ppid)
-{
-    char path[64], line[1024];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(line, 1, sizeof(line) - 1, f);
-    fclose(f);
-    line[n] = '\0';
-    char *p = strrchr(line, ')'); /* the name may hold spaces */
-    if (p == NULL)
-        return 0;
-    char state;
-    long pp;
-    unsigned long long ut, st;
-    long long cut, cst;
-    /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime ... */
-    if (sscanf(p + 2, "%c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &state, &pp,
-               &ut, &st, &cut, &cst) != 6)
-        return 0;
-    if (ppid)
-        *ppid = pp;
-    return (double)(ut + st + (unsigned long long)cut + (unsigned long long)cst) /
-           (double)sysconf(_SC_CLK_TCK);
-}
-
-static long postmaster_pid(void)
-{
-    char path[300], buf[64] = "";
-    snprintf(path, sizeof(path), "%s/pg/data/postmaster.pid", srv.dir);
-    FILE *f = fopen(path, "r");
-    long pm = 0;
-    if (f && fgets(buf, sizeof(buf), f))
-        pm = atol(buf);
-    if (f)
-        fclose(f);
-    return pm;
-}
-
 /* Killed (ctest's timeout, ^C): the server and its PostgreSQL go too. */
 static volatile sig_atomic_t pm_pid, server_pid;
 
@@ -749,27 +709,9 @@ static void on_signal(int sig)
     _exit(128 + sig);
 }
 
-/* The server's CPU and its PostgreSQL's: the postmaster (started apart with
- * setsid: not the server's child) and every process it started. */
 static double server_cpu(double *pg_out)
 {
-    double server = proc_cpu(survivor->pid, NULL);
-    long pm = postmaster_pid();
-    double pg = pm > 0 ? proc_cpu(pm, NULL) : 0;
-    FILE *ls = popen("ls /proc", "r");
-    char name[64];
-    while (pm > 0 && ls && fgets(name, sizeof(name), ls)) {
-        long pid = atol(name), pp = 0;
-        if (pid <= 0 || pid == pm)
-            continue;
-        double c = proc_cpu(pid, &pp);
-        if (pp == pm)
-            pg += c;
-    }
-    if (ls)
-        pclose(ls);
-    *pg_out = pg;
-    return server + pg;
+    return ts_bench_server_cpu(survivor->pid, srv.dir, pg_out);
 }
 
 struct sched_metrics {
@@ -981,7 +923,7 @@ static int run_size(int nodes, struct row *row)
             return -1;
     }
     server_pid = srv.pid;
-    pm_pid = postmaster_pid();
+    pm_pid = ts_bench_postmaster_pid(srv.dir);
     snprintf(agent_token, sizeof(agent_token), "%s", ts_it_token(&srv, "fleet", "agent", NULL));
     ts_it_req(srv.admin, "POST", "/api/v1/departments", "{\"name\": \"fleet\"}", NULL, NULL);
     ts_it_req(srv.admin, "POST", "/api/v1/projects",

@@ -373,7 +373,12 @@ BEGIN
     RETURN NULL;
 END $$;
 
-CREATE TRIGGER job_insert_delete_notify AFTER INSERT OR DELETE ON job
+-- A submission (a job inserted pending, on no node) wakes the scheduler
+-- after its commit, not from here (0011, server/store/store_jobs.c).
+CREATE TRIGGER job_insert_notify AFTER INSERT ON job
+    FOR EACH ROW WHEN (NEW.state <> 'pending' OR NEW.node_id IS NOT NULL)
+    EXECUTE FUNCTION tessera_job_changed();
+CREATE TRIGGER job_delete_notify AFTER DELETE ON job
     FOR EACH ROW EXECUTE FUNCTION tessera_job_changed();
 CREATE TRIGGER job_update_notify AFTER UPDATE ON job
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state
@@ -403,17 +408,23 @@ CREATE TRIGGER job_pending_update AFTER UPDATE ON job
                             OR OLD.project_id IS DISTINCT FROM NEW.project_id))
     EXECUTE FUNCTION tessera_job_pending();
 
--- A submission's room far from max_pending (0011; server/store/store_jobs.c):
--- the project, if the caller may use it and its count plus max_connections
--- is within max_pending, and its delta rows not yet folded. The row is
--- locked FOR KEY SHARE before the count's statement takes its snapshot.
-CREATE FUNCTION tessera_submit_room(p_name text, p_ids bigint[])
+-- A submission's room (0011; server/store/store_jobs.c): the project, if
+-- the caller may use it and its count plus max_connections (p_alone: plus
+-- 1) is within max_pending, and its delta rows not yet folded. The row is
+-- locked FOR KEY SHARE (p_alone: FOR UPDATE) before the count's statement
+-- takes its snapshot.
+CREATE FUNCTION tessera_submit_room(p_name text, p_ids bigint[], p_alone boolean)
     RETURNS TABLE (project_id bigint, deltas bigint) LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     pid bigint;
 BEGIN
-    SELECT p.id INTO pid FROM project p
-        WHERE p.name = p_name AND (p_ids IS NULL OR p.id = ANY (p_ids)) FOR KEY SHARE;
+    IF p_alone THEN
+        SELECT p.id INTO pid FROM project p
+            WHERE p.name = p_name AND (p_ids IS NULL OR p.id = ANY (p_ids)) FOR UPDATE;
+    ELSE
+        SELECT p.id INTO pid FROM project p
+            WHERE p.name = p_name AND (p_ids IS NULL OR p.id = ANY (p_ids)) FOR KEY SHARE;
+    END IF;
     IF pid IS NULL THEN
         RETURN;
     END IF;
@@ -422,7 +433,8 @@ BEGIN
             LATERAL (SELECT coalesce(sum(x.delta), 0) AS s, count(*) AS n
                      FROM project_pending_delta x WHERE x.project_id = p.id) d
         WHERE p.id = pid
-          AND p.pending_jobs + d.s + current_setting('max_connections')::bigint <= p.max_pending;
+          AND p.pending_jobs + d.s + CASE WHEN p_alone THEN 1
+              ELSE current_setting('max_connections')::bigint END <= p.max_pending;
 END $$;
 
 -- Record which node runs which attempt of a job.

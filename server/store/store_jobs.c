@@ -149,23 +149,16 @@ static void read_job(const PGresult *res, int row, struct ts_arena *a, struct ts
     " SELECT " JOB_COLS ", (SELECT deltas FROM p) FROM j" JOB_FROM
 #define DELTAS_COL 49
 
-/* Far from max_pending (migrations/0011_concurrent_submit.sql): the row
- * shared (FOR KEY SHARE), then counted; room while the count plus
- * max_connections, more submissions than can be in flight at once, is
- * within max_pending. Such submissions run side by side and their commits
- * share WAL flushes. */
-static const char submit_far_sql[] =
-    SUBMIT_SQL("SELECT r.project_id AS id, r.deltas FROM tessera_submit_room($1, $26::bigint[]) r");
-
-/* Near it: the row alone (FOR UPDATE, in its own transaction after
- * lock_sql), which waits until the submissions sharing it have committed
- * and keeps new ones out; this statement's snapshot, taken after that wait,
- * counts them. */
-static const char submit_near_sql[] =
-    SUBMIT_SQL("SELECT p.id, 0::bigint AS deltas FROM project p WHERE p.name = $1"
-               "   AND ($26::bigint[] IS NULL OR p.id = ANY($26::bigint[]))"
-               "   AND " PENDING_SQL("p") " < p.max_pending FOR UPDATE OF p");
-static const char lock_sql[] = "SELECT 1 FROM project WHERE name = $1 FOR UPDATE";
+/* tessera_submit_room (migrations/0011_concurrent_submit.sql) with $30
+ * false: far from max_pending, the row shared (FOR KEY SHARE), then
+ * counted; room while the count plus max_connections, more submissions
+ * than can be in flight at once, is within max_pending. Such submissions
+ * run side by side. With $30 true: near it, the row alone (FOR UPDATE),
+ * which waits until the submissions sharing it have committed and keeps
+ * new ones out, then counted; room while the count is below max_pending.
+ * Either way the count's snapshot is taken after the lock. */
+static const char submit_sql[] = SUBMIT_SQL(
+    "SELECT r.project_id AS id, r.deltas FROM tessera_submit_room($1, $26::bigint[], $30) r");
 
 /* A submission that counted more delta rows than this folds them. */
 #define FOLD_AFTER 256
@@ -246,46 +239,54 @@ static enum ts_err no_row(struct ts_dbconn *c, const struct ts_job_submit *s, st
     return TS_ERR_TOO_MANY_PENDING;
 }
 
-/* One try: far from the limit in one statement, else near it in a
- * transaction. *inserted: a job was made (out), else the project is
- * unknown, not the caller's, or full. */
-static enum ts_err submit_once(struct ts_dbconn *c, const char *const *params, struct ts_arena *a,
-                               struct ts_job *out, bool *inserted, struct ts_error *err)
+/* Wake the scheduler loop (of any replica) for a job just committed. Its
+ * own transaction, committed without waiting for the WAL flush
+ * (set_config(..., true) lasts through the commit): a NOTIFY holds
+ * PostgreSQL's notify lock until its transaction's commit is done, so one
+ * in the submission's transaction made every submission's commit, flush
+ * included, wait for the one before (migrations/0011). A lost wake-up is
+ * no lost job: the job is committed, and the next wake-up reads it. */
+static void wake_scheduler(struct ts_dbconn *c)
 {
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c, submit_far_sql, 29, params, &res, err);
-    if (e != TS_OK)
-        return e;
-    if (PQntuples(res) == 1) {
-        read_job(res, 0, a, out);
-        int64_t project_id = ts_row_i64(res, 0, 32), deltas = ts_row_i64(res, 0, DELTAS_COL);
+    struct ts_error err;
+    if (ts_db_exec(c,
+                   "SELECT set_config('synchronous_commit', 'off', true),"
+                   " pg_notify('tessera_sched', '')",
+                   0, NULL, &res, &err) != TS_OK)
+        ts_log_warn("could not wake the scheduler error=\"%s\"", err.message);
+    PQclear(res);
+}
+
+/* One try: far from the limit, else near it. *inserted: a job was made
+ * (out), else the project is unknown, not the caller's, or full. params
+ * has room for $30. */
+static enum ts_err submit_once(struct ts_dbconn *c, const char **params, struct ts_arena *a,
+                               struct ts_job *out, bool *inserted, struct ts_error *err)
+{
+    for (int alone = 0; alone < 2; alone++) {
+        PGresult *res = NULL;
+        params[29] = alone ? "true" : "false";
+        enum ts_err e = ts_db_exec(c, submit_sql, 30, params, &res, err);
+        if (e != TS_OK)
+            return e;
+        if (PQntuples(res) == 1) {
+            read_job(res, 0, a, out);
+            int64_t project_id = ts_row_i64(res, 0, 32);
+            int64_t deltas = ts_row_i64(res, 0, DELTAS_COL);
+            PQclear(res);
+            *inserted = true;
+            /* after the commit; the job is made whatever these do */
+            wake_scheduler(c);
+            struct ts_error ferr;
+            if (deltas > FOLD_AFTER && ts_store_pending_fold_project(c, project_id, &ferr) != TS_OK)
+                ts_log_warn("could not fold pending counts project_id=%lld error=\"%s\"",
+                            (long long)project_id, ferr.message);
+            return TS_OK;
+        }
         PQclear(res);
-        *inserted = true;
-        /* after the commit; the job is made whatever the fold does */
-        struct ts_error ferr;
-        if (deltas > FOLD_AFTER && ts_store_pending_fold_project(c, project_id, &ferr) != TS_OK)
-            ts_log_warn("could not fold pending counts project_id=%lld error=\"%s\"",
-                        (long long)project_id, ferr.message);
-        return TS_OK;
     }
-    PQclear(res);
-    res = NULL;
-    e = ts_db_begin(c, err);
-    if (e == TS_OK)
-        e = ts_db_exec(c, lock_sql, 1, params, &res, err);
-    PQclear(res);
-    res = NULL;
-    if (e == TS_OK)
-        e = ts_db_exec(c, submit_near_sql, 29, params, &res, err);
-    if (e == TS_OK && PQntuples(res) == 1) {
-        read_job(res, 0, a, out);
-        *inserted = true;
-    }
-    PQclear(res);
-    if (e == TS_OK && *inserted)
-        return ts_db_commit(c, err);
-    ts_db_rollback(c);
-    return e;
+    return TS_OK;
 }
 
 enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit *s,
@@ -316,35 +317,36 @@ enum ts_err ts_store_job_submit(struct ts_dbconn *c, const struct ts_job_submit 
     snprintf(grace, sizeof(grace), "%d", sp->grace_seconds);
     snprintf(idle, sizeof(idle), "%lld", (long long)sp->idle_swap_after_seconds);
     char *message = ts_arena_printf(a, "submitted to project \"%s\"", sp->project);
-    const char *params[] = {sp->project,
-                            sp->name,
-                            ts_job_kind_name(sp->kind),
-                            prio,
-                            sp->preemptible ? "true" : "false",
-                            sp->command,
-                            sp->env ? sp->env : "{}",
-                            sp->working_dir,
-                            gpu_kinds[sp->gpu.kind],
-                            count,
-                            portion,
-                            plimit,
-                            mem,
-                            mlimit,
-                            devices,
-                            req,
-                            cpu,
-                            hostmem,
-                            sp->gpu_model ? sp->gpu_model : "[]",
-                            sp->node_selector ? sp->node_selector : "{}",
-                            runtime,
-                            s->token_id > 0 ? tok : NULL,
-                            message,
-                            s->idempotency_key,
-                            s->request_sha256,
-                            allowed,
-                            grace,
-                            sp->swap ? "true" : "false",
-                            idle};
+    const char *params[30] = {sp->project,
+                              sp->name,
+                              ts_job_kind_name(sp->kind),
+                              prio,
+                              sp->preemptible ? "true" : "false",
+                              sp->command,
+                              sp->env ? sp->env : "{}",
+                              sp->working_dir,
+                              gpu_kinds[sp->gpu.kind],
+                              count,
+                              portion,
+                              plimit,
+                              mem,
+                              mlimit,
+                              devices,
+                              req,
+                              cpu,
+                              hostmem,
+                              sp->gpu_model ? sp->gpu_model : "[]",
+                              sp->node_selector ? sp->node_selector : "{}",
+                              runtime,
+                              s->token_id > 0 ? tok : NULL,
+                              message,
+                              s->idempotency_key,
+                              s->request_sha256,
+                              allowed,
+                              grace,
+                              sp->swap ? "true" : "false",
+                              idle,
+                              NULL};
     *replayed = false;
     for (int attempt = 0; attempt < 2; attempt++) {
         struct ts_error sub;

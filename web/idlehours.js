@@ -38,7 +38,7 @@ export class IdleHours {
     }}, ...WINDOWS.map((w) => el('option', {value: w.value}, w.label)));
     this.windowSel.value = this.window;
     this.table = new Table({
-      caption: 'Idle and allocated GPU-hours per project, most idle first',
+      caption: 'Idle, allocated and unused GPU-hours per project, most idle first',
       pageSize: 25,
       empty: 'No project held GPUs in this window.',
       columns: [
@@ -46,6 +46,7 @@ export class IdleHours {
         {label: 'Idle GPU-hours', num: true, cell: (p) => gpuHours(p.idle_gpu_hours)},
         {label: 'Allocated GPU-hours', num: true, cell: (p) => gpuHours(p.allocated_gpu_hours)},
         {label: 'Idle share', num: true, cell: (p) => (p.allocated_gpu_hours > 0 ? `${Math.round((100 * p.idle_gpu_hours) / p.allocated_gpu_hours)}%` : '–')},
+        {label: 'Unused GPU-hours', num: true, cell: (p) => gpuHours(p.unused_gpu_hours)},
       ],
     });
     this.note = el('p', {class: 'panel-note'});

@@ -473,6 +473,8 @@ enum ts_err ts_h_metrics_idle(void *ctx, struct ts_request *r, struct ts_error *
         json_object_set_new(p, "project", json_string(v[i].project));
         json_object_set_new(p, "idle_gpu_hours", json_real(v[i].idle_gpu_hours));
         json_object_set_new(p, "allocated_gpu_hours", json_real(v[i].allocated_gpu_hours));
+        json_object_set_new(p, "utilized_gpu_hours", json_real(v[i].utilized_gpu_hours));
+        json_object_set_new(p, "unused_gpu_hours", json_real(v[i].unused_gpu_hours));
         json_array_append_new(projects, p);
     }
     json_t *o = json_object();

@@ -481,6 +481,8 @@ struct ts_series_idle {
     const char *project; /* arena */
     double idle_gpu_hours;
     double allocated_gpu_hours;
+    double utilized_gpu_hours;
+    double unused_gpu_hours; /* allocated less utilized, integrated */
 };
 /* Every project (or only keys, when not NULL), most idle first: the project
  * points of `resolution` in [start, end), each standing for its bucket. */

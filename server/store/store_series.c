@@ -455,7 +455,10 @@ enum ts_err ts_store_series_idle(struct ts_dbconn *c, int64_t resolution, int64_
     enum ts_err e = ts_db_exec(
         c,
         "SELECT p.name, coalesce(sum(m.idle_gpus * m.resolution_s), 0) / 3600.0,"
-        " coalesce(sum(m.allocated * m.resolution_s), 0) / 3600.0"
+        " coalesce(sum(m.allocated * m.resolution_s), 0) / 3600.0,"
+        " coalesce(sum(coalesce(m.utilized, 0) * m.resolution_s), 0) / 3600.0,"
+        " coalesce(sum(greatest(m.allocated - coalesce(m.utilized, 0), 0) * m.resolution_s), 0)"
+        "  / 3600.0"
         " FROM project p LEFT JOIN metric_point m ON m.scope = 'project' AND m.key = p.name"
         "  AND m.resolution_s = $1::integer AND m.at >= to_timestamp($2::bigint)"
         "  AND m.at < to_timestamp($3::bigint)"
@@ -474,6 +477,8 @@ enum ts_err ts_store_series_idle(struct ts_dbconn *c, int64_t resolution, int64_
         v[r].project = ts_row_text(res, r, 0, a);
         v[r].idle_gpu_hours = ts_row_double(res, r, 1);
         v[r].allocated_gpu_hours = ts_row_double(res, r, 2);
+        v[r].utilized_gpu_hours = ts_row_double(res, r, 3);
+        v[r].unused_gpu_hours = ts_row_double(res, r, 4);
         if (v[r].project == NULL) {
             PQclear(res);
             return ts_error_set(err, TS_ERR_NOMEM, "out of memory");

@@ -207,8 +207,10 @@ async function realCluster(browser) {
     const vision = rows.find((r) => r[0] === 'vision');
     const search = rows.find((r) => r[0] === 'search');
     // notebook-idle holds 1 GPU at 0 %, train-busy 1 at 90 %: half of vision's is idle
-    return rows.length && rows[0][0] === 'vision' && Number(vision[1]) > 0 && Number(vision[2]) > Number(vision[1]) && search && search[1] === '0';
-  }, () => `vision first with idle GPU-hours, search with none, not ${seenIdle}`, 30000);
+    // unused (allocated less utilized) adds train-busy's unused tenth to the idle notebook's
+    return rows.length && rows[0][0] === 'vision' && Number(vision[1]) > 0 && Number(vision[2]) > Number(vision[1]) &&
+      Number(vision[4]) > Number(vision[1]) && search && search[1] === '0';
+  }, () => `vision first with idle GPU-hours and more unused ones, search with none, not ${seenIdle}`, 30000);
   log(`  ${seenIdle}`);
 
   begin('the quota table shows every project with deserved and fair share');

@@ -240,6 +240,12 @@ static void idle_gpu_hours_integrate_the_idle_allocation_per_project(void **stat
     assert_true(fabs(hours_of(r.json, "p2", "allocated_gpu_hours") - 2.0 / 3600) < 1e-12);
     assert_true(hours_of(r.json, "p3", "idle_gpu_hours") == 0);
     assert_true(fabs(hours_of(r.json, "p3", "allocated_gpu_hours") - 4.0 / 3600) < 1e-12);
+    /* allocated less utilized: p1 0.5 - 0, p2 0.5 - 0.4, p3 1 - 0.9, for 4 s */
+    assert_true(fabs(hours_of(r.json, "p1", "unused_gpu_hours") - 2.0 / 3600) < 1e-9);
+    assert_true(fabs(hours_of(r.json, "p2", "unused_gpu_hours") - 0.4 / 3600) < 1e-9);
+    assert_true(fabs(hours_of(r.json, "p3", "unused_gpu_hours") - 0.4 / 3600) < 1e-9);
+    assert_true(fabs(hours_of(r.json, "p2", "utilized_gpu_hours") - 1.6 / 3600) < 1e-9);
+    assert_true(fabs(hours_of(r.json, "p3", "utilized_gpu_hours") - 3.6 / 3600) < 1e-9);
     /* most idle first */
     assert_string_equal(
         ts_it_str(json_array_get(json_object_get(r.json, "projects"), 0), "project"), "p1");

@@ -184,9 +184,14 @@ async function realCluster(browser) {
   }, () => `vision's 2 GPUs allocated and used, nlp's 2 pending, not "${seenCompare}"`, 30000);
   log(`  ${seenCompare}`);
   const band = (metric, key) => page.locator(`#compare-panel figure[data-metric="${metric}"] path[data-key="${key}"]`);
+  // The chart redraws every step (2 s), replacing its paths: a path found
+  // just before a redraw is measured detached (0 px), so measure again.
   for (const [metric, key] of [['allocated', 'vision'], ['utilized', 'vision'], ['pending_gpus', 'nlp']]) {
-    const h = await band(metric, key).evaluate((p) => p.getBBox().height);
-    check(h > 20, `the ${metric} band of ${key} is ${h} px high`);
+    let h = -1;
+    await until(async () => {
+      h = await band(metric, key).evaluate((p) => (p.isConnected ? p.getBBox().height : -1));
+      return h > 20;
+    }, () => `the ${metric} band of ${key} over 20 px high, not ${h} px`, 10000);
   }
   check((await page.locator('#compare-panel .legend-list li').allTextContents()).map((t) => t.trim()).sort().join() === 'nlp,search,vision', 'not the three projects in the legend');
 

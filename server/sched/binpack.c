@@ -65,7 +65,8 @@ void ts_sched_binpack_pick_fullest(const struct ts_sched_cluster *c, const struc
         }
         tmp[j] = x;
     }
-    for (int i = 0; i < p->ndev; i++)
+    /* callers pass at least p->ndev candidates */
+    for (int i = 0; i < p->ndev && i < ncand; i++)
         out[i] = tmp[i];
 }
 

@@ -170,6 +170,8 @@ static void pick(const struct ts_sched_cluster *c, const struct preq *p, const s
                 best_free = fk;
             }
         }
+        if (best < 0) /* callers pass at least p->ndev candidates */
+            return;
         out[d] = best;
         taken[best] = true;
     }

@@ -124,6 +124,8 @@ static void pick(const struct ts_sched_cluster *c, const struct preq *p, const s
                 best_f = f;
             }
         }
+        if (best < 0) /* callers pass at least p->ndev candidates */
+            return;
         out[d] = best;
         taken[best] = true;
     }

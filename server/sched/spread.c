@@ -24,7 +24,8 @@ static void pick_emptiest(const struct ts_sched_cluster *c, const struct preq *p
         }
         tmp[j] = x;
     }
-    for (int i = 0; i < p->ndev; i++)
+    /* callers pass at least p->ndev candidates */
+    for (int i = 0; i < p->ndev && i < ncand; i++)
         out[i] = tmp[i];
 }
 

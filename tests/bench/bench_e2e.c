@@ -217,14 +217,20 @@ static int reclaim(int rounds)
         ts_e2e_wait_node(&c.srv, "n2", "ready", 30) != 0)
         return fail(&c, "could not start the cluster");
     const double grace = 2;
-    double *net = calloc((size_t)rounds, sizeof(double));
-    double *gross = calloc((size_t)rounds, sizeof(double));
-    double *pnet = calloc((size_t)rounds, sizeof(double));
-    double *pgross = calloc((size_t)rounds, sizeof(double));
+    /* four series of rounds: net, gross, then the same for polite victims */
+    double *all = calloc((size_t)rounds * 4, sizeof(double));
+    if (all == NULL)
+        return fail(&c, "out of memory");
+    double *net = all, *gross = all + rounds, *pnet = all + 2 * rounds, *pgross = all + 3 * rounds;
+    const char *failed = NULL;
     if (reclaim_series(&c, rounds, true, grace, net, gross) != 0)
-        return fail(&c, "the stubborn series failed");
-    if (reclaim_series(&c, rounds, false, grace, pnet, pgross) != 0)
-        return fail(&c, "the polite series failed");
+        failed = "the stubborn series failed";
+    else if (reclaim_series(&c, rounds, false, grace, pnet, pgross) != 0)
+        failed = "the polite series failed";
+    if (failed != NULL) {
+        free(all);
+        return fail(&c, failed);
+    }
     printf("reclaim: the owner (quota 2) submits one 1-GPU job while a borrower (quota 0) holds"
            " all 4 GPUs (2 nodes x 2 simulated GPUs), %d rounds each:\n",
            rounds);
@@ -237,10 +243,7 @@ static int reclaim(int rounds)
            "  (KAI's figure includes Kubernetes pod start-up; ours starts a process on a"
            " simulated GPU)\n",
            m * 1e3, m > 0 ? 13.9 / m : 0);
-    free(net);
-    free(gross);
-    free(pnet);
-    free(pgross);
+    free(all);
     c.passed = true; /* no logs shown */
     return ts_e2e_stop(&c) == 0 ? 0 : 1;
 }

@@ -128,20 +128,23 @@ int main(int argc, char **argv)
     int rounds = atoi(argv[3]);
     unsigned char *host = malloc(CHUNK), *back = malloc(CHUNK);
     setvbuf(stdout, NULL, _IOLBF, 0);
+    int status = 2;
     if (host == NULL || back == NULL || len == 0 || load() != 0)
-        return 2;
+        goto out;
     CUdeviceptr p = 0;
     CUresult rc = cu.alloc(&p, len);
     if (rc != CUDA_SUCCESS) {
         printf("alloc failed mib=%zu err=%d\n", len / MiB, (int)rc);
-        return 4;
+        status = 4;
+        goto out;
     }
     for (size_t off = 0; off < len; off += CHUNK) {
         size_t n = len - off < CHUNK ? len - off : CHUNK;
         pattern(off, host, n);
         if ((rc = cu.htod(p + off, host, n)) != CUDA_SUCCESS) {
             printf("write failed at +%zu err=%d\n", off, (int)rc);
-            return 4;
+            status = 4;
+            goto out;
         }
     }
     printf("alloc ok mib=%zu addr=0x%llx pid=%d\n", len / MiB, (unsigned long long)p,
@@ -149,18 +152,20 @@ int main(int argc, char **argv)
     mark(dir, "ready", 0);
     for (int i = 1; i <= rounds; i++) {
         if (await(dir, i) != 0)
-            return 2;
+            goto out; /* status 2 */
         for (size_t off = 0; off < len; off += CHUNK) {
             size_t n = len - off < CHUNK ? len - off : CHUNK;
             if ((rc = cu.dtoh(back, p + off, n)) != CUDA_SUCCESS) {
                 printf("read failed at +%zu err=%d\n", off, (int)rc);
-                return 4;
+                status = 4;
+                goto out;
             }
             pattern(off, host, n);
             if (memcmp(back, host, n) != 0) {
                 printf("round %d: data lost at +%zu (addr 0x%llx)\n", i, off,
                        (unsigned long long)p);
-                return 3;
+                status = 3;
+                goto out;
             }
         }
         printf("round %d: data intact %zu bytes at addr 0x%llx\n", i, len, (unsigned long long)p);
@@ -168,10 +173,13 @@ int main(int argc, char **argv)
     }
     if ((rc = cu.free(p)) != CUDA_SUCCESS) {
         printf("free failed err=%d\n", (int)rc);
-        return 4;
+        status = 4;
+        goto out;
     }
     printf("freed %zu bytes\n", len);
+    status = 0;
+out:
     free(host);
     free(back);
-    return 0;
+    return status;
 }

@@ -110,7 +110,7 @@ static int run(char **out, const char *const *argv)
     snprintf(exe, sizeof(exe), "%s/%s", ts_e2e_bin_dir(), argv[0]);
     args[0] = exe;
     int n = 1;
-    for (; argv[n] != NULL && n < 63; n++)
+    for (; n < 63 && argv[n] != NULL; n++)
         args[n] = argv[n];
     args[n] = NULL;
     snprintf(path, sizeof(path), "%s/run.out", dir);

@@ -205,7 +205,7 @@ void ts_it_cleanup(struct ts_it_server *s)
 long ts_it_req(struct ts_client *c, const char *method, const char *path, const char *body,
                const char *const *headers, struct ts_response *out)
 {
-    struct ts_response tmp;
+    struct ts_response tmp = {0};
     struct ts_response *r = out ? out : &tmp;
     struct ts_error err;
     if (ts_client_do(c, method, path, body, body ? strlen(body) : 0, headers, r, &err) != TS_OK)

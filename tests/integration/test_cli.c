@@ -460,8 +460,8 @@ static void submit_sends_every_other_option(void **state)
                          "4", "--memory", "32G", "--priority", "7", "--preemptible", "--env", "A=1",
                          "-e", "B=x=y", "--gpu-model", "A100", "--gpu-model", "H100", "--selector",
                          "zone=a", "--working-dir", "/srv", "--max-runtime", "2h",
-                         "--idle-swap-after", "20m", "--grace-period", "2m", "--no-swap", "--parsable",
-                         "--", "jupyter", "lab", NULL),
+                         "--idle-swap-after", "20m", "--grace-period", "2m", "--no-swap",
+                         "--parsable", "--", "jupyter", "lab", NULL),
                      0);
     json_t *j = api_job(atoll(r.out));
     run_free(&r);
@@ -646,10 +646,11 @@ static void submit_wait_ends_with_the_job_and_exits_6_unless_it_succeeded(void *
     pid_t pid = cli_start(NULL, args);
     /* find the job, then cancel it behind the waiting CLI's back */
     char id[32] = "";
-    for (int i = 0; i < 500 && id[0] == '\0'; i++) {
+    for (int i = 0; i < 500; i++) {
         ts_it_sql(&srv, "SELECT id FROM job WHERE name = 'waited'", id, sizeof(id));
-        if (id[0] == '\0')
-            ts_sleep_ms(20);
+        if (id[0] != '\0')
+            break;
+        ts_sleep_ms(20);
     }
     assert_true(id[0] != '\0');
     ts_sleep_ms(300);
@@ -1618,10 +1619,11 @@ static void submit_wait_exits_0_when_the_job_succeeds(void **state)
                           "1",      "--wait",    "--", "app", NULL};
     pid_t pid = cli_start(NULL, args);
     char id[32] = "";
-    for (int i = 0; i < 500 && id[0] == '\0'; i++) {
+    for (int i = 0; i < 500; i++) {
         ts_it_sql(&srv, "SELECT id FROM job WHERE name = 'waited-ok'", id, sizeof(id));
-        if (id[0] == '\0')
-            ts_sleep_ms(20);
+        if (id[0] != '\0')
+            break;
+        ts_sleep_ms(20);
     }
     assert_true(id[0] != '\0');
     json_t *j = wait_state(atoll(id), "scheduled");

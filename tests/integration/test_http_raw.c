@@ -69,8 +69,9 @@ static char *raw(const char *req, size_t len)
         got += (size_t)n;
         if (got + 1 == cap) {
             cap *= 2;
-            out = realloc(out, cap);
-            assert_non_null(out);
+            char *grown = realloc(out, cap);
+            assert_non_null(grown);
+            out = grown;
         }
     }
     out[got] = '\0';
@@ -108,8 +109,8 @@ static long jobs_count(void)
 static void a_nul_in_the_target_is_400(void **state)
 {
     (void)state;
-    char *a = raw_text("GET /api/v1/jobs/1%00 HTTP/1.1\r\nHost: x\r\n" AUTH
-                       "Connection: close\r\n\r\n");
+    char *a =
+        raw_text("GET /api/v1/jobs/1%00 HTTP/1.1\r\nHost: x\r\n" AUTH "Connection: close\r\n\r\n");
     problem(a, 400, "bad_request");
     assert_non_null(strstr(a, "%00"));
     free(a);
@@ -164,7 +165,9 @@ static void a_long_target_is_414_and_large_headers_431_as_problems(void **state)
     free(a);
     k = snprintf(req, 200, "GET /api/v1/jobs HTTP/1.1\r\nHost: x\r\n" AUTH "X-Big: ");
     n = 40000;
-    req = realloc(req, (size_t)k + n + 64);
+    char *grown = realloc(req, (size_t)k + n + 64);
+    assert_non_null(grown);
+    req = grown;
     memset(req + k, 'b', n);
     snprintf(req + k + n, 64, "\r\nConnection: close\r\n\r\n");
     a = raw_text(req);

@@ -307,8 +307,8 @@ static void a_job_that_refuses_swap_suspended(void **state)
     f->d[0].action = TS_SCHED_SUSPEND;
     bind(f, J2, 0, 1, 40 * GIB);
     leave_pending(f, J2, -1);
-    f->p[f->r.npending++] = (struct ts_sched_pending_reason){2, -1, "suspended", "suspended",
-                                                             (int64_t)f->r.npending + 1};
+    int64_t pos = (int64_t)f->r.npending + 1;
+    f->p[f->r.npending++] = (struct ts_sched_pending_reason){2, -1, "suspended", "suspended", pos};
     expect_breach(f, "job 2 refuses swap but was suspended");
 }
 

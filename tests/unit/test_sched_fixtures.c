@@ -56,7 +56,9 @@ static char **list_fixtures(size_t *n)
         size_t len = strlen(e->d_name);
         if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
             continue;
-        v = realloc(v, (*n + 1) * sizeof(char *));
+        char **grown = realloc(v, (*n + 1) * sizeof(char *));
+        assert_non_null(grown);
+        v = grown;
         v[(*n)++] = strdup(e->d_name);
     }
     closedir(d);
@@ -320,14 +322,10 @@ static void a_bad_snapshot_is_refused_with_its_path(void **state)
     static const struct {
         const char *json, *message;
     } bad[] = {
-        {"{\"now\": 0, \"bogus\": 1}",
-         "snapshot: unknown member \"bogus\""},
-        {"{\"config\": {\"strategy\": 3}}",
-         "config: \"strategy\" must be a string"},
-        {"{\"config\": {\"nope\": 1}}",
-         "config: unknown member \"nope\""},
-        {"{\"departments\": {\"name\": \"d\"}}",
-         "departments: must be an array"},
+        {"{\"now\": 0, \"bogus\": 1}", "snapshot: unknown member \"bogus\""},
+        {"{\"config\": {\"strategy\": 3}}", "config: \"strategy\" must be a string"},
+        {"{\"config\": {\"nope\": 1}}", "config: unknown member \"nope\""},
+        {"{\"departments\": {\"name\": \"d\"}}", "departments: must be an array"},
         {"{\"projects\": [{\"name\": \"p\", \"department\": \"nosuch\"}]}",
          "projects[0]: no department \"nosuch\""},
         {"{\"projects\": [{\"name\": \"p\", \"quota\": 1, \"limit\": \"x\"}]}",
@@ -336,29 +334,45 @@ static void a_bad_snapshot_is_refused_with_its_path(void **state)
          "nodes[0]: \"gpus\" must be a count or an array"},
         {"{\"nodes\": [{\"name\": \"n\", \"collision\": \"fight\"}]}",
          "nodes[0]: \"collision\" must be wait, priority or swap"},
-        {"{\"nodes\": [{\"name\": \"n\", \"gpus\": [{\"model\": \"A100\", \"memory_gib\": 40, \"color\": 1}]}]}",
+        {"{\"nodes\": [{\"name\": \"n\", \"gpus\": [{\"model\": \"A100\", \"memory_gib\": 40, "
+         "\"color\": 1}]}]}",
          "nodes[0]: unknown member \"color\""},
-        {"{\"nodes\": [{\"name\": \"n\", \"gpus\": 2000000}]}",
-         "nodes: too many GPUs"},
-        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"q\", \"node\": \"n\", \"gpu\": 1, \"gpus\": [0]}]}",
+        {"{\"nodes\": [{\"name\": \"n\", \"gpus\": 2000000}]}", "nodes: too many GPUs"},
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", "
+         "\"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"q\", \"node\": \"n\", "
+         "\"gpu\": 1, \"gpus\": [0]}]}",
          "running[0]: no project \"q\""},
-        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"p\", \"node\": \"m\", \"gpu\": {\"count\": 1}, \"gpus\": [0]}]}",
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", "
+         "\"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"p\", \"node\": \"m\", "
+         "\"gpu\": {\"count\": 1}, \"gpus\": [0]}]}",
          "running[0]: no node \"m\""},
-        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"p\", \"node\": \"n\", \"gpu\": {\"count\": 1}, \"gpus\": [5]}]}",
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", "
+         "\"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"p\", \"node\": \"n\", "
+         "\"gpu\": {\"count\": 1}, \"gpus\": [5]}]}",
          "running[0]: node \"n\" has no GPU 5"},
-        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"p\", \"node\": \"n\", \"gpu\": {\"count\": 1}, \"gpus\": [\"a\"]}]}",
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", "
+         "\"gpus\": 2}], \"running\": [{\"name\": \"j\", \"project\": \"p\", \"node\": \"n\", "
+         "\"gpu\": {\"count\": 1}, \"gpus\": [\"a\"]}]}",
          "running[0]: \"gpus\" must list device indexes"},
-        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"pending\": [{\"name\": \"j\", \"project\": \"p\", \"gpu\": {\"count\": 1}, \"suspended_on\": \"m\"}]}",
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", "
+         "\"gpus\": 2}], \"pending\": [{\"name\": \"j\", \"project\": \"p\", \"gpu\": {\"count\": "
+         "1}, \"suspended_on\": \"m\"}]}",
          "pending[0]: no node \"m\""},
-        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"pending\": [{\"name\": \"j\", \"project\": \"p\", \"gpu\": 1, \"extra\": 1}]}",
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", "
+         "\"gpus\": 2}], \"pending\": [{\"name\": \"j\", \"project\": \"p\", \"gpu\": 1, "
+         "\"extra\": 1}]}",
          "pending[0]: unknown member \"extra\""},
         {"{\"shapes\": [{\"count\": 1, \"portion\": 1, \"gpu_model\": [1]}]}",
          "shapes[0]: \"gpu_model\" must be an array of strings"},
         {"{\"shapes\": [{\"count\": 1, \"portion\": 1, \"what\": 2}]}",
          "shapes[0]: unknown member \"what\""},
-        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2, \"gpu_model\": \"A100\"}], \"running\": [{\"name\": \"j\", \"project\": \"p\", \"node\": \"n\", \"gpu\": {\"count\": 1}, \"gpus\": [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}]}",
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", "
+         "\"gpus\": 2, \"gpu_model\": \"A100\"}], \"running\": [{\"name\": \"j\", \"project\": "
+         "\"p\", \"node\": \"n\", \"gpu\": {\"count\": 1}, \"gpus\": "
+         "[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}]}",
          "running[0]: node \"n\" has no GPU 2"},
-        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", \"gpus\": 2}], \"pending\": [{\"name\": \"j\", \"project\": \"p\", \"gpu\": 1}]}",
+        {"{\"projects\": [{\"name\": \"p\", \"quota\": 1}], \"nodes\": [{\"name\": \"n\", "
+         "\"gpus\": 2}], \"pending\": [{\"name\": \"j\", \"project\": \"p\", \"gpu\": 1}]}",
          "pending[0].gpu: must be an object"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -46,15 +46,15 @@ enum ts_opt_type {
 #define TS_OPT_SECRET 0x1 /* environment and config file only */
 
 struct ts_option {
-    const char *name;     /* long flag without dashes: "data-dir" */
+    const char *name; /* long flag without dashes: "data-dir" */
     enum ts_opt_type type;
-    size_t offset;        /* offsetof(struct your_config, field) */
-    const char *def;      /* default as text; NULL = unset (string NULL, number 0) */
-    const char *metavar;  /* shown in --help: "DIR", "HOST:PORT" */
-    const char *help;     /* one line, lower case */
-    int64_t min, max;     /* numeric ranges (both 0 = unbounded; max < min:
-                             no upper bound) */
-    const char *choices;  /* TS_OPT_ENUM: "a|b|c" */
+    size_t offset;       /* offsetof(struct your_config, field) */
+    const char *def;     /* default as text; NULL = unset (string NULL, number 0) */
+    const char *metavar; /* shown in --help: "DIR", "HOST:PORT" */
+    const char *help;    /* one line, lower case */
+    int64_t min, max;    /* numeric ranges (both 0 = unbounded; max < min:
+                            no upper bound) */
+    const char *choices; /* TS_OPT_ENUM: "a|b|c" */
     int flags;
 };
 
@@ -74,8 +74,8 @@ enum ts_config_result {
  * TS_CONFIG_ERROR. table, usage and argv are borrowed.
  */
 enum ts_config_result ts_config_load(const struct ts_option *table, size_t n, void *cfg,
-                                     const char *usage, int argc, char **argv,
-                                     int *rest_argc, char ***rest_argv, struct ts_error *err);
+                                     const char *usage, int argc, char **argv, int *rest_argc,
+                                     char ***rest_argv, struct ts_error *err);
 /* Print the usage and every option (default, environment name) to file, a
  * FILE * (borrowed). Secrets show no default. */
 void ts_config_usage(const struct ts_option *table, size_t n, const char *usage, void *file);

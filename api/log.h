@@ -19,14 +19,14 @@ void ts_log_set_request(const char *request_id);
 void ts_log_write(enum ts_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-#define TS_LOG(level, ...)                        \
-    do {                                          \
-        if ((level) <= ts_log_threshold)          \
-            ts_log_write((level), __VA_ARGS__);   \
+#define TS_LOG(level, ...)                                                                         \
+    do {                                                                                           \
+        if ((level) <= ts_log_threshold)                                                           \
+            ts_log_write((level), __VA_ARGS__);                                                    \
     } while (0)
 #define ts_log_error(...) TS_LOG(TS_LOG_ERROR, __VA_ARGS__)
-#define ts_log_warn(...)  TS_LOG(TS_LOG_WARN, __VA_ARGS__)
-#define ts_log_info(...)  TS_LOG(TS_LOG_INFO, __VA_ARGS__)
+#define ts_log_warn(...) TS_LOG(TS_LOG_WARN, __VA_ARGS__)
+#define ts_log_info(...) TS_LOG(TS_LOG_INFO, __VA_ARGS__)
 #define ts_log_debug(...) TS_LOG(TS_LOG_DEBUG, __VA_ARGS__)
 
 #endif /* TS_API_LOG_H */

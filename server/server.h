@@ -23,8 +23,8 @@ struct ts_server_config {
     char *tls_cert;      /* HTTPS: PEM certificate (chain); NULL: plain HTTP */
     char *tls_key;       /* its PEM private key */
     char *tls_client_ca; /* mTLS: CAs of client certificates; agent tokens need one */
-    char *database;    /* NULL: the embedded PostgreSQL in data_dir/pg */
-    char *admin_token; /* secret: environment or config file only */
+    char *database;      /* NULL: the embedded PostgreSQL in data_dir/pg */
+    char *admin_token;   /* secret: environment or config file only */
     char *pg_bindir;
     char *log_level;
     int64_t max_body; /* bytes */
@@ -37,9 +37,9 @@ struct ts_server_config {
     int64_t node_timeout;      /* seconds without a report: not ready */
     int64_t node_lost_timeout; /* seconds without a report: jobs requeued */
     char *checkpoint_root;     /* NULL: data_dir/checkpoints */
-    int64_t idempotency_ttl; /* seconds */
-    int64_t auth_cache_ttl;  /* milliseconds; 0: off */
-    int64_t idle_swap_after; /* seconds: interactive jobs' idle_swap_after when not given */
+    int64_t idempotency_ttl;   /* seconds */
+    int64_t auth_cache_ttl;    /* milliseconds; 0: off */
+    int64_t idle_swap_after;   /* seconds: interactive jobs' idle_swap_after when not given */
 
     /* job output and the metric series */
     int64_t log_max_bytes;       /* job output kept per job; the oldest goes first */

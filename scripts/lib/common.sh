@@ -11,13 +11,15 @@ TS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # came with one) and the API checks, Prometheus for promtool and a real
 # scrape (label api; on a machine with systemd the package also starts its
 # own service on :9090, which the tests never use), dpkg-dev and systemd for
-# the packaging test (dpkg-shlibdeps, systemd-analyze verify; nothing started).
+# the packaging test (dpkg-shlibdeps, systemd-analyze verify; nothing started),
+# clang-format and cppcheck for scripts/lint.
 TS_PACKAGES=(
   build-essential cmake pkg-config
   libmicrohttpd-dev libjansson-dev libpq-dev libcurl4-openssl-dev libssl-dev libcmocka-dev libgnutls28-dev
   postgresql postgresql-client curl ca-certificates procps openssl
   chromium nodejs prometheus
   dpkg-dev systemd
+  clang-format cppcheck
 )
 
 ts_say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -109,9 +109,9 @@ typedef void (*ts_http_complete_fn)(void *cls, struct ts_request *r);
 struct ts_http_tls;
 
 struct ts_http_config {
-    const char *listen; /* "HOST:PORT"; PORT 0 picks a free port */
+    const char *listen;            /* "HOST:PORT"; PORT 0 picks a free port */
     const struct ts_http_tls *tls; /* HTTPS (borrowed, outlives the daemon); NULL: plain HTTP */
-    size_t max_body;    /* bytes */
+    size_t max_body;               /* bytes */
     unsigned max_connections;
     unsigned connection_timeout; /* seconds of inactivity */
     ts_http_dispatch_fn dispatch;

@@ -80,10 +80,10 @@ struct proj {
     int touched;      /* victims.c scratch */
     int skipped_prio; /* victims.c scratch */
     bool in_rule;     /* victims.c scratch: its jobs are candidates */
-    struct vent *vic;    /* victims.c: its stoppable running jobs, in candidate order */
+    struct vent *vic; /* victims.c: its stoppable running jobs, in candidate order */
     size_t nvic, capvic;
     size_t vlo, vdead; /* entries before vlo are all removed; removed in all */
-    double removed; /* victims.c scratch */
+    double removed;    /* victims.c scratch */
 };
 
 struct dep {

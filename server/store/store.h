@@ -330,7 +330,7 @@ enum ts_err ts_store_audit_list(struct ts_dbconn *c, const struct ts_audit_filte
 enum ts_err ts_store_pending_fold(struct ts_dbconn *c, struct ts_error *err);
 /* The same for one project's rows (a submission that counted many). */
 enum ts_err ts_store_pending_fold_project(struct ts_dbconn *c, int64_t project_id,
-                                         struct ts_error *err);
+                                          struct ts_error *err);
 /* Write decisions, reasons and shares in one transaction. A job that moved
  * since the snapshot -> TS_ERR_CONFLICT and nothing written. */
 enum ts_err ts_store_sched_apply(struct ts_dbconn *c, const struct ts_sched_snapshot *snap,

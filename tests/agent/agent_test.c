@@ -417,8 +417,9 @@ static void a_data_folder_that_jobs_cannot_reach_is_named_at_start(void)
     for (int open_to_others = 0; open_to_others <= 1; open_to_others++) {
         CHECK(chmod(parent, open_to_others ? 0755 : 0700) == 0);
         truncate(ts_ah_agent_log, 0);
-        const char *argv[] = {exe, "--node", "n1", "--data-dir", data, "--gpus", "sim:1x4GiB",
-                              "--desired-file", ts_ah_desired, NULL};
+        const char *argv[] = {exe,           "--node", "n1",         "--data-dir",
+                              data,          "--gpus", "sim:1x4GiB", "--desired-file",
+                              ts_ah_desired, NULL};
         ts_ah_agent_pid = ts_ah_spawn(argv, ts_ah_agent_log);
         char *log = NULL;
         for (int i = 0; i < 200; i++) {
@@ -429,7 +430,8 @@ static void a_data_folder_that_jobs_cannot_reach_is_named_at_start(void)
             ts_ah_sleep_s(0.05);
         }
         CHECK(log != NULL && strstr(log, "agent running") != NULL);
-        bool warned = log != NULL && strstr(log, "sandboxed jobs cannot reach their folders") != NULL;
+        bool warned =
+            log != NULL && strstr(log, "sandboxed jobs cannot reach their folders") != NULL;
         CHECK(warned == !open_to_others);
         free(log);
         ts_ah_agent_stop(SIGTERM);

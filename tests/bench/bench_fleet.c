@@ -121,7 +121,7 @@ static double rnd(unsigned *s)
 /* ---- what one size's run shares ----------------------------------------- */
 
 static struct ts_it_server srv;
-static struct ts_it_server srv2; /* --replicas 2: the second replica */
+static struct ts_it_server srv2;             /* --replicas 2: the second replica */
 static struct ts_it_server *survivor = &srv; /* where submissions and metrics go */
 static char agent_token[128];
 static atomic_bool stopping;

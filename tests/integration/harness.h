@@ -17,12 +17,12 @@
 #define TS_IT_ADMIN_TOKEN "it-admin-token-0123456789abcdef"
 
 struct ts_it_server {
-    char dir[256];      /* data folder (removed by stop unless keep) */
-    char url[128];      /* "http://127.0.0.1:PORT" */
+    char dir[256];        /* data folder (removed by stop unless keep) */
+    char url[128];        /* "http://127.0.0.1:PORT" */
     char direct_url[128]; /* the server's own address: url unless proxied */
-    char conninfo[512]; /* libpq conninfo of its database */
+    char conninfo[512];   /* libpq conninfo of its database */
     pid_t pid;
-    struct ts_client *admin; /* a client with TS_IT_ADMIN_TOKEN */
+    struct ts_client *admin;      /* a client with TS_IT_ADMIN_TOKEN */
     struct ts_it_specproxy proxy; /* with TS_IT_PRISM: url is the proxy's */
 };
 

@@ -41,8 +41,8 @@ static int healthy(const char *url)
         return 0;
     struct ts_response r;
     struct ts_error err;
-    int ok = ts_client_do(c, "GET", "/healthz", NULL, 0, NULL, &r, &err) == TS_OK &&
-             r.status == 200;
+    int ok =
+        ts_client_do(c, "GET", "/healthz", NULL, 0, NULL, &r, &err) == TS_OK && r.status == 200;
     if (ok)
         ts_response_free(&r);
     ts_client_free(c);

@@ -94,9 +94,10 @@ static void concurrent_submissions_never_take_a_project_past_max_pending(void **
     assert_int_equal(taken, 20);
     assert_int_equal(refused, 60);
     assert_int_equal(retry, 60);
-    assert_int_equal(ts_ap_sql_int("SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
-                             " WHERE p.name = 'capped'"),
-                     20);
+    assert_int_equal(
+        ts_ap_sql_int("SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
+                      " WHERE p.name = 'capped'"),
+        20);
     json_t *p = ts_ap_get_json(srv.admin, "/api/v1/projects/capped", 200);
     assert_int_equal(ts_it_int(json_object_get(p, "status"), "pending_jobs"), 20);
     assert_int_equal(ts_it_int(json_object_get(p, "quota"), "max_pending"), 20);
@@ -196,7 +197,8 @@ static void *agent_run(void *arg)
 static void the_kept_pending_count_equals_count_star_after_mixed_load(void **state)
 {
     (void)state;
-    long long before_requeues = ts_ap_sql_int("SELECT count(*) FROM job_event WHERE type = 'requeued'");
+    long long before_requeues =
+        ts_ap_sql_int("SELECT count(*) FROM job_event WHERE type = 'requeued'");
     stop_load = 0;
     pthread_t subs[3], canceller, agent;
     struct submitter s[3];

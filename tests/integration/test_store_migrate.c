@@ -212,16 +212,16 @@ static void two_servers_migrating_at_once_apply_one_set_of_rows(void **state)
     for (int i = 0; i < 200 && !both_waiting; i++) {
         assert_true(
             ts_pgtest_value(holder,
-                         "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND " THIS_DB
-                         " AND NOT granted",
-                         buf, sizeof(buf)));
+                            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND " THIS_DB
+                            " AND NOT granted",
+                            buf, sizeof(buf)));
         both_waiting = strcmp(buf, "2") == 0;
         if (!both_waiting)
             usleep(50000);
     }
     assert_true(both_waiting);
-    assert_true(
-        ts_pgtest_value(holder, "SELECT pg_advisory_unlock(" MIGRATE_LOCK_KEY ")", buf, sizeof(buf)));
+    assert_true(ts_pgtest_value(holder, "SELECT pg_advisory_unlock(" MIGRATE_LOCK_KEY ")", buf,
+                                sizeof(buf)));
     PQfinish(holder);
     for (int i = 0; i < 2; i++)
         assert_int_equal(pthread_join(t[i], NULL), 0);

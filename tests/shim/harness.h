@@ -90,7 +90,7 @@ uint64_t now_ms(void);
     X(many_processes_initialize_at_once)                                                           \
     X(a_within_request_allocation_waits_for_room_and_gets_it)                                      \
     X(a_within_request_allocation_gives_up_after_wait_ms)                                          \
-    X(a_burst_waits_first_come_first_served_and_gives_up_after_wait_ms)                                \
+    X(a_burst_waits_first_come_first_served_and_gives_up_after_wait_ms)                            \
     X(an_allocation_during_stream_capture_never_waits)                                             \
     X(every_entry_path_routes_through_the_hooks)                                                   \
     X(get_proc_address_hands_out_hooks_for_every_version_and_flag)                                 \
@@ -100,7 +100,7 @@ uint64_t now_ms(void);
     X(on_a_swap_node_allocations_go_through_the_engine_at_the_rounded_size)                        \
     X(the_agent_swaps_a_shimmed_process_out_and_its_next_call_brings_it_back)                      \
     X(a_swapped_out_process_is_swapped_in_by_a_2d_copy_or_a_launch_ex)                             \
-    X(a_swapped_out_process_is_swapped_in_by_each_newly_gated_call)                              \
+    X(a_swapped_out_process_is_swapped_in_by_each_newly_gated_call)                                \
     X(a_swapped_out_process_waits_for_its_memory_as_long_as_it_takes)
 #define TS_SHIM_DECLARE(f) int f(void);
 TS_SHIM_MORE_CASES(TS_SHIM_DECLARE)

@@ -59,7 +59,7 @@ static int load(struct swap_env *e)
 }
 
 int ts_swap_env_create(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
-                    uint64_t bw, uint64_t reserve_bytes)
+                       uint64_t bw, uint64_t reserve_bytes)
 {
     memset(e, 0, sizeof *e);
     if (ngpus == 0 || ngpus > SWAP_ENV_MAX_GPUS)
@@ -113,7 +113,7 @@ int ts_swap_env_load(struct swap_env *e)
 }
 
 int ts_swap_env_setup(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
-                   uint64_t bw, uint64_t reserve_bytes)
+                      uint64_t bw, uint64_t reserve_bytes)
 {
     if (ts_swap_env_create(e, base, ngpus, gpu_bytes, bw, reserve_bytes) != 0)
         return -1;

@@ -38,11 +38,11 @@ struct swap_env {
  * reserve_bytes, the driver loaded and each GPU's primary context
  * retained (device 0's current). Returns 0, or -1 with a message. */
 int ts_swap_env_setup(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
-                   uint64_t bw, uint64_t reserve_bytes);
+                      uint64_t bw, uint64_t reserve_bytes);
 /* The two halves of setup: the files (no driver loaded: a process may
  * fork after it), then the driver and contexts. */
 int ts_swap_env_create(struct swap_env *e, const char *base, unsigned ngpus, uint64_t gpu_bytes,
-                    uint64_t bw, uint64_t reserve_bytes);
+                       uint64_t bw, uint64_t reserve_bytes);
 int ts_swap_env_load(struct swap_env *e);
 void ts_swap_env_teardown(struct swap_env *e);
 uint64_t ts_swap_env_gpu_used(struct swap_env *e, unsigned gpu);

@@ -5,6 +5,7 @@
 #include "api/wire.h"
 
 #include <curl/curl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,9 @@ struct ts_client {
     char *base;
     char *auth;            /* "Authorization: Bearer ..." or NULL */
     char *ca, *cert, *key; /* TLS files, or NULL */
+    long timeout_s;        /* a whole request (ts_client_do) */
+    long connect_s;        /* connecting; 0: libcurl's */
+    const atomic_bool *stop;
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -40,8 +44,20 @@ struct ts_client *ts_client_new(const char *base_url, const char *token)
     size_t n = strlen(c->base);
     while (n > 0 && c->base[n - 1] == '/')
         c->base[--n] = '\0';
+    c->timeout_s = 120;
     ts_client_set_token(c, token);
     return c;
+}
+
+void ts_client_set_timeouts(struct ts_client *c, long total_s, long connect_s)
+{
+    c->timeout_s = total_s;
+    c->connect_s = connect_s;
+}
+
+void ts_client_set_abort(struct ts_client *c, const atomic_bool *stop)
+{
+    c->stop = stop;
 }
 
 void ts_client_set_token(struct ts_client *c, const char *token)
@@ -85,11 +101,26 @@ void ts_client_free(struct ts_client *c)
     free(c);
 }
 
-/* The options every request shares: TLS files and the error text. */
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt;
+    (void)dn;
+    (void)ut;
+    (void)un;
+    const atomic_bool *stop = ud;
+    return atomic_load(stop) ? 1 : 0; /* ends the transfer: CURLE_ABORTED_BY_CALLBACK */
+}
+
+/* The options every request shares: TLS files, the abort flag, the error text. */
 static void common_options(struct ts_client *c, CURL *h)
 {
     c->errbuf[0] = '\0';
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
+    if (c->stop) {
+        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(h, CURLOPT_XFERINFODATA, (void *)c->stop);
+    }
     if (c->ca)
         curl_easy_setopt(h, CURLOPT_CAINFO, c->ca);
     if (c->cert)
@@ -182,7 +213,9 @@ enum ts_err ts_client_do(struct ts_client *c, const char *method, const char *pa
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &out->headers);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, c->timeout_s);
+    if (c->connect_s > 0)
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, c->connect_s);
     if (strcmp(method, "HEAD") == 0)
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     if (body != NULL) {
@@ -281,6 +314,14 @@ enum ts_err ts_client_stream(struct ts_client *c, const char *path, const char *
         strstr(ct, "json") != NULL)
         out->json = json_loadb(out->body.data, out->body.len, 0, NULL);
     return TS_OK;
+}
+
+const char *ts_problem_text(const json_t *body)
+{
+    const char *d = json_string_value(json_object_get(body, "detail"));
+    if (d == NULL)
+        d = json_string_value(json_object_get(body, "title"));
+    return d != NULL ? d : "";
 }
 
 const char *ts_response_header(const struct ts_response *r, const char *name, char *buf, size_t len)

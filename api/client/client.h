@@ -9,6 +9,7 @@
 #define TS_API_CLIENT_CLIENT_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
 #include "api/buf.h"
@@ -39,6 +40,12 @@ void ts_client_set_token(struct ts_client *c, const char *token);
  * what to check.
  */
 int ts_client_set_tls(struct ts_client *c, const char *ca, const char *cert, const char *key);
+/* Limits of ts_client_do: the whole request (default 120 s; 0: none) and
+ * connecting (default 0: libcurl's). */
+void ts_client_set_timeouts(struct ts_client *c, long total_s, long connect_s);
+/* stop (borrowed; NULL: none): a transfer in progress ends within about a
+ * second of it becoming true, failing with TS_ERR_IO. */
+void ts_client_set_abort(struct ts_client *c, const atomic_bool *stop);
 
 /*
  * Send method path (path begins with "/"); body may be NULL. headers: NULL or
@@ -69,6 +76,8 @@ enum ts_err ts_client_stream(struct ts_client *c, const char *path, const char *
 
 /* The value of a response header (case-insensitive), copied into buf;
  * NULL when absent. */
+/* The "detail" (else "title") of a problem+json body, or "" (NULL too). */
+const char *ts_problem_text(const json_t *body);
 const char *ts_response_header(const struct ts_response *r, const char *name, char *buf,
                                size_t len);
 void ts_response_free(struct ts_response *r);

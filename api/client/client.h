@@ -1,6 +1,6 @@
 /*
  * client.h - a small libcurl client for the Tessera REST API, used by the
- * tests, the benchmarks and the CLI.
+ * agent, the CLI, the tests and the benchmarks.
  *
  * One struct ts_client per thread: it keeps its connection alive between
  * requests. Call ts_client_global_init once before starting threads.

@@ -6,7 +6,9 @@
 #     brace; clang-format, which scripts/lint enforces, puts a function's
 #     braces alone at the start of their lines, so they are found by line);
 #   - every .c and .h file is named in the nearest README.md at or above its
-#     folder (as itself, as STEM.[ch], or a header through its STEM.c).
+#     folder (as itself, as STEM.[ch], or a header through its STEM.c);
+#   - every .c file is named in a CMakeLists.txt of its folder or one above
+#     (the source lists are explicit: a file left out would not be built).
 # Known exceptions, each with the size it may not grow past, are listed in
 # sources_bounded.allow beside this script; the list only shrinks: an
 # exception that is gone or smaller than listed is reported, so that its
@@ -53,14 +55,31 @@ while read -r kind key limit; do
         { echo "$kind $key is within bounds now: remove its line from $(basename "$allow")"; bad=$((bad + 1)); }
 done <"$allow"
 for f in $files; do
-    d=$(dirname "$f")
-    while [ ! -f "$d/README.md" ] && [ "$d" != . ]; do d=$(dirname "$d"); done
-    b=$(basename "$f")
+    d=${f%/*}
+    while [ ! -f "$d/README.md" ] && [ "$d" != "${d%/*}" ]; do d=${d%/*}; done
+    b=${f##*/}
     s=${b%.*}
     grep -qF -e "$b" -e "$s.[ch]" "$d/README.md" && continue
     case $b in *.h) grep -qF "$s.c" "$d/README.md" && continue ;; esac
     echo "readme $d/README.md does not name $f"
     bad=$((bad + 1))
+done
+for f in $(echo "$files" | grep '\.c$'); do
+    d=${f%/*}
+    b=${f##*/}
+    listed=no
+    while :; do
+        if [ -f "$d/CMakeLists.txt" ] && grep -qE "(^|[ /(])$b([ )]|\$)" "$d/CMakeLists.txt"; then
+            listed=yes
+            break
+        fi
+        [ "$d" != "${d%/*}" ] || break
+        d=${d%/*}
+    done
+    if [ "$listed" = no ]; then
+        echo "cmake: no CMakeLists.txt at or above ${f%/*} names $b"
+        bad=$((bad + 1))
+    fi
 done
 [ "$bad" -eq 0 ] || { echo "$bad findings"; exit 1; }
 echo "$n sources: files, functions and READMEs within bounds ($(grep -c '^[fu]' "$allow") listed exceptions)"

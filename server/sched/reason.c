@@ -9,7 +9,9 @@
  * now; the sentence says which tier of reclaim.c applies), fragmented
  * (enough GPU is free on matching nodes, but not in one place), no_fit (not
  * enough is free). The node scan behind the last four is cached per request
- * shape, so 10,000 pending jobs of a few shapes cost a few scans.
+ * shape, so 10,000 pending jobs of a few shapes cost a few scans; and so is
+ * the sentence, per request signature, project and stage (everything it
+ * says), so 60,000 pending jobs of ten projects format a few dozen.
  *
  * The server's store writes three more codes of its own: not_yet_scheduled
  * (before a cycle has looked at a job), suspended (suspended on request,
@@ -47,9 +49,17 @@ struct diag_entry {
     struct diag d;
 };
 
+/* A reason made once, for every job of the same key (reason_key). */
+struct msg_entry {
+    uint64_t key;
+    const char *code, *msg;
+};
+
 struct diag_cache {
     struct diag_entry *e;
     size_t cap;
+    struct msg_entry *m;
+    size_t mcap, mn;
 };
 
 struct diag_cache *ts_sched_diag_cache_new(size_t n)
@@ -61,7 +71,11 @@ struct diag_cache *ts_sched_diag_cache_new(size_t n)
     while (c->cap < n * 2)
         c->cap *= 2;
     c->e = calloc(c->cap, sizeof(*c->e));
-    if (c->e == NULL) {
+    c->mcap = 256;
+    c->m = calloc(c->mcap, sizeof(*c->m));
+    if (c->e == NULL || c->m == NULL) {
+        free(c->e);
+        free(c->m);
         free(c);
         return NULL;
     }
@@ -73,6 +87,7 @@ void ts_sched_diag_cache_free(struct diag_cache *c)
     if (c == NULL)
         return;
     free(c->e);
+    free(c->m);
     free(c);
 }
 
@@ -398,7 +413,7 @@ static const char *waiting_for_reclaim(struct cycle *cy, const struct job *J)
         sp->name, a, ts_gpus_format(P->fair, f, sizeof(f)), quota, sp->name, excess);
 }
 
-void ts_sched_reason_of(struct cycle *cy, int j, const char **code, const char **msg)
+static void reason_of(struct cycle *cy, int j, const char **code, const char **msg)
 {
     const struct job *J = &cy->jobs[j];
     const struct ts_sched_project *sp = &cy->snap->projects[J->project];
@@ -475,4 +490,60 @@ void ts_sched_reason_of(struct cycle *cy, int j, const char **code, const char *
         return;
     }
     no_room(cy, J, d, code, msg);
+}
+
+/* Everything a reason depends on besides the final state, which does not
+ * change while the reasons are written: the request (its signature: shape,
+ * constraints, pin, held host memory), the project (and so its department),
+ * the stage and the reclaim tried. 0: not cached (an invalid request names
+ * its own fields). */
+static uint64_t reason_key(const struct job *J)
+{
+    if (J->stage == STAGE_INVALID || !J->valid)
+        return 0;
+    uint64_t k = ts_sched_preq_signature(&J->p, 0x5245415355ULL);
+    k = ts_sched_memo_fold(k, (uint64_t)(int64_t)J->project);
+    k = ts_sched_memo_fold(k, (uint64_t)J->stage);
+    return ts_sched_memo_fold(k, (uint64_t)(J->reclaim_tried * 2 + J->reclaim_tier1));
+}
+
+static struct msg_entry *msg_slot(struct diag_cache *c, uint64_t key)
+{
+    if (2 * (c->mn + 1) > c->mcap) {
+        size_t ncap = c->mcap * 2;
+        struct msg_entry *nm = calloc(ncap, sizeof(*nm));
+        if (nm == NULL)
+            return NULL;
+        for (size_t i = 0; i < c->mcap; i++) {
+            if (c->m[i].key == 0)
+                continue;
+            size_t k = c->m[i].key & (ncap - 1);
+            while (nm[k].key != 0)
+                k = (k + 1) & (ncap - 1);
+            nm[k] = c->m[i];
+        }
+        free(c->m);
+        c->m = nm;
+        c->mcap = ncap;
+    }
+    size_t i = key & (c->mcap - 1);
+    while (c->m[i].key != 0 && c->m[i].key != key)
+        i = (i + 1) & (c->mcap - 1);
+    return &c->m[i];
+}
+
+void ts_sched_reason_of(struct cycle *cy, int j, const char **code, const char **msg)
+{
+    uint64_t key = reason_key(&cy->jobs[j]);
+    struct msg_entry *e = key ? msg_slot(cy->diag, key) : NULL;
+    if (e != NULL && e->key == key) {
+        *code = e->code;
+        *msg = e->msg;
+        return;
+    }
+    reason_of(cy, j, code, msg);
+    if (e != NULL) {
+        *e = (struct msg_entry){key, *code, *msg};
+        cy->diag->mn++;
+    }
 }

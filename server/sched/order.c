@@ -74,18 +74,25 @@ static void sift_down(struct order *o, size_t i)
     }
 }
 
-static int cmp_job(const struct cycle *cy, int x, int y)
+/* A job's place in the queue, copied out of struct job: the sort reads
+ * these 24 bytes in order instead of a job's ~300 scattered across the
+ * cycle's array (at 160,000 jobs the sort was 6 % of a cycle's time, most of
+ * it cache misses). */
+struct okey {
+    int project, priority;
+    int64_t submitted_at, id;
+    int job;
+};
+
+static bool okey_before(const struct okey *a, const struct okey *b)
 {
-    const struct job *a = &cy->jobs[x], *b = &cy->jobs[y];
     if (a->project != b->project)
-        return a->project < b->project ? -1 : 1;
+        return a->project < b->project;
     if (a->priority != b->priority)
-        return a->priority > b->priority ? -1 : 1;
+        return a->priority > b->priority;
     if (a->submitted_at != b->submitted_at)
-        return a->submitted_at < b->submitted_at ? -1 : 1;
-    if (a->id != b->id)
-        return a->id < b->id ? -1 : 1;
-    return 0;
+        return a->submitted_at < b->submitted_at;
+    return a->id < b->id;
 }
 
 static void sort_jobs(struct cycle *cy, int *idx, size_t n)
@@ -93,25 +100,35 @@ static void sort_jobs(struct cycle *cy, int *idx, size_t n)
     /* a merge sort: stable, and no global context as qsort would need */
     if (n < 2)
         return;
-    int *tmp = malloc(n * sizeof(int));
-    if (tmp == NULL) {
+    struct okey *k = malloc(n * sizeof(*k)), *tmp = malloc(n * sizeof(*tmp));
+    if (k == NULL || tmp == NULL) {
+        free(k);
+        free(tmp);
         cy->nomem = true;
         return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct job *J = &cy->jobs[idx[i]];
+        k[i] = (struct okey){J->project, J->priority, J->submitted_at, J->id, idx[i]};
     }
     for (size_t w = 1; w < n; w *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * w) {
             size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            size_t i = lo, j = mid, k = lo;
+            size_t i = lo, j = mid, o = lo;
             while (i < mid && j < hi)
-                tmp[k++] = cmp_job(cy, idx[j], idx[i]) < 0 ? idx[j++] : idx[i++];
+                tmp[o++] = okey_before(&k[j], &k[i]) ? k[j++] : k[i++];
             while (i < mid)
-                tmp[k++] = idx[i++];
+                tmp[o++] = k[i++];
             while (j < hi)
-                tmp[k++] = idx[j++];
+                tmp[o++] = k[j++];
         }
-        for (size_t i = 0; i < n; i++)
-            idx[i] = tmp[i];
+        struct okey *t = k;
+        k = tmp;
+        tmp = t;
     }
+    for (size_t i = 0; i < n; i++)
+        idx[i] = k[i].job;
+    free(k);
     free(tmp);
 }
 

@@ -73,6 +73,7 @@ struct proj {
     double alloc0, fair0; /* before this cycle's decisions (the snapshot's), for
                              the messages of stops and binds */
     const char *held;     /* ts_sched_cycle_held's sentence, once made */
+    const char *why_preempt; /* preempt.c: what a preemption says of it, once made */
     int64_t min_runtime;
     int heap_pos;
     int *queue; /* this pass's pending jobs, in order */

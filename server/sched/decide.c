@@ -514,6 +514,7 @@ static void shares_keep_first(struct cycle *cy)
         cy->projs[p].alloc0 = cy->projs[p].alloc;
         cy->projs[p].fair0 = cy->projs[p].fair;
         cy->projs[p].held = NULL;
+        cy->projs[p].why_preempt = NULL;
     }
     for (size_t d = 0; d < cy->snap->ndepartments; d++)
         cy->deps[d].alloc0 = cy->deps[d].alloc;

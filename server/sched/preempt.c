@@ -27,7 +27,12 @@ bool ts_sched_preempt_try(struct cycle *cy, int j, double min_free, bool dep_lim
     char lim[32], dheld[32];
     const char *why; /* what the stop and the bind say of the project, or its limit */
     if (min_free <= 0) {
-        why = ts_sched_cycle_printf(cy, "project \"%s\" %s before this cycle", sp->name, held);
+        /* the same all cycle, as held is: made once per project */
+        struct proj *P = &cy->projs[J->project];
+        if (P->why_preempt == NULL)
+            P->why_preempt =
+                ts_sched_cycle_printf(cy, "project \"%s\" %s before this cycle", sp->name, held);
+        why = P->why_preempt;
     } else if (dep_limit) {
         const struct ts_sched_department *d = &cy->snap->departments[sp->department];
         ts_gpus_format(cy->deps[sp->department].alloc0, dheld, sizeof(dheld));

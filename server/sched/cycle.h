@@ -64,27 +64,34 @@ struct vent {
     int64_t started_at, id;
 };
 
+/* The entries of one priority, the best candidate last (victims.c). */
+struct vbucket {
+    int priority;
+    struct vent *e;
+    size_t n, cap, dead; /* dead: removed entries among the n */
+};
+
 struct proj {
     double alloc;    /* GPUs allocated now */
     double alloc_np; /* of which non-preemptible */
     double demand;
     double deserved; /* min(quota, demand, limit) */
     double fair;
-    double alloc0, fair0; /* before this cycle's decisions (the snapshot's), for
-                             the messages of stops and binds */
-    const char *held;     /* ts_sched_cycle_held's sentence, once made */
+    double alloc0, fair0;    /* before this cycle's decisions (the snapshot's), for
+                                the messages of stops and binds */
+    const char *held;        /* ts_sched_cycle_held's sentence, once made */
     const char *why_preempt; /* preempt.c: what a preemption says of it, once made */
     int64_t min_runtime;
     int heap_pos;
     int *queue; /* this pass's pending jobs, in order */
     size_t nqueue, qhead;
-    int touched;      /* victims.c scratch */
-    int skipped_prio; /* victims.c scratch */
-    bool in_rule;     /* victims.c scratch: its jobs are candidates */
-    struct vent *vic; /* victims.c: its stoppable running jobs, in candidate order */
-    size_t nvic, capvic;
-    size_t vlo, vdead; /* entries before vlo are all removed; removed in all */
-    double removed;    /* victims.c scratch */
+    int touched;        /* victims.c scratch */
+    int skipped_prio;   /* victims.c scratch */
+    bool in_rule;       /* victims.c scratch: its jobs are candidates */
+    struct vbucket *vb; /* victims.c: its stoppable running jobs by priority, lowest first */
+    size_t nvb, capvb;
+    size_t vlive;   /* live entries in all */
+    double removed; /* victims.c scratch */
 };
 
 struct dep {

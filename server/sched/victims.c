@@ -182,32 +182,68 @@ static bool stoppable(const struct cycle *cy, const struct job *x)
     return x->preemptible && !ts_sched_cycle_protected(cy, x);
 }
 
-/* A removed entry keeps its place (job -1, with the key it was added
- * with, so the list stays sorted for the search) until the list is
- * compacted: an eviction takes the first candidates, and moving the rest
- * of a 10,000-job list down for each was a fifth of a cycle at 100,000
- * GPUs. */
-static bool vent_before(const struct vent *e, const struct job *b)
+/* Each project's list is split by priority into buckets, lowest priority
+ * first, and a bucket is kept worst candidate first: the best candidate
+ * last (latest start, then highest id). A job this cycle places starts now,
+ * so it joins its bucket at or near the end instead of pushing a
+ * 6,000-entry list down by one (a tenth of a cycle at 100,000 GPUs, when
+ * one array per project held every priority), and the victims an eviction
+ * takes are trimmed off the end. A removed entry elsewhere keeps its place
+ * (job -1, with the key it was added with, so the bucket stays sorted)
+ * until half the bucket is removed and it is compacted. */
+static bool vent_key_before(const struct vent *e, int64_t started_at, int64_t id)
 {
-    if (e->priority != b->priority)
-        return e->priority < b->priority;
-    if (e->started_at != b->started_at)
-        return e->started_at > b->started_at;
-    return e->id > b->id;
+    if (e->started_at != started_at)
+        return e->started_at < started_at;
+    return e->id < id;
 }
 
-static bool vent_is(const struct vent *e, const struct job *x)
+static int cmp_vent(const void *x, const void *y)
 {
-    return e->priority == x->priority && e->started_at == x->started_at && e->id == x->id;
+    const struct vent *a = x, *b = y;
+    if (vent_key_before(a, b->started_at, b->id))
+        return -1;
+    return vent_key_before(b, a->started_at, a->id) ? 1 : 0;
 }
 
-/* Where v goes in P's list (the first entry not before it). */
-static size_t vic_pos(const struct proj *P, const struct job *v)
+/* The bucket of priority prio (created when create), or NULL. */
+static struct vbucket *bucket_of(struct cycle *cy, struct proj *P, int prio, bool create)
 {
-    size_t lo = 0, hi = P->nvic;
+    size_t lo = 0, hi = P->nvb;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (vent_before(&P->vic[mid], v))
+        if (P->vb[mid].priority < prio)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < P->nvb && P->vb[lo].priority == prio)
+        return &P->vb[lo];
+    if (!create)
+        return NULL;
+    if (P->nvb == P->capvb) {
+        size_t ncap = P->capvb ? P->capvb * 2 : 4;
+        struct vbucket *nv = realloc(P->vb, ncap * sizeof(*nv));
+        if (nv == NULL) {
+            cy->nomem = true;
+            return NULL;
+        }
+        P->vb = nv;
+        P->capvb = ncap;
+    }
+    memmove(&P->vb[lo + 1], &P->vb[lo], (P->nvb - lo) * sizeof(*P->vb));
+    P->vb[lo] = (struct vbucket){.priority = prio};
+    P->nvb++;
+    return &P->vb[lo];
+}
+
+/* The first entry of b not before (started_at, id). */
+static size_t bucket_pos(const struct vbucket *b, int64_t started_at, int64_t id)
+{
+    size_t lo = 0, hi = b->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (vent_key_before(&b->e[mid], started_at, id))
             lo = mid + 1;
         else
             hi = mid;
@@ -215,22 +251,29 @@ static size_t vic_pos(const struct proj *P, const struct job *v)
     return lo;
 }
 
-/* The first live entry at or after i (nvic: none). */
-static size_t vic_live(const struct proj *P, size_t i)
+static bool bucket_grow(struct cycle *cy, struct vbucket *b)
 {
-    while (i < P->nvic && P->vic[i].job < 0)
-        i++;
-    return i;
+    if (b->n < b->cap)
+        return true;
+    size_t ncap = b->cap ? b->cap * 2 : 16;
+    struct vent *nv = realloc(b->e, ncap * sizeof(*nv));
+    if (nv == NULL) {
+        cy->nomem = true;
+        return false;
+    }
+    b->e = nv;
+    b->cap = ncap;
+    return true;
 }
 
-static void vic_compact(struct proj *P)
+static void bucket_compact(struct vbucket *b)
 {
     size_t m = 0;
-    for (size_t i = P->vlo; i < P->nvic; i++)
-        if (P->vic[i].job >= 0)
-            P->vic[m++] = P->vic[i];
-    P->nvic = m;
-    P->vlo = P->vdead = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->e[i].job >= 0)
+            b->e[m++] = b->e[i];
+    b->n = m;
+    b->dead = 0;
 }
 
 void ts_sched_victims_node_changed(struct cycle *cy, int node)
@@ -245,35 +288,25 @@ void ts_sched_victims_index_add(struct cycle *cy, int v)
     if (!cy->vindex || !stoppable(cy, x))
         return;
     struct proj *P = &cy->projs[x->project];
-    if (P->nvic == P->capvic) {
-        size_t ncap = P->capvic ? P->capvic * 2 : 16;
-        struct vent *nv = realloc(P->vic, ncap * sizeof(*nv));
-        if (nv == NULL) {
-            cy->nomem = true;
-            return;
-        }
-        P->vic = nv;
-        P->capvic = ncap;
-    }
-    size_t k = vic_pos(P, x);
+    struct vbucket *b = bucket_of(cy, P, x->priority, true);
+    if (b == NULL || !bucket_grow(cy, b))
+        return;
+    size_t k = bucket_pos(b, x->started_at, x->id);
     struct vent e = {x->priority, v, x->started_at, x->id};
     /* its own removed entry, or a removed one just before its place: taken
-     * back without moving the list (the order holds either way) */
-    if (k < P->nvic && P->vic[k].job < 0 && vent_is(&P->vic[k], x)) {
-        P->vic[k] = e;
-    } else if (k > 0 && P->vic[k - 1].job < 0) {
-        P->vic[--k] = e;
+     * back without moving the bucket (the order holds either way) */
+    if (k < b->n && b->e[k].job < 0 && b->e[k].started_at == x->started_at && b->e[k].id == x->id) {
+        b->e[k] = e;
+        b->dead--;
+    } else if (k > 0 && b->e[k - 1].job < 0) {
+        b->e[k - 1] = e;
+        b->dead--;
     } else {
-        memmove(&P->vic[k + 1], &P->vic[k], (P->nvic - k) * sizeof(*P->vic));
-        P->vic[k] = e;
-        P->nvic++;
-        if (k < P->vlo) /* at 0, before removed entries only */
-            P->vlo = k;
-        return;
+        memmove(&b->e[k + 1], &b->e[k], (b->n - k) * sizeof(*b->e));
+        b->e[k] = e;
+        b->n++;
     }
-    P->vdead--;
-    if (k < P->vlo)
-        P->vlo = k;
+    P->vlive++;
 }
 
 void ts_sched_victims_index_del(struct cycle *cy, int v)
@@ -282,15 +315,21 @@ void ts_sched_victims_index_del(struct cycle *cy, int v)
     if (!cy->vindex || !stoppable(cy, x))
         return;
     struct proj *P = &cy->projs[x->project];
-    size_t k = vic_pos(P, x);
-    if (k >= P->nvic || P->vic[k].job != v)
+    struct vbucket *b = bucket_of(cy, P, x->priority, false);
+    if (b == NULL)
         return;
-    P->vic[k].job = -1;
-    P->vdead++;
-    if (k == P->vlo)
-        P->vlo = vic_live(P, k);
-    if (P->vdead > 64 && P->vdead * 2 > P->nvic)
-        vic_compact(P);
+    size_t k = bucket_pos(b, x->started_at, x->id);
+    if (k >= b->n || b->e[k].job != v)
+        return;
+    b->e[k].job = -1;
+    b->dead++;
+    P->vlive--;
+    while (b->n > 0 && b->e[b->n - 1].job < 0) { /* the best candidates go first */
+        b->n--;
+        b->dead--;
+    }
+    if (b->dead > 64 && b->dead * 2 > b->n)
+        bucket_compact(b);
 }
 
 bool ts_sched_victims_index_build(struct cycle *cy)
@@ -300,10 +339,24 @@ bool ts_sched_victims_index_build(struct cycle *cy)
     cy->node_fail = ts_sched_memo_new();
     if (cy->node_stamp == NULL || cy->node_ver == NULL || cy->node_fail == NULL)
         return false;
+    /* appended, then each bucket sorted once */
+    for (size_t i = 0; i < cy->njobs; i++) {
+        const struct job *x = &cy->jobs[i];
+        if (!x->running || !stoppable(cy, x))
+            continue;
+        struct proj *P = &cy->projs[x->project];
+        struct vbucket *b = bucket_of(cy, P, x->priority, true);
+        if (b == NULL || !bucket_grow(cy, b))
+            return false;
+        b->e[b->n++] = (struct vent){x->priority, (int)i, x->started_at, x->id};
+        P->vlive++;
+    }
+    for (size_t p = 0; p < cy->snap->nprojects; p++) {
+        struct proj *P = &cy->projs[p];
+        for (size_t k = 0; k < P->nvb; k++)
+            qsort(P->vb[k].e, P->vb[k].n, sizeof(struct vent), cmp_vent);
+    }
     cy->vindex = true;
-    for (size_t i = 0; i < cy->njobs; i++)
-        if (cy->jobs[i].running)
-            ts_sched_victims_index_add(cy, (int)i);
     return !cy->nomem;
 }
 
@@ -313,8 +366,42 @@ void ts_sched_victims_index_free(struct cycle *cy)
     cy->node_fail = NULL;
     if (cy->projs == NULL)
         return;
-    for (size_t p = 0; p < cy->snap->nprojects; p++)
-        free(cy->projs[p].vic);
+    for (size_t p = 0; p < cy->snap->nprojects; p++) {
+        for (size_t k = 0; k < cy->projs[p].nvb; k++)
+            free(cy->projs[p].vb[k].e);
+        free(cy->projs[p].vb);
+    }
+}
+
+/* A search's place in a project's list: the bucket, and how many entries
+ * of it are left (the next candidate is the last of them). */
+struct vcur {
+    size_t b, left;
+};
+
+/* The next live candidate at or after c (moved there), or NULL. */
+static const struct vent *vcur_live(const struct proj *P, struct vcur *c)
+{
+    while (c->b < P->nvb) {
+        const struct vbucket *b = &P->vb[c->b];
+        while (c->left > 0 && b->e[c->left - 1].job < 0)
+            c->left--;
+        if (c->left > 0)
+            return &b->e[c->left - 1];
+        if (++c->b < P->nvb)
+            c->left = P->vb[c->b].n;
+    }
+    return NULL;
+}
+
+/* lowest priority, then latest start, then highest id first */
+static bool vent_cand_before(const struct vent *a, const struct vent *b)
+{
+    if (a->priority != b->priority)
+        return a->priority < b->priority;
+    if (a->started_at != b->started_at)
+        return a->started_at > b->started_at;
+    return a->id > b->id;
 }
 
 /* ---- the search ---------------------------------------------------------- */
@@ -438,7 +525,7 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
     int *touched = malloc((np ? np : 1) * sizeof(int));
     int *dtouched = malloc((nd ? nd : 1) * sizeof(int));
     int *list = malloc((np ? np : 1) * sizeof(int));
-    size_t *cur = malloc((np ? np : 1) * sizeof(size_t));
+    struct vcur *cur = malloc((np ? np : 1) * sizeof(*cur));
     if (touched == NULL || dtouched == NULL || list == NULL || cur == NULL) {
         free(touched);
         free(dtouched);
@@ -459,8 +546,8 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
                          (r->other_deps || (jd >= 0 && e == jd));
         else /* above its fair share */
             P->in_rule = (int)q != J->project && P->alloc > P->fair + EPS;
-        if (P->in_rule && P->nvic > P->vdead) {
-            cur[nl] = P->vlo;
+        if (P->in_rule && P->vlive > 0) {
+            cur[nl] = (struct vcur){0, P->vb[0].n};
             list[nl++] = (int)q;
         }
     }
@@ -479,24 +566,25 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
                  : 0;
     for (;;) {
         int bx = -1, bl = -1;
+        const struct vent *be = NULL;
         for (int l = 0; l < nl; l++) {
             const struct proj *P = &cy->projs[list[l]];
-            cur[l] = vic_live(P, cur[l]);
-            if (cur[l] >= P->nvic)
+            const struct vent *e = vcur_live(P, &cur[l]);
+            if (e == NULL)
                 continue;
-            int v = P->vic[cur[l]].job;
-            if (!r->reclaim && cy->jobs[v].priority >= r->below_priority) {
-                cur[l] = P->nvic; /* the rest are of higher priority still */
+            if (!r->reclaim && e->priority >= r->below_priority) {
+                cur[l].b = P->nvb; /* the rest are of higher priority still */
                 continue;
             }
-            if (bx < 0 || cand_before(&cy->jobs[v], &cy->jobs[bx])) {
-                bx = v;
+            if (be == NULL || vent_cand_before(e, be)) {
+                be = e;
+                bx = e->job;
                 bl = l;
             }
         }
         if (bx < 0)
             break;
-        cur[bl]++;
+        cur[bl].left--;
         const struct job *x = &cy->jobs[bx];
         if (best_node >= 0) {
             struct vset lower = {1, x->priority, x->priority, x->started_at};

@@ -133,6 +133,8 @@ struct cycle {
     uint32_t *node_ver;        /* victims.c: bumps when a node's jobs or room change */
     struct memo *node_fail;    /* victims.c: preemption failures by request, project
                                   and node -> node_ver << 16 | priority */
+    int *proj_node_slots;      /* victims.c: GPU slots of each project's stoppable jobs
+                                  on each node, [project * nnodes + node] */
     int stamp;
     bool nomem;
 };

@@ -291,6 +291,8 @@ void ts_sched_victims_index_add(struct cycle *cy, int v)
     struct vbucket *b = bucket_of(cy, P, x->priority, true);
     if (b == NULL || !bucket_grow(cy, b))
         return;
+    cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] +=
+        (int)x->nslots;
     size_t k = bucket_pos(b, x->started_at, x->id);
     struct vent e = {x->priority, v, x->started_at, x->id};
     /* its own removed entry, or a removed one just before its place: taken
@@ -324,6 +326,8 @@ void ts_sched_victims_index_del(struct cycle *cy, int v)
     b->e[k].job = -1;
     b->dead++;
     P->vlive--;
+    cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] -=
+        (int)x->nslots;
     while (b->n > 0 && b->e[b->n - 1].job < 0) { /* the best candidates go first */
         b->n--;
         b->dead--;
@@ -337,7 +341,10 @@ bool ts_sched_victims_index_build(struct cycle *cy)
     cy->node_stamp = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(int));
     cy->node_ver = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(uint32_t));
     cy->node_fail = ts_sched_memo_new();
-    if (cy->node_stamp == NULL || cy->node_ver == NULL || cy->node_fail == NULL)
+    cy->proj_node_slots =
+        ts_arena_alloc(cy->a, (cy->snap->nprojects * cy->snap->nnodes + 1) * sizeof(int));
+    if (cy->node_stamp == NULL || cy->node_ver == NULL || cy->node_fail == NULL ||
+        cy->proj_node_slots == NULL)
         return false;
     /* appended, then each bucket sorted once */
     for (size_t i = 0; i < cy->njobs; i++) {
@@ -350,6 +357,8 @@ bool ts_sched_victims_index_build(struct cycle *cy)
             return false;
         b->e[b->n++] = (struct vent){x->priority, (int)i, x->started_at, x->id};
         P->vlive++;
+        cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] +=
+            (int)x->nslots;
     }
     for (size_t p = 0; p < cy->snap->nprojects; p++) {
         struct proj *P = &cy->projs[p];
@@ -560,6 +569,14 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
      * either, until it changes; the next job of the project with the same
      * request skips it */
     bool remember = !r->reclaim && r->below_priority >= 0 && r->below_priority <= 0xffff;
+    /* preemption of whole GPUs: a node whose empty GPUs and the GPUs the
+     * project's stoppable jobs hold there number fewer than the job needs
+     * cannot make room, whatever is stopped (most nodes met, at 100,000
+     * GPUs: a 4-GPU job met ~50 nodes a search, each looked up in
+     * node_fail) */
+    const int *slots_on = !r->reclaim && J->p.kind == TS_SCHED_GPU_COUNT && J->p.ndev > 1
+                              ? cy->proj_node_slots + (size_t)J->project * snap->nnodes
+                              : NULL;
     uint64_t base =
         remember ? ts_sched_preq_signature(&J->p, 0x4e4f4445ULL + (uint64_t)J->project * 7919u +
                                                       (uint64_t)(r->min_free * 1000.0))
@@ -595,6 +612,8 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
         if (cy->node_stamp[node] == cy->stamp)
             continue;
         cy->node_stamp[node] = cy->stamp;
+        if (slots_on != NULL && cy->c->nodes[node].nwhole + slots_on[node] < J->p.ndev)
+            continue;
         uint64_t key = remember ? ts_sched_memo_fold(base, (uint64_t)node) : 0, seen;
         if (remember && ts_sched_memo_get(cy->node_fail, key, &seen) &&
             seen >> 16 == cy->node_ver[node] && (int)(seen & 0xffff) >= r->below_priority)

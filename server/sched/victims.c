@@ -28,6 +28,7 @@
 
 #define MAXG (TS_SCHED_MAX_DEVICES * 4)
 #define MAXV 256 /* candidates looked at per node */
+#define NPRE 16  /* victims whose room is kept for the give-back */
 
 bool ts_sched_cycle_protected(const struct cycle *cy, const struct job *v)
 {
@@ -95,6 +96,16 @@ static bool scratch_release(struct scratch *s, const struct job *v, bool suspend
     }
     s->v.mem_free += v->req->host_memory_bytes;
     return true;
+}
+
+/* dst = src (its GPUs' used bytes copied, and pointed at) */
+static void scratch_copy(struct scratch *dst, const struct scratch *src)
+{
+    dst->v = src->v;
+    memcpy(dst->used, src->used, (size_t)src->v.ngpus * sizeof(dst->used[0]));
+    dst->v.used = dst->used;
+    dst->swap = src->swap;
+    dst->freed = src->freed;
 }
 
 static bool scratch_fits(struct cycle *cy, const struct preq *p, const struct scratch *s)
@@ -442,7 +453,7 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
     }
     if (nc == 0)
         return false;
-    struct scratch s;
+    struct scratch s, pre[NPRE]; /* pre[i]: the room the first i victims make */
     scratch_init(cy, node, &s);
     int nchosen = 0, ntouched = 0, ndtouched = 0;
     int jd = cy->snap->projects[J->project].department;
@@ -491,6 +502,8 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
             if (ev != NULL)
                 ev->removed += x->gpus;
         }
+        if (nchosen < NPRE)
+            scratch_copy(&pre[nchosen], &s);
         scratch_release(&s, x, false);
         chosen[nchosen++] = cand[i];
         fit = s.freed >= r->min_free - EPS && scratch_fits(cy, &J->p, &s);
@@ -505,9 +518,22 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
     }
     if (!fit)
         return false;
-    /* give back what is not needed, the highest priority first */
+    /* give back what is not needed, the highest priority first: the room
+     * without victim k is what the first k made (kept from the loop above:
+     * a give-back only ever drops victims after them) plus the rest,
+     * released in the same order as set_fits would, so the same sums */
     for (int k = nchosen - 1; k >= 0 && nchosen > 1; k--) {
-        if (set_fits(cy, &J->p, node, chosen, nchosen, k, NULL, r->min_free)) {
+        bool ok;
+        if (k < NPRE) {
+            struct scratch t;
+            scratch_copy(&t, &pre[k]);
+            for (int i = k + 1; i < nchosen; i++)
+                scratch_release(&t, &cy->jobs[chosen[i]], false);
+            ok = t.freed >= r->min_free - EPS && scratch_fits(cy, &J->p, &t);
+        } else {
+            ok = set_fits(cy, &J->p, node, chosen, nchosen, k, NULL, r->min_free);
+        }
+        if (ok) {
             memmove(&chosen[k], &chosen[k + 1], (size_t)(nchosen - k - 1) * sizeof(int));
             nchosen--;
         }

@@ -62,6 +62,7 @@ struct vent {
     int priority;
     int job; /* -1: removed */
     int64_t started_at, id;
+    int node; /* the job's, so that the search need not read the job */
 };
 
 /* The entries of one priority, the best candidate last (victims.c). */

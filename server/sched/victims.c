@@ -305,7 +305,7 @@ void ts_sched_victims_index_add(struct cycle *cy, int v)
     cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] +=
         (int)x->nslots;
     size_t k = bucket_pos(b, x->started_at, x->id);
-    struct vent e = {x->priority, v, x->started_at, x->id};
+    struct vent e = {x->priority, v, x->started_at, x->id, x->node};
     /* its own removed entry, or a removed one just before its place: taken
      * back without moving the bucket (the order holds either way) */
     if (k < b->n && b->e[k].job < 0 && b->e[k].started_at == x->started_at && b->e[k].id == x->id) {
@@ -366,7 +366,7 @@ bool ts_sched_victims_index_build(struct cycle *cy)
         struct vbucket *b = bucket_of(cy, P, x->priority, true);
         if (b == NULL || !bucket_grow(cy, b))
             return false;
-        b->e[b->n++] = (struct vent){x->priority, (int)i, x->started_at, x->id};
+        b->e[b->n++] = (struct vent){x->priority, (int)i, x->started_at, x->id, x->node};
         P->vlive++;
         cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] +=
             (int)x->nslots;
@@ -628,13 +628,13 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
         if (bx < 0)
             break;
         cur[bl].left--;
-        const struct job *x = &cy->jobs[bx];
+        /* the entry has what the walk needs: the job itself is not read */
         if (best_node >= 0) {
-            struct vset lower = {1, x->priority, x->priority, x->started_at};
+            struct vset lower = {1, be->priority, be->priority, be->started_at};
             if (vset_better(&best, &lower))
                 break;
         }
-        int node = x->node;
+        int node = be->node;
         if (cy->node_stamp[node] == cy->stamp)
             continue;
         cy->node_stamp[node] = cy->stamp;

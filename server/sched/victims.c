@@ -302,8 +302,7 @@ void ts_sched_victims_index_add(struct cycle *cy, int v)
     struct vbucket *b = bucket_of(cy, P, x->priority, true);
     if (b == NULL || !bucket_grow(cy, b))
         return;
-    cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] +=
-        (int)x->nslots;
+    cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] += (int)x->nslots;
     size_t k = bucket_pos(b, x->started_at, x->id);
     struct vent e = {x->priority, v, x->started_at, x->id, x->node};
     /* its own removed entry, or a removed one just before its place: taken
@@ -337,8 +336,7 @@ void ts_sched_victims_index_del(struct cycle *cy, int v)
     b->e[k].job = -1;
     b->dead++;
     P->vlive--;
-    cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] -=
-        (int)x->nslots;
+    cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] -= (int)x->nslots;
     while (b->n > 0 && b->e[b->n - 1].job < 0) { /* the best candidates go first */
         b->n--;
         b->dead--;
@@ -426,17 +424,10 @@ static bool vent_cand_before(const struct vent *a, const struct vent *b)
 
 /* ---- the search ---------------------------------------------------------- */
 
-/* The victims on one node: the candidates in order until the job fits, less
- * those not needed after all; false when they cannot make room. */
-static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, int node,
-                         int *touched, int *dtouched, int *chosen, int *out_n)
+/* The jobs on node that the rule lets j stop, in candidate order. */
+static int node_candidates(struct cycle *cy, int j, const struct victim_rule *r, int node,
+                           int *cand)
 {
-    const struct job *J = &cy->jobs[j];
-    if (!ts_sched_cluster_node_static_ok(cy->c, &J->p, node))
-        return false;
-    if (cy->c->nodes[node].ngpus < J->p.ndev || cy->c->nodes[node].ngpus > MAXG)
-        return false;
-    int cand[MAXV];
     int nc = 0;
     for (int v = cy->node_head[node]; v >= 0 && nc < MAXV; v = cy->jobs[v].next) {
         const struct job *x = &cy->jobs[v];
@@ -451,6 +442,46 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
         }
         cand[k] = v;
     }
+    return nc;
+}
+
+/* Give back the victims not needed after all, the highest priority first:
+ * the room without victim k is what the first k made (pre[k], kept by the
+ * search: a give-back only ever drops victims after them) plus the rest,
+ * released in the same order as set_fits would, so the same sums. */
+static void give_back(struct cycle *cy, const struct preq *p, const struct victim_rule *r, int node,
+                      const struct scratch *pre, int *chosen, int *nchosen)
+{
+    for (int k = *nchosen - 1; k >= 0 && *nchosen > 1; k--) {
+        bool ok;
+        if (k < NPRE) {
+            struct scratch t;
+            scratch_copy(&t, &pre[k]);
+            for (int i = k + 1; i < *nchosen; i++)
+                scratch_release(&t, &cy->jobs[chosen[i]], false);
+            ok = t.freed >= r->min_free - EPS && scratch_fits(cy, p, &t);
+        } else {
+            ok = set_fits(cy, p, node, chosen, *nchosen, k, NULL, r->min_free);
+        }
+        if (ok) {
+            memmove(&chosen[k], &chosen[k + 1], (size_t)(*nchosen - k - 1) * sizeof(int));
+            (*nchosen)--;
+        }
+    }
+}
+
+/* The victims on one node: the candidates in order until the job fits, less
+ * those not needed after all; false when they cannot make room. */
+static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, int node,
+                         int *touched, int *dtouched, int *chosen, int *out_n)
+{
+    const struct job *J = &cy->jobs[j];
+    if (!ts_sched_cluster_node_static_ok(cy->c, &J->p, node))
+        return false;
+    if (cy->c->nodes[node].ngpus < J->p.ndev || cy->c->nodes[node].ngpus > MAXG)
+        return false;
+    int cand[MAXV];
+    int nc = node_candidates(cy, j, r, node, cand);
     if (nc == 0)
         return false;
     struct scratch s, pre[NPRE]; /* pre[i]: the room the first i victims make */
@@ -518,28 +549,61 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
     }
     if (!fit)
         return false;
-    /* give back what is not needed, the highest priority first: the room
-     * without victim k is what the first k made (kept from the loop above:
-     * a give-back only ever drops victims after them) plus the rest,
-     * released in the same order as set_fits would, so the same sums */
-    for (int k = nchosen - 1; k >= 0 && nchosen > 1; k--) {
-        bool ok;
-        if (k < NPRE) {
-            struct scratch t;
-            scratch_copy(&t, &pre[k]);
-            for (int i = k + 1; i < nchosen; i++)
-                scratch_release(&t, &cy->jobs[chosen[i]], false);
-            ok = t.freed >= r->min_free - EPS && scratch_fits(cy, &J->p, &t);
-        } else {
-            ok = set_fits(cy, &J->p, node, chosen, nchosen, k, NULL, r->min_free);
-        }
-        if (ok) {
-            memmove(&chosen[k], &chosen[k + 1], (size_t)(nchosen - k - 1) * sizeof(int));
-            nchosen--;
-        }
-    }
+    give_back(cy, &J->p, r, node, pre, chosen, &nchosen);
     *out_n = nchosen;
     return true;
+}
+
+/* Marks the projects whose jobs the rule lets j stop (in_rule) and starts
+ * a cursor on each one's list; returns how many lists. */
+static int rule_lists(struct cycle *cy, int j, const struct victim_rule *r, int *list,
+                      struct vcur *cur)
+{
+    const struct job *J = &cy->jobs[j];
+    const struct ts_sched_snapshot *snap = cy->snap;
+    int nl = 0;
+    int jd = snap->projects[J->project].department;
+    for (size_t q = 0; q < snap->nprojects; q++) {
+        struct proj *P = &cy->projs[q];
+        int e = snap->projects[q].department;
+        if (!r->reclaim)
+            P->in_rule = (int)q == J->project;
+        else if (r->tier1) /* above its quota */
+            P->in_rule = (int)q != J->project && P->alloc > P->deserved + EPS &&
+                         (r->other_deps || (jd >= 0 && e == jd));
+        else /* above its fair share */
+            P->in_rule = (int)q != J->project && P->alloc > P->fair + EPS;
+        if (P->in_rule && P->vlive > 0) {
+            cur[nl] = (struct vcur){0, P->vb[0].n};
+            list[nl++] = (int)q;
+        }
+    }
+    return nl;
+}
+
+/* The next candidate of the merged lists (taken), or NULL at the end. */
+static const struct vent *next_candidate(struct cycle *cy, const struct victim_rule *r,
+                                         const int *list, struct vcur *cur, int nl)
+{
+    const struct vent *be = NULL;
+    int bl = -1;
+    for (int l = 0; l < nl; l++) {
+        const struct proj *P = &cy->projs[list[l]];
+        const struct vent *e = vcur_live(P, &cur[l]);
+        if (e == NULL)
+            continue;
+        if (!r->reclaim && e->priority >= r->below_priority) {
+            cur[l].b = P->nvb; /* the rest are of higher priority still */
+            continue;
+        }
+        if (be == NULL || vent_cand_before(e, be)) {
+            be = e;
+            bl = l;
+        }
+    }
+    if (be != NULL)
+        cur[bl].left--;
+    return be;
 }
 
 /* Nodes are looked at in the order of their best candidate, merged from the
@@ -569,23 +633,7 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
         cy->nomem = true;
         return false;
     }
-    int nl = 0;
-    int jd = snap->projects[J->project].department;
-    for (size_t q = 0; q < np; q++) {
-        struct proj *P = &cy->projs[q];
-        int e = snap->projects[q].department;
-        if (!r->reclaim)
-            P->in_rule = (int)q == J->project;
-        else if (r->tier1) /* above its quota */
-            P->in_rule = (int)q != J->project && P->alloc > P->deserved + EPS &&
-                         (r->other_deps || (jd >= 0 && e == jd));
-        else /* above its fair share */
-            P->in_rule = (int)q != J->project && P->alloc > P->fair + EPS;
-        if (P->in_rule && P->vlive > 0) {
-            cur[nl] = (struct vcur){0, P->vb[0].n};
-            list[nl++] = (int)q;
-        }
-    }
+    int nl = rule_lists(cy, j, r, list, cur);
     if (++cy->stamp <= 0) {
         memset(cy->node_stamp, 0, snap->nnodes * sizeof(int));
         cy->stamp = 1;
@@ -595,11 +643,9 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
      * either, until it changes; the next job of the project with the same
      * request skips it */
     bool remember = !r->reclaim && r->below_priority >= 0 && r->below_priority <= 0xffff;
-    /* preemption of whole GPUs: a node whose empty GPUs and the GPUs the
-     * project's stoppable jobs hold there number fewer than the job needs
-     * cannot make room, whatever is stopped (most nodes met, at 100,000
-     * GPUs: a 4-GPU job met ~50 nodes a search, each looked up in
-     * node_fail) */
+    /* preemption of whole GPUs: a node whose empty GPUs and those the
+     * project's stoppable jobs hold are fewer than the job needs cannot
+     * make room, whatever is stopped */
     const int *slots_on = !r->reclaim && J->p.kind == TS_SCHED_GPU_COUNT && J->p.ndev > 1
                               ? cy->proj_node_slots + (size_t)J->project * snap->nnodes
                               : NULL;
@@ -608,26 +654,9 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
                                                       (uint64_t)(r->min_free * 1000.0))
                  : 0;
     for (;;) {
-        int bx = -1, bl = -1;
-        const struct vent *be = NULL;
-        for (int l = 0; l < nl; l++) {
-            const struct proj *P = &cy->projs[list[l]];
-            const struct vent *e = vcur_live(P, &cur[l]);
-            if (e == NULL)
-                continue;
-            if (!r->reclaim && e->priority >= r->below_priority) {
-                cur[l].b = P->nvb; /* the rest are of higher priority still */
-                continue;
-            }
-            if (be == NULL || vent_cand_before(e, be)) {
-                be = e;
-                bx = e->job;
-                bl = l;
-            }
-        }
-        if (bx < 0)
+        const struct vent *be = next_candidate(cy, r, list, cur, nl);
+        if (be == NULL)
             break;
-        cur[bl].left--;
         /* the entry has what the walk needs: the job itself is not read */
         if (best_node >= 0) {
             struct vset lower = {1, be->priority, be->priority, be->started_at};

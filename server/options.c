@@ -49,6 +49,10 @@ const struct ts_option ts_server_options[] = {
      "a node whose agent has not reported for this long is not ready", 2, 3600, NULL, 0},
     {"node-lost-timeout", TS_OPT_DURATION, OPT(node_lost_timeout), "60s", "DURATION",
      "the jobs of a node silent for this long go back to the queue", 2, 86400, NULL, 0},
+    {"cycle-interval", TS_OPT_INT, OPT(cycle_interval), "200", "MS",
+     "shortest time from the start of one scheduler cycle to the next: changes meanwhile share "
+     "one cycle; 0: a cycle for each",
+     0, 10000, NULL, 0},
     {"checkpoint-root", TS_OPT_STRING, OPT(checkpoint_root), NULL, "DIR",
      "shared folder for jobs' checkpoints (ROOT/project/job-id); default DIR/checkpoints", 0, 0,
      NULL, 0},

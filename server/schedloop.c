@@ -287,6 +287,13 @@ static void sweep(struct ts_schedloop *l, struct ts_dbconn *c)
     /* what it changed fires the triggers: the next wait wakes a full cycle */
 }
 
+/* Sleep until the monotonic time `until` or a stop, whichever comes first. */
+static void pause_until(struct ts_schedloop *l, int64_t until)
+{
+    for (int64_t now = ts_now_ms(); now < until && !atomic_load(&l->stop); now = ts_now_ms())
+        ts_sleep_ms(until - now < 50 ? (long)(until - now) : 50);
+}
+
 /*
  * A full cycle runs when something the scheduler reads changed since the
  * last one began (NOTIFY tessera_sched: a submission, a cancel, a report
@@ -294,15 +301,23 @@ static void sweep(struct ts_schedloop *l, struct ts_dbconn *c)
  * become the leader, or when the clock is due (a minimum runtime ending
  * while jobs wait). Otherwise a tick of TICK_MS only sweeps: an idle
  * cluster costs the database one statement a second.
+ *
+ * Two cycles start at least --cycle-interval apart: what changed meanwhile
+ * waits for the next one, so that under churn many changes share a cycle
+ * (each reads every unfinished job) instead of one running per change.
+ * A change after a quiet spell is decided at once.
  */
 static void *run(void *arg)
 {
     struct ts_schedloop *l = arg;
     struct ts_notify *nt = l->srv->notify;
+    const int64_t interval = l->srv->cfg.cycle_interval;
     bool need = true;    /* a full cycle is due whatever the notifications say */
+    bool failed = false; /* the last cycle failed: the next one waits a tick */
     uint64_t cycled = 0; /* the notification count when the last full cycle began */
     int64_t due_ms = -1; /* monotonic time the clock asks for a cycle; -1: never */
     int64_t tick_ms = 0; /* monotonic time of the next sweep */
+    int64_t next_ms = 0; /* monotonic time before which no cycle starts */
     while (!atomic_load(&l->stop)) {
         uint64_t seen = ts_notify_seq(nt, "tessera_sched", 0);
         struct ts_error err;
@@ -312,15 +327,19 @@ static void *run(void *arg)
         if (c == NULL && was && l->db_down_ms == 0)
             l->db_down_ms = ts_now_ms(); /* the leader lost the database */
         bool leader = c != NULL && lead(l, c);
-        if (leader && !was)
+        if (leader && !was) {
             need = true;
+            next_ms = 0;
+        }
         if (leader && l->db_down_ms != 0)
             forgive(l, c);
         int64_t now = ts_now_ms();
-        if (leader && (need || seen != cycled || (due_ms >= 0 && now >= due_ms))) {
+        bool want = need || seen != cycled || (due_ms >= 0 && now >= due_ms);
+        if (leader && want && now >= next_ms) {
             int64_t due_s;
             cycled = seen;
-            need = false;
+            need = failed = false;
+            next_ms = now + interval;
             enum ts_err e = cycle(l, c, &due_s, &err);
             int64_t took = ts_now_ms() - now;
             atomic_fetch_add(&l->cycles, 1);
@@ -330,26 +349,29 @@ static void *run(void *arg)
             due_ms = due_s < 0 ? -1 : ts_now_ms() + due_s * 1000;
             if (e == TS_ERR_CONFLICT) {
                 ts_log_debug("scheduler: %s; deciding again", err.message);
-                need = true;
-                ts_db_release(l->db, c);
-                continue;
-            }
-            if (e != TS_OK) {
+                need = true; /* as soon as the interval allows */
+            } else if (e != TS_OK) {
                 ts_log_warn("scheduler cycle failed: %s", err.message);
-                need = true; /* again at the next tick */
+                need = failed = true; /* again at the next tick */
                 if (e == TS_ERR_DATABASE && l->db_down_ms == 0)
                     l->db_down_ms = now;
             }
-        } else if (leader && now >= tick_ms) {
+        } else if (leader && !want && now >= tick_ms) {
             sweep(l, c);
             tick_ms = now + TICK_MS;
         }
         ts_db_release(l->db, c);
+        now = ts_now_ms();
+        if (leader && !failed &&
+            (need || ts_notify_seq(nt, "tessera_sched", 0) != cycled ||
+             (due_ms >= 0 && now >= due_ms))) {
+            pause_until(l, next_ms); /* a cycle is wanted: when the interval allows */
+            continue;
+        }
         /* a leader waits for a change, its next sweep or the clock; others
          * try the lock again a tick later */
-        now = ts_now_ms();
         int64_t wait = leader ? tick_ms - now : TICK_MS;
-        if (leader && need)
+        if (leader && failed)
             wait = TICK_MS;
         if (leader && due_ms >= 0 && due_ms - now < wait)
             wait = due_ms - now;

@@ -3,9 +3,10 @@
  * runs one thread that tries to take a PostgreSQL session advisory lock;
  * the holder is the leader and runs cycles when something it reads changed
  * (NOTIFY tessera_sched) or the clock is due (a minimum runtime ending while
- * jobs wait): sweep (silent nodes, lost nodes' jobs, jobs past their maximum
- * runtime), read a snapshot, ts_sched_decide, write the decisions in one
- * transaction. Between cycles it only sweeps, once a second, in one
+ * jobs wait), at most one every --cycle-interval so that changes under
+ * churn share a cycle: sweep (silent nodes, lost nodes' jobs, jobs past their
+ * maximum runtime), read a snapshot, ts_sched_decide, write the decisions in
+ * one transaction. Between cycles it only sweeps, once a second, in one
  * statement; what a sweep changes wakes a cycle. When the leader dies its session ends, the
  * lock is free, and another replica takes it within a second.
  */

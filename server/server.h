@@ -36,6 +36,7 @@ struct ts_server_config {
     int64_t min_runtime;       /* seconds */
     int64_t node_timeout;      /* seconds without a report: not ready */
     int64_t node_lost_timeout; /* seconds without a report: jobs requeued */
+    int64_t cycle_interval;    /* milliseconds from a cycle's start to the next one's */
     char *checkpoint_root;     /* NULL: data_dir/checkpoints */
     int64_t idempotency_ttl;   /* seconds */
     int64_t auth_cache_ttl;    /* milliseconds; 0: off */

@@ -248,13 +248,7 @@ static enum ts_err load_nodes(struct ts_dbconn *c, struct ts_arena *a, struct ts
     PGresult *res = NULL;
     enum ts_err e = query(c,
                           "SELECT id, name, state, cpu, memory_bytes, labels::text,"
-                          " gpu_reserve_bytes, collision,"
-                          " greatest(0, swap_bytes - (SELECT coalesce(sum(CASE"
-                          "   WHEN j.state = 'running' THEN j.swapped_bytes"
-                          "   ELSE j.suspended_bytes END), 0)"
-                          "   FROM job j WHERE j.node_id = node.id"
-                          "   AND j.state IN ('running', 'suspending', 'suspended', 'resuming')))"
-                          " FROM node ORDER BY id",
+                          " gpu_reserve_bytes, collision, swap_bytes FROM node ORDER BY id",
                           &res, err);
     if (e != TS_OK)
         return e;
@@ -273,6 +267,7 @@ static enum ts_err load_nodes(struct ts_dbconn *c, struct ts_arena *a, struct ts
             .ready = strcmp(PQgetvalue(res, (int)i, 2), "ready") == 0,
             .cpu = ts_row_double(res, (int)i, 3),
             .memory_bytes = ts_row_i64(res, (int)i, 4),
+            /* less what its jobs hold of it: load_jobs */
             .swap_free_bytes = ts_row_i64(res, (int)i, 8),
             .swap_resolver = strcmp(PQgetvalue(res, (int)i, 7), "swap") == 0,
         };
@@ -343,45 +338,63 @@ static const char jobs_sql[] =
     " gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"
     " gpu_memory_limit_bytes, gpu_devices, cpu, memory_bytes, gpu_model::text,"
     " node_selector::text, swap, suspend_held, array_to_string(suspended_gpu_ids, ','),"
-    " EXISTS (SELECT 1 FROM job_gpu jg WHERE jg.job_id = job.id),"
+    " suspended_bytes,"
     " gpu_memory_used_bytes, swapped_bytes, reason_code, reason_message, queue_position"
     " FROM job WHERE state IN ('pending', 'scheduled', 'running', 'evicting', 'cancelling',"
     " 'suspending', 'suspended', 'resuming')"
     " ORDER BY id";
 
-static enum ts_err load_slots(struct ts_dbconn *c, struct ts_arena *a,
-                              const struct ts_sched_rows *rows, struct ts_sched_running *run,
-                              size_t nrun, struct ts_error *err)
+/* Every job's GPUs, by job id: read before the jobs, which need to know
+ * which of them hold GPUs. `job` is column 0 parsed (ascending). */
+struct slot_rows {
+    PGresult *res;
+    int64_t *job;
+    size_t n;
+};
+
+static enum ts_err read_slots(struct ts_dbconn *c, struct ts_arena *a, struct slot_rows *sr,
+                              struct ts_error *err)
 {
-    PGresult *res = NULL;
     enum ts_err e = query(c,
-                          "SELECT jg.job_id, jg.gpu_id, jg.memory_bytes FROM job_gpu jg"
-                          " JOIN job j ON j.id = jg.job_id ORDER BY jg.job_id, jg.gpu_id",
-                          &res, err);
+                          "SELECT job_id, gpu_id, memory_bytes FROM job_gpu"
+                          " ORDER BY job_id, gpu_id",
+                          &sr->res, err);
     if (e != TS_OK)
         return e;
-    int n = PQntuples(res);
-    struct ts_sched_slot *slots = ts_arena_alloc(a, sizeof(*slots) * (size_t)(n + 1));
-    if (slots == NULL) {
-        PQclear(res);
+    sr->n = (size_t)PQntuples(sr->res);
+    sr->job = ts_arena_alloc(a, sizeof(int64_t) * (sr->n + 1));
+    if (sr->job == NULL) {
+        PQclear(sr->res);
+        sr->res = NULL;
         return nomem(err);
     }
+    for (size_t i = 0; i < sr->n; i++)
+        sr->job[i] = ts_row_i64(sr->res, (int)i, 0);
+    return TS_OK;
+}
+
+static enum ts_err load_slots(struct ts_arena *a, const struct ts_sched_rows *rows,
+                              const struct slot_rows *sr, struct ts_sched_running *run,
+                              size_t nrun, struct ts_error *err)
+{
+    struct ts_sched_slot *slots = ts_arena_alloc(a, sizeof(*slots) * (sr->n + 1));
+    if (slots == NULL)
+        return nomem(err);
     size_t k = 0; /* running[] is by id too: walk both */
-    for (int i = 0; i < n; i++) {
-        int64_t job = ts_row_i64(res, i, 0);
+    for (size_t i = 0; i < sr->n; i++) {
+        int64_t job = sr->job[i];
         while (k < nrun && run[k].id < job)
             k++;
         if (k == nrun || run[k].id != job)
             continue;
-        int gpu = find_id(rows->gpu_ids, rows->ngpu_ids, ts_row_i64(res, i, 1));
+        int gpu = find_id(rows->gpu_ids, rows->ngpu_ids, ts_row_i64(sr->res, (int)i, 1));
         if (gpu < 0)
             continue;
         if (run[k].nslots == 0)
             run[k].slots = &slots[i];
-        slots[i] = (struct ts_sched_slot){.gpu = gpu, .memory_bytes = ts_row_i64(res, i, 2)};
+        slots[i] = (struct ts_sched_slot){.gpu = gpu, .memory_bytes = ts_row_i64(sr->res, (int)i, 2)};
         run[k].nslots++;
     }
-    PQclear(res);
     return TS_OK;
 }
 
@@ -413,7 +426,8 @@ static void suspended_slots(const char *text, int node, const struct ts_sched_ro
 }
 
 static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_sched_rows *rows,
-                             struct ts_sched_snapshot *s, struct ts_error *err)
+                             struct ts_sched_snapshot *s, const struct slot_rows *sr,
+                             struct ts_error *err)
 {
     PGresult *res = NULL;
     enum ts_err e = query(c, jobs_sql, &res, err);
@@ -440,15 +454,22 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
         int r = (int)i;
         const char *state = PQgetvalue(res, r, 5);
         int project = find_id(rows->project_ids, s->nprojects, ts_row_i64(res, r, 2));
-        if (project < 0)
-            continue;
         bool suspended = strcmp(state, "suspended") == 0;
         bool held = suspended && ts_row_bool(res, r, 21);
         bool stopping = strcmp(state, "evicting") == 0 || strcmp(state, "cancelling") == 0 ||
                         strcmp(state, "suspending") == 0;
-        bool gpuless = !ts_row_bool(res, r, 23) && strcmp(PQgetvalue(res, r, 9), "none") != 0;
+        bool gpuless = find_id(sr->job, sr->n, ts_row_i64(res, r, 0)) < 0 &&
+                       strcmp(PQgetvalue(res, r, 9), "none") != 0;
         int at =
             ts_row_null(res, r, 6) ? -1 : find_id(rows->node_ids, s->nnodes, ts_row_i64(res, r, 6));
+        /* the node's swap its jobs hold (TS_SQL_NODE_SWAP_USED_BY_OTHERS) */
+        if (at >= 0 && (strcmp(state, "running") == 0 || strcmp(state, "suspending") == 0 ||
+                        suspended || strcmp(state, "resuming") == 0))
+            nodes[at].swap_free_bytes -= strcmp(state, "running") == 0
+                                             ? ts_row_i64(res, r, 25)
+                                             : ts_row_i64(res, r, 23);
+        if (project < 0)
+            continue;
         /* suspended on request, on a node that is not ready (it waits for
          * the node, or for the lost-node sweep), or a suspension being
          * ended: not the scheduler's to place, but its host memory is
@@ -510,7 +531,10 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
     s->nrunning = nrun;
     s->pending = pend;
     s->npending = npend;
-    return load_slots(c, a, rows, run, nrun, err);
+    for (size_t i = 0; i < s->nnodes; i++)
+        if (nodes[i].swap_free_bytes < 0)
+            nodes[i].swap_free_bytes = 0;
+    return load_slots(a, rows, sr, run, nrun, err);
 }
 
 enum ts_err ts_store_sched_snapshot(struct ts_dbconn *c, struct ts_arena *a,
@@ -537,7 +561,12 @@ enum ts_err ts_store_sched_snapshot(struct ts_dbconn *c, struct ts_arena *a,
     if ((e = load_nodes(c, a, rows, s, err)) != TS_OK)
         return e;
     rows->ngpu_ids = s->ngpus;
-    if ((e = load_jobs(c, a, rows, s, err)) != TS_OK)
+    struct slot_rows sr = {0};
+    if ((e = read_slots(c, a, &sr, err)) != TS_OK)
+        return e;
+    e = load_jobs(c, a, rows, s, &sr, err);
+    PQclear(sr.res);
+    if (e != TS_OK)
         return e;
     ts_db_rollback(c); /* read only: nothing to keep */
     return TS_OK;

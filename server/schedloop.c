@@ -38,7 +38,9 @@ struct ts_schedloop {
     atomic_int_fast64_t stops;
     atomic_int_fast64_t cycle_us; /* time in full cycles, microseconds */
     atomic_int_fast64_t last_cycle_us;
-    int backend_pid;    /* of the session holding the lock */
+    atomic_int_fast64_t job_rows;   /* job rows the snapshots read */
+    struct ts_sched_jobcache *jobs; /* the leader's, between cycles; NULL until it leads */
+    int backend_pid;                /* of the session holding the lock */
     int64_t db_down_ms; /* when this replica, leading, found the database unreachable; 0: not */
     char checkpoint_root[4096];
 };
@@ -164,7 +166,9 @@ static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, int64_t *d
         .config = {.strategy = cfg->strategy, .min_runtime_s = cfg->min_runtime}};
     struct ts_sched_rows rows = {0};
     struct ts_sched_result *res = NULL;
-    e = ts_store_sched_snapshot(c, a, &snap, &rows, err);
+    size_t job_rows = 0;
+    e = ts_store_sched_snapshot(c, a, l->jobs, &snap, &rows, &job_rows, err);
+    atomic_fetch_add(&l->job_rows, (int_fast64_t)job_rows);
     if (e == TS_OK) {
         *due_s = clock_due_s(&snap);
         e = ts_sched_decide(&snap, &res, err);
@@ -330,6 +334,9 @@ static void *run(void *arg)
         if (leader && !was) {
             need = true;
             next_ms = 0;
+            /* what it kept when it led before is read again in full */
+            ts_store_sched_jobcache_free(l->jobs);
+            l->jobs = ts_store_sched_jobcache_new(); /* NULL: every cycle reads every job */
         }
         if (leader && l->db_down_ms != 0)
             forgive(l, c);
@@ -416,6 +423,7 @@ void ts_schedloop_stop(struct ts_server *srv)
     atomic_store(&l->stop, true);
     pthread_join(l->thread, NULL);
     ts_db_close(l->db); /* ends the session: the lock is free for another replica */
+    ts_store_sched_jobcache_free(l->jobs);
     free(l);
     srv->loop = NULL;
 }
@@ -438,4 +446,5 @@ void ts_schedloop_stats(const struct ts_server *srv, struct ts_schedloop_stats *
     out->stops = (int64_t)atomic_load(&l->stops);
     out->cycle_seconds = (double)atomic_load(&l->cycle_us) / 1e6;
     out->last_cycle_seconds = (double)atomic_load(&l->last_cycle_us) / 1e6;
+    out->job_rows = (int64_t)atomic_load(&l->job_rows);
 }

@@ -34,6 +34,7 @@ struct ts_schedloop_stats {
     int64_t binds, stops;      /* decisions written (stops: evictions and suspensions) */
     double cycle_seconds;      /* in full cycles, all together */
     double last_cycle_seconds; /* the latest one */
+    int64_t job_rows;          /* job rows the cycles' snapshots read from the database */
 };
 void ts_schedloop_stats(const struct ts_server *srv, struct ts_schedloop_stats *out);
 

@@ -147,9 +147,15 @@ static void metrics_scheduler(struct ts_buf *b, struct ts_server *srv)
                   "(stop: an eviction or a suspension).\n"
                   "# TYPE tessera_scheduler_decisions_total counter\n"
                   "tessera_scheduler_decisions_total{action=\"bind\"} %lld\n"
-                  "tessera_scheduler_decisions_total{action=\"stop\"} %lld\n",
+                  "tessera_scheduler_decisions_total{action=\"stop\"} %lld\n"
+                  "# HELP tessera_scheduler_job_rows_read_total Job rows the cycles' snapshots "
+                  "read (the unfinished jobs at a leader's first cycle, then those written "
+                  "since the previous one).\n"
+                  "# TYPE tessera_scheduler_job_rows_read_total counter\n"
+                  "tessera_scheduler_job_rows_read_total %lld\n",
                   st.leader ? 1 : 0, (long long)st.cycles, (long long)st.sweeps, st.cycle_seconds,
-                  st.last_cycle_seconds, (long long)st.binds, (long long)st.stops);
+                  st.last_cycle_seconds, (long long)st.binds, (long long)st.stops,
+                  (long long)st.job_rows);
 }
 
 /* The database pool's figures in this replica. */

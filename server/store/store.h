@@ -280,10 +280,20 @@ struct ts_sched_rows {
     const char **pending_code, **pending_message;
     int64_t *pending_position;
 };
+/* The unfinished jobs' rows the leader keeps between cycles, so that a
+ * snapshot reads only the rows written since the last one
+ * (store_sched_jobs.c). new: NULL when out of memory; free(NULL) no-op. */
+struct ts_sched_jobcache;
+struct ts_sched_jobcache *ts_store_sched_jobcache_new(void);
+void ts_store_sched_jobcache_free(struct ts_sched_jobcache *jc);
 /* Read everything the scheduler core needs, in one REPEATABLE READ
- * transaction; snap->config is kept, the rest filled (arena). */
+ * transaction; snap->config is kept, the rest filled (arena). jc: the
+ * jobs kept since the last snapshot, brought up to date (borrowed; NULL:
+ * every unfinished job is read). *job_rows: the job rows the database
+ * returned (may be NULL). */
 enum ts_err ts_store_sched_snapshot(struct ts_dbconn *c, struct ts_arena *a,
-                                    struct ts_sched_snapshot *snap, struct ts_sched_rows *rows,
+                                    struct ts_sched_jobcache *jc, struct ts_sched_snapshot *snap,
+                                    struct ts_sched_rows *rows, size_t *job_rows,
                                     struct ts_error *err);
 
 struct ts_sched_apply {

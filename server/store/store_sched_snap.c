@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "server/store/row.h"
+#include "server/store/sched_cache.h"
 #include "server/store/store.h"
 
 static enum ts_err nomem(struct ts_error *err)
@@ -151,7 +152,35 @@ static enum ts_err load_quota(struct ts_dbconn *c, struct ts_arena *a, struct ts
     return TS_OK;
 }
 
-static enum ts_err load_nodes(struct ts_dbconn *c, struct ts_arena *a, struct ts_sched_rows *rows,
+/* A cached row's columns (sched_cache.h), read as ts_row_* reads a
+ * PGresult's: NULL is 0, false or "". */
+static const char *jv(const struct ts_sjrow *j, int k)
+{
+    return j->v[k] != NULL ? j->v[k] : "";
+}
+
+static int64_t ji64(const struct ts_sjrow *j, int k)
+{
+    return strtoll(jv(j, k), NULL, 10);
+}
+
+static double jdouble(const struct ts_sjrow *j, int k)
+{
+    return strtod(jv(j, k), NULL);
+}
+
+static bool jbool(const struct ts_sjrow *j, int k)
+{
+    return jv(j, k)[0] == 't';
+}
+
+static const char *jtext(const struct ts_sjrow *j, int k, struct ts_arena *a)
+{
+    return j->v[k] != NULL ? ts_arena_strdup(a, j->v[k]) : NULL;
+}
+
+static enum ts_err load_nodes(struct ts_dbconn *c, const struct ts_sched_jobcache *jc,
+                              struct ts_arena *a, struct ts_sched_rows *rows,
                               struct ts_sched_snapshot *s, struct ts_error *err)
 {
     PGresult *res = NULL;
@@ -187,71 +216,54 @@ static enum ts_err load_nodes(struct ts_dbconn *c, struct ts_arena *a, struct ts
     PQclear(res);
     s->nodes = nd;
     s->nnodes = n;
-    e = query(c, "SELECT id, node_id, idx, model, memory_bytes FROM gpu ORDER BY id", &res, err);
-    if (e != TS_OK)
-        return e;
-    n = (size_t)PQntuples(res);
+    const struct ts_sjrow *const *gpus = ts_store_sched_cache_gpus(jc, &n);
     struct ts_sched_gpu *g = ts_arena_alloc(a, sizeof(*g) * (n + 1));
     rows->gpu_ids = ts_arena_alloc(a, sizeof(int64_t) * (n + 1));
-    if (g == NULL || rows->gpu_ids == NULL) {
-        PQclear(res);
+    if (g == NULL || rows->gpu_ids == NULL)
         return nomem(err);
-    }
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
-        int node = find_id(rows->node_ids, s->nnodes, ts_row_i64(res, (int)i, 1));
-        int64_t mem = ts_row_i64(res, (int)i, 4);
+        const struct ts_sjrow *G = gpus[i];
+        int node = find_id(rows->node_ids, s->nnodes, ji64(G, TS_SG_NODE));
+        int64_t mem = ji64(G, TS_SG_MEMORY);
         if (node < 0 || reserve[node] >= mem)
-            continue; /* cannot happen: registration checks it */
+            continue; /* a node deleted since (its GPUs go with it); the reserve: registration
+                         checks it */
         g[kept] = (struct ts_sched_gpu){
             .node = node,
-            .index = (int)ts_row_i64(res, (int)i, 2),
-            .model = ts_row_text(res, (int)i, 3, a),
+            .index = (int)ji64(G, TS_SG_INDEX),
+            .model = jtext(G, TS_SG_MODEL, a),
             .memory_bytes = mem,
             .reserve_bytes = reserve[node],
         };
-        rows->gpu_ids[kept++] = ts_row_i64(res, (int)i, 0);
+        rows->gpu_ids[kept++] = G->id;
     }
-    PQclear(res);
     s->gpus = g;
     s->ngpus = kept;
     return TS_OK;
 }
 
-static void read_request(const PGresult *res, int r, int col, struct ts_arena *a,
-                         struct ts_sched_request *q)
+static void read_request(const struct ts_sjrow *j, struct ts_arena *a, struct ts_sched_request *q)
 {
-    const char *kind = PQgetvalue(res, r, col);
+    const int col = TS_SJ_GPU_KIND;
+    const char *kind = jv(j, col);
     memset(q, 0, sizeof(*q));
     q->kind = strcmp(kind, "count") == 0     ? TS_SCHED_GPU_COUNT
               : strcmp(kind, "portion") == 0 ? TS_SCHED_GPU_PORTION
               : strcmp(kind, "memory") == 0  ? TS_SCHED_GPU_MEMORY
                                              : TS_SCHED_GPU_NONE;
-    q->count = (int)ts_row_i64(res, r, col + 1);
-    q->portion = ts_row_double(res, r, col + 2);
-    q->portion_limit = ts_row_double(res, r, col + 3);
-    q->memory_bytes = ts_row_i64(res, r, col + 4);
-    q->memory_limit_bytes = ts_row_i64(res, r, col + 5);
-    q->devices = (int)ts_row_i64(res, r, col + 6);
-    q->cpu = ts_row_double(res, r, col + 7);
-    q->host_memory_bytes = ts_row_i64(res, r, col + 8);
-    parse_models(PQgetvalue(res, r, col + 9), a, &q->gpu_models, &q->ngpu_models);
-    parse_labels(PQgetvalue(res, r, col + 10), a, &q->node_selector, &q->nnode_selector);
-    q->refuses_swap = !ts_row_bool(res, r, col + 11);
+    q->count = (int)ji64(j, col + 1);
+    q->portion = jdouble(j, col + 2);
+    q->portion_limit = jdouble(j, col + 3);
+    q->memory_bytes = ji64(j, col + 4);
+    q->memory_limit_bytes = ji64(j, col + 5);
+    q->devices = (int)ji64(j, col + 6);
+    q->cpu = jdouble(j, col + 7);
+    q->host_memory_bytes = ji64(j, col + 8);
+    parse_models(j->v[col + 9], a, &q->gpu_models, &q->ngpu_models);
+    parse_labels(j->v[col + 10], a, &q->node_selector, &q->nnode_selector);
+    q->refuses_swap = !jbool(j, TS_SJ_SWAP);
 }
-
-static const char jobs_sql[] =
-    "SELECT id, name, project_id, priority, preemptible, state, node_id,"
-    " extract(epoch from coalesce(attempt_started_at, updated_at))::bigint,"
-    " extract(epoch from created_at)::bigint,"
-    " gpu_kind, gpu_count, gpu_portion, gpu_portion_limit, gpu_memory_bytes,"
-    " gpu_memory_limit_bytes, gpu_devices, cpu, memory_bytes, gpu_model::text,"
-    " node_selector::text, swap, suspend_held, array_to_string(suspended_gpu_ids, ','),"
-    " suspended_bytes,"
-    " gpu_memory_used_bytes, swapped_bytes, reason_code, reason_message, queue_position"
-    " FROM job WHERE state IN ('pending', 'scheduled', 'running', 'evicting', 'cancelling',"
-    " 'suspending', 'suspended', 'resuming')"
-    " ORDER BY id";
 
 /* Every job's GPUs, by job id: read before the jobs, which need to know
  * which of them hold GPUs. `job` is column 0 parsed (ascending). */
@@ -283,8 +295,8 @@ static enum ts_err read_slots(struct ts_dbconn *c, struct ts_arena *a, struct sl
 }
 
 static enum ts_err load_slots(struct ts_arena *a, const struct ts_sched_rows *rows,
-                              const struct slot_rows *sr, struct ts_sched_running *run,
-                              size_t nrun, struct ts_error *err)
+                              const struct slot_rows *sr, struct ts_sched_running *run, size_t nrun,
+                              struct ts_error *err)
 {
     struct ts_sched_slot *slots = ts_arena_alloc(a, sizeof(*slots) * (sr->n + 1));
     if (slots == NULL)
@@ -301,7 +313,8 @@ static enum ts_err load_slots(struct ts_arena *a, const struct ts_sched_rows *ro
             continue;
         if (run[k].nslots == 0)
             run[k].slots = &slots[i];
-        slots[i] = (struct ts_sched_slot){.gpu = gpu, .memory_bytes = ts_row_i64(sr->res, (int)i, 2)};
+        slots[i] =
+            (struct ts_sched_slot){.gpu = gpu, .memory_bytes = ts_row_i64(sr->res, (int)i, 2)};
         run[k].nslots++;
     }
     return TS_OK;
@@ -334,15 +347,12 @@ static void suspended_slots(const char *text, int node, const struct ts_sched_ro
     p->nsuspended_slots = n;
 }
 
-static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_sched_rows *rows,
-                             struct ts_sched_snapshot *s, const struct slot_rows *sr,
-                             struct ts_error *err)
+static enum ts_err load_jobs(const struct ts_sched_jobcache *jc, struct ts_arena *a,
+                             struct ts_sched_rows *rows, struct ts_sched_snapshot *s,
+                             const struct slot_rows *sr, struct ts_error *err)
 {
-    PGresult *res = NULL;
-    enum ts_err e = query(c, jobs_sql, &res, err);
-    if (e != TS_OK)
-        return e;
-    size_t n = (size_t)PQntuples(res);
+    size_t n;
+    const struct ts_sjrow *const *jobs = ts_store_sched_cache_jobs(jc, &n);
     struct ts_sched_running *run = ts_arena_alloc(a, sizeof(*run) * (n + 1));
     struct ts_sched_pending *pend = ts_arena_alloc(a, sizeof(*pend) * (n + 1));
     rows->running_stopping = ts_arena_alloc(a, sizeof(bool) * (n + 1));
@@ -351,34 +361,33 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
     rows->pending_position = ts_arena_alloc(a, sizeof(int64_t) * (n + 1));
     if (run == NULL || pend == NULL || rows->running_stopping == NULL ||
         rows->pending_code == NULL || rows->pending_message == NULL ||
-        rows->pending_position == NULL) {
-        PQclear(res);
+        rows->pending_position == NULL)
         return nomem(err);
-    }
     size_t nrun = 0, npend = 0;
     /* the snapshot's nodes are this arena's: suspensions the core does not
      * see (held ones, ones being ended) keep their host memory */
     struct ts_sched_node *nodes = (struct ts_sched_node *)s->nodes;
     for (size_t i = 0; i < n; i++) {
-        int r = (int)i;
-        const char *state = PQgetvalue(res, r, 5);
-        int project = find_id(rows->project_ids, s->nprojects, ts_row_i64(res, r, 2));
+        const struct ts_sjrow *J = jobs[i];
+        const char *state = jv(J, TS_SJ_STATE);
+        /* none: the job was deleted with its project since it was read */
+        int project = find_id(rows->project_ids, s->nprojects, ji64(J, TS_SJ_PROJECT));
+        if (project < 0)
+            continue;
         bool suspended = strcmp(state, "suspended") == 0;
-        bool held = suspended && ts_row_bool(res, r, 21);
+        bool held = suspended && jbool(J, TS_SJ_SUSPEND_HELD);
         bool stopping = strcmp(state, "evicting") == 0 || strcmp(state, "cancelling") == 0 ||
                         strcmp(state, "suspending") == 0;
-        bool gpuless = find_id(sr->job, sr->n, ts_row_i64(res, r, 0)) < 0 &&
-                       strcmp(PQgetvalue(res, r, 9), "none") != 0;
+        bool gpuless = find_id(sr->job, sr->n, ji64(J, TS_SJ_ID)) < 0 &&
+                       strcmp(jv(J, TS_SJ_GPU_KIND), "none") != 0;
         int at =
-            ts_row_null(res, r, 6) ? -1 : find_id(rows->node_ids, s->nnodes, ts_row_i64(res, r, 6));
+            J->v[TS_SJ_NODE] == NULL ? -1 : find_id(rows->node_ids, s->nnodes, ji64(J, TS_SJ_NODE));
         /* the node's swap its jobs hold (TS_SQL_NODE_SWAP_USED_BY_OTHERS) */
         if (at >= 0 && (strcmp(state, "running") == 0 || strcmp(state, "suspending") == 0 ||
                         suspended || strcmp(state, "resuming") == 0))
             nodes[at].swap_free_bytes -= strcmp(state, "running") == 0
-                                             ? ts_row_i64(res, r, 25)
-                                             : ts_row_i64(res, r, 23);
-        if (project < 0)
-            continue;
+                                             ? ji64(J, TS_SJ_SWAPPED)
+                                             : ji64(J, TS_SJ_SUSPENDED_BYTES);
         /* suspended on request, on a node that is not ready (it waits for
          * the node, or for the lost-node sweep), or a suspension being
          * ended: not the scheduler's to place, but its host memory is
@@ -386,31 +395,30 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
         if (held || (suspended && (at < 0 || !nodes[at].ready)) ||
             (stopping && gpuless && strcmp(state, "suspending") != 0)) {
             if (at >= 0) {
-                int64_t m = nodes[at].memory_bytes - ts_row_i64(res, r, 17);
+                int64_t m = nodes[at].memory_bytes - ji64(J, TS_SJ_HOST_MEMORY);
                 nodes[at].memory_bytes = m > 0 ? m : 0;
             }
             continue;
         }
         if (strcmp(state, "pending") == 0 || suspended) {
-            bool has =
-                !ts_row_null(res, r, 26) && !ts_row_null(res, r, 27) && !ts_row_null(res, r, 28);
-            rows->pending_code[npend] = has ? ts_row_text(res, r, 26, a) : NULL;
-            rows->pending_message[npend] = has ? ts_row_text(res, r, 27, a) : NULL;
-            rows->pending_position[npend] = has ? ts_row_i64(res, r, 28) : 0;
+            bool has = J->v[TS_SJ_REASON_CODE] != NULL && J->v[TS_SJ_REASON_MESSAGE] != NULL &&
+                       J->v[TS_SJ_QUEUE_POSITION] != NULL;
+            rows->pending_code[npend] = has ? jtext(J, TS_SJ_REASON_CODE, a) : NULL;
+            rows->pending_message[npend] = has ? jtext(J, TS_SJ_REASON_MESSAGE, a) : NULL;
+            rows->pending_position[npend] = has ? ji64(J, TS_SJ_QUEUE_POSITION) : 0;
             struct ts_sched_pending *p = &pend[npend++];
             *p = (struct ts_sched_pending){
-                .id = ts_row_i64(res, r, 0),
-                .name = ts_row_text(res, r, 1, a),
+                .id = ji64(J, TS_SJ_ID),
+                .name = jtext(J, TS_SJ_NAME, a),
                 .project = project,
-                .priority = (int)ts_row_i64(res, r, 3),
-                .preemptible = ts_row_bool(res, r, 4),
-                .submitted_at = ts_row_i64(res, r, 8),
+                .priority = (int)ji64(J, TS_SJ_PRIORITY),
+                .preemptible = jbool(J, TS_SJ_PREEMPTIBLE),
+                .submitted_at = ji64(J, TS_SJ_CREATED),
                 .suspended_node = suspended ? at : -1,
             };
-            read_request(res, r, 9, a, &p->request);
+            read_request(J, a, &p->request);
             if (suspended && at >= 0)
-                suspended_slots(ts_row_null(res, r, 22) ? NULL : PQgetvalue(res, r, 22), at, rows,
-                                s, a, p);
+                suspended_slots(J->v[TS_SJ_SUSPENDED_GPUS], at, rows, s, a, p);
             continue;
         }
         int node = at;
@@ -418,24 +426,24 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
             continue;
         struct ts_sched_running *j = &run[nrun];
         *j = (struct ts_sched_running){
-            .id = ts_row_i64(res, r, 0),
-            .name = ts_row_text(res, r, 1, a),
+            .id = ji64(J, TS_SJ_ID),
+            .name = jtext(J, TS_SJ_NAME, a),
             .project = project,
-            .priority = (int)ts_row_i64(res, r, 3),
+            .priority = (int)ji64(J, TS_SJ_PRIORITY),
             /* a job already stopping is never chosen again, nor one resuming
              * (its agent is bringing it back; it can be stopped once running) */
-            .preemptible = ts_row_bool(res, r, 4) && !stopping && strcmp(state, "resuming") != 0,
+            .preemptible =
+                jbool(J, TS_SJ_PREEMPTIBLE) && !stopping && strcmp(state, "resuming") != 0,
             .node = node,
-            .started_at = ts_row_i64(res, r, 7),
+            .started_at = ji64(J, TS_SJ_STARTED),
             /* what a suspension moves: the store counts the same
              * (TS_SQL_JOB_HELD_BYTES) */
-            .memory_used_bytes = ts_row_i64(res, r, 24),
-            .swapped_bytes = ts_row_i64(res, r, 25),
+            .memory_used_bytes = ji64(J, TS_SJ_MEMORY_USED),
+            .swapped_bytes = ji64(J, TS_SJ_SWAPPED),
         };
-        read_request(res, r, 9, a, &j->request);
+        read_request(J, a, &j->request);
         rows->running_stopping[nrun++] = stopping;
     }
-    PQclear(res);
     s->running = run;
     s->nrunning = nrun;
     s->pending = pend;
@@ -447,36 +455,54 @@ static enum ts_err load_jobs(struct ts_dbconn *c, struct ts_arena *a, struct ts_
 }
 
 enum ts_err ts_store_sched_snapshot(struct ts_dbconn *c, struct ts_arena *a,
-                                    struct ts_sched_snapshot *s, struct ts_sched_rows *rows,
+                                    struct ts_sched_jobcache *jc, struct ts_sched_snapshot *s,
+                                    struct ts_sched_rows *rows, size_t *job_rows,
                                     struct ts_error *err)
 {
     memset(rows, 0, sizeof(*rows));
     struct ts_sched_config cfg = s->config;
     memset(s, 0, sizeof(*s));
     s->config = cfg;
+    char xmin[32];
+    struct slot_rows sr = {0};
+    size_t nread = 0;
+    struct ts_sched_jobcache *own = NULL;
+    if (jc == NULL && (jc = own = ts_store_sched_jobcache_new()) == NULL)
+        return nomem(err);
     PGresult *res = NULL;
     enum ts_err e =
         ts_db_exec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, &res, err);
     PQclear(res);
     if (e != TS_OK)
-        return e;
-    e = query(c, "SELECT extract(epoch from now())::bigint", &res, err);
+        goto out;
+    /* the first statement takes the transaction's snapshot */
+    e = query(c,
+              "SELECT extract(epoch from now())::bigint,"
+              " pg_snapshot_xmin(pg_current_snapshot())::text",
+              &res, err);
     if (e != TS_OK)
-        return e;
+        goto out;
     s->now = ts_row_i64(res, 0, 0);
+    snprintf(xmin, sizeof(xmin), "%s", PQgetvalue(res, 0, 1));
     PQclear(res);
     if ((e = load_quota(c, a, rows, s, err)) != TS_OK)
-        return e;
-    if ((e = load_nodes(c, a, rows, s, err)) != TS_OK)
-        return e;
+        goto out;
+    e = ts_store_sched_cache_refresh(c, jc, xmin, &nread, err);
+    if (e != TS_OK) {
+        ts_db_rollback(c);
+        goto out;
+    }
+    if ((e = load_nodes(c, jc, a, rows, s, err)) != TS_OK)
+        goto out;
     rows->ngpu_ids = s->ngpus;
-    struct slot_rows sr = {0};
     if ((e = read_slots(c, a, &sr, err)) != TS_OK)
-        return e;
-    e = load_jobs(c, a, rows, s, &sr, err);
+        goto out;
+    e = load_jobs(jc, a, rows, s, &sr, err);
     PQclear(sr.res);
-    if (e != TS_OK)
-        return e;
+    if (job_rows != NULL)
+        *job_rows = nread;
     ts_db_rollback(c); /* read only: nothing to keep */
-    return TS_OK;
+out:
+    ts_store_sched_jobcache_free(own);
+    return e;
 }

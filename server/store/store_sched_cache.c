@@ -17,14 +17,14 @@
  * previous read, read again harmlessly). xmin is the raw transaction id
  * even once a row version is frozen.
  *
- * Rows that go: a job read again in a finished state leaves the set; a job
- * deleted with its project is skipped by the snapshot, which has no
- * project for it. GPUs are deleted (a node registered again with fewer, a
- * node deleted): when the table's count or sum of ids differs from the
- * rows kept, every GPU is read again (ids only grow, so an insert and a
- * delete cannot leave both equal). Every 10 minutes, and when this replica
- * becomes the leader again, it reads everything, which also keeps the
- * previous xmin far within the 2^31 transactions age() compares across.
+ * Only unfinished jobs are read again (through job_state_idx, as the full
+ * read: a filter on xmin alone would scan every job ever run), so what
+ * leaves the set is found by the unfinished jobs' ids, read each time: a
+ * job kept that is not among them ended or was deleted. GPUs are deleted (a node registered again
+ * with fewer, a node deleted): when the table's count or sum of ids differs from the rows kept,
+ * every GPU is read again (ids only grow, so an insert and a delete cannot leave both equal). Every
+ * 10 minutes, and when this replica becomes the leader again, it reads everything, which also keeps
+ * the previous xmin far within the 2^31 transactions age() compares across.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,13 +64,14 @@ struct ts_sched_jobcache {
     "'pending', 'scheduled', 'running', 'evicting', 'cancelling', 'suspending', 'suspended',"      \
     " 'resuming'"
 
-#define SINCE " WHERE age(xmin) <= age($1::xid) ORDER BY id"
+#define SINCE " age(xmin) <= age($1::xid) ORDER BY id"
 #define GPU_COLUMNS "SELECT id, node_id, idx, model, memory_bytes FROM gpu"
 
 static const char jobs_full_sql[] = JOB_COLUMNS " WHERE state IN (" UNFINISHED ") ORDER BY id";
-static const char jobs_since_sql[] = JOB_COLUMNS SINCE;
+static const char jobs_since_sql[] = JOB_COLUMNS " WHERE state IN (" UNFINISHED ") AND" SINCE;
+static const char jobs_ids_sql[] = "SELECT id FROM job WHERE state IN (" UNFINISHED ") ORDER BY id";
 static const char gpus_full_sql[] = GPU_COLUMNS " ORDER BY id";
-static const char gpus_since_sql[] = GPU_COLUMNS SINCE;
+static const char gpus_since_sql[] = GPU_COLUMNS " WHERE" SINCE;
 
 struct ts_sched_jobcache *ts_store_sched_jobcache_new(void)
 {
@@ -92,17 +93,6 @@ void ts_store_sched_jobcache_free(struct ts_sched_jobcache *jc)
     rowset_clear(&jc->jobs);
     rowset_clear(&jc->gpus);
     free(jc);
-}
-
-static bool unfinished(const struct ts_sjrow *job)
-{
-    const char *state = job->v[TS_SJ_STATE];
-    static const char *const v[] = {"pending",    "scheduled",  "running",   "evicting",
-                                    "cancelling", "suspending", "suspended", "resuming"};
-    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
-        if (strcmp(state, v[i]) == 0)
-            return true;
-    return false;
 }
 
 /* Row r of res (its columns, the first the id) as one allocation (new),
@@ -134,11 +124,9 @@ static struct ts_sjrow *row_copy(const PGresult *res, int r)
 
 /*
  * The rows of res (by id) merged into rs's (by id): a row read replaces the
- * one kept, and one `keep` refuses (NULL: keep all) is dropped. full: res
- * has them all. Copies first, so that out of memory leaves rs as it was.
+ * one kept. full: res has them all. Copies first, so that out of memory leaves rs as it was.
  */
-static enum ts_err merge(struct rowset *rs, const PGresult *res, bool full,
-                         bool (*keep)(const struct ts_sjrow *), struct ts_error *err)
+static enum ts_err merge(struct rowset *rs, const PGresult *res, bool full, struct ts_error *err)
 {
     size_t m = (size_t)PQntuples(res), nold = full ? 0 : rs->n;
     struct ts_sjrow **got = calloc(m + 1, sizeof(*got));
@@ -161,11 +149,7 @@ static enum ts_err merge(struct rowset *rs, const PGresult *res, bool full,
         }
         if (i < nold && rs->rows[i]->id == got[k]->id)
             free(rs->rows[i++]);
-        if (keep == NULL || keep(got[k]))
-            out[n++] = got[k];
-        else
-            free(got[k]);
-        k++;
+        out[n++] = got[k++];
     }
     if (full)
         rowset_clear(rs);
@@ -181,8 +165,7 @@ static enum ts_err merge(struct rowset *rs, const PGresult *res, bool full,
 
 /* One table's rows: every one (full), or those written since prev. */
 static enum ts_err read_rows(struct ts_dbconn *c, struct rowset *rs, const char *full_sql,
-                             const char *since_sql, bool full, const char *prev,
-                             bool (*keep)(const struct ts_sjrow *), size_t *nread,
+                             const char *since_sql, bool full, const char *prev, size_t *nread,
                              struct ts_error *err)
 {
     const char *p[] = {prev};
@@ -192,7 +175,7 @@ static enum ts_err read_rows(struct ts_dbconn *c, struct rowset *rs, const char 
     if (e != TS_OK)
         return e;
     *nread = (size_t)PQntuples(res);
-    e = merge(rs, res, full, keep, err);
+    e = merge(rs, res, full, err);
     PQclear(res);
     return e;
 }
@@ -212,6 +195,34 @@ static enum ts_err gpus_gone(struct ts_dbconn *c, const struct rowset *rs, bool 
     return TS_OK;
 }
 
+/* Drop the jobs kept that are no longer unfinished (ended, cancelled,
+ * deleted): those not among the ids of the unfinished ones now. Only ids,
+ * through job_state_idx: what ends leaves no changed row that the state
+ * filter of the rows read again lets through, and a scan of the whole
+ * table would grow with every job ever run. */
+static enum ts_err drop_finished(struct ts_dbconn *c, struct rowset *rs, struct ts_error *err)
+{
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c, jobs_ids_sql, 0, NULL, &res, err);
+    if (e != TS_OK)
+        return e;
+    size_t m = (size_t)PQntuples(res), n = 0, k = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        int64_t id = rs->rows[i]->id;
+        while (k < m && ts_row_i64(res, (int)k, 0) < id)
+            k++;
+        if (k < m && ts_row_i64(res, (int)k, 0) == id)
+            rs->rows[n++] = rs->rows[i];
+        else {
+            rs->idsum -= id;
+            free(rs->rows[i]);
+        }
+    }
+    rs->n = n;
+    PQclear(res);
+    return TS_OK;
+}
+
 enum ts_err ts_store_sched_cache_refresh(struct ts_dbconn *c, struct ts_sched_jobcache *jc,
                                          const char *xmin, size_t *njobs, struct ts_error *err)
 {
@@ -224,11 +235,11 @@ enum ts_err ts_store_sched_cache_refresh(struct ts_dbconn *c, struct ts_sched_jo
     bool gone = false;
     enum ts_err e = full ? TS_OK : gpus_gone(c, &jc->gpus, &gone, err);
     if (e == TS_OK)
-        e = read_rows(c, &jc->gpus, gpus_full_sql, gpus_since_sql, full || gone, prev, NULL, &ngpus,
-                      err);
+        e = read_rows(c, &jc->gpus, gpus_full_sql, gpus_since_sql, full || gone, prev, &ngpus, err);
     if (e == TS_OK)
-        e = read_rows(c, &jc->jobs, jobs_full_sql, jobs_since_sql, full, prev, unfinished, njobs,
-                      err);
+        e = full ? TS_OK : drop_finished(c, &jc->jobs, err);
+    if (e == TS_OK)
+        e = read_rows(c, &jc->jobs, jobs_full_sql, jobs_since_sql, full, prev, njobs, err);
     if (e != TS_OK)
         return e;
     snprintf(jc->xmin, sizeof(jc->xmin), "%s", xmin);

@@ -347,6 +347,31 @@ static void suspended_slots(const char *text, int node, const struct ts_sched_ro
     p->nsuspended_slots = n;
 }
 
+/* Pending (or suspended, on node `at`) job J as the snapshot's pending[i],
+ * and the reason it has as stored. */
+static void read_pending(const struct ts_sjrow *J, int project, int at,
+                         const struct ts_sched_snapshot *s, struct ts_sched_rows *rows,
+                         struct ts_arena *a, size_t i, struct ts_sched_pending *p)
+{
+    bool has = J->v[TS_SJ_REASON_CODE] != NULL && J->v[TS_SJ_REASON_MESSAGE] != NULL &&
+               J->v[TS_SJ_QUEUE_POSITION] != NULL;
+    rows->pending_code[i] = has ? jtext(J, TS_SJ_REASON_CODE, a) : NULL;
+    rows->pending_message[i] = has ? jtext(J, TS_SJ_REASON_MESSAGE, a) : NULL;
+    rows->pending_position[i] = has ? ji64(J, TS_SJ_QUEUE_POSITION) : 0;
+    *p = (struct ts_sched_pending){
+        .id = ji64(J, TS_SJ_ID),
+        .name = jtext(J, TS_SJ_NAME, a),
+        .project = project,
+        .priority = (int)ji64(J, TS_SJ_PRIORITY),
+        .preemptible = jbool(J, TS_SJ_PREEMPTIBLE),
+        .submitted_at = ji64(J, TS_SJ_CREATED),
+        .suspended_node = at,
+    };
+    read_request(J, a, &p->request);
+    if (at >= 0)
+        suspended_slots(J->v[TS_SJ_SUSPENDED_GPUS], at, rows, s, a, p);
+}
+
 static enum ts_err load_jobs(const struct ts_sched_jobcache *jc, struct ts_arena *a,
                              struct ts_sched_rows *rows, struct ts_sched_snapshot *s,
                              const struct slot_rows *sr, struct ts_error *err)
@@ -401,24 +426,8 @@ static enum ts_err load_jobs(const struct ts_sched_jobcache *jc, struct ts_arena
             continue;
         }
         if (strcmp(state, "pending") == 0 || suspended) {
-            bool has = J->v[TS_SJ_REASON_CODE] != NULL && J->v[TS_SJ_REASON_MESSAGE] != NULL &&
-                       J->v[TS_SJ_QUEUE_POSITION] != NULL;
-            rows->pending_code[npend] = has ? jtext(J, TS_SJ_REASON_CODE, a) : NULL;
-            rows->pending_message[npend] = has ? jtext(J, TS_SJ_REASON_MESSAGE, a) : NULL;
-            rows->pending_position[npend] = has ? ji64(J, TS_SJ_QUEUE_POSITION) : 0;
-            struct ts_sched_pending *p = &pend[npend++];
-            *p = (struct ts_sched_pending){
-                .id = ji64(J, TS_SJ_ID),
-                .name = jtext(J, TS_SJ_NAME, a),
-                .project = project,
-                .priority = (int)ji64(J, TS_SJ_PRIORITY),
-                .preemptible = jbool(J, TS_SJ_PREEMPTIBLE),
-                .submitted_at = ji64(J, TS_SJ_CREATED),
-                .suspended_node = suspended ? at : -1,
-            };
-            read_request(J, a, &p->request);
-            if (suspended && at >= 0)
-                suspended_slots(J->v[TS_SJ_SUSPENDED_GPUS], at, rows, s, a, p);
+            read_pending(J, project, suspended ? at : -1, s, rows, a, npend, &pend[npend]);
+            npend++;
             continue;
         }
         int node = at;

@@ -17,10 +17,10 @@
  * previous read, read again harmlessly). xmin is the raw transaction id
  * even once a row version is frozen.
  *
- * Only unfinished jobs are read again (through job_state_idx, as the full
- * read: a filter on xmin alone would scan every job ever run), so what
- * leaves the set is found by the unfinished jobs' ids, read each time: a
- * job kept that is not among them ended or was deleted. GPUs are deleted (a node registered again
+ * For jobs, one pass through job_state_idx (as the full read: a filter on
+ * xmin alone would scan every job ever run) gives the unfinished jobs' ids
+ * and which were written since: a job kept that is not among them ended or
+ * was deleted, and those written since are read by id. GPUs are deleted (a node registered again
  * with fewer, a node deleted): when the table's count or sum of ids differs from the rows kept,
  * every GPU is read again (ids only grow, so an insert and a delete cannot leave both equal). Every
  * 10 minutes, and when this replica becomes the leader again, it reads everything, which also keeps
@@ -68,8 +68,9 @@ struct ts_sched_jobcache {
 #define GPU_COLUMNS "SELECT id, node_id, idx, model, memory_bytes FROM gpu"
 
 static const char jobs_full_sql[] = JOB_COLUMNS " WHERE state IN (" UNFINISHED ") ORDER BY id";
-static const char jobs_since_sql[] = JOB_COLUMNS " WHERE state IN (" UNFINISHED ") AND" SINCE;
-static const char jobs_ids_sql[] = "SELECT id FROM job WHERE state IN (" UNFINISHED ") ORDER BY id";
+static const char jobs_these_sql[] = JOB_COLUMNS " WHERE id = ANY($1::bigint[]) ORDER BY id";
+static const char jobs_ids_sql[] = "SELECT id, age(xmin) <= age($1::xid) FROM job"
+                                   " WHERE state IN (" UNFINISHED ") ORDER BY id";
 static const char gpus_full_sql[] = GPU_COLUMNS " ORDER BY id";
 static const char gpus_since_sql[] = GPU_COLUMNS " WHERE" SINCE;
 
@@ -163,12 +164,12 @@ static enum ts_err merge(struct rowset *rs, const PGresult *res, bool full, stru
     return TS_OK;
 }
 
-/* One table's rows: every one (full), or those written since prev. */
+/* One table's rows: every one (full), or those since_sql selects with param. */
 static enum ts_err read_rows(struct ts_dbconn *c, struct rowset *rs, const char *full_sql,
-                             const char *since_sql, bool full, const char *prev, size_t *nread,
+                             const char *since_sql, bool full, const char *param, size_t *nread,
                              struct ts_error *err)
 {
-    const char *p[] = {prev};
+    const char *p[] = {param};
     PGresult *res = NULL;
     enum ts_err e = full ? ts_db_exec(c, full_sql, 0, NULL, &res, err)
                          : ts_db_exec(c, since_sql, 1, p, &res, err);
@@ -195,18 +196,36 @@ static enum ts_err gpus_gone(struct ts_dbconn *c, const struct rowset *rs, bool 
     return TS_OK;
 }
 
-/* Drop the jobs kept that are no longer unfinished (ended, cancelled,
- * deleted): those not among the ids of the unfinished ones now. Only ids,
- * through job_state_idx: what ends leaves no changed row that the state
- * filter of the rows read again lets through, and a scan of the whole
- * table would grow with every job ever run. */
-static enum ts_err drop_finished(struct ts_dbconn *c, struct rowset *rs, struct ts_error *err)
+/*
+ * The unfinished jobs' ids, and whether each was written since prev, in
+ * one pass through job_state_idx (a filter on xmin alone would scan every
+ * job ever run): the jobs kept that are not among them (ended, cancelled,
+ * deleted) are dropped, and *changed (new, "{1,2}", NULL when none) names
+ * those to read again.
+ */
+static enum ts_err jobs_changed(struct ts_dbconn *c, struct rowset *rs, const char *prev,
+                                char **changed, struct ts_error *err)
 {
+    const char *p[] = {prev};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c, jobs_ids_sql, 0, NULL, &res, err);
+    *changed = NULL;
+    enum ts_err e = ts_db_exec(c, jobs_ids_sql, 1, p, &res, err);
     if (e != TS_OK)
         return e;
-    size_t m = (size_t)PQntuples(res), n = 0, k = 0;
+    size_t m = (size_t)PQntuples(res), n = 0, k = 0, nch = 0;
+    for (size_t i = 0; i < m; i++)
+        nch += PQgetvalue(res, (int)i, 1)[0] == 't';
+    char *list = nch ? malloc(nch * 21 + 3) : NULL;
+    if (nch && list == NULL) {
+        PQclear(res);
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    size_t len = 0;
+    for (size_t i = 0; list != NULL && i < m; i++)
+        if (PQgetvalue(res, (int)i, 1)[0] == 't')
+            len += (size_t)sprintf(list + len, "%c%s", len ? ',' : '{', PQgetvalue(res, (int)i, 0));
+    if (list != NULL)
+        memcpy(list + len, "}", 2);
     for (size_t i = 0; i < rs->n; i++) {
         int64_t id = rs->rows[i]->id;
         while (k < m && ts_row_i64(res, (int)k, 0) < id)
@@ -220,6 +239,7 @@ static enum ts_err drop_finished(struct ts_dbconn *c, struct rowset *rs, struct 
     }
     rs->n = n;
     PQclear(res);
+    *changed = list;
     return TS_OK;
 }
 
@@ -236,10 +256,13 @@ enum ts_err ts_store_sched_cache_refresh(struct ts_dbconn *c, struct ts_sched_jo
     enum ts_err e = full ? TS_OK : gpus_gone(c, &jc->gpus, &gone, err);
     if (e == TS_OK)
         e = read_rows(c, &jc->gpus, gpus_full_sql, gpus_since_sql, full || gone, prev, &ngpus, err);
-    if (e == TS_OK)
-        e = full ? TS_OK : drop_finished(c, &jc->jobs, err);
-    if (e == TS_OK)
-        e = read_rows(c, &jc->jobs, jobs_full_sql, jobs_since_sql, full, prev, njobs, err);
+    char *changed = NULL;
+    if (e == TS_OK && !full)
+        e = jobs_changed(c, &jc->jobs, prev, &changed, err);
+    *njobs = 0;
+    if (e == TS_OK && (full || changed != NULL))
+        e = read_rows(c, &jc->jobs, jobs_full_sql, jobs_these_sql, full, changed, njobs, err);
+    free(changed);
     if (e != TS_OK)
         return e;
     snprintf(jc->xmin, sizeof(jc->xmin), "%s", xmin);

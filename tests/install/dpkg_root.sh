@@ -1,16 +1,17 @@
 # tests/install/dpkg_root.sh - sourced by install_test.sh after cpack: the
 # three packages installed, removed and purged with dpkg itself, as root, in
-# a throwaway copy of this machine's root: an overlay over / whose upper
-# layer is a tmpfs, in a mount namespace of its own, so nothing reaches the
-# host. Each check inside prints one line, read back here. Skipped (said,
-# not failed) where the overlay cannot be made (not root, no overlayfs).
+# a throwaway copy of this machine's root (throwaway_root.sh: an overlay
+# over / whose upper layer is a tmpfs, in a mount namespace of its own), so
+# nothing reaches the host. Each check inside prints one line, read back
+# here. Skipped (said, not failed) where the overlay cannot be made (not
+# root, no overlayfs).
 # Uses $WEB_TMP/pkg (the packages), check and has (checks.sh).
 
 dpkg_root_checks() { # run inside the throwaway root
   set -u
   fails=0
-  . /opt/tessera-dpkg/checks.sh
-  cd /opt/tessera-dpkg
+  . /opt/tessera-test/checks.sh
+  cd /opt/tessera-test
   mode_owner() { [ "$(stat -c '%a %U:%G' "$1")" = "$2" ] || { echo "  $1: $(stat -c '%a %U:%G' "$1")"; return 1; }; }
   installed() { dpkg-query -W -f '${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
   check "dpkg -i installs tessera-cli, tessera-server and tessera-agent" \
@@ -50,31 +51,18 @@ dpkg_root() {
     web_say "not root: dpkg -i not tried"
     return
   fi
-  local r=$WEB_TMP/dpkgroot out
-  mkdir -p "$r"
+  local files=$WEB_TMP/dpkgfiles out
+  mkdir -p "$files"
+  cp "$WEB_TMP"/pkg/*.deb "$(dirname "${BASH_SOURCE[0]}")/checks.sh" "$files/"
   {
     declare -f check has hasnt dpkg_root_checks
     echo 'dpkg_root_checks'
-  } >"$WEB_TMP/dpkg_inner.sh"
-  # shellcheck disable=SC2016 # expanded by the inner shell
-  out=$(unshare -m bash -c '
-    set -e
-    r=$1 pkg=$2 inner=$3 checks=$4
-    mount --make-rprivate /
-    mount -t tmpfs tmpfs "$r"
-    mkdir -p "$r/up" "$r/work" "$r/root"
-    mount -t overlay overlay -o "lowerdir=/,upperdir=$r/up,workdir=$r/work" "$r/root" ||
-      { echo "dpkg_root: no overlay here"; exit 0; }
-    mkdir -p "$r/root/opt/tessera-dpkg"
-    cp "$pkg"/*.deb "$inner" "$checks" "$r/root/opt/tessera-dpkg/"
-    for d in dev proc sys; do mount --rbind "/$d" "$r/root/$d"; done
-    mount -t tmpfs tmpfs "$r/root/run" # no /run/systemd/system: no daemon-reload
-    mount -t tmpfs tmpfs "$r/root/tmp"
-    chroot "$r/root" bash /opt/tessera-dpkg/dpkg_inner.sh
-  ' _ "$r" "$WEB_TMP/pkg" "$WEB_TMP/dpkg_inner.sh" "$(dirname "${BASH_SOURCE[0]}")/checks.sh" 2>&1) || true
+  } >"$files/dpkg_inner.sh"
+  . "$(dirname "${BASH_SOURCE[0]}")/throwaway_root.sh"
+  out=$(throwaway_root "$WEB_TMP/dpkgroot" "$files" dpkg_inner.sh 2>&1) || true
   printf '%s\n' "$out" | grep -E '^(ok|FAIL|  )' || true
   case $out in
-  *"dpkg_root: no overlay here"*) web_say "no overlayfs here: dpkg -i not tried" ;;
+  *"throwaway_root: no overlay here"*) web_say "no overlayfs here: dpkg -i not tried" ;;
   *"dpkg_root: 0 failed"*) ;;
   *)
     printf '%s\n' "$out" | tail -n 20 | sed 's/^/  | /'

@@ -25,6 +25,8 @@ else()
   set(TS_STATE tessera-agent)
 endif()
 set(TS_DATA_DIR ${TS_VAR}/lib/${TS_STATE})
+# jobs' checkpoints: written by the agents, in their data folder
+set(TS_CHECKPOINT_ROOT ${TS_VAR}/lib/tessera-agent/checkpoints)
 set(TS_DOCDIR ${CMAKE_INSTALL_PREFIX}/share/doc/tessera-${TS_COMPONENT})
 
 set(stage ${TS_STAGE_DIR}/${TS_COMPONENT})

@@ -12,13 +12,14 @@ TS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # scrape (label api; on a machine with systemd the package also starts its
 # own service on :9090, which the tests never use), dpkg-dev and systemd for
 # the packaging test (dpkg-shlibdeps, systemd-analyze verify; nothing started),
+# iproute2 for install/guide (`ip link set lo up` in its network namespace),
 # clang-format and cppcheck for scripts/lint.
 TS_PACKAGES=(
   build-essential cmake pkg-config
   libmicrohttpd-dev libjansson-dev libpq-dev libcurl4-openssl-dev libssl-dev libcmocka-dev libgnutls28-dev
   postgresql postgresql-client curl ca-certificates procps openssl
   chromium nodejs prometheus
-  dpkg-dev systemd
+  dpkg-dev systemd iproute2
   clang-format cppcheck
 )
 

@@ -31,11 +31,13 @@ struct CUevent_st {
     _Atomic uint64_t at_ns; /* 0 = never recorded */
 };
 struct CUmod_st {
-    char *image; /* NUL-terminated copy when the image is text, else NULL */
+    char *image;          /* NUL-terminated copy when the image is text, else NULL */
+    struct CUctx_st *ctx; /* loaded in it: its functions launch only there */
 };
 struct CUfunc_st {
     struct CUmod_st *mod;
     bool busy_param; /* first kernel parameter is a u64 of nanoseconds */
+    bool add_u32;    /* (CUdeviceptr p, unsigned n, unsigned v): p[0..n) += v */
 };
 
 struct phys {
@@ -71,6 +73,8 @@ static struct table ctx_pool; /* destroyed ones, for reuse */
 #define CTX_STACK_MAX 64
 static _Thread_local struct CUctx_st *ctx_stack[CTX_STACK_MAX];
 static _Thread_local int ctx_depth;
+
+_Thread_local struct CUctx_st *reach_ctx;
 
 struct CUctx_st *cur(void)
 {
@@ -173,6 +177,14 @@ CUresult range_check(uint64_t va, size_t n, bool write, int *ordinal)
          * two allocations that happen to be adjacent do not. */
         if (!r || (r->kind != REGION_ALLOC && !(r->prot & (write ? PROT_WRITE : PROT_READ))) ||
             (prev && (prev->kind != REGION_MAP || r->kind != REGION_MAP))) {
+            rc = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+        /* Memory of the virtual memory API is reached only from the
+         * devices cuMemSetAccess named: not from a context of another. */
+        struct CUctx_st *c = reach_ctx ? reach_ctx : cur();
+        if (r->kind == REGION_MAP && c && c->ordinal >= 0 && c->ordinal < 64 &&
+            !(r->access & (1ull << c->ordinal))) {
             rc = CUDA_ERROR_INVALID_VALUE;
             break;
         }
@@ -1475,10 +1487,13 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     if (!desc || count == 0 || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     int prot = -1;
+    uint64_t access = 0; /* the devices that may reach it */
     for (size_t i = 0; i < count; i++) {
         if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id < 0 ||
             desc[i].location.id >= ndev)
             return CUDA_ERROR_INVALID_DEVICE;
+        if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            access |= 1ull << desc[i].location.id;
         switch (desc[i].flags) {
         case CU_MEM_ACCESS_FLAGS_PROT_NONE:
             prot = prot < 0 ? PROT_NONE : prot;
@@ -1511,8 +1526,10 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
     }
     for (size_t i = 0; i < nregions; i++) {
         struct region *r = &regions[i];
-        if (r->kind == REGION_MAP && r->va >= ptr && r->va + r->size <= ptr + size)
+        if (r->kind == REGION_MAP && r->va >= ptr && r->va + r->size <= ptr + size) {
             r->prot = prot;
+            r->access = access;
+        }
     }
 out:
     pthread_mutex_unlock(&mu);
@@ -1529,6 +1546,7 @@ static CUresult module_load(CUmodule *module, const void *image)
     struct CUmod_st *m = calloc(1, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    m->ctx = cur();
     /* PTX is text; keep it to check function names. Binary images (cubin,
      * fatbin: ELF or fatbin magic) are accepted with any function name. */
     const unsigned char *b = image;
@@ -1629,6 +1647,7 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule m, const char *name)
     size_t n = strlen(name);
     f->mod = m;
     f->busy_param = n >= 7 && strcmp(name + n - 7, "busy_ns") == 0;
+    f->add_u32 = n >= 7 && strcmp(name + n - 7, "add_u32") == 0;
     pthread_mutex_lock(&mu);
     bool ok = table_add(&funcs, f);
     pthread_mutex_unlock(&mu);
@@ -1637,6 +1656,29 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule m, const char *name)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *hfunc = f;
+    return CUDA_SUCCESS;
+}
+
+/* The one kernel that computes: p[0..n) += v over u32 words of device
+ * memory the launching context's device reaches (its own cuMemAlloc
+ * memory, or mappings it was given access to); else an illegal address,
+ * as a real GPU faults. */
+static CUresult add_u32(void **params)
+{
+    if (!params || !params[0] || !params[1] || !params[2])
+        return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr p;
+    unsigned int n, v;
+    memcpy(&p, params[0], sizeof p);
+    memcpy(&n, params[1], sizeof n);
+    memcpy(&v, params[2], sizeof v);
+    int ord = -1;
+    if (p % 4 || range_check(p, (size_t)n * 4, true, &ord) != CUDA_SUCCESS ||
+        ord != cur()->ordinal)
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    _Atomic uint32_t *w = (_Atomic uint32_t *)(uintptr_t)p;
+    for (unsigned int i = 0; i < n; i++)
+        atomic_fetch_add(&w[i], v);
     return CUDA_SUCCESS;
 }
 
@@ -1651,11 +1693,20 @@ CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
     struct CUstream_st *s = stream_of(hs);
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
+    /* A context is bound to one device: its kernels are its modules' and
+     * run on its streams. */
+    if (f->mod->ctx != cur() || s->ctx != cur())
+        return CUDA_ERROR_INVALID_CONTEXT;
     uint64_t dur = kernel_ns_default;
     if (f->busy_param) {
         if (!params || !params[0])
             return CUDA_ERROR_INVALID_VALUE;
         memcpy(&dur, params[0], sizeof dur);
+    }
+    if (f->add_u32) {
+        CUresult rc = add_u32(params);
+        if (rc != CUDA_SUCCESS)
+            return rc;
     }
     uint64_t not_before = max_u64(ts_simgpu_now_ns(), atomic_load(&s->done_ns));
     uint64_t end = ts_simgpu_busy_add(&devs[s->ctx->ordinal], not_before, dur);

@@ -72,8 +72,11 @@ static CUresult side_3d(const struct side3d *sd, const struct shape3d *sh, bool 
         __builtin_mul_overflow(sh->d - 1, sd->height, &rows) ||
         __builtin_add_overflow(rows, sh->h, &rows))
         return CUDA_ERROR_INVALID_VALUE;
+    if (named) /* the side is reached from the context named for it */
+        reach_ctx = sd->ctx;
     CUresult rc =
         side_2d(sd->type, sd->host, sd->dev, sd->x, first_row, sd->pitch, sh->w, rows, write, out);
+    reach_ctx = NULL;
     if (rc == CUDA_SUCCESS && named && out->device && out->ord != sd->ctx->ordinal)
         return CUDA_ERROR_INVALID_VALUE; /* another GPU's memory */
     return rc;

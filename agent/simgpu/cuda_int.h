@@ -53,6 +53,7 @@ struct region {
     int ordinal;          /* ALLOC, MAP, HOST (the context's device: its copy bandwidth) */
     struct phys *phys;    /* MAP */
     int prot;             /* MAP: PROT_* set by cuMemSetAccess; HOST: PROT_READ [| WRITE] */
+    uint64_t access;      /* MAP: bit d set when cuMemSetAccess let device d reach it */
     struct CUctx_st *ctx; /* ALLOC: freed with the context when it is a created one */
     bool registered;      /* HOST: cuMemHostRegister (else cuMemHostAlloc) */
     struct CUmemPoolHandle_st *pool; /* ALLOC: stream-ordered, from this pool (else NULL) */
@@ -94,6 +95,9 @@ extern struct table streams;   /* mu; created streams */
             return CUDA_ERROR_CONTEXT_IS_DESTROYED;                                                \
     } while (0)
 
+/* The context range_check reaches memory from when set (a peer copy's
+ * side names its own), else the current one. */
+extern _Thread_local struct CUctx_st *reach_ctx;
 /* The calling thread's current context, or NULL. */
 struct CUctx_st *cur(void);
 /* A context this thread may make current: a primary one, or a created one

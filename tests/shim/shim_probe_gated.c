@@ -94,6 +94,15 @@ static CUresult restore(CUdeviceptr dev, size_t n)
 }
 
 /* The contexts of devices 0 (current) and 1: not gated. */
+/* Make ctx current (device 1's memory is read and cleared from its own
+ * context: memory of the virtual memory API is reached only from the
+ * devices it was opened to). */
+static CUresult set_ctx(CUcontext ctx)
+{
+    CUresult (*set)(CUcontext) = (CUresult(*)(CUcontext))probe_find("cuCtxSetCurrent");
+    return set ? set(ctx) : CUDA_ERROR_NOT_FOUND;
+}
+
 static CUresult contexts(CUcontext *c0, CUcontext *c1)
 {
     f_getctx get = (f_getctx)probe_find("cuCtxGetCurrent");
@@ -172,11 +181,16 @@ static CUresult copy_3d_peer(const char *name, CUdeviceptr dev, CUdeviceptr peer
         rc = sync_all();
     unsigned char *back = malloc(2 * n);
     if (rc == CUDA_SUCCESS)
+        rc = set_ctx(c1);
+    if (rc == CUDA_SUCCESS)
         rc = back ? read_back(back, peer, 2 * n) : CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; rc == CUDA_SUCCESS && i < n; i++)
         *bad += back[(i / ROW) * 2 * ROW + i % ROW] != probe_pattern(i);
     free(back);
-    return rc == CUDA_SUCCESS ? clear(peer, 2 * n) : rc;
+    if (rc == CUDA_SUCCESS)
+        rc = clear(peer, 2 * n);
+    CUresult back0 = set_ctx(c0);
+    return rc == CUDA_SUCCESS ? back0 : rc;
 }
 
 /* cuMemcpyPeer*: n bytes from device 0 to device 1. */
@@ -194,11 +208,16 @@ static CUresult copy_peer(const char *name, CUdeviceptr dev, CUdeviceptr peer, s
         rc = sync_all();
     unsigned char *back = malloc(n);
     if (rc == CUDA_SUCCESS)
+        rc = set_ctx(c1);
+    if (rc == CUDA_SUCCESS)
         rc = back ? read_back(back, peer, n) : CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; rc == CUDA_SUCCESS && i < n; i++)
         *bad += back[i] != probe_pattern(i);
     free(back);
-    return rc == CUDA_SUCCESS ? clear(peer, n) : rc;
+    if (rc == CUDA_SUCCESS)
+        rc = clear(peer, n);
+    CUresult back0 = set_ctx(c0);
+    return rc == CUDA_SUCCESS ? back0 : rc;
 }
 
 /* ---- memsets ---- */

@@ -11,6 +11,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -633,6 +634,87 @@ static void injected_failures_count_the_flavours_with_the_plain_call(void)
     unsetenv("TESSERA_SIMGPU_FAIL");
 }
 
+/* A context is bound to one device, as on a GPU: a function loaded in the
+ * context of GPU 0 and a stream made there launch only in it, and memory
+ * of the virtual memory API created on GPU 1 and opened to GPU 1 only is
+ * reached by copies and by the computing kernel (add_u32) from GPU 1's
+ * context, never from GPU 0's. Kernels count on the GPU of their context. */
+static const char add_ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                              ".visible .entry tessera_add_u32(\n"
+                              ".param .u64 p, .param .u32 n, .param .u32 v)\n{\nret;\n}\n";
+
+static void a_context_reaches_only_its_own_device(void)
+{
+    CUcontext c1 = NULL, c0 = setup(2, &c1);
+    CUmodule m0, m1;
+    CUfunction f0, f1;
+    CUstream s0, s1;
+    OK(CU(cuModuleLoadData)(&m0, add_ptx));
+    OK(CU(cuModuleGetFunction)(&f0, m0, "tessera_add_u32"));
+    OK(CU(cuStreamCreate)(&s0, 0));
+    OK(CU(cuCtxSetCurrent)(c1));
+    OK(CU(cuModuleLoadData)(&m1, add_ptx));
+    OK(CU(cuModuleGetFunction)(&f1, m1, "tessera_add_u32"));
+    OK(CU(cuStreamCreate)(&s1, 0));
+    /* 2 MiB on GPU 1, mapped, opened to GPU 1 */
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 1;
+    CUdeviceptr va = 0;
+    CUmemGenericAllocationHandle h = 0;
+    OK(CU(cuMemAddressReserve)(&va, 2 * MiB, 0, 0, 0));
+    OK(CU(cuMemCreate)(&h, 2 * MiB, &prop, 0));
+    OK(CU(cuMemMap)(va, 2 * MiB, 0, h, 0));
+    CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    OK(CU(cuMemSetAccess)(va, 2 * MiB, &acc, 1));
+    uint32_t words[4] = {1, 2, 3, 4}, back[4] = {0};
+    OK(CU(cuMemcpyHtoD_v2)(va, words, sizeof words));
+    unsigned int n = 4, v = 10;
+    void *params[] = {&va, &n, &v};
+    uint64_t k0 = 0, k1 = 0;
+    struct ts_simgpu_dev g0, g1;
+    OK(ts_simgpu_open(sg_dir, 0, &g0));
+    OK(ts_simgpu_open(sg_dir, 1, &g1));
+    k0 = atomic_load(&g0.st->kernels);
+    k1 = atomic_load(&g1.st->kernels);
+    /* in GPU 1's context: its function, its stream, its memory */
+    OK(CU(cuLaunchKernel)(f1, 1, 1, 1, 32, 1, 1, 0, s1, params, NULL));
+    OK(CU(cuStreamSynchronize)(s1));
+    OK(CU(cuMemcpyDtoH_v2)(back, va, sizeof back));
+    CHECK_EQ(back[0], 11);
+    CHECK_EQ(back[3], 14);
+    CHECK_EQ(atomic_load(&g1.st->kernels), k1 + 1);
+    CHECK_EQ(atomic_load(&g0.st->kernels), k0);
+    /* GPU 0's function or stream in GPU 1's context */
+    CHECK_RC(CU(cuLaunchKernel)(f0, 1, 1, 1, 32, 1, 1, 0, s1, params, NULL),
+             CUDA_ERROR_INVALID_CONTEXT);
+    CHECK_RC(CU(cuLaunchKernel)(f1, 1, 1, 1, 32, 1, 1, 0, s0, params, NULL),
+             CUDA_ERROR_INVALID_CONTEXT);
+    /* GPU 0's context cannot reach GPU 1's mapping: copies nor kernels */
+    OK(CU(cuCtxSetCurrent)(c0));
+    CHECK_RC(CU(cuMemcpyDtoH_v2)(back, va, sizeof back), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(CU(cuMemcpyHtoD_v2)(va, words, sizeof words), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(CU(cuMemsetD8_v2)(va, 0, 16), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(CU(cuLaunchKernel)(f0, 1, 1, 1, 32, 1, 1, 0, s0, params, NULL),
+             CUDA_ERROR_ILLEGAL_ADDRESS);
+    /* opened to GPU 0 as well, the copy reaches it; the kernel of GPU 0
+     * still faults on memory that lives on GPU 1 (no peer access here) */
+    CUmemAccessDesc both[2] = {acc, acc};
+    both[1].location.id = 0;
+    OK(CU(cuMemSetAccess)(va, 2 * MiB, both, 2));
+    OK(CU(cuMemcpyDtoH_v2)(back, va, sizeof back));
+    CHECK_EQ(back[0], 11);
+    CHECK_RC(CU(cuLaunchKernel)(f0, 1, 1, 1, 32, 1, 1, 0, s0, params, NULL),
+             CUDA_ERROR_ILLEGAL_ADDRESS);
+    CHECK_EQ(atomic_load(&g0.st->kernels), k0);
+    OK(CU(cuMemUnmap)(va, 2 * MiB));
+    OK(CU(cuMemRelease)(h));
+    OK(CU(cuMemAddressFree)(va, 2 * MiB));
+    ts_simgpu_close(&g0);
+    ts_simgpu_close(&g1);
+}
+
 /* clang-format off */
 static const struct sg_case cases[] = {
 #define CASE(f) SG_CASE(f)
@@ -643,6 +725,7 @@ static const struct sg_case cases[] = {
     CASE(cooperative_launches_keep_the_gpu_busy_and_refuse_a_grid_too_large),
     CASE(get_proc_address_hands_out_each_version_and_flavour),
     CASE(injected_failures_count_the_flavours_with_the_plain_call),
+    CASE(a_context_reaches_only_its_own_device),
 #undef CASE
 };
 /* clang-format on */

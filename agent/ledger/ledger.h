@@ -88,7 +88,7 @@
 
 #define TS_LEDGER_MAGIC 0x4c475354u /* "TSGL" little-endian */
 #define TS_LEDGER_ABI_MAJOR 1u
-#define TS_LEDGER_ABI_MINOR 2u
+#define TS_LEDGER_ABI_MINOR 3u
 #define TS_LEDGER_JOBS 64
 #define TS_LEDGER_PROCS 256
 
@@ -119,6 +119,14 @@ enum ts_ledger_cmd {
                             calls (not swapping in on the next one) until TS_CMD_SWAP_IN:
                             the agent stops the process after the ack, so a call made
                             in between cannot bring the memory back behind its back */
+    TS_CMD_MOVE = 4,     /* ABI 1.3: the job's folder's dev<K>.ledger now name other GPUs
+                            (the agent gave the job a slot in each first): hold the
+                            process at its gate, move its memory through swap_offset.. of
+                            the reserve to those GPUs at the same addresses, re-create its
+                            contexts, streams, events, modules and functions there, and
+                            charge it there; its home slot is then the new dev0's (the
+                            ack is in this one). An older shim acks it having done
+                            nothing: the agent checks for the process's new slot */
 };
 
 /* procs[].swap_state: where the process's memory is, kept by its swap

@@ -57,6 +57,8 @@ struct ts_engine {
     struct ts_ledger_proc *home;
     uint32_t wait_ms;
     void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+    CUresult (*move)(struct ts_ledger_proc *home);
+    _Atomic int real[TS_SWAP_MAX_DEV]; /* driver ordinal of each device (moves change it) */
 
     /* The table: readers (lookups, swaps) and writers (alloc, free). */
     pthread_rwlock_t lock;

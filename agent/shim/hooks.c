@@ -21,6 +21,7 @@
 #include "agent/abi/nvml.h"
 #pragma GCC visibility pop
 
+#include "agent/shim/objects.h"
 #include "agent/shim/shim.h"
 #include "agent/shim/swap.h"
 
@@ -163,8 +164,12 @@ static int hook_by_real(const void *fn)
         CUresult gate_rc = ts_gate_enter();                                                        \
         if (gate_rc != CUDA_SUCCESS)                                                               \
             return gate_rc;                                                                        \
+        ts_obj_sync();                                                                             \
         ts_shim_touch();                                                                           \
-        CUresult rc = TS_REAL(name) args;                                                          \
+        CUresult rc = __builtin_expect(atomic_load_explicit(&ts_obj_epoch, memory_order_relaxed),  \
+                                       0)                                                          \
+                          ? TS_REAL(name) TS_XL_ARGS args                                          \
+                          : TS_REAL(name) args;                                                    \
         ts_gate_leave();                                                                           \
         return rc;                                                                                 \
     }

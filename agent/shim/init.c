@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/shim/objects.h"
 #include "agent/shim/shim.h"
 #include "agent/shim/swap.h"
 
@@ -82,7 +83,7 @@ static bool parse_job(const char *s, uint64_t *key)
 }
 
 /* Under the lock: a free process slot of `job` for this process. */
-static struct ts_ledger_proc *claim_slot(struct ts_ledger *l, int job, pid_t pid, uint64_t ticks)
+struct ts_ledger_proc *ts_shim_claim_slot(struct ts_ledger *l, int job, pid_t pid, uint64_t ticks)
 {
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < TS_LEDGER_PROCS; i++) {
@@ -133,6 +134,8 @@ static const char *register_job(const char *dir)
     }
     if (!parse_job(job, &key))
         return "TESSERA_SHIM_JOB is not <job id>:<attempt>";
+    ts_shim.key = key;
+    snprintf(ts_shim.dir, sizeof ts_shim.dir, "%s", dir);
     pid_t pid = ts_ledger_host_pid();
     uint64_t ticks = ts_ledger_start_ticks(getpid());
     for (int k = 0; k < TS_SHIM_MAX_DEVS; k++) {
@@ -154,7 +157,7 @@ static const char *register_job(const char *dir)
         d->job = &l->jobs[j];
         if (ts_ledger_lock(l) != 0)
             return "the ledger's lock is not recoverable";
-        d->proc = claim_slot(l, j, pid, ticks);
+        d->proc = ts_shim_claim_slot(l, j, pid, ticks);
         ts_ledger_unlock(l);
         if (d->proc == NULL)
             return "the ledger has no free process slot";
@@ -213,6 +216,7 @@ static void do_init(void)
         .home = ts_shim.dev[0].proc,
         .wait_ms = ts_shim.wait_ms,
         .log = ts_shim.log ? ts_shim_log : NULL,
+        .move = ts_shim_move,
     };
     ts_charge_fill_swap_config(&cfg);
     if (ts_swap_init(&cfg) != 0)
@@ -244,9 +248,12 @@ void ts_shim_touch_slow(uint64_t now)
 int ts_shim_current_ordinal(void)
 {
     CUdevice d;
+    ts_obj_sync();
     if (ts_shim.cu.cuCtxGetDevice == NULL || ts_shim.cu.cuCtxGetDevice(&d) != CUDA_SUCCESS)
         return -1;
-    return (int)d; /* a CUdevice is its ordinal, as the driver hands them out */
+    /* a CUdevice is its ordinal, as the driver hands them out; the job's
+     * device index differs from it once the process moved */
+    return ts_obj_virtual((int)d);
 }
 
 /* ---- fork: a child registers again, lazily, in its own slots ---- */
@@ -264,6 +271,7 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
     ts_alloc_reset_in_child();
+    ts_obj_fork_child();
     /* the parent's slots and charges stay the parent's: drop our view */
     for (int k = 0; k < ts_shim.ndevs; k++)
         ts_ledger_close(ts_shim.dev[k].l);

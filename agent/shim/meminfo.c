@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "agent/shim/objects.h"
 #include "agent/shim/shim.h"
 #include "agent/shim/swap.h"
 
@@ -60,7 +61,10 @@ TS_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     ts_shim_init();
     if (ts_real[TS_H_cuDeviceTotalMem_v2] == NULL)
         return CUDA_ERROR_NOT_SUPPORTED;
-    CUresult rc = TS_REAL(cuDeviceTotalMem_v2)(bytes, dev);
+    int n = ts_obj_ndevs();
+    if (n > 0 && (dev < 0 || dev >= n))
+        return CUDA_ERROR_INVALID_DEVICE; /* a GPU the job may move to: hidden */
+    CUresult rc = TS_REAL(cuDeviceTotalMem_v2)(bytes, ts_obj_real(dev));
     struct ts_shim_dev *d = ts_shim_dev((int)dev);
     if (rc == CUDA_SUCCESS && bytes != NULL && d != NULL)
         *bytes = (size_t)d->job->limit_bytes;

@@ -72,6 +72,8 @@ struct ts_shim {
     uint32_t wait_ms;
     bool log;
     struct ts_cu cu;
+    char dir[256]; /* the folder of the dev<K>.ledger files */
+    uint64_t key;  /* the job's ts_ledger_key */
 };
 
 extern struct ts_shim ts_shim;
@@ -86,6 +88,11 @@ static inline void ts_shim_init(void)
         ts_shim_init_slow();
 }
 void ts_shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Under l's lock: a free process slot of job index `job` for this
+ * process, or NULL. */
+struct ts_ledger_proc *ts_shim_claim_slot(struct ts_ledger *l, int job, pid_t pid, uint64_t ticks);
+/* move.c: TS_CMD_MOVE, run by the swap engine's watcher (ledger.h). */
+CUresult ts_shim_move(struct ts_ledger_proc *home);
 
 /* The governed device of CUDA ordinal `ord`, or NULL (no ledger: the
  * device passes through). */

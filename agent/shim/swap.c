@@ -56,6 +56,9 @@ int ts_swap_init(const struct ts_swap_config *cfg)
     ts_eng.home = cfg->home;
     ts_eng.wait_ms = cfg->wait_ms;
     ts_eng.log = cfg->log;
+    ts_eng.move = cfg->move;
+    for (int d = 0; d < TS_SWAP_MAX_DEV; d++)
+        atomic_store(&ts_eng.real[d], d);
     ts_eng.configured = true;
     if (ts_eng.reserve_path[0] == '\0')
         return 0;
@@ -389,7 +392,7 @@ CUresult ts_swap_in_claimed(void)
         memset(&prop, 0, sizeof prop);
         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id = e->dev;
+        prop.location.id = ts_swap_real(e->dev);
         CUmemAccessDesc access = {.location = prop.location,
                                   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
         CUmemGenericAllocationHandle h = 0;
@@ -460,4 +463,87 @@ CUresult ts_swap_in(void)
          * bounded, a swap-in waits for room as this one would) */
         ts_gate_wait_change(w, 100u);
     }
+}
+
+/* ---- moving to other GPUs ---------------------------------------------- */
+
+CUresult ts_swap_move(uint64_t offset, uint64_t len, CUresult (*between)(void *), void *arg,
+                      uint64_t *moved)
+{
+    uint64_t dummy;
+    if (!moved)
+        moved = &dummy;
+    *moved = 0;
+    if (!ts_eng.configured || !ts_eng.cu)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    /* Claim the gate: resident memory goes out as in a swap-out (the gate
+     * stays CLOSING, so no call brings it back); memory out already is
+     * claimed as a swap-in would claim it. */
+    uint64_t deadline = ts_swap_now_ms() + ts_gate_wait_ms();
+    bool was_out = false;
+    for (;;) {
+        uint32_t w = atomic_load(&ts_gate_word);
+        uint32_t state = w & TS_GATE_STATE;
+        if (state == TS_GATE_OPEN &&
+            atomic_compare_exchange_strong(&ts_gate_word, &w,
+                                           (w & ~TS_GATE_STATE) | TS_GATE_CLOSING))
+            break;
+        if (state == TS_GATE_OUT &&
+            atomic_compare_exchange_strong(&ts_gate_word, &w,
+                                           (w & ~(TS_GATE_STATE | TS_GATE_HELD)) |
+                                               TS_GATE_COMING_IN)) {
+            was_out = true;
+            break;
+        }
+        if (ts_swap_now_ms() >= deadline)
+            return CUDA_ERROR_NOT_READY; /* another swap is under way */
+        ts_gate_wait_change(w, 50u);
+    }
+    CUresult rc = CUDA_SUCCESS;
+    if (!was_out) {
+        rc = swap_out_claimed(offset, len, moved);
+        if (rc != CUDA_SUCCESS && *moved == 0) {
+            ts_gate_set(TS_GATE_OPEN); /* everything stayed resident */
+            return rc;
+        }
+    }
+    for (int d = 0; d < ts_eng.ndev; d++)
+        if (was_out)
+            *moved += atomic_load(&ts_eng.out[d]);
+    /* Every other thread is held (CLOSING or COMING_IN): the shim moves
+     * contexts, handles and ledger slots. */
+    CUresult mid = rc == CUDA_SUCCESS && between ? between(arg) : rc;
+    /* Back in, wherever between left each device (where it was when it
+     * failed); the gate opens, or stays OUT for the next call to retry. */
+    atomic_store(&ts_gate_word,
+                 (atomic_load(&ts_gate_word) & ~TS_GATE_STATE) | TS_GATE_COMING_IN);
+    CUresult in = ts_swap_in_claimed();
+    return mid != CUDA_SUCCESS ? mid : in;
+}
+
+void ts_swap_retarget(int dev, int real, CUcontext (*xl)(CUcontext))
+{
+    if (dev < 0 || dev >= TS_SWAP_MAX_DEV)
+        return;
+    pthread_rwlock_wrlock(&ts_eng.lock);
+    for (size_t i = 0; i < ts_eng.n; i++)
+        if (ts_eng.v[i].dev == dev && xl)
+            ts_eng.v[i].ctx = xl(ts_eng.v[i].ctx);
+    pthread_rwlock_unlock(&ts_eng.lock);
+    atomic_store(&ts_eng.real[dev], real);
+    /* the private streams were the old contexts' (they stay with them) */
+    ts_eng.nstreams = 0;
+}
+
+void ts_swap_set_slot(int dev, struct ts_ledger *l, struct ts_ledger_proc *p)
+{
+    if (dev < 0 || dev >= TS_SWAP_MAX_DEV)
+        return;
+    ts_eng.ledgers[dev] = l;
+    ts_eng.procs[dev] = p;
+}
+
+void ts_swap_set_home(struct ts_ledger_proc *home)
+{
+    ts_eng.home = home;
 }

@@ -102,6 +102,9 @@ struct ts_swap_config {
      * carries out TS_CMD_SWAP_OUT / TS_CMD_SWAP_IN (ledger.h protocol). */
     struct ts_ledger_proc *home;
     uint32_t wait_ms; /* bound of every wait inside the user's process */
+    /* TS_CMD_MOVE (the shim's move.c): run by the watcher with the home
+     * slot the command came in; NULL: a move is CUDA_ERROR_NOT_SUPPORTED. */
+    CUresult (*move)(struct ts_ledger_proc *home);
     /* One line about what the engine did (TESSERA_SHIM_LOG), or NULL. */
     void (*log)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 };
@@ -146,6 +149,27 @@ CUresult ts_swap_in(void);
 /* Whether a suspend holds the process's memory out (TS_CMD_SUSPEND): a
  * swap-in waiting for room gives up (the charge code asks). */
 bool ts_swap_held(void);
+/* ---- moving to other GPUs (swap.c, for the shim's move.c) -------------
+ * Hold the process at its gate (claiming it as a swap-out does, or as a
+ * swap-in when the memory is out already), copy what is resident to
+ * [offset, offset + len) of the reserve and release it (uncharged), call
+ * between(arg) with every other thread of the process held, then bring
+ * everything in (charged, mapped at the same addresses on each device's
+ * driver ordinal as between left it) and open the gate. between's error
+ * is returned after the memory came back where it was. *moved: the bytes
+ * moved. */
+CUresult ts_swap_move(uint64_t offset, uint64_t len, CUresult (*between)(void *), void *arg,
+                      uint64_t *moved);
+/* Inside between: device dev's allocations now live on driver ordinal
+ * `real`, each reached through xl(its context) (copies, synchronizes). */
+void ts_swap_retarget(int dev, int real, CUcontext (*xl)(CUcontext));
+/* Inside between: the ledger and slot of device dev (the engine publishes
+ * swapped_bytes there), and the home slot (the watcher waits there next). */
+void ts_swap_set_slot(int dev, struct ts_ledger *l, struct ts_ledger_proc *p);
+void ts_swap_set_home(struct ts_ledger_proc *home);
+/* The driver ordinal of device dev (dev itself until a move). */
+int ts_swap_real(int dev);
+
 /* Bytes resident / swapped out, per device (for the ledger's figures). */
 uint64_t ts_swap_resident_bytes(int dev);
 uint64_t ts_swap_out_bytes(int dev);

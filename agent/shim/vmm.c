@@ -20,7 +20,7 @@ static CUmemAllocationProp device_prop(int dev)
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = dev;
+    prop.location.id = ts_swap_real(dev);
     return prop;
 }
 
@@ -229,6 +229,13 @@ CUresult ts_vmm_lookup(CUdeviceptr ptr, CUdeviceptr *base, size_t *size)
     }
     pthread_rwlock_unlock(&ts_eng.lock);
     return rc;
+}
+
+int ts_swap_real(int dev)
+{
+    if (!ts_eng.configured || dev < 0 || dev >= TS_SWAP_MAX_DEV)
+        return dev;
+    return atomic_load(&ts_eng.real[dev]);
 }
 
 uint64_t ts_swap_resident_bytes(int dev)

@@ -26,6 +26,9 @@ static void run_command(struct ts_ledger_proc *home, uint32_t seq)
     } else if (cmd == TS_CMD_SWAP_IN) {
         ts_gate_release_hold();
         rc = ts_swap_in();
+    } else if (cmd == TS_CMD_MOVE) {
+        rc = ts_eng.move ? ts_eng.move(home) : CUDA_ERROR_NOT_SUPPORTED;
+        moved = atomic_load(&home->moved_bytes); /* the move's figure */
     }
     if (ts_eng.log)
         ts_eng.log("command %u (seq %u) done in %llu ms: CUresult %d, %llu bytes out", cmd, seq,
@@ -46,6 +49,11 @@ static void *watch(void *arg)
         if (seq != done) {
             run_command(home, seq);
             done = seq;
+            if (ts_eng.home && ts_eng.home != home) {
+                /* moved: the agent's commands come to the new GPU's slot */
+                home = ts_eng.home;
+                done = atomic_load(&home->ack_seq);
+            }
             continue;
         }
         ts_futex_wait(&home->cmd_seq, seq, 1000);

@@ -154,10 +154,10 @@ void probe_start_bin(struct probe *p, const char *bin, const struct world *w, in
                     setenv(kv, eq + 1, 1);
             }
         }
-        const char *argv[1100];
+        const char *argv[4200];
         int n = 0;
         argv[n++] = bin;
-        for (int i = 0; args[i] != NULL && n < 1099; i++)
+        for (int i = 0; args[i] != NULL && n < 4199; i++)
             argv[n++] = args[i];
         argv[n] = NULL;
         execv(bin, (char *const *)argv);

@@ -101,7 +101,8 @@ uint64_t now_ms(void);
     X(the_agent_swaps_a_shimmed_process_out_and_its_next_call_brings_it_back)                      \
     X(a_swapped_out_process_is_swapped_in_by_a_2d_copy_or_a_launch_ex)                             \
     X(a_swapped_out_process_is_swapped_in_by_each_newly_gated_call)                                \
-    X(a_swapped_out_process_waits_for_its_memory_as_long_as_it_takes)
+    X(a_swapped_out_process_waits_for_its_memory_as_long_as_it_takes)                              \
+    X(a_job_moves_from_gpu_1_to_gpu_0_and_keeps_running)
 #define TS_SHIM_DECLARE(f) int f(void);
 TS_SHIM_MORE_CASES(TS_SHIM_DECLARE)
 

@@ -58,7 +58,7 @@ int every_entry_path_routes_through_the_hooks(void)
         struct probe p;
         probe_start(&p, &w, 7, false, NULL,
                     A(via, "init", "alloc:1M", "where:cuMemAlloc_v2", "where:cuMemcpyHtoD_v2",
-                      "where:cuDeviceGet", "where:nvmlDeviceGetMemoryInfo", "wait", "freeall",
+                      "where:cuDriverGetVersion", "where:nvmlDeviceGetMemoryInfo", "wait", "freeall",
                       "wait"));
         if (!probe_line(&p, "alloc rc=0", l, sizeof l, LINE_MS)) {
             fprintf(stderr, "via %s: no allocation\n", vias[v]);
@@ -69,7 +69,7 @@ int every_entry_path_routes_through_the_hooks(void)
         CHECK(probe_line(&p, "where", l, sizeof l, LINE_MS));
         CHECK(strstr(l, " " SHIM_FILE) != NULL);
         CHECK(probe_line(&p, "where", l, sizeof l, LINE_MS)); /* not a hook: the driver's */
-        CHECK(strstr(l, " cuDeviceGet libcuda.so") != NULL);
+        CHECK(strstr(l, " cuDriverGetVersion libcuda.so") != NULL);
         CHECK(probe_line(&p, "where", l, sizeof l, LINE_MS));
         CHECK(strstr(l, " nvmlDeviceGetMemoryInfo " SHIM_FILE) != NULL);
         CHECK(probe_line(&p, "waiting", l, sizeof l, LINE_MS));
@@ -109,8 +109,8 @@ int get_proc_address_hands_out_hooks_for_every_version_and_flag(void)
             *v2 = '\0'; /* the base name, as the runtime asks */
         nnames++;
     }
-    snprintf(names[nnames++], sizeof(names[0]), "cuDeviceGet");
-    snprintf(names[nnames++], sizeof(names[0]), "cuCtxGetCurrent");
+    snprintf(names[nnames++], sizeof(names[0]), "cuDriverGetVersion");
+    snprintf(names[nnames++], sizeof(names[0]), "cuGetErrorName");
     enum { LOOKUPS_MAX = 4096 };
     static char argbuf[LOOKUPS_MAX][160];
     static const char *args[LOOKUPS_MAX + 1];

@@ -166,10 +166,10 @@ static int hook_by_real(const void *fn)
             return gate_rc;                                                                        \
         ts_obj_sync();                                                                             \
         ts_shim_touch();                                                                           \
-        CUresult rc = __builtin_expect(atomic_load_explicit(&ts_obj_epoch, memory_order_relaxed),  \
-                                       0)                                                          \
-                          ? TS_REAL(name) TS_XL_ARGS args                                          \
-                          : TS_REAL(name) args;                                                    \
+        CUresult rc =                                                                              \
+            __builtin_expect(atomic_load_explicit(&ts_obj_epoch, memory_order_relaxed), 0)         \
+                ? TS_REAL(name) TS_XL_ARGS args                                                    \
+                : TS_REAL(name) args;                                                              \
         ts_gate_leave();                                                                           \
         return rc;                                                                                 \
     }

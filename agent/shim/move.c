@@ -35,9 +35,8 @@ struct target {
 static void uuid_string(const CUuuid *u, char *out, size_t n)
 {
     const unsigned char *b = (const unsigned char *)u->bytes;
-    snprintf(out, n,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+    snprintf(out, n, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
              b[14], b[15]);
 }
 
@@ -196,8 +195,8 @@ CUresult ts_shim_move(struct ts_ledger_proc *home)
         rc = ts_swap_move(home->swap_offset, home->swap_len, between, &t, &moved);
     atomic_store(&home->moved_bytes, moved);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    uint64_t ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u +
-                  (uint64_t)(t1.tv_nsec / 1000000) - (uint64_t)(t0.tv_nsec / 1000000);
+    uint64_t ms = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000u + (uint64_t)(t1.tv_nsec / 1000000) -
+                  (uint64_t)(t0.tv_nsec / 1000000);
     if (rc == CUDA_SUCCESS)
         ts_shim_log("moved to GPU %s (driver ordinal %d): %" PRIu64 " bytes in %" PRIu64 " ms",
                     ts_shim.dev[0].l->h.uuid, ts_obj_real(0), moved, ms);

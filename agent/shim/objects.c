@@ -25,9 +25,9 @@ struct obj {
     int vdev;     /* contexts: the job's device */
     bool primary; /* contexts: the device's primary context */
     unsigned flags;
-    uint32_t mod;  /* functions: index + 1 of its module */
-    char *image;   /* modules: a copy of the image (NULL: cannot be made again) */
-    char *name;    /* functions */
+    uint32_t mod; /* functions: index + 1 of its module */
+    char *image;  /* modules: a copy of the image (NULL: cannot be made again) */
+    char *name;   /* functions */
 };
 
 _Atomic uint32_t ts_obj_epoch;
@@ -263,8 +263,7 @@ bool ts_obj_del(void *job, void **driver)
 
 void *ts_obj_xl(void *job)
 {
-    if (__builtin_expect(atomic_load_explicit(&ts_obj_epoch, memory_order_relaxed) == 0, 1) ||
-        !job)
+    if (__builtin_expect(atomic_load_explicit(&ts_obj_epoch, memory_order_relaxed) == 0, 1) || !job)
         return job;
     pthread_rwlock_rdlock(&lock);
     uint32_t v = find(job);
@@ -383,7 +382,7 @@ static CUresult make(struct obj *o, const int *real)
                                                                              real[o->vdev]);
         else {
             rc = ((ctx_create_fn)ts_real[TS_H_cuCtxCreate_v2])((CUcontext *)&h, o->flags,
-                                                              real[o->vdev]);
+                                                               real[o->vdev]);
             CUcontext popped;
             if (rc == CUDA_SUCCESS)
                 ((pop_fn)ts_real[TS_H_cuCtxPopCurrent_v2])(&popped);

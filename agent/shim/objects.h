@@ -46,9 +46,8 @@ void ts_obj_sync_slow(void);
 /* Re-bind the calling thread's current context after a move. */
 static inline void ts_obj_sync(void)
 {
-    if (__builtin_expect(atomic_load_explicit(&ts_obj_epoch, memory_order_acquire) !=
-                             ts_obj_tl_epoch,
-                         0))
+    if (__builtin_expect(
+            atomic_load_explicit(&ts_obj_epoch, memory_order_acquire) != ts_obj_tl_epoch, 0))
         ts_obj_sync_slow();
 }
 
@@ -103,15 +102,13 @@ void ts_obj_fork_child(void);
 #define TS_XL_IS(x, T) __builtin_types_compatible_p(__typeof__(x), T)
 #define TS_XL_H(x) ((__typeof__(x))(uintptr_t)ts_obj_xl((void *)(uintptr_t)(x)))
 #define TS_XL(x)                                                                                   \
-    __builtin_choose_expr(                                                                         \
-        TS_XL_IS(x, CUstream) || TS_XL_IS(x, CUfunction) || TS_XL_IS(x, CUevent) ||                \
-            TS_XL_IS(x, CUcontext),                                                                \
-        TS_XL_H(x),                                                                                \
-        __builtin_choose_expr(                                                                     \
-            TS_XL_IS(x, const CUlaunchConfig *),                                                   \
-            ((__typeof__(x))(uintptr_t)ts_obj_xl_config(                                           \
-                (const CUlaunchConfig *)(uintptr_t)(x))),                                          \
-            (x)))
+    __builtin_choose_expr(TS_XL_IS(x, CUstream) || TS_XL_IS(x, CUfunction) ||                      \
+                              TS_XL_IS(x, CUevent) || TS_XL_IS(x, CUcontext),                      \
+                          TS_XL_H(x),                                                              \
+                          __builtin_choose_expr(TS_XL_IS(x, const CUlaunchConfig *),               \
+                                                ((__typeof__(x))(uintptr_t)ts_obj_xl_config(       \
+                                                    (const CUlaunchConfig *)(uintptr_t)(x))),      \
+                                                (x)))
 #define TS_XL_N(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, n, ...) n
 #define TS_XL_1(a) TS_XL(a)
 #define TS_XL_2(a, ...) TS_XL(a), TS_XL_1(__VA_ARGS__)

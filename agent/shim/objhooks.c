@@ -183,8 +183,7 @@ TS_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     /* the context below may be one a move left behind */
     CUcontext below = NULL;
     if (rc == CUDA_SUCCESS && ts_shim.cu.cuCtxGetCurrent &&
-        ts_shim.cu.cuCtxGetCurrent(&below) == CUDA_SUCCESS && below &&
-        ts_obj_xl(below) != below)
+        ts_shim.cu.cuCtxGetCurrent(&below) == CUDA_SUCCESS && below && ts_obj_xl(below) != below)
         ts_shim.cu.cuCtxSetCurrent(ts_obj_xl(below));
     return rc;
 }

@@ -484,14 +484,12 @@ CUresult ts_swap_move(uint64_t offset, uint64_t len, CUresult (*between)(void *)
     for (;;) {
         uint32_t w = atomic_load(&ts_gate_word);
         uint32_t state = w & TS_GATE_STATE;
-        if (state == TS_GATE_OPEN &&
-            atomic_compare_exchange_strong(&ts_gate_word, &w,
-                                           (w & ~TS_GATE_STATE) | TS_GATE_CLOSING))
+        if (state == TS_GATE_OPEN && atomic_compare_exchange_strong(
+                                         &ts_gate_word, &w, (w & ~TS_GATE_STATE) | TS_GATE_CLOSING))
             break;
         if (state == TS_GATE_OUT &&
-            atomic_compare_exchange_strong(&ts_gate_word, &w,
-                                           (w & ~(TS_GATE_STATE | TS_GATE_HELD)) |
-                                               TS_GATE_COMING_IN)) {
+            atomic_compare_exchange_strong(
+                &ts_gate_word, &w, (w & ~(TS_GATE_STATE | TS_GATE_HELD)) | TS_GATE_COMING_IN)) {
             was_out = true;
             break;
         }
@@ -500,6 +498,7 @@ CUresult ts_swap_move(uint64_t offset, uint64_t len, CUresult (*between)(void *)
         ts_gate_wait_change(w, 50u);
     }
     CUresult rc = CUDA_SUCCESS;
+    uint64_t t0 = ts_swap_now_ms();
     if (!was_out) {
         rc = swap_out_claimed(offset, len, moved);
         if (rc != CUDA_SUCCESS && *moved == 0) {
@@ -512,12 +511,16 @@ CUresult ts_swap_move(uint64_t offset, uint64_t len, CUresult (*between)(void *)
             *moved += atomic_load(&ts_eng.out[d]);
     /* Every other thread is held (CLOSING or COMING_IN): the shim moves
      * contexts, handles and ledger slots. */
+    uint64_t t1 = ts_swap_now_ms();
     CUresult mid = rc == CUDA_SUCCESS && between ? between(arg) : rc;
+    uint64_t t2 = ts_swap_now_ms();
     /* Back in, wherever between left each device (where it was when it
      * failed); the gate opens, or stays OUT for the next call to retry. */
-    atomic_store(&ts_gate_word,
-                 (atomic_load(&ts_gate_word) & ~TS_GATE_STATE) | TS_GATE_COMING_IN);
+    atomic_store(&ts_gate_word, (atomic_load(&ts_gate_word) & ~TS_GATE_STATE) | TS_GATE_COMING_IN);
     CUresult in = ts_swap_in_claimed();
+    if (ts_eng.log)
+        ts_eng.log("move: out %llu ms, objects %llu ms, in %llu ms", (unsigned long long)(t1 - t0),
+                   (unsigned long long)(t2 - t1), (unsigned long long)(ts_swap_now_ms() - t2));
     return mid != CUDA_SUCCESS ? mid : in;
 }
 

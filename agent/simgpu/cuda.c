@@ -1673,8 +1673,7 @@ static CUresult add_u32(void **params)
     memcpy(&n, params[1], sizeof n);
     memcpy(&v, params[2], sizeof v);
     int ord = -1;
-    if (p % 4 || range_check(p, (size_t)n * 4, true, &ord) != CUDA_SUCCESS ||
-        ord != cur()->ordinal)
+    if (p % 4 || range_check(p, (size_t)n * 4, true, &ord) != CUDA_SUCCESS || ord != cur()->ordinal)
         return CUDA_ERROR_ILLEGAL_ADDRESS;
     _Atomic uint32_t *w = (_Atomic uint32_t *)(uintptr_t)p;
     for (unsigned int i = 0; i < n; i++)

@@ -14,6 +14,7 @@
  *                   cuStreamSynchronize, as fast as it goes; launches=,
  *                   fails=, max_gap_us= (the longest time between two
  *                   launches returning: the pause a move costs the job)
+ *   managed:MB      MB of managed memory (which the swap engine does not hold)
  *   wait            "waiting", then a line on stdin
  */
 #include <dlfcn.h>
@@ -134,6 +135,10 @@ static void step(const char *s)
         }
         printf("spin rc=%d launches=%u fails=%u max_gap_us=%llu\n", rc, launches, fails,
                (unsigned long long)gap);
+    } else if (strncmp(s, "managed:", 8) == 0) {
+        CUdeviceptr p = 0;
+        rc = CU(cuMemAllocManaged)(&p, strtoull(s + 8, NULL, 10) << 20, CU_MEM_ATTACH_GLOBAL);
+        printf("managed rc=%d\n", rc);
     } else if (strcmp(s, "wait") == 0) {
         printf("waiting\n");
         fflush(stdout);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/abi/cuda.h"
 #include "agent/simgpu/state.h"
 #include "tests/shim/harness.h"
 
@@ -146,6 +147,41 @@ int a_job_moves_from_gpu_1_to_gpu_0_and_keeps_running(void)
     probe_go(&p);
     CHECK_EQ(probe_end(&p, LINE_MS), 0);
     CHECK_EQ(kernels(&w, 1), k1_after);
+    world_free(&w);
+    return 0;
+}
+
+/* Memory the swap engine does not hold (managed) cannot move: the command
+ * is refused with CUDA_ERROR_NOT_SUPPORTED, nothing moved, no slot taken
+ * on GPU 0, and the job goes on on GPU 1, charged there. */
+int a_job_the_shim_cannot_move_is_refused_and_stays(void)
+{
+    struct world w;
+    world_make(&w, 16 * GiB, 0, 5000, true);
+    world_swap(&w, 64 * MiB);
+    char gpu0_ledger[300];
+    int j1 = job_on_gpu1(&w, gpu0_ledger, sizeof gpu0_ledger);
+    CHECK(j1 >= 0);
+    struct probe p;
+    char l[512];
+    probe_start_bin(&p, getenv("TS_MOVE_PROBE"), &w, 7, false, "CUDA_VISIBLE_DEVICES=1,0",
+                    A("init", "setup:4", "managed:2", "wait", "work", "wait"));
+    CHECK(probe_line(&p, "managed rc=0", l, sizeof l, LINE_MS));
+    CHECK(probe_line(&p, "waiting", l, sizeof l, LINE_MS));
+    uint64_t used = job_used(w.l[1], j1), k1 = kernels(&w, 1);
+    CHECK_EQ(used, 6 * MiB);
+    uint64_t moved = 1, took = 0;
+    CHECK_EQ(move_to_gpu0(&w, gpu0_ledger, p.pid, &moved, &took), CUDA_ERROR_NOT_SUPPORTED);
+    CHECK_EQ(moved, 0);
+    CHECK(slot_of(w.l[0], p.pid) == NULL);
+    CHECK_EQ(job_used(w.l[1], j1), used);
+    probe_go(&p);
+    CHECK(probe_line(&p, "work rc=0 bad=0", l, sizeof l, LINE_MS));
+    CHECK(strstr(l, "dev=0") != NULL);
+    CHECK_EQ(kernels(&w, 1), k1 + 1); /* still on GPU 1 */
+    CHECK_EQ(kernels(&w, 0), 0);
+    probe_go(&p);
+    CHECK_EQ(probe_end(&p, LINE_MS), 0);
     world_free(&w);
     return 0;
 }

@@ -58,8 +58,8 @@ int every_entry_path_routes_through_the_hooks(void)
         struct probe p;
         probe_start(&p, &w, 7, false, NULL,
                     A(via, "init", "alloc:1M", "where:cuMemAlloc_v2", "where:cuMemcpyHtoD_v2",
-                      "where:cuDriverGetVersion", "where:nvmlDeviceGetMemoryInfo", "wait", "freeall",
-                      "wait"));
+                      "where:cuDriverGetVersion", "where:nvmlDeviceGetMemoryInfo", "wait",
+                      "freeall", "wait"));
         if (!probe_line(&p, "alloc rc=0", l, sizeof l, LINE_MS)) {
             fprintf(stderr, "via %s: no allocation\n", vias[v]);
             return 1;

@@ -30,16 +30,6 @@
 struct CUevent_st {
     _Atomic uint64_t at_ns; /* 0 = never recorded */
 };
-struct CUmod_st {
-    char *image;          /* NUL-terminated copy when the image is text, else NULL */
-    struct CUctx_st *ctx; /* loaded in it: its functions launch only there */
-};
-struct CUfunc_st {
-    struct CUmod_st *mod;
-    bool busy_param; /* first kernel parameter is a u64 of nanoseconds */
-    bool add_u32;    /* (CUdeviceptr p, unsigned n, unsigned v): p[0..n) += v */
-};
-
 struct phys {
     int fd;
     int ordinal;
@@ -54,7 +44,7 @@ CUresult init_rc = CUDA_ERROR_NOT_INITIALIZED;
 int ndev;
 struct ts_simgpu_dev devs[TS_SIMGPU_MAX_GPUS]; /* by visible ordinal */
 static struct CUctx_st ctxs[TS_SIMGPU_MAX_GPUS];
-static uint64_t kernel_ns_default;
+uint64_t kernel_ns_default;
 static uint64_t bandwidth_env; /* TESSERA_SIMGPU_BANDWIDTH, 0 = use the file's */
 
 /* Tables of this process, guarded by mu. Handles are checked against them. */
@@ -65,7 +55,8 @@ static size_t cap_regions;
 /* Handles handed out, one table per kind, so that a bad or stale handle is
  * CUDA_ERROR_INVALID_HANDLE and never dereferenced. */
 struct table streams;
-static struct table events, modules, funcs, physs;
+static struct table events, modules, physs;
+struct table funcs;
 static struct table contexts; /* created contexts alive */
 static struct table ctx_pool; /* destroyed ones, for reuse */
 
@@ -1657,97 +1648,6 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule m, const char *name)
     }
     *hfunc = f;
     return CUDA_SUCCESS;
-}
-
-/* The one kernel that computes: p[0..n) += v over u32 words of device
- * memory the launching context's device reaches (its own cuMemAlloc
- * memory, or mappings it was given access to); else an illegal address,
- * as a real GPU faults. */
-static CUresult add_u32(void **params)
-{
-    if (!params || !params[0] || !params[1] || !params[2])
-        return CUDA_ERROR_INVALID_VALUE;
-    CUdeviceptr p;
-    unsigned int n, v;
-    memcpy(&p, params[0], sizeof p);
-    memcpy(&n, params[1], sizeof n);
-    memcpy(&v, params[2], sizeof v);
-    int ord = -1;
-    if (p % 4 || range_check(p, (size_t)n * 4, true, &ord) != CUDA_SUCCESS || ord != cur()->ordinal)
-        return CUDA_ERROR_ILLEGAL_ADDRESS;
-    _Atomic uint32_t *w = (_Atomic uint32_t *)(uintptr_t)p;
-    for (unsigned int i = 0; i < n; i++)
-        atomic_fetch_add(&w[i], v);
-    return CUDA_SUCCESS;
-}
-
-CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                unsigned int by, unsigned int bz, CUstream hs, void **params)
-{
-    NEED_CTX();
-    if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!known(&funcs, f))
-        return CUDA_ERROR_INVALID_HANDLE;
-    struct CUstream_st *s = stream_of(hs);
-    if (!s)
-        return CUDA_ERROR_INVALID_HANDLE;
-    /* A context is bound to one device: its kernels are its modules' and
-     * run on its streams. */
-    if (f->mod->ctx != cur() || s->ctx != cur())
-        return CUDA_ERROR_INVALID_CONTEXT;
-    uint64_t dur = kernel_ns_default;
-    if (f->busy_param) {
-        if (!params || !params[0])
-            return CUDA_ERROR_INVALID_VALUE;
-        memcpy(&dur, params[0], sizeof dur);
-    }
-    if (f->add_u32) {
-        CUresult rc = add_u32(params);
-        if (rc != CUDA_SUCCESS)
-            return rc;
-    }
-    uint64_t not_before = max_u64(ts_simgpu_now_ns(), atomic_load(&s->done_ns));
-    uint64_t end = ts_simgpu_busy_add(&devs[s->ctx->ordinal], not_before, dur);
-    atomic_store(&s->done_ns, end);
-    return CUDA_SUCCESS;
-}
-
-CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
-                        CUstream hs, void **params, void **extra)
-{
-    FAIL(cuLaunchKernel, CUDA_ERROR_LAUNCH_FAILED);
-    (void)shmem;
-    (void)extra;
-    return launch(f, gx, gy, gz, bx, by, bz, hs, params);
-}
-
-/* cuLaunchKernelEx: cuLaunchKernel with its arguments in a CUlaunchConfig.
- * The attributes are checked for shape (an id simgpu knows) and otherwise
- * ignored: clusters, priorities and cooperative launches change nothing in
- * busy time here. */
-CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
-{
-    FAIL(cuLaunchKernelEx, CUDA_ERROR_LAUNCH_FAILED);
-    (void)extra;
-    if (!config || (config->numAttrs && !config->attrs))
-        return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned int i = 0; i < config->numAttrs; i++)
-        if ((unsigned)config->attrs[i].id > CU_LAUNCH_ATTRIBUTE_PRIORITY)
-            return CUDA_ERROR_INVALID_VALUE;
-    return launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
-                  config->blockDimY, config->blockDimZ, config->hStream, params);
-}
-
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
-                               void **extra)
-{
-    if (!config)
-        return cuLaunchKernelEx(config, f, params, extra);
-    CUlaunchConfig c = *config;
-    c.hStream = per_thread(c.hStream);
-    return cuLaunchKernelEx(&c, f, params, extra);
 }
 
 /* ---- per-thread default stream flavours ----

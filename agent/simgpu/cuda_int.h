@@ -42,6 +42,16 @@ struct CUctx_st {
     struct CUstream_st null_stream;
 };
 
+struct CUmod_st {
+    char *image;          /* NUL-terminated copy when the image is text, else NULL */
+    struct CUctx_st *ctx; /* loaded in it: its functions launch only there */
+};
+struct CUfunc_st {
+    struct CUmod_st *mod;
+    bool busy_param; /* first kernel parameter is a u64 of nanoseconds */
+    bool add_u32;    /* (CUdeviceptr p, unsigned n, unsigned v): p[0..n) += v */
+};
+
 /* ALLOC: device memory (cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, and
  * stream-ordered allocations, which name their pool); HOST: page-locked host
  * memory (cuMemHostAlloc, cuMemHostRegister); with unified addressing the
@@ -70,9 +80,11 @@ extern CUresult init_rc;
 extern int ndev;
 extern struct ts_simgpu_dev devs[TS_SIMGPU_MAX_GPUS]; /* by visible ordinal */
 extern pthread_mutex_t mu;
-extern struct region *regions; /* mu */
-extern size_t nregions;        /* mu */
-extern struct table streams;   /* mu; created streams */
+extern struct region *regions;     /* mu */
+extern size_t nregions;            /* mu */
+extern struct table streams;       /* mu; created streams */
+extern struct table funcs;         /* mu; functions handed out */
+extern uint64_t kernel_ns_default; /* TESSERA_SIMGPU_KERNEL_NS */
 
 #define FAIL(name, dflt)                                                                           \
     do {                                                                                           \

@@ -406,8 +406,10 @@ struct ts_report_job {
     int exit_code;
     int signal;          /* 0 = none */
     const char *message; /* or NULL */
-    bool has_usage;
+    bool has_usage;      /* either of the two below */
+    bool has_gpu_utilization;
     double gpu_utilization; /* 0..1 */
+    bool has_gpu_memory_used;
     int64_t gpu_memory_used_bytes;
     bool has_swapped_bytes;
     int64_t swapped_bytes; /* SUSPENDED: host swap it holds; RUNNING: what
@@ -447,6 +449,98 @@ struct ts_node_report {
     struct ts_report_event *events;
     size_t nevents;
 };
+
+/* GET /nodes/{name}/desired: what the node should run (wire_desired.c). */
+enum ts_desired_action { TS_DESIRED_RUN, TS_DESIRED_STOP, TS_DESIRED_SUSPEND };
+
+/* A GPU of a desired job. The server names its logical GPU in index; in the
+ * job's spec.json on its node, where the node-level scheduler moved it
+ * (agent/daemon/nodesched.h), index is the physical GPU and logical_index
+ * the server's. */
+struct ts_desired_gpu {
+    int index;
+    int logical_index;          /* -1: not moved (never sent by the server) */
+    const char *uuid;           /* or NULL */
+    int64_t memory_bytes;       /* the guaranteed request packed there; -1: not given */
+    int64_t memory_limit_bytes; /* the burst limit; -1: not given */
+};
+
+struct ts_desired_env {
+    const char *name; /* not empty, no '=' */
+    const char *value;
+};
+
+struct ts_desired_job {
+    int64_t id;
+    int attempt;
+    enum ts_desired_action action;     /* run; stop: evicting or cancelling; suspend:
+                                          suspending or suspended */
+    const char *name, *project, *kind; /* or NULL */
+    int priority;
+    bool swap;               /* the job accepts being swapped; default true */
+    const char *stop_reason; /* evicted, cancelled, max_runtime, ... or NULL */
+    const char **command;    /* argv; ncommand 0: none given */
+    size_t ncommand;
+    struct ts_desired_env *env; /* in the order sent */
+    size_t nenv;
+    const char *working_dir; /* or NULL */
+    struct ts_desired_gpu *gpus;
+    size_t ngpus;
+    double cpu;
+    int64_t memory_bytes;
+    int grace_seconds; /* -1: not given */
+    int64_t max_runtime_seconds;
+    const char *checkpoint_dir; /* or NULL */
+    int resume_count;
+    int64_t idle_swap_after_seconds; /* idle detach after this long idle; 0: never */
+    const char *job_user;            /* its project's, or NULL: the agent's --job-user */
+    bool allow_root;                 /* its project may run jobs as root */
+};
+
+struct ts_desired {
+    int64_t node_id;          /* the server's own; not on the wire */
+    const char *node, *state; /* or NULL */
+    int64_t generation;
+    struct ts_desired_job *jobs; /* by id */
+    size_t njobs;
+};
+
+/*
+ * The desired state's codec, used by the server (encode) and the agent
+ * (decode; also for the job's spec.json). The decoder reads a server one
+ * minor version newer than the agent, so unknown members are skipped (the
+ * one rule that differs from the other decoders); everything else is
+ * strict: wrong types, values out of range, id, attempt or action missing,
+ * a GPU index repeated, named by their path ("jobs[2].gpus[0].index").
+ * Absent members take the defaults above.
+ */
+enum ts_err ts_wire_desired_decode(const json_t *in, struct ts_arena *a, struct ts_desired *out,
+                                   struct ts_error *err);
+/* One job; `path` names it in messages ("jobs[2]", "" for spec.json). */
+enum ts_err ts_wire_desired_job_decode(const json_t *in, const char *path, struct ts_arena *a,
+                                       struct ts_desired_job *out, struct ts_error *err);
+/* New references, NULL when out of memory. */
+json_t *ts_wire_desired_encode(const struct ts_desired *d);
+json_t *ts_wire_desired_job_encode(const struct ts_desired_job *j);
+/* The store's command and env (JSON text of a jsonb column: an array of
+ * strings, an object of strings) into j's command and env, in arena a. */
+enum ts_err ts_wire_desired_job_set_text(struct ts_desired_job *j, const char *command,
+                                         const char *env, struct ts_arena *a, struct ts_error *err);
+
+/* The server's answer to a report. */
+struct ts_report_result {
+    int64_t generation;
+    int64_t *ignored; /* jobs named in the report that are not this node's attempt */
+    size_t nignored;
+};
+json_t *ts_wire_report_result_encode(const struct ts_report_result *r);
+/* Unknown members skipped, as for the desired state; ignored in arena a. */
+enum ts_err ts_wire_report_result_decode(const json_t *in, struct ts_arena *a,
+                                         struct ts_report_result *out, struct ts_error *err);
+
+/* Encoders of what an agent sends (the inverse of the decoders below). */
+json_t *ts_wire_node_reg_encode(const struct ts_node_reg *r);
+json_t *ts_wire_node_report_encode(const struct ts_node_report *r);
 
 /* Strict decoders: GPU indexes distinct and in 0..63, UUIDs distinct. */
 enum ts_err ts_wire_node_reg_decode(const json_t *in, struct ts_arena *a, struct ts_node_reg *out,

@@ -301,6 +301,8 @@ static enum ts_err report_job_decode(const json_t *v, const char *path, struct t
     j->pid = (int)pid;
     j->exit_code = (int)code;
     j->signal = (int)sig;
+    j->has_gpu_utilization = has_util;
+    j->has_gpu_memory_used = has_mem;
     j->has_usage = has_util || has_mem;
     if (msg != NULL && (j->message = ts_arena_strndup(a, msg, strnlen(msg, 1024))) == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");

@@ -121,48 +121,6 @@ enum ts_err ts_h_node_undrain(void *ctx, struct ts_request *r, struct ts_error *
 
 /* ---- desired state ------------------------------------------------------- */
 
-static json_t *desired_job_encode(const struct ts_desired_job *j)
-{
-    json_t *o = json_object();
-    json_t *gpus = json_array();
-    for (size_t i = 0; i < j->ngpus; i++) {
-        const struct ts_desired_gpu *g = &j->gpus[i];
-        json_array_append_new(gpus,
-                              json_pack("{s:i, s:s, s:I, s:I}", "index", g->index, "uuid", g->uuid,
-                                        "memory_bytes", (json_int_t)g->memory_bytes,
-                                        "memory_limit_bytes", (json_int_t)g->memory_limit_bytes));
-    }
-    json_object_set_new(o, "id", json_integer(j->id));
-    json_object_set_new(o, "attempt", json_integer(j->attempt));
-    json_object_set_new(o, "name", json_string(j->name));
-    json_object_set_new(o, "project", json_string(j->project));
-    json_object_set_new(o, "kind", json_string(j->kind));
-    json_object_set_new(o, "priority", json_integer(j->priority));
-    json_object_set_new(o, "action",
-                        json_string(j->stop      ? "stop"
-                                    : j->suspend ? "suspend"
-                                                 : "run"));
-    json_object_set_new(o, "swap", json_boolean(j->swap));
-    json_object_set_new(o, "stop_reason",
-                        j->stop_reason ? json_string(j->stop_reason) : json_null());
-    json_object_set_new(o, "command", json_loads(j->command ? j->command : "[]", 0, NULL));
-    json_object_set_new(o, "env", json_loads(j->env ? j->env : "{}", 0, NULL));
-    json_object_set_new(o, "working_dir",
-                        j->working_dir ? json_string(j->working_dir) : json_null());
-    json_object_set_new(o, "gpus", gpus);
-    json_object_set_new(o, "cpu", json_real(j->cpu));
-    json_object_set_new(o, "memory_bytes", json_integer(j->memory_bytes));
-    json_object_set_new(o, "grace_seconds", json_integer(j->grace_seconds));
-    json_object_set_new(o, "max_runtime_seconds", json_integer(j->max_runtime_seconds));
-    json_object_set_new(o, "checkpoint_dir",
-                        j->checkpoint_dir ? json_string(j->checkpoint_dir) : json_null());
-    json_object_set_new(o, "resume_count", json_integer(j->resume_count));
-    json_object_set_new(o, "idle_swap_after_seconds", json_integer(j->idle_swap_after_seconds));
-    json_object_set_new(o, "job_user", j->job_user ? json_string(j->job_user) : json_null());
-    json_object_set_new(o, "allow_root", json_boolean(j->allow_root));
-    return o;
-}
-
 static enum ts_err parse_wait(struct ts_request *r, int64_t *generation, int64_t *wait_s,
                               struct ts_error *err)
 {
@@ -229,11 +187,7 @@ enum ts_err ts_h_node_desired(void *ctx, struct ts_request *r, struct ts_error *
     struct ts_desired d;
     if ((e = ts_store_node_desired(conn, name, r->arena, &d, err)) != TS_OK)
         return e;
-    json_t *jobs = json_array();
-    for (size_t i = 0; i < d.njobs; i++)
-        json_array_append_new(jobs, desired_job_encode(&d.jobs[i]));
-    json_t *o = json_pack("{s:s, s:s, s:I, s:o}", "node", d.node, "state", d.state, "generation",
-                          (json_int_t)d.generation, "jobs", jobs);
+    json_t *o = ts_wire_desired_encode(&d);
     if (o == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     ts_http_reply_json(r, 200, o);
@@ -262,11 +216,9 @@ enum ts_err ts_h_node_report(void *ctx, struct ts_request *r, struct ts_error *e
     struct ts_report_result res;
     if ((e = ts_store_node_report(conn, name, &rep, r->arena, &res, err)) != TS_OK)
         return e;
-    json_t *ignored = json_array();
-    for (size_t i = 0; i < res.nignored; i++)
-        json_array_append_new(ignored, json_integer(res.ignored[i]));
-    ts_http_reply_json(
-        r, 200,
-        json_pack("{s:I, s:o}", "generation", (json_int_t)res.generation, "ignored", ignored));
+    json_t *o = ts_wire_report_result_encode(&res);
+    if (o == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    ts_http_reply_json(r, 200, o);
     return TS_OK;
 }

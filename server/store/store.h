@@ -195,52 +195,10 @@ enum ts_err ts_store_node_drain(struct ts_dbconn *c, const char *name, bool drai
 enum ts_err ts_store_node_generation(struct ts_dbconn *c, const char *name, int64_t *id,
                                      int64_t *generation, struct ts_error *err);
 
-struct ts_desired_gpu {
-    int index;
-    const char *uuid;
-    int64_t memory_bytes;       /* the guaranteed request packed there */
-    int64_t memory_limit_bytes; /* the burst limit */
-};
-struct ts_desired_job {
-    int64_t id;
-    int attempt;
-    const char *name, *project, *kind;
-    int priority;
-    bool stop;               /* evicting or cancelling: action "stop" */
-    bool suspend;            /* suspending or suspended: action "suspend" */
-    bool swap;               /* the job accepts being swapped */
-    const char *stop_reason; /* evicted, cancelled, max_runtime, ... or NULL */
-    const char *command;     /* JSON text */
-    const char *env;         /* JSON text */
-    const char *working_dir; /* or NULL */
-    struct ts_desired_gpu *gpus;
-    size_t ngpus;
-    double cpu;
-    int64_t memory_bytes;
-    int grace_seconds;
-    int64_t max_runtime_seconds;
-    const char *checkpoint_dir; /* or NULL */
-    int resume_count;
-    int64_t idle_swap_after_seconds; /* idle detach after this long idle; 0: never */
-    const char *job_user;            /* its project's, or NULL: the agent's --job-user */
-    bool allow_root;                 /* its project may run jobs as root */
-};
-struct ts_desired {
-    int64_t node_id;
-    const char *node, *state;
-    int64_t generation;
-    struct ts_desired_job *jobs; /* by id */
-    size_t njobs;
-};
 /* The jobs the node should run or stop now. */
 enum ts_err ts_store_node_desired(struct ts_dbconn *c, const char *name, struct ts_arena *a,
                                   struct ts_desired *out, struct ts_error *err);
 
-struct ts_report_result {
-    int64_t generation;
-    int64_t *ignored; /* jobs named in the report that are not this node's attempt */
-    size_t nignored;
-};
 /* Heartbeat, job states and samples, in one transaction. */
 enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
                                  const struct ts_node_report *rep, struct ts_arena *a,

@@ -227,13 +227,12 @@ enum ts_err ts_store_node_desired(struct ts_dbconn *c, const char *name, struct 
         PQclear(res);
         return nomem(err);
     }
-    for (int i = 0; i < rows; i++) {
+    for (int i = 0; i < rows && e == TS_OK; i++) { /* e: a command or env that does not decode */
         if (ts_row_null(res, i, 4))
             continue; /* a node without jobs */
         int64_t id = ts_row_i64(res, i, 4);
         if (out->njobs == 0 || out->jobs[out->njobs - 1].id != id) {
-            struct ts_desired_job *j = &out->jobs[out->njobs++];
-            memset(j, 0, sizeof(*j));
+            struct ts_desired_job *j = &out->jobs[out->njobs++]; /* zeroed by the arena */
             j->id = id;
             j->attempt = (int)ts_row_i64(res, i, 5);
             j->name = ts_row_text(res, i, 6, a);
@@ -241,14 +240,16 @@ enum ts_err ts_store_node_desired(struct ts_dbconn *c, const char *name, struct 
             j->kind = ts_row_text(res, i, 8, a);
             j->priority = (int)ts_row_i64(res, i, 9);
             const char *state = PQgetvalue(res, i, 10);
-            j->stop = strcmp(state, "evicting") == 0 || strcmp(state, "cancelling") == 0;
-            j->suspend = strcmp(state, "suspending") == 0 || strcmp(state, "suspended") == 0;
+            bool stop = strcmp(state, "evicting") == 0 || strcmp(state, "cancelling") == 0;
+            j->action = stop                                ? TS_DESIRED_STOP
+                        : strncmp(state, "suspend", 7) == 0 ? TS_DESIRED_SUSPEND
+                                                            : TS_DESIRED_RUN;
             j->swap = ts_row_bool(res, i, 25);
             j->stop_reason = ts_row_text(res, i, 11, a);
-            if (j->stop && j->stop_reason == NULL)
+            if (stop && j->stop_reason == NULL)
                 j->stop_reason = strcmp(state, "evicting") == 0 ? "evicted" : "cancelled";
-            j->command = ts_row_text(res, i, 12, a);
-            j->env = ts_row_text(res, i, 13, a);
+            e = ts_wire_desired_job_set_text(j, ts_row_text(res, i, 12, a),
+                                             ts_row_text(res, i, 13, a), a, err);
             j->working_dir = ts_row_text(res, i, 14, a);
             j->cpu = ts_row_double(res, i, 15);
             j->memory_bytes = ts_row_i64(res, i, 16);
@@ -264,14 +265,13 @@ enum ts_err ts_store_node_desired(struct ts_dbconn *c, const char *name, struct 
         if (!ts_row_null(res, i, 21)) {
             struct ts_desired_job *j = &out->jobs[out->njobs - 1];
             struct ts_desired_gpu *g = &j->gpus[j->ngpus++];
-            g->index = (int)ts_row_i64(res, i, 21);
-            g->uuid = ts_row_text(res, i, 22, a);
-            g->memory_bytes = ts_row_i64(res, i, 23);
-            g->memory_limit_bytes = ts_row_i64(res, i, 24);
+            *g =
+                (struct ts_desired_gpu){(int)ts_row_i64(res, i, 21), -1, ts_row_text(res, i, 22, a),
+                                        ts_row_i64(res, i, 23), ts_row_i64(res, i, 24)};
         }
     }
     PQclear(res);
-    return TS_OK;
+    return e;
 }
 
 /* ---- reports ------------------------------------------------------------- */

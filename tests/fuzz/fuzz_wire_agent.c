@@ -1,9 +1,37 @@
 /*
- * fuzz_wire_agent.c - the agent protocol's bodies (PUT /nodes/{name} and
- * POST /nodes/{name}/report): parse, decode both ways, check what a decoder
- * that accepted promises.
+ * fuzz_wire_agent.c - the agent protocol's bodies (PUT /nodes/{name},
+ * POST /nodes/{name}/report, and the desired state an agent reads): parse,
+ * decode each way, check what a decoder that accepted promises, and that
+ * what it accepted encodes to something it accepts again, unchanged.
  */
 #include "tests/fuzz/fuzz.h"
+
+/* The desired state: what decodes encodes to the same text after a second
+ * round. */
+static void check_desired(const json_t *v, struct ts_arena *a)
+{
+    struct ts_desired d, back;
+    struct ts_error err;
+    enum ts_err e = ts_wire_desired_decode(v, a, &d, &err);
+    if (e != TS_OK) {
+        fuzz_check_error(e, &err);
+        return;
+    }
+    for (size_t i = 0; i < d.njobs; i++) {
+        FUZZ_CHECK(d.jobs[i].id > 0 && d.jobs[i].attempt >= 0);
+        for (size_t k = 0; k < d.jobs[i].ngpus; k++)
+            FUZZ_CHECK(d.jobs[i].gpus[k].index >= 0 && d.jobs[i].gpus[k].index < TS_NODE_GPUS_MAX);
+    }
+    json_t *once = ts_wire_desired_encode(&d);
+    FUZZ_CHECK(once != NULL && ts_wire_desired_decode(once, a, &back, &err) == TS_OK);
+    json_t *twice = ts_wire_desired_encode(&back);
+    char *s1 = json_dumps(once, JSON_COMPACT), *s2 = json_dumps(twice, JSON_COMPACT);
+    FUZZ_CHECK(s1 != NULL && s2 != NULL && strcmp(s1, s2) == 0);
+    free(s1);
+    free(s2);
+    json_decref(once);
+    json_decref(twice);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -52,9 +80,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FUZZ_CHECK((ev->type[k] >= 'a' && ev->type[k] <= 'z') || ev->type[k] == '_');
             FUZZ_CHECK(strlen(ev->message) <= 4 * TS_EVENT_MESSAGE_MAX);
         }
+        json_t *again = ts_wire_node_report_encode(&rep);
+        struct ts_node_report back;
+        FUZZ_CHECK(again != NULL && ts_wire_node_report_decode(again, a, &back, &err) == TS_OK);
+        FUZZ_CHECK(back.njobs == rep.njobs && back.ngpus == rep.ngpus &&
+                   back.nevents == rep.nevents);
+        json_decref(again);
     } else {
         fuzz_check_error(e, &err);
     }
+    check_desired(v, a);
     ts_arena_free(a);
     json_decref(v);
     return 0;

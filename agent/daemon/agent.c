@@ -412,18 +412,14 @@ static void forget_done(struct ts_agent *a)
 {
     if (a->desired == NULL)
         return;
-    const json_t *desired = json_object_get(a->desired, "jobs");
+    const struct ts_desired *desired = &a->desired->d;
     pthread_mutex_lock(&a->mu);
     for (struct ts_ajob **pp = &a->jobs; *pp != NULL;) {
         struct ts_ajob *j = *pp;
         bool named = false;
-        size_t i;
-        const json_t *d;
-        json_array_foreach((json_t *)desired, i, d) {
-            if (json_integer_value(json_object_get(d, "id")) == j->id &&
-                json_integer_value(json_object_get(d, "attempt")) == j->attempt)
+        for (size_t i = 0; i < desired->njobs; i++)
+            if (desired->jobs[i].id == j->id && desired->jobs[i].attempt == j->attempt)
                 named = true;
-        }
         if (ts_ajob_final(j) && j->final_reported && j->log_done && !named) {
             ts_ajob_mark_reported(j);
             ts_log_debug("job fully reported job=%lld attempt=%d", (long long)j->id, j->attempt);
@@ -515,11 +511,11 @@ static void loop(struct ts_agent *a, int sigfd)
 
         bool again = false;
         pthread_mutex_lock(&a->mu);
-        json_t *d = a->desired_new;
+        struct ts_agent_desired *d = a->desired_new;
         a->desired_new = NULL;
         pthread_mutex_unlock(&a->mu);
         if (d != NULL) {
-            json_decref(a->desired);
+            ts_agent_desired_free(a->desired);
             a->desired = d;
             again = true;
         }
@@ -683,8 +679,8 @@ out:
         a->jobs = j->next;
         ts_ajob_free(j);
     }
-    json_decref(a->desired);
-    json_decref(a->desired_new);
+    ts_agent_desired_free(a->desired);
+    ts_agent_desired_free(a->desired_new);
     ts_ledgers_close(&a->ledgers);
     if (a->sandbox.on)
         ts_cgroup_release(&a->sandbox.cg);

@@ -24,6 +24,7 @@
 #include "agent/daemon/ledgers.h"
 #include "agent/daemon/sandbox.h"
 #include "api/config.h"
+#include "api/wire.h"
 
 struct ts_agent_config {
     char *server;
@@ -79,11 +80,12 @@ struct ts_agent {
     int wake_fd; /* eventfd: wakes the main loop */
 
     pthread_mutex_t mu;
-    pthread_cond_t cond;  /* wakes the ship thread */
-    struct ts_ajob *jobs; /* main thread changes the list, under mu */
-    json_t *desired;      /* main thread: the desired state last applied (or NULL) */
-    json_t *desired_new;  /* mu: handed over by the poll thread */
-    bool report_now;      /* mu: a job changed state */
+    pthread_cond_t cond;                  /* wakes the ship thread */
+    struct ts_ajob *jobs;                 /* main thread changes the list, under mu */
+    struct ts_agent_desired *desired;     /* main thread: the desired state last applied
+                                             (or NULL) */
+    struct ts_agent_desired *desired_new; /* mu: handed over by the poll thread */
+    bool report_now;                      /* mu: a job changed state */
     /* mu: GPU samples since the last report */
     double gpu_util_sum[TS_GPUS_MAX];
     unsigned gpu_util_n[TS_GPUS_MAX];
@@ -98,6 +100,15 @@ struct ts_agent {
     pthread_t poll_thread, ship_thread;
     bool threads;
 };
+
+/* A desired state as decoded (api/wire.h) and the arena it lives in. */
+struct ts_agent_desired {
+    struct ts_arena *arena;
+    struct ts_desired d;
+};
+/* Decode the desired state in (borrowed): new, or NULL with err set. */
+struct ts_agent_desired *ts_agent_desired_decode(const json_t *in, struct ts_error *err);
+void ts_agent_desired_free(struct ts_agent_desired *d); /* NULL is a no-op */
 
 /* Run until SIGTERM or SIGINT; jobs keep running after it returns. The
  * exit status for main. */
@@ -127,8 +138,8 @@ int ts_upstream_start(struct ts_agent *a);
 void ts_upstream_join(struct ts_agent *a);
 /* The NodeRegistration body (new). */
 json_t *ts_upstream_registration(struct ts_agent *a);
-/* A NodeReport body (new), taking the samples since the last one. Caller
- * holds mu. */
-json_t *ts_upstream_report(struct ts_agent *a);
+/* A NodeReport, taking the samples since the last one: its arrays and
+ * strings in arena ar. Caller holds mu. */
+enum ts_err ts_upstream_report(struct ts_agent *a, struct ts_arena *ar, struct ts_node_report *out);
 
 #endif /* TS_AGENT_DAEMON_AGENT_H */

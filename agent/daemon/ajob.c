@@ -322,22 +322,18 @@ out:
         close(p[1]);
 }
 
-static void read_spec(struct ts_ajob *j, const json_t *spec)
+static void read_spec(struct ts_ajob *j, const struct ts_desired_job *spec)
 {
-    json_t *g = json_object_get(spec, "grace_seconds");
-    j->grace_seconds = json_is_integer(g) ? (int)json_integer_value(g) : TS_AJOB_GRACE_DEFAULT;
+    j->grace_seconds = spec->grace_seconds;
     if (j->grace_seconds < 0 || j->grace_seconds > MAX_GRACE)
         j->grace_seconds = TS_AJOB_GRACE_DEFAULT;
-    j->priority = (int)json_integer_value(json_object_get(spec, "priority"));
-    json_int_t idle = json_integer_value(json_object_get(spec, "idle_swap_after_seconds"));
+    j->priority = spec->priority;
+    int64_t idle = spec->idle_swap_after_seconds;
     j->idle_swap_after = idle > 0 && idle <= INT32_MAX ? (int)idle : 0;
-    size_t i;
-    json_t *gpu;
     j->ngpus = 0;
-    json_array_foreach(json_object_get(spec, "gpus"), i, gpu) {
-        json_int_t index = json_integer_value(json_object_get(gpu, "index"));
-        const json_t *li = json_object_get(gpu, "logical_index");
-        json_int_t logical = json_is_integer(li) ? json_integer_value(li) : index;
+    for (size_t i = 0; i < spec->ngpus; i++) {
+        int index = spec->gpus[i].index;
+        int logical = spec->gpus[i].logical_index >= 0 ? spec->gpus[i].logical_index : index;
         if (j->ngpus < TS_GPUS_MAX && index >= 0 && index < TS_GPUS_MAX && logical >= 0 &&
             logical < TS_GPUS_MAX) {
             j->logical[j->ngpus] = (unsigned)logical;
@@ -346,10 +342,12 @@ static void read_spec(struct ts_ajob *j, const json_t *spec)
     }
 }
 
-static json_t *string_list(char **v)
+/* A JSON array of v's strings: n of them, or up to its NULL when n is
+ * SIZE_MAX. New. */
+static json_t *string_list(char **v, size_t n)
 {
     json_t *a = json_array();
-    for (size_t i = 0; a != NULL && v[i] != NULL; i++)
+    for (size_t i = 0; a != NULL && i < n && v[i] != NULL; i++)
         if (json_array_append_new(a, json_string(v[i])) != 0) {
             json_decref(a);
             return NULL;
@@ -404,45 +402,35 @@ static json_t *sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob 
 /* launch.json's "cgroup" (new). On simulated GPUs device memory is the
  * job's own host memory: its GPU memory is added to its memory limit. */
 static json_t *cgroup_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob *j,
-                           const json_t *desired)
+                           const struct ts_desired_job *desired)
 {
-    uint64_t mem = (uint64_t)json_integer_value(json_object_get(desired, "memory_bytes"));
+    uint64_t mem = (uint64_t)desired->memory_bytes;
     if (mem > 0 && ctx->gpus != NULL && ctx->gpus->simgpu_dir[0] != '\0') {
-        size_t i;
-        const json_t *g;
-        json_array_foreach(json_object_get(desired, "gpus"), i, g) {
-            uint64_t lim = (uint64_t)json_integer_value(json_object_get(g, "memory_limit_bytes"));
-            uint64_t req = (uint64_t)json_integer_value(json_object_get(g, "memory_bytes"));
+        for (size_t i = 0; i < desired->ngpus; i++) {
+            const struct ts_desired_gpu *g = &desired->gpus[i];
+            uint64_t lim = g->memory_limit_bytes > 0 ? (uint64_t)g->memory_limit_bytes : 0;
+            uint64_t req = g->memory_bytes > 0 ? (uint64_t)g->memory_bytes : 0;
             uint64_t whole = 0;
             for (unsigned k = 0; k < ctx->gpus->count; k++)
-                if (ctx->gpus->info[k].index ==
-                    (unsigned)json_integer_value(json_object_get(g, "index")))
+                if (ctx->gpus->info[k].index == (unsigned)g->index)
                     whole = ctx->gpus->info[k].memory_bytes;
             mem += lim > req ? lim : req > 0 ? req : whole;
         }
     }
-    return ts_cgroup_spec(&ctx->sandbox->cg, j->id, j->attempt,
-                          json_number_value(json_object_get(desired, "cpu")), mem,
+    return ts_cgroup_spec(&ctx->sandbox->cg, j->id, j->attempt, desired->cpu, mem,
                           ctx->sandbox->pids_max, j->gpus, j->ngpus);
 }
 
-struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desired,
+struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const struct ts_desired_job *desired,
                               struct ts_error *err)
 {
-    json_t *jid = json_object_get(desired, "id");
-    json_t *jatt = json_object_get(desired, "attempt");
-    if (!json_is_integer(jid) || json_integer_value(jid) <= 0 || !json_is_integer(jatt) ||
-        json_integer_value(jatt) < 0 || json_integer_value(jatt) > 1000000) {
-        ts_error_set(err, TS_ERR_INVALID_VALUE, "desired job without a valid id and attempt");
-        return NULL;
-    }
     struct ts_ajob *j = calloc(1, sizeof(*j));
     if (j == NULL) {
         ts_error_set(err, TS_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    j->id = json_integer_value(jid);
-    j->attempt = (int)json_integer_value(jatt);
+    j->id = desired->id;
+    j->attempt = desired->attempt;
     snprintf(j->dir, sizeof(j->dir), "%s/jobs/%lld-%d", ctx->data_dir, (long long)j->id,
              j->attempt);
     read_spec(j, desired);
@@ -461,17 +449,17 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
         return j;
     }
     job_path(j, "spec.json", path, sizeof(path));
-    int rc = ts_files_write_json(path, desired, 0600);
+    json_t *spec = ts_wire_desired_job_encode(desired);
+    int rc = spec != NULL ? ts_files_write_json(path, spec, 0600) : -ENOMEM;
+    json_decref(spec);
     if (rc < 0) {
         set_failed(j, "could not write %s: %s", path, strerror(-rc));
         return j;
     }
 
-    const json_t *cmd = json_object_get(desired, "command");
-    size_t ncmd = json_array_size(cmd);
+    size_t ncmd = desired->ncommand;
     for (size_t i = 0; i < ncmd; i++)
-        if (!json_is_string(json_array_get(cmd, i)) ||
-            json_string_length(json_array_get(cmd, i)) == 0) {
+        if (desired->command[i][0] == '\0') {
             ncmd = 0;
             break;
         }
@@ -480,7 +468,7 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
         return j;
     }
     char ckpt[PATH_MAX];
-    const char *cd = json_string_value(json_object_get(desired, "checkpoint_dir"));
+    const char *cd = desired->checkpoint_dir;
     if (cd != NULL && cd[0] != '\0')
         snprintf(ckpt, sizeof(ckpt), "%s", cd);
     else
@@ -492,8 +480,7 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
     }
     const struct ts_sandbox *sb = ctx->sandbox != NULL && ctx->sandbox->on ? ctx->sandbox : NULL;
     if (ctx->sandbox != NULL &&
-        ts_sandbox_job_user(ctx->sandbox, json_string_value(json_object_get(desired, "job_user")),
-                            json_is_true(json_object_get(desired, "allow_root")), &j->user, msg,
+        ts_sandbox_job_user(ctx->sandbox, desired->job_user, desired->allow_root, &j->user, msg,
                             sizeof(msg)) != 0) {
         set_failed(j, "%s", msg);
         return j;
@@ -541,11 +528,12 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desir
         set_failed(j, "%s", msg);
         return j;
     }
-    const char *wd = json_string_value(json_object_get(desired, "working_dir"));
-    json_t *envj = string_list(env);
+    const char *wd = desired->working_dir;
+    json_t *envj = string_list(env, SIZE_MAX);
     /* without a working_dir the job starts in its own folder */
-    launch = json_pack("{s:O, s:o?, s:s}", "argv", cmd, "env", envj, "working_dir",
-                       wd != NULL && wd[0] != '\0' ? wd : j->dir);
+    launch = json_pack("{s:o, s:o?, s:s}", "argv",
+                       string_list((char **)desired->command, desired->ncommand), "env", envj,
+                       "working_dir", wd != NULL && wd[0] != '\0' ? wd : j->dir);
     ts_ajob_env_free(env);
     if (launch != NULL && sb != NULL) {
         json_object_set_new(launch, "sandbox", sandbox_spec(ctx, j, ckpt));
@@ -577,24 +565,25 @@ struct ts_ajob *ts_ajob_load(const char *dir)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/spec.json", dir);
-    json_t *spec = ts_files_read_json(path);
-    if (spec == NULL)
-        return NULL;
-    json_t *jid = json_object_get(spec, "id"), *jatt = json_object_get(spec, "attempt");
-    if (!json_is_integer(jid) || !json_is_integer(jatt)) {
-        json_decref(spec);
-        return NULL;
-    }
-    struct ts_ajob *j = calloc(1, sizeof(*j));
+    json_t *v = ts_files_read_json(path);
+    struct ts_arena *ar = v != NULL ? ts_arena_new() : NULL;
+    struct ts_desired_job spec;
+    struct ts_error err = {0};
+    struct ts_ajob *j = NULL;
+    if (ar != NULL && ts_wire_desired_job_decode(v, "", ar, &spec, &err) == TS_OK)
+        j = calloc(1, sizeof(*j));
+    else if (ar != NULL)
+        ts_log_warn("could not read %s: %s", path, err.message);
+    json_decref(v);
     if (j == NULL) {
-        json_decref(spec);
+        ts_arena_free(ar);
         return NULL;
     }
-    j->id = json_integer_value(jid);
-    j->attempt = (int)json_integer_value(jatt);
+    j->id = spec.id;
+    j->attempt = spec.attempt;
     snprintf(j->dir, sizeof(j->dir), "%s", dir);
-    read_spec(j, spec);
-    json_decref(spec);
+    read_spec(j, &spec);
+    ts_arena_free(ar);
 
     snprintf(path, sizeof(path), "%s/log.offset", dir);
     char *off = ts_files_read(path, 64, NULL);

@@ -27,6 +27,7 @@
 #include "agent/daemon/ledgers.h"
 #include "agent/daemon/sandbox.h"
 #include "api/err.h"
+#include "api/wire.h"
 
 #define TS_AJOB_GRACE_DEFAULT 30
 #define TS_AJOB_DIR_MAX (PATH_MAX - 64) /* room for the file names inside */
@@ -120,13 +121,13 @@ struct ts_ajob_ctx {
 int64_t ts_ajob_now_ms(void);
 
 /*
- * Start the job a DesiredJob object (borrowed) describes: make its folder,
- * write spec.json and launch.json, fork the supervisor and wait (up to 10 s)
- * for it to start the job. New record, whatever happened: a job that could
- * not start is TS_AJOB_FAILED with the reason in message. NULL (err set)
- * only when the object has no usable id and attempt, or out of memory.
+ * Start the desired job (borrowed, as api/wire.h decodes it): make its
+ * folder, write spec.json (its encoding) and launch.json, fork the
+ * supervisor and wait (up to 10 s) for it to start the job. New record,
+ * whatever happened: a job that could not start is TS_AJOB_FAILED with the
+ * reason in message. NULL (err set) only when out of memory.
  */
-struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const json_t *desired,
+struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const struct ts_desired_job *desired,
                               struct ts_error *err);
 /* Read the record of an existing folder (adoption after a restart). New;
  * NULL when the folder is not a job's (no readable spec.json). */
@@ -154,10 +155,10 @@ void ts_ajob_free(struct ts_ajob *j); /* NULL is a no-op */
  * The environment of a job: NULL-terminated "K=V" strings (new; free with
  * ts_ajob_env_free). Built from PATH, HOME, USER, LOGNAME, SHELL, LANG,
  * LC_ALL, TZ and TMPDIR of the agent, then the desired env, then Tessera's
- * own variables (README.md "What a job sees"). NULL with msg filled when the
- * desired env is not an object of strings.
+ * own variables (README.md "What a job sees"). NULL with msg filled when out
+ * of memory.
  */
-char **ts_ajob_env_build(const struct ts_ajob_ctx *ctx, const json_t *desired,
+char **ts_ajob_env_build(const struct ts_ajob_ctx *ctx, const struct ts_desired_job *desired,
                          const char *checkpoint_dir, char *msg, size_t msglen);
 void ts_ajob_env_free(char **env);
 

@@ -102,10 +102,11 @@ static const char *sanitizer_runtime(void)
 
 /* A job with a GPU fraction runs under the shim: preloaded (before any
  * LD_PRELOAD of its own), told its folder of ledgers and who it is. */
-static void shim_env(struct envlist *l, const struct ts_ajob_ctx *ctx, const json_t *desired)
+static void shim_env(struct envlist *l, const struct ts_ajob_ctx *ctx,
+                     const struct ts_desired_job *desired)
 {
-    long long id = json_integer_value(json_object_get(desired, "id"));
-    long long attempt = json_integer_value(json_object_get(desired, "attempt"));
+    long long id = desired->id;
+    long long attempt = desired->attempt;
     const char *lib = ctx->shim_lib != NULL ? ctx->shim_lib : "libtessera-cuda.so";
     const char *old = env_get(l, "LD_PRELOAD");
     const char *rt = sanitizer_runtime();
@@ -127,7 +128,7 @@ static void shim_env(struct envlist *l, const struct ts_ajob_ctx *ctx, const jso
     env_set(l, "TESSERA_SHIM_JOB", who);
 }
 
-char **ts_ajob_env_build(const struct ts_ajob_ctx *ctx, const json_t *desired,
+char **ts_ajob_env_build(const struct ts_ajob_ctx *ctx, const struct ts_desired_job *desired,
                          const char *checkpoint_dir, char *msg, size_t msglen)
 {
     struct envlist l = {0};
@@ -141,58 +142,36 @@ char **ts_ajob_env_build(const struct ts_ajob_ctx *ctx, const json_t *desired,
     if (ctx->sandbox != NULL && ctx->sandbox->on) {
         /* the job's user, its folder as home, its private /tmp */
         char home[PATH_MAX + 64];
-        snprintf(home, sizeof(home), "%s/jobs/%lld-%lld", ctx->data_dir,
-                 (long long)json_integer_value(json_object_get(desired, "id")),
-                 (long long)json_integer_value(json_object_get(desired, "attempt")));
+        snprintf(home, sizeof(home), "%s/jobs/%lld-%lld", ctx->data_dir, (long long)desired->id,
+                 (long long)desired->attempt);
         env_set(&l, "HOME", home);
         /* its project's job_user, else the agent's (sandbox.c checked it) */
-        const char *ju = json_string_value(json_object_get(desired, "job_user"));
+        const char *ju = desired->job_user;
         const char *user = ju != NULL && ju[0] != '\0' ? ju : ctx->sandbox->user;
         env_set(&l, "USER", user);
         env_set(&l, "LOGNAME", user);
         env_set(&l, "TMPDIR", "/tmp");
     }
 
-    const json_t *denv = json_object_get(desired, "env");
-    if (denv != NULL && !json_is_null(denv)) {
-        if (!json_is_object(denv)) {
-            snprintf(msg, msglen, "env must be an object of strings");
-            goto fail;
-        }
-        const char *k;
-        const json_t *v;
-        json_object_foreach((json_t *)denv, k, v) {
-            if (!json_is_string(v) || k[0] == '\0' || strchr(k, '=') != NULL) {
-                snprintf(msg, msglen, "env.%.64s must be a string with a name without '='", k);
-                goto fail;
-            }
-            env_set(&l, k, json_string_value(v));
-        }
-    }
+    /* the decoder checked the names: not empty, no '=' */
+    for (size_t i = 0; i < desired->nenv; i++)
+        env_set(&l, desired->env[i].name, desired->env[i].value);
 
-    const char *name = json_string_value(json_object_get(desired, "name"));
-    const char *project = json_string_value(json_object_get(desired, "project"));
-    env_set_int(&l, "TESSERA_JOB_ID", json_integer_value(json_object_get(desired, "id")));
+    const char *name = desired->name;
+    const char *project = desired->project;
+    env_set_int(&l, "TESSERA_JOB_ID", desired->id);
     env_set(&l, "TESSERA_JOB_NAME", name != NULL ? name : "");
     env_set(&l, "TESSERA_PROJECT", project != NULL ? project : "");
-    env_set_int(&l, "TESSERA_ATTEMPT", json_integer_value(json_object_get(desired, "attempt")));
+    env_set_int(&l, "TESSERA_ATTEMPT", desired->attempt);
     env_set(&l, "TESSERA_CHECKPOINT_DIR", checkpoint_dir);
-    env_set_int(&l, "TESSERA_RESUME_COUNT",
-                json_integer_value(json_object_get(desired, "resume_count")));
+    env_set_int(&l, "TESSERA_RESUME_COUNT", desired->resume_count);
     env_set(&l, "TESSERA_NODE", ctx->node != NULL ? ctx->node : "");
 
     char devices[TS_GPUS_MAX * 4 + 1] = "";
     size_t off = 0;
-    const json_t *gpus = json_object_get(desired, "gpus");
-    size_t i;
-    const json_t *g;
-    json_array_foreach((json_t *)gpus, i, g) {
-        json_int_t index = json_integer_value(json_object_get(g, "index"));
-        if (i >= TS_GPUS_MAX)
-            break;
-        off += (size_t)snprintf(devices + off, sizeof(devices) - off, "%s%lld", i ? "," : "",
-                                (long long)index);
-    }
+    for (size_t i = 0; i < desired->ngpus && i < TS_GPUS_MAX; i++)
+        off += (size_t)snprintf(devices + off, sizeof(devices) - off, "%s%d", i ? "," : "",
+                                desired->gpus[i].index);
     env_set(&l, "CUDA_VISIBLE_DEVICES", devices);
 
     if (ctx->gpus != NULL && ctx->gpus->lib_dir[0] != '\0') {

@@ -210,46 +210,56 @@ void ts_events_load(struct ts_events *ev, int64_t id, int attempt)
     pthread_mutex_unlock(&ev->mu);
 }
 
-json_t *ts_events_pending(struct ts_events *ev, size_t max)
+size_t ts_events_pending(struct ts_events *ev, struct ts_arena *a, size_t max,
+                         struct ts_report_event **out)
 {
-    json_t *out = json_array();
+    size_t n = 0;
     pthread_mutex_lock(&ev->mu);
-    for (size_t i = 0; out != NULL && i < json_array_size(ev->pending) && i < max; i++)
-        json_array_append_new(out, json_deep_copy(json_array_get(ev->pending, i)));
+    size_t total = json_array_size(ev->pending);
+    if (total > max)
+        total = max;
+    *out = ts_arena_alloc(a, sizeof(**out) * (total + 1));
+    for (size_t i = 0; *out != NULL && i < total; i++) {
+        /* the records of events.log, as ts_events_add wrote them */
+        const json_t *e = json_array_get(ev->pending, i);
+        struct ts_report_event *r = &(*out)[n];
+        r->id = json_integer_value(json_object_get(e, "id"));
+        r->attempt = (int)json_integer_value(json_object_get(e, "attempt"));
+        r->seq = json_integer_value(json_object_get(e, "seq"));
+        const char *type = json_string_value(json_object_get(e, "type"));
+        const char *msg = json_string_value(json_object_get(e, "message"));
+        r->type = type != NULL ? ts_arena_strdup(a, type) : NULL;
+        r->message = msg != NULL ? ts_arena_strdup(a, msg) : NULL;
+        if (r->type != NULL && r->message != NULL)
+            n++;
+    }
     pthread_mutex_unlock(&ev->mu);
-    return out;
+    return n;
 }
 
-static bool same_event(const json_t *a, const json_t *b)
+static bool same_event(const json_t *a, const struct ts_report_event *b)
 {
-    return json_integer_value(json_object_get(a, "id")) ==
-               json_integer_value(json_object_get(b, "id")) &&
-           json_integer_value(json_object_get(a, "attempt")) ==
-               json_integer_value(json_object_get(b, "attempt")) &&
-           json_integer_value(json_object_get(a, "seq")) ==
-               json_integer_value(json_object_get(b, "seq"));
+    return json_integer_value(json_object_get(a, "id")) == b->id &&
+           json_integer_value(json_object_get(a, "attempt")) == b->attempt &&
+           json_integer_value(json_object_get(a, "seq")) == b->seq;
 }
 
-void ts_events_acked(struct ts_events *ev, const json_t *events)
+void ts_events_acked(struct ts_events *ev, const struct ts_report_event *events, size_t n)
 {
-    size_t i;
-    const json_t *e;
     pthread_mutex_lock(&ev->mu);
-    json_array_foreach((json_t *)events, i, e) {
+    for (size_t i = 0; i < n; i++) {
+        const struct ts_report_event *e = &events[i];
         for (size_t k = 0; k < json_array_size(ev->pending); k++) {
             if (same_event(json_array_get(ev->pending, k), e)) {
                 json_array_remove(ev->pending, k);
                 break;
             }
         }
-        int64_t id = json_integer_value(json_object_get(e, "id"));
-        int attempt = (int)json_integer_value(json_object_get(e, "attempt"));
-        int seq = (int)json_integer_value(json_object_get(e, "seq"));
-        if (seq > read_acked(ev, id, attempt)) {
+        if (e->seq > read_acked(ev, e->id, e->attempt)) {
             char path[PATH_MAX], text[32];
-            job_file(ev, id, attempt, "events.acked", path, sizeof(path));
-            int n = snprintf(text, sizeof(text), "%d\n", seq);
-            ts_files_write_quick(path, text, (size_t)n, 0600);
+            job_file(ev, e->id, e->attempt, "events.acked", path, sizeof(path));
+            int len = snprintf(text, sizeof(text), "%d\n", (int)e->seq);
+            ts_files_write_quick(path, text, (size_t)len, 0600);
         }
     }
     pthread_mutex_unlock(&ev->mu);

@@ -17,7 +17,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#define TS_EVENT_MESSAGE_MAX 1000
+#include "api/arena.h"
+#include "api/wire.h"
 
 struct ts_events;
 
@@ -31,11 +32,12 @@ void ts_events_add(struct ts_events *ev, int64_t id, int attempt, const char *ty
                    ...) __attribute__((format(printf, 5, 6)));
 /* After a restart: queue again what a job's log holds beyond its acked seq. */
 void ts_events_load(struct ts_events *ev, int64_t id, int attempt);
-/* The events not yet accepted, oldest first, at most max (new array of
- * {id, attempt, seq, type, message}). */
-json_t *ts_events_pending(struct ts_events *ev, size_t max);
-/* A report carrying these events (an array as ts_events_pending returned,
+/* The events not yet accepted, oldest first, at most max, into *out (an
+ * array in arena a, strings there too). The count; 0 when out of memory. */
+size_t ts_events_pending(struct ts_events *ev, struct ts_arena *a, size_t max,
+                         struct ts_report_event **out);
+/* A report carrying these events (as ts_events_pending gave them,
  * borrowed) was accepted: drop them and record the acked seqs. */
-void ts_events_acked(struct ts_events *ev, const json_t *events);
+void ts_events_acked(struct ts_events *ev, const struct ts_report_event *events, size_t n);
 
 #endif /* TS_AGENT_DAEMON_EVENTS_H */

@@ -181,19 +181,12 @@ struct ts_ledger *ts_ledgers_get(const struct ts_ledgers *s, unsigned gpu)
 
 /* ---- job slots --------------------------------------------------------------- */
 
-static int64_t jint(const json_t *o, const char *key, int64_t def)
+bool ts_ledgers_fractional(const struct ts_ledgers *s, const struct ts_desired_job *desired)
 {
-    const json_t *v = json_object_get(o, key);
-    return json_is_integer(v) ? json_integer_value(v) : def;
-}
-
-bool ts_ledgers_fractional(const struct ts_ledgers *s, const json_t *desired)
-{
-    size_t i;
-    const json_t *g;
-    json_array_foreach(json_object_get(desired, "gpus"), i, g) {
-        int p = ts_ledgers_pos(s, (unsigned)jint(g, "index", -1));
-        int64_t req = jint(g, "memory_bytes", -1), lim = jint(g, "memory_limit_bytes", -1);
+    for (size_t i = 0; i < desired->ngpus; i++) {
+        const struct ts_desired_gpu *g = &desired->gpus[i];
+        int p = ts_ledgers_pos(s, (unsigned)g->index);
+        int64_t req = g->memory_bytes, lim = g->memory_limit_bytes;
         if (p < 0 || req < 0)
             continue;
         /* on a node that swaps every GPU job can be swapped out (suspend) */
@@ -210,8 +203,8 @@ bool ts_ledgers_job_has(const struct ts_ledgers *s, int64_t id, int attempt, uns
 }
 
 /* Under l's lock: the job's slot, made when it has none. -1 when full. */
-static int slot_take_locked(struct ts_ledger *l, uint64_t key, const json_t *desired,
-                            const json_t *gpu)
+static int slot_take_locked(struct ts_ledger *l, uint64_t key, const struct ts_desired_job *desired,
+                            const struct ts_desired_gpu *gpu)
 {
     int j = ts_ledger_find_job(l, key);
     if (j >= 0)
@@ -222,13 +215,14 @@ static int slot_take_locked(struct ts_ledger *l, uint64_t key, const json_t *des
     if (j == TS_LEDGER_JOBS)
         return -1;
     struct ts_ledger_job *s = &l->jobs[j];
-    int64_t req = jint(gpu, "memory_bytes", 0), lim = jint(gpu, "memory_limit_bytes", 0);
-    s->job_id = jint(desired, "id", 0);
-    s->attempt = (int32_t)jint(desired, "attempt", 0);
-    s->priority = (int32_t)jint(desired, "priority", 0);
+    int64_t req = gpu->memory_bytes > 0 ? gpu->memory_bytes : 0;
+    int64_t lim = gpu->memory_limit_bytes > 0 ? gpu->memory_limit_bytes : 0;
+    s->job_id = desired->id;
+    s->attempt = (int32_t)desired->attempt;
+    s->priority = (int32_t)desired->priority;
     s->request_bytes = req > 0 ? (uint64_t)req : 0;
     s->limit_bytes = lim > req ? (uint64_t)lim : s->request_bytes;
-    s->flags = json_is_false(json_object_get(desired, "swap")) ? 0 : TS_LJ_SWAP_OK;
+    s->flags = desired->swap ? TS_LJ_SWAP_OK : 0;
     atomic_store(&s->used_bytes, 0);
     atomic_store(&s->swapped_bytes, 0);
     atomic_store_explicit(&s->key, key, memory_order_release); /* last: the slot is whole */
@@ -245,20 +239,19 @@ static void slot_free(struct ts_ledger *l, uint64_t key)
     ts_ledger_unlock(l);
 }
 
-enum ts_err ts_ledgers_job_add(struct ts_ledgers *s, const json_t *desired, const char *jobdir,
-                               struct ts_error *err)
+enum ts_err ts_ledgers_job_add(struct ts_ledgers *s, const struct ts_desired_job *desired,
+                               const char *jobdir, struct ts_error *err)
 {
-    uint64_t key = ts_ledger_key(jint(desired, "id", 0), (int32_t)jint(desired, "attempt", 0));
+    uint64_t key = ts_ledger_key(desired->id, (int32_t)desired->attempt);
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/shim", jobdir);
     int rc = ts_files_mkdirs(dir, 0755);
     if (rc != 0)
         return ts_error_set(err, TS_ERR_INTERNAL, "could not create %s: %s", dir, strerror(-rc));
-    size_t k;
-    const json_t *g;
     enum ts_err e = TS_OK;
-    json_array_foreach(json_object_get(desired, "gpus"), k, g) {
-        unsigned index = (unsigned)jint(g, "index", -1);
+    for (size_t k = 0; k < desired->ngpus; k++) {
+        const struct ts_desired_gpu *g = &desired->gpus[k];
+        unsigned index = (unsigned)g->index;
         int p = ts_ledgers_pos(s, index);
         if (p < 0) {
             e = ts_error_set(err, TS_ERR_INVALID_VALUE, "GPU %u is not on this node", index);
@@ -287,8 +280,8 @@ enum ts_err ts_ledgers_job_add(struct ts_ledgers *s, const json_t *desired, cons
         }
     }
     if (e != TS_OK) {
-        json_array_foreach(json_object_get(desired, "gpus"), k, g) {
-            struct ts_ledger *l = ts_ledgers_get(s, (unsigned)jint(g, "index", -1));
+        for (size_t k = 0; k < desired->ngpus; k++) {
+            struct ts_ledger *l = ts_ledgers_get(s, (unsigned)desired->gpus[k].index);
             if (l != NULL)
                 slot_free(l, key);
         }

@@ -23,6 +23,7 @@
 #include "agent/daemon/gpus.h"
 #include "agent/ledger/ledger.h"
 #include "api/err.h"
+#include "api/wire.h"
 
 struct ts_ledgers {
     unsigned count;                   /* as the node's GPUs */
@@ -68,7 +69,7 @@ int ts_ledgers_pos(const struct ts_ledgers *s, unsigned gpu);
  * above its request (memory_limit_bytes > memory_bytes), or the node has a
  * host swap reserve (then every GPU job can be swapped out, and sees its
  * GPUs less the per-GPU reserve, as on a real swapping node). */
-bool ts_ledgers_fractional(const struct ts_ledgers *s, const json_t *desired);
+bool ts_ledgers_fractional(const struct ts_ledgers *s, const struct ts_desired_job *desired);
 
 /*
  * Give the desired job its slot in the ledger of each of its GPUs (a slot
@@ -76,8 +77,8 @@ bool ts_ledgers_fractional(const struct ts_ledgers *s, const json_t *desired);
  * as jobdir/shim/dev<K>.ledger. TS_OK, or an error (slots it made are
  * freed again).
  */
-enum ts_err ts_ledgers_job_add(struct ts_ledgers *s, const json_t *desired, const char *jobdir,
-                               struct ts_error *err);
+enum ts_err ts_ledgers_job_add(struct ts_ledgers *s, const struct ts_desired_job *desired,
+                               const char *jobdir, struct ts_error *err);
 /* Bytes of job (id, attempt) in the host swap reserve, over all GPUs. */
 uint64_t ts_ledgers_job_swapped(const struct ts_ledgers *s, int64_t id, int attempt);
 /* Whether job (id, attempt) has a slot in the ledger of GPU gpu. */

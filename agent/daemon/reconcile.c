@@ -24,17 +24,15 @@
 #include "agent/daemon/nodesched.h"
 #include "api/log.h"
 #include "api/units.h"
+#include "api/wire.h"
 
-/* The desired job (id, attempt) in jobs, or NULL. */
-static const json_t *find_desired(const json_t *jobs, int64_t id, int attempt)
+/* The desired job (id, attempt) in d, or NULL. */
+static const struct ts_desired_job *find_desired(const struct ts_desired *d, int64_t id,
+                                                 int attempt)
 {
-    size_t i;
-    const json_t *d;
-    json_array_foreach((json_t *)jobs, i, d) {
-        if (json_integer_value(json_object_get(d, "id")) == id &&
-            json_integer_value(json_object_get(d, "attempt")) == attempt)
-            return d;
-    }
+    for (size_t i = 0; i < d->njobs; i++)
+        if (d->jobs[i].id == id && d->jobs[i].attempt == attempt)
+            return &d->jobs[i];
     return NULL;
 }
 
@@ -81,8 +79,27 @@ static void note_in_the_way(struct ts_agent *a, const struct ts_nodesched_block 
     }
 }
 
-static void start(struct ts_agent *a, const json_t *d, int64_t id, int attempt)
+/* The node-level scheduler's choice for d (nodesched.h, which reads the
+ * job as its spec.json holds it): the job as moved, in arena ar, or NULL
+ * where it stays on the server's GPUs. */
+static const struct ts_desired_job *place(struct ts_agent *a, const json_t *spec,
+                                          struct ts_arena *ar)
 {
+    json_t *moved = a->spread && spec != NULL ? ts_nodesched_place(&a->ledgers, spec) : NULL;
+    struct ts_desired_job *m = moved != NULL ? ts_arena_alloc(ar, sizeof(*m)) : NULL;
+    struct ts_error err = {0};
+    if (m != NULL && ts_wire_desired_job_decode(moved, "", ar, m, &err) != TS_OK) {
+        ts_log_error("could not read the spread job: %s", err.message);
+        m = NULL;
+    }
+    json_decref(moved);
+    return m;
+}
+
+static void start(struct ts_agent *a, const struct ts_desired_job *d)
+{
+    int64_t id = d->id;
+    int attempt = d->attempt;
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/jobs/%lld-%d", a->cfg.data_dir, (long long)id, attempt);
     struct ts_ajob *j = ts_ajob_load(dir);
@@ -95,20 +112,21 @@ static void start(struct ts_agent *a, const json_t *d, int64_t id, int attempt)
         return;
     }
     struct ts_error err = {0};
+    struct ts_arena *ar = ts_arena_new();
+    json_t *spec = a->spread ? ts_wire_desired_job_encode(d) : NULL;
     /* the node-level scheduler: a fractional job on the physical GPU where
      * it has most room to burst (the copy names the logical one too) */
-    json_t *moved = a->spread ? ts_nodesched_place(&a->ledgers, d) : NULL;
+    const struct ts_desired_job *moved = ar != NULL ? place(a, spec, ar) : NULL;
     if (moved != NULL)
         ts_log_info("spread job=%lld attempt=%d logical_gpu=%d physical_gpu=%d", (long long)id,
-                    attempt, ts_nodesched_logical(moved, 0),
-                    (int)json_integer_value(json_object_get(
-                        json_array_get(json_object_get(moved, "gpus"), 0), "index")));
+                    attempt, moved->gpus[0].logical_index, moved->gpus[0].index);
     struct ts_nodesched_block in_way[8];
-    size_t nway = moved == NULL && a->spread
-                      ? ts_nodesched_in_the_way(&a->ledgers, a->jobs, d, in_way, 8)
+    size_t nway = moved == NULL && spec != NULL
+                      ? ts_nodesched_in_the_way(&a->ledgers, a->jobs, spec, in_way, 8)
                       : 0;
     j = ts_ajob_start(&a->ctx, moved != NULL ? moved : d, &err);
-    json_decref(moved);
+    json_decref(spec);
+    ts_arena_free(ar);
     if (j == NULL) {
         ts_log_error("could not start job: %s job=%lld attempt=%d", err.message, (long long)id,
                      attempt);
@@ -145,46 +163,29 @@ void ts_reconcile(struct ts_agent *a)
 {
     if (a->desired == NULL)
         return; /* never heard from the server: leave every job as it is */
-    const json_t *jobs = json_object_get(a->desired, "jobs");
-    if (jobs != NULL && !json_is_array(jobs)) {
-        ts_log_error("desired state: jobs is not an array; ignored");
-        return;
-    }
+    const struct ts_desired *desired = &a->desired->d;
     for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
         if (ts_ajob_final(j))
             continue;
-        const json_t *d = find_desired(jobs, j->id, j->attempt);
-        const char *action = json_string_value(json_object_get(d, "action"));
+        const struct ts_desired_job *d = find_desired(desired, j->id, j->attempt);
         if (d == NULL) {
             ts_reconcile_stop(a, j, j->grace_seconds, "not in the desired state");
-        } else if (action != NULL && strcmp(action, "stop") == 0) {
-            json_t *g = json_object_get(d, "grace_seconds");
-            const char *why = json_string_value(json_object_get(d, "stop_reason"));
-            ts_reconcile_stop(a, j,
-                              json_is_integer(g) ? (int)json_integer_value(g) : j->grace_seconds,
-                              why != NULL ? why : "stop");
-        } else if (action != NULL && strcmp(action, "suspend") == 0) {
+        } else if (d->action == TS_DESIRED_STOP) {
+            ts_reconcile_stop(a, j, d->grace_seconds >= 0 ? d->grace_seconds : j->grace_seconds,
+                              d->stop_reason != NULL ? d->stop_reason : "stop");
+        } else if (d->action == TS_DESIRED_SUSPEND) {
             set_suspend(a, j, true);
-        } else if (action != NULL && strcmp(action, "run") == 0) {
+        } else {
             set_suspend(a, j, false);
         }
     }
-    size_t i;
-    const json_t *d;
-    json_array_foreach((json_t *)jobs, i, d) {
-        const char *action = json_string_value(json_object_get(d, "action"));
-        json_t *jid = json_object_get(d, "id"), *jatt = json_object_get(d, "attempt");
-        if (action == NULL || strcmp(action, "run") != 0)
+    for (size_t i = 0; i < desired->njobs; i++) {
+        const struct ts_desired_job *d = &desired->jobs[i];
+        if (d->action != TS_DESIRED_RUN)
             continue;
-        if (!json_is_integer(jid) || !json_is_integer(jatt) || json_integer_value(jid) <= 0 ||
-            json_integer_value(jatt) < 0 || json_integer_value(jatt) > 1000000) {
-            ts_log_error("desired state: a job without a valid id and attempt; ignored");
+        if (ts_agent_find(a, d->id, d->attempt) != NULL ||
+            earlier_attempt_runs(a, d->id, d->attempt))
             continue;
-        }
-        int64_t id = json_integer_value(jid);
-        int attempt = (int)json_integer_value(jatt);
-        if (ts_agent_find(a, id, attempt) != NULL || earlier_attempt_runs(a, id, attempt))
-            continue;
-        start(a, d, id, attempt);
+        start(a, d);
     }
 }

@@ -35,6 +35,7 @@
 #include "api/log.h"
 #include "api/sdnotify.h"
 #include "api/version.h"
+#include "api/wire.h"
 
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 30000
@@ -87,17 +88,13 @@ static long long mem_total(void)
     return kb * 1024;
 }
 
-static json_t *labels_json(const char *spec)
+/* --labels "k=v,k2=v2" as the JSON text of an object of strings, in ar. */
+static const char *labels_text(const char *spec, struct ts_arena *ar)
 {
     json_t *o = json_object();
-    if (spec == NULL || o == NULL)
-        return o;
-    char *copy = strdup(spec), *save = NULL;
-    if (copy == NULL) {
-        json_decref(o);
-        return NULL;
-    }
-    for (char *kv = strtok_r(copy, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
+    char *copy = spec != NULL ? strdup(spec) : NULL, *save = NULL, *text = NULL;
+    for (char *kv = copy != NULL ? strtok_r(copy, ",", &save) : NULL; o != NULL && kv != NULL;
+         kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
         if (eq == NULL)
             continue;
@@ -105,7 +102,12 @@ static json_t *labels_json(const char *spec)
         json_object_set_new(o, kv, json_string(eq + 1));
     }
     free(copy);
-    return o;
+    if (o != NULL)
+        text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    const char *out = text != NULL ? ts_arena_strdup(ar, text) : "{}";
+    free(text);
+    return out;
 }
 
 /* The protocol the agent speaks (api/version.h). TS_TEST_AGENT_PROTOCOL
@@ -118,161 +120,202 @@ static const char *protocol_claimed(void)
 
 json_t *ts_upstream_registration(struct ts_agent *a)
 {
-    json_t *gpus = json_array();
-    for (unsigned i = 0; gpus != NULL && i < a->gpus->count; i++) {
+    struct ts_arena *ar = ts_arena_new();
+    struct ts_node_reg *r = ar != NULL ? ts_arena_alloc(ar, sizeof(*r)) : NULL;
+    if (r == NULL) {
+        ts_arena_free(ar);
+        return NULL;
+    }
+    for (unsigned i = 0; i < a->gpus->count && i < TS_NODE_GPUS_MAX; i++) {
         const struct ts_gpu_info *g = &a->gpus->info[i];
-        json_array_append_new(gpus, json_pack("{s:i, s:s, s:s, s:I}", "index", (int)g->index,
-                                              "uuid", g->uuid, "model", g->model, "memory_bytes",
-                                              (json_int_t)g->memory_bytes));
+        r->gpus[r->ngpus++] = (struct ts_gpu){.index = (int)g->index,
+                                              .uuid = g->uuid,
+                                              .model = g->model,
+                                              .memory_bytes = (int64_t)g->memory_bytes};
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return json_pack(
-        "{s:o, s:I, s:I, s:I, s:I, s:s, s:s, s:s, s:o}", "labels", labels_json(a->cfg.labels),
-        "cpu", (json_int_t)(a->cfg.cpu > 0 ? a->cfg.cpu : cpus), "memory_bytes",
-        (json_int_t)(a->cfg.memory > 0 ? a->cfg.memory : mem_total()), "swap_bytes",
-        (json_int_t)a->ledgers.swap_bytes, "gpu_reserve_bytes", (json_int_t)a->cfg.gpu_reserve,
-        "collision", ts_ledgers_collision_name(a->ledgers.collision), "agent_version", TS_VERSION,
-        "protocol_version", protocol_claimed(), "gpus", gpus);
+    r->labels = labels_text(a->cfg.labels, ar);
+    r->cpu = (double)(a->cfg.cpu > 0 ? a->cfg.cpu : cpus);
+    r->memory_bytes = a->cfg.memory > 0 ? a->cfg.memory : mem_total();
+    r->swap_bytes = (int64_t)a->ledgers.swap_bytes;
+    r->gpu_reserve_bytes = a->cfg.gpu_reserve;
+    r->collision = ts_ledgers_collision_name(a->ledgers.collision);
+    r->agent_version = TS_VERSION;
+    if (!ts_protocol_parse(protocol_claimed(), &r->protocol))
+        r->protocol = (struct ts_protocol){TS_PROTOCOL_MAJOR, TS_PROTOCOL_MINOR};
+    json_t *v = ts_wire_node_reg_encode(r);
+    ts_arena_free(ar);
+    return v;
 }
 
 /* ---- reports ------------------------------------------------------------- */
 
-/* Where its GPUs run: [{"index": logical, "physical_index": physical}]. */
-static json_t *job_places(const struct ts_ajob *j)
+/* Where its GPUs run: each logical GPU and its physical one. */
+static void job_places(const struct ts_ajob *j, struct ts_arena *ar, struct ts_report_job *o)
 {
-    json_t *v = json_array();
-    for (unsigned k = 0; v != NULL && k < j->ngpus; k++)
-        json_array_append_new(v, json_pack("{s:i, s:i}", "index", (int)j->logical[k],
-                                           "physical_index", (int)j->gpus[k]));
-    return v;
+    struct ts_report_gpu_place *p = ts_arena_alloc(ar, sizeof(*p) * (j->ngpus + 1));
+    for (unsigned k = 0; p != NULL && k < j->ngpus; k++)
+        p[k] = (struct ts_report_gpu_place){(int)j->logical[k], (int)j->gpus[k]};
+    o->places = p;
+    o->nplaces = p != NULL ? j->ngpus : 0;
 }
 
-json_t *ts_upstream_report(struct ts_agent *a)
+static enum ts_report_state report_state(const struct ts_ajob *j)
 {
-    json_t *jobs = json_array(), *gpus = json_array();
-    for (struct ts_ajob *j = a->jobs; j != NULL && jobs != NULL; j = j->next) {
-        const char *state = ts_ajob_state_name(j);
-        if (state == NULL)
-            continue;
-        if (j->suspended && j->phase == TS_AJOB_RUNNING)
-            state = "suspended";
-        json_t *o = json_pack("{s:I, s:i, s:s}", "id", (json_int_t)j->id, "attempt", j->attempt,
-                              "state", state);
-        if (o == NULL)
-            continue;
-        if (j->pid > 0)
-            json_object_set_new(o, "pid", json_integer(j->pid));
-        if (j->phase == TS_AJOB_EXITED && j->has_exit_code)
-            json_object_set_new(o, "exit_code", json_integer(j->exit_code));
-        if (j->phase == TS_AJOB_EXITED && j->signal > 0)
-            json_object_set_new(o, "signal", json_integer(j->signal));
-        if (j->evicted && ts_ajob_final(j)) {
-            json_object_set_new(o, "evicted", json_true());
-            json_object_set_new(o, "message", json_string(j->evict_msg));
-        } else if (j->resuming && j->wait_msg[0] != '\0') {
-            json_object_set_new(o, "message", json_string(j->wait_msg));
-        } else if (j->message[0] != '\0') {
-            json_object_set_new(o, "message", json_string(j->message));
-        }
-        if (j->phase == TS_AJOB_RUNNING && j->util_n > 0) {
-            double u = j->util_sum / j->util_n;
-            json_object_set_new(o, "gpu_utilization", json_real(u > 1 ? 1 : u));
-        }
-        if (j->suspended && j->phase == TS_AJOB_RUNNING)
-            json_object_set_new(o, "swapped_bytes", json_integer((json_int_t)j->swapped_bytes));
-        else if (j->shim && j->phase == TS_AJOB_RUNNING)
-            json_object_set_new(
-                o, "swapped_bytes",
-                json_integer((json_int_t)ts_ledgers_job_swapped(&a->ledgers, j->id, j->attempt)));
-        if (j->phase == TS_AJOB_RUNNING && j->has_usage)
-            json_object_set_new(o, "gpu_memory_used_bytes", json_integer((json_int_t)j->mem_used));
-        if (j->phase == TS_AJOB_RUNNING && j->ngpus > 0)
-            json_object_set_new(o, "gpus", job_places(j));
+    if (j->suspended && j->phase == TS_AJOB_RUNNING)
+        return TS_REPORT_SUSPENDED;
+    if (j->phase == TS_AJOB_RUNNING)
+        return TS_REPORT_RUNNING;
+    return j->phase == TS_AJOB_FAILED ? TS_REPORT_FAILED_TO_START : TS_REPORT_EXITED;
+}
+
+static void report_job(struct ts_agent *a, struct ts_ajob *j, struct ts_arena *ar,
+                       struct ts_report_job *o)
+{
+    *o = (struct ts_report_job){.id = j->id, .attempt = j->attempt, .state = report_state(j)};
+    if (j->pid > 0)
+        o->pid = j->pid;
+    if (j->phase == TS_AJOB_EXITED && j->has_exit_code) {
+        o->has_exit_code = true;
+        o->exit_code = j->exit_code;
+    }
+    if (j->phase == TS_AJOB_EXITED && j->signal > 0)
+        o->signal = j->signal;
+    if (j->evicted && ts_ajob_final(j)) {
+        o->evicted = true;
+        o->message = ts_arena_strdup(ar, j->evict_msg);
+    } else if (j->resuming && j->wait_msg[0] != '\0') {
+        o->message = ts_arena_strdup(ar, j->wait_msg);
+    } else if (j->message[0] != '\0') {
+        o->message = ts_arena_strdup(ar, j->message);
+    }
+    if (j->phase == TS_AJOB_RUNNING && j->util_n > 0) {
+        double u = j->util_sum / j->util_n;
+        o->has_gpu_utilization = true;
+        o->gpu_utilization = u > 1 ? 1 : u;
+    }
+    if (j->suspended && j->phase == TS_AJOB_RUNNING) {
+        o->has_swapped_bytes = true;
+        o->swapped_bytes = (int64_t)j->swapped_bytes;
+    } else if (j->shim && j->phase == TS_AJOB_RUNNING) {
+        o->has_swapped_bytes = true;
+        o->swapped_bytes = (int64_t)ts_ledgers_job_swapped(&a->ledgers, j->id, j->attempt);
+    }
+    if (j->phase == TS_AJOB_RUNNING && j->has_usage) {
+        o->has_gpu_memory_used = true;
+        o->gpu_memory_used_bytes = (int64_t)j->mem_used;
+    }
+    o->has_usage = o->has_gpu_utilization || o->has_gpu_memory_used;
+    if (j->phase == TS_AJOB_RUNNING && j->ngpus > 0)
+        job_places(j, ar, o);
+}
+
+enum ts_err ts_upstream_report(struct ts_agent *a, struct ts_arena *ar, struct ts_node_report *out)
+{
+    *out = (struct ts_node_report){0};
+    size_t njobs = 0;
+    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next)
+        njobs++;
+    out->jobs = ts_arena_alloc(ar, sizeof(*out->jobs) * (njobs + 1));
+    out->gpus = ts_arena_alloc(ar, sizeof(*out->gpus) * (a->gpus->count + 1));
+    if (out->jobs == NULL || out->gpus == NULL)
+        return TS_ERR_NOMEM;
+    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
+        if (ts_ajob_state_name(j) == NULL)
+            continue; /* starting */
+        report_job(a, j, ar, &out->jobs[out->njobs++]);
         j->util_sum = 0;
         j->util_n = 0;
-        json_array_append_new(jobs, o);
     }
-    for (unsigned i = 0; gpus != NULL && i < a->gpus->count; i++) {
+    for (unsigned i = 0; i < a->gpus->count; i++) {
         if (!a->gpu_sampled[i])
             continue;
         double u = a->gpu_util_n[i] > 0 ? a->gpu_util_sum[i] / a->gpu_util_n[i] : 0;
-        json_array_append_new(
-            gpus, json_pack("{s:i, s:f, s:I}", "index", (int)a->gpus->info[i].index, "utilization",
-                            u > 1 ? 1.0 : u, "memory_used_bytes", (json_int_t)a->gpu_mem[i]));
+        out->gpus[out->ngpus++] = (struct ts_report_gpu){(int)a->gpus->info[i].index,
+                                                         u > 1 ? 1.0 : u, (int64_t)a->gpu_mem[i]};
         a->gpu_util_sum[i] = 0;
         a->gpu_util_n[i] = 0;
     }
-    json_t *r = json_pack("{s:o, s:o}", "jobs", jobs, "gpus", gpus);
-    json_t *events = a->events != NULL ? ts_events_pending(a->events, EVENTS_PER_REPORT) : NULL;
-    if (r != NULL && json_array_size(events) > 0)
-        json_object_set(r, "events", events);
-    json_decref(events);
-    return r;
+    if (a->events != NULL)
+        out->nevents = ts_events_pending(a->events, ar, EVENTS_PER_REPORT, &out->events);
+    return TS_OK;
 }
 
-/* Mark the final jobs of a report accepted: the server has their state. */
-static void reported(struct ts_agent *a, const json_t *report, const json_t *ignored)
+/* Mark the final jobs of a report accepted: the server has their state.
+ * res: the server's answer, or NULL (file mode). */
+static void reported(struct ts_agent *a, const struct ts_node_report *rep,
+                     const struct ts_report_result *res)
 {
-    size_t i, k;
-    const json_t *o, *ig;
-    if (json_object_get(report, "events") != NULL)
-        ts_events_acked(a->events, json_object_get(report, "events"));
+    if (rep->nevents > 0)
+        ts_events_acked(a->events, rep->events, rep->nevents);
     pthread_mutex_lock(&a->mu);
-    json_array_foreach(json_object_get(report, "jobs"), i, o) {
-        const char *state = json_string_value(json_object_get(o, "state"));
-        if (state == NULL || strcmp(state, "running") == 0)
+    for (size_t i = 0; i < rep->njobs; i++) {
+        const struct ts_report_job *o = &rep->jobs[i];
+        if (o->state == TS_REPORT_RUNNING)
             continue;
-        int64_t id = json_integer_value(json_object_get(o, "id"));
-        struct ts_ajob *j =
-            ts_agent_find(a, id, (int)json_integer_value(json_object_get(o, "attempt")));
+        struct ts_ajob *j = ts_agent_find(a, o->id, o->attempt);
         if (j == NULL)
             continue;
         j->final_reported = true;
-        json_array_foreach((json_t *)ignored, k, ig) {
-            if (json_integer_value(ig) == id && !a->file_mode)
+        for (size_t k = 0; res != NULL && k < res->nignored; k++)
+            if (res->ignored[k] == o->id)
                 j->log_done = true; /* not this node's any more: nor its output */
-        }
     }
     pthread_mutex_unlock(&a->mu);
+}
+
+/* The report as written in file mode: the NodeReport and when. */
+static bool write_report(struct ts_agent *a, const struct ts_node_report *rep, json_t *body)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/report.json", a->cfg.data_dir);
+    bool ok = json_object_set_new(body, "reported_at", json_integer(ts_ajob_now_ms())) == 0 &&
+              ts_files_write_json(path, body, 0600) == 0;
+    ts_log_debug("report written jobs=%zu", rep->njobs);
+    if (ok)
+        reported(a, rep, NULL);
+    return ok;
 }
 
 static bool send_report(struct ts_agent *a, struct ts_conn *c, const char *base)
 {
+    struct ts_arena *ar = ts_arena_new();
+    if (ar == NULL)
+        return false;
+    struct ts_node_report rep;
     pthread_mutex_lock(&a->mu);
     a->report_now = false;
-    json_t *report = ts_upstream_report(a);
+    enum ts_err e = ts_upstream_report(a, ar, &rep);
     pthread_mutex_unlock(&a->mu);
-    if (report == NULL)
-        return false;
+    json_t *report = e == TS_OK ? ts_wire_node_report_encode(&rep) : NULL;
     bool ok = false;
-    if (a->file_mode) {
-        char path[PATH_MAX];
-        snprintf(path, sizeof(path), "%s/report.json", a->cfg.data_dir);
-        json_object_set_new(report, "reported_at", json_integer((json_int_t)ts_ajob_now_ms()));
-        ok = ts_files_write_json(path, report, 0600) == 0;
-        ts_log_debug("report written jobs=%zu", json_array_size(json_object_get(report, "jobs")));
-        if (ok)
-            reported(a, report, NULL);
-        json_decref(report);
-        return ok;
-    }
-    char path[512];
-    snprintf(path, sizeof(path), "%s/report", base);
-    long status;
-    json_t *resp = NULL;
-    struct ts_error err = {0};
-    if (ts_conn_json(c, "POST", path, report, 60, &status, &resp, &err) != TS_OK) {
-        ts_log_warn("could not send report: %s", err.message);
-    } else if (status == 200) {
-        reported(a, report, json_object_get(resp, "ignored"));
-        ok = true;
+    if (report == NULL) {
+        ts_log_error("could not build the report: out of memory");
+    } else if (a->file_mode) {
+        ok = write_report(a, &rep, report);
     } else {
-        ts_log_warn("report refused: status=%ld %s", status, ts_conn_problem(resp));
-        if (status == 404)
-            atomic_store(&a->registered, false);
+        char path[512];
+        snprintf(path, sizeof(path), "%s/report", base);
+        long status;
+        json_t *resp = NULL;
+        struct ts_error err = {0};
+        struct ts_report_result res;
+        if (ts_conn_json(c, "POST", path, report, 60, &status, &resp, &err) != TS_OK) {
+            ts_log_warn("could not send report: %s", err.message);
+        } else if (status == 200 && ts_wire_report_result_decode(resp, ar, &res, &err) != TS_OK) {
+            ts_log_warn("could not read the answer to a report: %s", err.message);
+        } else if (status == 200) {
+            reported(a, &rep, &res);
+            ok = true;
+        } else {
+            ts_log_warn("report refused: status=%ld %s", status, ts_conn_problem(resp));
+            if (status == 404)
+                atomic_store(&a->registered, false);
+        }
+        json_decref(resp);
     }
-    json_decref(resp);
     json_decref(report);
+    ts_arena_free(ar);
     return ok;
 }
 
@@ -338,10 +381,33 @@ static bool do_register(struct ts_agent *a, struct ts_conn *c)
     return ok;
 }
 
-static void hand_over(struct ts_agent *a, json_t *desired)
+struct ts_agent_desired *ts_agent_desired_decode(const json_t *in, struct ts_error *err)
+{
+    struct ts_agent_desired *d = calloc(1, sizeof(*d));
+    if (d == NULL || (d->arena = ts_arena_new()) == NULL) {
+        free(d);
+        ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (ts_wire_desired_decode(in, d->arena, &d->d, err) != TS_OK) {
+        ts_agent_desired_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void ts_agent_desired_free(struct ts_agent_desired *d)
+{
+    if (d == NULL)
+        return;
+    ts_arena_free(d->arena);
+    free(d);
+}
+
+static void hand_over(struct ts_agent *a, struct ts_agent_desired *desired)
 {
     pthread_mutex_lock(&a->mu);
-    json_decref(a->desired_new);
+    ts_agent_desired_free(a->desired_new);
     a->desired_new = desired;
     pthread_mutex_unlock(&a->mu);
     ts_agent_wake(a);
@@ -356,13 +422,17 @@ static void poll_file(struct ts_agent *a)
             (st.st_mtim.tv_sec != last.st_mtim.tv_sec ||
              st.st_mtim.tv_nsec != last.st_mtim.tv_nsec || st.st_ino != last.st_ino ||
              st.st_size != last.st_size)) {
-            json_t *d = ts_files_read_json(a->cfg.desired_file);
-            if (d != NULL && json_is_object(d)) {
+            json_t *v = ts_files_read_json(a->cfg.desired_file);
+            struct ts_error err = {0};
+            if (v != NULL && json_is_object(v)) {
                 last = st;
-                hand_over(a, d);
-            } else {
-                json_decref(d); /* half written: read it again next time */
-            }
+                struct ts_agent_desired *d = ts_agent_desired_decode(v, &err);
+                if (d != NULL)
+                    hand_over(a, d);
+                else
+                    ts_log_error("desired state refused: %s", err.message);
+            } /* else half written: read it again next time */
+            json_decref(v);
         }
         nap(a, 100, false);
     }
@@ -410,14 +480,18 @@ static void *poll_main(void *arg)
             json_decref(resp);
             break;
         }
-        if (e == TS_OK && status == 200 && json_is_object(resp)) {
-            json_t *g = json_object_get(resp, "generation");
-            generation = json_is_integer(g) ? json_integer_value(g) : 0;
-            hand_over(a, resp);
+        struct ts_agent_desired *d =
+            e == TS_OK && status == 200 ? ts_agent_desired_decode(resp, &err) : NULL;
+        if (d != NULL) {
+            generation = d->d.generation;
+            hand_over(a, d);
+            json_decref(resp);
             backoff = 0;
             continue;
         }
-        if (e != TS_OK)
+        if (e == TS_OK && status == 200)
+            ts_log_error("desired state refused: %s", err.message);
+        else if (e != TS_OK)
             ts_log_warn("could not fetch the desired state: %s", err.message);
         else
             ts_log_warn("desired state refused: status=%ld %s", status, ts_conn_problem(resp));

@@ -667,6 +667,16 @@ static void bad_options_are_refused_with_a_message(void)
 
 /* ---- the environment, without processes -------------------------------------- */
 
+/* A desired job decoded from JSON text, as the agent decodes it. */
+static enum ts_err desired_job(struct ts_arena *ar, struct ts_desired_job *d, struct ts_error *err,
+                               const char *text)
+{
+    json_t *v = json_loads(text, 0, NULL);
+    enum ts_err e = ts_wire_desired_job_decode(v, "", ar, d, err);
+    json_decref(v);
+    return e;
+}
+
 static void the_job_environment_puts_tessera_variables_over_the_desired_env(void)
 {
     setenv("PATH", "/agent/bin", 1);
@@ -675,14 +685,18 @@ static void the_job_environment_puts_tessera_variables_over_the_desired_env(void
     snprintf(gpus.simgpu_dir, sizeof(gpus.simgpu_dir), "/data/simgpu");
     snprintf(gpus.lib_dir, sizeof(gpus.lib_dir), "/opt/tessera/lib/simgpu");
     struct ts_ajob_ctx ctx = {.data_dir = "/data", .node = "n9", .gpus = &gpus};
-    json_t *d = json_loads("{\"id\": 5, \"attempt\": 1, \"name\": \"x\", \"project\": \"p\","
-                           " \"resume_count\": 2, \"gpus\": [{\"index\": 3}, {\"index\": 1}],"
-                           " \"env\": {\"PATH\": \"/job/bin\", \"TESSERA_ATTEMPT\": \"9\","
-                           " \"CUDA_VISIBLE_DEVICES\": \"0\"}}",
-                           0, NULL);
-    REQUIRE(d != NULL);
+    struct ts_arena *ar = ts_arena_new();
+    struct ts_desired_job d;
+    struct ts_error err = {0};
+    REQUIRE(ar != NULL);
+    REQUIRE(desired_job(ar, &d, &err,
+                        "{\"id\": 5, \"attempt\": 1, \"action\": \"run\", \"name\": \"x\","
+                        " \"project\": \"p\", \"resume_count\": 2,"
+                        " \"gpus\": [{\"index\": 3}, {\"index\": 1}],"
+                        " \"env\": {\"PATH\": \"/job/bin\", \"TESSERA_ATTEMPT\": \"9\","
+                        " \"CUDA_VISIBLE_DEVICES\": \"0\"}}") == TS_OK);
     char msg[256];
-    char **env = ts_ajob_env_build(&ctx, d, "/ckpt/5", msg, sizeof(msg));
+    char **env = ts_ajob_env_build(&ctx, &d, "/ckpt/5", msg, sizeof(msg));
     REQUIRE(env != NULL);
     const char *want[] = {"PATH=/job/bin",
                           "TESSERA_JOB_ID=5",
@@ -714,18 +728,18 @@ static void the_job_environment_puts_tessera_variables_over_the_desired_env(void
             CHECK(!(la == strcspn(env[b], "=") && strncmp(env[a], env[b], la) == 0));
         }
     ts_ajob_env_free(env);
-    json_decref(d);
 
-    /* an env that is not an object of strings is refused with a reason */
-    d = json_loads("{\"id\": 5, \"attempt\": 1, \"env\": {\"A\": 1}}", 0, NULL);
-    env = ts_ajob_env_build(&ctx, d, "/ckpt/5", msg, sizeof(msg));
-    CHECK(env == NULL && strstr(msg, "env.A") != NULL);
-    json_decref(d);
+    /* an env that is not an object of strings is refused with a reason,
+     * before any job is built from it (api/wire_desired.c) */
+    CHECK(desired_job(ar, &d, &err,
+                      "{\"id\": 5, \"attempt\": 1, \"action\": \"run\", \"env\": {\"A\": 1}}") ==
+              TS_ERR_WRONG_TYPE &&
+          strcmp(err.field, "env.A") == 0);
 
     /* real GPUs: CUDA numbers them as NVML does */
     gpus.lib_dir[0] = '\0';
-    d = json_loads("{\"id\": 5, \"attempt\": 1}", 0, NULL);
-    env = ts_ajob_env_build(&ctx, d, "/ckpt/5", msg, sizeof(msg));
+    REQUIRE(desired_job(ar, &d, &err, "{\"id\": 5, \"attempt\": 1, \"action\": \"run\"}") == TS_OK);
+    env = ts_ajob_env_build(&ctx, &d, "/ckpt/5", msg, sizeof(msg));
     REQUIRE(env != NULL);
     bool order = false, simdir = false;
     for (size_t k = 0; env[k] != NULL; k++) {
@@ -734,7 +748,7 @@ static void the_job_environment_puts_tessera_variables_over_the_desired_env(void
     }
     CHECK(order && !simdir);
     ts_ajob_env_free(env);
-    json_decref(d);
+    ts_arena_free(ar);
 }
 
 static void proc_stat_reads_start_time_session_and_group(void)

@@ -548,6 +548,24 @@ enum ts_err ts_wire_node_reg_decode(const json_t *in, struct ts_arena *a, struct
 enum ts_err ts_wire_node_report_decode(const json_t *in, struct ts_arena *a,
                                        struct ts_node_report *out, struct ts_error *err);
 
+/* ---- problems (wire_problem.c) ---------------------------------------------- */
+
+/* An error answer (RFC 9457). Every string borrowed: from the encoder's
+ * caller, or from the decoded JSON (valid while it lives); NULL: absent. */
+struct ts_problem {
+    const char *type; /* urn:tessera:error:CODE */
+    const char *title;
+    int status;       /* 0: absent */
+    const char *code; /* the stable code of api/errcodes.def */
+    const char *detail, *cause, *field, *hint, *instance, *request_id;
+};
+/* type, title, status, code and detail always; the rest when not NULL. New
+ * reference, NULL when out of memory. */
+json_t *ts_wire_problem_encode(const struct ts_problem *p);
+/* Members of its own a problem may carry are skipped; the known ones must
+ * have their types. */
+enum ts_err ts_wire_problem_decode(const json_t *in, struct ts_problem *out, struct ts_error *err);
+
 /* ---- shared pieces --------------------------------------------------------- */
 
 /* RFC 3339 UTC with microseconds, or JSON null for 0. New reference. */

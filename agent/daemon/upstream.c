@@ -338,10 +338,15 @@ static void notify_status(const char *fmt, ...)
     ts_sdnotify(state);
 }
 
-static bool problem_is(const json_t *resp, const char *code)
+/* The problem resp (borrowed) when its code is code; else NULL. */
+static const struct ts_problem *problem_is(const json_t *resp, const char *code,
+                                           struct ts_problem *p)
 {
-    const char *c = json_string_value(json_object_get(resp, "code"));
-    return c != NULL && strcmp(c, code) == 0;
+    struct ts_error err;
+    if (ts_wire_problem_decode(resp, p, &err) != TS_OK || p->code == NULL ||
+        strcmp(p->code, code) != 0)
+        return NULL;
+    return p;
 }
 
 static bool do_register(struct ts_agent *a, struct ts_conn *c)
@@ -353,14 +358,17 @@ static bool do_register(struct ts_agent *a, struct ts_conn *c)
     json_t *resp = NULL;
     struct ts_error err = {0};
     bool ok = false;
+    struct ts_problem problem;
+    const struct ts_problem *refused = NULL;
     if (body == NULL) {
         ts_log_error("could not build the registration: out of memory");
     } else if (ts_conn_json(c, "PUT", path, body, 60, &status, &resp, &err) != TS_OK) {
         ts_log_warn("could not register: %s", err.message);
         notify_status("STATUS=could not register: %s", err.message);
-    } else if (status == 409 && problem_is(resp, "incompatible_protocol")) {
+    } else if (status == 409 &&
+               (refused = problem_is(resp, "incompatible_protocol", &problem)) != NULL) {
         /* retrying cannot help: say why and stop, for the service manager */
-        const char *hint = json_string_value(json_object_get(resp, "hint"));
+        const char *hint = refused->hint;
         ts_log_error("registration refused: %s%s%s", ts_conn_problem(resp), hint ? "; " : "",
                      hint ? hint : "");
         notify_status("STATUS=registration refused: %s", ts_conn_problem(resp));

@@ -318,9 +318,11 @@ enum ts_err ts_client_stream(struct ts_client *c, const char *path, const char *
 
 const char *ts_problem_text(const json_t *body)
 {
-    const char *d = json_string_value(json_object_get(body, "detail"));
-    if (d == NULL)
-        d = json_string_value(json_object_get(body, "title"));
+    struct ts_problem p;
+    struct ts_error err;
+    if (ts_wire_problem_decode(body, &p, &err) != TS_OK)
+        return "";
+    const char *d = p.detail != NULL ? p.detail : p.title;
     return d != NULL ? d : "";
 }
 

@@ -537,6 +537,42 @@ static void the_answer_to_a_report_decodes_and_refuses_what_is_not_one(void **st
     ts_arena_free(a);
 }
 
+static void a_problem_decodes_what_the_server_encodes_and_skips_extensions(void **state)
+{
+    (void)state;
+    struct ts_problem p = {.type = "urn:tessera:error:incompatible_protocol",
+                           .title = "Incompatible protocol",
+                           .status = 409,
+                           .code = "incompatible_protocol",
+                           .detail = "agent protocol 2.0 is not supported",
+                           .field = "protocol_version",
+                           .hint = "upgrade the server before its agents",
+                           .instance = "/api/v1/nodes/n1",
+                           .request_id = "r-1"},
+                      back;
+    struct ts_error err = {0};
+    json_t *v = ts_wire_problem_encode(&p);
+    assert_null(json_object_get(v, "cause")); /* absent, not null */
+    assert_int_equal(json_object_set_new(v, "retry_after", json_integer(5)), 0);
+    assert_int_equal(ts_wire_problem_decode(v, &back, &err), TS_OK);
+    assert_int_equal(back.status, 409);
+    assert_string_equal(back.code, p.code);
+    assert_string_equal(back.detail, p.detail);
+    assert_string_equal(back.hint, p.hint);
+    assert_string_equal(back.field, p.field);
+    assert_string_equal(back.request_id, "r-1");
+    assert_null(back.cause);
+    json_decref(v);
+    v = parse("{\"code\": 5}");
+    assert_int_equal(ts_wire_problem_decode(v, &back, &err), TS_ERR_WRONG_TYPE);
+    assert_string_equal(err.field, "code");
+    json_decref(v);
+    v = parse("{\"status\": 700}");
+    assert_int_equal(ts_wire_problem_decode(v, &back, &err), TS_ERR_INVALID_VALUE);
+    assert_string_equal(err.field, "status");
+    json_decref(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -550,6 +586,7 @@ int main(void)
         cmocka_unit_test(a_report_decodes_to_what_the_agent_encoded),
         cmocka_unit_test(a_registration_decodes_to_what_the_agent_encoded),
         cmocka_unit_test(the_answer_to_a_report_decodes_and_refuses_what_is_not_one),
+        cmocka_unit_test(a_problem_decodes_what_the_server_encodes_and_skips_extensions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,3 +255,33 @@ json_t *ts_ap_desired_job(const char *node, long long id)
     json_decref(d);
     return v;
 }
+
+double ts_ap_metric_of(struct ts_it_server *s, const char *name)
+{
+    struct ts_response r;
+    assert_int_equal(ts_it_req(s->admin, "GET", "/metrics", NULL, NULL, &r), 200);
+    char want[256];
+    snprintf(want, sizeof(want), "\n%s ", name);
+    const char *at = strstr(r.body.data, want);
+    if (at == NULL)
+        fail_msg("/metrics has no %s", name);
+    double v = strtod(at + strlen(want), NULL);
+    ts_response_free(&r);
+    return v;
+}
+
+double ts_ap_metric(const char *name)
+{
+    return ts_ap_metric_of(srv, name);
+}
+
+void ts_ap_settle(double quiet_s)
+{
+    for (double waited = 0; waited < 30; waited += quiet_s) {
+        double c = ts_ap_metric("tessera_scheduler_cycles_total");
+        usleep((useconds_t)(quiet_s * 1e6));
+        if (ts_ap_metric("tessera_scheduler_cycles_total") == c)
+            return;
+    }
+    fail_msg("the scheduler loop kept cycling for 30 s with nothing happening");
+}

@@ -75,4 +75,14 @@ json_t *ts_ap_desired_find(json_t *d, long long id);
 /* Job id in the node's desired state now (new), or NULL. */
 json_t *ts_ap_desired_job(const char *node, long long id);
 
+/* The value of the metric line "name value" (name with its labels, if any)
+ * on s's /metrics; fails the test when there is none. */
+double ts_ap_metric_of(struct ts_it_server *s, const char *name);
+/* The same on the server ts_ap_start started. */
+double ts_ap_metric(const char *name);
+/* Wait (up to 30 s) until the scheduler loop ran no cycle for quiet_s
+ * seconds: what the test did last has been decided, however loaded the
+ * machine; fails the test otherwise. */
+void ts_ap_settle(double quiet_s);
+
 #endif /* TS_TESTS_INTEGRATION_AGENTPLAY_H */

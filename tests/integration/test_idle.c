@@ -32,61 +32,26 @@ static int setup(void **state)
     return ts_ap_start(&srv, args);
 }
 
-/* The value of a metric line "name value" (name with its labels) on s's
- * /metrics. */
-static double metric_of(struct ts_it_server *s, const char *name)
-{
-    struct ts_response r;
-    assert_int_equal(ts_it_req(s->admin, "GET", "/metrics", NULL, NULL, &r), 200);
-    char want[256];
-    snprintf(want, sizeof(want), "\n%s ", name);
-    const char *at = strstr(r.body.data, want);
-    if (at == NULL)
-        fail_msg("/metrics has no %s", name);
-    double v = strtod(at + strlen(want), NULL);
-    ts_response_free(&r);
-    return v;
-}
-
-static double metric(const char *name)
-{
-    return metric_of(&srv, name);
-}
-
 static double cycles(void)
 {
-    return metric("tessera_scheduler_cycles_total");
-}
-
-/* Wait (up to 30 s) until no cycle ran for 2 s: what the test did last
- * (the setup's projects, registrations) has been decided, however loaded
- * the machine. */
-static void settle(void)
-{
-    for (int i = 0; i < 15; i++) {
-        double c = cycles();
-        usleep(2000 * 1000);
-        if (cycles() == c)
-            return;
-    }
-    fail_msg("the scheduler loop kept cycling for 30 s with nothing happening");
+    return ts_ap_metric("tessera_scheduler_cycles_total");
 }
 
 /* Cycles and sweeps over secs of nothing happening. */
 static void quiet(double secs, double *ncycles, double *nsweeps)
 {
-    settle();
-    double c0 = cycles(), s0 = metric("tessera_scheduler_sweeps_total");
+    ts_ap_settle(2);
+    double c0 = cycles(), s0 = ts_ap_metric("tessera_scheduler_sweeps_total");
     usleep((useconds_t)(secs * 1e6));
     *ncycles = cycles() - c0;
-    *nsweeps = metric("tessera_scheduler_sweeps_total") - s0;
+    *nsweeps = ts_ap_metric("tessera_scheduler_sweeps_total") - s0;
     fprintf(stderr, "%.0f s: %.0f cycles, %.0f sweeps\n", secs, *ncycles, *nsweeps);
 }
 
 static void an_idle_server_runs_no_scheduler_cycles(void **state)
 {
     (void)state;
-    assert_true(metric("tessera_scheduler_leader") == 1);
+    assert_true(ts_ap_metric("tessera_scheduler_leader") == 1);
     double c, s;
     quiet(10, &c, &s);
     assert_true(c <= 1);
@@ -104,9 +69,9 @@ static void twenty_reporting_agents_wake_no_cycles(void **state)
     const char *route = "tessera_http_requests_total{route=\"/api/v1/nodes/{name}/report\","
                         "method=\"POST\",code=\"200\"}";
     usleep(1000 * 1000); /* the registrations' cycles */
-    double r0 = metric(route), c, s;
+    double r0 = ts_ap_metric(route), c, s;
     quiet(10, &c, &s);
-    double reports = metric(route) - r0;
+    double reports = ts_ap_metric(route) - r0;
     fprintf(stderr, "%.0f reports\n", reports);
     assert_true(reports >= NODES * 10); /* every agent reported, several times a second */
     assert_true(c <= 1);
@@ -230,15 +195,15 @@ static void a_long_poll_that_waits_is_timed_apart(void **state)
 static void the_report_age_follows_the_silent_node(void **state)
 {
     (void)state;
-    assert_true(metric("tessera_report_nodes") == NODES);
+    assert_true(ts_ap_metric("tessera_report_nodes") == NODES);
     ts_ap_heartbeat("n05", false);
     usleep(3000 * 1000);
-    double age = metric("tessera_report_age_max_seconds");
+    double age = ts_ap_metric("tessera_report_age_max_seconds");
     fprintf(stderr, "report age after 3 s of silence: %.2f s\n", age);
     assert_true(age >= 2.9);
     ts_ap_heartbeat("n05", true);
     double end = ts_ap_now_s() + 20;
-    while ((age = metric("tessera_report_age_max_seconds")) >= 2.9) {
+    while ((age = ts_ap_metric("tessera_report_age_max_seconds")) >= 2.9) {
         assert_true(ts_ap_now_s() < end);
         usleep(100 * 1000);
     }
@@ -268,9 +233,9 @@ static void the_database_pool_counts_its_waits(void **state)
     struct ts_it_server one;
     const char *args[] = {"--db-pool", "1", NULL};
     assert_int_equal(ts_it_start(&one, NULL, args), 0);
-    assert_true(metric_of(&one, "tessera_db_pool_connections") == 1);
-    double a0 = metric_of(&one, "tessera_db_pool_acquires_total");
-    double w0 = metric_of(&one, "tessera_db_pool_waits_total");
+    assert_true(ts_ap_metric_of(&one, "tessera_db_pool_connections") == 1);
+    double a0 = ts_ap_metric_of(&one, "tessera_db_pool_acquires_total");
+    double w0 = ts_ap_metric_of(&one, "tessera_db_pool_waits_total");
     struct burst b[10];
     for (int i = 0; i < 10; i++) {
         b[i] = (struct burst){.s = &one};
@@ -282,15 +247,15 @@ static void the_database_pool_counts_its_waits(void **state)
         ok += b[i].ok;
     }
     assert_int_equal(ok, 300);
-    double acquires = metric_of(&one, "tessera_db_pool_acquires_total") - a0;
-    double waits = metric_of(&one, "tessera_db_pool_waits_total") - w0;
+    double acquires = ts_ap_metric_of(&one, "tessera_db_pool_acquires_total") - a0;
+    double waits = ts_ap_metric_of(&one, "tessera_db_pool_waits_total") - w0;
     fprintf(stderr, "300 requests: %.0f acquires, %.0f waits, %.3f s waited\n", acquires, waits,
-            metric_of(&one, "tessera_db_pool_wait_seconds_total"));
+            ts_ap_metric_of(&one, "tessera_db_pool_wait_seconds_total"));
     assert_true(acquires >= 300);
     assert_true(waits > 0 && waits <= acquires);
-    assert_true(metric_of(&one, "tessera_db_pool_wait_seconds_total") > 0);
-    assert_true(metric_of(&one, "tessera_db_pool_timeouts_total") == 0);
-    assert_true(metric_of(&one, "tessera_db_pool_in_use") <= 1);
+    assert_true(ts_ap_metric_of(&one, "tessera_db_pool_wait_seconds_total") > 0);
+    assert_true(ts_ap_metric_of(&one, "tessera_db_pool_timeouts_total") == 0);
+    assert_true(ts_ap_metric_of(&one, "tessera_db_pool_in_use") <= 1);
     assert_int_equal(ts_it_stop(&one), 0);
     ts_it_cleanup(&one);
 }

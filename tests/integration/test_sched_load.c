@@ -46,36 +46,9 @@ static int setup(void **state)
     return 0;
 }
 
-/* The value of the metric line "name value" on /metrics. */
-static double metric(const char *name)
-{
-    struct ts_response r;
-    assert_int_equal(ts_it_req(srv.admin, "GET", "/metrics", NULL, NULL, &r), 200);
-    char want[128];
-    snprintf(want, sizeof(want), "\n%s ", name);
-    const char *at = strstr(r.body.data, want);
-    if (at == NULL)
-        fail_msg("/metrics has no %s", name);
-    double v = strtod(at + strlen(want), NULL);
-    ts_response_free(&r);
-    return v;
-}
-
 static double cycles(void)
 {
-    return metric("tessera_scheduler_cycles_total");
-}
-
-/* Wait (up to 30 s) until no cycle ran for 1 s. */
-static void settle(void)
-{
-    for (int i = 0; i < 30; i++) {
-        double c = cycles();
-        usleep(1000 * 1000);
-        if (cycles() == c)
-            return;
-    }
-    fail_msg("the scheduler loop kept cycling for 30 s with nothing happening");
+    return ts_ap_metric("tessera_scheduler_cycles_total");
 }
 
 struct submitter {
@@ -103,7 +76,7 @@ static void *submit_run(void *arg)
 static void a_burst_of_submissions_shares_cycles(void **state)
 {
     (void)state;
-    settle();
+    ts_ap_settle(1);
     double c0 = cycles(), t0 = ts_ap_now_s();
     pthread_t t[CLIENTS];
     struct submitter s[CLIENTS];
@@ -117,7 +90,7 @@ static void a_burst_of_submissions_shares_cycles(void **state)
         taken += s[i].taken;
     }
     double secs = ts_ap_now_s() - t0;
-    settle(); /* the last submissions' cycle */
+    ts_ap_settle(1); /* the last submissions' cycle */
     double n = cycles() - c0;
     fprintf(stderr, "%d submissions in %.2f s: %.0f cycles\n", taken, secs, n);
     assert_int_equal(taken, CLIENTS * PER_CLIENT);
@@ -137,7 +110,7 @@ static void a_burst_of_submissions_shares_cycles(void **state)
 static void a_change_after_a_quiet_spell_is_decided(void **state)
 {
     (void)state;
-    settle();
+    ts_ap_settle(1);
     double c0 = cycles();
     long long id = ts_ap_submit("owner", "alone", "\"gpu\": {\"count\": 1}");
     json_decref(ts_ap_wait_state(id, "scheduled", 5));
@@ -163,12 +136,12 @@ static long long held_position(const char *name)
 static void a_cycle_reads_only_the_jobs_written_since_the_last(void **state)
 {
     (void)state;
-    settle();
+    ts_ap_settle(1);
     const char *rows = "tessera_scheduler_job_rows_read_total";
-    double c0 = cycles(), r0 = metric(rows);
+    double c0 = cycles(), r0 = ts_ap_metric(rows);
     long long id = ts_ap_submit("held", "late", "\"gpu\": {\"count\": 1}");
-    settle();
-    double n = cycles() - c0, read = metric(rows) - r0;
+    ts_ap_settle(1);
+    double n = cycles() - c0, read = ts_ap_metric(rows) - r0;
     fprintf(stderr, "one submission: %.0f cycles read %.0f job rows\n", n, read);
     assert_true(n >= 1);
     assert_true(read >= 1);
@@ -184,8 +157,8 @@ static void a_cycle_reads_only_the_jobs_written_since_the_last(void **state)
                                      " WHERE p.name = 'held' AND j.queue_position = 2");
     char path[64];
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld", first);
-    settle();
-    c0 = cycles(), r0 = metric(rows);
+    ts_ap_settle(1);
+    c0 = cycles(), r0 = ts_ap_metric(rows);
     ts_ap_call_ok(srv.admin, "DELETE", path, NULL, 200);
     double t0 = ts_ap_now_s();
     char sql[128];
@@ -193,12 +166,12 @@ static void a_cycle_reads_only_the_jobs_written_since_the_last(void **state)
     while (ts_ap_sql_int(sql) != 1 && ts_ap_now_s() < t0 + 10)
         usleep(100 * 1000);
     assert_int_equal(ts_ap_sql_int(sql), 1);
-    settle();
+    ts_ap_settle(1);
     /* the cancelled row; the positions behind it, rewritten by that cycle,
      * are read again by the next one if another runs */
     fprintf(stderr, "one cancel: %.0f cycles read %.0f job rows\n", cycles() - c0,
-            metric(rows) - r0);
-    assert_true(metric(rows) - r0 >= 1);
+            ts_ap_metric(rows) - r0);
+    assert_true(ts_ap_metric(rows) - r0 >= 1);
     assert_int_equal(held_position("late"), CLIENTS * PER_CLIENT);
 }
 
@@ -214,12 +187,12 @@ static void a_gpu_deleted_between_cycles_is_not_placed_on(void **state)
     ts_ap_register_node("shrink", 2, labels);
     ts_ap_call_ok(srv.admin, "POST", "/api/v1/projects",
                   "{\"name\": \"wide\", \"department\": \"research\"}", 201);
-    settle();
+    ts_ap_settle(1);
     ts_ap_register_node("shrink", 1, labels);
     assert_int_equal(ts_ap_sql_int("SELECT count(*) FROM gpu g JOIN node n ON n.id = g.node_id"
                                    " WHERE n.name = 'shrink'"),
                      1);
-    settle();
+    ts_ap_settle(1);
     const char *extra = "\"gpu\": {\"count\": 1}, \"node_selector\": {\"pool\": \"shrink\"}";
     long long a = ts_ap_submit("wide", "on-shrink-a", extra);
     long long b = ts_ap_submit("wide", "on-shrink-b", extra);
@@ -230,7 +203,7 @@ static void a_gpu_deleted_between_cycles_is_not_placed_on(void **state)
         bound = (int)ts_ap_sql_int("SELECT count(*) FROM job WHERE name LIKE 'on-shrink-%'"
                                    " AND state = 'scheduled'");
     }
-    settle();
+    ts_ap_settle(1);
     char sql[160];
     snprintf(sql, sizeof(sql),
              "SELECT count(*) FROM job WHERE id IN (%lld, %lld) AND state = 'scheduled'", a, b);

@@ -15,6 +15,7 @@
 #include <link.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <linux/mount.h>
 #include <pwd.h>
@@ -346,13 +347,10 @@ static int drop_privileges(const json_t *sb, char *msg, size_t len)
     return 0;
 }
 
-int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
+/* The job's own mount and IPC namespaces (and network, with "network":
+ * "none": only loopback, up), its mounts private to it. */
+static int enter_namespaces(const json_t *sb, char *msg, size_t msglen)
 {
-    const char *data = str(sb, "data_dir"), *jobdir = str(sb, "job_dir");
-    const char *ckpt = str(sb, "checkpoint_dir"), *sim = str(sb, "simgpu_dir");
-    const char *swap = str(sb, "swap_path"), *token = str(sb, "token_file");
-    if (data == NULL || jobdir == NULL)
-        return errno = 0, fail(msg, msglen, "launch.json's sandbox has no data_dir or job_dir");
     const char *net = json_string_value(json_object_get(sb, "network"));
     bool net_none = net != NULL && strcmp(net, "none") == 0;
     if (unshare(CLONE_NEWNS | CLONE_NEWIPC | (net_none ? CLONE_NEWNET : 0)) != 0)
@@ -362,26 +360,39 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
         return -1;
     if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
         return fail(msg, msglen, "could not make the job's mounts private");
+    return 0;
+}
 
-    char work[4096], shim[4096], sock[4096], shim_at[4096];
+/* What the job keeps of the host, opened before the host is made
+ * read-only: its folder, its ledgers, checkpoint, simulated GPUs, swap,
+ * the pid socket, the --job-mount folders and, under the shim, the real
+ * driver, the shim and the ledgers where the shim reads them; *ovfd the
+ * driver overlay (-1: none). keep holds 12 + TS_SANDBOX_MOUNTS_MAX; the
+ * paths it points to are the job's folder, sb's strings, literals and
+ * shim_at (PATH_MAX bytes, the caller's: it outlives the keeps). */
+static int open_keeps(const json_t *sb, const char *jobdir, char *shim_at, struct keep *keep,
+                      int *nkeep, int *ovfd, char *msg, size_t msglen)
+{
+    const char *ckpt = str(sb, "checkpoint_dir"), *sim = str(sb, "simgpu_dir");
+    const char *swap = str(sb, "swap_path");
+    char work[PATH_MAX], shim[PATH_MAX], sock[PATH_MAX];
     snprintf(work, sizeof(work), "%s/" TS_SANDBOX_WORK, jobdir);
     snprintf(shim, sizeof(shim), "%s/shim", jobdir);
-    snprintf(shim_at, sizeof(shim_at), "%s/shim", jobdir); /* inside the work bind */
+    snprintf(shim_at, PATH_MAX, "%s/shim", jobdir); /* inside the work bind */
     snprintf(sock, sizeof(sock), "%s/" TS_SANDBOX_PIDSOCK, jobdir);
-    struct keep keep[12 + TS_SANDBOX_MOUNTS_MAX];
-    int nkeep = 0;
-    if (open_keep(&keep[nkeep++], work, jobdir, false, msg, msglen) != 0)
+    int n = 0;
+    *ovfd = -1;
+    if (open_keep(&keep[n++], work, jobdir, false, msg, msglen) != 0)
         return -1;
-    if (access(shim, F_OK) == 0 &&
-        open_keep(&keep[nkeep++], shim, shim_at, false, msg, msglen) != 0)
+    if (access(shim, F_OK) == 0 && open_keep(&keep[n++], shim, shim_at, false, msg, msglen) != 0)
         return -1;
-    if (ckpt != NULL && open_keep(&keep[nkeep++], ckpt, ckpt, false, msg, msglen) != 0)
+    if (ckpt != NULL && open_keep(&keep[n++], ckpt, ckpt, false, msg, msglen) != 0)
         return -1;
-    if (sim != NULL && open_keep(&keep[nkeep++], sim, sim, false, msg, msglen) != 0)
+    if (sim != NULL && open_keep(&keep[n++], sim, sim, false, msg, msglen) != 0)
         return -1;
-    if (swap != NULL && open_keep(&keep[nkeep++], swap, swap, false, msg, msglen) != 0)
+    if (swap != NULL && open_keep(&keep[n++], swap, swap, false, msg, msglen) != 0)
         return -1;
-    if (open_keep(&keep[nkeep++], sock, TS_HOSTPID_SOCK, false, msg, msglen) != 0)
+    if (open_keep(&keep[n++], sock, TS_HOSTPID_SOCK, false, msg, msglen) != 0)
         return -1;
     /* the host folders an admin granted every job (--job-mount) */
     size_t mi;
@@ -390,30 +401,37 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
         const char *path = str(m, "path");
         if (path == NULL || mi >= TS_SANDBOX_MOUNTS_MAX)
             return errno = 0, fail(msg, msglen, "launch.json's sandbox has a bad mount");
-        if (open_keep(&keep[nkeep++], path, path, !json_is_true(json_object_get(m, "rw")), msg,
+        if (open_keep(&keep[n++], path, path, !json_is_true(json_object_get(m, "rw")), msg,
                       msglen) != 0)
             return -1;
     }
+    *nkeep = n;
     /* under the shim: the real driver where only the shim looks, the job's
      * ledgers where the shim reads them whatever the environment says, and
      * the shim in place of every libcuda file the loader could find */
     const json_t *drv = json_object_get(sb, "driver");
     const char *real = str(drv, "real"), *shimlib = str(drv, "shim");
     const char *overlay = str(drv, "overlay_lib");
-    int ovfd = -1;
-    if (real != NULL && shimlib != NULL && overlay != NULL) {
-        if (open_keep(&keep[nkeep++], real, "/run/tessera/lib/libcuda.so.1", true, msg, msglen) !=
-                0 ||
-            open_keep(&keep[nkeep++], shimlib, "/run/tessera/lib/libtessera-cuda.so", true, msg,
-                      msglen) != 0 ||
-            open_keep(&keep[nkeep++], shim, "/run/tessera/shim", false, msg, msglen) != 0)
-            return -1;
-        ovfd = open(overlay, O_PATH | O_CLOEXEC);
-        if (ovfd < 0)
-            return fail(msg, msglen, "could not open %s", overlay);
-    }
+    if (real == NULL || shimlib == NULL || overlay == NULL)
+        return 0;
+    if (open_keep(&keep[n++], real, "/run/tessera/lib/libcuda.so.1", true, msg, msglen) != 0 ||
+        open_keep(&keep[n++], shimlib, "/run/tessera/lib/libtessera-cuda.so", true, msg, msglen) !=
+            0 ||
+        open_keep(&keep[n++], shim, "/run/tessera/shim", false, msg, msglen) != 0)
+        return -1;
+    *nkeep = n;
+    *ovfd = open(overlay, O_PATH | O_CLOEXEC);
+    if (*ovfd < 0)
+        return fail(msg, msglen, "could not open %s", overlay);
+    return 0;
+}
 
-    /* the host read-only; then what is the job's own */
+/* The host read-only, a /tmp, /var/tmp, /dev/shm and /run of the job's
+ * own, the data folder covered; then what it keeps bound back in place
+ * and the overlay over every libcuda file the driver names. */
+static int build_mounts(const json_t *sb, const char *data, struct keep *keep, int nkeep, int ovfd,
+                        char *msg, size_t msglen)
+{
     struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID};
     if (syscall(SYS_mount_setattr, -1, "/", AT_RECURSIVE, &ro, sizeof(ro)) != 0)
         return fail(msg, msglen, "could not make the host's file systems read-only");
@@ -437,7 +455,7 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
     if (ovfd >= 0) {
         size_t i;
         json_t *p;
-        json_array_foreach(json_object_get(drv, "overlay"), i, p) {
+        json_array_foreach(json_object_get(json_object_get(sb, "driver"), "overlay"), i, p) {
             const char *target = json_string_value(p);
             if (target != NULL && access(target, F_OK) == 0 &&
                 bind_fd(ovfd, target, true, msg, msglen) != 0)
@@ -445,8 +463,15 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
         }
         close(ovfd);
     }
-    /* the device nodes of GPUs that are not the job's read as /dev/null (the
-     * devices controller refuses them too on cgroup v1) */
+    return 0;
+}
+
+/* The device nodes of GPUs that are not the job's read as /dev/null (the
+ * devices controller refuses them too on cgroup v1), and so does the
+ * agent's token; then the job's own /proc. */
+static int hide_the_rest(const json_t *sb, char *msg, size_t msglen)
+{
+    const char *token = str(sb, "token_file");
     for (int n = 0; n < 64; n++) {
         char node[32];
         snprintf(node, sizeof(node), "/dev/nvidia%d", n);
@@ -463,5 +488,22 @@ int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
         return fail(msg, msglen, "could not hide %s", token);
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
         return fail(msg, msglen, "could not mount the job's /proc");
+    return 0;
+}
+
+int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
+{
+    const char *data = str(sb, "data_dir"), *jobdir = str(sb, "job_dir");
+    if (data == NULL || jobdir == NULL)
+        return errno = 0, fail(msg, msglen, "launch.json's sandbox has no data_dir or job_dir");
+    if (enter_namespaces(sb, msg, msglen) != 0)
+        return -1;
+    struct keep keep[12 + TS_SANDBOX_MOUNTS_MAX];
+    char shim_at[PATH_MAX];
+    int nkeep = 0, ovfd = -1;
+    if (open_keeps(sb, jobdir, shim_at, keep, &nkeep, &ovfd, msg, msglen) != 0 ||
+        build_mounts(sb, data, keep, nkeep, ovfd, msg, msglen) != 0 ||
+        hide_the_rest(sb, msg, msglen) != 0)
+        return -1;
     return drop_privileges(sb, msg, msglen);
 }

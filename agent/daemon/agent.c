@@ -553,53 +553,40 @@ static void loop(struct ts_agent *a, int sigfd)
     }
 }
 
-int ts_agent_run(struct ts_agent *a)
+/* Everything before the jobs are adopted: the configuration checked, the
+ * data folder locked, the sandbox, the GPUs and their driver, the ledgers,
+ * the events; -1 (said in the log) when the agent cannot run. */
+static int open_node(struct ts_agent *a)
 {
-    int status = 1, sigfd = -1;
-    /* Blocked before anything starts a thread: the GPU driver and NVML
-     * start theirs when loaded, and a thread that had them unblocked took
-     * SIGTERM with its default action, ending the agent without its clean
-     * stop (seen on an H200). The loop reads them from a signalfd. */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGCHLD);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    a->lock_fd = -1;
-    a->wake_fd = -1;
-    pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->cond, NULL);
     if (check_config(&a->cfg) != 0)
-        goto out;
+        return -1;
     a->file_mode = a->cfg.desired_file != NULL;
     char jobs[PATH_MAX];
     snprintf(jobs, sizeof(jobs), "%s/jobs", a->cfg.data_dir);
     int rc = ts_files_mkdirs(jobs, 0700);
     if (rc != 0) {
         ts_log_error("could not create %s: %s", jobs, strerror(-rc));
-        goto out;
+        return -1;
     }
     if (take_lock(a) != 0)
-        goto out;
+        return -1;
     if (setup_sandbox(a) != 0)
-        goto out;
+        return -1;
     find_lib_dir(a);
     struct ts_error err = {0};
     if (ts_gpus_open(a->cfg.gpus, a->cfg.data_dir, a->lib_dir, &a->gpus, &err) != TS_OK) {
         ts_log_error("%s%s%s", err.message, err.hint[0] ? "; " : "", err.hint);
-        goto out;
+        return -1;
     }
     if (check_driver(a) != 0)
-        goto out;
+        return -1;
     for (unsigned i = 0; i < a->gpus->count; i++) {
         if ((uint64_t)a->cfg.gpu_reserve >= a->gpus->info[i].memory_bytes) {
             ts_log_error("--gpu-reserve must be below the memory of every GPU: %lld >= %llu "
                          "(GPU %u)",
                          (long long)a->cfg.gpu_reserve,
                          (unsigned long long)a->gpus->info[i].memory_bytes, a->gpus->info[i].index);
-            goto out;
+            return -1;
         }
     }
     for (unsigned i = 0; i < a->gpus->count; i++)
@@ -612,7 +599,7 @@ int ts_agent_run(struct ts_agent *a)
                         (uint32_t)a->cfg.collision_wait * 1000u, (uint64_t)a->cfg.swap_reserve,
                         a->gpus->simgpu_dir[0] == '\0', &err) != TS_OK) {
         ts_log_error("%s", err.message);
-        goto out;
+        return -1;
     }
     open_shared_files(a);
     if (a->sandbox.on) {
@@ -624,7 +611,7 @@ int ts_agent_run(struct ts_agent *a)
     a->events = ts_events_new(a->cfg.data_dir);
     if (a->events == NULL) {
         ts_log_error("out of memory");
-        goto out;
+        return -1;
     }
     ts_log_info("fractions collision=%s collision_wait=%llds swap_reserve=%llu swap_path=%s "
                 "shim=%s",
@@ -651,26 +638,13 @@ int ts_agent_run(struct ts_agent *a)
             ts_files_write_json(path, reg, 0600);
         json_decref(reg);
     }
-    adopt(a);
+    return 0;
+}
 
-    signal(SIGPIPE, SIG_IGN);
-    sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (sigfd < 0 || a->wake_fd < 0) {
-        ts_log_error("could not set up signals: %s", strerror(errno));
-        goto out;
-    }
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    srandom((unsigned)getpid() ^ (unsigned)time(NULL));
-    if (ts_upstream_start(a) != 0 || ts_broker_start(a) != 0) {
-        ts_log_error("could not start threads");
-        goto out;
-    }
-    ts_log_info("agent running node=%s data_dir=%s gpus=%s jobs_adopted=%d", a->cfg.node,
-                a->cfg.data_dir, a->gpus->ops->name, a->jobs != NULL);
-    loop(a, sigfd);
-    status = atomic_load(&a->failed) ? 1 : 0;
-out:
+/* Stop the threads, free the jobs and close what open_node and the loop
+ * opened. */
+static void close_node(struct ts_agent *a, int sigfd)
+{
     atomic_store(&a->stop, true);
     ts_broker_join(a);
     ts_upstream_join(a);
@@ -694,5 +668,48 @@ out:
         close(a->lock_fd);
     pthread_cond_destroy(&a->cond);
     pthread_mutex_destroy(&a->mu);
+}
+
+int ts_agent_run(struct ts_agent *a)
+{
+    int status = 1, sigfd = -1;
+    /* Blocked before anything starts a thread: the GPU driver and NVML
+     * start theirs when loaded, and a thread that had them unblocked took
+     * SIGTERM with its default action, ending the agent without its clean
+     * stop (seen on an H200). The loop reads them from a signalfd. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    a->lock_fd = -1;
+    a->wake_fd = -1;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cond, NULL);
+    if (open_node(a) != 0)
+        goto out;
+    adopt(a);
+
+    signal(SIGPIPE, SIG_IGN);
+    sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (sigfd < 0 || a->wake_fd < 0) {
+        ts_log_error("could not set up signals: %s", strerror(errno));
+        goto out;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    srandom((unsigned)getpid() ^ (unsigned)time(NULL));
+    if (ts_upstream_start(a) != 0 || ts_broker_start(a) != 0) {
+        ts_log_error("could not start threads");
+        goto out;
+    }
+    ts_log_info("agent running node=%s data_dir=%s gpus=%s jobs_adopted=%d", a->cfg.node,
+                a->cfg.data_dir, a->gpus->ops->name, a->jobs != NULL);
+    loop(a, sigfd);
+    status = atomic_load(&a->failed) ? 1 : 0;
+out:
+    close_node(a, sigfd);
     return status;
 }

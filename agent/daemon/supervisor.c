@@ -271,7 +271,9 @@ static void wait_init(pid_t init, int lfd, int *wst)
         close(pfd);
 }
 
-int ts_supervisor_main(const char *jobdir)
+/* The supervisor outlives the agent's stop and the terminal's signals;
+ * its children get the default for SIGCHLD. */
+static void ignore_signals(void)
 {
     struct sigaction ign = {.sa_handler = SIG_IGN};
     sigaction(SIGTERM, &ign, NULL);
@@ -281,6 +283,165 @@ int ts_supervisor_main(const char *jobdir)
     sigaction(SIGPIPE, &ign, NULL);
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     sigaction(SIGCHLD, &dfl, NULL);
+}
+
+/* EOF on fd: the job called setsid and exec'd (the pipe is close-on-exec),
+ * false; data: it could not, said in msg (pid reaped), true. */
+static bool exec_failed(int fd, pid_t pid, const char *wd, const char *argv0, char *msg, size_t len)
+{
+    struct exec_failure f;
+    ssize_t n;
+    do
+        n = read(fd, &f, sizeof(f));
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof(f))
+        return false;
+    int wst;
+    while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
+        ;
+    f.text[sizeof(f.text) - 1] = '\0';
+    if (f.what == 'c')
+        snprintf(msg, len, "could not change to working_dir \"%s\": %s", wd, strerror(f.errnum));
+    else if (f.what == 's')
+        snprintf(msg, len, "could not set up the job's sandbox: %s", f.text);
+    else
+        snprintf(msg, len, "could not execute \"%s\": %s", argv0, strerror(f.errnum));
+    return true;
+}
+
+/* job.json: the job's pid and start time, the supervisor's and its init's
+ * (init 0: none). Written only once the job leads its own session and
+ * process group, so whoever reads the file may signal the group. */
+static void write_job_record(const char *jobdir, pid_t pid, pid_t init)
+{
+    struct ts_proc_stat js = {0}, ss = {0}, is = {0};
+    ts_proc_stat(pid, &js);
+    ts_proc_stat(getpid(), &ss);
+    if (init > 0)
+        ts_proc_stat(init, &is);
+    json_t *rec = json_pack("{s:i, s:I, s:i, s:I, s:I}", "pid", (int)pid, "start_ticks",
+                            (json_int_t)js.start_ticks, "supervisor_pid", (int)getpid(),
+                            "supervisor_start_ticks", (json_int_t)ss.start_ticks, "started_at",
+                            (json_int_t)time(NULL));
+    if (rec != NULL && init > 0) {
+        json_object_set_new(rec, "init_pid", json_integer(init));
+        json_object_set_new(rec, "init_start_ticks", json_integer((json_int_t)is.start_ticks));
+    }
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/job.json", jobdir);
+    if (rec == NULL || ts_files_write_json(path, rec, 0600) != 0)
+        fprintf(stderr, "supervisor: could not write %s\n", path);
+    json_decref(rec);
+}
+
+/* The job's wait status: from its init (which took it from statusfd) when
+ * it has one, else its own. */
+static int wait_job(pid_t pid, pid_t init, int lfd, int statusfd)
+{
+    int wst = 0;
+    if (init > 0) {
+        /* the init's exit kills whatever is left in the namespace */
+        wait_init(init, lfd, &wst);
+        int jst;
+        if (read(statusfd, &jst, sizeof(jst)) == (ssize_t)sizeof(jst))
+            wst = jst;
+        return wst;
+    }
+    while (waitpid(pid, &wst, 0) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, "supervisor: waitpid: %s\n", strerror(errno));
+            break;
+        }
+    }
+    return wst;
+}
+
+/* A sandboxed job's start: the pid socket its init's children are named
+ * through (*lfd), and a new PID namespace for the next child, the job's
+ * init (*nsfd: the supervisor's own, to return to after the fork); -1 with
+ * msg on failure. */
+static int prepare_pid_ns(const char *jobdir, int *lfd, int *nsfd, char *msg, size_t len)
+{
+    if ((*lfd = pid_socket(jobdir)) < 0) {
+        snprintf(msg, len, "could not listen on the job's pid socket");
+        return -1;
+    }
+    /* later children (LeakSanitizer's at exit, among others) are made in
+     * this namespace again (setns after the fork): in the job's, once its
+     * init is gone, fork fails */
+    *nsfd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+    if (unshare(CLONE_NEWPID) != 0) {
+        snprintf(msg, len, "could not make the job's PID namespace: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The init into the job's cgroup; when it cannot be, the init is killed,
+ * the cgroup removed, and msg says why: -1. */
+static int enter_cgroup(const json_t *cg, pid_t init, char *msg, size_t len)
+{
+    char why[600];
+    if (ts_cgroup_enter(cg, init, why, sizeof(why)) == 0)
+        return 0;
+    kill(init, SIGKILL);
+    while (waitpid(init, NULL, 0) < 0 && errno == EINTR)
+        ;
+    snprintf(msg, len, "could not set up the job's cgroup: %s", why);
+    ts_cgroup_remove(cg);
+    return -1;
+}
+
+/* status.json from the job's wait status; 0, or 1 when it cannot be written. */
+static int write_exit(const char *jobdir, int wst)
+{
+    json_t *st;
+    if (WIFSIGNALED(wst))
+        st = json_pack("{s:s, s:i}", "state", "exited", "signal", WTERMSIG(wst));
+    else
+        st = json_pack("{s:s, s:i}", "state", "exited", "exit_code", WEXITSTATUS(wst));
+    return st != NULL && write_status(jobdir, st) == 0 ? 0 : 1;
+}
+
+/* The child of the fork: the job's init when sandboxed, else the job
+ * itself; never returns. The ends of the pipes that are the parent's are
+ * closed first. */
+static void start_child(const json_t *sb, char **argv, char **envp, const char *wd, int outfd,
+                        const int pipefd[2], const int statusp[2], const int gop[2], int lfd)
+{
+    close(pipefd[0]);
+    close(statusp[0]);
+    close(gop[1]);
+    close(NOTIFY_FD);
+    if (lfd >= 0)
+        close(lfd);
+    if (sb != NULL)
+        run_init(sb, argv, envp, wd, outfd, pipefd[1], statusp[1], gop[0]);
+    run_job(argv, envp, wd, outfd, pipefd[1]);
+}
+
+/* After the fork into the job's PID namespace: the supervisor goes back
+ * to its own (nsfd, closed here; -1: it never left), the child stays. */
+static void leave_pid_ns(int *nsfd, pid_t pid)
+{
+    if (*nsfd < 0)
+        return;
+    if (pid != 0 && setns(*nsfd, CLONE_NEWPID) != 0)
+        fprintf(stderr, "supervisor: could not return to its PID namespace: %s\n", strerror(errno));
+    close(*nsfd);
+    *nsfd = -1;
+}
+
+static void close_pair(int fds[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+int ts_supervisor_main(const char *jobdir)
+{
+    ignore_signals();
     fcntl(NOTIFY_FD, F_SETFD, FD_CLOEXEC);
 
     char path[PATH_MAX];
@@ -312,23 +473,11 @@ int ts_supervisor_main(const char *jobdir)
         status = failed_to_start(jobdir, outfd, "could not make a pipe");
         goto out;
     }
-    if (sb != NULL) {
-        if ((lfd = pid_socket(jobdir)) < 0) {
-            status = failed_to_start(jobdir, outfd, "could not listen on the job's pid socket");
-            goto out;
-        }
-        /* the next child is pid 1 of a new PID namespace: the job's init;
-         * later children (LeakSanitizer's at exit, among others) are made in
-         * this one again (setns below): in the job's, once its init is gone,
-         * fork fails */
-        nsfd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
-        if (unshare(CLONE_NEWPID) != 0) {
-            char msg[128];
-            snprintf(msg, sizeof(msg), "could not make the job's PID namespace: %s",
-                     strerror(errno));
-            status = failed_to_start(jobdir, outfd, msg);
-            goto out;
-        }
+    char failure[PATH_MAX + 256];
+    /* the next child is pid 1 of a new PID namespace: the job's init */
+    if (sb != NULL && prepare_pid_ns(jobdir, &lfd, &nsfd, failure, sizeof(failure)) != 0) {
+        status = failed_to_start(jobdir, outfd, failure);
+        goto out;
     }
     pid_t pid = fork();
     if (pid < 0) {
@@ -337,67 +486,24 @@ int ts_supervisor_main(const char *jobdir)
         status = failed_to_start(jobdir, outfd, msg);
         goto out;
     }
-    if (nsfd >= 0) {
-        if (pid != 0 && setns(nsfd, CLONE_NEWPID) != 0)
-            fprintf(stderr, "supervisor: could not return to its PID namespace: %s\n",
-                    strerror(errno));
-        close(nsfd);
-        nsfd = -1;
-    }
-    if (pid == 0) {
-        close(pipefd[0]);
-        close(statusp[0]);
-        close(gop[1]);
-        close(NOTIFY_FD);
-        if (lfd >= 0)
-            close(lfd);
-        if (sb != NULL)
-            run_init(sb, argv, envp, wd, outfd, pipefd[1], statusp[1], gop[0]);
-        run_job(argv, envp, wd, outfd, pipefd[1]);
-    }
+    leave_pid_ns(&nsfd, pid);
+    if (pid == 0)
+        start_child(sb, argv, envp, wd, outfd, pipefd, statusp, gop, lfd);
     pid_t init = sb != NULL ? pid : 0;
     close(pipefd[1]);
     close(statusp[1]);
     close(gop[0]);
     pipefd[1] = statusp[1] = gop[0] = -1;
     const json_t *cg = json_object_get(launch, "cgroup");
-    if (init > 0 && json_is_object(cg)) {
-        char msg[600];
-        if (ts_cgroup_enter(cg, init, msg, sizeof(msg)) != 0) {
-            kill(init, SIGKILL);
-            while (waitpid(init, NULL, 0) < 0 && errno == EINTR)
-                ;
-            char text[700];
-            snprintf(text, sizeof(text), "could not set up the job's cgroup: %s", msg);
-            status = failed_to_start(jobdir, outfd, text);
-            ts_cgroup_remove(cg);
-            goto out;
-        }
+    if (init > 0 && json_is_object(cg) && enter_cgroup(cg, init, failure, sizeof(failure)) != 0) {
+        status = failed_to_start(jobdir, outfd, failure);
+        goto out;
     }
     close(gop[1]); /* the init goes on, in its group */
     gop[1] = -1;
 
-    /* EOF on the pipe: the job called setsid and exec'd (the pipe is
-     * close-on-exec); data: it could not */
-    struct exec_failure f;
-    ssize_t n;
-    do
-        n = read(pipefd[0], &f, sizeof(f));
-    while (n < 0 && errno == EINTR);
-    int wst = 0;
-    if (n == (ssize_t)sizeof(f)) {
-        while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
-            ;
-        char msg[PATH_MAX + 256];
-        f.text[sizeof(f.text) - 1] = '\0';
-        if (f.what == 'c')
-            snprintf(msg, sizeof(msg), "could not change to working_dir \"%s\": %s", wd,
-                     strerror(f.errnum));
-        else if (f.what == 's')
-            snprintf(msg, sizeof(msg), "could not set up the job's sandbox: %s", f.text);
-        else
-            snprintf(msg, sizeof(msg), "could not execute \"%s\": %s", argv[0], strerror(f.errnum));
-        status = failed_to_start(jobdir, outfd, msg);
+    if (exec_failed(pipefd[0], pid, wd, argv[0], failure, sizeof(failure))) {
+        status = failed_to_start(jobdir, outfd, failure);
         goto out;
     }
     if (init > 0 && (pid = child_of(init)) <= 0) {
@@ -405,62 +511,20 @@ int ts_supervisor_main(const char *jobdir)
         pid = init;
     }
 
-    /* job.json only now: the job leads its own session and process group,
-     * so whoever reads the file may signal the group */
-    struct ts_proc_stat js = {0}, ss = {0}, is = {0};
-    ts_proc_stat(pid, &js);
-    ts_proc_stat(getpid(), &ss);
-    if (init > 0)
-        ts_proc_stat(init, &is);
-    json_t *rec = json_pack("{s:i, s:I, s:i, s:I, s:I}", "pid", (int)pid, "start_ticks",
-                            (json_int_t)js.start_ticks, "supervisor_pid", (int)getpid(),
-                            "supervisor_start_ticks", (json_int_t)ss.start_ticks, "started_at",
-                            (json_int_t)time(NULL));
-    if (rec != NULL && init > 0) {
-        json_object_set_new(rec, "init_pid", json_integer(init));
-        json_object_set_new(rec, "init_start_ticks", json_integer((json_int_t)is.start_ticks));
-    }
-    snprintf(path, sizeof(path), "%s/job.json", jobdir);
-    if (rec == NULL || ts_files_write_json(path, rec, 0600) != 0)
-        fprintf(stderr, "supervisor: could not write %s\n", path);
-    json_decref(rec);
+    write_job_record(jobdir, pid, init);
     close(NOTIFY_FD); /* the agent reads EOF: job.json is there */
-
-    if (init > 0) {
-        /* the init's exit kills whatever is left in the namespace */
-        wait_init(init, lfd, &wst);
-        int jst;
-        if (read(statusp[0], &jst, sizeof(jst)) == (ssize_t)sizeof(jst))
-            wst = jst;
-    } else {
-        while (waitpid(pid, &wst, 0) < 0) {
-            if (errno != EINTR) {
-                fprintf(stderr, "supervisor: waitpid: %s\n", strerror(errno));
-                break;
-            }
-        }
-    }
+    int wst = wait_job(pid, init, lfd, statusp[0]);
     /* whatever the job left behind in its group goes with it */
     kill(-pid, SIGKILL);
     if (init > 0 && json_is_object(cg)) {
         ts_cgroup_kill(cg);
         ts_cgroup_remove(cg);
     }
-    json_t *st;
-    if (WIFSIGNALED(wst))
-        st = json_pack("{s:s, s:i}", "state", "exited", "signal", WTERMSIG(wst));
-    else
-        st = json_pack("{s:s, s:i}", "state", "exited", "exit_code", WEXITSTATUS(wst));
-    status = st != NULL && write_status(jobdir, st) == 0 ? 0 : 1;
+    status = write_exit(jobdir, wst);
 out:
-    for (int i = 0; i < 2; i++) {
-        if (pipefd[i] >= 0)
-            close(pipefd[i]);
-        if (statusp[i] >= 0)
-            close(statusp[i]);
-        if (gop[i] >= 0)
-            close(gop[i]);
-    }
+    close_pair(pipefd);
+    close_pair(statusp);
+    close_pair(gop);
     if (nsfd >= 0)
         close(nsfd);
     if (lfd >= 0) {

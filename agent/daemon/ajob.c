@@ -421,6 +421,92 @@ static json_t *cgroup_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob *
                           ctx->sandbox->pids_max, j->gpus, j->ngpus);
 }
 
+/* The job's checkpoint folder, made if missing: its checkpoint_dir, else
+ * DATA/checkpoints/ID; *made when it did not exist. -1 (j failed) when it
+ * cannot be made. */
+static int make_checkpoint_dir(const struct ts_ajob_ctx *ctx, struct ts_ajob *j,
+                               const struct ts_desired_job *desired, char *ckpt, size_t len,
+                               bool *made)
+{
+    const char *cd = desired->checkpoint_dir;
+    if (cd != NULL && cd[0] != '\0')
+        snprintf(ckpt, len, "%s", cd);
+    else
+        snprintf(ckpt, len, "%s/checkpoints/%lld", ctx->data_dir, (long long)j->id);
+    *made = !ts_files_exists(ckpt);
+    int rc = ts_files_mkdirs(ckpt, 0700);
+    if (rc != 0) {
+        set_failed(j, "could not create checkpoint_dir %s: %s", ckpt, strerror(-rc));
+        return -1;
+    }
+    return 0;
+}
+
+/* A GPU fraction: its slots in the ledgers, handed to the shim; sandboxed,
+ * the mount point of its ledgers inside the work folder, and who it is
+ * beside them (the shim reads it in the sandbox). -1 (j failed) on failure. */
+static int add_to_ledgers(const struct ts_ajob_ctx *ctx, struct ts_ajob *j,
+                          const struct ts_desired_job *desired, bool sandboxed)
+{
+    char path[PATH_MAX];
+    struct ts_error lerr = {0};
+    if (ts_ledgers_job_add(ctx->ledgers, desired, j->dir, &lerr) != TS_OK) {
+        set_failed(j, "could not set up the job's GPU memory ledger: %s", lerr.message);
+        return -1;
+    }
+    j->shim = true;
+    job_path(j, TS_SANDBOX_WORK "/shim", path, sizeof(path));
+    if (sandboxed && mkdir(path, 0755) != 0) {
+        set_failed(j, "could not create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char who[64];
+    int n = snprintf(who, sizeof(who), "%lld:%d\n", (long long)j->id, j->attempt);
+    job_path(j, "shim/job", path, sizeof(path));
+    if (sandboxed && ts_files_write_atomic(path, who, (size_t)n, 0644) != 0) {
+        set_failed(j, "could not write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* launch.json, what the supervisor starts: the command, the environment,
+ * the working folder (without a working_dir, the job's own folder), and
+ * sandboxed, the sandbox and the cgroup. -1 (j failed) on failure. */
+static int write_launch(const struct ts_ajob_ctx *ctx, struct ts_ajob *j,
+                        const struct ts_desired_job *desired, const char *ckpt,
+                        const struct ts_sandbox *sb)
+{
+    char path[PATH_MAX], msg[256];
+    char **env = ts_ajob_env_build(ctx, desired, ckpt, msg, sizeof(msg));
+    if (env == NULL) {
+        set_failed(j, "%s", msg);
+        return -1;
+    }
+    const char *wd = desired->working_dir;
+    json_t *envj = string_list(env, SIZE_MAX);
+    json_t *launch = json_pack("{s:o, s:o?, s:s}", "argv",
+                               string_list((char **)desired->command, desired->ncommand), "env",
+                               envj, "working_dir", wd != NULL && wd[0] != '\0' ? wd : j->dir);
+    ts_ajob_env_free(env);
+    if (launch != NULL && sb != NULL) {
+        json_object_set_new(launch, "sandbox", sandbox_spec(ctx, j, ckpt));
+        if (sb->cg.version > 0) {
+            j->cgroup = cgroup_spec(ctx, j, desired);
+            json_object_set(launch, "cgroup", j->cgroup);
+        }
+    }
+    job_path(j, "launch.json", path, sizeof(path));
+    int rc = 0;
+    if (launch == NULL || envj == NULL || (rc = ts_files_write_json(path, launch, 0600)) != 0) {
+        set_failed(j, "could not write %s: %s", path, rc < 0 ? strerror(-rc) : "out of memory");
+        json_decref(launch);
+        return -1;
+    }
+    json_decref(launch);
+    return 0;
+}
+
 struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const struct ts_desired_job *desired,
                               struct ts_error *err)
 {
@@ -435,8 +521,6 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const struct ts_des
              j->attempt);
     read_spec(j, desired);
     char path[PATH_MAX], msg[256];
-    char **env = NULL;
-    json_t *launch = NULL;
 
     if (mkdir(j->dir, 0700) != 0) {
         int e = errno;
@@ -469,15 +553,9 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const struct ts_des
     }
     char ckpt[PATH_MAX];
     const char *cd = desired->checkpoint_dir;
-    if (cd != NULL && cd[0] != '\0')
-        snprintf(ckpt, sizeof(ckpt), "%s", cd);
-    else
-        snprintf(ckpt, sizeof(ckpt), "%s/checkpoints/%lld", ctx->data_dir, (long long)j->id);
-    bool ckpt_new = !ts_files_exists(ckpt);
-    if ((rc = ts_files_mkdirs(ckpt, 0700)) != 0) {
-        set_failed(j, "could not create checkpoint_dir %s: %s", ckpt, strerror(-rc));
+    bool ckpt_new;
+    if (make_checkpoint_dir(ctx, j, desired, ckpt, sizeof(ckpt), &ckpt_new) != 0)
         return j;
-    }
     const struct ts_sandbox *sb = ctx->sandbox != NULL && ctx->sandbox->on ? ctx->sandbox : NULL;
     if (ctx->sandbox != NULL &&
         ts_sandbox_job_user(ctx->sandbox, desired->job_user, desired->allow_root, &j->user, msg,
@@ -500,55 +578,11 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const struct ts_des
             return j;
         }
     }
-    if (ctx->ledgers != NULL && ts_ledgers_fractional(ctx->ledgers, desired)) {
-        /* a GPU fraction: its slots in the ledgers, handed to the shim */
-        struct ts_error lerr = {0};
-        if (ts_ledgers_job_add(ctx->ledgers, desired, j->dir, &lerr) != TS_OK) {
-            set_failed(j, "could not set up the job's GPU memory ledger: %s", lerr.message);
-            return j;
-        }
-        j->shim = true;
-        /* the mount point of its ledgers inside the work folder, and who
-         * it is beside them (the shim reads it in the sandbox) */
-        job_path(j, TS_SANDBOX_WORK "/shim", path, sizeof(path));
-        if (sb != NULL && mkdir(path, 0755) != 0) {
-            set_failed(j, "could not create %s: %s", path, strerror(errno));
-            return j;
-        }
-        char who[64];
-        int n = snprintf(who, sizeof(who), "%lld:%d\n", (long long)j->id, j->attempt);
-        job_path(j, "shim/job", path, sizeof(path));
-        if (sb != NULL && ts_files_write_atomic(path, who, (size_t)n, 0644) != 0) {
-            set_failed(j, "could not write %s: %s", path, strerror(errno));
-            return j;
-        }
-    }
-    env = ts_ajob_env_build(ctx, desired, ckpt, msg, sizeof(msg));
-    if (env == NULL) {
-        set_failed(j, "%s", msg);
+    if (ctx->ledgers != NULL && ts_ledgers_fractional(ctx->ledgers, desired) &&
+        add_to_ledgers(ctx, j, desired, sb != NULL) != 0)
         return j;
-    }
-    const char *wd = desired->working_dir;
-    json_t *envj = string_list(env, SIZE_MAX);
-    /* without a working_dir the job starts in its own folder */
-    launch = json_pack("{s:o, s:o?, s:s}", "argv",
-                       string_list((char **)desired->command, desired->ncommand), "env", envj,
-                       "working_dir", wd != NULL && wd[0] != '\0' ? wd : j->dir);
-    ts_ajob_env_free(env);
-    if (launch != NULL && sb != NULL) {
-        json_object_set_new(launch, "sandbox", sandbox_spec(ctx, j, ckpt));
-        if (sb->cg.version > 0) {
-            j->cgroup = cgroup_spec(ctx, j, desired);
-            json_object_set(launch, "cgroup", j->cgroup);
-        }
-    }
-    job_path(j, "launch.json", path, sizeof(path));
-    if (launch == NULL || envj == NULL || (rc = ts_files_write_json(path, launch, 0600)) != 0) {
-        set_failed(j, "could not write %s: %s", path, rc < 0 ? strerror(-rc) : "out of memory");
-        json_decref(launch);
+    if (write_launch(ctx, j, desired, ckpt, sb) != 0)
         return j;
-    }
-    json_decref(launch);
     spawn(j, ctx);
     if (j->phase == TS_AJOB_RUNNING || (j->phase == TS_AJOB_EXITED && j->pid > 0))
         ts_log_info("job started job=%lld attempt=%d pid=%d", (long long)j->id, j->attempt,

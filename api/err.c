@@ -100,3 +100,8 @@ void ts_error_hint(struct ts_error *err, const char *fmt, ...)
     vsnprintf(err->hint, sizeof(err->hint), fmt, ap);
     va_end(ap);
 }
+
+enum ts_err ts_error_nomem(struct ts_error *err)
+{
+    return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+}

@@ -50,5 +50,7 @@ void ts_error_detail(struct ts_error *err, const char *fmt, ...)
 void ts_error_hint(struct ts_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void ts_error_clear(struct ts_error *err);
+/* ts_error_set(err, TS_ERR_NOMEM, "out of memory"). */
+enum ts_err ts_error_nomem(struct ts_error *err);
 
 #endif /* TS_API_ERR_H */

@@ -536,3 +536,12 @@ enum ts_err ts_db_ping(struct ts_db *db, struct ts_error *err)
     ts_db_release(db, c);
     return e;
 }
+
+enum ts_err ts_db_exec_in_tx(struct ts_dbconn *c, const char *sql, int n, const char *const *params,
+                             PGresult **res, struct ts_error *err)
+{
+    enum ts_err e = ts_db_exec(c, sql, n, params, res, err);
+    if (e != TS_OK)
+        ts_db_rollback(c);
+    return e;
+}

@@ -55,6 +55,10 @@ void ts_db_rollback(struct ts_dbconn *c); /* no-op outside a transaction */
  */
 enum ts_err ts_db_exec(struct ts_dbconn *c, const char *sql, int nparams, const char *const *params,
                        PGresult **res, struct ts_error *err);
+/* ts_db_exec inside a transaction: on failure the transaction is rolled
+ * back before the error is returned. */
+enum ts_err ts_db_exec_in_tx(struct ts_dbconn *c, const char *sql, int n, const char *const *params,
+                             PGresult **res, struct ts_error *err);
 
 /* The one place SQLSTATEs become error codes: 23505 (unique) -> ALREADY_EXISTS,
  * 23503 (foreign key) -> IN_USE or UNKNOWN_REFERENCE, 23514 (check) ->

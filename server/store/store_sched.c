@@ -17,11 +17,6 @@
 
 #define P(fmt, v) ts_arena_printf(a, fmt, v)
 
-static enum ts_err nomem(struct ts_error *err)
-{
-    return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-}
-
 /* ---- sweeps ---------------------------------------------------------------- */
 
 /*
@@ -132,7 +127,7 @@ static enum ts_err write_bind(struct ts_dbconn *c, const struct ts_sched_snapsho
     char *bytes = ts_arena_alloc(a, 3 + d->nslots * 21);
     char *where = ts_arena_alloc(a, 32 + d->nslots * 8);
     if (gpu_ids == NULL || bytes == NULL || where == NULL)
-        return nomem(err);
+        return ts_error_nomem(err);
     size_t gl = 0, bl = 0, wl = 0;
     gpu_ids[gl++] = '{';
     bytes[bl++] = '{';
@@ -156,7 +151,7 @@ static enum ts_err write_bind(struct ts_dbconn *c, const struct ts_sched_snapsho
                        bytes,
                        msg};
     if (msg == NULL)
-        return nomem(err);
+        return ts_error_nomem(err);
     return guarded(
         c,
         /* a suspended job resumes in the same attempt: its processes
@@ -295,7 +290,7 @@ static enum ts_err write_reasons(struct ts_dbconn *c, const struct ts_sched_snap
     const char **codes = ts_arena_alloc(a, sizeof(char *) * (ap->nreasons + 1));
     const char **msgs = ts_arena_alloc(a, sizeof(char *) * (ap->nreasons + 1));
     if (ids == NULL || pos == NULL || codes == NULL || msgs == NULL)
-        return nomem(err);
+        return ts_error_nomem(err);
     for (size_t i = 0; i < ap->nreasons; i++) {
         if (reason_stored(rows, snap, &ap->reasons[i]))
             continue;
@@ -310,7 +305,7 @@ static enum ts_err write_reasons(struct ts_dbconn *c, const struct ts_sched_snap
     const char *p[] = {ts_row_id_array(a, ids, n), ts_row_id_array(a, pos, n),
                        text_array(a, codes, n), text_array(a, msgs, n)};
     if (p[0] == NULL || p[1] == NULL || p[2] == NULL || p[3] == NULL)
-        return nomem(err);
+        return ts_error_nomem(err);
     PGresult *res = NULL;
     enum ts_err e = ts_db_exec(
         c,
@@ -334,7 +329,7 @@ static enum ts_err write_shares(struct ts_dbconn *c, const struct ts_sched_rows 
     char **des = ts_arena_alloc(a, sizeof(char *) * (r->nshares + 1));
     char **fair = ts_arena_alloc(a, sizeof(char *) * (r->nshares + 1));
     if (id == NULL || des == NULL || fair == NULL)
-        return nomem(err);
+        return ts_error_nomem(err);
     for (size_t i = 0; i < r->nshares; i++) {
         const struct ts_sched_share *sh = &r->shares[i];
         if (fabs(rows->project_shares[2 * i] - sh->deserved) < 1e-9 &&

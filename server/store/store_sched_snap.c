@@ -13,11 +13,6 @@
 #include "server/store/sched_cache.h"
 #include "server/store/store.h"
 
-static enum ts_err nomem(struct ts_error *err)
-{
-    return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-}
-
 /* ---- the snapshot ------------------------------------------------------------ */
 
 static int find_id(const int64_t *ids, size_t n, int64_t id)
@@ -98,7 +93,7 @@ static enum ts_err load_quota(struct ts_dbconn *c, struct ts_arena *a, struct ts
     rows->department_ids = ts_arena_alloc(a, sizeof(int64_t) * (n + 1));
     if (d == NULL || rows->department_ids == NULL) {
         PQclear(res);
-        return nomem(err);
+        return ts_error_nomem(err);
     }
     for (size_t i = 0; i < n; i++) {
         d[i] = (struct ts_sched_department){
@@ -127,7 +122,7 @@ static enum ts_err load_quota(struct ts_dbconn *c, struct ts_arena *a, struct ts
     rows->project_shares = ts_arena_alloc(a, sizeof(double) * 2 * (n + 1));
     if (p == NULL || rows->project_ids == NULL || rows->project_shares == NULL) {
         PQclear(res);
-        return nomem(err);
+        return ts_error_nomem(err);
     }
     for (size_t i = 0; i < n; i++) {
         p[i] = (struct ts_sched_project){
@@ -196,7 +191,7 @@ static enum ts_err load_nodes(struct ts_dbconn *c, const struct ts_sched_jobcach
     int64_t *reserve = ts_arena_alloc(a, sizeof(int64_t) * (n + 1));
     if (nd == NULL || rows->node_ids == NULL || reserve == NULL) {
         PQclear(res);
-        return nomem(err);
+        return ts_error_nomem(err);
     }
     for (size_t i = 0; i < n; i++) {
         nd[i] = (struct ts_sched_node){
@@ -220,7 +215,7 @@ static enum ts_err load_nodes(struct ts_dbconn *c, const struct ts_sched_jobcach
     struct ts_sched_gpu *g = ts_arena_alloc(a, sizeof(*g) * (n + 1));
     rows->gpu_ids = ts_arena_alloc(a, sizeof(int64_t) * (n + 1));
     if (g == NULL || rows->gpu_ids == NULL)
-        return nomem(err);
+        return ts_error_nomem(err);
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         const struct ts_sjrow *G = gpus[i];
@@ -287,7 +282,7 @@ static enum ts_err read_slots(struct ts_dbconn *c, struct ts_arena *a, struct sl
     if (sr->job == NULL) {
         PQclear(sr->res);
         sr->res = NULL;
-        return nomem(err);
+        return ts_error_nomem(err);
     }
     for (size_t i = 0; i < sr->n; i++)
         sr->job[i] = ts_row_i64(sr->res, (int)i, 0);
@@ -300,7 +295,7 @@ static enum ts_err load_slots(struct ts_arena *a, const struct ts_sched_rows *ro
 {
     struct ts_sched_slot *slots = ts_arena_alloc(a, sizeof(*slots) * (sr->n + 1));
     if (slots == NULL)
-        return nomem(err);
+        return ts_error_nomem(err);
     size_t k = 0; /* running[] is by id too: walk both */
     for (size_t i = 0; i < sr->n; i++) {
         int64_t job = sr->job[i];
@@ -387,7 +382,7 @@ static enum ts_err load_jobs(const struct ts_sched_jobcache *jc, struct ts_arena
     if (run == NULL || pend == NULL || rows->running_stopping == NULL ||
         rows->pending_code == NULL || rows->pending_message == NULL ||
         rows->pending_position == NULL)
-        return nomem(err);
+        return ts_error_nomem(err);
     size_t nrun = 0, npend = 0;
     /* the snapshot's nodes are this arena's: suspensions the core does not
      * see (held ones, ones being ended) keep their host memory */
@@ -477,7 +472,7 @@ enum ts_err ts_store_sched_snapshot(struct ts_dbconn *c, struct ts_arena *a,
     size_t nread = 0;
     struct ts_sched_jobcache *own = NULL;
     if (jc == NULL && (jc = own = ts_store_sched_jobcache_new()) == NULL)
-        return nomem(err);
+        return ts_error_nomem(err);
     PGresult *res = NULL;
     enum ts_err e =
         ts_db_exec(c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", 0, NULL, &res, err);

@@ -82,6 +82,7 @@ extern struct ts_simgpu_dev devs[TS_SIMGPU_MAX_GPUS]; /* by visible ordinal */
 extern pthread_mutex_t mu;
 extern struct region *regions;     /* mu */
 extern size_t nregions;            /* mu */
+extern size_t cap_regions;         /* mu; room in regions */
 extern struct table streams;       /* mu; created streams */
 extern struct table funcs;         /* mu; functions handed out */
 extern uint64_t kernel_ns_default; /* TESSERA_SIMGPU_KERNEL_NS */
@@ -97,6 +98,13 @@ extern uint64_t kernel_ns_default; /* TESSERA_SIMGPU_KERNEL_NS */
         if (init_rc != CUDA_SUCCESS)                                                               \
             return init_rc == CUDA_ERROR_NO_DEVICE ? CUDA_ERROR_NO_DEVICE                          \
                                                    : CUDA_ERROR_NOT_INITIALIZED;                   \
+    } while (0)
+/* dev a valid ordinal of an initialized driver, else its error. */
+#define NEED_DEV(d)                                                                                \
+    do {                                                                                           \
+        NEED_INIT();                                                                               \
+        if ((d) < 0 || (d) >= ndev)                                                                \
+            return CUDA_ERROR_INVALID_DEVICE;                                                      \
     } while (0)
 #define NEED_CTX()                                                                                 \
     do {                                                                                           \
@@ -186,5 +194,11 @@ void arrays_ctx_gone(struct CUctx_st *ctx);
 /* cuda_capture.c: whether s is capturing; if so, the capture is
  * invalidated, as CUDA does when a capturing stream is synchronized. */
 bool capture_refuses_sync(struct CUstream_st *s);
+
+/* The copies of cuda.c, shared with the per-thread default stream
+ * flavours (cuda_ptsz.c): checked, then timed at the device's bandwidth. */
+CUresult copy_htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, bool async);
+CUresult copy_dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, bool async);
+CUresult copy_dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, bool async);
 
 #endif /* TS_AGENT_SIMGPU_CUDA_INT_H */

@@ -239,6 +239,26 @@ static long long submit_id(const char *name, const char *project)
     return id;
 }
 
+/* GET path once the scheduler has decided what it lists: two reads half a
+ * second apart alike (cycles run --cycle-interval apart, so a job just
+ * submitted gets its reason a moment later). Fails after 15 s. */
+static void get_settled(const char *path, struct ts_response *out)
+{
+    struct ts_response prev;
+    assert_int_equal(ts_it_req(srv.admin, "GET", path, NULL, NULL, &prev), 200);
+    for (int i = 0; i < 30; i++) {
+        usleep(500 * 1000);
+        assert_int_equal(ts_it_req(srv.admin, "GET", path, NULL, NULL, out), 200);
+        bool same = out->body.len == prev.body.len &&
+                    memcmp(out->body.data, prev.body.data, prev.body.len) == 0;
+        ts_response_free(&prev);
+        if (same)
+            return;
+        prev = *out;
+    }
+    fail_msg("%s kept changing for 15 s", path);
+}
+
 static int count_lines(const char *s)
 {
     int n = 0;
@@ -688,8 +708,7 @@ static void list_follows_every_page_and_json_is_the_api_json(void **state)
     run_free(&r);
     /* one page: byte for byte what the API sends */
     struct ts_response api;
-    assert_int_equal(ts_it_req(srv.admin, "GET", "/api/v1/jobs?project=plist", NULL, NULL, &api),
-                     200);
+    get_settled("/api/v1/jobs?project=plist", &api);
     assert_int_equal(cli(&r, "list", "-p", "plist", "-o", "json", NULL), 0);
     assert_int_equal(strlen(r.out), api.body.len + 1);
     assert_memory_equal(r.out, api.body.data, api.body.len);
@@ -1091,8 +1110,7 @@ static void queue_json_is_the_api_json(void **state)
 {
     env_default();
     struct ts_response api;
-    assert_int_equal(ts_it_req(srv.admin, "GET", "/api/v1/queue?project=p1", NULL, NULL, &api),
-                     200);
+    get_settled("/api/v1/queue?project=p1", &api);
     struct run r;
     assert_int_equal(cli(&r, "queue", "-p", "p1", "-o", "json", NULL), 0);
     json_t *got = json_loads(r.out, 0, NULL);

@@ -275,13 +275,18 @@ double ts_ap_metric(const char *name)
     return ts_ap_metric_of(srv, name);
 }
 
-void ts_ap_settle(double quiet_s)
+void ts_ap_settle_of(struct ts_it_server *s, double quiet_s)
 {
     for (double waited = 0; waited < 30; waited += quiet_s) {
-        double c = ts_ap_metric("tessera_scheduler_cycles_total");
+        double c = ts_ap_metric_of(s, "tessera_scheduler_cycles_total");
         usleep((useconds_t)(quiet_s * 1e6));
-        if (ts_ap_metric("tessera_scheduler_cycles_total") == c)
+        if (ts_ap_metric_of(s, "tessera_scheduler_cycles_total") == c)
             return;
     }
     fail_msg("the scheduler loop kept cycling for 30 s with nothing happening");
+}
+
+void ts_ap_settle(double quiet_s)
+{
+    ts_ap_settle_of(srv, quiet_s);
 }

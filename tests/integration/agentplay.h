@@ -84,5 +84,7 @@ double ts_ap_metric(const char *name);
  * seconds: what the test did last has been decided, however loaded the
  * machine; fails the test otherwise. */
 void ts_ap_settle(double quiet_s);
+/* The same on server s. */
+void ts_ap_settle_of(struct ts_it_server *s, double quiet_s);
 
 #endif /* TS_TESTS_INTEGRATION_AGENTPLAY_H */

@@ -23,6 +23,7 @@
 
 #include "api/clock.h"
 
+#include "tests/integration/agentplay.h"
 #include "tests/integration/harness.h"
 
 static struct ts_it_server srv;
@@ -211,6 +212,36 @@ static json_t *api_job(long long id)
     char path[64];
     snprintf(path, sizeof(path), "/api/v1/jobs/%lld", id);
     return api_get(path);
+}
+
+/* The CLI's -o json output (its arguments, NULL-terminated) is the API's
+ * JSON at path. Read again, up to 10 s, while they differ: a scheduler
+ * cycle between the two reads (they run --cycle-interval apart) may give a
+ * job its reason after one read and before the other. */
+static void cli_json_is_api(const char *path, ...)
+{
+    const char *args[64];
+    int n = 0;
+    va_list ap;
+    va_start(ap, path);
+    for (const char *s; (s = va_arg(ap, const char *)) != NULL && n < 63;)
+        args[n++] = s;
+    va_end(ap);
+    args[n] = NULL;
+    for (int i = 0;; i++) {
+        struct run r;
+        assert_int_equal(cli_in(&r, NULL, args), 0);
+        json_t *got = json_loads(r.out, 0, NULL), *api = api_get(path);
+        bool same = got != NULL && json_equal(got, api);
+        json_decref(got);
+        json_decref(api);
+        run_free(&r);
+        if (same)
+            return;
+        if (i == 20)
+            fail_msg("tessera %s -o json is not GET %s after 10 s", args[0], path);
+        usleep(500 * 1000);
+    }
 }
 
 /* The code of a job's pending reason once the scheduler has looked at it
@@ -541,6 +572,9 @@ static void submit_refuses_bad_command_lines_with_exit_1(void **state)
     env_default();
     struct run r;
     char before[33], after[33];
+    /* what the scheduler does with earlier jobs is done before the digest:
+     * its cycles run --cycle-interval apart */
+    ts_ap_settle_of(&srv, 0.5);
     ts_it_db_digest(&srv, before);
     assert_int_equal(cli(&r, "submit", "nocmd", "-p", "p1", NULL), 1);
     assert_non_null(strstr(r.err, "after --"));
@@ -897,12 +931,9 @@ static void describe_job_shows_the_job_and_its_events_by_id_or_name(void **state
     snprintf(q, sizeof(q), "UPDATE job SET state = 'pending' WHERE id = %lld", nb);
     assert_int_equal(ts_it_sql(&srv, q, out, sizeof(out)), 0);
     /* by name without a project: the one job of that name anywhere */
-    assert_int_equal(cli(&r, "describe", "job", "described", "-o", "json", NULL), 0);
-    json_t *j = json_loads(r.out, 0, NULL), *api = api_job(id);
-    assert_true(json_equal(j, api));
-    json_decref(j);
-    json_decref(api);
-    run_free(&r);
+    char jpath[64];
+    snprintf(jpath, sizeof(jpath), "/api/v1/jobs/%lld", id);
+    cli_json_is_api(jpath, "describe", "job", "described", "-o", "json", NULL);
 }
 
 static void a_name_in_several_projects_needs_a_project(void **state)
@@ -1264,12 +1295,7 @@ static void departments_and_projects_are_created_listed_and_deleted(void **state
     assert_int_equal(cli(&r, "department", "list", NULL), 0);
     assert_non_null(strstr(r.out, "research"));
     run_free(&r);
-    assert_int_equal(cli(&r, "project", "list", "-o", "json", NULL), 0);
-    json_t *got = json_loads(r.out, 0, NULL), *api = api_get("/api/v1/projects");
-    assert_true(json_equal(got, api));
-    json_decref(got);
-    json_decref(api);
-    run_free(&r);
+    cli_json_is_api("/api/v1/projects", "project", "list", "-o", "json", NULL);
     /* a project needs its department; a taken name is a conflict */
     assert_int_equal(cli(&r, "project", "create", "orphan", NULL), 1);
     run_free(&r);
@@ -1377,6 +1403,9 @@ static void set_quota_after_someone_else_changed_it_exits_4_and_writes_nothing(v
     ts_response_free(&api);
     /* writing with the old ETag is refused, clearly, and writes nothing */
     char before[33], after[33];
+    /* what the scheduler does with earlier jobs is done before the digest:
+     * its cycles run --cycle-interval apart */
+    ts_ap_settle_of(&srv, 0.5);
     ts_it_db_digest(&srv, before);
     assert_int_equal(
         cli(&r, "project", "set-quota", "raced-p", "--gpus", "2", "--if-match", etag, NULL), 4);

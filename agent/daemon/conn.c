@@ -88,8 +88,3 @@ enum ts_err ts_conn_json(struct ts_conn *c, const char *method, const char *path
     ts_response_free(&r);
     return TS_OK;
 }
-
-const char *ts_conn_problem(const json_t *body)
-{
-    return ts_problem_text(body);
-}

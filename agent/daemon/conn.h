@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "api/client/client.h" /* ts_problem_text for the answers */
 #include "api/err.h"
 
 struct ts_conn;
@@ -40,8 +41,5 @@ void ts_conn_free(struct ts_conn *c); /* NULL is a no-op */
 enum ts_err ts_conn_json(struct ts_conn *c, const char *method, const char *path,
                          const json_t *body, long timeout_s, long *status, json_t **out,
                          struct ts_error *err);
-
-/* The "detail" (else "title") of a problem+json body, or "". */
-const char *ts_conn_problem(const json_t *body);
 
 #endif /* TS_AGENT_DAEMON_CONN_H */

@@ -278,7 +278,7 @@ static int join_whoami(struct ts_conn *c, const struct join_args *j, char *name,
         goto out;
     }
     if (status != 200 || !json_is_object(who)) {
-        fail("GET %s/api/v1/whoami answered %ld %s", j->url, status, ts_conn_problem(who));
+        fail("GET %s/api/v1/whoami answered %ld %s", j->url, status, ts_problem_text(who));
         goto out;
     }
     const char *role = json_string_value(json_object_get(who, "role"));

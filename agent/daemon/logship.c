@@ -135,7 +135,7 @@ bool ts_logship_send(struct ts_agent *a, struct ts_conn *c, const char *base)
             return false;
         }
         if (status != 200) {
-            ts_log_warn("job output refused: status=%ld %s", status, ts_conn_problem(resp));
+            ts_log_warn("job output refused: status=%ld %s", status, ts_problem_text(resp));
             json_decref(resp);
             if (status >= 500 || status == 401 || status == 403 || status == 404 || status == 429)
                 return false;

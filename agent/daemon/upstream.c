@@ -308,7 +308,7 @@ static bool send_report(struct ts_agent *a, struct ts_conn *c, const char *base)
             reported(a, &rep, &res);
             ok = true;
         } else {
-            ts_log_warn("report refused: status=%ld %s", status, ts_conn_problem(resp));
+            ts_log_warn("report refused: status=%ld %s", status, ts_problem_text(resp));
             if (status == 404)
                 atomic_store(&a->registered, false);
         }
@@ -369,15 +369,15 @@ static bool do_register(struct ts_agent *a, struct ts_conn *c)
                (refused = problem_is(resp, "incompatible_protocol", &problem)) != NULL) {
         /* retrying cannot help: say why and stop, for the service manager */
         const char *hint = refused->hint;
-        ts_log_error("registration refused: %s%s%s", ts_conn_problem(resp), hint ? "; " : "",
+        ts_log_error("registration refused: %s%s%s", ts_problem_text(resp), hint ? "; " : "",
                      hint ? hint : "");
-        notify_status("STATUS=registration refused: %s", ts_conn_problem(resp));
+        notify_status("STATUS=registration refused: %s", ts_problem_text(resp));
         atomic_store(&a->failed, true);
         atomic_store(&a->stop, true);
         ts_agent_wake(a);
     } else if (status != 200) {
-        ts_log_warn("registration refused: status=%ld %s", status, ts_conn_problem(resp));
-        notify_status("STATUS=registration refused: status=%ld %s", status, ts_conn_problem(resp));
+        ts_log_warn("registration refused: status=%ld %s", status, ts_problem_text(resp));
+        notify_status("STATUS=registration refused: status=%ld %s", status, ts_problem_text(resp));
     } else {
         ts_log_info("registered node=%s gpus=%u", a->cfg.node, a->gpus->count);
         /* systemd's Type=notify: the agent is up once the server knows the node */
@@ -502,7 +502,7 @@ static void *poll_main(void *arg)
         else if (e != TS_OK)
             ts_log_warn("could not fetch the desired state: %s", err.message);
         else
-            ts_log_warn("desired state refused: status=%ld %s", status, ts_conn_problem(resp));
+            ts_log_warn("desired state refused: status=%ld %s", status, ts_problem_text(resp));
         if (e == TS_OK && status == 404)
             atomic_store(&a->registered, false);
         json_decref(resp);

@@ -227,7 +227,7 @@ void ts_sandbox_drivers(struct ts_sandbox *sb, const char *sim_lib_dir)
 
 /* ---- the job's init, as root --------------------------------------------- */
 
-/* mkdir -p with mode for what it creates. */
+/* mkdir -p with mode for what it creates, whatever the umask. */
 static int mkdirs(const char *path, mode_t mode)
 {
     char p[4096];
@@ -238,12 +238,52 @@ static int mkdirs(const char *path, mode_t mode)
             continue;
         char c = *s;
         *s = '\0';
-        if (mkdir(p, mode) != 0 && errno != EEXIST)
+        if (mkdir(p, mode) == 0) {
+            if (chmod(p, mode) != 0)
+                return -1;
+        } else if (errno != EEXIST) {
             return -1;
+        }
         *s = c;
         if (c == '\0')
             return 0;
     }
+}
+
+/* Can uid (primary group gid) pass through the folder st describes? */
+static bool searchable(const struct stat *st, uid_t uid, gid_t gid)
+{
+    if (st->st_uid == uid)
+        return (st->st_mode & S_IXUSR) != 0;
+    if (st->st_gid == gid)
+        return (st->st_mode & S_IXGRP) != 0;
+    return (st->st_mode & S_IXOTH) != 0;
+}
+
+/* The job's checkpoint folder is bound at its own path, but the folders
+ * above it may be closed to the job's user: the agent makes a server-named
+ * ROOT/PROJECT/ID with ROOT and PROJECT 0700, so that no job reads another's.
+ * The first such folder is covered with a tmpfs in the job's view: the job
+ * reaches its own checkpoint (made again under it, then bound) and sees
+ * nothing else there. Folders the user may pass through stay as they are. */
+static int open_way_to(const json_t *sb, const char *path, char *msg, size_t len)
+{
+    uid_t uid = (uid_t)json_integer_value(json_object_get(sb, "uid"));
+    gid_t gid = (gid_t)json_integer_value(json_object_get(sb, "gid"));
+    char p[4096];
+    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
+        return errno = ENAMETOOLONG, fail(msg, len, "%s is too long", path);
+    for (char *s = strchr(p + 1, '/'); s != NULL; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        struct stat st;
+        if (stat(p, &st) == 0 && S_ISDIR(st.st_mode) && !searchable(&st, uid, gid)) {
+            if (mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0)
+                return fail(msg, len, "could not cover %s", p);
+            return 0;
+        }
+        *s = '/';
+    }
+    return 0;
 }
 
 /* An empty file at path (a mount point for a file), its folders made. */
@@ -444,6 +484,9 @@ static int build_mounts(const json_t *sb, const char *data, struct keep *keep, i
         return fail(msg, msglen, "could not make %s", data);
     if (mount("tmpfs", data, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0)
         return fail(msg, msglen, "could not cover %s", data);
+    const char *ckpt = str(sb, "checkpoint_dir");
+    if (ckpt != NULL && open_way_to(sb, ckpt, msg, msglen) != 0)
+        return -1;
     for (int i = 0; i < nkeep; i++) {
         struct keep *k = &keep[i];
         if ((k->dir ? mkdirs(k->path, 0755) : touch(k->path)) != 0)

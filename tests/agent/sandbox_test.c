@@ -30,6 +30,9 @@
 static struct ts_it_server srv;
 static char dir[512], data[600], token_file[600], agent_log[600], agent_token[256];
 static char mounts[2100]; /* --job-mount: DIR/shared-ro/inner:rw,DIR/shared-rw:rw,DIR/shared-ro */
+/* the server's --checkpoint-root: outside /tmp, which every job has its own
+ * of, as on a real cluster (shared storage); under the build folder */
+static char ckpt_root[600];
 static pid_t agent_pid;
 
 static void agent_start(void)
@@ -153,7 +156,10 @@ static void cancel(long long id)
 static int setup(void **state)
 {
     (void)state;
-    if (ts_it_start(&srv, NULL, NULL) != 0)
+    snprintf(ckpt_root, sizeof(ckpt_root), "%s/../sandbox-checkpoints-%d", getenv("TS_BIN_DIR"),
+             (int)getpid());
+    const char *args[] = {"--checkpoint-root", ckpt_root, NULL};
+    if (ts_it_start(&srv, NULL, args) != 0)
         return -1;
     snprintf(dir, sizeof(dir), "%s", srv.dir);
     snprintf(data, sizeof(data), "%s/agent", dir);
@@ -227,6 +233,7 @@ static int teardown(void **state)
     if (ts_it_stop(&srv) != 0)
         rc = -1;
     ts_it_cleanup(&srv);
+    ts_files_remove_tree(ckpt_root);
     return rc;
 }
 
@@ -283,6 +290,47 @@ static void a_job_runs_as_its_projects_job_user_checked_on_the_node(void **state
     id = submit_sh("audio", "as-agent-user", "echo user=$(id -un); echo end", "");
     out = output_after_end(id);
     assert_non_null(strstr(out, "user=nobody\n"));
+    free(out);
+}
+
+/* The server names every job a checkpoint folder under its checkpoint root
+ * (ROOT/PROJECT/ID, the folders above made 0700 by the agent): the job
+ * writes there, the file is on the host, and a job of another project
+ * neither reads it nor lists it. */
+static void a_job_writes_its_checkpoint_and_no_other_project_reads_it(void **state)
+{
+    (void)state;
+    long long a = submit_sh("vision", "ckpt-writer",
+                            "echo ckpt-a-42 > \"$TESSERA_CHECKPOINT_DIR/state\" && "
+                            "echo wrote-ckpt; echo end",
+                            "");
+    char *out = output_after_end(a);
+    assert_non_null(strstr(out, "wrote-ckpt\n"));
+    free(out);
+    json_t *j = get_json("/api/v1/jobs/%lld", a);
+    char state_file[4200], project_dir[4200];
+    snprintf(state_file, sizeof(state_file), "%s/state", ts_it_str(j, "checkpoint_dir"));
+    snprintf(project_dir, sizeof(project_dir), "%s", ts_it_str(j, "checkpoint_dir"));
+    json_decref(j);
+    *strrchr(project_dir, '/') = '\0';
+    /* on the host, not in a tmpfs of the job's */
+    char *kept = ts_files_read(state_file, 4096, NULL);
+    assert_non_null(kept);
+    assert_string_equal(kept, "ckpt-a-42\n");
+    free(kept);
+    char script[9000];
+    snprintf(script, sizeof(script),
+             "cat %s 2>&1; ls %s 2>&1; echo own > \"$TESSERA_CHECKPOINT_DIR/state\" && "
+             "echo wrote-own-ckpt; echo end",
+             state_file, project_dir);
+    long long b = submit_sh("audio", "ckpt-snoop", script, "");
+    out = output_after_end(b);
+    assert_non_null(strstr(out, "wrote-own-ckpt\n"));
+    assert_null(strstr(out, "ckpt-a-42"));
+    char id_line[32];
+    snprintf(id_line, sizeof(id_line), "\n%lld\n", a);
+    assert_null(strstr(out, id_line));
+    assert_false(strncmp(out, id_line + 1, strlen(id_line) - 1) == 0);
     free(out);
 }
 
@@ -569,6 +617,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_job_runs_unprivileged_alone_in_its_namespaces_with_a_private_tmp),
+        cmocka_unit_test(a_job_writes_its_checkpoint_and_no_other_project_reads_it),
         cmocka_unit_test(a_job_reads_no_token_no_other_jobs_folder_and_no_ledger_of_another_gpu),
         cmocka_unit_test(a_job_has_its_memory_request_and_a_pids_limit_in_its_cgroup),
         cmocka_unit_test(the_gpu_limit_holds_without_ld_preload_and_with_the_driver_opened_by_path),

@@ -154,8 +154,9 @@ void ts_events_add(struct ts_events *ev, int64_t id, int attempt, const char *ty
         }
         if (s->quiet[r] > 0) {
             size_t n = strlen(msg);
-            snprintf(msg + n, sizeof(msg) - n, " (and %u more %s events in the last %.0f s)",
-                     s->quiet[r], type, (double)(now - s->last_ms[r]) / 1000.0);
+            snprintf(msg + n, sizeof(msg) - n, " (and %u more %s event%s in the last %.0f s)",
+                     s->quiet[r], type, s->quiet[r] == 1 ? "" : "s",
+                     (double)(now - s->last_ms[r]) / 1000.0);
         }
         s->last_ms[r] = now;
         s->quiet[r] = 0;

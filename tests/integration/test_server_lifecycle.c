@@ -1,7 +1,8 @@
 /*
  * test_server_lifecycle.c - the server as a process: the embedded
  * PostgreSQL across restarts and crashes, the generated admin token, an
- * external database shared by servers starting together, a database newer
+ * external database shared by servers starting together, an external
+ * database that goes away and returns, a database newer
  * than the server, and the option table (--help, flags, environment, file).
  */
 #include <dirent.h>
@@ -20,6 +21,7 @@
 #include <cmocka.h>
 
 #include "tests/integration/harness.h"
+#include "tests/integration/pgtest.h"
 
 static char exe[512];
 
@@ -285,6 +287,100 @@ static void servers_starting_together_on_an_external_database_migrate_it_once(vo
     ts_it_cleanup(&host);
 }
 
+/* An external database that goes away and comes back (issue 14: "reconnects
+ * to an external one when it returns, answering 503 meanwhile"): the server
+ * answers 503 problems while PostgreSQL is down, never crashes, and once it
+ * is back serves the same data, takes writes, and its scheduler decides the
+ * jobs submitted after the return (its leader's connection came back too). */
+static long get_until(struct ts_client *c, const char *path, long want, int seconds)
+{
+    long st = 0;
+    for (int i = 0; i < seconds * 10; i++) {
+        st = ts_it_req(c, "GET", path, NULL, NULL, NULL);
+        if (st == want)
+            break;
+        assert_true(st == 200 || st == 503);
+        usleep(100 * 1000);
+    }
+    return st;
+}
+
+static void an_external_database_that_returns_is_served_again(void **state)
+{
+    (void)state;
+    struct ts_it_server host, s;
+    assert_int_equal(ts_it_start(&host, NULL, NULL), 0);
+    char out[64], hostdir[256];
+    snprintf(hostdir, sizeof(hostdir), "%s", host.dir);
+    assert_int_equal(ts_it_sql(&host, "CREATE DATABASE away", out, sizeof(out)), 0);
+    char url[400];
+    snprintf(url, sizeof(url), "host=%s/pg/run dbname=away user=tessera", hostdir);
+    const char *args[] = {"--database", url, "--cycle-interval", "0", NULL};
+    assert_int_equal(ts_it_start(&s, NULL, args), 0);
+    assert_int_equal(
+        ts_it_req(s.admin, "POST", "/api/v1/departments", "{\"name\":\"keep\"}", NULL, NULL), 201);
+
+    /* PostgreSQL goes away with the server that embeds it */
+    ts_it_crash(&host);
+    long pm = ts_pgtest_postmaster_pid(hostdir);
+    assert_true(pm > 1);
+    assert_int_equal(kill((pid_t)pm, SIGINT), 0); /* a fast shutdown */
+    assert_true(ts_pgtest_wait_gone(pm, 30000, false));
+    assert_int_equal(get_until(s.admin, "/api/v1/departments/keep", 503, 30), 503);
+    struct ts_response r = {0};
+    assert_int_equal(ts_it_req(s.admin, "GET", "/readyz", NULL, NULL, &r), 503);
+    ts_response_free(&r);
+    assert_int_equal(ts_it_req(s.admin, "GET", "/api/v1/departments/keep", NULL, NULL, &r), 503);
+    assert_non_null(r.headers.data);
+    assert_non_null(strstr(r.headers.data, "application/problem+json"));
+    ts_response_free(&r);
+    assert_int_equal(kill(s.pid, 0), 0); /* still running */
+
+    /* it returns: the same data, writes taken, the scheduler decides */
+    assert_int_equal(ts_it_start(&host, hostdir, NULL), 0);
+    assert_int_equal(get_until(s.admin, "/api/v1/departments/keep", 200, 60), 200);
+    assert_int_equal(
+        ts_it_req(s.admin, "POST", "/api/v1/departments", "{\"name\":\"back\"}", NULL, NULL), 201);
+    assert_int_equal(
+        ts_it_req(s.admin, "POST", "/api/v1/projects",
+                  "{\"name\":\"pb\", \"department\": \"back\", \"quota\": {\"gpus\": 1}}", NULL,
+                  NULL),
+        201);
+    json_t *job = NULL;
+    assert_int_equal(ts_it_req(s.admin, "POST", "/api/v1/jobs",
+                               "{\"project\": \"pb\", \"name\": \"after\", \"command\": "
+                               "[\"true\"], \"gpu\": {\"count\": 1}}",
+                               NULL, &r),
+                     201);
+    job = json_loads(r.body.data, 0, NULL);
+    ts_response_free(&r);
+    assert_non_null(job);
+    char path[64];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld", ts_it_int(job, "id"));
+    json_decref(job);
+    const char *reason = "";
+    json_t *j = NULL;
+    /* "not_yet_scheduled" until a cycle decides: no node, so it says why */
+    for (int i = 0; i < 100; i++) {
+        json_decref(j);
+        assert_int_equal(ts_it_req(s.admin, "GET", path, NULL, NULL, &r), 200);
+        j = json_loads(r.body.data, 0, NULL);
+        ts_response_free(&r);
+        reason = ts_it_str(json_object_get(j, "pending_reason"), "code");
+        if (strcmp(reason, "not_yet_scheduled") != 0)
+            break;
+        usleep(100 * 1000);
+    }
+    fprintf(stderr, "after the return: %s\n", reason);
+    assert_string_not_equal(reason, "not_yet_scheduled");
+    assert_true(reason[0] != '\0');
+    json_decref(j);
+    assert_int_equal(ts_it_stop(&s), 0);
+    ts_it_cleanup(&s);
+    assert_int_equal(ts_it_stop(&host), 0);
+    ts_it_cleanup(&host);
+}
+
 static void a_config_file_and_the_environment_set_options(void **state)
 {
     struct ts_it_server s;
@@ -322,6 +418,7 @@ int main(void)
         cmocka_unit_test(data_survives_a_restart_and_a_crash_of_the_server),
         cmocka_unit_test(a_killed_embedded_postgresql_is_started_again),
         cmocka_unit_test(servers_starting_together_on_an_external_database_migrate_it_once),
+        cmocka_unit_test(an_external_database_that_returns_is_served_again),
         cmocka_unit_test(a_config_file_and_the_environment_set_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -260,12 +260,17 @@ static bool searchable(const struct stat *st, uid_t uid, gid_t gid)
     return (st->st_mode & S_IXOTH) != 0;
 }
 
-/* The job's checkpoint folder is bound at its own path, but the folders
- * above it may be closed to the job's user: the agent makes a server-named
- * ROOT/PROJECT/ID with ROOT and PROJECT 0700, so that no job reads another's.
- * The first such folder is covered with a tmpfs in the job's view: the job
- * reaches its own checkpoint (made again under it, then bound) and sees
- * nothing else there. Folders the user may pass through stay as they are. */
+/* What the job keeps is bound at its own path (its folder under the data
+ * folder, its checkpoint, the --job-mount folders), but the folders above
+ * it may be closed to the job's user: the agent makes a server-named
+ * ROOT/PROJECT/ID with ROOT and PROJECT 0700, so that no job reads
+ * another's, and a data folder or a granted folder may lie under a folder
+ * only root may pass (/root, a 0700 /srv/cluster). The first such folder
+ * above path is covered with a tmpfs in the job's view: the way down is
+ * made again under it before the binds, so the job reaches what it keeps
+ * and sees nothing else there. Folders the user may pass stay as they are.
+ * Called for every kept path before any bind, so that no cover hides a
+ * bind made before it. */
 static int open_way_to(const json_t *sb, const char *path, char *msg, size_t len)
 {
     uid_t uid = (uid_t)json_integer_value(json_object_get(sb, "uid"));
@@ -480,13 +485,15 @@ static int build_mounts(const json_t *sb, const char *data, struct keep *keep, i
         tmpfs("/dev/shm", "mode=1777", msg, msglen) != 0 ||
         tmpfs("/run", "mode=0755", msg, msglen) != 0)
         return -1;
+    if (open_way_to(sb, data, msg, msglen) != 0)
+        return -1;
     if (mkdirs(data, 0755) != 0)
         return fail(msg, msglen, "could not make %s", data);
     if (mount("tmpfs", data, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0)
         return fail(msg, msglen, "could not cover %s", data);
-    const char *ckpt = str(sb, "checkpoint_dir");
-    if (ckpt != NULL && open_way_to(sb, ckpt, msg, msglen) != 0)
-        return -1;
+    for (int i = 0; i < nkeep; i++)
+        if (open_way_to(sb, keep[i].path, msg, msglen) != 0)
+            return -1;
     for (int i = 0; i < nkeep; i++) {
         struct keep *k = &keep[i];
         if ((k->dir ? mkdirs(k->path, 0755) : touch(k->path)) != 0)

@@ -29,10 +29,15 @@
 
 static struct ts_it_server srv;
 static char dir[512], data[600], token_file[600], agent_log[600], agent_token[256];
-static char mounts[2100]; /* --job-mount: DIR/shared-ro/inner:rw,DIR/shared-rw:rw,DIR/shared-ro */
+/* --job-mount: DIR/shared-ro/inner:rw,DIR/shared-rw:rw,DIR/shared-ro,CLOSED/granted */
+static char mounts[2800];
 /* the server's --checkpoint-root: outside /tmp, which every job has its own
  * of, as on a real cluster (shared storage); under the build folder */
 static char ckpt_root[600];
+/* a folder only root may pass (0700, outside /tmp as /root or a closed
+ * /srv would be), holding the agent's data folder, a folder an admin grants
+ * every job (granted/) and a file nobody granted (secret) */
+static char closed[400];
 static pid_t agent_pid;
 
 static void agent_start(void)
@@ -162,13 +167,27 @@ static int setup(void **state)
     if (ts_it_start(&srv, NULL, args) != 0)
         return -1;
     snprintf(dir, sizeof(dir), "%s", srv.dir);
-    snprintf(data, sizeof(data), "%s/agent", dir);
+    snprintf(closed, sizeof(closed), "%s/../sandbox-closed-%d", getenv("TS_BIN_DIR"),
+             (int)getpid());
+    if (mkdir(closed, 0700) != 0 || chmod(closed, 0700) != 0)
+        return -1;
+    snprintf(data, sizeof(data), "%s/agent", closed);
     snprintf(token_file, sizeof(token_file), "%s/agent.token", dir);
     snprintf(agent_log, sizeof(agent_log), "%s/agent.log", dir);
     /* the inner folder first: it must not be covered by its parent's bind */
-    snprintf(mounts, sizeof(mounts), "%s/shared-ro/inner:rw,%s/shared-rw:rw,%s/shared-ro", dir, dir,
-             dir);
+    snprintf(mounts, sizeof(mounts),
+             "%s/shared-ro/inner:rw,%s/shared-rw:rw,%s/shared-ro,%s/granted", dir, dir, dir,
+             closed);
     char shared[700];
+    snprintf(shared, sizeof(shared), "%s/granted", closed);
+    if (mkdir(shared, 0755) != 0 || chmod(shared, 0755) != 0)
+        return -1;
+    snprintf(shared, sizeof(shared), "%s/granted/data", closed);
+    if (ts_files_write_atomic(shared, "closed-data-7\n", 14, 0644) != 0)
+        return -1;
+    snprintf(shared, sizeof(shared), "%s/secret", closed);
+    if (ts_files_write_atomic(shared, "closed-secret-9\n", 16, 0644) != 0)
+        return -1;
     snprintf(shared, sizeof(shared), "%s/shared-rw", dir);
     if (mkdir(shared, 01777) != 0 || chmod(shared, 01777) != 0)
         return -1;
@@ -234,6 +253,7 @@ static int teardown(void **state)
         rc = -1;
     ts_it_cleanup(&srv);
     ts_files_remove_tree(ckpt_root);
+    ts_files_remove_tree(closed);
     return rc;
 }
 
@@ -381,7 +401,7 @@ static void a_job_reads_no_token_no_other_jobs_folder_and_no_ledger_of_another_g
     json_t *j = wait_state(a, "running", 30);
     int attempt = (int)ts_it_int(j, "attempt");
     json_decref(j);
-    char script[4096];
+    char script[8192];
     snprintf(
         script, sizeof(script),
         "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -e TESSERA_ADMIN -e SECRET_A; "
@@ -500,7 +520,7 @@ static void the_gpu_limit_holds_without_ld_preload_and_with_the_driver_opened_by
      * the real driver by its soname while the overlay had its own; seen with
      * PyTorch on an H200) (the processes run one after another: the agent
      * frees an exited one's charge within a second) */
-    char script[4096];
+    char script[8192];
     const char *probe = getenv("TS_AGENT_PROBE");
     snprintf(script, sizeof(script),
              "%s alloc libcuda.so.1 2048; sleep 1.5; "
@@ -523,13 +543,14 @@ static void the_gpu_limit_holds_without_ld_preload_and_with_the_driver_opened_by
 static void a_job_sees_the_folders_an_admin_granted_and_writes_only_where_granted(void **state)
 {
     (void)state;
-    char script[4096];
+    char script[8192];
     snprintf(script, sizeof(script),
              "cat %s/shared-ro/dataset; touch %s/shared-ro/mine 2>/dev/null && echo wrote-ro; "
              "echo from-job > %s/shared-rw/result && echo wrote-rw; "
              "echo deep > %s/shared-ro/inner/deep && echo wrote-inner; "
-             "test -e %s/server.log && echo server-folder-visible; echo end",
-             dir, dir, dir, dir, dir);
+             "test -e %s/server.log && echo server-folder-visible; "
+             "cat %s/granted/data; cat %s/secret 2>/dev/null; ls %s; echo end",
+             dir, dir, dir, dir, dir, closed, closed, closed);
     long long id = submit_sh("vision", "granted", script, "");
     char *out = output_after_end(id);
     assert_non_null(strstr(out, "ro-data-42\n"));
@@ -537,6 +558,11 @@ static void a_job_sees_the_folders_an_admin_granted_and_writes_only_where_grante
     assert_non_null(strstr(out, "wrote-rw\n"));
     assert_non_null(strstr(out, "wrote-inner\n"));
     assert_null(strstr(out, "server-folder-visible"));
+    /* granted under a folder the job user cannot pass: reached, and the
+     * folder shows nothing else of the host (the data folder is covered) */
+    assert_non_null(strstr(out, "closed-data-7\n"));
+    assert_null(strstr(out, "closed-secret-9"));
+    assert_null(strstr(out, "secret\n"));
     assert_non_null(strstr(out, "end\n"));
     free(out);
     char path[700];

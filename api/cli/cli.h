@@ -18,6 +18,8 @@
 #include "api/cli/args.h"
 #include "api/cli/conf.h"
 
+struct ts_table;
+
 /* Exit statuses: the same for every command (api/README.md lists them). */
 enum ts_exit {
     TS_EXIT_OK = 0,
@@ -62,7 +64,9 @@ extern const size_t ts_cmds_admin_count;
     }
 #define TS_OPT_OUTPUT                                                                              \
     {                                                                                              \
-        "output", 'o', "FORMAT", "table, wide or json (the API's JSON unchanged)", false           \
+        "output", 'o', "FORMAT",                                                                   \
+            "table, wide, json (the API's JSON unchanged) or columns=A,B (wide's columns named)",  \
+            false                                                                                  \
     }
 #define TS_OPT_NO_HEADERS                                                                          \
     {                                                                                              \
@@ -81,7 +85,13 @@ struct ts_cli {
     struct ts_client *client; /* made by ts_cli_client on first use */
     int columns;              /* width for tables; 0: no limit (not a terminal, -o wide) */
     bool headers;             /* tables print their header line (no --no-headers) */
+    const char *only;         /* -o columns=A,B: the columns tables print; NULL: all */
+    bool *bad_columns;        /* set when a table has no column of only's: exit 1 */
 };
+
+/* Print t to stdout as cli says: its width, header line and -o columns=;
+ * a column -o columns= names that t lacks is an error naming them all. */
+void ts_cli_table_print(const struct ts_cli *cli, struct ts_table *t);
 
 /*
  * Run the `tessera` command line; returns the exit status. Only main()

@@ -151,7 +151,7 @@ static int show_node(struct ts_cli *cli, const struct ts_response *r, void *ud)
         printf("GPUs:\n");
         struct ts_table *t = ts_table_new(gpu_cols, sizeof(gpu_cols) / sizeof(gpu_cols[0]));
         gpu_rows(t, n);
-        ts_table_print(t, stdout, cli->columns, cli->headers);
+        ts_cli_table_print(cli, t);
         ts_table_free(t);
     }
     return TS_EXIT_OK;

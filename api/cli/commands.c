@@ -175,6 +175,18 @@ struct ts_client *ts_cli_client(struct ts_cli *cli)
     return cli->client;
 }
 
+void ts_cli_table_print(const struct ts_cli *cli, struct ts_table *t)
+{
+    char why[700];
+    if (cli->only != NULL && ts_table_select(t, cli->only, why, sizeof(why)) != 0) {
+        if (!*cli->bad_columns) /* said once, whatever the number of tables */
+            ts_cli_usage_error(cli, "-o columns=%s: %s", cli->only, why);
+        *cli->bad_columns = true;
+        return;
+    }
+    ts_table_print(t, stdout, cli->columns, cli->headers);
+}
+
 const char *ts_cli_project(const struct ts_cli *cli, const struct ts_args *a)
 {
     const char *p = ts_args_get(a, "project");
@@ -185,7 +197,8 @@ int ts_cli_format(const struct ts_cli *cli, const struct ts_args *a)
 {
     int f = ts_out_format_parse(ts_args_get(a, "output"));
     if (f < 0)
-        ts_cli_usage_error(cli, "-o must be table, wide or json: \"%s\"", ts_args_get(a, "output"));
+        ts_cli_usage_error(cli, "-o must be table, wide, json or columns=A,B: \"%s\"",
+                           ts_args_get(a, "output"));
     return f;
 }
 
@@ -261,11 +274,17 @@ static int run(const struct ts_cmd *c, int argc, char **argv)
             fprintf(stderr, "hint: %s\n", err.hint);
         goto out;
     }
-    /* -o wide asks for everything: no cell is cut, on a terminal either */
+    /* -o wide and columns= ask for everything: no cell is cut, on a
+     * terminal either */
     const char *output = ts_args_get(&a, "output");
-    cli.columns = output && strcmp(output, "wide") == 0 ? 0 : ts_table_width();
+    bool bad_columns = false;
+    cli.columns = ts_out_format_parse(output) == TS_OUT_WIDE ? 0 : ts_table_width();
     cli.headers = !ts_args_has(&a, "no-headers");
+    cli.only = output && strncmp(output, "columns=", 8) == 0 ? output + 8 : NULL;
+    cli.bad_columns = &bad_columns;
     rc = c->run(&cli, &a);
+    if (bad_columns && rc == TS_EXIT_OK)
+        rc = TS_EXIT_USAGE;
 out:
     fflush(stdout);
     ts_client_free(cli.client);

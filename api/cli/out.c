@@ -19,7 +19,7 @@ int ts_out_format_parse(const char *s)
 {
     if (s == NULL || strcmp(s, "table") == 0)
         return TS_OUT_TABLE;
-    if (strcmp(s, "wide") == 0)
+    if (strcmp(s, "wide") == 0 || (strncmp(s, "columns=", 8) == 0 && s[8] != '\0'))
         return TS_OUT_WIDE;
     if (strcmp(s, "json") == 0)
         return TS_OUT_JSON;

@@ -16,7 +16,9 @@
 
 enum ts_out_format { TS_OUT_TABLE, TS_OUT_WIDE, TS_OUT_JSON };
 
-/* -o FORMAT: "table", "wide" or "json"; -1 when it is none of them. */
+/* -o FORMAT: "table", "wide" or "json"; "columns=A,B" is TS_OUT_WIDE (its
+ * table, of which only the columns named print: ts_table_select); -1 when
+ * it is none of them. */
 int ts_out_format_parse(const char *s);
 
 /* A job's "gpu" member: "2" (whole GPUs), "0.5" or "0.5-0.8" (portion and

@@ -42,7 +42,7 @@ void ts_show_rows(const struct ts_cli *cli, const json_t *items, const struct ts
     json_t *item;
     json_array_foreach(items, i, item)
         tab->row(t, item, ud);
-    ts_table_print(t, stdout, cli->columns, cli->headers);
+    ts_cli_table_print(cli, t);
     ts_table_free(t);
 }
 

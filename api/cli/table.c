@@ -4,8 +4,10 @@
 #include "api/cli/table.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -17,6 +19,8 @@ struct ts_table {
     size_t ncols;
     char **cells; /* row-major, owned */
     size_t ncells, cap;
+    size_t *sel; /* the columns to print, in order (owned); NULL: all */
+    size_t nsel;
 };
 
 struct ts_table *ts_table_new(const struct ts_col *cols, size_t ncols)
@@ -64,6 +68,50 @@ void ts_table_addf(struct ts_table *t, const char *fmt, ...)
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
     ts_table_add(t, buf);
+}
+
+/* The headers of t, comma-separated, into buf. */
+static void headers_of(const struct ts_table *t, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (size_t c = 0; c < t->ncols && n < len; c++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", c ? "," : "", t->cols[c].header);
+}
+
+int ts_table_select(struct ts_table *t, const char *names, char *why, size_t len)
+{
+    if (t == NULL)
+        return 0;
+    size_t *sel = calloc(t->ncols + 1, sizeof(*sel)), nsel = 0;
+    if (sel == NULL)
+        return snprintf(why, len, "out of memory"), -1;
+    const char *p = names;
+    for (;;) {
+        size_t n = strcspn(p, ",");
+        size_t c = 0;
+        while (c < t->ncols &&
+               (strlen(t->cols[c].header) != n || strncasecmp(t->cols[c].header, p, n) != 0))
+            c++;
+        if (c == t->ncols || nsel == t->ncols) {
+            char all[512];
+            headers_of(t, all, sizeof(all));
+            if (c == t->ncols)
+                snprintf(why, len, "no column \"%.*s\" here: the columns are %s", (int)n, p, all);
+            else
+                snprintf(why, len, "more columns than the %zu there are: %s", t->ncols, all);
+            free(sel);
+            return -1;
+        }
+        sel[nsel++] = c;
+        if (p[n] == '\0')
+            break;
+        p += n + 1;
+    }
+    free(t->sel);
+    t->sel = sel;
+    t->nsel = nsel;
+    return 0;
 }
 
 /* Characters in s: bytes that do not continue a UTF-8 sequence. */
@@ -130,8 +178,10 @@ void ts_table_print(const struct ts_table *t, FILE *f, int width, bool headers)
     int *hard_floor = calloc(t->ncols, sizeof(int));
     if (w == NULL || flex_floor == NULL || hard_floor == NULL)
         goto out;
+    size_t nshow = t->sel ? t->nsel : t->ncols;
     int total = 0;
-    for (size_t c = 0; c < t->ncols; c++) {
+    for (size_t k = 0; k < nshow; k++) {
+        size_t c = t->sel ? t->sel[k] : k;
         w[c] = width_of(t->cols[c].header);
         for (size_t r = 0; r < nrows; r++) {
             int cw = width_of(t->cells[r * t->ncols + c]);
@@ -141,7 +191,7 @@ void ts_table_print(const struct ts_table *t, FILE *f, int width, bool headers)
         int hw = width_of(t->cols[c].header);
         flex_floor[c] = t->cols[c].min > hw ? t->cols[c].min : hw;
         hard_floor[c] = hw;
-        total += w[c] + (c > 0 ? GAP : 0);
+        total += w[c] + (k > 0 ? GAP : 0);
     }
     /* flexible columns to their minimum, then to their header, then all */
     while (width > 0 && total > width && shrink_one(t, w, flex_floor, true))
@@ -157,11 +207,12 @@ void ts_table_print(const struct ts_table *t, FILE *f, int width, bool headers)
         FILE *m = open_memstream(&line, &linelen);
         if (m == NULL)
             break;
-        for (size_t c = 0; c < t->ncols; c++) {
+        for (size_t k = 0; k < nshow; k++) {
+            size_t c = t->sel ? t->sel[k] : k;
             const char *s = r == 0 ? t->cols[c].header : t->cells[(r - 1) * t->ncols + c];
-            if (c > 0)
+            if (k > 0)
                 fprintf(m, "%*s", GAP, "");
-            put_cell(m, s, w[c], t->cols[c].right, c + 1 < t->ncols);
+            put_cell(m, s, w[c], t->cols[c].right, k + 1 < nshow);
         }
         fclose(m);
         if (width > 0 && width_of(line) > width)
@@ -184,6 +235,7 @@ void ts_table_free(struct ts_table *t)
     for (size_t i = 0; i < t->ncells; i++)
         free(t->cells[i]);
     free(t->cells);
+    free(t->sel);
     free(t);
 }
 

@@ -29,6 +29,10 @@ struct ts_table *ts_table_new(const struct ts_col *cols, size_t ncols);
 /* Append the next cell, row by row (copied; NULL shows as "-"). */
 void ts_table_add(struct ts_table *t, const char *text);
 void ts_table_addf(struct ts_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print only the columns named in names ("ID,NAME,STATE": headers, any
+ * case), in that order; 0, or -1 with why (naming every column) when a
+ * name is none of them, empty or repeated past the column count. */
+int ts_table_select(struct ts_table *t, const char *names, char *why, size_t len);
 /* Print to f within width characters (width < 1: no limit), with the
  * header line unless !headers. */
 void ts_table_print(const struct ts_table *t, FILE *f, int width, bool headers);

@@ -896,6 +896,60 @@ static void piped_tables_are_never_cut_and_no_headers_drops_the_header(void **st
     setenv("COLUMNS", "250", 1);
 }
 
+/* -o columns=A,B: the wide table's columns named, in that order, any case;
+ * a name the table lacks exits 1 naming the columns there are, and prints
+ * no table (issue 18: "column choice"). */
+static void columns_print_only_those_named_in_their_order(void **state)
+{
+    (void)state;
+    env_default();
+    long long id = submit_id("columned", "p2");
+    struct run r;
+    assert_int_equal(cli(&r, "list", "-p", "p2", "-o", "columns=state,ID,Name", NULL), 0);
+    /* the header, and the job's row, word by word */
+    char h1[16], h2[16], h3[16], h4[16], w1[64], w2[64], w3[64], w4[64], line[256];
+    assert_int_equal(sscanf(r.out, "%15s %15s %15s", h1, h2, h3), 3);
+    assert_string_equal(h1, "STATE");
+    assert_string_equal(h2, "ID");
+    assert_string_equal(h3, "NAME");
+    snprintf(line, sizeof(line), "%.*s", (int)strcspn(r.out, "\n"), r.out);
+    assert_int_equal(sscanf(line, "%15s %15s %15s %15s", h1, h2, h3, h4), 3);
+    const char *row = strstr(r.out, " columned\n");
+    assert_non_null(row);
+    while (row > r.out && row[-1] != '\n')
+        row--;
+    snprintf(line, sizeof(line), "%.*s", (int)strcspn(row, "\n"), row);
+    assert_int_equal(sscanf(line, "%63s %63s %63s %63s", w1, w2, w3, w4), 3);
+    assert_string_equal(w1, "pending");
+    assert_int_equal(atoll(w2), id);
+    assert_string_equal(w3, "columned");
+    assert_null(strstr(r.out, "PROJECT"));
+    assert_null(strstr(r.out, "p2 "));
+    run_free(&r);
+    /* a column only the wide table has, with --no-headers */
+    assert_int_equal(cli(&r, "list", "-p", "p2", "-o", "columns=ID,COMMAND", "--no-headers", NULL),
+                     0);
+    char want[64];
+    snprintf(want, sizeof(want), "%lld  true\n", id);
+    assert_non_null(strstr(r.out, want));
+    assert_null(strstr(r.out, "ID"));
+    run_free(&r);
+    /* other tables too */
+    assert_int_equal(cli(&r, "project", "list", "-o", "columns=NAME", NULL), 0);
+    assert_true(strncmp(r.out, "NAME\n", 5) == 0);
+    assert_non_null(strstr(r.out, "\np2\n"));
+    run_free(&r);
+    /* a column the table lacks */
+    assert_int_equal(cli(&r, "list", "-p", "p2", "-o", "columns=ID,FOO", NULL), 1);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "no column \"FOO\""));
+    assert_non_null(strstr(r.err, "ID,NAME,PROJECT"));
+    run_free(&r);
+    assert_int_equal(cli(&r, "list", "-p", "p2", "-o", "columns=", NULL), 1);
+    assert_non_null(strstr(r.err, "-o must be"));
+    run_free(&r);
+}
+
 static void describe_job_shows_the_job_and_its_events_by_id_or_name(void **state)
 {
     env_default();
@@ -1818,6 +1872,7 @@ int main(void)
         cmocka_unit_test(list_wide_shows_more_columns),
         cmocka_unit_test(tables_on_a_terminal_fit_its_width_or_COLUMNS),
         cmocka_unit_test(piped_tables_are_never_cut_and_no_headers_drops_the_header),
+        cmocka_unit_test(columns_print_only_those_named_in_their_order),
         cmocka_unit_test(describe_job_shows_the_job_and_its_events_by_id_or_name),
         cmocka_unit_test(a_name_in_several_projects_needs_a_project),
         cmocka_unit_test(an_unknown_project_exits_3_saying_it_does_not_exist),

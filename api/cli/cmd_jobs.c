@@ -493,8 +493,8 @@ static int cmd_resume(struct ts_cli *cli, const struct ts_args *a)
 
 const struct ts_cmd ts_cmds_jobs[] = {
     {"list",
-     "[-A | -p PROJECT] [--all | --state STATE] [--kind KIND] [--node NODE] [-o table|wide|json] "
-     "[--no-headers]",
+     "[-A | -p PROJECT] [--all | --state STATE] [--kind KIND] [--node NODE] "
+     "[-o table|wide|json|columns=A,B] [--no-headers]",
      "list unfinished jobs (of the default project, or -p, or -A for all)",
      "Without --all or --state only jobs not yet finished (not succeeded, failed or\ncancelled). "
      "Follows the API's pages; -o json prints the API's JSON (one object\nwith every job).",

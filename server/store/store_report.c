@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/units.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -183,9 +184,10 @@ static enum ts_err job_suspended(struct ts_dbconn *c, const char *id, const char
                                              "suspended on node %s to make room; it resumes "
                                              "there when its GPUs are free",
                                              node);
+    char size[32];
     const char *msg =
-        bytes ? ts_arena_printf(a, "suspended on node %s: %s bytes of GPU memory in host swap",
-                                node, bytes)
+        bytes ? ts_arena_printf(a, "suspended on node %s: %s of GPU memory in host swap", node,
+                                ts_bytesize_human(strtoll(bytes, NULL, 10), size, sizeof(size)))
               : ts_arena_printf(a, "suspended on node %s", node);
     if (why == NULL || msg == NULL)
         return ts_error_nomem(err);

@@ -180,6 +180,14 @@ static void a_job_suspended_on_request_frees_its_gpus_and_resumes_on_the_same_on
     assert_string_equal(ts_it_str(json_object_get(j, "pending_reason"), "code"), "suspended");
     assert_non_null(strstr(ts_it_str(json_object_get(j, "pending_reason"), "message"), "resume"));
     json_decref(j);
+    /* the event says the size as people read it, not 3221225472 */
+    char evpath[64];
+    snprintf(evpath, sizeof(evpath), "/api/v1/jobs/%lld/events", a);
+    json_t *ev = ts_ap_call(srv.admin, "GET", evpath, NULL, 200);
+    char *evtext = json_dumps(ev, JSON_COMPACT);
+    assert_non_null(strstr(evtext, "suspended on node sw1: 3 GiB of GPU memory in host swap"));
+    free(evtext);
+    json_decref(ev);
     char out[256], q[256];
     snprintf(q, sizeof(q), "SELECT count(*) FROM job_gpu WHERE job_id = %lld", a);
     sql(q, out, sizeof(out));

@@ -2,7 +2,8 @@
 # tests/install/guide_test.sh - the operator's guide (docs/operations.md)
 # walked as an admin would, on the Debian packages installed by apt
 # (issue 19; ctest install/guide):
-#   1. `cpack -G DEB` from the build folder makes the three packages;
+#   1. `cpack -G DEB` from the build folder makes the three packages, and
+#      the same repacked as an older version (V~pre1) for the upgrade;
 #   2. the guide's blocks marked `<!-- test: NAME -->` are taken from the
 #      guide as written (every other sh block must say why no test runs
 #      it), so the guide cannot drift from what works;
@@ -14,7 +15,9 @@
 #      (unit_run.sh: its ExecStart as User=tessera, READY=1, /readyz), the
 #      CLI's first commands, a node token (0600), apt install of the agent,
 #      --join, the guide's agent.conf with simulated GPUs, the agent from
-#      its unit, a job on half a GPU that runs and succeeds, its logs,
+#      its unit, a job on half a GPU that runs and succeeds, its logs;
+#      HTTPS, Prometheus, pg_dump and a restore into an external
+#      PostgreSQL, an upgrade over older packages (guide_walk_later.sh),
 #      `tessera version`; then both services stopped as systemctl stop
 #      would, and nothing left running;
 #   4. nothing of it reached this machine.
@@ -59,6 +62,17 @@ files=$TMP/files
 mkdir -p "$files/debs" "$files/blocks"
 cp "$TMP"/pkg/tessera-*.deb "$files/debs/"
 check "cpack made the three packages" test "$(ls "$files/debs" | wc -l)" = 3
+# the packages the walk starts from, for the guide's upgrade to replace: the
+# same files repacked as version V~pre1, which dpkg orders before V (no
+# older release is built here; install/upgrade migrates an older schema)
+mkdir -p "$files/debs-old"
+for deb in "$files"/debs/*.deb; do
+  rm -rf "$TMP/repack"
+  dpkg-deb -R "$deb" "$TMP/repack"
+  sed -i 's/^Version: .*/&~pre1/' "$TMP/repack/DEBIAN/control"
+  dpkg-deb -b "$TMP/repack" "$files/debs-old/" >/dev/null
+done
+check "and the same three as an older version" test "$(ls "$files"/debs-old/*~pre1_*.deb | wc -l)" = 3
 
 # ---- 2. the guide's blocks ----------------------------------------------------
 # blocks/NAME.sh or NAME.ini for each `<!-- test: NAME -->` line followed by
@@ -98,7 +112,9 @@ check "every other sh block of the guide says why no test runs it" \
   bash -c "! grep '^untested ' '$TMP/blocks.said'"
 grep -E '^(bad|dup|untested) ' "$TMP/blocks.said" | sed "s|^|  docs/operations.md: |" || true
 walked="server-install.sh server-conf.ini server-admin.sh node-token.sh node-install.sh node-join.sh
-  agent-conf.ini agent-conf-sim.ini node-check.sh backup.sh versions.sh"
+  agent-conf.ini agent-conf-sim.ini node-check.sh tls-certs.sh tls-server-conf.ini tls-agent-conf.ini
+  tls-cli.sh prometheus-token.sh prometheus-scrape.yaml prometheus-check.sh backup.sh restore-db.sh
+  restore-pgpass.sh restore.sh restore-conf.ini restore-check.sh upgrade.sh versions.sh"
 for b in $walked; do
   check "the guide marks block ${b%.*} (${b##*.})" test -s "$files/blocks/$b"
 done
@@ -112,7 +128,7 @@ if [ -d /run/systemd/system ]; then
 else
   say "systemd is not PID 1 here ($(cat /proc/1/comm)): the walk starts the units with unit_run.sh"
 fi
-cp "$HERE/guide_walk.sh" "$HERE/unit_run.sh" "$HERE/checks.sh" "$BUILD/tests/notify_listen" "$files/"
+cp "$HERE/guide_walk.sh" "$HERE/guide_walk_later.sh" "$HERE/unit_run.sh" "$HERE/checks.sh" "$BUILD/tests/notify_listen" "$files/"
 say "the guide, in a throwaway root with loopback only"
 # its checks printed as they come
 throwaway_root "$TMP/root" "$files" guide_walk.sh isolated 2>&1 | tee "$TMP/walk.out" |

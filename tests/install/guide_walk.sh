@@ -2,15 +2,18 @@
 # throwaway root (throwaway_root.sh, isolated: loopback only, a PID
 # namespace of its own): docs/operations.md's commands in the guide's
 # order, on one machine that is both the server host and node gpu-01.
-# /opt/tessera-test holds the packages (debs/), the guide's marked blocks
-# (blocks/NAME.sh, blocks/NAME.ini), notify_listen, checks.sh and
-# unit_run.sh. Prints one line per check; the walk stops at the first
+# /opt/tessera-test holds the packages (debs/, and debs-old/: the same
+# repacked as an older version, which the walk installs first and the
+# guide's upgrade replaces), the guide's marked blocks (blocks/NAME.sh,
+# NAME.ini, NAME.yaml), notify_listen, checks.sh, unit_run.sh and
+# guide_walk_later.sh (the sections after the first job). Prints one line per check; the walk stops at the first
 # failed step (the next ones need it), stops what it started, and ends
 # with "guide_walk: N failed".
 set -u
 T=/opt/tessera-test
 . "$T/checks.sh"
 . "$T/unit_run.sh"
+. "$T/guide_walk_later.sh"
 ADMIN_HOME=/root # the admin's shell: root, in root's home, where the packages were copied
 mkdir -p "$T/out"
 : >"$T/admin.env"
@@ -93,8 +96,8 @@ step() { # DESCRIPTION COMMAND...: a check the next steps need
 }
 
 walk() {
-  # 2. the server host
-  cp "$T"/debs/*.deb "$ADMIN_HOME/"
+  # 2. the server host, from the older packages (the upgrade installs debs/)
+  cp "$T"/debs-old/*.deb "$ADMIN_HOME/"
   step "the guide's apt install of tessera-server and tessera-cli (no network: the dependencies are installed)" \
     guide_sh server-install
   step "they are installed" test -x /usr/bin/tessera-server -a -x /usr/bin/tessera
@@ -147,22 +150,28 @@ walk() {
   step "it wrote its checkpoint under the packaged checkpoint-root" \
     test -s /var/lib/tessera-agent/checkpoints/vision/1/gpuload.ckpt
 
-  # backups
+  # HTTPS and Prometheus
+  walk_tls
+  walk_prometheus
+
+  # backups and restore
   step "the guide's pg_dump of the embedded database" guide_sh backup
   step "the dump holds the projects" \
     bash -c "pg_restore -f - -a -t project '$ADMIN_HOME/tessera.dump' | grep -q vision"
+  walk_restore
 
-  # upgrades: versions
+  # upgrades, then versions
+  walk_upgrade
   step "the guide's tessera version and tessera-agent --version" guide_sh versions
   local release
   release=$(dpkg-query -W -f '${Version}' tessera-server)
   step "tessera version shows the client's release, the packages'" has "$(out versions)" "client:   tessera $release"
-  step "and the server's" has "$(out versions)" "server:   tessera-server $release at http://127.0.0.1:8080"
+  step "and the server's" has "$(out versions)" "server:   tessera-server $release at https://tessera.example.org:8443"
   step "tessera-agent --version the agent's" has "$(out versions)" "tessera-agent $release"
 }
 
 tessera_admin() { # the CLI as the guide's admin, for the walk's own checks
-  (. "$T/admin.env" && tessera "$@") 2>&1
+  (. "$T/admin.env" && HOME=/root tessera "$@") 2>&1
 }
 
 teardown() {
@@ -170,9 +179,11 @@ teardown() {
   if [ $fails -ne 0 ] && [ -n "${unit_pid[tessera-server]:-}" ]; then
     echo "  --- the jobs, as the server saw them ---"
     { tessera_admin list -A --all; tessera_admin events smoke -p vision; } | sed 's/^/  | /'
+    tessera_admin events across -p vision 2>/dev/null | sed 's/^/  | /'
   fi
   [ -z "${unit_pid[tessera-agent]:-}" ] || step "tessera-agent stops on SIGTERM (systemctl stop) and says STOPPING=1" unit_stop tessera-agent
   [ -z "${unit_pid[tessera-server]:-}" ] || step "tessera-server stops on SIGTERM and says STOPPING=1" unit_stop tessera-server
+  walk_later_stop
   local left base
   base=$(sed -n 's/.*jobs are sandboxed .* base=\(tessera-[0-9a-f]*\).*/\1/p' "$T/logs/tessera-agent.log" 2>/dev/null)
   [ -z "$base" ] || check "the agent's control groups ($base) are gone" \

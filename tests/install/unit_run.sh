@@ -169,6 +169,7 @@ unit_stop() {
   fi
   local st=0
   wait "$pid" 2>/dev/null || st=$?
+  unset "unit_pid[$name]" # stopped: a later unit_stop has nothing to stop
   for i in $(seq 20); do kill -0 "${unit_listener[$name]}" 2>/dev/null || break; sleep 0.1; done
   kill "${unit_listener[$name]}" 2>/dev/null
   wait "${unit_listener[$name]}" 2>/dev/null

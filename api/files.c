@@ -24,6 +24,12 @@ static int write_file(const char *path, const void *data, size_t len, mode_t mod
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0)
         return -errno;
+    if (fchmod(fd, mode) != 0) { /* the mode asked for, not what the umask left */
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return -e;
+    }
     const char *p = data;
     size_t left = len;
     while (left > 0) {
@@ -146,13 +152,15 @@ int ts_files_mkdirs_parents(const char *path, mode_t parents, mode_t mode)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-        return -ENAMETOOLONG;
+        return -(errno = ENAMETOOLONG);
     for (char *p = buf + 1;; p++) {
         if (*p != '/' && *p != '\0')
             continue;
         char c = *p;
         *p = '\0';
-        if (mkdir(buf, c == '\0' ? mode : parents) != 0 && errno != EEXIST)
+        mode_t m = c == '\0' ? mode : parents;
+        /* made: its mode exactly, not what the umask leaves of it */
+        if (mkdir(buf, m) == 0 ? chmod(buf, m) != 0 : errno != EEXIST)
             return -errno;
         *p = c;
         if (c == '\0')
@@ -161,7 +169,7 @@ int ts_files_mkdirs_parents(const char *path, mode_t parents, mode_t mode)
     struct stat st;
     if (stat(buf, &st) != 0)
         return -errno;
-    return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+    return S_ISDIR(st.st_mode) ? 0 : -(errno = ENOTDIR);
 }
 
 static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -11,7 +11,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Write data to path through path.tmpTID, fsync, rename. Returns 0 or -errno. */
+/* Write data to path through path.tmpTID, fsync, rename. The file gets mode
+ * exactly, whatever the process's umask. Returns 0 or -errno. */
 int ts_files_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
 /* Same without the fsync: for what may be lost in a crash (never torn). */
 int ts_files_write_quick(const char *path, const void *data, size_t len, mode_t mode);
@@ -22,7 +23,9 @@ int ts_files_write_json(const char *path, const json_t *v, mode_t mode);
 char *ts_files_read(const char *path, size_t max, size_t *len);
 /* The file parsed as JSON (new reference), or NULL when absent or invalid. */
 json_t *ts_files_read_json(const char *path);
-/* mkdir -p with mode for the folders it creates. Returns 0 or -errno. */
+/* mkdir -p with mode for the folders it creates, exactly, whatever the
+ * process's umask (folders that exist keep theirs). Returns 0 or -errno, with
+ * errno set too. */
 int ts_files_mkdirs(const char *path, mode_t mode);
 /* Same with the missing parents made with parents' mode and path itself with
  * mode; -ENOTDIR when path exists and is no folder. */

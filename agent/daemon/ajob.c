@@ -456,7 +456,7 @@ static int add_to_ledgers(const struct ts_ajob_ctx *ctx, struct ts_ajob *j,
     }
     j->shim = true;
     job_path(j, TS_SANDBOX_WORK "/shim", path, sizeof(path));
-    if (sandboxed && mkdir(path, 0755) != 0) {
+    if (sandboxed && (mkdir(path, 0755) != 0 || chmod(path, 0755) != 0)) {
         set_failed(j, "could not create %s: %s", path, strerror(errno));
         return -1;
     }
@@ -522,7 +522,7 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const struct ts_des
     read_spec(j, desired);
     char path[PATH_MAX], msg[256];
 
-    if (mkdir(j->dir, 0700) != 0) {
+    if (mkdir(j->dir, 0700) != 0 || chmod(j->dir, 0700) != 0) {
         int e = errno;
         snprintf(j->message, sizeof(j->message), "could not create %.300s: %s", j->dir,
                  strerror(e));
@@ -573,7 +573,8 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const struct ts_des
     }
     if (sb != NULL) {
         job_path(j, TS_SANDBOX_WORK, path, sizeof(path));
-        if (mkdir(path, 0700) != 0 || chown(path, j->user.uid, j->user.gid) != 0) {
+        if (mkdir(path, 0700) != 0 || chmod(path, 0700) != 0 ||
+            chown(path, j->user.uid, j->user.gid) != 0) {
             set_failed(j, "could not create %s for %s: %s", path, j->user.name, strerror(errno));
             return j;
         }

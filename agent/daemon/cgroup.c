@@ -32,6 +32,15 @@ static int write_file(const char *path, const char *text)
     return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
+/* A control group's folder, 0755 whatever the umask; one that exists is
+ * fine. 0 or -1 (errno set). */
+static int make_dir(const char *path)
+{
+    if (mkdir(path, 0755) == 0)
+        return chmod(path, 0755);
+    return errno == EEXIST ? 0 : -1;
+}
+
 static bool exists(const char *path)
 {
     struct stat st;
@@ -48,7 +57,7 @@ void ts_cgroup_detect(struct ts_cgroup_node *cg, const char *data_dir)
     char path[512];
     if (exists(TS_CGROUP_ROOT "/cgroup.controllers")) {
         snprintf(path, sizeof(path), TS_CGROUP_ROOT "/%s", cg->base);
-        if ((mkdir(path, 0755) != 0 && errno != EEXIST) ||
+        if (make_dir(path) != 0 ||
             write_file(TS_CGROUP_ROOT "/cgroup.subtree_control", "+cpu +memory +pids") != 0) {
             snprintf(cg->why, sizeof(cg->why), "cgroup v2: could not make %s: %s", path,
                      strerror(errno));
@@ -65,7 +74,7 @@ void ts_cgroup_detect(struct ts_cgroup_node *cg, const char *data_dir)
     }
     for (int i = 0; v1_controllers[i] != NULL; i++) {
         snprintf(path, sizeof(path), TS_CGROUP_ROOT "/%s/%s", v1_controllers[i], cg->base);
-        if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        if (make_dir(path) != 0) {
             snprintf(cg->why, sizeof(cg->why), "cgroup v1: could not make %s: %s", path,
                      strerror(errno));
             return;
@@ -158,7 +167,7 @@ int ts_cgroup_enter(const json_t *spec, pid_t pid, char *msg, size_t len)
     char dir[400], v[64];
     for (int i = 0; i < (version == 2 ? 1 : 4); i++) {
         dir_of(spec, v1_controllers[i], dir, sizeof(dir));
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        if (make_dir(dir) != 0) {
             snprintf(msg, len, "could not make %s: %s", dir, strerror(errno));
             return -1;
         }

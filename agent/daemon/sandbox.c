@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "agent/ledger/hostpid.h"
+#include "api/files.h"
 
 #ifndef SYS_mount_setattr
 #define SYS_mount_setattr 442
@@ -227,29 +228,6 @@ void ts_sandbox_drivers(struct ts_sandbox *sb, const char *sim_lib_dir)
 
 /* ---- the job's init, as root --------------------------------------------- */
 
-/* mkdir -p with mode for what it creates, whatever the umask. */
-static int mkdirs(const char *path, mode_t mode)
-{
-    char p[4096];
-    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
-        return errno = ENAMETOOLONG, -1;
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0')
-            continue;
-        char c = *s;
-        *s = '\0';
-        if (mkdir(p, mode) == 0) {
-            if (chmod(p, mode) != 0)
-                return -1;
-        } else if (errno != EEXIST) {
-            return -1;
-        }
-        *s = c;
-        if (c == '\0')
-            return 0;
-    }
-}
-
 /* Can uid (primary group gid) pass through the folder st describes? */
 static bool searchable(const struct stat *st, uid_t uid, gid_t gid)
 {
@@ -299,7 +277,7 @@ static int touch(const char *path)
     char *slash = strrchr(dir, '/');
     if (slash != NULL && slash != dir) {
         *slash = '\0';
-        if (mkdirs(dir, 0755) != 0)
+        if (ts_files_mkdirs(dir, 0755) != 0)
             return -1;
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -487,7 +465,7 @@ static int build_mounts(const json_t *sb, const char *data, struct keep *keep, i
         return -1;
     if (open_way_to(sb, data, msg, msglen) != 0)
         return -1;
-    if (mkdirs(data, 0755) != 0)
+    if (ts_files_mkdirs(data, 0755) != 0)
         return fail(msg, msglen, "could not make %s", data);
     if (mount("tmpfs", data, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0)
         return fail(msg, msglen, "could not cover %s", data);
@@ -496,7 +474,7 @@ static int build_mounts(const json_t *sb, const char *data, struct keep *keep, i
             return -1;
     for (int i = 0; i < nkeep; i++) {
         struct keep *k = &keep[i];
-        if ((k->dir ? mkdirs(k->path, 0755) : touch(k->path)) != 0)
+        if ((k->dir ? ts_files_mkdirs(k->path, 0755) : touch(k->path)) != 0)
             return fail(msg, msglen, "could not make %s", k->path);
         if (bind_fd(k->fd, k->path, k->ro, msg, msglen) != 0)
             return -1;

@@ -48,6 +48,8 @@
 #include "agent/daemon/sandbox.h"
 
 #define NOTIFY_FD 3
+/* Every job's umask, whatever the agent's: a login shell's usual one */
+#define JOB_UMASK 0022
 
 /* What the job's child sends up the exec pipe when it cannot run. */
 struct exec_failure {
@@ -132,6 +134,10 @@ static void run_job(char **argv, char **envp, const char *wd, int outfd, int pip
     dup2(outfd, 2);
     if (outfd > 2)
         close(outfd);
+    /* the job's own umask, not the agent's (its unit's UMask=): what a job
+     * writes in its folders and checkpoints is readable as from a login
+     * shell */
+    umask(JOB_UMASK);
     if (wd != NULL && chdir(wd) != 0) {
         f = (struct exec_failure){.what = 'c', .errnum = errno};
         write_all(pipefd, (const char *)&f, sizeof(f));

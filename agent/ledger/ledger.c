@@ -71,7 +71,10 @@ struct ts_ledger *ts_ledger_create(const char *path, uint32_t gpu_index, const c
         return NULL;
     struct stat st;
     bool keep = fstat(fd, &st) == 0 && st.st_size == (off_t)sizeof(struct ts_ledger);
-    if (!keep && (ftruncate(fd, 0) != 0 || ftruncate(fd, sizeof(struct ts_ledger)) != 0)) {
+    /* a new ledger is 0644 whatever the umask (the agent opens it wider to
+     * sandboxed jobs); one kept keeps its mode, which jobs may be using */
+    if (!keep && (fchmod(fd, 0644) != 0 || ftruncate(fd, 0) != 0 ||
+                  ftruncate(fd, sizeof(struct ts_ledger)) != 0)) {
         int e = errno;
         close(fd);
         errno = e;

@@ -90,6 +90,38 @@ static void files_are_written_whole_read_back_and_removed_as_a_tree(void **state
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* The agent's data folder must not depend on its unit's UMask= (issue 19):
+ * what ts_files makes has the mode asked for, under 0077 as under 0022. */
+static void folders_and_files_get_their_modes_whatever_the_umask(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ts_base_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    static const mode_t umasks[] = {0077, 0022, 0};
+    for (size_t i = 0; i < sizeof umasks / sizeof umasks[0]; i++) {
+        char parent[64], path[96], file[128];
+        snprintf(parent, sizeof parent, "%s/u%zu", dir, i);
+        snprintf(path, sizeof path, "%s/shared", parent);
+        snprintf(file, sizeof file, "%s/ledger", path);
+        mode_t um = umask(umasks[i]);
+        int made = ts_files_mkdirs_parents(path, 0711, 0755);
+        int wrote = ts_files_write_atomic(file, "x", 1, 0666);
+        int again = ts_files_mkdirs(path, 0700); /* exists: keeps its mode */
+        umask(um);
+        assert_int_equal(made, 0);
+        assert_int_equal(wrote, 0);
+        assert_int_equal(again, 0);
+        struct stat st;
+        assert_int_equal(stat(parent, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0711);
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0755);
+        assert_int_equal(stat(file, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0666);
+    }
+    assert_int_equal(ts_files_remove_tree(dir), 0);
+}
+
 static void bytes_and_gpus_are_written_for_a_sentence(void **state)
 {
     (void)state;
@@ -114,6 +146,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_sleep_lasts_its_whole_time_through_a_signal),
         cmocka_unit_test(files_are_written_whole_read_back_and_removed_as_a_tree),
+        cmocka_unit_test(folders_and_files_get_their_modes_whatever_the_umask),
         cmocka_unit_test(bytes_and_gpus_are_written_for_a_sentence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -140,6 +140,8 @@ walk() {
   step "and its lines for a machine without a GPU" guide_conf agent-conf-sim /etc/tessera/agent.conf
   step "agent.conf stays 0600 root:root" mode_owner /etc/tessera/agent.conf "600 root:root"
   step "tessera-agent.service starts and says READY=1 once registered" unit_start tessera-agent
+  step "it runs with its unit's UMask=0077" \
+    test "$(awk '/^Umask:/ { print $2 }' "/proc/${unit_pid[tessera-agent]}/status")" = 0077
   step "it registered as gpu-01 with its simulated GPUs" \
     grep -q "READY=1 STATUS=registered node=gpu-01 gpus=" "$T/logs/tessera-agent.said"
   step "the guide's node check: describe node, a job on half a GPU (--wait), its logs" guide_sh node-check

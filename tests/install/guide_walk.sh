@@ -161,6 +161,7 @@ walk() {
   step "the dump holds the projects" \
     bash -c "pg_restore -f - -a -t project '$ADMIN_HOME/tessera.dump' | grep -q vision"
   walk_restore
+  walk_replicas
 
   # upgrades, then versions
   walk_upgrade

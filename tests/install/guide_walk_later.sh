@@ -13,6 +13,8 @@
 #   walk_restore    the dump restored into a fresh database of an external
 #                   PostgreSQL (Debian's postgresql-15 cluster "main" on
 #                   this machine, db.example.org), the server started on it
+#   walk_replicas   a second replica on the same database, as a second host
+#                   would run it: same data, one leader, failover
 #   walk_upgrade    newer packages installed over the running ones with a
 #                   job running, both services restarted: data, conffiles
 #                   and the job kept, the schema checked
@@ -143,6 +145,79 @@ walk_restore() {
     test "$(runuser -u postgres -- psql -d tessera -tAc "SELECT count(*) FROM job WHERE name LIKE 'smoke%'")" = 2
 }
 
+R2=https://tessera.example.org:8444
+r2_pid=
+metric() { # URL NAME: NAME's value on URL's /metrics, as the admin
+  (. "$T/admin.env" && echo "Authorization: Bearer $TESSERA_TOKEN" |
+    curl -fsS --cacert /etc/tessera/tls/ca.pem -H @- "$1/metrics") 2>/dev/null |
+    sed -n "s/^$2 //p"
+}
+leads_within() { # URL SECONDS: its tessera_scheduler_leader is 1 within SECONDS
+  local i
+  for i in $(seq $(($2 * 5))); do
+    [ "$(metric "$1" tessera_scheduler_leader)" = 1 ] && return 0
+    sleep 0.2
+  done
+  echo "  $1: tessera_scheduler_leader $(metric "$1" tessera_scheduler_leader)"
+  return 1
+}
+# A second replica as tessera-server.service runs it on a second host (user
+# tessera, the installed server.conf, .pgpass in the tessera user's home);
+# here beside the first, so with a data folder and a port of its own
+r2_start() {
+  local i
+  install -d -m 0700 -o tessera -g tessera /var/lib/tessera-replica2
+  setpriv --reuid tessera --regid tessera --init-groups -- env -i HOME=/var/lib/tessera USER=tessera \
+    PATH=/usr/sbin:/usr/bin:/sbin:/bin tessera-server --config /etc/tessera/server.conf \
+    --data-dir /var/lib/tessera-replica2 --listen 0.0.0.0:8444 \
+    </dev/null >"$T/logs/replica2.log" 2>&1 &
+  r2_pid=$!
+  for i in $(seq 300); do
+    curl -fsS --cacert /etc/tessera/tls/ca.pem -o /dev/null "$R2/readyz" 2>/dev/null && return 0
+    kill -0 $r2_pid 2>/dev/null || break
+    sleep 0.2
+  done
+  tail -n 10 "$T/logs/replica2.log" | sed 's/^/  | /'
+  return 1
+}
+r2_stop() {
+  local st=0
+  kill -TERM "$r2_pid" 2>/dev/null || return 1
+  wait "$r2_pid" || st=$?
+  r2_pid=
+  return $st
+}
+submit_ha() {
+  tessera_admin --server "$R2" submit ha -p vision --gpu-portion-request 0.5 -- \
+    tessera-gpuload --memory 1GiB --steps 2 >/dev/null
+}
+placed_by_r2() { # the job ha left pending: bound by replica 2's scheduler
+  local i st
+  for i in $(seq 100); do
+    st=$(tessera_admin --server "$R2" describe job ha -p vision -o json | jq -r .state 2>/dev/null)
+    case $st in scheduled | running | succeeded) return 0 ;; esac
+    sleep 0.2
+  done
+  echo "  ha is $st"
+  return 1
+}
+
+walk_replicas() {
+  step "a second replica on the same database starts and answers /readyz" r2_start
+  step "  it serves the same data: the project, through it" \
+    has "$(tessera_admin --server "$R2" project list)" vision
+  step "the guide's check of the leader" guide_sh replica-leader
+  step "  the first replica leads" has "$(out replica-leader)" "tessera_scheduler_leader 1"
+  step "  the second does not" test "$(metric "$R2" tessera_scheduler_leader)" = 0
+  step "the first replica stops (systemctl stop)" unit_stop tessera-server
+  step "  the second leads within 10 s" leads_within "$R2" 10
+  step "  a job is submitted through it" submit_ha
+  step "  and its scheduler binds it (the first is down)" placed_by_r2
+  step "the first replica starts again and says READY=1" unit_start tessera-server
+  step "  the agent, back on it, runs the job: succeeded" wait_state ha succeeded 60
+  step "the second replica stops on SIGTERM, status 0" r2_stop
+}
+
 job_state() { # NAME: the job's state in the vision project
   tessera_admin describe job "$1" -p vision -o json | jq -r .state 2>/dev/null
 }
@@ -185,9 +260,10 @@ walk_upgrade() {
   step "the data is still there: the projects, as the same admin" has "$(tessera_admin project list)" vision
 }
 
-# What the later sections left running: Prometheus, the external
-# PostgreSQL (the services are walk's).
+# What the later sections left running: the second replica, Prometheus,
+# the external PostgreSQL (the services are walk's).
 walk_later_stop() {
+  [ -z "$r2_pid" ] || r2_stop
   if [ -n "$prom_pid" ]; then
     kill -TERM "$prom_pid" 2>/dev/null
     wait "$prom_pid" 2>/dev/null

@@ -233,13 +233,13 @@ wait_state() { # NAME STATE SECONDS
 
 start_across() {
   tessera_admin submit across -p vision --gpu-portion-request 0.5 -- \
-    tessera-gpuload --memory 1GiB --steps 30 >/dev/null && wait_state across running 30
+    tessera-gpuload --memory 1GiB --steps 45 >/dev/null && wait_state across running 30
 }
 
 walk_upgrade() {
   local old new
   old=$(dpkg-query -W -f '${Version}' tessera-server)
-  step "a job that outlasts the upgrade (30 steps of 1 s) is running" start_across
+  step "a job that outlasts the upgrade (45 steps of 1 s) is running" start_across
   rm -f "$ADMIN_HOME"/*.deb
   cp "$T"/debs/*.deb "$ADMIN_HOME/"
   new=$(dpkg-deb -f "$(ls "$ADMIN_HOME"/tessera-server_*.deb)" Version)

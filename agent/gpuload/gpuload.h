@@ -6,7 +6,7 @@
  * server, checks its memory byte for byte, and checkpoints its progress.
  * README.md says what it does and how the tests use it.
  *
- * Modules: options.c (the option table and the plan made from it), cuda.c
+ * Modules: options.c (the option table and the plan made from it), driver_calls.c
  * (the driver's entry points), data.c (buffer patterns), jitter.c (the
  * intervals drawn from --seed), checkpoint.c (progress file), run.c (the
  * loop), buffer.c (writing and checking device memory) and burst.c (memory

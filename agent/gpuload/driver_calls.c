@@ -1,5 +1,5 @@
 /*
- * cuda.c - the CUDA driver entry points tessera-gpuload calls, from
+ * driver_calls.c - the CUDA driver entry points tessera-gpuload calls, from
  * libcuda.so.1 found by the dynamic loader (LD_LIBRARY_PATH: simgpu's or
  * the real driver's), and the PTX of its kernel.
  *

@@ -1,12 +1,15 @@
 /*
  * common.c - small pieces every handler uses: the body, ids in paths,
- * ETag and If-Match, jobs and scheduler messages as a caller may see them.
+ * ETag and If-Match, jobs and scheduler messages as a caller may see them;
+ * a named thing's create answer, delete and PUT .../quota (departments.c,
+ * projects.c).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/log.h"
 #include "server/auth.h"
 #include "server/handlers/handlers.h"
 #include "server/handlers/web.h"
@@ -163,4 +166,63 @@ json_t *ts_h_job_json(struct ts_ctx *ctx, const struct ts_job *job)
     }
     json_object_set_new(o, "env_redacted", json_true());
     return o;
+}
+
+enum ts_err ts_h_body_decode(struct ts_request *r, ts_h_decode_fn decode, void *spec,
+                             struct ts_error *err)
+{
+    json_t *body = NULL;
+    enum ts_err e = ts_h_body(r, &body, err);
+    if (e == TS_OK)
+        e = decode(body, spec, err);
+    json_decref(body);
+    return e;
+}
+
+void ts_h_created(struct ts_request *r, const char *kind, const char *name, int64_t revision,
+                  json_t *body)
+{
+    char loc[128];
+    snprintf(loc, sizeof(loc), "/api/v1/%s/%s", kind, name);
+    ts_http_add_header(r, "Location", loc);
+    ts_h_etag(r, revision);
+    ts_http_reply_json(r, 201, body);
+}
+
+enum ts_err ts_h_put_quota(void *ctx, struct ts_request *r, const char *what, ts_h_decode_fn decode,
+                           ts_h_set_quota_fn set, ts_route_handler get, struct ts_error *err)
+{
+    struct ts_revisions revs;
+    bool any;
+    enum ts_err e = ts_h_if_match(r, &revs, &any, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_quota q;
+    e = ts_h_body_decode(r, decode, &q, err);
+    if (e != TS_OK)
+        return e;
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    e = set(conn, r->params[0], &q, any ? NULL : &revs, err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("%s quota set name=%s gpus=%g", what, r->params[0], q.gpus);
+    return get(ctx, r, err);
+}
+
+enum ts_err ts_h_delete_named(void *ctx, struct ts_request *r, const char *what,
+                              enum ts_err (*del)(struct ts_dbconn *, const char *,
+                                                 struct ts_error *),
+                              struct ts_error *err)
+{
+    struct ts_dbconn *conn = ts_ctx_db(ctx, err);
+    if (conn == NULL)
+        return err->code;
+    enum ts_err e = del(conn, r->params[0], err);
+    if (e != TS_OK)
+        return e;
+    ts_log_info("%s deleted name=%s", what, r->params[0]);
+    r->status = 204;
+    return TS_OK;
 }

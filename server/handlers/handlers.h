@@ -9,9 +9,12 @@
 #include <jansson.h>
 
 #include "server/http/http.h"
+#include "server/http/route.h"
 #include "server/server.h"
 
 struct ts_revisions;
+struct ts_quota;
+struct ts_dbconn;
 
 /* Every handler is a ts_route_handler (server/http/route.h), its signature
  * written out so that ctags and cscope see each name. */
@@ -103,5 +106,24 @@ enum ts_err ts_h_query_time(struct ts_request *r, const char *name, bool duratio
                             int64_t *out, struct ts_error *err);
 /* A JSON array from a list encoded with enc(item) (steals each result). */
 json_t *ts_h_list(json_t *items, const char *key);
+/* Decode the request body (ts_h_body) with decode(body, spec, err). */
+typedef enum ts_err (*ts_h_decode_fn)(const json_t *in, void *spec, struct ts_error *err);
+enum ts_err ts_h_body_decode(struct ts_request *r, ts_h_decode_fn decode, void *spec,
+                             struct ts_error *err);
+/* A 201 with body (stolen), Location /api/v1/<kind>/<name> and the ETag. */
+void ts_h_created(struct ts_request *r, const char *kind, const char *name, int64_t revision,
+                  json_t *body);
+/* PUT .../{name}/quota: If-Match, a quota body decoded by decode, set(),
+ * then the answer of get(). */
+typedef enum ts_err (*ts_h_set_quota_fn)(struct ts_dbconn *c, const char *name,
+                                         const struct ts_quota *q, const struct ts_revisions *revs,
+                                         struct ts_error *err);
+enum ts_err ts_h_put_quota(void *ctx, struct ts_request *r, const char *what, ts_h_decode_fn decode,
+                           ts_h_set_quota_fn set, ts_route_handler get, struct ts_error *err);
+/* DELETE .../{name}: 204 when del() removed it. */
+enum ts_err ts_h_delete_named(void *ctx, struct ts_request *r, const char *what,
+                              enum ts_err (*del)(struct ts_dbconn *, const char *,
+                                                 struct ts_error *),
+                              struct ts_error *err);
 
 #endif /* TS_SERVER_HANDLERS_HANDLERS_H */

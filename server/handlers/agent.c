@@ -8,6 +8,8 @@
  * tessera_node notification for that node (server/notify.h) until the
  * generation moves or the wait is over.
  */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,25 +123,34 @@ enum ts_err ts_h_node_undrain(void *ctx, struct ts_request *r, struct ts_error *
 
 /* ---- desired state ------------------------------------------------------- */
 
+/* GET /nodes/{name}/desired: what the query string may hold (the agent
+ * sends generation and wait). */
+struct desired_query {
+    long long generation; /* -1: answer at once */
+    int64_t wait_s;
+};
+
+static const struct ts_query_param desired_params[] = {
+    {.name = "generation",
+     .type = TS_QUERY_INT,
+     .offset = offsetof(struct desired_query, generation),
+     .min = 0,
+     .max = INT64_MAX},
+    {.name = "wait",
+     .type = TS_QUERY_DURATION,
+     .offset = offsetof(struct desired_query, wait_s),
+     .min = 0,
+     .max = WAIT_MAX_S},
+};
+
 static enum ts_err parse_wait(struct ts_request *r, int64_t *generation, int64_t *wait_s,
                               struct ts_error *err)
 {
-    *generation = -1;
-    *wait_s = WAIT_DEFAULT_S;
-    const char *g = ts_http_query(r, "generation");
-    if (g != NULL) {
-        char *end;
-        long long v = strtoll(g, &end, 10);
-        if (*g == '\0' || *end != '\0' || v < 0)
-            return ts_error_field(err, TS_ERR_BAD_PARAMETER, "generation",
-                                  "generation must be a whole number: \"%s\"", g);
-        *generation = v;
-    }
-    const char *w = ts_http_query(r, "wait");
-    if (w != NULL && (ts_duration_parse(w, wait_s) != 0 || *wait_s > WAIT_MAX_S))
-        return ts_error_field(err, TS_ERR_BAD_PARAMETER, "wait",
-                              "wait must be a duration of at most %ds: \"%s\"", WAIT_MAX_S, w);
-    return TS_OK;
+    struct desired_query q = {.generation = -1, .wait_s = WAIT_DEFAULT_S};
+    enum ts_err e = ts_h_query(r, desired_params, TS_QUERY_NPARAMS(desired_params), &q, NULL, err);
+    *generation = q.generation;
+    *wait_s = q.wait_s;
+    return e;
 }
 
 enum ts_err ts_h_node_desired(void *ctx, struct ts_request *r, struct ts_error *err)

@@ -3,10 +3,9 @@
  * recorded admin writes, newest first, a page at a time (server/audit.c
  * writes them).
  */
-#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
 
 #include "server/handlers/handlers.h"
 #include "server/store/store.h"
@@ -26,35 +25,48 @@ static json_t *event_json(const struct ts_audit_event *ev)
     return o;
 }
 
+/* GET /audit: what the query string may hold (the CLI's `tessera audit`
+ * sends limit, since, actor and cursor). */
+struct audit_query {
+    long long limit;
+    int64_t before; /* the cursor is opaque to clients: "a" and the last id seen */
+    int64_t since;
+    const char *actor;
+};
+
+enum { AUDIT_SINCE = 2 }; /* its index in audit_params */
+
+static const struct ts_query_param audit_params[] = {
+    {.name = "limit",
+     .type = TS_QUERY_INT,
+     .offset = offsetof(struct audit_query, limit),
+     .min = 1,
+     .max = MAX_LIMIT},
+    {.name = "cursor",
+     .type = TS_QUERY_CURSOR,
+     .offset = offsetof(struct audit_query, before),
+     .prefix = "a",
+     .min = 1,
+     .max = INT64_MAX},
+    [AUDIT_SINCE] = {.name = "since",
+                     .type = TS_QUERY_TIME,
+                     .offset = offsetof(struct audit_query, since),
+                     .ago = true},
+    {.name = "actor", .type = TS_QUERY_STRING, .offset = offsetof(struct audit_query, actor)},
+};
+
 enum ts_err ts_h_audit_list(void *ctx, struct ts_request *r, struct ts_error *err)
 {
-    struct ts_audit_filter f = {.limit = DEFAULT_LIMIT, .actor = ts_http_query(r, "actor")};
-    const char *s = ts_http_query(r, "limit");
-    if (s != NULL) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (s[0] == '\0' || *end != '\0' || errno != 0 || v < 1 || v > MAX_LIMIT)
-            return ts_error_field(err, TS_ERR_BAD_PARAMETER, "limit",
-                                  "limit must be an integer between 1 and %d: \"%s\"", MAX_LIMIT,
-                                  s);
-        f.limit = (int)v;
-    }
-    const char *cursor = ts_http_query(r, "cursor");
-    if (cursor != NULL) {
-        /* opaque to clients: "a" and the last id seen */
-        char *end = NULL;
-        errno = 0;
-        f.before_id = cursor[0] == 'a' ? strtoll(cursor + 1, &end, 10) : -1;
-        if (cursor[0] != 'a' || cursor[1] == '\0' || *end != '\0' || errno != 0 || f.before_id < 1)
-            return ts_error_field(err, TS_ERR_BAD_PARAMETER, "cursor", "invalid cursor: \"%s\"",
-                                  cursor);
-    }
-    f.since_s = -1;
-    enum ts_err e = ts_h_query_time(r, "since", true, (int64_t)time(NULL), &f.since_s, err);
+    struct audit_query q = {.limit = DEFAULT_LIMIT, .since = -1};
+    uint64_t given;
+    enum ts_err e = ts_h_query(r, audit_params, TS_QUERY_NPARAMS(audit_params), &q, &given, err);
     if (e != TS_OK)
         return e;
-    f.has_since = ts_http_query(r, "since") != NULL;
+    struct ts_audit_filter f = {.limit = (int)q.limit,
+                                .before_id = q.before,
+                                .actor = q.actor,
+                                .since_s = q.since,
+                                .has_since = (given >> AUDIT_SINCE) & 1};
     struct ts_dbconn *conn = ts_ctx_db(ctx, err);
     if (conn == NULL)
         return err->code;

@@ -1,6 +1,7 @@
 /*
  * common.c - small pieces every handler uses: the body, ids in paths,
- * ETag and If-Match, jobs and scheduler messages as a caller may see them;
+ * ETag and If-Match, the query string (by the route's table), jobs and
+ * scheduler messages as a caller may see them;
  * a named thing's create answer, delete and PUT .../quota (departments.c,
  * projects.c).
  */
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/log.h"
 #include "server/auth.h"
@@ -166,6 +168,16 @@ json_t *ts_h_job_json(struct ts_ctx *ctx, const struct ts_job *job)
     }
     json_object_set_new(o, "env_redacted", json_true());
     return o;
+}
+
+enum ts_err ts_h_query(struct ts_request *r, const struct ts_query_param *params, size_t n,
+                       void *out, uint64_t *given, struct ts_error *err)
+{
+    struct ts_query_pair *pairs;
+    ssize_t np = ts_http_query_pairs(r, &pairs);
+    if (np < 0)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    return ts_query_decode(params, n, pairs, (size_t)np, (int64_t)time(NULL), out, given, err);
 }
 
 enum ts_err ts_h_body_decode(struct ts_request *r, ts_h_decode_fn decode, void *spec,

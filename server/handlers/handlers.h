@@ -8,6 +8,8 @@
 
 #include <jansson.h>
 
+#include "api/query.h"
+
 #include "server/http/http.h"
 #include "server/http/route.h"
 #include "server/server.h"
@@ -99,11 +101,12 @@ json_t *ts_h_job_json(struct ts_ctx *ctx, const struct ts_job *job);
  * "another project" (arena); text itself for other callers. NULL stays
  * NULL; "(hidden)" when the names cannot be read. */
 const char *ts_h_redact_projects(struct ts_ctx *ctx, const char *text);
-/* Query parameter name as unix seconds into *out (unchanged when absent):
- * an RFC 3339 time, or with durations a duration before now ("1h");
- * TS_ERR_BAD_PARAMETER otherwise (series.c). */
-enum ts_err ts_h_query_time(struct ts_request *r, const char *name, bool durations, int64_t now,
-                            int64_t *out, struct ts_error *err);
+/* The query string decoded by the route's table (api/query.h) into out,
+ * times given as a duration before now counted from the clock; unknown
+ * parameters, repeats and bad values are TS_ERR_BAD_PARAMETER naming the
+ * parameter. *given (may be NULL): bit i for each params[i] present. */
+enum ts_err ts_h_query(struct ts_request *r, const struct ts_query_param *params, size_t n,
+                       void *out, uint64_t *given, struct ts_error *err);
 /* A JSON array from a list encoded with enc(item) (steals each result). */
 json_t *ts_h_list(json_t *items, const char *key);
 /* Decode the request body (ts_h_body) with decode(body, spec, err). */

@@ -3,6 +3,8 @@
  * POST /jobs/{id}/suspend and /resume.
  */
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,55 +112,53 @@ static enum ts_err parse_states(const char *s, struct ts_job_filter *f, struct t
     return TS_OK;
 }
 
-static enum ts_err parse_int_param(struct ts_request *r, const char *name, long long lo,
-                                   long long hi, long long *out, struct ts_error *err)
-{
-    const char *s = ts_http_query(r, name);
-    if (s == NULL)
-        return TS_OK;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (s[0] == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi)
-        return ts_error_field(err, TS_ERR_BAD_PARAMETER, name,
-                              "%s must be an integer between %lld and %lld: \"%s\"", name, lo, hi,
-                              s);
-    *out = v;
-    return TS_OK;
-}
+/* GET /jobs: what the query string may hold (the CLI's `tessera jobs`
+ * sends project, state, kind, node, limit and cursor; the dashboard
+ * project, state, limit and cursor). */
+struct job_list_query {
+    const char *project, *state, *kind, *node;
+    long long limit;
+    int64_t after; /* the cursor is opaque to clients: "j" and the last id seen */
+};
+
+static const struct ts_query_param job_list_params[] = {
+    {.name = "project",
+     .type = TS_QUERY_STRING,
+     .offset = offsetof(struct job_list_query, project)},
+    {.name = "state", .type = TS_QUERY_STRING, .offset = offsetof(struct job_list_query, state)},
+    {.name = "kind", .type = TS_QUERY_STRING, .offset = offsetof(struct job_list_query, kind)},
+    {.name = "node", .type = TS_QUERY_STRING, .offset = offsetof(struct job_list_query, node)},
+    {.name = "limit",
+     .type = TS_QUERY_INT,
+     .offset = offsetof(struct job_list_query, limit),
+     .min = 1,
+     .max = MAX_LIMIT},
+    {.name = "cursor",
+     .type = TS_QUERY_CURSOR,
+     .offset = offsetof(struct job_list_query, after),
+     .prefix = "j",
+     .min = 0,
+     .max = INT64_MAX},
+};
 
 enum ts_err ts_h_job_list(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
-    struct ts_job_filter f = {.limit = DEFAULT_LIMIT};
-    long long limit = DEFAULT_LIMIT, after = 0;
-    enum ts_err e = parse_int_param(r, "limit", 1, MAX_LIMIT, &limit, err);
+    struct job_list_query q = {.limit = DEFAULT_LIMIT};
+    enum ts_err e =
+        ts_h_query(r, job_list_params, TS_QUERY_NPARAMS(job_list_params), &q, NULL, err);
     if (e != TS_OK)
         return e;
-    f.limit = (int)limit;
-    const char *cursor = ts_http_query(r, "cursor");
-    if (cursor != NULL) {
-        /* the cursor is opaque to clients: "j" and the last id seen */
-        char *end;
-        errno = 0;
-        after = cursor[0] == 'j' ? strtoll(cursor + 1, &end, 10) : -1;
-        if (cursor[0] != 'j' || cursor[1] == '\0' || *end != '\0' || errno != 0 || after < 0)
-            return ts_error_field(err, TS_ERR_BAD_PARAMETER, "cursor", "invalid cursor: \"%s\"",
-                                  cursor);
-    }
-    f.after_id = after;
-    f.project = ts_http_query(r, "project");
-    const char *state = ts_http_query(r, "state");
-    if (state && (e = parse_states(state, &f, err)) != TS_OK)
+    struct ts_job_filter f = {.limit = (int)q.limit, .after_id = q.after, .project = q.project};
+    if (q.state && (e = parse_states(q.state, &f, err)) != TS_OK)
         return e;
-    const char *kind = ts_http_query(r, "kind");
-    if (kind) {
-        if (ts_job_kind_parse(kind, &f.kind) != 0)
+    if (q.kind) {
+        if (ts_job_kind_parse(q.kind, &f.kind) != 0)
             return ts_error_field(err, TS_ERR_BAD_PARAMETER, "kind", "unknown job kind: \"%s\"",
-                                  kind);
+                                  q.kind);
         f.has_kind = true;
     }
-    f.node = ts_http_query(r, "node");
+    f.node = q.node;
     f.project_ids = ts_auth_project_ids(c, &f.nproject_ids);
     struct ts_dbconn *conn = ts_ctx_db(c, err);
     if (conn == NULL)

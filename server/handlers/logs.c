@@ -8,6 +8,7 @@
  * its job (at most a second, so a job that finishes is noticed).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,41 +321,34 @@ static ssize_t follow_next(void *cls, char *buf, size_t max)
     return TS_HTTP_STREAM_END;
 }
 
-static enum ts_err parse_query(struct ts_request *r, long long *tail, bool *follow,
-                               struct ts_error *err)
-{
-    const char *s = ts_http_query(r, "tail");
-    if (s != NULL) {
-        char *end;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno != 0 || v > TAIL_MAX)
-            return ts_error_field(err, TS_ERR_BAD_PARAMETER, "tail",
-                                  "tail must be an integer between 0 and %lld: \"%s\"", TAIL_MAX,
-                                  s);
-        *tail = v;
-    }
-    s = ts_http_query(r, "follow");
-    if (s != NULL) {
-        if (strcmp(s, "true") != 0 && strcmp(s, "false") != 0)
-            return ts_error_field(err, TS_ERR_BAD_PARAMETER, "follow",
-                                  "follow must be true or false: \"%s\"", s);
-        *follow = strcmp(s, "true") == 0;
-    }
-    return TS_OK;
-}
+/* GET /jobs/{id}/logs: what the query string may hold (the CLI's `tessera
+ * logs` and the dashboard send follow and tail). */
+struct logs_query {
+    long long tail; /* -1: all */
+    bool follow;
+};
+
+static const struct ts_query_param logs_params[] = {
+    {.name = "tail",
+     .type = TS_QUERY_INT,
+     .offset = offsetof(struct logs_query, tail),
+     .min = 0,
+     .max = TAIL_MAX},
+    {.name = "follow", .type = TS_QUERY_BOOL, .offset = offsetof(struct logs_query, follow)},
+};
 
 enum ts_err ts_h_job_logs(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
-    long long tail = -1;
-    bool follow = false;
+    struct logs_query q = {.tail = -1};
     int64_t id, pid;
     enum ts_err e = ts_h_param_id(r, 0, "job", &id, err);
     if (e == TS_OK)
-        e = parse_query(r, &tail, &follow, err);
+        e = ts_h_query(r, logs_params, TS_QUERY_NPARAMS(logs_params), &q, NULL, err);
     if (e != TS_OK)
         return e;
+    long long tail = q.tail;
+    bool follow = q.follow;
     struct ts_dbconn *conn = ts_ctx_db(c, err);
     if (conn == NULL)
         return err->code;

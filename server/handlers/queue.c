@@ -2,14 +2,30 @@
  * queue.c - GET /queue: pending jobs in the order the scheduler will
  * consider them, each with its position and reason.
  */
+#include <stddef.h>
+
 #include "server/auth.h"
 #include "server/handlers/handlers.h"
 #include "server/store/store.h"
 
+/* GET /queue: what the query string may hold (the CLI's `tessera queue`
+ * and the dashboard send project). */
+struct queue_query {
+    const char *project;
+};
+
+static const struct ts_query_param queue_params[] = {
+    {.name = "project", .type = TS_QUERY_STRING, .offset = offsetof(struct queue_query, project)},
+};
+
 enum ts_err ts_h_queue(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
-    const char *project = ts_http_query(r, "project");
+    struct queue_query q = {0};
+    enum ts_err qe = ts_h_query(r, queue_params, TS_QUERY_NPARAMS(queue_params), &q, NULL, err);
+    if (qe != TS_OK)
+        return qe;
+    const char *project = q.project;
     struct ts_dbconn *conn = ts_ctx_db(c, err);
     if (conn == NULL)
         return err->code;

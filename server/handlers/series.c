@@ -12,6 +12,8 @@
  * 403); the cluster, node and GPU series are everyone's.
  */
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,88 +29,9 @@
 #define MAX_ROWS 1000000   /* points with data in one answer */
 #define DEFAULT_RANGE 3600 /* seconds before `to` when `from` is absent */
 
-static int digits(const char *s, int n, int *out)
-{
-    int v = 0;
-    for (int i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    *out = v;
-    return 0;
-}
-
-/* RFC 3339: 2024-05-01T12:00:00Z, with optional fraction and a numeric
- * offset; into unix seconds (the fraction dropped). 0, or -1. */
-static int parse_rfc3339(const char *s, int64_t *out)
-{
-    int y, mo, d, h, mi, sec;
-    if (strlen(s) < 20 || digits(s, 4, &y) || s[4] != '-' || digits(s + 5, 2, &mo) || s[7] != '-' ||
-        digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || digits(s + 11, 2, &h) ||
-        s[13] != ':' || digits(s + 14, 2, &mi) || s[16] != ':' || digits(s + 17, 2, &sec))
-        return -1;
-    const char *p = s + 19;
-    if (*p == '.') {
-        p++;
-        if (*p < '0' || *p > '9')
-            return -1;
-        while (*p >= '0' && *p <= '9')
-            p++;
-    }
-    int64_t off = 0;
-    if (*p == 'Z' || *p == 'z') {
-        p++;
-    } else if (*p == '+' || *p == '-') {
-        int oh, om;
-        if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om) || oh > 23 || om > 59)
-            return -1;
-        off = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
-        p += 6;
-    } else {
-        return -1;
-    }
-    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 || mi > 59 ||
-        sec > 60)
-        return -1;
-    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    if (mo == 2 && d == 29 && !leap)
-        return -1;
-    struct tm tm = {.tm_year = y - 1900,
-                    .tm_mon = mo - 1,
-                    .tm_mday = d,
-                    .tm_hour = h,
-                    .tm_min = mi,
-                    .tm_sec = sec > 59 ? 59 : sec};
-    *out = (int64_t)timegm(&tm) - off;
-    return 0;
-}
-
 static enum ts_err bad(struct ts_error *err, const char *field, const char *what, const char *given)
 {
     return ts_error_field(err, TS_ERR_BAD_PARAMETER, field, "%s: \"%s\"", what, given);
-}
-
-enum ts_err ts_h_query_time(struct ts_request *r, const char *name, bool durations, int64_t now,
-                            int64_t *out, struct ts_error *err)
-{
-    const char *s = ts_http_query(r, name);
-    if (s == NULL)
-        return TS_OK;
-    int64_t secs;
-    if (parse_rfc3339(s, out) == 0)
-        return TS_OK;
-    if (durations && ts_duration_parse(s, &secs) == 0) {
-        *out = now - secs;
-        return TS_OK;
-    }
-    char what[96];
-    snprintf(what, sizeof(what), "%s must be an RFC 3339 time%s", name,
-             durations ? " or a duration before now" : "");
-    enum ts_err e = bad(err, name, what, s);
-    ts_error_hint(err, "e.g. 2024-05-01T12:00:00Z%s", durations ? ", or 1h" : "");
-    return e;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b)
@@ -223,49 +146,92 @@ static enum ts_err access_job(struct ts_ctx *c, struct ts_dbconn *conn, struct t
     return TS_OK;
 }
 
-/* The scopes of by=, and what a caller limited to projects may read of
- * each (NULL: all of it). */
-static const struct scope {
-    const char *name;
-    enum ts_err (*access)(struct ts_ctx *c, struct ts_dbconn *conn, struct ts_arena *a,
-                          struct ts_series_query *q, struct ts_error *err);
-} scopes[] = {
-    {"cluster", NULL},
-    {"department", access_department},
-    {"project", access_project},
-    {"node", NULL},
-    {"gpu", NULL},
-    {"job", access_job},
-};
-#define NSCOPES (sizeof(scopes) / sizeof(scopes[0]))
+/* The scopes of by= (the names, in the order of scope_access), and what a
+ * caller limited to projects may read of each (NULL: all of it). */
+static const char *const scope_names[] = {"cluster", "department", "project", "node",
+                                          "gpu",     "job",        NULL};
+typedef enum ts_err (*access_fn)(struct ts_ctx *c, struct ts_dbconn *conn, struct ts_arena *a,
+                                 struct ts_series_query *q, struct ts_error *err);
+static const access_fn scope_access[] = {NULL, access_department, access_project, NULL,
+                                         NULL, access_job};
+_Static_assert(sizeof(scope_access) / sizeof(scope_access[0]) + 1 ==
+                   sizeof(scope_names) / sizeof(scope_names[0]),
+               "one access rule per scope");
 
-/* "a, b or c" of the metric or scope names, for a hint. */
-static const char *names_list(char *buf, size_t cap, bool metrics)
+/* GET /metrics/query and /metrics/idle: what the query string may hold (the
+ * CLI's `tessera top` sends metric, by and from; the dashboard's charts
+ * metric, by, key, from and to, its idle hours from). from and to stay
+ * INT64_MIN when absent, step 0. */
+struct metrics_query {
+    const char *metric;
+    int by; /* index in scope_names */
+    const char *key;
+    int64_t from, to, step;
+};
+
+#define FROM_TO_PARAMS                                                                             \
+    {.name = "from",                                                                               \
+     .type = TS_QUERY_TIME,                                                                        \
+     .offset = offsetof(struct metrics_query, from),                                               \
+     .ago = true},                                                                                 \
+    {                                                                                              \
+        .name = "to", .type = TS_QUERY_TIME, .offset = offsetof(struct metrics_query, to)          \
+    }
+
+static const struct ts_query_param metrics_query_params[] = {
+    {.name = "metric",
+     .type = TS_QUERY_STRING,
+     .offset = offsetof(struct metrics_query, metric),
+     .required = true},
+    {.name = "by",
+     .type = TS_QUERY_ENUM,
+     .offset = offsetof(struct metrics_query, by),
+     .names = scope_names},
+    {.name = "key", .type = TS_QUERY_STRING, .offset = offsetof(struct metrics_query, key)},
+    FROM_TO_PARAMS,
+    {.name = "step",
+     .type = TS_QUERY_DURATION,
+     .offset = offsetof(struct metrics_query, step),
+     .min = 1,
+     .max = TS_DURATION_MAX_SECONDS},
+};
+
+static const struct ts_query_param metrics_idle_params[] = {FROM_TO_PARAMS};
+
+/* "a, b or c" of the metric names, for a hint. */
+static const char *names_list(char *buf, size_t cap)
 {
-    size_t len = 0, n = metrics ? TS_SERIES_NMETRICS : NSCOPES;
+    size_t len = 0, n = TS_SERIES_NMETRICS;
     buf[0] = '\0';
     for (size_t i = 0; i < n && len < cap; i++)
         len += (size_t)snprintf(buf + len, cap - len, "%s%s",
                                 i == 0       ? ""
                                 : i + 1 == n ? " or "
                                              : ", ",
-                                metrics ? ts_series_metric_name((enum ts_series_metric)i)
-                                        : scopes[i].name);
+                                ts_series_metric_name((enum ts_series_metric)i));
     return buf;
+}
+
+/* The query string of route params into m; a metric's hint. */
+static enum ts_err metrics_decode(struct ts_request *r, const struct ts_query_param *params,
+                                  size_t n, struct metrics_query *m, struct ts_error *err)
+{
+    *m = (struct metrics_query){.from = INT64_MIN, .to = INT64_MIN};
+    enum ts_err e = ts_h_query(r, params, n, m, NULL, err);
+    if (e != TS_OK && strcmp(err->field, "metric") == 0 && err->hint[0] == '\0') {
+        char list[256];
+        ts_error_hint(err, "one of %s", names_list(list, sizeof(list)));
+    }
+    return e;
 }
 
 /* from and to of the query string (times or, for from, a duration
  * before now); from defaults to range seconds before to, to to now. */
-static enum ts_err query_from_to(struct ts_request *r, int64_t now, int64_t range, int64_t *from,
-                                 int64_t *to, struct ts_error *err)
+static enum ts_err query_from_to(const struct metrics_query *m, int64_t now, int64_t range,
+                                 int64_t *from, int64_t *to, struct ts_error *err)
 {
-    *to = now;
-    enum ts_err e = ts_h_query_time(r, "to", false, now, to, err);
-    *from = *to - range;
-    if (e == TS_OK)
-        e = ts_h_query_time(r, "from", true, now, from, err);
-    if (e != TS_OK)
-        return e;
+    *to = m->to != INT64_MIN ? m->to : now;
+    *from = m->from != INT64_MIN ? m->from : *to - range;
     if (*from >= *to)
         return ts_error_field(err, TS_ERR_BAD_PARAMETER, "from",
                               "from must be before to: %lld is not before %lld", (long long)*from,
@@ -283,37 +249,18 @@ static int finest_level(const struct ts_series_levels *lv, int64_t from, int64_t
     return lv->n - 1;
 }
 
-/* metric, by and key of the query string into q; *scope the scope of by. */
-static enum ts_err query_what(struct ts_request *r, struct ts_series_query *q,
-                              const struct scope **scope, struct ts_error *err)
+/* metric, by and key of the query string into q. */
+static enum ts_err query_what(const struct metrics_query *m, struct ts_series_query *q,
+                              struct ts_error *err)
 {
-    char list[256];
-    const char *metric = ts_http_query(r, "metric");
-    if (metric == NULL) {
-        ts_error_field(err, TS_ERR_BAD_PARAMETER, "metric", "metric is required");
-        ts_error_hint(err, "one of %s", names_list(list, sizeof(list), true));
+    if (ts_series_metric_parse(m->metric, &q->metric) != 0) {
+        char list[256];
+        bad(err, "metric", "unknown metric", m->metric);
+        ts_error_hint(err, "one of %s", names_list(list, sizeof(list)));
         return TS_ERR_BAD_PARAMETER;
     }
-    if (ts_series_metric_parse(metric, &q->metric) != 0) {
-        bad(err, "metric", "unknown metric", metric);
-        ts_error_hint(err, "one of %s", names_list(list, sizeof(list), true));
-        return TS_ERR_BAD_PARAMETER;
-    }
-    const char *by = ts_http_query(r, "by");
-    if (by == NULL)
-        by = "cluster";
-    const struct scope *sc = NULL;
-    for (size_t i = 0; i < NSCOPES; i++)
-        if (strcmp(by, scopes[i].name) == 0)
-            sc = &scopes[i];
-    *scope = sc;
-    if (sc == NULL) {
-        char what[300];
-        snprintf(what, sizeof(what), "by must be %s", names_list(list, sizeof(list), false));
-        return bad(err, "by", what, by);
-    }
-    q->scope = sc->name;
-    q->key = ts_http_query(r, "key");
+    q->scope = scope_names[m->by];
+    q->key = m->key;
     bool cluster = strcmp(q->scope, "cluster") == 0;
     if (cluster && q->key != NULL && q->key[0] != '\0')
         return bad(err, "key", "the cluster has no keys: leave key out", q->key);
@@ -324,20 +271,14 @@ static enum ts_err query_what(struct ts_request *r, struct ts_series_query *q,
 
 /* from, to and step into q: the finest resolution kept for from, the step
  * (given, or the one that gives at most MAX_POINTS) and *npoints. */
-static enum ts_err query_range(struct ts_request *r, const struct ts_server_config *cfg,
+static enum ts_err query_range(const struct metrics_query *m, const struct ts_server_config *cfg,
                                struct ts_series_query *q, int64_t *npoints, struct ts_error *err)
 {
     int64_t now = (int64_t)time(NULL), from, to;
-    enum ts_err e = query_from_to(r, now, DEFAULT_RANGE, &from, &to, err);
+    enum ts_err e = query_from_to(m, now, DEFAULT_RANGE, &from, &to, err);
     if (e != TS_OK)
         return e;
-    int64_t step = 0;
-    const char *st = ts_http_query(r, "step");
-    if (st != NULL && (ts_duration_parse(st, &step) != 0 || step <= 0)) {
-        bad(err, "step", "step must be a duration of at least 1s", st);
-        ts_error_hint(err, "e.g. 10s, 5m, 1h");
-        return TS_ERR_BAD_PARAMETER;
-    }
+    int64_t step = m->step;
 
     struct ts_series_levels lv;
     ts_series_levels_of(cfg, &lv);
@@ -420,17 +361,21 @@ enum ts_err ts_h_metrics_query(void *ctx, struct ts_request *r, struct ts_error 
     struct ts_ctx *c = ctx;
     const struct ts_server_config *cfg = &c->srv->cfg;
     struct ts_series_query q = {.max_rows = MAX_ROWS};
-    const struct scope *sc = NULL;
+    struct metrics_query m;
     int64_t npoints = 0;
-    enum ts_err e = query_what(r, &q, &sc, err);
+    enum ts_err e =
+        metrics_decode(r, metrics_query_params, TS_QUERY_NPARAMS(metrics_query_params), &m, err);
     if (e == TS_OK)
-        e = query_range(r, cfg, &q, &npoints, err);
+        e = query_what(&m, &q, err);
+    if (e == TS_OK)
+        e = query_range(&m, cfg, &q, &npoints, err);
     if (e != TS_OK)
         return e;
     struct ts_dbconn *conn = ts_ctx_db(c, err);
     if (conn == NULL)
         return err->code;
-    if (sc->access != NULL && (e = sc->access(c, conn, r->arena, &q, err)) != TS_OK)
+    access_fn access = scope_access[m.by];
+    if (access != NULL && (e = access(c, conn, r->arena, &q, err)) != TS_OK)
         return e;
     struct ts_series_row *rows;
     size_t n;
@@ -448,7 +393,11 @@ enum ts_err ts_h_metrics_idle(void *ctx, struct ts_request *r, struct ts_error *
 {
     struct ts_ctx *c = ctx;
     int64_t now = (int64_t)time(NULL), from, to;
-    enum ts_err e = query_from_to(r, now, 24 * 3600, &from, &to, err);
+    struct metrics_query m;
+    enum ts_err e =
+        metrics_decode(r, metrics_idle_params, TS_QUERY_NPARAMS(metrics_idle_params), &m, err);
+    if (e == TS_OK)
+        e = query_from_to(&m, now, 24 * 3600, &from, &to, err);
     if (e != TS_OK)
         return e;
     struct ts_series_levels lv;

@@ -22,6 +22,7 @@
 
 #include "api/clock.h"
 #include "api/log.h"
+#include "api/query.h"
 #include "api/wire.h"
 #include "server/http/problem.h"
 #include "server/http/tls.h"
@@ -52,6 +53,39 @@ const char *ts_http_header(const struct ts_request *r, const char *name)
 const char *ts_http_query(const struct ts_request *r, const char *name)
 {
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+struct pairs {
+    struct ts_query_pair *v;
+    size_t n, cap;
+};
+
+static enum MHD_Result add_pair(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value)
+{
+    (void)kind;
+    struct pairs *p = cls;
+    if (p->v != NULL && p->n < p->cap)
+        p->v[p->n] = (struct ts_query_pair){key, value};
+    p->n++;
+    return MHD_YES;
+}
+
+ssize_t ts_http_query_pairs(const struct ts_request *r, struct ts_query_pair **out)
+{
+    struct pairs p = {0};
+    *out = NULL;
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, add_pair, &p); /* count */
+    if (p.n == 0)
+        return 0;
+    p.cap = p.n;
+    p.n = 0;
+    p.v = ts_arena_alloc(r->arena, p.cap * sizeof(*p.v));
+    if (p.v == NULL)
+        return -1;
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, add_pair, &p);
+    *out = p.v;
+    return (ssize_t)(p.n < p.cap ? p.n : p.cap);
 }
 
 void ts_http_add_header(struct ts_request *r, const char *name, const char *value)

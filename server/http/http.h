@@ -60,6 +60,11 @@ struct ts_request {
  * lifetime of the request; NULL when absent. */
 const char *ts_http_header(const struct ts_request *r, const char *name);
 const char *ts_http_query(const struct ts_request *r, const char *name);
+/* Every name=value of the query string in the order sent (value NULL for a
+ * name without '='), in the request's arena: *out new in the arena (NULL
+ * when there are none), their number returned; -1 when out of memory. */
+struct ts_query_pair;
+ssize_t ts_http_query_pairs(const struct ts_request *r, struct ts_query_pair **out);
 
 /* Add a response header; both strings are copied into the arena. */
 void ts_http_add_header(struct ts_request *r, const char *name, const char *value);

@@ -50,11 +50,6 @@ const char *ts_http_header(const struct ts_request *r, const char *name)
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
-const char *ts_http_query(const struct ts_request *r, const char *name)
-{
-    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
 struct pairs {
     struct ts_query_pair *v;
     size_t n, cap;

@@ -56,13 +56,15 @@ struct ts_request {
     void *user; /* the dispatcher's per-request state */
 };
 
-/* Request header or query argument, borrowed from libmicrohttpd for the
- * lifetime of the request; NULL when absent. */
+/* Request header, borrowed from libmicrohttpd for the lifetime of the
+ * request; NULL when absent. */
 const char *ts_http_header(const struct ts_request *r, const char *name);
-const char *ts_http_query(const struct ts_request *r, const char *name);
-/* Every name=value of the query string in the order sent (value NULL for a
- * name without '='), in the request's arena: *out new in the arena (NULL
- * when there are none), their number returned; -1 when out of memory. */
+/* The query string has no lookup by name: handlers decode it whole by
+ * their route's table (ts_h_query, api/query.h), which refuses what the
+ * table does not name. Every name=value of it in the order sent (value
+ * NULL for a name without '='), in the request's arena: *out new in the
+ * arena (NULL when there are none), their number returned; -1 when out of
+ * memory. */
 struct ts_query_pair;
 ssize_t ts_http_query_pairs(const struct ts_request *r, struct ts_query_pair **out);
 

@@ -10,7 +10,9 @@
  *   - a target over 8 KiB is 414 and header fields over 32 KiB are 431,
  *     as problem+json (libmicrohttpd's own answers were HTML pages);
  *   - 401 says how to authenticate: WWW-Authenticate: Bearer, with
- *     error="invalid_token" when a token was sent.
+ *     error="invalid_token" when a token was sent;
+ *   - bytes that are not UTF-8, quoted in a problem (a query parameter's
+ *     name or value, the path), are '?' (the body had been dropped).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -125,6 +127,31 @@ static void a_nul_in_the_target_is_400(void **state)
     free(a);
 }
 
+/* A message that quotes what the client sent stays a problem+json body
+ * when those bytes are not UTF-8 (they were dropped with the body): '?'
+ * stands for each such byte. Written here, not in tests/data/http, since
+ * Prism (api/conformance/http_cases) rewrites such bytes and drops the
+ * connection on %FF in a path. */
+static void bytes_that_are_not_utf8_are_quoted_as_question_marks(void **state)
+{
+    (void)state;
+    char *a =
+        raw_text("GET /api/v1/jobs?%FF=1 HTTP/1.1\r\nHost: x\r\n" AUTH "Connection: close\r\n\r\n");
+    problem(a, 400, "bad_parameter");
+    assert_non_null(strstr(a, "unknown query parameter \\\"?\\\""));
+    assert_non_null(strstr(a, "\"field\":\"?\""));
+    free(a);
+    a = raw_text("GET /api/v1/jobs?state=%C3%28 HTTP/1.1\r\nHost: x\r\n" AUTH
+                 "Connection: close\r\n\r\n");
+    problem(a, 400, "bad_parameter");
+    assert_non_null(strstr(a, "unknown job state: \\\"?(\\\""));
+    free(a);
+    a = raw_text("GET /api/v1/jobs/%FF HTTP/1.1\r\nHost: x\r\n" AUTH "Connection: close\r\n\r\n");
+    problem(a, 404, "not_found");
+    assert_non_null(strstr(a, "\"instance\":\"/api/v1/jobs/?\""));
+    free(a);
+}
+
 static void two_content_lengths_are_400_and_write_nothing(void **state)
 {
     (void)state;
@@ -201,6 +228,7 @@ int main(int argc, char **argv)
         cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_nul_in_the_target_is_400),
+        cmocka_unit_test(bytes_that_are_not_utf8_are_quoted_as_question_marks),
         cmocka_unit_test(two_content_lengths_are_400_and_write_nothing),
         cmocka_unit_test(a_long_target_is_414_and_large_headers_431_as_problems),
         cmocka_unit_test(unauthenticated_answers_say_how_to_authenticate),

@@ -180,6 +180,26 @@ struct ts_token {
 enum ts_err ts_wire_token_decode(const json_t *in, struct ts_arena *a, struct ts_token_spec *out,
                                  struct ts_error *err);
 json_t *ts_wire_token_encode(const struct ts_token *t);
+/* GET /whoami: the calling token, as the server says it. */
+struct ts_whoami {
+    int64_t id;
+    const char *name;
+    const char *role;      /* "agent", ...: kept as named, so that a role a newer
+                              server adds is read (and said) as itself */
+    const char **projects; /* the projects a restricted token may act on */
+    size_t nprojects;
+    bool restricted;
+    bool has_nodes;     /* agent tokens only: "nodes" is written */
+    const char **nodes; /* node names or "prefix*" patterns; none: any node */
+    size_t nnodes;
+};
+/* Encoded by the server; decoded by the agent (--join), which may be older, so
+ * members it does not know are skipped, as for the desired state; known
+ * ones are strict (a node pattern must be one, a name listed once). Strings
+ * and arrays in arena a. */
+json_t *ts_wire_whoami_encode(const struct ts_whoami *w);
+enum ts_err ts_wire_whoami_decode(const json_t *in, struct ts_arena *a, struct ts_whoami *out,
+                                  struct ts_error *err);
 /* A node name, "prefix*" (the prefix starting a valid name) or "*". */
 bool ts_token_node_pattern_valid(const char *s);
 /* Whether node matches the pattern's first len characters (a valid pattern,
@@ -537,6 +557,45 @@ json_t *ts_wire_report_result_encode(const struct ts_report_result *r);
 /* Unknown members skipped, as for the desired state; ignored in arena a. */
 enum ts_err ts_wire_report_result_decode(const json_t *in, struct ts_arena *a,
                                          struct ts_report_result *out, struct ts_error *err);
+
+/* POST /nodes/{name}/logs (wire_logs.c): job output in base64 chunks. */
+#define TS_LOG_CHUNKS_MAX 4096 /* chunks in one request */
+
+/* One chunk of a job's output as an agent ships it. */
+struct ts_log_chunk {
+    int64_t job_id;
+    int attempt;
+    int64_t offset;            /* bytes into the attempt's output, < 2^62 */
+    const unsigned char *data; /* borrowed (decoded: in the caller's arena) */
+    size_t len;
+};
+/* The end of what is stored contiguously for one attempt of a job. */
+struct ts_log_mark {
+    int64_t job_id;
+    int attempt;
+    int64_t next_offset; /* where the agent resumes */
+};
+/* The server's answer: a mark per attempt it stored output of, and the
+ * jobs it ignored (not this node's, or not at that attempt). */
+struct ts_log_ack {
+    struct ts_log_mark *marks;
+    size_t nmarks;
+    int64_t *ignored;
+    size_t nignored;
+};
+/* {"chunks": [{"id", "attempt", "offset", "data"}]}, data in padded base64.
+ * New reference, NULL when out of memory. */
+json_t *ts_wire_log_chunks_encode(const struct ts_log_chunk *v, size_t n);
+/* Strict (the server reads an agent's body): every member required, data
+ * canonical RFC 4648 base64, offset plus length below 2^62, at most
+ * TS_LOG_CHUNKS_MAX chunks. *out (n entries) and the bytes in arena a. */
+enum ts_err ts_wire_log_chunks_decode(const json_t *in, struct ts_arena *a,
+                                      struct ts_log_chunk **out, size_t *n, struct ts_error *err);
+/* {"chunks": [{"id", "attempt", "next_offset"}], "ignored": [ids]}. */
+json_t *ts_wire_log_ack_encode(const struct ts_log_ack *r);
+/* Unknown members skipped, as for the desired state; arrays in arena a. */
+enum ts_err ts_wire_log_ack_decode(const json_t *in, struct ts_arena *a, struct ts_log_ack *out,
+                                   struct ts_error *err);
 
 /* Encoders of what an agent sends (the inverse of the decoders below). */
 json_t *ts_wire_node_reg_encode(const struct ts_node_reg *r);

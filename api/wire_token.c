@@ -1,5 +1,6 @@
 /*
- * wire_token.c - roles and API tokens on the wire.
+ * wire_token.c - roles and API tokens on the wire, and GET /whoami (the
+ * calling token: encoded by the server, decoded by `tessera-agent --join`).
  */
 #include "api/wire.h"
 
@@ -160,4 +161,64 @@ json_t *ts_wire_token_encode(const struct ts_token *t)
     if (t->secret != NULL)
         ts_wire_enc_set(o, "token", json_string(t->secret), &ok);
     return ts_wire_enc_finish(o, ok);
+}
+
+/* ---- GET /whoami ------------------------------------------------------------ */
+
+json_t *ts_wire_whoami_encode(const struct ts_whoami *w)
+{
+    json_t *o = json_object(), *projects = json_array();
+    bool ok = projects != NULL;
+    for (size_t i = 0; i < w->nprojects; i++)
+        ts_wire_enc_append(projects, json_string(w->projects[i]), &ok);
+    ts_wire_enc_set(o, "id", json_integer(w->id), &ok);
+    ts_wire_enc_set(o, "name", ts_wire_enc_string(w->name), &ok);
+    ts_wire_enc_set(o, "role", ts_wire_enc_string(w->role), &ok);
+    ts_wire_enc_set(o, "projects", projects, &ok);
+    ts_wire_enc_set(o, "restricted", json_boolean(w->restricted), &ok);
+    if (w->has_nodes) {
+        /* the nodes it may act as; [] for any node */
+        json_t *nodes = json_array();
+        for (size_t i = 0; nodes != NULL && i < w->nnodes; i++)
+            ts_wire_enc_append(nodes, json_string(w->nodes[i]), &ok);
+        ts_wire_enc_set(o, "nodes", nodes, &ok);
+    }
+    return ts_wire_enc_finish(o, ok);
+}
+
+/* An optional string member copied into arena a. */
+static enum ts_err dup_string(const json_t *in, const char *key, bool required, struct ts_arena *a,
+                              const char **out, struct ts_error *err)
+{
+    const char *s = NULL;
+    enum ts_err e = ts_wire_dec_string(in, "", key, required, &s, err);
+    if (e != TS_OK || s == NULL)
+        return e;
+    if ((*out = ts_arena_strdup(a, s)) == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    return TS_OK;
+}
+
+enum ts_err ts_wire_whoami_decode(const json_t *in, struct ts_arena *a, struct ts_whoami *out,
+                                  struct ts_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (!json_is_object(in))
+        return ts_error_field(err, TS_ERR_WRONG_TYPE, "", "the answer of whoami must be an object");
+    enum ts_err e = ts_wire_dec_integer(in, "", "id", 0, INT64_MAX, NULL, &out->id, err);
+    if (e == TS_OK)
+        e = dup_string(in, "name", false, a, &out->name, err);
+    if (e == TS_OK)
+        e = dup_string(in, "role", true, a, &out->role, err);
+    if (e == TS_OK)
+        e = ts_wire_dec_bool(in, "", "restricted", NULL, &out->restricted, err);
+    if (e == TS_OK)
+        e = decode_names(in, "projects", TS_TOKEN_PROJECTS_MAX, ts_name_valid,
+                         "match [a-z0-9][a-z0-9-]{0,62}", a, &out->projects, &out->nprojects, err);
+    if (e == TS_OK)
+        e = decode_names(in, "nodes", TS_TOKEN_NODES_MAX, ts_token_node_pattern_valid,
+                         "be a node name, a name prefix followed by *, or *", a, &out->nodes,
+                         &out->nnodes, err);
+    out->has_nodes = ts_wire_dec_member(in, "nodes") != NULL;
+    return e;
 }

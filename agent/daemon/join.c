@@ -34,8 +34,10 @@
 #include "agent/daemon/agent.h"
 #include "agent/daemon/certpin.h"
 #include "agent/daemon/conn.h"
+#include "api/arena.h"
 #include "api/files.h"
 #include "api/units.h"
+#include "api/wire.h"
 
 #define JOIN_CONF_MAX (256 * 1024)
 #define JOIN_USAGE                                                                                 \
@@ -129,29 +131,35 @@ static char *conf_set(const char *text, const char *key, const char *value)
     return out;
 }
 
-/* May a token bound to nodes (JSON array; [] is any node) act as name? */
-static bool token_allows(const json_t *nodes, const char *name)
+/* May a token bound to nodes (none: any node) act as name? */
+static bool token_allows(const struct ts_whoami *who, const char *name)
 {
-    if (json_array_size(nodes) == 0)
+    if (who->nnodes == 0)
         return true;
-    size_t i;
-    const json_t *v;
-    json_array_foreach(nodes, i, v) {
-        const char *pat = json_string_value(v);
-        if (pat != NULL && fnmatch(pat, name, 0) == 0)
+    for (size_t i = 0; i < who->nnodes; i++)
+        if (fnmatch(who->nodes[i], name, 0) == 0)
             return true;
-    }
     return false;
 }
 
+/* The token's nodes as the server wrote them, ["a","b*"], into buf. */
+static const char *nodes_text(const struct ts_whoami *who, char *buf, size_t len)
+{
+    size_t at = (size_t)snprintf(buf, len, "[");
+    for (size_t i = 0; i < who->nnodes && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s\"%s\"", i > 0 ? "," : "", who->nodes[i]);
+    if (at < len)
+        snprintf(buf + at, len - at, "]");
+    return buf;
+}
+
 /* The node's name: --node, the token's one exact node, or the host name. */
-static int pick_node(const json_t *nodes, const char *given, char *out, size_t len)
+static int pick_node(const struct ts_whoami *who, const char *given, char *out, size_t len)
 {
     if (given != NULL) {
         snprintf(out, len, "%s", given);
-    } else if (json_array_size(nodes) == 1 &&
-               strchr(json_string_value(json_array_get(nodes, 0)), '*') == NULL) {
-        snprintf(out, len, "%s", json_string_value(json_array_get(nodes, 0)));
+    } else if (who->nnodes == 1 && strchr(who->nodes[0], '*') == NULL) {
+        snprintf(out, len, "%s", who->nodes[0]);
     } else {
         char host[256] = "";
         gethostname(host, sizeof(host) - 1);
@@ -165,12 +173,11 @@ static int pick_node(const json_t *nodes, const char *given, char *out, size_t l
         return fail("invalid node name \"%.64s\": lower-case letters, digits and '-', at most "
                     "63%s",
                     out, given != NULL ? "" : " (from the host name: give --node NAME)");
-    if (!token_allows(nodes, out)) {
-        char *bound = json_dumps(nodes, JSON_COMPACT);
-        int rc = fail("the token may act only as the nodes %s, not as \"%s\"%s",
-                      bound != NULL ? bound : "?", out, given != NULL ? "" : ": give --node NAME");
-        free(bound);
-        return rc;
+    if (!token_allows(who, out)) {
+        char bound[1024];
+        return fail("the token may act only as the nodes %s, not as \"%s\"%s",
+                    nodes_text(who, bound, sizeof(bound)), out,
+                    given != NULL ? "" : ": give --node NAME");
     }
     return 0;
 }
@@ -268,6 +275,7 @@ static int join_whoami(struct ts_conn *c, const struct join_args *j, char *name,
     long status = 0;
     struct ts_error err = {0};
     json_t *who = NULL;
+    struct ts_arena *arena = ts_arena_new();
     int rc = 1;
     if (ts_conn_json(c, "GET", "/api/v1/whoami", NULL, 30, &status, &who, &err) != TS_OK) {
         fail("could not reach the server at %s: %s", j->url, err.message);
@@ -281,17 +289,23 @@ static int join_whoami(struct ts_conn *c, const struct join_args *j, char *name,
         fail("GET %s/api/v1/whoami answered %ld %s", j->url, status, ts_problem_text(who));
         goto out;
     }
-    const char *role = json_string_value(json_object_get(who, "role"));
-    if (role == NULL || strcmp(role, "agent") != 0) {
-        fail("the token's role is %s, not agent: create one with `tessera token create NAME -r "
-             "agent -n NODE`",
-             role != NULL ? role : "unknown");
+    struct ts_whoami me;
+    if (arena == NULL || ts_wire_whoami_decode(who, arena, &me, &err) != TS_OK) {
+        fail("could not read the answer of GET %s/api/v1/whoami: %s", j->url,
+             arena != NULL ? err.message : "out of memory");
         goto out;
     }
-    if (pick_node(json_object_get(who, "nodes"), j->node, name, len) != 0)
+    if (strcmp(me.role, "agent") != 0) {
+        fail("the token's role is %s, not agent: create one with `tessera token create NAME -r "
+             "agent -n NODE`",
+             me.role);
+        goto out;
+    }
+    if (pick_node(&me, j->node, name, len) != 0)
         goto out;
     rc = 0;
 out:
+    ts_arena_free(arena);
     json_decref(who);
     return rc;
 }

@@ -2,7 +2,8 @@
  * logship.c - job output to the server: POST /nodes/NAME/logs with the
  * new bytes of each job's output.log in base64 chunks, each request body at
  * most 256 KiB, from the offset the server last acknowledged (saved in the
- * job folder, so a restarted agent resumes there).
+ * job folder, so a restarted agent resumes there). The body and the answer
+ * go through api/wire_logs.c, the codec the server uses too.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,38 +14,15 @@
 
 #include "agent/daemon/agent.h"
 #include "agent/daemon/logship.h"
+#include "api/arena.h"
 #include "api/log.h"
+#include "api/wire.h"
 
 #define LOG_BODY_MAX (256 * 1024)
 /* raw bytes per request: base64 makes 4 of 3, plus room for the JSON */
 #define LOG_RAW_MAX ((LOG_BODY_MAX - 4096) / 4 * 3)
 #define LOG_REQUESTS_PER_ROUND 64
-
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static char *base64(const unsigned char *p, size_t n)
-{
-    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
-    if (out == NULL)
-        return NULL;
-    size_t i = 0;
-    for (; i + 2 < n; i += 3) {
-        unsigned v = (unsigned)p[i] << 16 | (unsigned)p[i + 1] << 8 | p[i + 2];
-        *o++ = b64[v >> 18 & 63];
-        *o++ = b64[v >> 12 & 63];
-        *o++ = b64[v >> 6 & 63];
-        *o++ = b64[v & 63];
-    }
-    if (i < n) {
-        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0);
-        *o++ = b64[v >> 18 & 63];
-        *o++ = b64[v >> 12 & 63];
-        *o++ = i + 1 < n ? b64[v >> 6 & 63] : '=';
-        *o++ = '=';
-    }
-    *o = '\0';
-    return out;
-}
+#define LOG_PENDING_MAX 64 /* attempts in one request */
 
 struct pending_log {
     int64_t id;
@@ -87,91 +65,126 @@ static size_t collect_logs(struct ts_agent *a, struct pending_log *out, size_t m
     return n;
 }
 
-static json_t *read_chunk(const struct pending_log *p)
+/* p's bytes into c (data new: free()); false when none could be read. */
+static bool read_chunk(const struct pending_log *p, struct ts_log_chunk *c)
 {
     int fd = open(p->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return NULL;
+        return false;
     unsigned char *buf = malloc(p->len > 0 ? p->len : 1);
     ssize_t got = buf != NULL ? pread(fd, buf, p->len, p->from) : -1;
     close(fd);
     if (got <= 0) {
         free(buf);
-        return NULL;
+        return false;
     }
-    char *text = base64(buf, (size_t)got);
-    free(buf);
-    if (text == NULL)
-        return NULL;
-    json_t *o = json_pack("{s:I, s:i, s:I, s:s}", "id", (json_int_t)p->id, "attempt", p->attempt,
-                          "offset", (json_int_t)p->from, "data", text);
-    free(text);
-    return o;
+    *c = (struct ts_log_chunk){
+        .job_id = p->id, .attempt = p->attempt, .offset = p->from, .data = buf, .len = (size_t)got};
+    return true;
+}
+
+/* The request body of the chunks of pend[0..n). New, NULL when out of
+ * memory. */
+static json_t *chunks_body(const struct pending_log *pend, size_t n)
+{
+    struct ts_log_chunk chunks[LOG_PENDING_MAX];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += read_chunk(&pend[i], &chunks[k]);
+    json_t *body = ts_wire_log_chunks_encode(chunks, k);
+    for (size_t i = 0; i < k; i++)
+        free((void *)chunks[i].data);
+    return body;
+}
+
+/* The server's mark for attempt (id, attempt), or NULL when it left the
+ * job out (it does not want its output). */
+static const struct ts_log_mark *mark_of(const struct ts_log_ack *ack, int64_t id, int attempt)
+{
+    const struct ts_log_mark *found = NULL;
+    for (size_t k = 0; k < ack->nmarks; k++)
+        if (ack->marks[k].job_id == id && ack->marks[k].attempt == attempt)
+            found = &ack->marks[k];
+    return found;
+}
+
+/* Pending attempts the server left out of its answer are not sent again;
+ * the others resume where it says. */
+static void take_ack(struct ts_agent *a, const struct pending_log *pend, size_t n,
+                     const struct ts_log_ack *ack)
+{
+    pthread_mutex_lock(&a->mu);
+    for (size_t i = 0; i < n; i++) {
+        struct ts_ajob *j = ts_agent_find(a, pend[i].id, pend[i].attempt);
+        if (j == NULL)
+            continue;
+        const struct ts_log_mark *m =
+            ack != NULL ? mark_of(ack, pend[i].id, pend[i].attempt) : NULL;
+        if (m == NULL) {
+            j->log_done = true; /* the server does not want this job's output */
+            continue;
+        }
+        j->log_acked = m->next_offset;
+        ts_ajob_save_log_offset(j);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* One request with the chunks of pend[0..n): true when the round may go on,
+ * false to try again later (the server unreachable, or answering so). */
+static bool send_round(struct ts_agent *a, struct ts_conn *c, const char *path,
+                       const struct pending_log *pend, size_t n)
+{
+    json_t *body = chunks_body(pend, n), *resp = NULL;
+    long status;
+    struct ts_error err = {0};
+    if (body == NULL) {
+        ts_log_warn("could not send job output: out of memory");
+        return false;
+    }
+    enum ts_err e = ts_conn_json(c, "POST", path, body, 60, &status, &resp, &err);
+    json_decref(body);
+    if (e != TS_OK) {
+        ts_log_warn("could not send job output: %s", err.message);
+        return false;
+    }
+    bool go_on = true;
+    if (status != 200) {
+        ts_log_warn("job output refused: status=%ld %s", status, ts_problem_text(resp));
+        if (status >= 500 || status == 401 || status == 403 || status == 404 || status == 429)
+            go_on = false;
+        else /* the server will not take these chunks: do not send them forever */
+            take_ack(a, pend, n, NULL);
+        json_decref(resp);
+        return go_on;
+    }
+    struct ts_arena *arena = ts_arena_new();
+    struct ts_log_ack ack;
+    e = arena != NULL ? ts_wire_log_ack_decode(resp, arena, &ack, &err) : ts_error_nomem(&err);
+    if (e == TS_OK) {
+        take_ack(a, pend, n, &ack);
+    } else {
+        /* sent again next round: the server stores a resent byte once */
+        ts_log_warn("could not read the answer to job output: %s%s%s", err.message,
+                    err.field[0] ? " field=" : "", err.field);
+        go_on = false;
+    }
+    ts_arena_free(arena);
+    json_decref(resp);
+    return go_on;
 }
 
 bool ts_logship_send(struct ts_agent *a, struct ts_conn *c, const char *base)
 {
-    struct pending_log pend[64];
+    struct pending_log pend[LOG_PENDING_MAX];
     char path[512];
     snprintf(path, sizeof(path), "%s/logs", base);
     for (int round = 0; round < LOG_REQUESTS_PER_ROUND && !atomic_load(&a->stop); round++) {
-        size_t n = collect_logs(a, pend, 64);
+        size_t n = collect_logs(a, pend, LOG_PENDING_MAX);
         if (n == 0)
             return true;
-        json_t *chunks = json_array();
-        for (size_t i = 0; i < n; i++) {
-            json_t *ch = read_chunk(&pend[i]);
-            if (ch != NULL)
-                json_array_append_new(chunks, ch);
-        }
-        json_t *body = json_pack("{s:o}", "chunks", chunks);
-        long status;
-        json_t *resp = NULL;
-        struct ts_error err = {0};
-        enum ts_err e = ts_conn_json(c, "POST", path, body, 60, &status, &resp, &err);
-        json_decref(body);
-        if (e != TS_OK) {
-            ts_log_warn("could not send job output: %s", err.message);
+        if (!send_round(a, c, path, pend, n))
             return false;
-        }
-        if (status != 200) {
-            ts_log_warn("job output refused: status=%ld %s", status, ts_problem_text(resp));
-            json_decref(resp);
-            if (status >= 500 || status == 401 || status == 403 || status == 404 || status == 429)
-                return false;
-            /* the server will not take these chunks: do not send them forever */
-            pthread_mutex_lock(&a->mu);
-            for (size_t i = 0; i < n; i++) {
-                struct ts_ajob *j = ts_agent_find(a, pend[i].id, pend[i].attempt);
-                if (j != NULL)
-                    j->log_done = true;
-            }
-            pthread_mutex_unlock(&a->mu);
-            continue;
-        }
-        const json_t *acks = json_object_get(resp, "chunks");
-        pthread_mutex_lock(&a->mu);
-        for (size_t i = 0; i < n; i++) {
-            struct ts_ajob *j = ts_agent_find(a, pend[i].id, pend[i].attempt);
-            if (j == NULL)
-                continue;
-            const json_t *ack = NULL, *o;
-            size_t k;
-            json_array_foreach((json_t *)acks, k, o) {
-                if (json_integer_value(json_object_get(o, "id")) == pend[i].id &&
-                    json_integer_value(json_object_get(o, "attempt")) == pend[i].attempt)
-                    ack = o;
-            }
-            json_t *next = json_object_get(ack, "next_offset");
-            if (ack == NULL || !json_is_integer(next)) {
-                j->log_done = true; /* the server does not want this job's output */
-                continue;
-            }
-            j->log_acked = json_integer_value(next);
-            ts_ajob_save_log_offset(j);
-        }
-        pthread_mutex_unlock(&a->mu);
-        json_decref(resp);
     }
     return true;
 }

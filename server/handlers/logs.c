@@ -14,135 +14,17 @@
 #include <string.h>
 
 #include "api/log.h"
-#include "api/wire_dec.h"
 #include "server/auth.h"
 #include "server/handlers/handlers.h"
 #include "server/notify.h"
 #include "server/store/store.h"
 
-#define CHUNKS_MAX 4096        /* chunks in one POST */
 #define TAIL_MAX 100000000LL   /* lines */
 #define FOLLOW_READ_PIECES 16  /* stored chunks read at once by a follower */
 #define FOLLOW_WAIT_MS 1000    /* longest wait before the job's state is read again */
 #define FOLLOW_DB_WAIT_MS 5000 /* for a pooled connection */
 
 /* ---- POST /nodes/{name}/logs ------------------------------------------------------ */
-
-static int b64val(unsigned char ch)
-{
-    if (ch >= 'A' && ch <= 'Z')
-        return ch - 'A';
-    if (ch >= 'a' && ch <= 'z')
-        return ch - 'a' + 26;
-    if (ch >= '0' && ch <= '9')
-        return ch - '0' + 52;
-    if (ch == '+')
-        return 62;
-    if (ch == '/')
-        return 63;
-    return -1;
-}
-
-/* Strict RFC 4648 base64: the standard alphabet, padded to a multiple of 4,
- * no whitespace, no bits set past the data. 0, or -1. */
-static int b64_decode(const char *s, size_t n, struct ts_arena *a, unsigned char **out, size_t *len)
-{
-    if (n % 4 != 0)
-        return -1;
-    size_t pad = 0;
-    if (n > 0 && s[n - 1] == '=')
-        pad = n > 1 && s[n - 2] == '=' ? 2 : 1;
-    unsigned char *p = ts_arena_alloc(a, n / 4 * 3 + 1);
-    if (p == NULL)
-        return -1;
-    size_t k = 0;
-    for (size_t i = 0; i < n; i += 4) {
-        bool last = i + 4 == n;
-        int v[4];
-        for (int j = 0; j < 4; j++) {
-            bool padded = last && j >= 4 - (int)pad;
-            v[j] = padded ? 0 : b64val((unsigned char)s[i + (size_t)j]);
-            if (v[j] < 0)
-                return -1;
-        }
-        uint32_t w =
-            (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
-        p[k++] = (unsigned char)(w >> 16);
-        if (!last || pad < 2)
-            p[k++] = (unsigned char)(w >> 8);
-        if (!last || pad < 1)
-            p[k++] = (unsigned char)w;
-        if (last && ((pad == 1 && (w & 0xff) != 0) || (pad == 2 && (w & 0xffff) != 0)))
-            return -1; /* bits past the data: not canonical */
-    }
-    *out = p;
-    *len = k;
-    return 0;
-}
-
-/* The body {"chunks": [{"id", "attempt", "offset", "data"}]} into v[0..n). */
-static enum ts_err decode_chunks(const json_t *body, struct ts_arena *a, struct ts_log_chunk **out,
-                                 size_t *n, struct ts_error *err)
-{
-    static const char *const top[] = {"chunks", NULL};
-    static const char *const fields[] = {"id", "attempt", "offset", "data", NULL};
-    enum ts_err e = ts_wire_dec_object(body, "", "log chunks", top, NULL, err);
-    if (e != TS_OK)
-        return e;
-    json_t *arr = ts_wire_dec_member(body, "chunks");
-    if (arr == NULL)
-        return ts_error_field(err, TS_ERR_MISSING_FIELD, "chunks", "chunks is required");
-    if (!json_is_array(arr))
-        return ts_error_field(err, TS_ERR_WRONG_TYPE, "chunks", "chunks must be an array");
-    size_t count = json_array_size(arr);
-    if (count > CHUNKS_MAX)
-        return ts_error_field(err, TS_ERR_INVALID_VALUE, "chunks",
-                              "chunks must hold at most %d chunks: %zu", CHUNKS_MAX, count);
-    struct ts_log_chunk *v = ts_arena_alloc(a, (count ? count : 1) * sizeof(*v));
-    if (v == NULL)
-        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < count; i++) {
-        json_t *o = json_array_get(arr, i);
-        char path[TS_WIRE_PATH_MAX], field[TS_WIRE_PATH_MAX];
-        ts_wire_dec_index(path, sizeof(path), "chunks", i);
-        if ((e = ts_wire_dec_object(o, path, "a log chunk", fields, NULL, err)) != TS_OK)
-            return e;
-        static const char *const required[] = {"id", "attempt", "offset", "data"};
-        for (int k = 0; k < 4; k++)
-            if (ts_wire_dec_member(o, required[k]) == NULL) {
-                ts_wire_dec_path(field, sizeof(field), path, required[k]);
-                return ts_error_field(err, TS_ERR_MISSING_FIELD, field, "%s is required", field);
-            }
-        int64_t id = 0, attempt = 0, offset = 0;
-        const char *data = NULL;
-        if ((e = ts_wire_dec_integer(o, path, "id", 1, INT64_MAX, NULL, &id, err)) != TS_OK ||
-            (e = ts_wire_dec_integer(o, path, "attempt", 0, INT32_MAX, NULL, &attempt, err)) !=
-                TS_OK ||
-            (e = ts_wire_dec_integer(o, path, "offset", 0, (int64_t)1 << 62, NULL, &offset, err)) !=
-                TS_OK ||
-            (e = ts_wire_dec_string(o, path, "data", true, &data, err)) != TS_OK)
-            return e;
-        unsigned char *bytes = NULL;
-        size_t len = 0;
-        if (b64_decode(data, strlen(data), a, &bytes, &len) != 0) {
-            ts_wire_dec_path(field, sizeof(field), path, "data");
-            ts_error_field(err, TS_ERR_INVALID_VALUE, field, "%s is not valid base64", field);
-            ts_error_hint(err, "standard base64 (RFC 4648 section 4) with = padding, no spaces");
-            return TS_ERR_INVALID_VALUE;
-        }
-        if (offset > ((int64_t)1 << 62) - (int64_t)len) {
-            ts_wire_dec_path(field, sizeof(field), path, "offset");
-            return ts_error_field(err, TS_ERR_INVALID_VALUE, field,
-                                  "%s plus the data's length is past 2^62: %lld", field,
-                                  (long long)offset);
-        }
-        v[i] = (struct ts_log_chunk){
-            .job_id = id, .attempt = (int)attempt, .offset = offset, .data = bytes, .len = len};
-    }
-    *out = v;
-    *n = count;
-    return TS_OK;
-}
 
 enum ts_err ts_h_node_logs(void *ctx, struct ts_request *r, struct ts_error *err)
 {
@@ -154,37 +36,24 @@ enum ts_err ts_h_node_logs(void *ctx, struct ts_request *r, struct ts_error *err
         return e;
     struct ts_log_chunk *chunks = NULL;
     size_t n = 0;
-    e = decode_chunks(body, r->arena, &chunks, &n, err);
+    e = ts_wire_log_chunks_decode(body, r->arena, &chunks, &n, err);
     json_decref(body);
     if (e != TS_OK)
         return e;
     struct ts_dbconn *conn = ts_ctx_db(c, err);
     if (conn == NULL)
         return err->code;
-    struct ts_log_mark *marks;
-    int64_t *ignored;
-    size_t nmarks, nignored;
-    e = ts_store_log_append(conn, node, chunks, n, c->srv->cfg.log_max_bytes, r->arena, &marks,
-                            &nmarks, &ignored, &nignored, err);
+    struct ts_log_ack ack;
+    e = ts_store_log_append(conn, node, chunks, n, c->srv->cfg.log_max_bytes, r->arena, &ack.marks,
+                            &ack.nmarks, &ack.ignored, &ack.nignored, err);
     if (e != TS_OK)
         return e;
-    json_t *out = json_array();
-    for (size_t i = 0; i < nmarks; i++) {
-        json_t *o = json_object();
-        json_object_set_new(o, "id", json_integer(marks[i].job_id));
-        json_object_set_new(o, "attempt", json_integer(marks[i].attempt));
-        json_object_set_new(o, "next_offset", json_integer(marks[i].next_offset));
-        json_array_append_new(out, o);
-    }
-    json_t *ign = json_array();
-    for (size_t i = 0; i < nignored; i++)
-        json_array_append_new(ign, json_integer(ignored[i]));
-    if (nignored > 0)
-        ts_log_info("job output ignored node=%s jobs=%zu first=%lld", node, nignored,
-                    (long long)ignored[0]);
-    json_t *o = json_object();
-    json_object_set_new(o, "chunks", out);
-    json_object_set_new(o, "ignored", ign);
+    if (ack.nignored > 0)
+        ts_log_info("job output ignored node=%s jobs=%zu first=%lld", node, ack.nignored,
+                    (long long)ack.ignored[0]);
+    json_t *o = ts_wire_log_ack_encode(&ack);
+    if (o == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     ts_http_reply_json(r, 200, o);
     return TS_OK;
 }

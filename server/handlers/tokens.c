@@ -53,41 +53,39 @@ out:
 enum ts_err ts_h_whoami(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
-    json_t *projects = json_array();
     size_t n = 0;
     const int64_t *ids = ts_auth_project_ids(c, &n);
+    struct ts_whoami w = {.id = c->who.token_id,
+                          .name = c->who.name,
+                          .role = ts_role_name(c->who.role),
+                          .restricted = ids != NULL,
+                          .has_nodes = c->who.role == TS_ROLE_AGENT};
     if (ids != NULL && n > 0) {
         struct ts_dbconn *conn = ts_ctx_db(c, err);
-        if (conn == NULL) {
-            json_decref(projects);
+        if (conn == NULL)
             return err->code;
-        }
-        const char **names;
-        size_t count;
-        enum ts_err e = ts_store_project_names(conn, ids, n, r->arena, &names, &count, err);
-        if (e != TS_OK) {
-            json_decref(projects);
+        enum ts_err e =
+            ts_store_project_names(conn, ids, n, r->arena, &w.projects, &w.nprojects, err);
+        if (e != TS_OK)
             return e;
-        }
-        for (size_t i = 0; i < count; i++)
-            json_array_append_new(projects, json_string(names[i]));
     }
-    json_t *o = json_pack("{s:I, s:s, s:s, s:o, s:b}", "id", (json_int_t)c->who.token_id, "name",
-                          c->who.name, "role", ts_role_name(c->who.role), "projects", projects,
-                          "restricted", ids != NULL);
+    /* an agent's nodes, "a,b*" in its token; none for any node */
+    const char *list = w.has_nodes && c->who.nodes != NULL ? c->who.nodes : "";
+    size_t most = 1;
+    for (const char *p = list; *p != '\0'; p++)
+        most += *p == ',';
+    w.nodes = ts_arena_alloc(r->arena, most * sizeof(*w.nodes));
+    if (w.nodes == NULL)
+        return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (const char *p = list; *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        if ((w.nodes[w.nnodes++] = ts_arena_strndup(r->arena, p, len)) == NULL)
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        p += len + (p[len] == ',');
+    }
+    json_t *o = ts_wire_whoami_encode(&w);
     if (o == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
-    if (c->who.role == TS_ROLE_AGENT) {
-        /* the nodes it may act as; [] for any node */
-        json_t *nodes = json_array();
-        const char *p = c->who.nodes;
-        while (p != NULL && *p != '\0') {
-            size_t len = strcspn(p, ",");
-            json_array_append_new(nodes, json_stringn(p, len));
-            p += len + (p[len] == ',');
-        }
-        json_object_set_new(o, "nodes", nodes);
-    }
     ts_http_reply_json(r, 200, o);
     return TS_OK;
 }

@@ -321,20 +321,7 @@ enum ts_err ts_store_job_counts(struct ts_dbconn *c, struct ts_arena *a, struct 
 
 /* ---- job output (store_logs.c) --------------------------------------------------- */
 
-/* One chunk of a job's output as an agent ships it. */
-struct ts_log_chunk {
-    int64_t job_id;
-    int attempt;
-    int64_t offset;            /* bytes into the attempt's output */
-    const unsigned char *data; /* borrowed */
-    size_t len;
-};
-/* The end of what is stored contiguously for one attempt of a job. */
-struct ts_log_mark {
-    int64_t job_id;
-    int attempt;
-    int64_t next_offset;
-};
+/* struct ts_log_chunk and struct ts_log_mark: api/wire.h (the wire's). */
 /*
  * Store the chunks of jobs placed on `node`, in one transaction, and wake
  * followers (NOTIFY tessera_log, payload the job id). Per (job, attempt) the

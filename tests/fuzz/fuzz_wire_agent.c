@@ -1,6 +1,7 @@
 /*
  * fuzz_wire_agent.c - the agent protocol's bodies (PUT /nodes/{name},
- * POST /nodes/{name}/report, and the desired state an agent reads): parse,
+ * POST /nodes/{name}/report, POST /nodes/{name}/logs, and the desired state
+ * an agent reads): parse,
  * decode each way, check what a decoder that accepted promises, and that
  * what it accepted encodes to something it accepts again, unchanged.
  */
@@ -31,6 +32,29 @@ static void check_desired(const json_t *v, struct ts_arena *a)
     free(s2);
     json_decref(once);
     json_decref(twice);
+}
+
+/* Job output: accepted chunks are in range and encode to the same chunks. */
+static void check_log_chunks(const json_t *v, struct ts_arena *a)
+{
+    struct ts_log_chunk *c, *back;
+    size_t n, nback;
+    struct ts_error err;
+    enum ts_err e = ts_wire_log_chunks_decode(v, a, &c, &n, &err);
+    if (e != TS_OK) {
+        fuzz_check_error(e, &err);
+        return;
+    }
+    FUZZ_CHECK(n <= TS_LOG_CHUNKS_MAX);
+    for (size_t i = 0; i < n; i++)
+        FUZZ_CHECK(c[i].job_id > 0 && c[i].attempt >= 0 && c[i].offset >= 0 &&
+                   c[i].offset + (int64_t)c[i].len <= ((int64_t)1 << 62));
+    json_t *again = ts_wire_log_chunks_encode(c, n);
+    FUZZ_CHECK(again != NULL && ts_wire_log_chunks_decode(again, a, &back, &nback, &err) == TS_OK);
+    FUZZ_CHECK(nback == n);
+    for (size_t i = 0; i < n; i++)
+        FUZZ_CHECK(back[i].len == c[i].len && memcmp(back[i].data, c[i].data, c[i].len) == 0);
+    json_decref(again);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -90,6 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_check_error(e, &err);
     }
     check_desired(v, a);
+    check_log_chunks(v, a);
     ts_arena_free(a);
     json_decref(v);
     return 0;

@@ -606,6 +606,12 @@ enum ts_err ts_wire_node_reg_decode(const json_t *in, struct ts_arena *a, struct
                                     struct ts_error *err);
 enum ts_err ts_wire_node_report_decode(const json_t *in, struct ts_arena *a,
                                        struct ts_node_report *out, struct ts_error *err);
+/* One event of a report, also a line of the agent's JOBDIR/events.log
+ * (agent/daemon/events.h); `path` names it in messages ("events[3]").
+ * Strings of the decoded one in arena a. */
+json_t *ts_wire_report_event_encode(const struct ts_report_event *e);
+enum ts_err ts_wire_report_event_decode(const json_t *in, const char *path, struct ts_arena *a,
+                                        struct ts_report_event *out, struct ts_error *err);
 
 /* ---- problems (wire_problem.c) ---------------------------------------------- */
 

@@ -329,8 +329,8 @@ static bool event_type_ok(const char *t)
     return true;
 }
 
-static enum ts_err report_event_decode(const json_t *v, const char *path, struct ts_arena *a,
-                                       struct ts_report_event *ev, struct ts_error *err)
+enum ts_err ts_wire_report_event_decode(const json_t *v, const char *path, struct ts_arena *a,
+                                        struct ts_report_event *ev, struct ts_error *err)
 {
     int64_t attempt = 0;
     const char *type = NULL, *msg = NULL;
@@ -394,7 +394,7 @@ enum ts_err ts_wire_node_report_decode(const json_t *in, struct ts_arena *a,
         char path[TS_WIRE_PATH_MAX];
         ts_wire_dec_index(path, sizeof(path), "events", i);
         memset(&out->events[i], 0, sizeof(out->events[i]));
-        e = report_event_decode(json_array_get(events, i), path, a, &out->events[i], err);
+        e = ts_wire_report_event_decode(json_array_get(events, i), path, a, &out->events[i], err);
         if (e != TS_OK)
             return e;
     }

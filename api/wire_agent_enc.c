@@ -87,7 +87,7 @@ static json_t *report_job_encode(const struct ts_report_job *j)
     return ts_wire_enc_finish(o, ok);
 }
 
-static json_t *report_event_encode(const struct ts_report_event *e)
+json_t *ts_wire_report_event_encode(const struct ts_report_event *e)
 {
     json_t *o = json_object();
     bool ok = true;
@@ -122,7 +122,7 @@ json_t *ts_wire_node_report_encode(const struct ts_node_report *r)
     if (r->nevents > 0) {
         json_t *events = json_array();
         for (size_t i = 0; events != NULL && i < r->nevents; i++)
-            ts_wire_enc_append(events, report_event_encode(&r->events[i]), &ok);
+            ts_wire_enc_append(events, ts_wire_report_event_encode(&r->events[i]), &ok);
         ts_wire_enc_set(o, "events", events, &ok);
     }
     return ts_wire_enc_finish(o, ok);

@@ -19,6 +19,7 @@
 
 #include "api/files.h"
 #include "agent/daemon/proc.h"
+#include "agent/daemon/records.h"
 #include "api/log.h"
 
 #define NOTIFY_WAIT_MS 10000
@@ -86,37 +87,49 @@ static void set_failed(struct ts_ajob *j, const char *fmt, ...)
         fprintf(f, "tessera-agent: %s\n", j->message);
         fclose(f);
     }
-    json_t *s = json_pack("{s:s, s:s, s:I}", "state", "failed_to_start", "message", j->message,
-                          "finished_at", (json_int_t)time(NULL));
+    struct ts_rec_status rec = {.state = "failed_to_start", .finished_at = (int64_t)time(NULL)};
+    snprintf(rec.message, sizeof(rec.message), "%s", j->message);
     job_path(j, "status.json", path, sizeof(path));
-    if (s != NULL)
-        ts_files_write_json(path, s, 0600);
-    json_decref(s);
+    ts_rec_status_write(path, &rec);
+}
+
+enum { REC_STATUS = 1, REC_PIDS = 2, REC_STOP = 4 };
+
+/* Whether reading a record's file (bit rec) gave one. A damaged file
+ * counts as absent, as it always has, and is said once a job (the main
+ * thread reads status.json every 100 ms). */
+static bool rec_ok(struct ts_ajob *j, unsigned rec, enum ts_err e, const struct ts_error *err)
+{
+    if (e != TS_OK && e != TS_ERR_NOT_FOUND && !(j->damage_said & rec)) {
+        ts_log_warn("%s; taken as absent job=%lld attempt=%d", err->message, (long long)j->id,
+                    j->attempt);
+        j->damage_said |= rec;
+    }
+    return e == TS_OK;
 }
 
 /* Apply status.json when it exists; returns true when it did. */
 static bool read_status(struct ts_ajob *j)
 {
     char path[PATH_MAX];
+    struct ts_error err = {0};
+    struct ts_rec_status st;
     job_path(j, "status.json", path, sizeof(path));
-    json_t *st = ts_files_read_json(path);
-    if (st == NULL)
+    if (!rec_ok(j, REC_STATUS, ts_rec_status_read(path, &st, &err), &err))
         return false;
-    const char *state = json_string_value(json_object_get(st, "state"));
-    const char *msg = json_string_value(json_object_get(st, "message"));
-    if (msg != NULL)
-        snprintf(j->message, sizeof(j->message), "%s", msg);
-    if (state != NULL && strcmp(state, "failed_to_start") == 0) {
+    if (st.message[0] != '\0') { /* cut to fit, as it always was */
+        size_t n = strnlen(st.message, sizeof(j->message) - 1);
+        memcpy(j->message, st.message, n);
+        j->message[n] = '\0';
+    }
+    if (strcmp(st.state, "failed_to_start") == 0) {
         j->phase = TS_AJOB_FAILED;
     } else {
         j->phase = TS_AJOB_EXITED;
-        json_t *code = json_object_get(st, "exit_code");
-        json_t *sig = json_object_get(st, "signal");
-        j->has_exit_code = json_is_integer(code);
-        j->exit_code = (int)json_integer_value(code);
-        j->signal = (int)json_integer_value(sig);
+        j->has_exit_code = st.has_exit_code;
+        j->exit_code = (int)st.exit_code;
+        j->signal = (int)st.signal;
     }
-    json_decref(st);
     return true;
 }
 
@@ -124,17 +137,17 @@ static bool read_status(struct ts_ajob *j)
 static bool read_pids(struct ts_ajob *j)
 {
     char path[PATH_MAX];
+    struct ts_error err = {0};
+    struct ts_rec_pids r;
     job_path(j, "job.json", path, sizeof(path));
-    json_t *r = ts_files_read_json(path);
-    if (r == NULL)
+    if (!rec_ok(j, REC_PIDS, ts_rec_pids_read(path, &r, &err), &err))
         return false;
-    j->pid = (pid_t)json_integer_value(json_object_get(r, "pid"));
-    j->start_ticks = (uint64_t)json_integer_value(json_object_get(r, "start_ticks"));
-    j->sup_pid = (pid_t)json_integer_value(json_object_get(r, "supervisor_pid"));
-    j->sup_ticks = (uint64_t)json_integer_value(json_object_get(r, "supervisor_start_ticks"));
-    j->init_pid = (pid_t)json_integer_value(json_object_get(r, "init_pid"));
-    j->init_ticks = (uint64_t)json_integer_value(json_object_get(r, "init_start_ticks"));
-    json_decref(r);
+    j->pid = (pid_t)r.pid;
+    j->start_ticks = (uint64_t)r.start_ticks;
+    j->sup_pid = (pid_t)r.supervisor_pid;
+    j->sup_ticks = (uint64_t)r.supervisor_start_ticks;
+    j->init_pid = (pid_t)r.init_pid;
+    j->init_ticks = (uint64_t)r.init_start_ticks;
     return j->pid > 0;
 }
 
@@ -142,11 +155,8 @@ static void save_stop(const struct ts_ajob *j)
 {
     char path[PATH_MAX];
     job_path(j, "stop.json", path, sizeof(path));
-    json_t *s = json_pack("{s:I, s:b}", "deadline_ms", (json_int_t)j->stop_deadline_ms, "killed",
-                          j->killed);
-    if (s != NULL)
-        ts_files_write_json(path, s, 0600);
-    json_decref(s);
+    struct ts_rec_stop s = {.deadline_ms = j->stop_deadline_ms, .killed = j->killed};
+    ts_rec_stop_write(path, &s);
 }
 
 /* Signal the job's process group; with SIGKILL also any member of its
@@ -640,13 +650,12 @@ struct ts_ajob *ts_ajob_load(const char *dir)
         j->cgroup = json_incref(json_object_get(launch, "cgroup"));
     json_decref(launch);
 
+    struct ts_rec_stop stop;
     snprintf(path, sizeof(path), "%s/stop.json", dir);
-    json_t *stop = ts_files_read_json(path);
-    if (stop != NULL) {
+    if (rec_ok(j, REC_STOP, ts_rec_stop_read(path, &stop, &err), &err)) {
         j->stopping = true;
-        j->stop_deadline_ms = json_integer_value(json_object_get(stop, "deadline_ms"));
-        j->killed = json_is_true(json_object_get(stop, "killed"));
-        json_decref(stop);
+        j->stop_deadline_ms = stop.deadline_ms;
+        j->killed = stop.killed;
     }
 
     j->phase = TS_AJOB_STARTING;

@@ -65,6 +65,8 @@ struct ts_ajob {
     int exit_code;
     int signal;
     char message[512];
+    unsigned damage_said; /* the records (records.h) found damaged and
+                             logged, a bit each: said once a job */
 
     bool stopping;            /* SIGTERM sent (or due once the pid is known) */
     bool killed;              /* SIGKILL sent */

@@ -1,6 +1,7 @@
 /*
  * events.c - the jobs' events, numbered, kept on disk and sent until
- * accepted (events.h).
+ * accepted (events.h). A line of events.log is a report's event, written
+ * and read with its codec in api/wire.h.
  */
 #include "agent/daemon/events.h"
 
@@ -37,10 +38,17 @@ struct seqent {
 struct ts_events {
     const char *data_dir;
     pthread_mutex_t mu;
-    json_t *pending; /* array, oldest first */
+    struct ts_report_event *pending; /* oldest first; type and message new */
+    size_t npending;
     struct seqent seqs[JOBS_MAX];
     size_t nseqs, oldest;
 };
+
+static void drop(struct ts_report_event *e)
+{
+    free((char *)e->type);
+    free((char *)e->message);
+}
 
 struct ts_events *ts_events_new(const char *data_dir)
 {
@@ -48,7 +56,7 @@ struct ts_events *ts_events_new(const char *data_dir)
     if (ev == NULL)
         return NULL;
     ev->data_dir = data_dir;
-    ev->pending = json_array();
+    ev->pending = calloc(PENDING_MAX, sizeof(*ev->pending));
     if (ev->pending == NULL) {
         free(ev);
         return NULL;
@@ -61,7 +69,9 @@ void ts_events_free(struct ts_events *ev)
 {
     if (ev == NULL)
         return;
-    json_decref(ev->pending);
+    for (size_t i = 0; i < ev->npending; i++)
+        drop(&ev->pending[i]);
+    free(ev->pending);
     pthread_mutex_destroy(&ev->mu);
     free(ev);
 }
@@ -72,33 +82,45 @@ static void job_file(const struct ts_events *ev, int64_t id, int attempt, const 
     snprintf(buf, len, "%s/jobs/%lld-%d/%s", ev->data_dir, (long long)id, attempt, name);
 }
 
-/* Each line of the job's events.log, parsed, to fn. */
+/* Each line of the job's events.log, decoded, to fn (borrowed for the
+ * call). A damaged line is said and skipped, as it always was. */
 static void each_logged(const struct ts_events *ev, int64_t id, int attempt,
-                        void (*fn)(json_t *e, void *arg), void *arg)
+                        void (*fn)(const struct ts_report_event *e, void *arg), void *arg)
 {
     char path[PATH_MAX];
     job_file(ev, id, attempt, "events.log", path, sizeof(path));
     char *text = ts_files_read(path, 64 << 20, NULL);
-    for (char *line = text, *nl; line != NULL && *line; line = nl ? nl + 1 : NULL) {
+    struct ts_arena *a = text != NULL ? ts_arena_new() : NULL;
+    size_t n = 0;
+    for (char *line = text, *nl; a != NULL && line != NULL && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
         if (nl != NULL)
             *nl = '\0';
-        json_t *e = json_loads(line, 0, NULL);
-        if (e != NULL)
-            fn(e, arg);
-        json_decref(e);
+        json_error_t je;
+        json_t *v = json_loads(line, JSON_REJECT_DUPLICATES, &je);
+        struct ts_report_event e;
+        struct ts_error err = {0};
+        n++;
+        if (v == NULL)
+            ts_log_warn("%s: line %zu is damaged: %s; skipped", path, n, je.text);
+        else if (ts_wire_report_event_decode(v, "event", a, &e, &err) != TS_OK)
+            ts_log_warn("%s: line %zu: %s; skipped", path, n, err.message);
+        else
+            fn(&e, arg);
+        json_decref(v);
+        ts_arena_reset(a);
         if (nl == NULL)
             break;
     }
+    ts_arena_free(a);
     free(text);
 }
 
-static void max_seq(json_t *e, void *arg)
+static void max_seq(const struct ts_report_event *e, void *arg)
 {
     int *m = arg;
-    int s = (int)json_integer_value(json_object_get(e, "seq"));
-    if (s > *m)
-        *m = s;
+    if (e->seq > *m)
+        *m = (int)e->seq;
 }
 
 /* Under mu: the counter of the job, read back from its log the first time. */
@@ -120,13 +142,25 @@ static struct seqent *seq_of(struct ts_events *ev, int64_t id, int attempt)
     return s;
 }
 
-static void queue(struct ts_events *ev, json_t *e)
+/* Under mu: a copy of e at the end of the queue, the oldest dropped when
+ * it is full. */
+static void queue(struct ts_events *ev, const struct ts_report_event *e)
 {
-    if (json_array_size(ev->pending) >= PENDING_MAX) {
-        ts_log_warn("too many events not yet accepted: the oldest is dropped from the reports");
-        json_array_remove(ev->pending, 0);
+    struct ts_report_event c = *e;
+    c.type = strdup(e->type);
+    c.message = strdup(e->message);
+    if (c.type == NULL || c.message == NULL) {
+        drop(&c);
+        ts_log_warn("out of memory: an event is left out of the reports");
+        return;
     }
-    json_array_append(ev->pending, e);
+    if (ev->npending >= PENDING_MAX) {
+        ts_log_warn("too many events not yet accepted: the oldest is dropped from the reports");
+        drop(&ev->pending[0]);
+        memmove(ev->pending, ev->pending + 1, (ev->npending - 1) * sizeof(*ev->pending));
+        ev->npending--;
+    }
+    ev->pending[ev->npending++] = c;
 }
 
 void ts_events_add(struct ts_events *ev, int64_t id, int attempt, const char *type, const char *fmt,
@@ -161,11 +195,12 @@ void ts_events_add(struct ts_events *ev, int64_t id, int attempt, const char *ty
         s->last_ms[r] = now;
         s->quiet[r] = 0;
     }
-    json_t *e = json_pack("{s:I, s:i, s:i, s:s, s:s}", "id", (json_int_t)id, "attempt", attempt,
-                          "seq", s->next, "type", type, "message", msg);
-    if (e != NULL) {
+    struct ts_report_event e = {
+        .id = id, .attempt = attempt, .seq = s->next, .type = type, .message = msg};
+    json_t *v = ts_wire_report_event_encode(&e);
+    if (v != NULL) {
         s->next++;
-        char path[PATH_MAX], *line = json_dumps(e, JSON_COMPACT);
+        char path[PATH_MAX], *line = json_dumps(v, JSON_COMPACT);
         job_file(ev, id, attempt, "events.log", path, sizeof(path));
         FILE *f = line != NULL ? fopen(path, "ae") : NULL;
         if (f != NULL) {
@@ -175,8 +210,8 @@ void ts_events_add(struct ts_events *ev, int64_t id, int attempt, const char *ty
             ts_log_warn("could not write %s", path);
         }
         free(line);
-        queue(ev, e);
-        json_decref(e);
+        queue(ev, &e);
+        json_decref(v);
     }
     pthread_mutex_unlock(&ev->mu);
 }
@@ -186,10 +221,10 @@ struct load_arg {
     int acked;
 };
 
-static void requeue(json_t *e, void *arg)
+static void requeue(const struct ts_report_event *e, void *arg)
 {
     struct load_arg *la = arg;
-    if (json_integer_value(json_object_get(e, "seq")) > la->acked)
+    if (e->seq > la->acked)
         queue(la->ev, e);
 }
 
@@ -216,21 +251,16 @@ size_t ts_events_pending(struct ts_events *ev, struct ts_arena *a, size_t max,
 {
     size_t n = 0;
     pthread_mutex_lock(&ev->mu);
-    size_t total = json_array_size(ev->pending);
+    size_t total = ev->npending;
     if (total > max)
         total = max;
     *out = ts_arena_alloc(a, sizeof(**out) * (total + 1));
     for (size_t i = 0; *out != NULL && i < total; i++) {
-        /* the records of events.log, as ts_events_add wrote them */
-        const json_t *e = json_array_get(ev->pending, i);
+        const struct ts_report_event *e = &ev->pending[i];
         struct ts_report_event *r = &(*out)[n];
-        r->id = json_integer_value(json_object_get(e, "id"));
-        r->attempt = (int)json_integer_value(json_object_get(e, "attempt"));
-        r->seq = json_integer_value(json_object_get(e, "seq"));
-        const char *type = json_string_value(json_object_get(e, "type"));
-        const char *msg = json_string_value(json_object_get(e, "message"));
-        r->type = type != NULL ? ts_arena_strdup(a, type) : NULL;
-        r->message = msg != NULL ? ts_arena_strdup(a, msg) : NULL;
+        *r = *e;
+        r->type = ts_arena_strdup(a, e->type);
+        r->message = ts_arena_strdup(a, e->message);
         if (r->type != NULL && r->message != NULL)
             n++;
     }
@@ -238,11 +268,9 @@ size_t ts_events_pending(struct ts_events *ev, struct ts_arena *a, size_t max,
     return n;
 }
 
-static bool same_event(const json_t *a, const struct ts_report_event *b)
+static bool same_event(const struct ts_report_event *a, const struct ts_report_event *b)
 {
-    return json_integer_value(json_object_get(a, "id")) == b->id &&
-           json_integer_value(json_object_get(a, "attempt")) == b->attempt &&
-           json_integer_value(json_object_get(a, "seq")) == b->seq;
+    return a->id == b->id && a->attempt == b->attempt && a->seq == b->seq;
 }
 
 void ts_events_acked(struct ts_events *ev, const struct ts_report_event *events, size_t n)
@@ -250,9 +278,12 @@ void ts_events_acked(struct ts_events *ev, const struct ts_report_event *events,
     pthread_mutex_lock(&ev->mu);
     for (size_t i = 0; i < n; i++) {
         const struct ts_report_event *e = &events[i];
-        for (size_t k = 0; k < json_array_size(ev->pending); k++) {
-            if (same_event(json_array_get(ev->pending, k), e)) {
-                json_array_remove(ev->pending, k);
+        for (size_t k = 0; k < ev->npending; k++) {
+            if (same_event(&ev->pending[k], e)) {
+                drop(&ev->pending[k]);
+                memmove(ev->pending + k, ev->pending + k + 1,
+                        (ev->npending - k - 1) * sizeof(*ev->pending));
+                ev->npending--;
                 break;
             }
         }

@@ -45,6 +45,7 @@
 #include "agent/daemon/cgroup.h"
 #include "api/files.h"
 #include "agent/daemon/proc.h"
+#include "agent/daemon/records.h"
 #include "agent/daemon/sandbox.h"
 
 #define NOTIFY_FD 3
@@ -71,15 +72,15 @@ static void write_all(int fd, const char *s, size_t n)
     }
 }
 
-static int write_status(const char *jobdir, json_t *st)
+/* status.json with rec, stamped now. 0, or -errno (said). */
+static int write_status(const char *jobdir, struct ts_rec_status *rec)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/status.json", jobdir);
-    json_object_set_new(st, "finished_at", json_integer((json_int_t)time(NULL)));
-    int rc = ts_files_write_json(path, st, 0600);
+    rec->finished_at = (int64_t)time(NULL);
+    int rc = ts_rec_status_write(path, rec);
     if (rc < 0)
         fprintf(stderr, "supervisor: could not write %s: %s\n", path, strerror(-rc));
-    json_decref(st);
     return rc;
 }
 
@@ -91,8 +92,9 @@ static int failed_to_start(const char *jobdir, int outfd, const char *msg)
         int n = snprintf(line, sizeof(line), "tessera-agent: %s\n", msg);
         write_all(outfd, line, n > 0 && (size_t)n < sizeof(line) ? (size_t)n : 0);
     }
-    json_t *st = json_pack("{s:s, s:s}", "state", "failed_to_start", "message", msg);
-    return st != NULL && write_status(jobdir, st) == 0 ? 0 : 1;
+    struct ts_rec_status st = {.state = "failed_to_start"};
+    snprintf(st.message, sizeof(st.message), "%s", msg);
+    return write_status(jobdir, &st) == 0 ? 0 : 1;
 }
 
 static char **string_array(const json_t *a)
@@ -325,19 +327,17 @@ static void write_job_record(const char *jobdir, pid_t pid, pid_t init)
     ts_proc_stat(getpid(), &ss);
     if (init > 0)
         ts_proc_stat(init, &is);
-    json_t *rec = json_pack("{s:i, s:I, s:i, s:I, s:I}", "pid", (int)pid, "start_ticks",
-                            (json_int_t)js.start_ticks, "supervisor_pid", (int)getpid(),
-                            "supervisor_start_ticks", (json_int_t)ss.start_ticks, "started_at",
-                            (json_int_t)time(NULL));
-    if (rec != NULL && init > 0) {
-        json_object_set_new(rec, "init_pid", json_integer(init));
-        json_object_set_new(rec, "init_start_ticks", json_integer((json_int_t)is.start_ticks));
-    }
+    struct ts_rec_pids rec = {.pid = pid,
+                              .start_ticks = (int64_t)js.start_ticks,
+                              .supervisor_pid = getpid(),
+                              .supervisor_start_ticks = (int64_t)ss.start_ticks,
+                              .started_at = (int64_t)time(NULL),
+                              .init_pid = init > 0 ? init : 0,
+                              .init_start_ticks = init > 0 ? (int64_t)is.start_ticks : 0};
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/job.json", jobdir);
-    if (rec == NULL || ts_files_write_json(path, rec, 0600) != 0)
+    if (ts_rec_pids_write(path, &rec) != 0)
         fprintf(stderr, "supervisor: could not write %s\n", path);
-    json_decref(rec);
 }
 
 /* The job's wait status: from its init (which took it from statusfd) when
@@ -401,12 +401,14 @@ static int enter_cgroup(const json_t *cg, pid_t init, char *msg, size_t len)
 /* status.json from the job's wait status; 0, or 1 when it cannot be written. */
 static int write_exit(const char *jobdir, int wst)
 {
-    json_t *st;
-    if (WIFSIGNALED(wst))
-        st = json_pack("{s:s, s:i}", "state", "exited", "signal", WTERMSIG(wst));
-    else
-        st = json_pack("{s:s, s:i}", "state", "exited", "exit_code", WEXITSTATUS(wst));
-    return st != NULL && write_status(jobdir, st) == 0 ? 0 : 1;
+    struct ts_rec_status st = {.state = "exited"};
+    if (WIFSIGNALED(wst)) {
+        st.signal = WTERMSIG(wst);
+    } else {
+        st.has_exit_code = true;
+        st.exit_code = WEXITSTATUS(wst);
+    }
+    return write_status(jobdir, &st) == 0 ? 0 : 1;
 }
 
 /* The child of the fork: the job's init when sandboxed, else the job

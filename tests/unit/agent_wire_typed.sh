@@ -11,11 +11,10 @@ src=${1:-.}
 cd "$src/agent/daemon" 2>/dev/null || { echo "no agent/daemon under $src"; exit 1; }
 # FILE: why it may
 own_files='
-ajob.c: job.json, status.json, stop.json and launch.json, its records for the supervisor and a restart
-supervisor.c: launch.json, job.json and status.json
+ajob.c: launch.json, what the supervisor starts (its other records: records.c)
+supervisor.c: launch.json
 sandbox.c: launch.json sandbox part
 cgroup.c: launch.json cgroup part
-events.c: events.log, one event a line
 nodesched.c: a job as its spec.json holds it (the node-level scheduler, issue 17)
 '
 allowed=$(echo "$own_files" | sed -n 's/^\([a-z_]*\.c\):.*/\1/p')

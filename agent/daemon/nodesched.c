@@ -17,12 +17,6 @@ bool ts_nodesched_spreads(const char *mode, uint64_t swap_bytes)
     return strcmp(mode, "spread") == 0;
 }
 
-static int64_t jint(const json_t *o, const char *key, int64_t def)
-{
-    const json_t *v = json_object_get(o, key);
-    return json_is_integer(v) ? json_integer_value(v) : def;
-}
-
 /* Usable memory of GPU at position p less the requests of its slots. */
 static int64_t room(const struct ts_ledgers *s, int p)
 {
@@ -34,13 +28,14 @@ static int64_t room(const struct ts_ledgers *s, int p)
     return (int64_t)s->usable[p] - (int64_t)asked;
 }
 
-json_t *ts_nodesched_place(const struct ts_ledgers *s, const json_t *desired)
+const struct ts_desired_job *ts_nodesched_place(const struct ts_ledgers *s,
+                                                const struct ts_desired_job *desired,
+                                                struct ts_arena *ar)
 {
-    const json_t *gpus = json_object_get(desired, "gpus");
-    if (json_array_size(gpus) != 1)
+    if (desired->ngpus != 1)
         return NULL;
-    const json_t *g = json_array_get(gpus, 0);
-    int64_t index = jint(g, "index", -1), req = jint(g, "memory_bytes", -1);
+    const struct ts_desired_gpu *g = &desired->gpus[0];
+    int64_t index = g->index, req = g->memory_bytes;
     int lp = index >= 0 ? ts_ledgers_pos(s, (unsigned)index) : -1;
     if (lp < 0 || req < 0 || (uint64_t)req >= s->usable[lp])
         return NULL; /* a whole GPU, or not this node's: the server's GPU */
@@ -55,31 +50,25 @@ json_t *ts_nodesched_place(const struct ts_ledgers *s, const json_t *desired)
     }
     if (best == lp)
         return NULL;
-    json_t *d = json_deep_copy(desired);
-    json_t *dg = json_array_get(json_object_get(d, "gpus"), 0);
-    if (d == NULL || json_object_set_new(dg, "logical_index", json_integer(index)) != 0 ||
-        json_object_set_new(dg, "index", json_integer(s->index[best])) != 0) {
-        json_decref(d);
+    struct ts_desired_job *d = ts_arena_alloc(ar, sizeof(*d));
+    struct ts_desired_gpu *dg = ts_arena_alloc(ar, sizeof(*dg));
+    if (d == NULL || dg == NULL)
         return NULL;
-    }
+    *d = *desired;
+    *dg = *g;
+    dg->logical_index = (int)index;
+    dg->index = (int)s->index[best];
+    d->gpus = dg;
     return d;
 }
 
-int ts_nodesched_logical(const json_t *spec, unsigned k)
-{
-    const json_t *g = json_array_get(json_object_get(spec, "gpus"), k);
-    if (g == NULL)
-        return -1;
-    return (int)jint(g, "logical_index", jint(g, "index", -1));
-}
-
 size_t ts_nodesched_in_the_way(const struct ts_ledgers *s, const struct ts_ajob *jobs,
-                               const json_t *desired, struct ts_nodesched_block *out, size_t max)
+                               const struct ts_desired_job *desired, struct ts_nodesched_block *out,
+                               size_t max)
 {
-    size_t n = 0, i;
-    const json_t *g;
-    json_array_foreach(json_object_get(desired, "gpus"), i, g) {
-        int64_t index = jint(g, "index", -1), req = jint(g, "memory_bytes", -1);
+    size_t n = 0;
+    for (size_t i = 0; i < desired->ngpus; i++) {
+        int64_t index = desired->gpus[i].index, req = desired->gpus[i].memory_bytes;
         int p = index >= 0 && index < TS_GPUS_MAX ? ts_ledgers_pos(s, (unsigned)index) : -1;
         if (p < 0 || req <= 0 || room(s, p) >= req)
             continue;

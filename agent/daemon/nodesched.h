@@ -9,17 +9,19 @@
 #ifndef TS_AGENT_DAEMON_NODESCHED_H
 #define TS_AGENT_DAEMON_NODESCHED_H
 
-#include <jansson.h>
 #include <stdbool.h>
 
 #include "agent/daemon/ledgers.h"
+#include "api/arena.h"
+#include "api/wire.h"
 
 /* Whether --node-scheduler MODE (auto|off|spread) spreads on a node whose
  * host swap reserve is swap_bytes: auto spreads where the node swaps. */
 bool ts_nodesched_spreads(const char *mode, uint64_t swap_bytes);
 
 /*
- * The desired job (borrowed) as it starts on this node: a copy (new) whose
+ * The desired job (borrowed) as it starts on this node: a copy in arena ar
+ * (its GPU there, the rest shared with desired) whose
  * one GPU is the physical GPU with the most room to burst (usable memory
  * less the requests of the jobs whose ledgers hold a slot there) among
  * those where its request fits, the logical one first on a tie, and
@@ -28,7 +30,9 @@ bool ts_nodesched_spreads(const char *mode, uint64_t swap_bytes);
  * whole GPU's usable memory, or it has several GPUs), or no other GPU has
  * more room.
  */
-json_t *ts_nodesched_place(const struct ts_ledgers *s, const json_t *desired);
+const struct ts_desired_job *ts_nodesched_place(const struct ts_ledgers *s,
+                                                const struct ts_desired_job *desired,
+                                                struct ts_arena *ar);
 
 /* A running job the node spread onto a GPU that a new job needs. */
 struct ts_nodesched_block {
@@ -47,10 +51,7 @@ struct ts_nodesched_block {
  */
 struct ts_ajob;
 size_t ts_nodesched_in_the_way(const struct ts_ledgers *s, const struct ts_ajob *jobs,
-                               const json_t *desired, struct ts_nodesched_block *out, size_t max);
-
-/* The logical index of GPU k of a spec.json (borrowed): logical_index, or
- * index where the node did not move it. -1 when there is no such GPU. */
-int ts_nodesched_logical(const json_t *spec, unsigned k);
+                               const struct ts_desired_job *desired, struct ts_nodesched_block *out,
+                               size_t max);
 
 #endif /* TS_AGENT_DAEMON_NODESCHED_H */

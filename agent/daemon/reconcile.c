@@ -79,23 +79,6 @@ static void note_in_the_way(struct ts_agent *a, const struct ts_nodesched_block 
     }
 }
 
-/* The node-level scheduler's choice for d (nodesched.h, which reads the
- * job as its spec.json holds it): the job as moved, in arena ar, or NULL
- * where it stays on the server's GPUs. */
-static const struct ts_desired_job *place(struct ts_agent *a, const json_t *spec,
-                                          struct ts_arena *ar)
-{
-    json_t *moved = a->spread && spec != NULL ? ts_nodesched_place(&a->ledgers, spec) : NULL;
-    struct ts_desired_job *m = moved != NULL ? ts_arena_alloc(ar, sizeof(*m)) : NULL;
-    struct ts_error err = {0};
-    if (m != NULL && ts_wire_desired_job_decode(moved, "", ar, m, &err) != TS_OK) {
-        ts_log_error("could not read the spread job: %s", err.message);
-        m = NULL;
-    }
-    json_decref(moved);
-    return m;
-}
-
 static void start(struct ts_agent *a, const struct ts_desired_job *d)
 {
     int64_t id = d->id;
@@ -113,19 +96,18 @@ static void start(struct ts_agent *a, const struct ts_desired_job *d)
     }
     struct ts_error err = {0};
     struct ts_arena *ar = ts_arena_new();
-    json_t *spec = a->spread ? ts_wire_desired_job_encode(d) : NULL;
     /* the node-level scheduler: a fractional job on the physical GPU where
      * it has most room to burst (the copy names the logical one too) */
-    const struct ts_desired_job *moved = ar != NULL ? place(a, spec, ar) : NULL;
+    const struct ts_desired_job *moved =
+        a->spread && ar != NULL ? ts_nodesched_place(&a->ledgers, d, ar) : NULL;
     if (moved != NULL)
         ts_log_info("spread job=%lld attempt=%d logical_gpu=%d physical_gpu=%d", (long long)id,
                     attempt, moved->gpus[0].logical_index, moved->gpus[0].index);
     struct ts_nodesched_block in_way[8];
-    size_t nway = moved == NULL && spec != NULL
-                      ? ts_nodesched_in_the_way(&a->ledgers, a->jobs, spec, in_way, 8)
+    size_t nway = moved == NULL && a->spread
+                      ? ts_nodesched_in_the_way(&a->ledgers, a->jobs, d, in_way, 8)
                       : 0;
     j = ts_ajob_start(&a->ctx, moved != NULL ? moved : d, &err);
-    json_decref(spec);
     ts_arena_free(ar);
     if (j == NULL) {
         ts_log_error("could not start job: %s job=%lld attempt=%d", err.message, (long long)id,

@@ -61,7 +61,7 @@ void ts_ajob_free(struct ts_ajob *j)
 {
     if (j == NULL)
         return;
-    json_decref(j->cgroup);
+    free(j->cgroup);
     free(j);
 }
 
@@ -409,10 +409,11 @@ static json_t *sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob 
     return o;
 }
 
-/* launch.json's "cgroup" (new). On simulated GPUs device memory is the
- * job's own host memory: its GPU memory is added to its memory limit. */
-static json_t *cgroup_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob *j,
-                           const struct ts_desired_job *desired)
+/* launch.json's "cgroup" (new; NULL when out of memory). On simulated
+ * GPUs device memory is the job's own host memory: its GPU memory is added
+ * to its memory limit. */
+static struct ts_cgroup_spec *cgroup_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob *j,
+                                          const struct ts_desired_job *desired)
 {
     uint64_t mem = (uint64_t)desired->memory_bytes;
     if (mem > 0 && ctx->gpus != NULL && ctx->gpus->simgpu_dir[0] != '\0') {
@@ -427,8 +428,11 @@ static json_t *cgroup_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob *
             mem += lim > req ? lim : req > 0 ? req : whole;
         }
     }
-    return ts_cgroup_spec(&ctx->sandbox->cg, j->id, j->attempt, desired->cpu, mem,
-                          ctx->sandbox->pids_max, j->gpus, j->ngpus);
+    struct ts_cgroup_spec *spec = malloc(sizeof(*spec));
+    if (spec != NULL)
+        ts_cgroup_spec(&ctx->sandbox->cg, j->id, j->attempt, desired->cpu, mem,
+                       ctx->sandbox->pids_max, j->gpus, j->ngpus, spec);
+    return spec;
 }
 
 /* The job's checkpoint folder, made if missing: its checkpoint_dir, else
@@ -503,7 +507,11 @@ static int write_launch(const struct ts_ajob_ctx *ctx, struct ts_ajob *j,
         json_object_set_new(launch, "sandbox", sandbox_spec(ctx, j, ckpt));
         if (sb->cg.version > 0) {
             j->cgroup = cgroup_spec(ctx, j, desired);
-            json_object_set(launch, "cgroup", j->cgroup);
+            json_t *cg = j->cgroup != NULL ? ts_rec_cgroup_encode(j->cgroup) : NULL;
+            if (cg == NULL || json_object_set_new(launch, "cgroup", cg) != 0) {
+                json_decref(launch);
+                launch = NULL; /* out of memory: said below */
+            }
         }
     }
     job_path(j, "launch.json", path, sizeof(path));
@@ -606,6 +614,26 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const struct ts_des
 
 /* ---- adoption ------------------------------------------------------------ */
 
+/* The job's group, from its launch.json (none when it has no "cgroup");
+ * a damaged one is said and taken as none, as it always was. */
+static void load_cgroup(struct ts_ajob *j)
+{
+    char path[PATH_MAX], what[PATH_MAX + 16];
+    job_path(j, "launch.json", path, sizeof(path));
+    json_t *launch = ts_files_read_json(path);
+    const json_t *cg = json_object_get(launch, "cgroup");
+    struct ts_error err = {0};
+    snprintf(what, sizeof(what), "%s's cgroup", path);
+    if (cg != NULL && (j->cgroup = malloc(sizeof(*j->cgroup))) != NULL &&
+        ts_rec_cgroup_decode(cg, what, j->cgroup, &err) != TS_OK) {
+        ts_log_warn("%s; the job is taken as having no cgroup job=%lld attempt=%d", err.message,
+                    (long long)j->id, j->attempt);
+        free(j->cgroup);
+        j->cgroup = NULL;
+    }
+    json_decref(launch);
+}
+
 struct ts_ajob *ts_ajob_load(const char *dir)
 {
     char path[PATH_MAX];
@@ -644,11 +672,7 @@ struct ts_ajob *ts_ajob_load(const char *dir)
         free(ev);
     }
 
-    snprintf(path, sizeof(path), "%s/launch.json", dir);
-    json_t *launch = ts_files_read_json(path);
-    if (json_is_object(json_object_get(launch, "cgroup")))
-        j->cgroup = json_incref(json_object_get(launch, "cgroup"));
-    json_decref(launch);
+    load_cgroup(j);
 
     struct ts_rec_stop stop;
     snprintf(path, sizeof(path), "%s/stop.json", dir);

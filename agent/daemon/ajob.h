@@ -56,9 +56,9 @@ struct ts_ajob {
     uint64_t start_ticks;
     pid_t sup_pid; /* its supervisor */
     uint64_t sup_ticks;
-    json_t *cgroup;          /* sandboxed: its control group (cgroup.h), or NULL */
-    struct ts_job_user user; /* sandboxed: who it runs as (its project's job_user) */
-    pid_t init_pid;          /* sandboxed: pid 1 of its PID namespace; killing it ends them all */
+    struct ts_cgroup_spec *cgroup; /* sandboxed: its control group (cgroup.h; new), or NULL */
+    struct ts_job_user user;       /* sandboxed: who it runs as (its project's job_user) */
+    pid_t init_pid; /* sandboxed: pid 1 of its PID namespace; killing it ends them all */
     uint64_t init_ticks;
     int64_t starting_deadline_ms;
     bool has_exit_code;

@@ -83,29 +83,36 @@ void ts_cgroup_detect(struct ts_cgroup_node *cg, const char *data_dir)
     cg->version = 1;
 }
 
+static void allow(struct ts_cgroup_spec *spec, const char *rule)
+{
+    if (spec->ndevices < TS_CGROUP_DEVICES_MAX)
+        snprintf(spec->devices[spec->ndevices++], TS_CGROUP_RULE_MAX, "%s", rule);
+}
+
 /* "c MAJOR:MINOR rwm" of a character device node, when it exists. */
-static void allow_node(json_t *list, const char *node)
+static void allow_node(struct ts_cgroup_spec *spec, const char *node)
 {
     struct stat st;
-    char rule[64];
+    char rule[TS_CGROUP_RULE_MAX];
     if (stat(node, &st) != 0 || !S_ISCHR(st.st_mode))
         return;
     snprintf(rule, sizeof(rule), "c %u:%u rwm", major(st.st_rdev), minor(st.st_rdev));
-    json_array_append_new(list, json_string(rule));
+    allow(spec, rule);
 }
 
-json_t *ts_cgroup_spec(const struct ts_cgroup_node *cg, int64_t id, int attempt, double cpu,
-                       uint64_t memory_bytes, int64_t pids_max, const unsigned *gpus,
-                       unsigned ngpus)
+void ts_cgroup_spec(const struct ts_cgroup_node *cg, int64_t id, int attempt, double cpu,
+                    uint64_t memory_bytes, int64_t pids_max, const unsigned *gpus, unsigned ngpus,
+                    struct ts_cgroup_spec *out)
 {
-    char path[160];
-    snprintf(path, sizeof(path), "%s/%lld-%d", cg->base, (long long)id, attempt);
-    json_t *o =
-        json_pack("{s:i, s:s, s:f, s:I, s:I}", "version", cg->version, "path", path, "cpu", cpu,
-                  "memory_bytes", (json_int_t)memory_bytes, "pids_max", (json_int_t)pids_max);
-    if (o == NULL || cg->version == 0)
-        return o;
-    json_t *dev = json_array();
+    memset(out, 0, sizeof(*out));
+    out->version = cg->version;
+    snprintf(out->path, sizeof(out->path), "%s/%lld-%d", cg->base, (long long)id, attempt);
+    out->cpu = cpu;
+    out->memory_bytes = (int64_t)memory_bytes;
+    out->pids_max = pids_max;
+    if (cg->version == 0)
+        return;
+    struct ts_cgroup_spec *dev = out;
     static const char *const usual[] = {"/dev/null",           "/dev/zero",
                                         "/dev/full",           "/dev/random",
                                         "/dev/urandom",        "/dev/tty",
@@ -114,7 +121,7 @@ json_t *ts_cgroup_spec(const struct ts_cgroup_node *cg, int64_t id, int attempt,
                                         "/dev/nvidia-modeset", NULL};
     for (int i = 0; usual[i] != NULL; i++)
         allow_node(dev, usual[i]);
-    json_array_append_new(dev, json_string("c 136:* rwm")); /* pseudo-terminals */
+    allow(dev, "c 136:* rwm"); /* pseudo-terminals */
     /* MIG's capability files (their own modes keep the configuring ones to
      * root); a GPU with MIG instances needs them to open one */
     DIR *caps = opendir("/dev/nvidia-caps");
@@ -132,21 +139,19 @@ json_t *ts_cgroup_spec(const struct ts_cgroup_node *cg, int64_t id, int attempt,
         snprintf(node, sizeof(node), "/dev/nvidia%u", gpus[g]);
         allow_node(dev, node);
     }
-    json_object_set_new(o, "devices", dev);
-    return o;
 }
 
-static void dir_of(const json_t *spec, const char *controller, char *out, size_t len)
+static void dir_of(const struct ts_cgroup_spec *spec, const char *controller, char *out, size_t len)
 {
-    const char *path = json_string_value(json_object_get(spec, "path"));
-    if (json_integer_value(json_object_get(spec, "version")) == 2)
+    const char *path = spec->path;
+    if (spec->version == 2)
         snprintf(out, len, TS_CGROUP_ROOT "/%s", path);
     else
         snprintf(out, len, TS_CGROUP_ROOT "/%s/%s", controller, path);
 }
 
-static int set(const json_t *spec, const char *controller, const char *file, const char *value,
-               char *msg, size_t len)
+static int set(const struct ts_cgroup_spec *spec, const char *controller, const char *file,
+               const char *value, char *msg, size_t len)
 {
     char dir[400], path[480];
     dir_of(spec, controller, dir, sizeof(dir));
@@ -158,12 +163,11 @@ static int set(const json_t *spec, const char *controller, const char *file, con
     return 0;
 }
 
-int ts_cgroup_enter(const json_t *spec, pid_t pid, char *msg, size_t len)
+int ts_cgroup_enter(const struct ts_cgroup_spec *spec, pid_t pid, char *msg, size_t len)
 {
-    int version = (int)json_integer_value(json_object_get(spec, "version"));
-    double cpu = json_number_value(json_object_get(spec, "cpu"));
-    json_int_t mem = json_integer_value(json_object_get(spec, "memory_bytes"));
-    json_int_t pids = json_integer_value(json_object_get(spec, "pids_max"));
+    int version = (int)spec->version;
+    double cpu = spec->cpu;
+    int64_t mem = spec->memory_bytes, pids = spec->pids_max;
     char dir[400], v[64];
     for (int i = 0; i < (version == 2 ? 1 : 4); i++) {
         dir_of(spec, v1_controllers[i], dir, sizeof(dir));
@@ -202,18 +206,18 @@ int ts_cgroup_enter(const json_t *spec, pid_t pid, char *msg, size_t len)
     if (version == 2) {
         /* no devices file: a program answers for the group (devbpf.c) */
         dir_of(spec, "devices", dir, sizeof(dir));
-        if (ts_devbpf_attach(dir, json_object_get(spec, "devices"), msg, len) != 0)
+        const char *rules[TS_CGROUP_DEVICES_MAX];
+        for (size_t i = 0; i < spec->ndevices; i++)
+            rules[i] = spec->devices[i];
+        if (ts_devbpf_attach(dir, rules, spec->ndevices, msg, len) != 0)
             return -1;
     }
     if (version == 1) {
         if (set(spec, "devices", "devices.deny", "a", msg, len) != 0)
             return -1;
-        size_t i;
-        json_t *rule;
-        json_array_foreach(json_object_get(spec, "devices"), i, rule) {
-            if (set(spec, "devices", "devices.allow", json_string_value(rule), msg, len) != 0)
+        for (size_t i = 0; i < spec->ndevices; i++)
+            if (set(spec, "devices", "devices.allow", spec->devices[i], msg, len) != 0)
                 return -1;
-        }
     }
     snprintf(v, sizeof(v), "%d", (int)pid);
     for (int i = 0; i < (version == 2 ? 1 : 4); i++)
@@ -222,11 +226,11 @@ int ts_cgroup_enter(const json_t *spec, pid_t pid, char *msg, size_t len)
     return 0;
 }
 
-void ts_cgroup_kill(const json_t *spec)
+void ts_cgroup_kill(const struct ts_cgroup_spec *spec)
 {
     char dir[400], path[480];
     dir_of(spec, "pids", dir, sizeof(dir));
-    if (json_integer_value(json_object_get(spec, "version")) == 2) {
+    if (spec->version == 2) {
         snprintf(path, sizeof(path), "%s/cgroup.kill", dir);
         if (write_file(path, "1") == 0)
             return;
@@ -260,9 +264,9 @@ void ts_cgroup_release(const struct ts_cgroup_node *cg)
     }
 }
 
-void ts_cgroup_remove(const json_t *spec)
+void ts_cgroup_remove(const struct ts_cgroup_spec *spec)
 {
-    int version = (int)json_integer_value(json_object_get(spec, "version"));
+    int version = (int)spec->version;
     for (int i = 0; i < (version == 2 ? 1 : 4); i++) {
         char dir[400];
         dir_of(spec, v1_controllers[i], dir, sizeof(dir));

@@ -12,7 +12,6 @@
 #ifndef TS_AGENT_DAEMON_CGROUP_H
 #define TS_AGENT_DAEMON_CGROUP_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -27,21 +26,36 @@ struct ts_cgroup_node {
 
 /* Detect the hierarchy and make the agent's base group. */
 void ts_cgroup_detect(struct ts_cgroup_node *cg, const char *data_dir);
-/* launch.json's "cgroup" for a job (new): its path, cpu (cores, 0: none),
- * memory_bytes (0: none), pids_max, and the devices it may use (v1: the
- * devices controller's rules; v2: the same rules as a device program,
- * devbpf.h): /dev/nvidiaN of its GPUs, the driver's control nodes, the
- * usual character devices. */
-json_t *ts_cgroup_spec(const struct ts_cgroup_node *cg, int64_t id, int attempt, double cpu,
-                       uint64_t memory_bytes, int64_t pids_max, const unsigned *gpus,
-                       unsigned ngpus);
+#define TS_CGROUP_DEVICES_MAX 512 /* device rules of a job's group */
+#define TS_CGROUP_RULE_MAX 32     /* bytes of a rule ("c 195:255 rwm") with its NUL */
+
+/* A job's group and its limits, as launch.json's "cgroup" carries them
+ * (records.h encodes and decodes it). */
+struct ts_cgroup_spec {
+    int64_t version;      /* 1 or 2 (0: none) */
+    char path[160];       /* below the root (v2) or each controller's root (v1) */
+    double cpu;           /* cores, a share under contention; 0: none */
+    int64_t memory_bytes; /* 0: none */
+    int64_t pids_max;
+    char devices[TS_CGROUP_DEVICES_MAX][TS_CGROUP_RULE_MAX]; /* "c MAJOR:MINOR rwm" */
+    size_t ndevices;
+};
+
+/* A job's group into *out: its path, cpu (cores, 0: none), memory_bytes
+ * (0: none), pids_max, and the devices it may use (v1: the devices
+ * controller's rules; v2: the same rules as a device program, devbpf.h):
+ * /dev/nvidiaN of its GPUs, the driver's control nodes, the usual character
+ * devices. */
+void ts_cgroup_spec(const struct ts_cgroup_node *cg, int64_t id, int attempt, double cpu,
+                    uint64_t memory_bytes, int64_t pids_max, const unsigned *gpus, unsigned ngpus,
+                    struct ts_cgroup_spec *out);
 /* Supervisor: make the group, set its limits, move pid into it. 0, or -1
  * with msg. */
-int ts_cgroup_enter(const json_t *spec, pid_t pid, char *msg, size_t len);
+int ts_cgroup_enter(const struct ts_cgroup_spec *spec, pid_t pid, char *msg, size_t len);
 /* SIGKILL every process of the group (v2: cgroup.kill). */
-void ts_cgroup_kill(const json_t *spec);
+void ts_cgroup_kill(const struct ts_cgroup_spec *spec);
 /* Remove the group once its processes are gone (retries briefly). */
-void ts_cgroup_remove(const json_t *spec);
+void ts_cgroup_remove(const struct ts_cgroup_spec *spec);
 /* The agent exits: its base group goes when no job's group is left in it. */
 void ts_cgroup_release(const struct ts_cgroup_node *cg);
 

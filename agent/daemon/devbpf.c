@@ -165,9 +165,8 @@ int ts_devbpf_load(const struct bpf_insn *insns, size_t n, char *msg, size_t len
     return -1;
 }
 
-int ts_devbpf_attach(const char *dir, const json_t *rules, char *msg, size_t len)
+int ts_devbpf_attach(const char *dir, const char *const *rules, size_t n, char *msg, size_t len)
 {
-    size_t n = json_array_size(rules);
     struct ts_devbpf_rule *r = calloc(n + 1, sizeof(*r));
     size_t max = TS_DEVBPF_FIXED_INSNS + n * TS_DEVBPF_RULE_INSNS;
     struct bpf_insn *prog = calloc(max, sizeof(*prog));
@@ -177,8 +176,7 @@ int ts_devbpf_attach(const char *dir, const json_t *rules, char *msg, size_t len
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        const char *text = json_string_value(json_array_get(rules, i));
-        if (ts_devbpf_parse(text != NULL ? text : "", &r[i], msg, len) != 0)
+        if (ts_devbpf_parse(rules[i] != NULL ? rules[i] : "", &r[i], msg, len) != 0)
             goto out;
     }
     size_t k = ts_devbpf_build(r, n, prog, max);

@@ -40,8 +40,8 @@ size_t ts_devbpf_build(const struct ts_devbpf_rule *rules, size_t n, struct bpf_
  * verifier's log when it refused it). */
 int ts_devbpf_load(const struct bpf_insn *insns, size_t n, char *msg, size_t len);
 
-/* Build, load and attach to the cgroup v2 folder dir the program of rules
- * (a JSON array of rule texts, borrowed). 0, or -1 with msg. */
-int ts_devbpf_attach(const char *dir, const json_t *rules, char *msg, size_t len);
+/* Build, load and attach to the cgroup v2 folder dir the program of the n
+ * rule texts of rules (borrowed). 0, or -1 with msg. */
+int ts_devbpf_attach(const char *dir, const char *const *rules, size_t n, char *msg, size_t len);
 
 #endif /* TS_AGENT_DAEMON_DEVBPF_H */

@@ -1,7 +1,7 @@
 /*
  * records.h - the agent's own files in a job's folder, as typed records:
  * status.json (how the job ended), job.json (the pids the supervisor
- * started) and stop.json (a stop in progress). Each record has one table of
+ * started), stop.json (a stop in progress) and launch.json's "cgroup". Each record has one table of
  * its members that drives both its encoder and its decoder, so the writer
  * (the supervisor, or the agent) and the reader (the agent, also after a
  * restart) cannot drift. The events.log lines are the report's events and
@@ -18,6 +18,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
+#include "agent/daemon/cgroup.h"
 #include "api/err.h"
 
 #define TS_REC_MESSAGE_MAX 4608 /* bytes of a message with its NUL: a path and more */
@@ -61,5 +64,12 @@ int ts_rec_stop_write(const char *path, const struct ts_rec_stop *rec);
 enum ts_err ts_rec_status_read(const char *path, struct ts_rec_status *rec, struct ts_error *err);
 enum ts_err ts_rec_pids_read(const char *path, struct ts_rec_pids *rec, struct ts_error *err);
 enum ts_err ts_rec_stop_read(const char *path, struct ts_rec_stop *rec, struct ts_error *err);
+
+/* launch.json's "cgroup" (cgroup.h): encoded as a JSON object (new, NULL
+ * when out of memory); decoded from one (borrowed), `what` naming it in
+ * messages ("DIR/launch.json's cgroup"). */
+json_t *ts_rec_cgroup_encode(const struct ts_cgroup_spec *spec);
+enum ts_err ts_rec_cgroup_decode(const json_t *in, const char *what, struct ts_cgroup_spec *out,
+                                 struct ts_error *err);
 
 #endif /* TS_AGENT_DAEMON_RECORDS_H */

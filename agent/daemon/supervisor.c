@@ -385,7 +385,7 @@ static int prepare_pid_ns(const char *jobdir, int *lfd, int *nsfd, char *msg, si
 
 /* The init into the job's cgroup; when it cannot be, the init is killed,
  * the cgroup removed, and msg says why: -1. */
-static int enter_cgroup(const json_t *cg, pid_t init, char *msg, size_t len)
+static int enter_cgroup(const struct ts_cgroup_spec *cg, pid_t init, char *msg, size_t len)
 {
     char why[600];
     if (ts_cgroup_enter(cg, init, why, sizeof(why)) == 0)
@@ -447,35 +447,78 @@ static void close_pair(int fds[2])
             close(fds[i]);
 }
 
+/* What launch.json says (ajob.c writes it). */
+struct launch {
+    json_t *json;        /* NULL: it could not be read */
+    char **argv, **envp; /* new arrays of strings borrowed from json */
+    const char *wd;
+    const json_t *sb;          /* its sandbox (sandbox.h), or NULL */
+    struct ts_cgroup_spec *cg; /* its group (new), or NULL */
+    struct ts_error err;
+};
+
+/* JOBDIR/launch.json into l: NULL, or why the job cannot start. */
+static const char *launch_read(const char *jobdir, struct launch *l)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/launch.json", jobdir);
+    if ((l->json = ts_files_read_json(path)) == NULL)
+        return "could not read launch.json";
+    l->argv = string_array(json_object_get(l->json, "argv"));
+    l->envp = string_array(json_object_get(l->json, "env"));
+    l->wd = json_string_value(json_object_get(l->json, "working_dir"));
+    if (l->argv == NULL || l->argv[0] == NULL || l->envp == NULL)
+        return "launch.json has no command or environment";
+    l->sb = json_object_get(l->json, "sandbox");
+    if (!json_is_object(l->sb))
+        l->sb = NULL;
+    /* its group, checked before anything starts: a job never runs outside
+     * the limits launch.json names */
+    const json_t *cg = json_object_get(l->json, "cgroup");
+    if (cg == NULL)
+        return NULL;
+    if ((l->cg = malloc(sizeof(*l->cg))) == NULL)
+        return "out of memory";
+    if (ts_rec_cgroup_decode(cg, "launch.json's cgroup", l->cg, &l->err) != TS_OK)
+        return l->err.message;
+    return NULL;
+}
+
+static void launch_free(struct launch *l)
+{
+    free(l->argv);
+    free(l->envp);
+    free(l->cg);
+    json_decref(l->json);
+}
+
 int ts_supervisor_main(const char *jobdir)
 {
     ignore_signals();
     fcntl(NOTIFY_FD, F_SETFD, FD_CLOEXEC);
 
     char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/launch.json", jobdir);
-    json_t *launch = ts_files_read_json(path);
+    struct launch l = {0};
+    const char *bad = launch_read(jobdir, &l);
     snprintf(path, sizeof(path), "%s/output.log", jobdir);
     int outfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (launch == NULL || outfd < 0) {
+    if (l.json == NULL || outfd < 0) {
         char msg[PATH_MAX + 64];
         snprintf(msg, sizeof(msg), "could not read %s/launch.json or open its output.log", jobdir);
         int rc = failed_to_start(jobdir, outfd, msg);
-        json_decref(launch);
+        launch_free(&l);
         return rc;
     }
-    char **argv = string_array(json_object_get(launch, "argv"));
-    char **envp = string_array(json_object_get(launch, "env"));
-    const char *wd = json_string_value(json_object_get(launch, "working_dir"));
+    char **argv = l.argv, **envp = l.envp;
+    const char *wd = l.wd;
+    const json_t *sb = l.sb;
+    const struct ts_cgroup_spec *cg = l.cg;
     int status = 1;
     int pipefd[2] = {-1, -1}, statusp[2] = {-1, -1}, gop[2] = {-1, -1}, lfd = -1, nsfd = -1;
-    if (argv == NULL || argv[0] == NULL || envp == NULL) {
-        status = failed_to_start(jobdir, outfd, "launch.json has no command or environment");
+    if (bad != NULL) {
+        status = failed_to_start(jobdir, outfd, bad);
         goto out;
     }
-    const json_t *sb = json_object_get(launch, "sandbox");
-    if (!json_is_object(sb))
-        sb = NULL;
     if (pipe2(pipefd, O_CLOEXEC) != 0 || pipe2(statusp, O_CLOEXEC) != 0 ||
         pipe2(gop, O_CLOEXEC) != 0) {
         status = failed_to_start(jobdir, outfd, "could not make a pipe");
@@ -502,8 +545,7 @@ int ts_supervisor_main(const char *jobdir)
     close(statusp[1]);
     close(gop[0]);
     pipefd[1] = statusp[1] = gop[0] = -1;
-    const json_t *cg = json_object_get(launch, "cgroup");
-    if (init > 0 && json_is_object(cg) && enter_cgroup(cg, init, failure, sizeof(failure)) != 0) {
+    if (init > 0 && cg != NULL && enter_cgroup(cg, init, failure, sizeof(failure)) != 0) {
         status = failed_to_start(jobdir, outfd, failure);
         goto out;
     }
@@ -524,7 +566,7 @@ int ts_supervisor_main(const char *jobdir)
     int wst = wait_job(pid, init, lfd, statusp[0]);
     /* whatever the job left behind in its group goes with it */
     kill(-pid, SIGKILL);
-    if (init > 0 && json_is_object(cg)) {
+    if (init > 0 && cg != NULL) {
         ts_cgroup_kill(cg);
         ts_cgroup_remove(cg);
     }
@@ -541,8 +583,6 @@ out:
         unlink(path);
     }
     close(outfd);
-    free(argv);
-    free(envp);
-    json_decref(launch);
+    launch_free(&l);
     return status;
 }

@@ -239,10 +239,9 @@ static void a_process_in_the_group_opens_only_the_devices_of_its_rules(void **st
         fprintf(stderr, "skipped: no writable cgroup v2 hierarchy here\n");
         skip();
     }
-    json_t *rules = json_pack("[s, s]", "c 1:3 rwm", "c 1:5 rwm");
+    const char *rules[] = {"c 1:3 rwm", "c 1:5 rwm"};
     char msg[600];
-    int rc = ts_devbpf_attach(dir, rules, msg, sizeof(msg));
-    json_decref(rules);
+    int rc = ts_devbpf_attach(dir, rules, 2, msg, sizeof(msg));
     if (rc != 0) {
         rmdir(dir);
         fail_msg("%s", msg);

@@ -1,11 +1,12 @@
 /*
  * test_agent_records.c - the agent's own files as typed records
- * (agent/daemon/records.c: status.json, job.json, stop.json; events.c:
- * events.log, a report's event a line): what is written reads back the
- * same, in the text the agent always wrote; a damaged file is refused
- * with a message naming the file and the member; and the agent adopting a
- * job folder does with a damaged file what it always did (takes it as
- * absent, and for events.log skips the damaged line).
+ * (agent/daemon/records.c: status.json, job.json, stop.json, launch.json's
+ * cgroup; events.c: events.log, a report's event a line): what is written
+ * reads back the same, in the text the agent always wrote; a damaged file
+ * is refused with a message naming the file and the member; the agent
+ * adopting a job folder does with a damaged file what it always did (takes
+ * it as absent, and for events.log skips the damaged line); and the
+ * supervisor refuses to start a job whose cgroup it cannot read.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -197,6 +199,111 @@ static void a_damaged_record_is_refused_naming_the_file_and_member(void **state)
     assert_int_equal(ts_rec_stop_read(file(f, "none.json"), &s, &err), TS_ERR_NOT_FOUND);
 }
 
+/* ---- launch.json's cgroup ----------------------------------------------- */
+
+static void a_cgroup_reads_back_as_launch_json_always_held_it(void **state)
+{
+    (void)state;
+    struct ts_cgroup_spec *in = calloc(1, sizeof(*in)), *out = calloc(1, sizeof(*out));
+    assert_non_null(in);
+    assert_non_null(out);
+    in->version = 2;
+    snprintf(in->path, sizeof(in->path), "tessera-0123456789abcdef/12-1");
+    in->cpu = 1.5;
+    in->memory_bytes = (int64_t)20 << 30;
+    in->pids_max = 4096;
+    snprintf(in->devices[0], TS_CGROUP_RULE_MAX, "c 1:3 rwm");
+    snprintf(in->devices[1], TS_CGROUP_RULE_MAX, "c 136:* rwm");
+    in->ndevices = 2;
+    json_t *v = ts_rec_cgroup_encode(in);
+    assert_non_null(v);
+    char *text = json_dumps(v, JSON_COMPACT);
+    assert_string_equal(text, "{\"version\":2,\"path\":\"tessera-0123456789abcdef/12-1\","
+                              "\"cpu\":1.5,\"memory_bytes\":21474836480,\"pids_max\":4096,"
+                              "\"devices\":[\"c 1:3 rwm\",\"c 136:* rwm\"]}");
+    free(text);
+    struct ts_error err = {0};
+    assert_int_equal(ts_rec_cgroup_decode(v, "launch.json's cgroup", out, &err), TS_OK);
+    assert_int_equal(out->version, 2);
+    assert_string_equal(out->path, in->path);
+    assert_true(out->cpu == 1.5);
+    assert_int_equal(out->memory_bytes, in->memory_bytes);
+    assert_int_equal(out->pids_max, 4096);
+    assert_int_equal(out->ndevices, 2);
+    assert_string_equal(out->devices[1], "c 136:* rwm");
+    json_decref(v);
+
+    /* an integer cpu, as jansson may read a whole number back */
+    v = json_loads("{\"version\": 1, \"path\": \"b/1-0\", \"cpu\": 2}", 0, NULL);
+    assert_int_equal(ts_rec_cgroup_decode(v, "launch.json's cgroup", out, &err), TS_OK);
+    assert_true(out->cpu == 2.0);
+    assert_int_equal(out->ndevices, 0);
+    json_decref(v);
+
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"[]", "launch.json's cgroup is damaged: not a JSON object"},
+        {"{\"path\": \"b/1-0\"}", "launch.json's cgroup: version is required"},
+        {"{\"version\": 3, \"path\": \"b/1-0\"}",
+         "launch.json's cgroup: version must be between 0 and 2: 3"},
+        {"{\"version\": 1, \"path\": \"b/1-0\", \"cpu\": \"2\"}",
+         "launch.json's cgroup: cpu must be a number"},
+        {"{\"version\": 1, \"path\": \"b/1-0\", \"devices\": \"c 1:3 rwm\"}",
+         "launch.json's cgroup: devices must be an array"},
+        {"{\"version\": 1, \"path\": \"b/1-0\", \"devices\": [\"c 1:3 rwm\", 5]}",
+         "launch.json's cgroup: devices[1] must be a text of at most 31 bytes"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = json_loads(bad[i].text, 0, NULL);
+        assert_non_null(v);
+        enum ts_err e = ts_rec_cgroup_decode(v, "launch.json's cgroup", out, &err);
+        if (e == TS_OK || strstr(err.message, bad[i].says) == NULL)
+            fail_msg("%s: expected \"%s\", got %s: %s", bad[i].text, bad[i].says, ts_err_code(e),
+                     err.message);
+        json_decref(v);
+    }
+    free(in);
+    free(out);
+}
+
+/* The supervisor (in a child: it sets its signals) on DIR/job. */
+static int supervise(struct fixture *f)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/job", f->dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(ts_supervisor_main(dir));
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static void a_damaged_cgroup_keeps_the_job_from_starting(void **state)
+{
+    struct fixture *f = *state;
+    char dir[PATH_MAX], launch[PATH_MAX + 256];
+    snprintf(dir, sizeof(dir), "%s/job", f->dir);
+    assert_int_equal(ts_files_mkdirs(dir, 0700), 0);
+    /* what the old supervisor ran: no sandbox, so no init to put in it */
+    snprintf(launch, sizeof(launch),
+             "{\"argv\": [\"/bin/sh\", \"-c\", \"echo ran > ran\"], \"env\": [], "
+             "\"working_dir\": \"%s\", \"cgroup\": {\"version\": \"2\", \"path\": \"x/1-0\"}}",
+             dir);
+    put(f, "job/launch.json", launch);
+    assert_int_equal(supervise(f), 0);
+    struct ts_rec_status st;
+    struct ts_error err = {0};
+    assert_int_equal(ts_rec_status_read(file(f, "job/status.json"), &st, &err), TS_OK);
+    assert_string_equal(st.state, "failed_to_start");
+    assert_string_equal(st.message, "launch.json's cgroup: version must be an integer");
+    assert_false(ts_files_exists(file(f, "job/ran")));
+    assert_false(ts_files_exists(file(f, "job/job.json")));
+}
+
 /* ---- what the agent does with them --------------------------------------- */
 
 /* DIR/job: a job folder as the agent leaves it, running as this process. */
@@ -257,6 +364,23 @@ static void adoption_takes_a_damaged_record_as_absent_as_it_always_did(void **st
     assert_true(j->stopping);
     assert_true(j->killed);
     assert_int_equal(j->stop_deadline_ms, 42);
+    ts_ajob_free(j);
+
+    /* launch.json's cgroup: the group it kills on a stop; a damaged one
+     * is taken as none */
+    put(f, "job/launch.json",
+        "{\"argv\": [\"true\"], \"cgroup\": {\"version\": 1, \"path\": \"b/12-1\", "
+        "\"devices\": [\"c 1:3 rwm\"]}}");
+    j = ts_ajob_load(dir);
+    assert_non_null(j);
+    assert_non_null(j->cgroup);
+    assert_string_equal(j->cgroup->path, "b/12-1");
+    assert_int_equal(j->cgroup->ndevices, 1);
+    ts_ajob_free(j);
+    put(f, "job/launch.json", "{\"argv\": [\"true\"], \"cgroup\": {\"version\": \"1\"}}");
+    j = ts_ajob_load(dir);
+    assert_non_null(j);
+    assert_null(j->cgroup);
     ts_ajob_free(j);
 
     /* a damaged job.json: not known to have started, as before */
@@ -325,6 +449,9 @@ int main(void)
             records_read_back_what_was_written_in_the_text_always_written, setup, teardown),
         cmocka_unit_test_setup_teardown(a_damaged_record_is_refused_naming_the_file_and_member,
                                         setup, teardown),
+        cmocka_unit_test(a_cgroup_reads_back_as_launch_json_always_held_it),
+        cmocka_unit_test_setup_teardown(a_damaged_cgroup_keeps_the_job_from_starting, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(adoption_takes_a_damaged_record_as_absent_as_it_always_did,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(

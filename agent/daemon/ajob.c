@@ -365,48 +365,52 @@ static json_t *string_list(char **v, size_t n)
     return a;
 }
 
-/* launch.json's "sandbox": what the job's init needs (sandbox.c). New. */
+/* launch.json's "sandbox": what the job's init needs (sandbox.c). New,
+ * NULL when out of memory. */
 static json_t *sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob *j,
                             const char *ckpt)
 {
     const struct ts_sandbox *sb = ctx->sandbox;
-    json_t *o = json_pack("{s:i, s:i, s:s, s:s, s:s, s:s}", "uid", (int)j->user.uid, "gid",
-                          (int)j->user.gid, "user", j->user.name, "data_dir", ctx->data_dir,
-                          "job_dir", j->dir, "checkpoint_dir", ckpt);
+    struct ts_sandbox_spec *o = calloc(1, sizeof(*o));
     if (o == NULL)
         return NULL;
-    if (ctx->gpus != NULL && ctx->gpus->simgpu_dir[0] != '\0')
-        json_object_set_new(o, "simgpu_dir", json_string(ctx->gpus->simgpu_dir));
-    if (ctx->ledgers != NULL && ctx->ledgers->swap_path[0] != '\0' && j->shim)
-        json_object_set_new(o, "swap_path", json_string(ctx->ledgers->swap_path));
+    o->uid = j->user.uid;
+    o->gid = j->user.gid;
+    snprintf(o->user, sizeof(o->user), "%s", j->user.name);
+    snprintf(o->data_dir, sizeof(o->data_dir), "%s", ctx->data_dir);
+    snprintf(o->job_dir, sizeof(o->job_dir), "%s", j->dir);
+    snprintf(o->checkpoint_dir, sizeof(o->checkpoint_dir), "%s", ckpt);
+    if (ctx->gpus != NULL)
+        snprintf(o->simgpu_dir, sizeof(o->simgpu_dir), "%s", ctx->gpus->simgpu_dir);
+    if (ctx->ledgers != NULL && j->shim)
+        snprintf(o->swap_path, sizeof(o->swap_path), "%s", ctx->ledgers->swap_path);
     if (ctx->token_file != NULL)
-        json_object_set_new(o, "token_file", json_string(ctx->token_file));
+        snprintf(o->token_file, sizeof(o->token_file), "%s", ctx->token_file);
     if (j->shim && sb->driver[0] != '\0' && ctx->shim_lib != NULL) {
         /* libtessera-cuda-overlay.so beside the shim */
-        char ov[PATH_MAX + 32];
-        snprintf(ov, sizeof(ov), "%s", ctx->shim_lib);
-        char *slash = strrchr(ov, '/');
-        snprintf(slash != NULL ? slash + 1 : ov, sizeof(ov) - (size_t)(slash ? slash + 1 - ov : 0),
+        struct ts_sandbox_driver *d = &o->driver;
+        snprintf(d->overlay_lib, sizeof(d->overlay_lib), "%s", ctx->shim_lib);
+        char *slash = strrchr(d->overlay_lib, '/');
+        snprintf(slash != NULL ? slash + 1 : d->overlay_lib,
+                 sizeof(d->overlay_lib) - (size_t)(slash ? slash + 1 - d->overlay_lib : 0),
                  "libtessera-cuda-overlay.so");
+        snprintf(d->real, sizeof(d->real), "%s", sb->driver);
+        snprintf(d->shim, sizeof(d->shim), "%s", ctx->shim_lib);
+        for (size_t i = 0; i < json_array_size(sb->overlay) && i < TS_SANDBOX_OVERLAY_MAX; i++)
+            snprintf(d->overlay[d->noverlay++], TS_SANDBOX_PATH_MAX, "%s",
+                     json_string_value(json_array_get(sb->overlay, i)));
         /* without them (a broken install, a test's stand-in) the job has
          * LD_PRELOAD only, as unsandboxed */
-        if (ts_files_exists(ctx->shim_lib) && ts_files_exists(ov))
-            json_object_set_new(o, "driver",
-                                json_pack("{s:s, s:s, s:s, s:O}", "real", sb->driver, "shim",
-                                          ctx->shim_lib, "overlay_lib", ov, "overlay",
-                                          sb->overlay));
+        o->has_driver = ts_files_exists(ctx->shim_lib) && ts_files_exists(d->overlay_lib);
     }
-    json_t *gpus = json_array();
-    for (unsigned i = 0; i < j->ngpus; i++)
-        json_array_append_new(gpus, json_integer(j->gpus[i]));
-    json_object_set_new(o, "gpus", gpus);
-    json_t *mounts = json_array();
-    for (int i = 0; i < sb->nmounts; i++)
-        json_array_append_new(
-            mounts, json_pack("{s:s, s:b}", "path", sb->mounts[i].path, "rw", sb->mounts[i].rw));
-    json_object_set_new(o, "mounts", mounts);
-    json_object_set_new(o, "network", json_string(sb->net_none ? "none" : "host"));
-    return o;
+    for (unsigned i = 0; i < j->ngpus && o->ngpus < 64; i++)
+        o->gpus[o->ngpus++] = j->gpus[i];
+    for (int i = 0; i < sb->nmounts && i < TS_SANDBOX_MOUNTS_MAX; i++)
+        o->mounts[o->nmounts++] = sb->mounts[i];
+    snprintf(o->network, sizeof(o->network), "%s", sb->net_none ? "none" : "host");
+    json_t *v = ts_rec_sandbox_encode(o);
+    free(o);
+    return v;
 }
 
 /* launch.json's "cgroup" (new; NULL when out of memory). On simulated
@@ -504,8 +508,11 @@ static int write_launch(const struct ts_ajob_ctx *ctx, struct ts_ajob *j,
                                envj, "working_dir", wd != NULL && wd[0] != '\0' ? wd : j->dir);
     ts_ajob_env_free(env);
     if (launch != NULL && sb != NULL) {
-        json_object_set_new(launch, "sandbox", sandbox_spec(ctx, j, ckpt));
-        if (sb->cg.version > 0) {
+        if (json_object_set_new(launch, "sandbox", sandbox_spec(ctx, j, ckpt)) != 0) {
+            json_decref(launch);
+            launch = NULL; /* out of memory: said below; never unsandboxed */
+        }
+        if (launch != NULL && sb->cg.version > 0) {
             j->cgroup = cgroup_spec(ctx, j, desired);
             json_t *cg = j->cgroup != NULL ? ts_rec_cgroup_encode(j->cgroup) : NULL;
             if (cg == NULL || json_object_set_new(launch, "cgroup", cg) != 0) {

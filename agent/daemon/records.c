@@ -16,11 +16,14 @@
 #define RECORD_FILE_MAX (64 * 1024)
 
 enum kind {
-    INT,    /* int64_t */
-    BOOL,   /* bool */
-    TEXT,   /* char[len] */
-    NUMBER, /* double, between min and max */
-    TEXTS,  /* char[max][len], their count a size_t at count */
+    INT,     /* int64_t, between min and max */
+    BOOL,    /* bool */
+    TEXT,    /* char[len] */
+    NUMBER,  /* double, between min and max */
+    TEXTS,   /* char[max][len], their count a size_t at count */
+    INTS,    /* int64_t[len], each between min and max, their count at count */
+    OBJECT,  /* a record of members sub, at has (given) */
+    OBJECTS, /* records of members sub, len bytes apart, at most max, count at count */
 };
 
 /* A member of a record: its key, where its value is in the struct. */
@@ -28,67 +31,182 @@ struct member {
     const char *key;
     enum kind kind;
     size_t at;        /* offsetof the value */
-    size_t len;       /* TEXT, TEXTS: the size of a text's array */
-    int64_t min, max; /* INT, NUMBER; TEXTS: max is the most texts */
-    long has;         /* offsetof a bool saying it is given, or -1 */
+    size_t len;       /* TEXT, TEXTS: a text's array size; INTS: the most; OBJECTS: the stride */
+    int64_t min, max; /* INT, NUMBER, INTS; TEXTS, OBJECTS: max is the most entries */
+    size_t has;       /* offsetof a bool saying it is given, plus 1; 0: none */
     bool required;
-    bool omit_zero; /* INT: not written when 0; TEXT: when "" */
-    size_t count;   /* TEXTS: offsetof their count */
+    bool omit_zero; /* INT: not written when 0; TEXT: when ""; arrays: when empty */
+    size_t count;   /* arrays: offsetof their count (a size_t) */
+    const struct member *sub;
 };
 
-#define NO_HAS (-1L)
+#define AT(type, field) offsetof(type, field)
+#define SIZE(type, field) sizeof(((type *)0)->field)
+#define HAS(type, field) (offsetof(type, field) + 1)
 
 static const struct member status_members[] = {
-    {"state", TEXT, offsetof(struct ts_rec_status, state),
-     sizeof(((struct ts_rec_status *)0)->state), 0, 0, NO_HAS, true, false, 0},
-    {"exit_code", INT, offsetof(struct ts_rec_status, exit_code), 0, -255, 255,
-     (long)offsetof(struct ts_rec_status, has_exit_code), false, false, 0},
-    {"signal", INT, offsetof(struct ts_rec_status, signal), 0, 0, 128, NO_HAS, false, true, 0},
-    {"message", TEXT, offsetof(struct ts_rec_status, message), TS_REC_MESSAGE_MAX, 0, 0, NO_HAS,
-     false, true, 0},
-    {"finished_at", INT, offsetof(struct ts_rec_status, finished_at), 0, 0, INT64_MAX, NO_HAS,
-     false, false, 0},
-    {NULL, INT, 0, 0, 0, 0, NO_HAS, false, false, 0},
+    {.key = "state",
+     .kind = TEXT,
+     .at = AT(struct ts_rec_status, state),
+     .len = SIZE(struct ts_rec_status, state),
+     .required = true},
+    {.key = "exit_code",
+     .kind = INT,
+     .at = AT(struct ts_rec_status, exit_code),
+     .min = -255,
+     .max = 255,
+     .has = HAS(struct ts_rec_status, has_exit_code)},
+    {.key = "signal",
+     .kind = INT,
+     .at = AT(struct ts_rec_status, signal),
+     .max = 128,
+     .omit_zero = true},
+    {.key = "message",
+     .kind = TEXT,
+     .at = AT(struct ts_rec_status, message),
+     .len = TS_REC_MESSAGE_MAX,
+     .omit_zero = true},
+    {.key = "finished_at",
+     .kind = INT,
+     .at = AT(struct ts_rec_status, finished_at),
+     .max = INT64_MAX},
+    {.key = NULL},
 };
 
 #define PID_MAX_ (1 << 22) /* the kernel's largest pid_max */
 static const struct member pids_members[] = {
-    {"pid", INT, offsetof(struct ts_rec_pids, pid), 0, 1, PID_MAX_, NO_HAS, true, false, 0},
-    {"start_ticks", INT, offsetof(struct ts_rec_pids, start_ticks), 0, 0, INT64_MAX, NO_HAS, false,
-     false, 0},
-    {"supervisor_pid", INT, offsetof(struct ts_rec_pids, supervisor_pid), 0, 0, PID_MAX_, NO_HAS,
-     false, false, 0},
-    {"supervisor_start_ticks", INT, offsetof(struct ts_rec_pids, supervisor_start_ticks), 0, 0,
-     INT64_MAX, NO_HAS, false, false, 0},
-    {"started_at", INT, offsetof(struct ts_rec_pids, started_at), 0, 0, INT64_MAX, NO_HAS, false,
-     false, 0},
-    {"init_pid", INT, offsetof(struct ts_rec_pids, init_pid), 0, 0, PID_MAX_, NO_HAS, false, true,
-     0},
-    {"init_start_ticks", INT, offsetof(struct ts_rec_pids, init_start_ticks), 0, 0, INT64_MAX,
-     NO_HAS, false, true, 0},
-    {NULL, INT, 0, 0, 0, 0, NO_HAS, false, false, 0},
+    {.key = "pid",
+     .kind = INT,
+     .at = AT(struct ts_rec_pids, pid),
+     .min = 1,
+     .max = PID_MAX_,
+     .required = true},
+    {.key = "start_ticks",
+     .kind = INT,
+     .at = AT(struct ts_rec_pids, start_ticks),
+     .max = INT64_MAX},
+    {.key = "supervisor_pid",
+     .kind = INT,
+     .at = AT(struct ts_rec_pids, supervisor_pid),
+     .max = PID_MAX_},
+    {.key = "supervisor_start_ticks",
+     .kind = INT,
+     .at = AT(struct ts_rec_pids, supervisor_start_ticks),
+     .max = INT64_MAX},
+    {.key = "started_at", .kind = INT, .at = AT(struct ts_rec_pids, started_at), .max = INT64_MAX},
+    {.key = "init_pid",
+     .kind = INT,
+     .at = AT(struct ts_rec_pids, init_pid),
+     .max = PID_MAX_,
+     .omit_zero = true},
+    {.key = "init_start_ticks",
+     .kind = INT,
+     .at = AT(struct ts_rec_pids, init_start_ticks),
+     .max = INT64_MAX,
+     .omit_zero = true},
+    {.key = NULL},
 };
 
 static const struct member stop_members[] = {
-    {"deadline_ms", INT, offsetof(struct ts_rec_stop, deadline_ms), 0, 0, INT64_MAX, NO_HAS, true,
-     false, 0},
-    {"killed", BOOL, offsetof(struct ts_rec_stop, killed), 0, 0, 0, NO_HAS, false, false, 0},
-    {NULL, INT, 0, 0, 0, 0, NO_HAS, false, false, 0},
+    {.key = "deadline_ms",
+     .kind = INT,
+     .at = AT(struct ts_rec_stop, deadline_ms),
+     .max = INT64_MAX,
+     .required = true},
+    {.key = "killed", .kind = BOOL, .at = AT(struct ts_rec_stop, killed)},
+    {.key = NULL},
 };
 
 static const struct member cgroup_members[] = {
-    {"version", INT, offsetof(struct ts_cgroup_spec, version), 0, 0, 2, NO_HAS, true, false, 0},
-    {"path", TEXT, offsetof(struct ts_cgroup_spec, path),
-     sizeof(((struct ts_cgroup_spec *)0)->path), 0, 0, NO_HAS, true, false, 0},
-    {"cpu", NUMBER, offsetof(struct ts_cgroup_spec, cpu), 0, 0, 1000000, NO_HAS, false, false, 0},
-    {"memory_bytes", INT, offsetof(struct ts_cgroup_spec, memory_bytes), 0, 0, INT64_MAX, NO_HAS,
-     false, false, 0},
-    {"pids_max", INT, offsetof(struct ts_cgroup_spec, pids_max), 0, 0, INT64_MAX, NO_HAS, false,
-     false, 0},
-    {"devices", TEXTS, offsetof(struct ts_cgroup_spec, devices), TS_CGROUP_RULE_MAX, 0,
-     TS_CGROUP_DEVICES_MAX, NO_HAS, false, true, offsetof(struct ts_cgroup_spec, ndevices)},
-    {NULL, INT, 0, 0, 0, 0, NO_HAS, false, false, 0},
+    {.key = "version",
+     .kind = INT,
+     .at = AT(struct ts_cgroup_spec, version),
+     .max = 2,
+     .required = true},
+    {.key = "path",
+     .kind = TEXT,
+     .at = AT(struct ts_cgroup_spec, path),
+     .len = SIZE(struct ts_cgroup_spec, path),
+     .required = true},
+    {.key = "cpu", .kind = NUMBER, .at = AT(struct ts_cgroup_spec, cpu), .max = 1000000},
+    {.key = "memory_bytes",
+     .kind = INT,
+     .at = AT(struct ts_cgroup_spec, memory_bytes),
+     .max = INT64_MAX},
+    {.key = "pids_max", .kind = INT, .at = AT(struct ts_cgroup_spec, pids_max), .max = INT64_MAX},
+    {.key = "devices",
+     .kind = TEXTS,
+     .at = AT(struct ts_cgroup_spec, devices),
+     .len = TS_CGROUP_RULE_MAX,
+     .max = TS_CGROUP_DEVICES_MAX,
+     .omit_zero = true,
+     .count = AT(struct ts_cgroup_spec, ndevices)},
+    {.key = NULL},
 };
+
+#define SB struct ts_sandbox_spec
+#define DRV struct ts_sandbox_driver
+#define MNT struct ts_sandbox_mount
+#define PATH_MEMBER(type, name)                                                                    \
+    {                                                                                              \
+        .key = #name, .kind = TEXT, .at = AT(type, name), .len = SIZE(type, name),                 \
+        .omit_zero = true                                                                          \
+    }
+
+static const struct member driver_members[] = {
+    {.key = "real", .kind = TEXT, .at = AT(DRV, real), .len = SIZE(DRV, real), .required = true},
+    {.key = "shim", .kind = TEXT, .at = AT(DRV, shim), .len = SIZE(DRV, shim), .required = true},
+    {.key = "overlay_lib",
+     .kind = TEXT,
+     .at = AT(DRV, overlay_lib),
+     .len = SIZE(DRV, overlay_lib),
+     .required = true},
+    {.key = "overlay",
+     .kind = TEXTS,
+     .at = AT(DRV, overlay),
+     .len = TS_SANDBOX_PATH_MAX,
+     .max = TS_SANDBOX_OVERLAY_MAX,
+     .count = AT(DRV, noverlay)},
+    {.key = NULL},
+};
+
+static const struct member mount_members[] = {
+    {.key = "path", .kind = TEXT, .at = AT(MNT, path), .len = SIZE(MNT, path), .required = true},
+    {.key = "rw", .kind = BOOL, .at = AT(MNT, rw)},
+    {.key = NULL},
+};
+
+static const struct member sandbox_members[] = {
+    {.key = "uid", .kind = INT, .at = AT(SB, uid), .max = UINT32_MAX - 1, .required = true},
+    {.key = "gid", .kind = INT, .at = AT(SB, gid), .max = UINT32_MAX - 1, .required = true},
+    {.key = "user", .kind = TEXT, .at = AT(SB, user), .len = SIZE(SB, user)},
+    PATH_MEMBER(SB, data_dir),
+    PATH_MEMBER(SB, job_dir),
+    PATH_MEMBER(SB, checkpoint_dir),
+    PATH_MEMBER(SB, simgpu_dir),
+    PATH_MEMBER(SB, swap_path),
+    PATH_MEMBER(SB, token_file),
+    {.key = "driver",
+     .kind = OBJECT,
+     .at = AT(SB, driver),
+     .len = SIZE(SB, driver),
+     .has = HAS(SB, has_driver),
+     .sub = driver_members},
+    {.key = "gpus", .kind = INTS, .at = AT(SB, gpus), .len = 64, .max = 63, .count = AT(SB, ngpus)},
+    {.key = "mounts",
+     .kind = OBJECTS,
+     .at = AT(SB, mounts),
+     .len = sizeof(MNT),
+     .max = TS_SANDBOX_MOUNTS_MAX,
+     .count = AT(SB, nmounts),
+     .sub = mount_members},
+    {.key = "network", .kind = TEXT, .at = AT(SB, network), .len = SIZE(SB, network)},
+    {.key = NULL},
+};
+
+static json_t *encode_members(const struct member *members, const void *record);
+static enum ts_err decode_members(const json_t *o, const char *what, const struct member *members,
+                                  void *record, size_t size, struct ts_error *err);
 
 /* ---- encoding ------------------------------------------------------------- */
 
@@ -120,19 +238,46 @@ static json_t *member_value(const struct member *m, const char *rec)
             }
         return arr;
     }
+    case INTS: {
+        size_t n;
+        memcpy(&n, rec + m->count, sizeof(n));
+        json_t *arr = json_array();
+        for (size_t i = 0; arr != NULL && i < n; i++) {
+            int64_t v;
+            memcpy(&v, rec + m->at + i * sizeof(v), sizeof(v));
+            if (json_array_append_new(arr, json_integer((json_int_t)v)) != 0) {
+                json_decref(arr);
+                return NULL;
+            }
+        }
+        return arr;
+    }
+    case OBJECT:
+        return encode_members(m->sub, rec + m->at);
+    case OBJECTS: {
+        size_t n;
+        memcpy(&n, rec + m->count, sizeof(n));
+        json_t *arr = json_array();
+        for (size_t i = 0; arr != NULL && i < n; i++)
+            if (json_array_append_new(arr, encode_members(m->sub, rec + m->at + i * m->len)) != 0) {
+                json_decref(arr);
+                return NULL;
+            }
+        return arr;
+    }
     }
     return NULL;
 }
 
 static bool omitted(const struct member *m, const char *rec)
 {
-    if (m->has != NO_HAS && !*(const bool *)(rec + m->has))
+    if (m->has != 0 && !*(const bool *)(rec + m->has - 1))
         return true;
     if (!m->omit_zero)
         return false;
     if (m->kind == TEXT)
         return rec[m->at] == '\0';
-    if (m->kind == TEXTS) {
+    if (m->kind == TEXTS || m->kind == INTS || m->kind == OBJECTS) {
         size_t n;
         memcpy(&n, rec + m->count, sizeof(n));
         return n == 0;
@@ -196,6 +341,57 @@ static enum ts_err texts_read(const struct member *m, const json_t *v, const cha
     return TS_OK;
 }
 
+/* An array (at most m->max entries) of v into *n, or an error. */
+static enum ts_err array_of(const struct member *m, const json_t *v, const char *file, size_t most,
+                            size_t *n, struct ts_error *err)
+{
+    if (!json_is_array(v))
+        return ts_error_field(err, TS_ERR_WRONG_TYPE, m->key, "%s: %s must be an array", file,
+                              m->key);
+    *n = json_array_size(v);
+    if (*n > most)
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, m->key,
+                              "%s: %s must have at most %zu entries: %zu", file, m->key, most, *n);
+    return TS_OK;
+}
+
+/* An array of integers between min and max into int64_t[len]. */
+static enum ts_err ints_read(const struct member *m, const json_t *v, const char *file, char *rec,
+                             struct ts_error *err)
+{
+    size_t n;
+    enum ts_err e = array_of(m, v, file, m->len, &n, err);
+    for (size_t i = 0; e == TS_OK && i < n; i++) {
+        const json_t *x = json_array_get(v, i);
+        int64_t val = json_is_integer(x) ? (int64_t)json_integer_value(x) : 0;
+        if (!json_is_integer(x) || val < m->min || val > m->max)
+            return ts_error_field(err, TS_ERR_INVALID_VALUE, m->key,
+                                  "%s: %s[%zu] must be an integer between %lld and %lld", file,
+                                  m->key, i, (long long)m->min, (long long)m->max);
+        memcpy(rec + m->at + i * sizeof(val), &val, sizeof(val));
+    }
+    if (e == TS_OK)
+        memcpy(rec + m->count, &n, sizeof(n));
+    return e;
+}
+
+/* An array of objects, each a record of m->sub, m->len bytes apart. */
+static enum ts_err objects_read(const struct member *m, const json_t *v, const char *file,
+                                char *rec, struct ts_error *err)
+{
+    size_t n;
+    enum ts_err e = array_of(m, v, file, (size_t)m->max, &n, err);
+    for (size_t i = 0; e == TS_OK && i < n; i++) {
+        char sub[512];
+        snprintf(sub, sizeof(sub), "%s.%s[%zu]", file, m->key, i);
+        e = decode_members(json_array_get(v, i), sub, m->sub, rec + m->at + i * m->len, m->len,
+                           err);
+    }
+    if (e == TS_OK)
+        memcpy(rec + m->count, &n, sizeof(n));
+    return e;
+}
+
 static enum ts_err member_read(const struct member *m, const json_t *v, const char *path, char *rec,
                                struct ts_error *err)
 {
@@ -245,9 +441,21 @@ static enum ts_err member_read(const struct member *m, const json_t *v, const ch
     }
     case TEXTS:
         return texts_read(m, v, file, rec, err);
+    case INTS:
+        return ints_read(m, v, file, rec, err);
+    case OBJECT: {
+        char sub[512];
+        snprintf(sub, sizeof(sub), "%s.%s", file, m->key);
+        enum ts_err e = decode_members(v, sub, m->sub, rec + m->at, m->len, err);
+        if (e != TS_OK)
+            return e;
+        break;
     }
-    if (m->has != NO_HAS)
-        *(bool *)(rec + m->has) = true;
+    case OBJECTS:
+        return objects_read(m, v, file, rec, err);
+    }
+    if (m->has != 0)
+        *(bool *)(rec + m->has - 1) = true;
     return TS_OK;
 }
 
@@ -351,4 +559,22 @@ enum ts_err ts_rec_cgroup_decode(const json_t *in, const char *what, struct ts_c
                                  struct ts_error *err)
 {
     return decode_members(in, what, cgroup_members, out, sizeof(*out), err);
+}
+
+json_t *ts_rec_sandbox_encode(const struct ts_sandbox_spec *spec)
+{
+    return encode_members(sandbox_members, spec);
+}
+
+enum ts_err ts_rec_sandbox_decode(const json_t *in, const char *what, struct ts_sandbox_spec *out,
+                                  struct ts_error *err)
+{
+    enum ts_err e = decode_members(in, what, sandbox_members, out, sizeof(*out), err);
+    if (e == TS_OK && strcmp(out->network, "host") != 0 && strcmp(out->network, "none") != 0 &&
+        out->network[0] != '\0') {
+        e = ts_error_field(err, TS_ERR_INVALID_VALUE, "network",
+                           "%s: network must be host or none: \"%s\"", what, out->network);
+        memset(out, 0, sizeof(*out));
+    }
+    return e;
 }

@@ -1,7 +1,8 @@
 /*
  * records.h - the agent's own files in a job's folder, as typed records:
  * status.json (how the job ended), job.json (the pids the supervisor
- * started), stop.json (a stop in progress) and launch.json's "cgroup". Each record has one table of
+ * started), stop.json (a stop in progress) and launch.json's "cgroup" and
+ * "sandbox". Each record has one table of
  * its members that drives both its encoder and its decoder, so the writer
  * (the supervisor, or the agent) and the reader (the agent, also after a
  * restart) cannot drift. The events.log lines are the report's events and
@@ -21,6 +22,7 @@
 #include <jansson.h>
 
 #include "agent/daemon/cgroup.h"
+#include "agent/daemon/sandbox.h"
 #include "api/err.h"
 
 #define TS_REC_MESSAGE_MAX 4608 /* bytes of a message with its NUL: a path and more */
@@ -71,5 +73,10 @@ enum ts_err ts_rec_stop_read(const char *path, struct ts_rec_stop *rec, struct t
 json_t *ts_rec_cgroup_encode(const struct ts_cgroup_spec *spec);
 enum ts_err ts_rec_cgroup_decode(const json_t *in, const char *what, struct ts_cgroup_spec *out,
                                  struct ts_error *err);
+
+/* launch.json's "sandbox" (sandbox.h), likewise. */
+json_t *ts_rec_sandbox_encode(const struct ts_sandbox_spec *spec);
+enum ts_err ts_rec_sandbox_decode(const json_t *in, const char *what, struct ts_sandbox_spec *out,
+                                  struct ts_error *err);
 
 #endif /* TS_AGENT_DAEMON_RECORDS_H */

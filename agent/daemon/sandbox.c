@@ -249,10 +249,10 @@ static bool searchable(const struct stat *st, uid_t uid, gid_t gid)
  * and sees nothing else there. Folders the user may pass stay as they are.
  * Called for every kept path before any bind, so that no cover hides a
  * bind made before it. */
-static int open_way_to(const json_t *sb, const char *path, char *msg, size_t len)
+static int open_way_to(const struct ts_sandbox_spec *sb, const char *path, char *msg, size_t len)
 {
-    uid_t uid = (uid_t)json_integer_value(json_object_get(sb, "uid"));
-    gid_t gid = (gid_t)json_integer_value(json_object_get(sb, "gid"));
+    uid_t uid = (uid_t)sb->uid;
+    gid_t gid = (gid_t)sb->gid;
     char p[4096];
     if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
         return errno = ENAMETOOLONG, fail(msg, len, "%s is too long", path);
@@ -311,10 +311,10 @@ static int tmpfs(const char *target, const char *opts, char *msg, size_t len)
     return 0;
 }
 
-static const char *str(const json_t *o, const char *k)
+/* A path of the spec when it is absolute, else NULL (none). */
+static const char *str(const char *s)
 {
-    const char *s = json_string_value(json_object_get(o, k));
-    return s != NULL && s[0] == '/' ? s : NULL;
+    return s[0] == '/' ? s : NULL;
 }
 
 /* The paths the job keeps, opened while the host's view is still there. */
@@ -341,11 +341,11 @@ static int open_keep(struct keep *k, const char *from, const char *to, bool ro, 
 }
 
 /* Capabilities, user, no_new_privs: the last step before the job. */
-static int drop_privileges(const json_t *sb, char *msg, size_t len)
+static int drop_privileges(const struct ts_sandbox_spec *sb, char *msg, size_t len)
 {
-    uid_t uid = (uid_t)json_integer_value(json_object_get(sb, "uid"));
-    gid_t gid = (gid_t)json_integer_value(json_object_get(sb, "gid"));
-    const char *user = json_string_value(json_object_get(sb, "user"));
+    uid_t uid = (uid_t)sb->uid;
+    gid_t gid = (gid_t)sb->gid;
+    const char *user = sb->user[0] != '\0' ? sb->user : NULL;
     for (int cap = 0; cap <= 63; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno == EINVAL)
             break;
@@ -372,10 +372,9 @@ static int drop_privileges(const json_t *sb, char *msg, size_t len)
 
 /* The job's own mount and IPC namespaces (and network, with "network":
  * "none": only loopback, up), its mounts private to it. */
-static int enter_namespaces(const json_t *sb, char *msg, size_t msglen)
+static int enter_namespaces(const struct ts_sandbox_spec *sb, char *msg, size_t msglen)
 {
-    const char *net = json_string_value(json_object_get(sb, "network"));
-    bool net_none = net != NULL && strcmp(net, "none") == 0;
+    bool net_none = strcmp(sb->network, "none") == 0;
     if (unshare(CLONE_NEWNS | CLONE_NEWIPC | (net_none ? CLONE_NEWNET : 0)) != 0)
         return fail(msg, msglen, "could not make the job's %s namespaces",
                     net_none ? "mount, IPC and network" : "mount and IPC");
@@ -393,16 +392,17 @@ static int enter_namespaces(const json_t *sb, char *msg, size_t msglen)
  * driver overlay (-1: none). keep holds 12 + TS_SANDBOX_MOUNTS_MAX; the
  * paths it points to are the job's folder, sb's strings, literals and
  * shim_at (PATH_MAX bytes, the caller's: it outlives the keeps). */
-static int open_keeps(const json_t *sb, const char *jobdir, char *shim_at, struct keep *keep,
-                      int *nkeep, int *ovfd, char *msg, size_t msglen)
+static int open_keeps(const struct ts_sandbox_spec *sb, const char *jobdir, char *shim_at,
+                      struct keep *keep, int *nkeep, int *ovfd, char *msg, size_t msglen)
 {
-    const char *ckpt = str(sb, "checkpoint_dir"), *sim = str(sb, "simgpu_dir");
-    const char *swap = str(sb, "swap_path");
+    const char *ckpt = str(sb->checkpoint_dir), *sim = str(sb->simgpu_dir);
+    const char *swap = str(sb->swap_path);
     char work[PATH_MAX], shim[PATH_MAX], sock[PATH_MAX];
-    snprintf(work, sizeof(work), "%s/" TS_SANDBOX_WORK, jobdir);
-    snprintf(shim, sizeof(shim), "%s/shim", jobdir);
-    snprintf(shim_at, PATH_MAX, "%s/shim", jobdir); /* inside the work bind */
-    snprintf(sock, sizeof(sock), "%s/" TS_SANDBOX_PIDSOCK, jobdir);
+    if (snprintf(work, sizeof(work), "%s/" TS_SANDBOX_WORK, jobdir) >= (int)sizeof(work) ||
+        snprintf(shim, sizeof(shim), "%s/shim", jobdir) >= (int)sizeof(shim) ||
+        snprintf(shim_at, PATH_MAX, "%s/shim", jobdir) >= PATH_MAX || /* inside the work bind */
+        snprintf(sock, sizeof(sock), "%s/" TS_SANDBOX_PIDSOCK, jobdir) >= (int)sizeof(sock))
+        return errno = ENAMETOOLONG, fail(msg, msglen, "%s is too long", jobdir);
     int n = 0;
     *ovfd = -1;
     if (open_keep(&keep[n++], work, jobdir, false, msg, msglen) != 0)
@@ -418,23 +418,23 @@ static int open_keeps(const json_t *sb, const char *jobdir, char *shim_at, struc
     if (open_keep(&keep[n++], sock, TS_HOSTPID_SOCK, false, msg, msglen) != 0)
         return -1;
     /* the host folders an admin granted every job (--job-mount) */
-    size_t mi;
-    json_t *m;
-    json_array_foreach(json_object_get(sb, "mounts"), mi, m) {
-        const char *path = str(m, "path");
-        if (path == NULL || mi >= TS_SANDBOX_MOUNTS_MAX)
+    if (sb->nmounts > TS_SANDBOX_MOUNTS_MAX)
+        return errno = 0, fail(msg, msglen, "launch.json's sandbox has too many mounts");
+    for (size_t mi = 0; mi < sb->nmounts; mi++) {
+        const char *path = str(sb->mounts[mi].path);
+        if (path == NULL)
             return errno = 0, fail(msg, msglen, "launch.json's sandbox has a bad mount");
-        if (open_keep(&keep[n++], path, path, !json_is_true(json_object_get(m, "rw")), msg,
-                      msglen) != 0)
+        if (open_keep(&keep[n++], path, path, !sb->mounts[mi].rw, msg, msglen) != 0)
             return -1;
     }
     *nkeep = n;
     /* under the shim: the real driver where only the shim looks, the job's
      * ledgers where the shim reads them whatever the environment says, and
      * the shim in place of every libcuda file the loader could find */
-    const json_t *drv = json_object_get(sb, "driver");
-    const char *real = str(drv, "real"), *shimlib = str(drv, "shim");
-    const char *overlay = str(drv, "overlay_lib");
+    if (!sb->has_driver)
+        return 0;
+    const char *real = str(sb->driver.real), *shimlib = str(sb->driver.shim);
+    const char *overlay = str(sb->driver.overlay_lib);
     if (real == NULL || shimlib == NULL || overlay == NULL)
         return 0;
     if (open_keep(&keep[n++], real, "/run/tessera/lib/libcuda.so.1", true, msg, msglen) != 0 ||
@@ -452,8 +452,8 @@ static int open_keeps(const json_t *sb, const char *jobdir, char *shim_at, struc
 /* The host read-only, a /tmp, /var/tmp, /dev/shm and /run of the job's
  * own, the data folder covered; then what it keeps bound back in place
  * and the overlay over every libcuda file the driver names. */
-static int build_mounts(const json_t *sb, const char *data, struct keep *keep, int nkeep, int ovfd,
-                        char *msg, size_t msglen)
+static int build_mounts(const struct ts_sandbox_spec *sb, const char *data, struct keep *keep,
+                        int nkeep, int ovfd, char *msg, size_t msglen)
 {
     struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID};
     if (syscall(SYS_mount_setattr, -1, "/", AT_RECURSIVE, &ro, sizeof(ro)) != 0)
@@ -481,11 +481,9 @@ static int build_mounts(const json_t *sb, const char *data, struct keep *keep, i
         close(k->fd);
     }
     if (ovfd >= 0) {
-        size_t i;
-        json_t *p;
-        json_array_foreach(json_object_get(json_object_get(sb, "driver"), "overlay"), i, p) {
-            const char *target = json_string_value(p);
-            if (target != NULL && access(target, F_OK) == 0 &&
+        for (size_t i = 0; i < sb->driver.noverlay; i++) {
+            const char *target = sb->driver.overlay[i];
+            if (target[0] != '\0' && access(target, F_OK) == 0 &&
                 bind_fd(ovfd, target, true, msg, msglen) != 0)
                 return -1;
         }
@@ -497,17 +495,15 @@ static int build_mounts(const json_t *sb, const char *data, struct keep *keep, i
 /* The device nodes of GPUs that are not the job's read as /dev/null (the
  * devices controller refuses them too on cgroup v1), and so does the
  * agent's token; then the job's own /proc. */
-static int hide_the_rest(const json_t *sb, char *msg, size_t msglen)
+static int hide_the_rest(const struct ts_sandbox_spec *sb, char *msg, size_t msglen)
 {
-    const char *token = str(sb, "token_file");
+    const char *token = str(sb->token_file);
     for (int n = 0; n < 64; n++) {
         char node[32];
         snprintf(node, sizeof(node), "/dev/nvidia%d", n);
         bool mine = false;
-        size_t i;
-        json_t *g;
-        json_array_foreach(json_object_get(sb, "gpus"), i, g)
-            mine |= json_integer_value(g) == n;
+        for (size_t i = 0; i < sb->ngpus; i++)
+            mine |= sb->gpus[i] == n;
         if (!mine && access(node, F_OK) == 0 && mount("/dev/null", node, NULL, MS_BIND, NULL) != 0)
             return fail(msg, msglen, "could not hide %s", node);
     }
@@ -519,9 +515,9 @@ static int hide_the_rest(const json_t *sb, char *msg, size_t msglen)
     return 0;
 }
 
-int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen)
+int ts_sandbox_enter(const struct ts_sandbox_spec *sb, char *msg, size_t msglen)
 {
-    const char *data = str(sb, "data_dir"), *jobdir = str(sb, "job_dir");
+    const char *data = str(sb->data_dir), *jobdir = str(sb->job_dir);
     if (data == NULL || jobdir == NULL)
         return errno = 0, fail(msg, msglen, "launch.json's sandbox has no data_dir or job_dir");
     if (enter_namespaces(sb, msg, msglen) != 0)

@@ -92,10 +92,40 @@ int ts_sandbox_job_user(const struct ts_sandbox *sb, const char *project_user, b
  * loader's directories: in a job under the shim they are all the shim. */
 void ts_sandbox_drivers(struct ts_sandbox *sb, const char *sim_lib_dir);
 
+#define TS_SANDBOX_OVERLAY_MAX 64 /* libcuda files the shim stands in for */
+#define TS_SANDBOX_PATH_MAX 4096
+
+/* Under the shim: the real driver where only the shim looks, the shim,
+ * and the overlay library bound over every libcuda file in overlay. */
+struct ts_sandbox_driver {
+    char real[TS_SANDBOX_PATH_MAX];
+    char shim[TS_SANDBOX_PATH_MAX];
+    char overlay_lib[TS_SANDBOX_PATH_MAX];
+    char overlay[TS_SANDBOX_OVERLAY_MAX][TS_SANDBOX_PATH_MAX];
+    size_t noverlay;
+};
+
+/* One job's sandbox, as launch.json's "sandbox" carries it from the agent
+ * to the job's init (records.h encodes and decodes it). Paths are used
+ * only when absolute; "": none. */
+struct ts_sandbox_spec {
+    int64_t uid, gid;
+    char user[64]; /* "": set the groups to gid alone */
+    char data_dir[TS_SANDBOX_PATH_MAX], job_dir[TS_SANDBOX_PATH_MAX];
+    char checkpoint_dir[TS_SANDBOX_PATH_MAX], simgpu_dir[TS_SANDBOX_PATH_MAX];
+    char swap_path[TS_SANDBOX_PATH_MAX], token_file[TS_SANDBOX_PATH_MAX];
+    bool has_driver;
+    struct ts_sandbox_driver driver;
+    int64_t gpus[64]; /* physical indexes of its GPUs */
+    size_t ngpus;
+    struct ts_sandbox_mount mounts[TS_SANDBOX_MOUNTS_MAX];
+    size_t nmounts;
+    char network[8]; /* "host" or "none" */
+};
+
 /* In the job's init, pid 1 of its new PID namespace, still root: enter the
- * sandbox described by the launch's "sandbox" object (borrowed). Returns 0,
- * or -1 with msg. */
-int ts_sandbox_enter(const json_t *sb, char *msg, size_t msglen);
+ * sandbox sb (borrowed). Returns 0, or -1 with msg. */
+int ts_sandbox_enter(const struct ts_sandbox_spec *sb, char *msg, size_t msglen);
 
 /* The job's work folder inside its folder: what the job sees at the job
  * folder's path. */

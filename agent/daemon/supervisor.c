@@ -158,8 +158,8 @@ static void run_job(char **argv, char **envp, const char *wd, int outfd, int pip
 /* pid 1 of the job's PID namespace: waits for the supervisor (cgroup), enters
  * the sandbox, runs the job, reaps, and hands the job's wait status up
  * statusfd. Never returns. */
-static void run_init(const json_t *sb, char **argv, char **envp, const char *wd, int outfd,
-                     int pipefd, int statusfd, int gofd)
+static void run_init(const struct ts_sandbox_spec *sb, char **argv, char **envp, const char *wd,
+                     int outfd, int pipefd, int statusfd, int gofd)
 {
     char c;
     while (read(gofd, &c, 1) < 0 && errno == EINTR)
@@ -414,8 +414,9 @@ static int write_exit(const char *jobdir, int wst)
 /* The child of the fork: the job's init when sandboxed, else the job
  * itself; never returns. The ends of the pipes that are the parent's are
  * closed first. */
-static void start_child(const json_t *sb, char **argv, char **envp, const char *wd, int outfd,
-                        const int pipefd[2], const int statusp[2], const int gop[2], int lfd)
+static void start_child(const struct ts_sandbox_spec *sb, char **argv, char **envp, const char *wd,
+                        int outfd, const int pipefd[2], const int statusp[2], const int gop[2],
+                        int lfd)
 {
     close(pipefd[0]);
     close(statusp[0]);
@@ -452,8 +453,8 @@ struct launch {
     json_t *json;        /* NULL: it could not be read */
     char **argv, **envp; /* new arrays of strings borrowed from json */
     const char *wd;
-    const json_t *sb;          /* its sandbox (sandbox.h), or NULL */
-    struct ts_cgroup_spec *cg; /* its group (new), or NULL */
+    struct ts_sandbox_spec *sb; /* its sandbox (sandbox.h; new), or NULL */
+    struct ts_cgroup_spec *cg;  /* its group (new), or NULL */
     struct ts_error err;
 };
 
@@ -469,9 +470,14 @@ static const char *launch_read(const char *jobdir, struct launch *l)
     l->wd = json_string_value(json_object_get(l->json, "working_dir"));
     if (l->argv == NULL || l->argv[0] == NULL || l->envp == NULL)
         return "launch.json has no command or environment";
-    l->sb = json_object_get(l->json, "sandbox");
-    if (!json_is_object(l->sb))
-        l->sb = NULL;
+    /* its sandbox: a job never runs outside one launch.json names */
+    const json_t *sb = json_object_get(l->json, "sandbox");
+    if (sb != NULL) {
+        if ((l->sb = malloc(sizeof(*l->sb))) == NULL)
+            return "out of memory";
+        if (ts_rec_sandbox_decode(sb, "launch.json's sandbox", l->sb, &l->err) != TS_OK)
+            return l->err.message;
+    }
     /* its group, checked before anything starts: a job never runs outside
      * the limits launch.json names */
     const json_t *cg = json_object_get(l->json, "cgroup");
@@ -489,6 +495,7 @@ static void launch_free(struct launch *l)
     free(l->argv);
     free(l->envp);
     free(l->cg);
+    free(l->sb);
     json_decref(l->json);
 }
 
@@ -511,7 +518,7 @@ int ts_supervisor_main(const char *jobdir)
     }
     char **argv = l.argv, **envp = l.envp;
     const char *wd = l.wd;
-    const json_t *sb = l.sb;
+    const struct ts_sandbox_spec *sb = l.sb;
     const struct ts_cgroup_spec *cg = l.cg;
     int status = 1;
     int pipefd[2] = {-1, -1}, statusp[2] = {-1, -1}, gop[2] = {-1, -1}, lfd = -1, nsfd = -1;

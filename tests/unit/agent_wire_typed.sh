@@ -11,9 +11,8 @@ src=${1:-.}
 cd "$src/agent/daemon" 2>/dev/null || { echo "no agent/daemon under $src"; exit 1; }
 # FILE: why it may
 own_files='
-ajob.c: launch.json, what the supervisor starts (its other records: records.c)
-supervisor.c: launch.json
-sandbox.c: launch.json sandbox part
+ajob.c: launch.json argv, env and working_dir (its sandbox, cgroup and other records: records.c)
+supervisor.c: launch.json argv, env and working_dir
 '
 allowed=$(echo "$own_files" | sed -n 's/^\([a-z_]*\.c\):.*/\1/p')
 n=$(ls ./*.c 2>/dev/null | wc -l)

@@ -1,12 +1,13 @@
 /*
  * test_agent_records.c - the agent's own files as typed records
  * (agent/daemon/records.c: status.json, job.json, stop.json, launch.json's
- * cgroup; events.c: events.log, a report's event a line): what is written
+ * cgroup and sandbox; events.c: events.log, a report's event a line): what is written
  * reads back the same, in the text the agent always wrote; a damaged file
  * is refused with a message naming the file and the member; the agent
  * adopting a job folder does with a damaged file what it always did (takes
  * it as absent, and for events.log skips the damaged line); and the
- * supervisor refuses to start a job whose cgroup it cannot read.
+ * supervisor refuses to start a job whose cgroup or sandbox it cannot
+ * read.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -267,6 +268,84 @@ static void a_cgroup_reads_back_as_launch_json_always_held_it(void **state)
     free(out);
 }
 
+/* ---- launch.json's sandbox ---------------------------------------------- */
+
+static void a_sandbox_reads_back_as_launch_json_always_held_it(void **state)
+{
+    (void)state;
+    struct ts_sandbox_spec *in = calloc(1, sizeof(*in)), *out = calloc(1, sizeof(*out));
+    assert_non_null(in);
+    assert_non_null(out);
+    in->uid = 65534;
+    in->gid = 65534;
+    snprintf(in->user, sizeof(in->user), "nobody");
+    snprintf(in->data_dir, sizeof(in->data_dir), "/var/lib/tessera");
+    snprintf(in->job_dir, sizeof(in->job_dir), "/var/lib/tessera/jobs/12-1");
+    snprintf(in->checkpoint_dir, sizeof(in->checkpoint_dir), "/ckpt/vision/12");
+    snprintf(in->token_file, sizeof(in->token_file), "/etc/tessera/agent.token");
+    in->has_driver = true;
+    snprintf(in->driver.real, TS_SANDBOX_PATH_MAX, "/usr/lib/libcuda.so.1");
+    snprintf(in->driver.shim, TS_SANDBOX_PATH_MAX, "/usr/lib/tessera/libtessera-cuda.so");
+    snprintf(in->driver.overlay_lib, TS_SANDBOX_PATH_MAX, "/usr/lib/tessera/ov.so");
+    snprintf(in->driver.overlay[0], TS_SANDBOX_PATH_MAX, "/usr/lib/libcuda.so");
+    in->driver.noverlay = 1;
+    in->gpus[0] = 1;
+    in->gpus[1] = 3;
+    in->ngpus = 2;
+    snprintf(in->mounts[0].path, sizeof(in->mounts[0].path), "/datasets");
+    in->mounts[0].rw = false;
+    in->nmounts = 1;
+    snprintf(in->network, sizeof(in->network), "none");
+    json_t *v = ts_rec_sandbox_encode(in);
+    assert_non_null(v);
+    char *text = json_dumps(v, JSON_COMPACT);
+    assert_string_equal(
+        text, "{\"uid\":65534,\"gid\":65534,\"user\":\"nobody\",\"data_dir\":\"/var/lib/tessera\","
+              "\"job_dir\":\"/var/lib/tessera/jobs/12-1\",\"checkpoint_dir\":\"/ckpt/vision/12\","
+              "\"token_file\":\"/etc/tessera/agent.token\",\"driver\":{\"real\":"
+              "\"/usr/lib/libcuda.so.1\",\"shim\":\"/usr/lib/tessera/libtessera-cuda.so\","
+              "\"overlay_lib\":\"/usr/lib/tessera/ov.so\",\"overlay\":[\"/usr/lib/libcuda.so\"]},"
+              "\"gpus\":[1,3],\"mounts\":[{\"path\":\"/datasets\",\"rw\":false}],"
+              "\"network\":\"none\"}");
+    free(text);
+    struct ts_error err = {0};
+    assert_int_equal(ts_rec_sandbox_decode(v, "launch.json's sandbox", out, &err), TS_OK);
+    assert_memory_equal(in, out, sizeof(*in));
+    json_decref(v);
+
+    static const struct {
+        const char *text, *says;
+    } bad[] = {
+        {"{\"gid\": 1}", "launch.json's sandbox: uid is required"},
+        {"{\"uid\": -1, \"gid\": 1}", "launch.json's sandbox: uid must be between 0 and"},
+        {"{\"uid\": 1, \"gid\": 1, \"gpus\": [0, 64]}",
+         "launch.json's sandbox: gpus[1] must be an integer between 0 and 63"},
+        {"{\"uid\": 1, \"gid\": 1, \"mounts\": [{\"rw\": true}]}",
+         "launch.json's sandbox.mounts[0]: path is required"},
+        {"{\"uid\": 1, \"gid\": 1, \"mounts\": [{\"path\": \"/d\", \"rw\": \"yes\"}]}",
+         "launch.json's sandbox.mounts[0]: rw must be true or false"},
+        {"{\"uid\": 1, \"gid\": 1, \"driver\": {\"real\": \"/a\", \"shim\": \"/b\"}}",
+         "launch.json's sandbox.driver: overlay_lib is required"},
+        {"{\"uid\": 1, \"gid\": 1, \"driver\": 5}",
+         "launch.json's sandbox.driver is damaged: not a JSON object"},
+        {"{\"uid\": 1, \"gid\": 1, \"network\": \"bridge\"}",
+         "launch.json's sandbox: network must be host or none: \"bridge\""},
+        {"{\"uid\": 1, \"gid\": 1, \"job_dir\": 7}",
+         "launch.json's sandbox: job_dir must be a string"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        v = json_loads(bad[i].text, 0, NULL);
+        assert_non_null(v);
+        enum ts_err e = ts_rec_sandbox_decode(v, "launch.json's sandbox", out, &err);
+        if (e == TS_OK || strstr(err.message, bad[i].says) == NULL)
+            fail_msg("%s: expected \"%s\", got %s: %s", bad[i].text, bad[i].says, ts_err_code(e),
+                     err.message);
+        json_decref(v);
+    }
+    free(in);
+    free(out);
+}
+
 /* The supervisor (in a child: it sets its signals) on DIR/job. */
 static int supervise(struct fixture *f)
 {
@@ -282,7 +361,7 @@ static int supervise(struct fixture *f)
     return WEXITSTATUS(st);
 }
 
-static void a_damaged_cgroup_keeps_the_job_from_starting(void **state)
+static void a_damaged_cgroup_or_sandbox_keeps_the_job_from_starting(void **state)
 {
     struct fixture *f = *state;
     char dir[PATH_MAX], launch[PATH_MAX + 256];
@@ -302,6 +381,20 @@ static void a_damaged_cgroup_keeps_the_job_from_starting(void **state)
     assert_string_equal(st.message, "launch.json's cgroup: version must be an integer");
     assert_false(ts_files_exists(file(f, "job/ran")));
     assert_false(ts_files_exists(file(f, "job/job.json")));
+
+    /* a sandbox whose uid is not a number: the old supervisor read it as
+     * 0 and ran the job as root */
+    unlink(file(f, "job/status.json"));
+    snprintf(launch, sizeof(launch),
+             "{\"argv\": [\"/bin/sh\", \"-c\", \"echo ran > ran\"], \"env\": [], "
+             "\"working_dir\": \"%s\", \"sandbox\": {\"uid\": \"65534\", \"gid\": 65534}}",
+             dir);
+    put(f, "job/launch.json", launch);
+    assert_int_equal(supervise(f), 0);
+    assert_int_equal(ts_rec_status_read(file(f, "job/status.json"), &st, &err), TS_OK);
+    assert_string_equal(st.state, "failed_to_start");
+    assert_string_equal(st.message, "launch.json's sandbox: uid must be an integer");
+    assert_false(ts_files_exists(file(f, "job/ran")));
 }
 
 /* ---- what the agent does with them --------------------------------------- */
@@ -450,8 +543,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_damaged_record_is_refused_naming_the_file_and_member,
                                         setup, teardown),
         cmocka_unit_test(a_cgroup_reads_back_as_launch_json_always_held_it),
-        cmocka_unit_test_setup_teardown(a_damaged_cgroup_keeps_the_job_from_starting, setup,
-                                        teardown),
+        cmocka_unit_test(a_sandbox_reads_back_as_launch_json_always_held_it),
+        cmocka_unit_test_setup_teardown(a_damaged_cgroup_or_sandbox_keeps_the_job_from_starting,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(adoption_takes_a_damaged_record_as_absent_as_it_always_did,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(

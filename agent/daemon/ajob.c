@@ -352,28 +352,12 @@ static void read_spec(struct ts_ajob *j, const struct ts_desired_job *spec)
     }
 }
 
-/* A JSON array of v's strings: n of them, or up to its NULL when n is
- * SIZE_MAX. New. */
-static json_t *string_list(char **v, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a != NULL && i < n && v[i] != NULL; i++)
-        if (json_array_append_new(a, json_string(v[i])) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
-/* launch.json's "sandbox": what the job's init needs (sandbox.c). New,
- * NULL when out of memory. */
-static json_t *sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob *j,
-                            const char *ckpt)
+/* launch.json's "sandbox" into *o (zeroed): what the job's init needs
+ * (sandbox.c). */
+static void sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob *j, const char *ckpt,
+                         struct ts_sandbox_spec *o)
 {
     const struct ts_sandbox *sb = ctx->sandbox;
-    struct ts_sandbox_spec *o = calloc(1, sizeof(*o));
-    if (o == NULL)
-        return NULL;
     o->uid = j->user.uid;
     o->gid = j->user.gid;
     snprintf(o->user, sizeof(o->user), "%s", j->user.name);
@@ -408,9 +392,6 @@ static json_t *sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob 
     for (int i = 0; i < sb->nmounts && i < TS_SANDBOX_MOUNTS_MAX; i++)
         o->mounts[o->nmounts++] = sb->mounts[i];
     snprintf(o->network, sizeof(o->network), "%s", sb->net_none ? "none" : "host");
-    json_t *v = ts_rec_sandbox_encode(o);
-    free(o);
-    return v;
 }
 
 /* launch.json's "cgroup" (new; NULL when out of memory). On simulated
@@ -501,34 +482,39 @@ static int write_launch(const struct ts_ajob_ctx *ctx, struct ts_ajob *j,
         set_failed(j, "%s", msg);
         return -1;
     }
+    struct ts_rec_launch *l = calloc(1, sizeof(*l));
+    char **argv = calloc(desired->ncommand + 1, sizeof(*argv));
+    int rc = -ENOMEM;
+    if (l == NULL || argv == NULL)
+        goto out;
+    for (size_t i = 0; i < desired->ncommand; i++)
+        argv[i] = (char *)desired->command[i]; /* borrowed: only written */
     const char *wd = desired->working_dir;
-    json_t *envj = string_list(env, SIZE_MAX);
-    json_t *launch = json_pack("{s:o, s:o?, s:s}", "argv",
-                               string_list((char **)desired->command, desired->ncommand), "env",
-                               envj, "working_dir", wd != NULL && wd[0] != '\0' ? wd : j->dir);
-    ts_ajob_env_free(env);
-    if (launch != NULL && sb != NULL) {
-        if (json_object_set_new(launch, "sandbox", sandbox_spec(ctx, j, ckpt)) != 0) {
-            json_decref(launch);
-            launch = NULL; /* out of memory: said below; never unsandboxed */
-        }
-        if (launch != NULL && sb->cg.version > 0) {
-            j->cgroup = cgroup_spec(ctx, j, desired);
-            json_t *cg = j->cgroup != NULL ? ts_rec_cgroup_encode(j->cgroup) : NULL;
-            if (cg == NULL || json_object_set_new(launch, "cgroup", cg) != 0) {
-                json_decref(launch);
-                launch = NULL; /* out of memory: said below */
-            }
+    l->argv = argv;
+    l->env = env;
+    snprintf(l->working_dir, sizeof(l->working_dir), "%s",
+             wd != NULL && wd[0] != '\0' ? wd : j->dir);
+    if (sb != NULL) {
+        l->has_sandbox = true;
+        sandbox_spec(ctx, j, ckpt, &l->sandbox);
+        if (sb->cg.version > 0) {
+            if ((j->cgroup = cgroup_spec(ctx, j, desired)) == NULL)
+                goto out;
+            l->has_cgroup = true;
+            l->cgroup = *j->cgroup;
         }
     }
     job_path(j, "launch.json", path, sizeof(path));
-    int rc = 0;
-    if (launch == NULL || envj == NULL || (rc = ts_files_write_json(path, launch, 0600)) != 0) {
-        set_failed(j, "could not write %s: %s", path, rc < 0 ? strerror(-rc) : "out of memory");
-        json_decref(launch);
+    rc = ts_rec_launch_write(path, l);
+out:
+    ts_ajob_env_free(env);
+    free(argv);
+    free(l);
+    if (rc != 0) {
+        job_path(j, "launch.json", path, sizeof(path));
+        set_failed(j, "could not write %s: %s", path, strerror(-rc));
         return -1;
     }
-    json_decref(launch);
     return 0;
 }
 
@@ -622,23 +608,23 @@ struct ts_ajob *ts_ajob_start(const struct ts_ajob_ctx *ctx, const struct ts_des
 /* ---- adoption ------------------------------------------------------------ */
 
 /* The job's group, from its launch.json (none when it has no "cgroup");
- * a damaged one is said and taken as none, as it always was. */
+ * a damaged launch.json is said and taken as naming none, as it always
+ * was. */
 static void load_cgroup(struct ts_ajob *j)
 {
-    char path[PATH_MAX], what[PATH_MAX + 16];
+    char path[PATH_MAX];
     job_path(j, "launch.json", path, sizeof(path));
-    json_t *launch = ts_files_read_json(path);
-    const json_t *cg = json_object_get(launch, "cgroup");
+    struct ts_rec_launch *l = calloc(1, sizeof(*l));
     struct ts_error err = {0};
-    snprintf(what, sizeof(what), "%s's cgroup", path);
-    if (cg != NULL && (j->cgroup = malloc(sizeof(*j->cgroup))) != NULL &&
-        ts_rec_cgroup_decode(cg, what, j->cgroup, &err) != TS_OK) {
+    enum ts_err e = l != NULL ? ts_rec_launch_read(path, l, &err) : TS_ERR_NOMEM;
+    if (e != TS_OK && e != TS_ERR_NOT_FOUND && e != TS_ERR_NOMEM)
         ts_log_warn("%s; the job is taken as having no cgroup job=%lld attempt=%d", err.message,
                     (long long)j->id, j->attempt);
-        free(j->cgroup);
-        j->cgroup = NULL;
-    }
-    json_decref(launch);
+    if (e == TS_OK && l->has_cgroup && (j->cgroup = malloc(sizeof(*j->cgroup))) != NULL)
+        *j->cgroup = l->cgroup;
+    if (e == TS_OK)
+        ts_rec_launch_free(l);
+    free(l);
 }
 
 struct ts_ajob *ts_ajob_load(const char *dir)

@@ -24,6 +24,7 @@ enum kind {
     INTS,    /* int64_t[len], each between min and max, their count at count */
     OBJECT,  /* a record of members sub, at has (given) */
     OBJECTS, /* records of members sub, len bytes apart, at most max, count at count */
+    STRV,    /* char **, NULL-terminated (NULL: none); decoded: new, ts_rec_launch_free */
 };
 
 /* A member of a record: its key, where its value is in the struct. */
@@ -204,6 +205,30 @@ static const struct member sandbox_members[] = {
     {.key = NULL},
 };
 
+#define LAUNCH struct ts_rec_launch
+static const struct member launch_members[] = {
+    {.key = "argv", .kind = STRV, .at = AT(LAUNCH, argv), .max = 1 << 20, .required = true},
+    {.key = "env", .kind = STRV, .at = AT(LAUNCH, env), .max = 1 << 20, .required = true},
+    {.key = "working_dir",
+     .kind = TEXT,
+     .at = AT(LAUNCH, working_dir),
+     .len = SIZE(LAUNCH, working_dir),
+     .omit_zero = true},
+    {.key = "sandbox",
+     .kind = OBJECT,
+     .at = AT(LAUNCH, sandbox),
+     .len = SIZE(LAUNCH, sandbox),
+     .has = HAS(LAUNCH, has_sandbox),
+     .sub = sandbox_members},
+    {.key = "cgroup",
+     .kind = OBJECT,
+     .at = AT(LAUNCH, cgroup),
+     .len = SIZE(LAUNCH, cgroup),
+     .has = HAS(LAUNCH, has_cgroup),
+     .sub = cgroup_members},
+    {.key = NULL},
+};
+
 static json_t *encode_members(const struct member *members, const void *record);
 static enum ts_err decode_members(const json_t *o, const char *what, const struct member *members,
                                   void *record, size_t size, struct ts_error *err);
@@ -254,6 +279,17 @@ static json_t *member_value(const struct member *m, const char *rec)
     }
     case OBJECT:
         return encode_members(m->sub, rec + m->at);
+    case STRV: {
+        char **v;
+        memcpy(&v, rec + m->at, sizeof(v));
+        json_t *arr = json_array();
+        for (size_t i = 0; arr != NULL && v != NULL && v[i] != NULL; i++)
+            if (json_array_append_new(arr, json_string(v[i])) != 0) {
+                json_decref(arr);
+                return NULL;
+            }
+        return arr;
+    }
     case OBJECTS: {
         size_t n;
         memcpy(&n, rec + m->count, sizeof(n));
@@ -392,6 +428,38 @@ static enum ts_err objects_read(const struct member *m, const json_t *v, const c
     return e;
 }
 
+static void strv_free(char **v)
+{
+    for (size_t i = 0; v != NULL && v[i] != NULL; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* An array of strings (no NUL in them) into a new char **. */
+static enum ts_err strv_read(const struct member *m, const json_t *v, const char *file, char *rec,
+                             struct ts_error *err)
+{
+    size_t n;
+    enum ts_err e = array_of(m, v, file, (size_t)m->max, &n, err);
+    char **out = e == TS_OK ? calloc(n + 1, sizeof(*out)) : NULL;
+    if (e == TS_OK && out == NULL)
+        e = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; e == TS_OK && i < n; i++) {
+        const json_t *t = json_array_get(v, i);
+        if (!json_is_string(t) || memchr(json_string_value(t), '\0', json_string_length(t)) != NULL)
+            e = ts_error_field(err, TS_ERR_INVALID_VALUE, m->key, "%s: %s[%zu] must be a string",
+                               file, m->key, i);
+        else if ((out[i] = strdup(json_string_value(t))) == NULL)
+            e = ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+    }
+    if (e != TS_OK) {
+        strv_free(out);
+        return e;
+    }
+    memcpy(rec + m->at, &out, sizeof(out));
+    return TS_OK;
+}
+
 static enum ts_err member_read(const struct member *m, const json_t *v, const char *path, char *rec,
                                struct ts_error *err)
 {
@@ -453,6 +521,8 @@ static enum ts_err member_read(const struct member *m, const json_t *v, const ch
     }
     case OBJECTS:
         return objects_read(m, v, file, rec, err);
+    case STRV:
+        return strv_read(m, v, file, rec, err);
     }
     if (m->has != 0)
         *(bool *)(rec + m->has - 1) = true;
@@ -485,8 +555,15 @@ static enum ts_err decode_members(const json_t *o, const char *what, const struc
         if (members[i].required && !seen[i])
             e = ts_error_field(err, TS_ERR_MISSING_FIELD, members[i].key, "%s: %s is required",
                                what, members[i].key);
-    if (e != TS_OK)
+    if (e != TS_OK) {
+        for (size_t i = 0; members[i].key != NULL; i++)
+            if (members[i].kind == STRV) {
+                char **strv;
+                memcpy(&strv, rec + members[i].at, sizeof(strv));
+                strv_free(strv);
+            }
         memset(rec, 0, size);
+    }
     return e;
 }
 
@@ -550,31 +627,27 @@ enum ts_err ts_rec_stop_read(const char *path, struct ts_rec_stop *rec, struct t
     return read_record(path, stop_members, rec, sizeof(*rec), err);
 }
 
-json_t *ts_rec_cgroup_encode(const struct ts_cgroup_spec *spec)
+int ts_rec_launch_write(const char *path, const struct ts_rec_launch *rec)
 {
-    return encode_members(cgroup_members, spec);
+    return write_record(path, launch_members, rec);
 }
 
-enum ts_err ts_rec_cgroup_decode(const json_t *in, const char *what, struct ts_cgroup_spec *out,
-                                 struct ts_error *err)
+enum ts_err ts_rec_launch_read(const char *path, struct ts_rec_launch *rec, struct ts_error *err)
 {
-    return decode_members(in, what, cgroup_members, out, sizeof(*out), err);
-}
-
-json_t *ts_rec_sandbox_encode(const struct ts_sandbox_spec *spec)
-{
-    return encode_members(sandbox_members, spec);
-}
-
-enum ts_err ts_rec_sandbox_decode(const json_t *in, const char *what, struct ts_sandbox_spec *out,
-                                  struct ts_error *err)
-{
-    enum ts_err e = decode_members(in, what, sandbox_members, out, sizeof(*out), err);
-    if (e == TS_OK && strcmp(out->network, "host") != 0 && strcmp(out->network, "none") != 0 &&
-        out->network[0] != '\0') {
-        e = ts_error_field(err, TS_ERR_INVALID_VALUE, "network",
-                           "%s: network must be host or none: \"%s\"", what, out->network);
-        memset(out, 0, sizeof(*out));
+    enum ts_err e = read_record(path, launch_members, rec, sizeof(*rec), err);
+    if (e == TS_OK && rec->has_sandbox && strcmp(rec->sandbox.network, "host") != 0 &&
+        strcmp(rec->sandbox.network, "none") != 0 && rec->sandbox.network[0] != '\0') {
+        e = ts_error_field(err, TS_ERR_INVALID_VALUE, "sandbox.network",
+                           "%s.sandbox: network must be host or none: \"%s\"", path,
+                           rec->sandbox.network);
+        ts_rec_launch_free(rec);
     }
     return e;
+}
+
+void ts_rec_launch_free(struct ts_rec_launch *rec)
+{
+    strv_free(rec->argv);
+    strv_free(rec->env);
+    rec->argv = rec->env = NULL;
 }

@@ -67,16 +67,20 @@ enum ts_err ts_rec_status_read(const char *path, struct ts_rec_status *rec, stru
 enum ts_err ts_rec_pids_read(const char *path, struct ts_rec_pids *rec, struct ts_error *err);
 enum ts_err ts_rec_stop_read(const char *path, struct ts_rec_stop *rec, struct ts_error *err);
 
-/* launch.json's "cgroup" (cgroup.h): encoded as a JSON object (new, NULL
- * when out of memory); decoded from one (borrowed), `what` naming it in
- * messages ("DIR/launch.json's cgroup"). */
-json_t *ts_rec_cgroup_encode(const struct ts_cgroup_spec *spec);
-enum ts_err ts_rec_cgroup_decode(const json_t *in, const char *what, struct ts_cgroup_spec *out,
-                                 struct ts_error *err);
-
-/* launch.json's "sandbox" (sandbox.h), likewise. */
-json_t *ts_rec_sandbox_encode(const struct ts_sandbox_spec *spec);
-enum ts_err ts_rec_sandbox_decode(const json_t *in, const char *what, struct ts_sandbox_spec *out,
-                                  struct ts_error *err);
+/* launch.json: what the supervisor starts. */
+struct ts_rec_launch {
+    char **argv; /* NULL-terminated (NULL: none); read: new */
+    char **env;  /* NAME=VALUE, likewise */
+    char working_dir[TS_SANDBOX_PATH_MAX];
+    bool has_sandbox; /* sandboxed: its sandbox, and its group when it has one */
+    struct ts_sandbox_spec sandbox;
+    bool has_cgroup;
+    struct ts_cgroup_spec cgroup;
+};
+int ts_rec_launch_write(const char *path, const struct ts_rec_launch *rec);
+/* argv and env required; *rec is large (allocate it). Free with
+ * ts_rec_launch_free after TS_OK. */
+enum ts_err ts_rec_launch_read(const char *path, struct ts_rec_launch *rec, struct ts_error *err);
+void ts_rec_launch_free(struct ts_rec_launch *rec);
 
 #endif /* TS_AGENT_DAEMON_RECORDS_H */

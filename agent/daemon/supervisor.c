@@ -97,25 +97,6 @@ static int failed_to_start(const char *jobdir, int outfd, const char *msg)
     return write_status(jobdir, &st) == 0 ? 0 : 1;
 }
 
-static char **string_array(const json_t *a)
-{
-    if (!json_is_array(a))
-        return NULL;
-    size_t n = json_array_size(a);
-    char **v = calloc(n + 1, sizeof(*v));
-    if (v == NULL)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        const char *s = json_string_value(json_array_get(a, i));
-        if (s == NULL) {
-            free(v);
-            return NULL;
-        }
-        v[i] = (char *)s; /* borrowed from the JSON value */
-    }
-    return v;
-}
-
 /* In the job's child: never returns. */
 static void run_job(char **argv, char **envp, const char *wd, int outfd, int pipefd)
 {
@@ -448,55 +429,49 @@ static void close_pair(int fds[2])
             close(fds[i]);
 }
 
-/* What launch.json says (ajob.c writes it). */
+/* What launch.json says (ajob.c writes it), read and checked. */
 struct launch {
-    json_t *json;        /* NULL: it could not be read */
-    char **argv, **envp; /* new arrays of strings borrowed from json */
+    struct ts_rec_launch *rec; /* new; NULL: it could not be read */
+    char **argv, **envp;       /* rec's */
     const char *wd;
-    struct ts_sandbox_spec *sb; /* its sandbox (sandbox.h; new), or NULL */
-    struct ts_cgroup_spec *cg;  /* its group (new), or NULL */
+    const struct ts_sandbox_spec *sb; /* its sandbox, or NULL */
+    const struct ts_cgroup_spec *cg;  /* its group, or NULL */
     struct ts_error err;
 };
 
-/* JOBDIR/launch.json into l: NULL, or why the job cannot start. */
+/* JOBDIR/launch.json into l: NULL, or why the job cannot start (l->rec
+ * NULL when the file could not be read at all). A damaged sandbox or
+ * cgroup is refused: a job never runs outside the user and the limits
+ * launch.json names. */
 static const char *launch_read(const char *jobdir, struct launch *l)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/launch.json", jobdir);
-    if ((l->json = ts_files_read_json(path)) == NULL)
+    if ((l->rec = calloc(1, sizeof(*l->rec))) == NULL)
+        return "out of memory";
+    enum ts_err e = ts_rec_launch_read(path, l->rec, &l->err);
+    if (e == TS_ERR_NOT_FOUND || e == TS_ERR_IO || e == TS_ERR_MALFORMED_JSON) {
+        free(l->rec);
+        l->rec = NULL;
         return "could not read launch.json";
-    l->argv = string_array(json_object_get(l->json, "argv"));
-    l->envp = string_array(json_object_get(l->json, "env"));
-    l->wd = json_string_value(json_object_get(l->json, "working_dir"));
+    }
+    if (e != TS_OK)
+        return l->err.message; /* l->rec zeroed: no command, nothing to free */
+    l->argv = l->rec->argv;
+    l->envp = l->rec->env;
+    l->wd = l->rec->working_dir[0] != '\0' ? l->rec->working_dir : NULL;
+    l->sb = l->rec->has_sandbox ? &l->rec->sandbox : NULL;
+    l->cg = l->rec->has_cgroup ? &l->rec->cgroup : NULL;
     if (l->argv == NULL || l->argv[0] == NULL || l->envp == NULL)
         return "launch.json has no command or environment";
-    /* its sandbox: a job never runs outside one launch.json names */
-    const json_t *sb = json_object_get(l->json, "sandbox");
-    if (sb != NULL) {
-        if ((l->sb = malloc(sizeof(*l->sb))) == NULL)
-            return "out of memory";
-        if (ts_rec_sandbox_decode(sb, "launch.json's sandbox", l->sb, &l->err) != TS_OK)
-            return l->err.message;
-    }
-    /* its group, checked before anything starts: a job never runs outside
-     * the limits launch.json names */
-    const json_t *cg = json_object_get(l->json, "cgroup");
-    if (cg == NULL)
-        return NULL;
-    if ((l->cg = malloc(sizeof(*l->cg))) == NULL)
-        return "out of memory";
-    if (ts_rec_cgroup_decode(cg, "launch.json's cgroup", l->cg, &l->err) != TS_OK)
-        return l->err.message;
     return NULL;
 }
 
 static void launch_free(struct launch *l)
 {
-    free(l->argv);
-    free(l->envp);
-    free(l->cg);
-    free(l->sb);
-    json_decref(l->json);
+    if (l->rec != NULL)
+        ts_rec_launch_free(l->rec);
+    free(l->rec);
 }
 
 int ts_supervisor_main(const char *jobdir)
@@ -509,7 +484,7 @@ int ts_supervisor_main(const char *jobdir)
     const char *bad = launch_read(jobdir, &l);
     snprintf(path, sizeof(path), "%s/output.log", jobdir);
     int outfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (l.json == NULL || outfd < 0) {
+    if (l.rec == NULL || outfd < 0) {
         char msg[PATH_MAX + 64];
         snprintf(msg, sizeof(msg), "could not read %s/launch.json or open its output.log", jobdir);
         int rc = failed_to_start(jobdir, outfd, msg);

@@ -1,7 +1,7 @@
 /*
  * test_agent_records.c - the agent's own files as typed records
- * (agent/daemon/records.c: status.json, job.json, stop.json, launch.json's
- * cgroup and sandbox; events.c: events.log, a report's event a line): what is written
+ * (agent/daemon/records.c: status.json, job.json, stop.json, launch.json
+ * with its cgroup and sandbox; events.c: events.log, a report's event a line): what is written
  * reads back the same, in the text the agent always wrote; a damaged file
  * is refused with a message naming the file and the member; the agent
  * adopting a job folder does with a damaged file what it always did (takes
@@ -200,14 +200,51 @@ static void a_damaged_record_is_refused_naming_the_file_and_member(void **state)
     assert_int_equal(ts_rec_stop_read(file(f, "none.json"), &s, &err), TS_ERR_NOT_FOUND);
 }
 
+/* A launch with a command and an environment, as the agent writes it. */
+static struct ts_rec_launch *launch_new(void)
+{
+    static char *argv[] = {"x", NULL}, *env[] = {NULL};
+    struct ts_rec_launch *l = calloc(1, sizeof(*l));
+    assert_non_null(l);
+    l->argv = argv;
+    l->env = env;
+    return l;
+}
+
+/* Member key of the launch.json that l is written as (new). */
+static json_t *encode_part(struct fixture *f, const char *key, const struct ts_rec_launch *l)
+{
+    assert_int_equal(ts_rec_launch_write(file(f, "launch.json"), l), 0);
+    json_t *all = ts_files_read_json(file(f, "launch.json"));
+    assert_non_null(all);
+    json_t *part = json_incref(json_object_get(all, key));
+    json_decref(all);
+    assert_non_null(part);
+    return part;
+}
+
+/* A launch.json with a command, an environment and part (borrowed) as its
+ * key, read into out (whose strings from an earlier read are freed). */
+static enum ts_err decode_part(struct fixture *f, const char *key, const json_t *part,
+                               struct ts_rec_launch *out, struct ts_error *err)
+{
+    ts_rec_launch_free(out);
+    json_t *all = json_pack("{s:[s], s:[], s:O}", "argv", "x", "env", key, part);
+    assert_non_null(all);
+    assert_int_equal(ts_files_write_json(file(f, "launch.json"), all, 0600), 0);
+    json_decref(all);
+    return ts_rec_launch_read(file(f, "launch.json"), out, err);
+}
+
 /* ---- launch.json's cgroup ----------------------------------------------- */
 
 static void a_cgroup_reads_back_as_launch_json_always_held_it(void **state)
 {
-    (void)state;
-    struct ts_cgroup_spec *in = calloc(1, sizeof(*in)), *out = calloc(1, sizeof(*out));
-    assert_non_null(in);
-    assert_non_null(out);
+    struct fixture *f = *state;
+    struct ts_rec_launch *lin = launch_new(), *lout = calloc(1, sizeof(*lout));
+    assert_non_null(lout);
+    lin->has_cgroup = true;
+    struct ts_cgroup_spec *in = &lin->cgroup, *out = &lout->cgroup;
     in->version = 2;
     snprintf(in->path, sizeof(in->path), "tessera-0123456789abcdef/12-1");
     in->cpu = 1.5;
@@ -216,7 +253,7 @@ static void a_cgroup_reads_back_as_launch_json_always_held_it(void **state)
     snprintf(in->devices[0], TS_CGROUP_RULE_MAX, "c 1:3 rwm");
     snprintf(in->devices[1], TS_CGROUP_RULE_MAX, "c 136:* rwm");
     in->ndevices = 2;
-    json_t *v = ts_rec_cgroup_encode(in);
+    json_t *v = encode_part(f, "cgroup", lin);
     assert_non_null(v);
     char *text = json_dumps(v, JSON_COMPACT);
     assert_string_equal(text, "{\"version\":2,\"path\":\"tessera-0123456789abcdef/12-1\","
@@ -224,7 +261,7 @@ static void a_cgroup_reads_back_as_launch_json_always_held_it(void **state)
                               "\"devices\":[\"c 1:3 rwm\",\"c 136:* rwm\"]}");
     free(text);
     struct ts_error err = {0};
-    assert_int_equal(ts_rec_cgroup_decode(v, "launch.json's cgroup", out, &err), TS_OK);
+    assert_int_equal(decode_part(f, "cgroup", v, lout, &err), TS_OK);
     assert_int_equal(out->version, 2);
     assert_string_equal(out->path, in->path);
     assert_true(out->cpu == 1.5);
@@ -236,7 +273,7 @@ static void a_cgroup_reads_back_as_launch_json_always_held_it(void **state)
 
     /* an integer cpu, as jansson may read a whole number back */
     v = json_loads("{\"version\": 1, \"path\": \"b/1-0\", \"cpu\": 2}", 0, NULL);
-    assert_int_equal(ts_rec_cgroup_decode(v, "launch.json's cgroup", out, &err), TS_OK);
+    assert_int_equal(decode_part(f, "cgroup", v, lout, &err), TS_OK);
     assert_true(out->cpu == 2.0);
     assert_int_equal(out->ndevices, 0);
     json_decref(v);
@@ -244,38 +281,79 @@ static void a_cgroup_reads_back_as_launch_json_always_held_it(void **state)
     static const struct {
         const char *text, *says;
     } bad[] = {
-        {"[]", "launch.json's cgroup is damaged: not a JSON object"},
-        {"{\"path\": \"b/1-0\"}", "launch.json's cgroup: version is required"},
+        {"[]", "launch.json.cgroup is damaged: not a JSON object"},
+        {"{\"path\": \"b/1-0\"}", "launch.json.cgroup: version is required"},
         {"{\"version\": 3, \"path\": \"b/1-0\"}",
-         "launch.json's cgroup: version must be between 0 and 2: 3"},
+         "launch.json.cgroup: version must be between 0 and 2: 3"},
         {"{\"version\": 1, \"path\": \"b/1-0\", \"cpu\": \"2\"}",
-         "launch.json's cgroup: cpu must be a number"},
+         "launch.json.cgroup: cpu must be a number"},
         {"{\"version\": 1, \"path\": \"b/1-0\", \"devices\": \"c 1:3 rwm\"}",
-         "launch.json's cgroup: devices must be an array"},
+         "launch.json.cgroup: devices must be an array"},
         {"{\"version\": 1, \"path\": \"b/1-0\", \"devices\": [\"c 1:3 rwm\", 5]}",
-         "launch.json's cgroup: devices[1] must be a text of at most 31 bytes"},
+         "launch.json.cgroup: devices[1] must be a text of at most 31 bytes"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         v = json_loads(bad[i].text, 0, NULL);
         assert_non_null(v);
-        enum ts_err e = ts_rec_cgroup_decode(v, "launch.json's cgroup", out, &err);
+        enum ts_err e = decode_part(f, "cgroup", v, lout, &err);
         if (e == TS_OK || strstr(err.message, bad[i].says) == NULL)
             fail_msg("%s: expected \"%s\", got %s: %s", bad[i].text, bad[i].says, ts_err_code(e),
                      err.message);
         json_decref(v);
     }
-    free(in);
-    free(out);
+    ts_rec_launch_free(lout);
+    free(lin);
+    free(lout);
+}
+
+/* ---- launch.json -------------------------------------------------------- */
+
+static void launch_json_reads_back_what_the_agent_wrote(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"python", "train.py", "--lr=0.1", NULL}, *env[] = {"PATH=/bin", "A=1", NULL};
+    struct ts_rec_launch *l = calloc(1, sizeof(*l)), *back = calloc(1, sizeof(*back));
+    assert_non_null(l);
+    assert_non_null(back);
+    l->argv = argv;
+    l->env = env;
+    snprintf(l->working_dir, sizeof(l->working_dir), "/home/ml");
+    assert_int_equal(ts_rec_launch_write(file(f, "launch.json"), l), 0);
+    assert_text(f, "launch.json",
+                "{\"argv\":[\"python\",\"train.py\",\"--lr=0.1\"],\"env\":[\"PATH=/bin\",\"A=1\"],"
+                "\"working_dir\":\"/home/ml\"}");
+    struct ts_error err = {0};
+    assert_int_equal(ts_rec_launch_read(file(f, "launch.json"), back, &err), TS_OK);
+    assert_string_equal(back->argv[2], "--lr=0.1");
+    assert_null(back->argv[3]);
+    assert_string_equal(back->env[1], "A=1");
+    assert_null(back->env[2]);
+    assert_string_equal(back->working_dir, "/home/ml");
+    assert_false(back->has_sandbox);
+    assert_false(back->has_cgroup);
+    ts_rec_launch_free(back);
+
+    /* a bad argv entry: refused naming it, nothing kept */
+    put(f, "launch.json", "{\"argv\": [\"ls\", 5], \"env\": []}");
+    assert_int_equal(ts_rec_launch_read(file(f, "launch.json"), back, &err), TS_ERR_INVALID_VALUE);
+    assert_non_null(strstr(err.message, "launch.json: argv[1] must be a string"));
+    assert_null(back->argv);
+    put(f, "launch.json", "{\"argv\": [\"ls\"]}");
+    assert_int_equal(ts_rec_launch_read(file(f, "launch.json"), back, &err), TS_ERR_MISSING_FIELD);
+    assert_non_null(strstr(err.message, "launch.json: env is required"));
+    free(l);
+    free(back);
 }
 
 /* ---- launch.json's sandbox ---------------------------------------------- */
 
 static void a_sandbox_reads_back_as_launch_json_always_held_it(void **state)
 {
-    (void)state;
-    struct ts_sandbox_spec *in = calloc(1, sizeof(*in)), *out = calloc(1, sizeof(*out));
-    assert_non_null(in);
-    assert_non_null(out);
+    struct fixture *f = *state;
+    struct ts_rec_launch *lin = launch_new(), *lout = calloc(1, sizeof(*lout));
+    assert_non_null(lout);
+    lin->has_sandbox = true;
+    struct ts_sandbox_spec *in = &lin->sandbox, *out = &lout->sandbox;
     in->uid = 65534;
     in->gid = 65534;
     snprintf(in->user, sizeof(in->user), "nobody");
@@ -296,7 +374,7 @@ static void a_sandbox_reads_back_as_launch_json_always_held_it(void **state)
     in->mounts[0].rw = false;
     in->nmounts = 1;
     snprintf(in->network, sizeof(in->network), "none");
-    json_t *v = ts_rec_sandbox_encode(in);
+    json_t *v = encode_part(f, "sandbox", lin);
     assert_non_null(v);
     char *text = json_dumps(v, JSON_COMPACT);
     assert_string_equal(
@@ -309,41 +387,42 @@ static void a_sandbox_reads_back_as_launch_json_always_held_it(void **state)
               "\"network\":\"none\"}");
     free(text);
     struct ts_error err = {0};
-    assert_int_equal(ts_rec_sandbox_decode(v, "launch.json's sandbox", out, &err), TS_OK);
+    assert_int_equal(decode_part(f, "sandbox", v, lout, &err), TS_OK);
     assert_memory_equal(in, out, sizeof(*in));
     json_decref(v);
 
     static const struct {
         const char *text, *says;
     } bad[] = {
-        {"{\"gid\": 1}", "launch.json's sandbox: uid is required"},
-        {"{\"uid\": -1, \"gid\": 1}", "launch.json's sandbox: uid must be between 0 and"},
+        {"{\"gid\": 1}", "launch.json.sandbox: uid is required"},
+        {"{\"uid\": -1, \"gid\": 1}", "launch.json.sandbox: uid must be between 0 and"},
         {"{\"uid\": 1, \"gid\": 1, \"gpus\": [0, 64]}",
-         "launch.json's sandbox: gpus[1] must be an integer between 0 and 63"},
+         "launch.json.sandbox: gpus[1] must be an integer between 0 and 63"},
         {"{\"uid\": 1, \"gid\": 1, \"mounts\": [{\"rw\": true}]}",
-         "launch.json's sandbox.mounts[0]: path is required"},
+         "launch.json.sandbox.mounts[0]: path is required"},
         {"{\"uid\": 1, \"gid\": 1, \"mounts\": [{\"path\": \"/d\", \"rw\": \"yes\"}]}",
-         "launch.json's sandbox.mounts[0]: rw must be true or false"},
+         "launch.json.sandbox.mounts[0]: rw must be true or false"},
         {"{\"uid\": 1, \"gid\": 1, \"driver\": {\"real\": \"/a\", \"shim\": \"/b\"}}",
-         "launch.json's sandbox.driver: overlay_lib is required"},
+         "launch.json.sandbox.driver: overlay_lib is required"},
         {"{\"uid\": 1, \"gid\": 1, \"driver\": 5}",
-         "launch.json's sandbox.driver is damaged: not a JSON object"},
+         "launch.json.sandbox.driver is damaged: not a JSON object"},
         {"{\"uid\": 1, \"gid\": 1, \"network\": \"bridge\"}",
-         "launch.json's sandbox: network must be host or none: \"bridge\""},
+         "launch.json.sandbox: network must be host or none: \"bridge\""},
         {"{\"uid\": 1, \"gid\": 1, \"job_dir\": 7}",
-         "launch.json's sandbox: job_dir must be a string"},
+         "launch.json.sandbox: job_dir must be a string"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         v = json_loads(bad[i].text, 0, NULL);
         assert_non_null(v);
-        enum ts_err e = ts_rec_sandbox_decode(v, "launch.json's sandbox", out, &err);
+        enum ts_err e = decode_part(f, "sandbox", v, lout, &err);
         if (e == TS_OK || strstr(err.message, bad[i].says) == NULL)
             fail_msg("%s: expected \"%s\", got %s: %s", bad[i].text, bad[i].says, ts_err_code(e),
                      err.message);
         json_decref(v);
     }
-    free(in);
-    free(out);
+    ts_rec_launch_free(lout);
+    free(lin);
+    free(lout);
 }
 
 /* The supervisor (in a child: it sets its signals) on DIR/job. */
@@ -378,7 +457,7 @@ static void a_damaged_cgroup_or_sandbox_keeps_the_job_from_starting(void **state
     struct ts_error err = {0};
     assert_int_equal(ts_rec_status_read(file(f, "job/status.json"), &st, &err), TS_OK);
     assert_string_equal(st.state, "failed_to_start");
-    assert_string_equal(st.message, "launch.json's cgroup: version must be an integer");
+    assert_non_null(strstr(st.message, "/job/launch.json.cgroup: version must be an integer"));
     assert_false(ts_files_exists(file(f, "job/ran")));
     assert_false(ts_files_exists(file(f, "job/job.json")));
 
@@ -393,7 +472,7 @@ static void a_damaged_cgroup_or_sandbox_keeps_the_job_from_starting(void **state
     assert_int_equal(supervise(f), 0);
     assert_int_equal(ts_rec_status_read(file(f, "job/status.json"), &st, &err), TS_OK);
     assert_string_equal(st.state, "failed_to_start");
-    assert_string_equal(st.message, "launch.json's sandbox: uid must be an integer");
+    assert_non_null(strstr(st.message, "/job/launch.json.sandbox: uid must be an integer"));
     assert_false(ts_files_exists(file(f, "job/ran")));
 }
 
@@ -462,7 +541,7 @@ static void adoption_takes_a_damaged_record_as_absent_as_it_always_did(void **st
     /* launch.json's cgroup: the group it kills on a stop; a damaged one
      * is taken as none */
     put(f, "job/launch.json",
-        "{\"argv\": [\"true\"], \"cgroup\": {\"version\": 1, \"path\": \"b/12-1\", "
+        "{\"argv\": [\"true\"], \"env\": [], \"cgroup\": {\"version\": 1, \"path\": \"b/12-1\", "
         "\"devices\": [\"c 1:3 rwm\"]}}");
     j = ts_ajob_load(dir);
     assert_non_null(j);
@@ -470,7 +549,8 @@ static void adoption_takes_a_damaged_record_as_absent_as_it_always_did(void **st
     assert_string_equal(j->cgroup->path, "b/12-1");
     assert_int_equal(j->cgroup->ndevices, 1);
     ts_ajob_free(j);
-    put(f, "job/launch.json", "{\"argv\": [\"true\"], \"cgroup\": {\"version\": \"1\"}}");
+    put(f, "job/launch.json",
+        "{\"argv\": [\"true\"], \"env\": [], \"cgroup\": {\"version\": \"1\"}}");
     j = ts_ajob_load(dir);
     assert_non_null(j);
     assert_null(j->cgroup);
@@ -542,8 +622,12 @@ int main(void)
             records_read_back_what_was_written_in_the_text_always_written, setup, teardown),
         cmocka_unit_test_setup_teardown(a_damaged_record_is_refused_naming_the_file_and_member,
                                         setup, teardown),
-        cmocka_unit_test(a_cgroup_reads_back_as_launch_json_always_held_it),
-        cmocka_unit_test(a_sandbox_reads_back_as_launch_json_always_held_it),
+        cmocka_unit_test_setup_teardown(launch_json_reads_back_what_the_agent_wrote, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_cgroup_reads_back_as_launch_json_always_held_it, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(a_sandbox_reads_back_as_launch_json_always_held_it, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(a_damaged_cgroup_or_sandbox_keeps_the_job_from_starting,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(adoption_takes_a_damaged_record_as_absent_as_it_always_did,

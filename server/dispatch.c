@@ -10,6 +10,7 @@
 
 #include "api/clock.h"
 #include "api/log.h"
+#include "api/query.h"
 #include "server/audit.h"
 #include "server/auth.h"
 #include "server/dispatch.h"
@@ -68,6 +69,16 @@ static enum ts_err route_and_run(struct ts_ctx *ctx, struct ts_request *r, struc
     e = ts_auth_check(ctx, route->access, err);
     if (e != TS_OK)
         return e;
+    if (!route->query) {
+        /* an empty table refuses any parameter, naming it */
+        struct ts_query_pair *pairs;
+        ssize_t np = ts_http_query_pairs(r, &pairs);
+        if (np < 0)
+            return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
+        e = ts_query_decode(NULL, 0, pairs, (size_t)np, 0, NULL, NULL, err);
+        if (e != TS_OK)
+            return e;
+    }
     if (r->body.len > 0) {
         const char *ct = ts_http_header(r, "Content-Type");
         if (ct != NULL && !json_content_type(ct)) {

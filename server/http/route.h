@@ -10,6 +10,7 @@
 #ifndef TS_SERVER_HTTP_ROUTE_H
 #define TS_SERVER_HTTP_ROUTE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "api/err.h"
@@ -35,6 +36,8 @@ struct ts_route {
     const char *path;
     ts_route_handler handler;
     enum ts_access access;
+    bool query; /* its handler decodes a query string by its table; the
+                 * dispatcher answers 400 to any on the other routes */
 };
 
 struct ts_route_match {

@@ -11,16 +11,16 @@
 /* The templates of server/routes.c, without handlers (the table itself links
  * the whole server). test_routes.c checks the real table. */
 static const struct ts_route table[] = {
-    {"GET", "/healthz", NULL, TS_ACCESS_PUBLIC},
-    {"GET", "/api/v1/tokens", NULL, TS_ACCESS_ADMIN},
-    {"POST", "/api/v1/tokens", NULL, TS_ACCESS_ADMIN},
-    {"DELETE", "/api/v1/tokens/{id}", NULL, TS_ACCESS_ADMIN},
-    {"GET", "/api/v1/projects/{name}", NULL, TS_ACCESS_READ},
-    {"DELETE", "/api/v1/projects/{name}", NULL, TS_ACCESS_ADMIN},
-    {"PUT", "/api/v1/projects/{name}/quota", NULL, TS_ACCESS_ADMIN},
-    {"GET", "/api/v1/jobs/{id}", NULL, TS_ACCESS_READ},
-    {"GET", "/api/v1/jobs/{id}/events", NULL, TS_ACCESS_READ},
-    {"GET", "/api/v1/nodes/{name}", NULL, TS_ACCESS_NODE},
+    {"GET", "/healthz", NULL, TS_ACCESS_PUBLIC, false},
+    {"GET", "/api/v1/tokens", NULL, TS_ACCESS_ADMIN, false},
+    {"POST", "/api/v1/tokens", NULL, TS_ACCESS_ADMIN, false},
+    {"DELETE", "/api/v1/tokens/{id}", NULL, TS_ACCESS_ADMIN, false},
+    {"GET", "/api/v1/projects/{name}", NULL, TS_ACCESS_READ, false},
+    {"DELETE", "/api/v1/projects/{name}", NULL, TS_ACCESS_ADMIN, false},
+    {"PUT", "/api/v1/projects/{name}/quota", NULL, TS_ACCESS_ADMIN, false},
+    {"GET", "/api/v1/jobs/{id}", NULL, TS_ACCESS_READ, false},
+    {"GET", "/api/v1/jobs/{id}/events", NULL, TS_ACCESS_READ, false},
+    {"GET", "/api/v1/nodes/{name}", NULL, TS_ACCESS_NODE, false},
 };
 #define N (sizeof(table) / sizeof(table[0]))
 

@@ -16,12 +16,12 @@
 #include "server/routes.h"
 
 static const struct ts_route table[] = {
-    {"GET", "/api/v1/jobs", NULL, TS_ACCESS_READ},
-    {"POST", "/api/v1/jobs", NULL, TS_ACCESS_SUBMIT},
-    {"GET", "/api/v1/jobs/{id}", NULL, TS_ACCESS_READ},
-    {"DELETE", "/api/v1/jobs/{id}", NULL, TS_ACCESS_SUBMIT},
-    {"GET", "/api/v1/jobs/{id}/events", NULL, TS_ACCESS_READ},
-    {"PUT", "/api/v1/projects/{name}/quota", NULL, TS_ACCESS_ADMIN},
+    {"GET", "/api/v1/jobs", NULL, TS_ACCESS_READ, false},
+    {"POST", "/api/v1/jobs", NULL, TS_ACCESS_SUBMIT, false},
+    {"GET", "/api/v1/jobs/{id}", NULL, TS_ACCESS_READ, false},
+    {"DELETE", "/api/v1/jobs/{id}", NULL, TS_ACCESS_SUBMIT, false},
+    {"GET", "/api/v1/jobs/{id}/events", NULL, TS_ACCESS_READ, false},
+    {"PUT", "/api/v1/projects/{name}/quota", NULL, TS_ACCESS_ADMIN, false},
 };
 #define N (sizeof(table) / sizeof(table[0]))
 

@@ -97,7 +97,7 @@ static struct block *block_get(struct ts_arena *a, size_t size)
     return nb;
 }
 
-void *ts_arena_alloc(struct ts_arena *a, size_t n)
+void *ts_arena_alloc_uninit(struct ts_arena *a, size_t n)
 {
     if (n > SIZE_MAX - 64)
         return NULL;
@@ -120,7 +120,14 @@ void *ts_arena_alloc(struct ts_arena *a, size_t n)
     }
     void *p = b->data + b->used;
     b->used += n;
-    memset(p, 0, n);
+    return p;
+}
+
+void *ts_arena_alloc(struct ts_arena *a, size_t n)
+{
+    void *p = ts_arena_alloc_uninit(a, n);
+    if (p != NULL)
+        memset(p, 0, n);
     return p;
 }
 

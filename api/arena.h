@@ -19,6 +19,9 @@ void ts_arena_free(struct ts_arena *a); /* NULL is a no-op */
  * freed by the reset after it. NULL is a no-op. */
 void ts_arena_reset(struct ts_arena *a);
 void *ts_arena_alloc(struct ts_arena *a, size_t n); /* 16-byte aligned, zeroed */
+/* The same, not zeroed: for an array the caller writes whole before reading
+ * it (a reset arena hands back the last round's bytes). */
+void *ts_arena_alloc_uninit(struct ts_arena *a, size_t n);
 char *ts_arena_strdup(struct ts_arena *a, const char *s);
 char *ts_arena_strndup(struct ts_arena *a, const char *s, size_t n);
 char *ts_arena_printf(struct ts_arena *a, const char *fmt, ...)

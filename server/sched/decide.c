@@ -389,8 +389,9 @@ static enum ts_err build_jobs(struct cycle *cy)
 {
     const struct ts_sched_snapshot *snap = cy->snap;
     cy->njobs = snap->nrunning + snap->npending;
-    cy->jobs = ts_arena_alloc(cy->a, (cy->njobs ? cy->njobs : 1) * sizeof(struct job));
-    cy->node_head = ts_arena_alloc(cy->a, (snap->nnodes ? snap->nnodes : 1) * sizeof(int));
+    /* written whole below: zeroing 160,000 jobs first was 4 % of a large cycle */
+    cy->jobs = ts_arena_alloc_uninit(cy->a, (cy->njobs ? cy->njobs : 1) * sizeof(struct job));
+    cy->node_head = ts_arena_alloc_uninit(cy->a, (snap->nnodes ? snap->nnodes : 1) * sizeof(int));
     if (cy->jobs == NULL || cy->node_head == NULL)
         return TS_ERR_NOMEM;
     for (size_t i = 0; i < snap->nnodes; i++)
@@ -398,11 +399,12 @@ static enum ts_err build_jobs(struct cycle *cy)
     for (size_t i = 0; i < cy->njobs; i++) {
         struct job *J = &cy->jobs[i];
         bool run = i < snap->nrunning;
-        J->orig_running = run;
-        J->orig = run ? (int)i : (int)(i - snap->nrunning);
-        J->prev = J->next = -1;
-        J->bind_dec = -1;
-        J->stop_dec = -1;
+        *J = (struct job){.orig_running = run,
+                          .orig = run ? (int)i : (int)(i - snap->nrunning),
+                          .prev = -1,
+                          .next = -1,
+                          .bind_dec = -1,
+                          .stop_dec = -1};
         if (run) {
             const struct ts_sched_running *r = &snap->running[i];
             J->id = r->id;
@@ -567,7 +569,8 @@ static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_re
 {
     const struct ts_sched_snapshot *snap = cy->snap;
     r->passes = passes;
-    r->decisions = ts_arena_alloc(cy->a, (cy->dec.n ? cy->dec.n : 1) * sizeof(*r->decisions));
+    r->decisions =
+        ts_arena_alloc_uninit(cy->a, (cy->dec.n ? cy->dec.n : 1) * sizeof(*r->decisions));
     if (r->decisions == NULL)
         return TS_ERR_NOMEM;
     for (size_t i = 0; i < cy->dec.n; i++)
@@ -577,7 +580,7 @@ static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_re
     for (size_t i = 0; i < cy->njobs; i++)
         if (!cy->jobs[i].running)
             np++;
-    r->pending = ts_arena_alloc(cy->a, (np ? np : 1) * sizeof(*r->pending));
+    r->pending = ts_arena_alloc_uninit(cy->a, (np ? np : 1) * sizeof(*r->pending));
     cy->diag = ts_sched_diag_cache_new(np);
     if (r->pending == NULL || cy->diag == NULL)
         return TS_ERR_NOMEM;
@@ -586,9 +589,8 @@ static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_re
         if (J->running)
             continue;
         struct ts_sched_pending_reason *pr = &r->pending[r->npending++];
-        pr->job_id = J->id;
-        pr->job = J->orig_running ? -1 : J->orig;
-        pr->queue_position = J->position;
+        *pr = (struct ts_sched_pending_reason){
+            .job_id = J->id, .job = J->orig_running ? -1 : J->orig, .queue_position = J->position};
         ts_sched_reason_of(cy, (int)i, &pr->code, &pr->message);
     }
     qsort(r->pending, r->npending, sizeof(*r->pending), cmp_reason);
@@ -607,7 +609,8 @@ static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_re
 /* The arena of the last result freed, emptied but with its memory kept: the
  * next cycle allocates about as much again, and first touches of fresh pages
  * were about 30 % of a large cycle. What is in it never reaches a decision:
- * ts_arena_alloc zeroes what it hands out. */
+ * ts_arena_alloc zeroes what it hands out, and what ts_arena_alloc_uninit
+ * hands out (the jobs, the result's arrays) is written whole first. */
 static _Atomic(struct ts_arena *) kept_arena;
 
 enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sched_result **out,

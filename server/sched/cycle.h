@@ -131,6 +131,7 @@ struct cycle {
     struct diag_cache *diag;   /* reason.c: node scans by request signature */
     bool vindex;               /* victims.c: the index is built */
     int *node_stamp;           /* victims.c: nodes seen by the current search */
+    int *node_nstop;           /* victims.c: stoppable running jobs on each node */
     uint32_t *node_ver;        /* victims.c: bumps when a node's jobs or room change */
     struct memo *node_fail;    /* victims.c: preemption failures by request, project
                                   and node -> node_ver << 16 | priority */
@@ -186,8 +187,10 @@ struct victim_rule {
 };
 bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *node,
                            int *victims, bool *suspend, int *nvictims);
-/* The index behind it: each project's running jobs that may be stopped, in
- * candidate order. Built once the projects are; kept by list_add/list_del. */
+/* vindex.c: the index behind it: each project's running jobs that may be
+ * stopped, in candidate order. Built once the projects are; kept by
+ * list_add/list_del. */
+bool ts_sched_victims_stoppable(const struct cycle *cy, const struct job *x);
 bool ts_sched_victims_index_build(struct cycle *cy);
 /* node's jobs or room changed: failures remembered there are stale */
 void ts_sched_victims_node_changed(struct cycle *cy, int node);

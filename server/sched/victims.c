@@ -30,12 +30,6 @@
 #define MAXV 256 /* candidates looked at per node */
 #define NPRE 16  /* victims whose room is kept for the give-back */
 
-bool ts_sched_cycle_protected(const struct cycle *cy, const struct job *v)
-{
-    int64_t min = cy->projs[v->project].min_runtime;
-    return min > 0 && cy->snap->now - v->started_at < min;
-}
-
 struct scratch {
     struct node_view v;
     int64_t used[MAXG];
@@ -186,211 +180,6 @@ static void choose_suspends(struct cycle *cy, const struct preq *p, int node, co
     }
 }
 
-/* ---- the index: each project's stoppable running jobs, best victim first */
-
-static bool stoppable(const struct cycle *cy, const struct job *x)
-{
-    return x->preemptible && !ts_sched_cycle_protected(cy, x);
-}
-
-/* Each project's list is split by priority into buckets, lowest priority
- * first, and a bucket is kept worst candidate first: the best candidate
- * last (latest start, then highest id). A job this cycle places starts now,
- * so it joins its bucket at or near the end instead of pushing a
- * 6,000-entry list down by one (a tenth of a cycle at 100,000 GPUs, when
- * one array per project held every priority), and the victims an eviction
- * takes are trimmed off the end. A removed entry elsewhere keeps its place
- * (job -1, with the key it was added with, so the bucket stays sorted)
- * until half the bucket is removed and it is compacted. */
-static bool vent_key_before(const struct vent *e, int64_t started_at, int64_t id)
-{
-    if (e->started_at != started_at)
-        return e->started_at < started_at;
-    return e->id < id;
-}
-
-static int cmp_vent(const void *x, const void *y)
-{
-    const struct vent *a = x, *b = y;
-    if (vent_key_before(a, b->started_at, b->id))
-        return -1;
-    return vent_key_before(b, a->started_at, a->id) ? 1 : 0;
-}
-
-/* The bucket of priority prio (created when create), or NULL. */
-static struct vbucket *bucket_of(struct cycle *cy, struct proj *P, int prio, bool create)
-{
-    size_t lo = 0, hi = P->nvb;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (P->vb[mid].priority < prio)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo < P->nvb && P->vb[lo].priority == prio)
-        return &P->vb[lo];
-    if (!create)
-        return NULL;
-    if (P->nvb == P->capvb) {
-        size_t ncap = P->capvb ? P->capvb * 2 : 4;
-        struct vbucket *nv = realloc(P->vb, ncap * sizeof(*nv));
-        if (nv == NULL) {
-            cy->nomem = true;
-            return NULL;
-        }
-        P->vb = nv;
-        P->capvb = ncap;
-    }
-    memmove(&P->vb[lo + 1], &P->vb[lo], (P->nvb - lo) * sizeof(*P->vb));
-    P->vb[lo] = (struct vbucket){.priority = prio};
-    P->nvb++;
-    return &P->vb[lo];
-}
-
-/* The first entry of b not before (started_at, id). */
-static size_t bucket_pos(const struct vbucket *b, int64_t started_at, int64_t id)
-{
-    size_t lo = 0, hi = b->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (vent_key_before(&b->e[mid], started_at, id))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static bool bucket_grow(struct cycle *cy, struct vbucket *b)
-{
-    if (b->n < b->cap)
-        return true;
-    size_t ncap = b->cap ? b->cap * 2 : 16;
-    struct vent *nv = realloc(b->e, ncap * sizeof(*nv));
-    if (nv == NULL) {
-        cy->nomem = true;
-        return false;
-    }
-    b->e = nv;
-    b->cap = ncap;
-    return true;
-}
-
-static void bucket_compact(struct vbucket *b)
-{
-    size_t m = 0;
-    for (size_t i = 0; i < b->n; i++)
-        if (b->e[i].job >= 0)
-            b->e[m++] = b->e[i];
-    b->n = m;
-    b->dead = 0;
-}
-
-void ts_sched_victims_node_changed(struct cycle *cy, int node)
-{
-    if (cy->node_ver != NULL)
-        cy->node_ver[node]++;
-}
-
-void ts_sched_victims_index_add(struct cycle *cy, int v)
-{
-    const struct job *x = &cy->jobs[v];
-    if (!cy->vindex || !stoppable(cy, x))
-        return;
-    struct proj *P = &cy->projs[x->project];
-    struct vbucket *b = bucket_of(cy, P, x->priority, true);
-    if (b == NULL || !bucket_grow(cy, b))
-        return;
-    cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] += (int)x->nslots;
-    size_t k = bucket_pos(b, x->started_at, x->id);
-    struct vent e = {x->priority, v, x->started_at, x->id, x->node};
-    /* its own removed entry, or a removed one just before its place: taken
-     * back without moving the bucket (the order holds either way) */
-    if (k < b->n && b->e[k].job < 0 && b->e[k].started_at == x->started_at && b->e[k].id == x->id) {
-        b->e[k] = e;
-        b->dead--;
-    } else if (k > 0 && b->e[k - 1].job < 0) {
-        b->e[k - 1] = e;
-        b->dead--;
-    } else {
-        memmove(&b->e[k + 1], &b->e[k], (b->n - k) * sizeof(*b->e));
-        b->e[k] = e;
-        b->n++;
-    }
-    P->vlive++;
-}
-
-void ts_sched_victims_index_del(struct cycle *cy, int v)
-{
-    const struct job *x = &cy->jobs[v];
-    if (!cy->vindex || !stoppable(cy, x))
-        return;
-    struct proj *P = &cy->projs[x->project];
-    struct vbucket *b = bucket_of(cy, P, x->priority, false);
-    if (b == NULL)
-        return;
-    size_t k = bucket_pos(b, x->started_at, x->id);
-    if (k >= b->n || b->e[k].job != v)
-        return;
-    b->e[k].job = -1;
-    b->dead++;
-    P->vlive--;
-    cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] -= (int)x->nslots;
-    while (b->n > 0 && b->e[b->n - 1].job < 0) { /* the best candidates go first */
-        b->n--;
-        b->dead--;
-    }
-    if (b->dead > 64 && b->dead * 2 > b->n)
-        bucket_compact(b);
-}
-
-bool ts_sched_victims_index_build(struct cycle *cy)
-{
-    cy->node_stamp = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(int));
-    cy->node_ver = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(uint32_t));
-    cy->node_fail = ts_sched_memo_new();
-    cy->proj_node_slots =
-        ts_arena_alloc(cy->a, (cy->snap->nprojects * cy->snap->nnodes + 1) * sizeof(int));
-    if (cy->node_stamp == NULL || cy->node_ver == NULL || cy->node_fail == NULL ||
-        cy->proj_node_slots == NULL)
-        return false;
-    /* appended, then each bucket sorted once */
-    for (size_t i = 0; i < cy->njobs; i++) {
-        const struct job *x = &cy->jobs[i];
-        if (!x->running || !stoppable(cy, x))
-            continue;
-        struct proj *P = &cy->projs[x->project];
-        struct vbucket *b = bucket_of(cy, P, x->priority, true);
-        if (b == NULL || !bucket_grow(cy, b))
-            return false;
-        b->e[b->n++] = (struct vent){x->priority, (int)i, x->started_at, x->id, x->node};
-        P->vlive++;
-        cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] +=
-            (int)x->nslots;
-    }
-    for (size_t p = 0; p < cy->snap->nprojects; p++) {
-        struct proj *P = &cy->projs[p];
-        for (size_t k = 0; k < P->nvb; k++)
-            qsort(P->vb[k].e, P->vb[k].n, sizeof(struct vent), cmp_vent);
-    }
-    cy->vindex = true;
-    return !cy->nomem;
-}
-
-void ts_sched_victims_index_free(struct cycle *cy)
-{
-    ts_sched_memo_free(cy->node_fail);
-    cy->node_fail = NULL;
-    if (cy->projs == NULL)
-        return;
-    for (size_t p = 0; p < cy->snap->nprojects; p++) {
-        for (size_t k = 0; k < cy->projs[p].nvb; k++)
-            free(cy->projs[p].vb[k].e);
-        free(cy->projs[p].vb);
-    }
-}
-
 /* A search's place in a project's list: the bucket, and how many entries
  * of it are left (the next candidate is the last of them). */
 struct vcur {
@@ -431,7 +220,7 @@ static int node_candidates(struct cycle *cy, int j, const struct victim_rule *r,
     int nc = 0;
     for (int v = cy->node_head[node]; v >= 0 && nc < MAXV; v = cy->jobs[v].next) {
         const struct job *x = &cy->jobs[v];
-        if (v == j || !stoppable(cy, x) || !cy->projs[x->project].in_rule)
+        if (v == j || !ts_sched_victims_stoppable(cy, x) || !cy->projs[x->project].in_rule)
             continue;
         if (!r->reclaim && x->priority >= r->below_priority)
             continue;
@@ -606,98 +395,228 @@ static const struct vent *next_candidate(struct cycle *cy, const struct victim_r
     return be;
 }
 
+/* One search: the rule's lists, what skips a node, and the best set so
+ * far. */
+struct search {
+    int j;
+    const struct victim_rule *r;
+    int *list, *touched, *dtouched;
+    struct vcur *cur;
+    int nl;
+    const int *slots_on; /* whole-GPU preemption: the project's slots per node */
+    bool remember;       /* node_fail applies */
+    uint64_t base;       /* node_fail's key for this request, project and limit */
+    int best_node;
+    struct vset best;
+    int *victims, *nvictims;
+};
+
+/* Whether node surely has no set for the search (before any candidate is
+ * released there); *key: its node_fail key. */
+static bool node_skipped(struct cycle *cy, const struct search *s, int node, uint64_t *key)
+{
+    const struct job *J = &cy->jobs[s->j];
+    if (s->slots_on != NULL && cy->c->nodes[node].nwhole + s->slots_on[node] < J->p.ndev)
+        return true;
+    if (!s->remember)
+        return false;
+    uint64_t seen;
+    *key = ts_sched_memo_fold(s->base, (uint64_t)node);
+    return ts_sched_memo_get(cy->node_fail, *key, &seen) && seen >> 16 == cy->node_ver[node] &&
+           (int)(seen & 0xffff) >= s->r->below_priority;
+}
+
+/* node's set (set[0..n)) against the best so far: fewer victims, ..., then
+ * the lowest node id. */
+static void consider(struct cycle *cy, struct search *s, int node, const int *set, int n)
+{
+    struct vset vs = vset_of(cy, set, n);
+    if (s->best_node < 0 || vset_better(&vs, &s->best) ||
+        (!vset_better(&s->best, &vs) &&
+         cy->snap->nodes[node].id < cy->snap->nodes[s->best_node].id)) {
+        s->best_node = node;
+        s->best = vs;
+        memcpy(s->victims, set, (size_t)n * sizeof(int));
+        *s->nvictims = n;
+    }
+}
+
+/* node_victims on node, failures remembered, a set considered. */
+static void node_search(struct cycle *cy, struct search *s, int node, uint64_t key)
+{
+    int chosen[MAXV], nchosen;
+    if (!node_victims(cy, s->j, s->r, node, s->touched, s->dtouched, chosen, &nchosen)) {
+        if (s->remember)
+            ts_sched_memo_put(cy->node_fail, key,
+                              (uint64_t)cy->node_ver[node] << 16 | (uint64_t)s->r->below_priority);
+        return;
+    }
+    consider(cy, s, node, chosen, nchosen);
+}
+
 /* Nodes are looked at in the order of their best candidate, merged from the
  * candidate projects' lists: a node first met at candidate x can do no
  * better than x alone, so the search ends at the first candidate that
  * cannot beat the best set found, and finds what a look at every node
- * would. */
-bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out_node,
-                           int *victims, bool *suspend, int *nvictims)
+ * would. Where no node has a single victim (min_n 2), a node first met at
+ * x can do no better than two victims of x's priority, the older x. */
+static void walk_sets(struct cycle *cy, struct search *s, int min_n)
 {
-    const struct job *J = &cy->jobs[j];
-    const struct ts_sched_snapshot *snap = cy->snap;
-    size_t np = snap->nprojects;
-    int best_node = -1;
-    struct vset best = {0};
-    int chosen[MAXV];
-    size_t nd = snap->ndepartments;
-    int *touched = malloc((np ? np : 1) * sizeof(int));
-    int *dtouched = malloc((nd ? nd : 1) * sizeof(int));
-    int *list = malloc((np ? np : 1) * sizeof(int));
-    struct vcur *cur = malloc((np ? np : 1) * sizeof(*cur));
-    if (touched == NULL || dtouched == NULL || list == NULL || cur == NULL) {
-        free(touched);
-        free(dtouched);
-        free(list);
-        free(cur);
-        cy->nomem = true;
-        return false;
-    }
-    int nl = rule_lists(cy, j, r, list, cur);
-    if (++cy->stamp <= 0) {
-        memset(cy->node_stamp, 0, snap->nnodes * sizeof(int));
-        cy->stamp = 1;
-    }
-    /* preemption inside the project: a node where the candidates below
-     * priority b could not make room cannot with fewer (below any lower b)
-     * either, until it changes; the next job of the project with the same
-     * request skips it */
-    bool remember = !r->reclaim && r->below_priority >= 0 && r->below_priority <= 0xffff;
-    /* preemption of whole GPUs: a node whose empty GPUs and those the
-     * project's stoppable jobs hold are fewer than the job needs cannot
-     * make room, whatever is stopped */
-    const int *slots_on = !r->reclaim && J->p.kind == TS_SCHED_GPU_COUNT && J->p.ndev > 1
-                              ? cy->proj_node_slots + (size_t)J->project * snap->nnodes
-                              : NULL;
-    uint64_t base =
-        remember ? ts_sched_preq_signature(&J->p, 0x4e4f4445ULL + (uint64_t)J->project * 7919u +
-                                                      (uint64_t)(r->min_free * 1000.0))
-                 : 0;
     for (;;) {
-        const struct vent *be = next_candidate(cy, r, list, cur, nl);
+        const struct vent *be = next_candidate(cy, s->r, s->list, s->cur, s->nl);
         if (be == NULL)
             break;
         /* the entry has what the walk needs: the job itself is not read */
-        if (best_node >= 0) {
-            struct vset lower = {1, be->priority, be->priority, be->started_at};
-            if (vset_better(&best, &lower))
+        if (s->best_node >= 0) {
+            struct vset lower = {min_n, be->priority, (long)be->priority * min_n, be->started_at};
+            if (vset_better(&s->best, &lower))
                 break;
         }
         int node = be->node;
         if (cy->node_stamp[node] == cy->stamp)
             continue;
         cy->node_stamp[node] = cy->stamp;
-        if (slots_on != NULL && cy->c->nodes[node].nwhole + slots_on[node] < J->p.ndev)
+        uint64_t key = 0;
+        if (!node_skipped(cy, s, node, &key))
+            node_search(cy, s, node, key);
+    }
+}
+
+/* Whether releasing x alone makes room for j on node. */
+static bool single_fits(struct cycle *cy, const struct search *s, int node, const struct job *x)
+{
+    const struct job *J = &cy->jobs[s->j];
+    const struct node_state *n = &cy->c->nodes[node];
+    if (n->cpu_free + x->req->cpu + 1e-9 < J->p.cpu || x->gpus < s->r->min_free - EPS)
+        return false;
+    if (J->p.kind == TS_SCHED_GPU_COUNT) {
+        /* whole GPUs: the empty ones and those x holds alone */
+        int whole = n->nwhole;
+        for (size_t k = 0; k < x->nslots; k++)
+            whole += cy->c->gpus[x->slots[k].gpu].used == x->slots[k].memory_bytes;
+        if (whole < J->p.ndev)
+            return false;
+    }
+    if (!ts_sched_cluster_node_static_ok(cy->c, &J->p, node) || n->ngpus < J->p.ndev ||
+        n->ngpus > MAXG)
+        return false;
+    struct scratch t;
+    scratch_init(cy, node, &t);
+    scratch_release(&t, x, false);
+    return t.freed >= s->r->min_free - EPS && scratch_fits(cy, &J->p, &t);
+}
+
+/* Preemption (no floors, unlike reclaim): on a node whose first candidate
+ * alone makes room, the greedy stops there and its set is that one job;
+ * on another, a single victim is possible only at a later candidate, met
+ * later in the walk, and the node is then looked at whole (node_victims).
+ * Any single victim beats every set of two or more, so the walk looks for
+ * the first single in candidate order with one release and one fit check a
+ * candidate, instead of node_victims on every node met; true when found
+ * (the same set the walk over sets finds). Otherwise no node has a single
+ * victim. */
+static bool walk_singles(struct cycle *cy, struct search *s)
+{
+    int met = cy->stamp - 1; /* node_stamp: met once (cy->stamp: done) */
+    for (;;) {
+        const struct vent *be = next_candidate(cy, s->r, s->list, s->cur, s->nl);
+        if (be == NULL)
+            break;
+        if (s->best_node >= 0) {
+            struct vset lower = {1, be->priority, be->priority, be->started_at};
+            if (vset_better(&s->best, &lower))
+                break;
+        }
+        int node = be->node;
+        if (cy->node_stamp[node] == cy->stamp)
             continue;
-        uint64_t key = remember ? ts_sched_memo_fold(base, (uint64_t)node) : 0, seen;
-        if (remember && ts_sched_memo_get(cy->node_fail, key, &seen) &&
-            seen >> 16 == cy->node_ver[node] && (int)(seen & 0xffff) >= r->below_priority)
-            continue;
-        int nchosen;
-        if (!node_victims(cy, j, r, node, touched, dtouched, chosen, &nchosen)) {
-            if (remember)
-                ts_sched_memo_put(cy->node_fail, key,
-                                  (uint64_t)cy->node_ver[node] << 16 | (uint64_t)r->below_priority);
+        uint64_t key = 0;
+        if (cy->node_stamp[node] == met || cy->node_nstop[node] >= MAXV) {
+            /* a later candidate of the node (or more than node_victims
+             * looks at): the node whole */
+            cy->node_stamp[node] = cy->stamp;
+            if (!node_skipped(cy, s, node, &key))
+                node_search(cy, s, node, key);
             continue;
         }
-        struct vset vs = vset_of(cy, chosen, nchosen);
-        if (best_node < 0 || vset_better(&vs, &best) ||
-            (!vset_better(&best, &vs) && snap->nodes[node].id < snap->nodes[best_node].id)) {
-            best_node = node;
-            best = vs;
-            memcpy(victims, chosen, (size_t)nchosen * sizeof(int));
-            *nvictims = nchosen;
+        /* a first candidate that alone makes room is the node's set (and
+         * no remembered failure can be there) */
+        cy->node_stamp[node] = met;
+        if (single_fits(cy, s, node, &cy->jobs[be->job])) {
+            cy->node_stamp[node] = cy->stamp;
+            consider(cy, s, node, &be->job, 1);
         }
     }
+    return s->best_node >= 0 && s->best.n == 1;
+}
+
+/* A fresh stamp pair for a search (stamp - 1: met, stamp: done). */
+static void stamp_next(struct cycle *cy)
+{
+    if (cy->stamp >= INT_MAX - 2) {
+        memset(cy->node_stamp, 0, cy->snap->nnodes * sizeof(int));
+        cy->stamp = 0;
+    }
+    cy->stamp += 2;
+}
+
+static void search_walk(struct cycle *cy, struct search *s)
+{
+    const struct job *J = &cy->jobs[s->j];
+    const struct victim_rule *r = s->r;
+    s->nl = rule_lists(cy, s->j, r, s->list, s->cur);
+    stamp_next(cy);
+    /* preemption inside the project: a node where the candidates below
+     * priority b could not make room cannot with fewer (below any lower b)
+     * either, until it changes; the next job of the project with the same
+     * request skips it */
+    s->remember = !r->reclaim && r->below_priority >= 0 && r->below_priority <= 0xffff;
+    /* preemption of whole GPUs: a node whose empty GPUs and those the
+     * project's stoppable jobs hold are fewer than the job needs cannot
+     * make room, whatever is stopped */
+    s->slots_on = !r->reclaim && J->p.kind == TS_SCHED_GPU_COUNT && J->p.ndev > 1
+                      ? cy->proj_node_slots + (size_t)J->project * cy->snap->nnodes
+                      : NULL;
+    s->base = s->remember
+                  ? ts_sched_preq_signature(&J->p, 0x4e4f4445ULL + (uint64_t)J->project * 7919u +
+                                                       (uint64_t)(r->min_free * 1000.0))
+                  : 0;
+    if (r->reclaim) {
+        walk_sets(cy, s, 1);
+        return;
+    }
+    if (walk_singles(cy, s))
+        return;
+    /* no single victim anywhere: the walk over sets, from the start */
+    s->best_node = -1;
+    s->nl = rule_lists(cy, s->j, r, s->list, s->cur);
+    stamp_next(cy);
+    walk_sets(cy, s, 2);
+}
+
+bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out_node,
+                           int *victims, bool *suspend, int *nvictims)
+{
+    const struct ts_sched_snapshot *snap = cy->snap;
+    size_t np = snap->nprojects, nd = snap->ndepartments;
+    struct search s = {.j = j, .r = r, .best_node = -1, .victims = victims, .nvictims = nvictims};
+    s.touched = malloc((np ? np : 1) * sizeof(int));
+    s.dtouched = malloc((nd ? nd : 1) * sizeof(int));
+    s.list = malloc((np ? np : 1) * sizeof(int));
+    s.cur = malloc((np ? np : 1) * sizeof(*s.cur));
+    if (s.touched != NULL && s.dtouched != NULL && s.list != NULL && s.cur != NULL)
+        search_walk(cy, &s);
+    else
+        cy->nomem = true;
     for (size_t q = 0; q < np; q++)
         cy->projs[q].in_rule = false;
-    free(touched);
-    free(dtouched);
-    free(list);
-    free(cur);
-    if (best_node < 0)
+    free(s.touched);
+    free(s.dtouched);
+    free(s.list);
+    free(s.cur);
+    if (s.best_node < 0)
         return false;
-    *out_node = best_node;
-    choose_suspends(cy, &J->p, best_node, victims, *nvictims, r->min_free, suspend);
+    *out_node = s.best_node;
+    choose_suspends(cy, &cy->jobs[j].p, s.best_node, victims, *nvictims, r->min_free, suspend);
     return true;
 }

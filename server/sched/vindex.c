@@ -1,0 +1,223 @@
+/*
+ * vindex.c - the victim index: each project's running jobs that may be
+ * stopped (preemptible, past their minimum runtime), in candidate order,
+ * kept as jobs are bound and stopped, for the search in victims.c; and
+ * the per-node counts the search skips nodes by.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/sched/cycle.h"
+
+bool ts_sched_cycle_protected(const struct cycle *cy, const struct job *v)
+{
+    int64_t min = cy->projs[v->project].min_runtime;
+    return min > 0 && cy->snap->now - v->started_at < min;
+}
+
+bool ts_sched_victims_stoppable(const struct cycle *cy, const struct job *x)
+{
+    return x->preemptible && !ts_sched_cycle_protected(cy, x);
+}
+
+/* Each project's list is split by priority into buckets, lowest priority
+ * first, and a bucket is kept worst candidate first: the best candidate
+ * last (latest start, then highest id). A job this cycle places starts now,
+ * so it joins its bucket at or near the end instead of pushing a
+ * 6,000-entry list down by one (a tenth of a cycle at 100,000 GPUs, when
+ * one array per project held every priority), and the victims an eviction
+ * takes are trimmed off the end. A removed entry elsewhere keeps its place
+ * (job -1, with the key it was added with, so the bucket stays sorted)
+ * until half the bucket is removed and it is compacted. */
+static bool vent_key_before(const struct vent *e, int64_t started_at, int64_t id)
+{
+    if (e->started_at != started_at)
+        return e->started_at < started_at;
+    return e->id < id;
+}
+
+static int cmp_vent(const void *x, const void *y)
+{
+    const struct vent *a = x, *b = y;
+    if (vent_key_before(a, b->started_at, b->id))
+        return -1;
+    return vent_key_before(b, a->started_at, a->id) ? 1 : 0;
+}
+
+/* The bucket of priority prio (created when create), or NULL. */
+static struct vbucket *bucket_of(struct cycle *cy, struct proj *P, int prio, bool create)
+{
+    size_t lo = 0, hi = P->nvb;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (P->vb[mid].priority < prio)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < P->nvb && P->vb[lo].priority == prio)
+        return &P->vb[lo];
+    if (!create)
+        return NULL;
+    if (P->nvb == P->capvb) {
+        size_t ncap = P->capvb ? P->capvb * 2 : 4;
+        struct vbucket *nv = realloc(P->vb, ncap * sizeof(*nv));
+        if (nv == NULL) {
+            cy->nomem = true;
+            return NULL;
+        }
+        P->vb = nv;
+        P->capvb = ncap;
+    }
+    memmove(&P->vb[lo + 1], &P->vb[lo], (P->nvb - lo) * sizeof(*P->vb));
+    P->vb[lo] = (struct vbucket){.priority = prio};
+    P->nvb++;
+    return &P->vb[lo];
+}
+
+/* The first entry of b not before (started_at, id). */
+static size_t bucket_pos(const struct vbucket *b, int64_t started_at, int64_t id)
+{
+    size_t lo = 0, hi = b->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (vent_key_before(&b->e[mid], started_at, id))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static bool bucket_grow(struct cycle *cy, struct vbucket *b)
+{
+    if (b->n < b->cap)
+        return true;
+    size_t ncap = b->cap ? b->cap * 2 : 16;
+    struct vent *nv = realloc(b->e, ncap * sizeof(*nv));
+    if (nv == NULL) {
+        cy->nomem = true;
+        return false;
+    }
+    b->e = nv;
+    b->cap = ncap;
+    return true;
+}
+
+static void bucket_compact(struct vbucket *b)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->e[i].job >= 0)
+            b->e[m++] = b->e[i];
+    b->n = m;
+    b->dead = 0;
+}
+
+void ts_sched_victims_node_changed(struct cycle *cy, int node)
+{
+    if (cy->node_ver != NULL)
+        cy->node_ver[node]++;
+}
+
+void ts_sched_victims_index_add(struct cycle *cy, int v)
+{
+    const struct job *x = &cy->jobs[v];
+    if (!cy->vindex || !ts_sched_victims_stoppable(cy, x))
+        return;
+    struct proj *P = &cy->projs[x->project];
+    struct vbucket *b = bucket_of(cy, P, x->priority, true);
+    if (b == NULL || !bucket_grow(cy, b))
+        return;
+    cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] += (int)x->nslots;
+    cy->node_nstop[x->node]++;
+    size_t k = bucket_pos(b, x->started_at, x->id);
+    struct vent e = {x->priority, v, x->started_at, x->id, x->node};
+    /* its own removed entry, or a removed one just before its place: taken
+     * back without moving the bucket (the order holds either way) */
+    if (k < b->n && b->e[k].job < 0 && b->e[k].started_at == x->started_at && b->e[k].id == x->id) {
+        b->e[k] = e;
+        b->dead--;
+    } else if (k > 0 && b->e[k - 1].job < 0) {
+        b->e[k - 1] = e;
+        b->dead--;
+    } else {
+        memmove(&b->e[k + 1], &b->e[k], (b->n - k) * sizeof(*b->e));
+        b->e[k] = e;
+        b->n++;
+    }
+    P->vlive++;
+}
+
+void ts_sched_victims_index_del(struct cycle *cy, int v)
+{
+    const struct job *x = &cy->jobs[v];
+    if (!cy->vindex || !ts_sched_victims_stoppable(cy, x))
+        return;
+    struct proj *P = &cy->projs[x->project];
+    struct vbucket *b = bucket_of(cy, P, x->priority, false);
+    if (b == NULL)
+        return;
+    size_t k = bucket_pos(b, x->started_at, x->id);
+    if (k >= b->n || b->e[k].job != v)
+        return;
+    b->e[k].job = -1;
+    b->dead++;
+    P->vlive--;
+    cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] -= (int)x->nslots;
+    cy->node_nstop[x->node]--;
+    while (b->n > 0 && b->e[b->n - 1].job < 0) { /* the best candidates go first */
+        b->n--;
+        b->dead--;
+    }
+    if (b->dead > 64 && b->dead * 2 > b->n)
+        bucket_compact(b);
+}
+
+bool ts_sched_victims_index_build(struct cycle *cy)
+{
+    cy->node_stamp = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(int));
+    cy->node_ver = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(uint32_t));
+    cy->node_nstop = ts_arena_alloc(cy->a, (cy->snap->nnodes + 1) * sizeof(int));
+    cy->node_fail = ts_sched_memo_new();
+    cy->proj_node_slots =
+        ts_arena_alloc(cy->a, (cy->snap->nprojects * cy->snap->nnodes + 1) * sizeof(int));
+    if (cy->node_stamp == NULL || cy->node_ver == NULL || cy->node_nstop == NULL ||
+        cy->node_fail == NULL || cy->proj_node_slots == NULL)
+        return false;
+    /* appended, then each bucket sorted once */
+    for (size_t i = 0; i < cy->njobs; i++) {
+        const struct job *x = &cy->jobs[i];
+        if (!x->running || !ts_sched_victims_stoppable(cy, x))
+            continue;
+        struct proj *P = &cy->projs[x->project];
+        struct vbucket *b = bucket_of(cy, P, x->priority, true);
+        if (b == NULL || !bucket_grow(cy, b))
+            return false;
+        b->e[b->n++] = (struct vent){x->priority, (int)i, x->started_at, x->id, x->node};
+        P->vlive++;
+        cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] +=
+            (int)x->nslots;
+        cy->node_nstop[x->node]++;
+    }
+    for (size_t p = 0; p < cy->snap->nprojects; p++) {
+        struct proj *P = &cy->projs[p];
+        for (size_t k = 0; k < P->nvb; k++)
+            qsort(P->vb[k].e, P->vb[k].n, sizeof(struct vent), cmp_vent);
+    }
+    cy->vindex = true;
+    return !cy->nomem;
+}
+
+void ts_sched_victims_index_free(struct cycle *cy)
+{
+    ts_sched_memo_free(cy->node_fail);
+    cy->node_fail = NULL;
+    if (cy->projs == NULL)
+        return;
+    for (size_t p = 0; p < cy->snap->nprojects; p++) {
+        for (size_t k = 0; k < cy->projs[p].nvb; k++)
+            free(cy->projs[p].vb[k].e);
+        free(cy->projs[p].vb);
+    }
+}

@@ -36,6 +36,40 @@ const char *ts_sched_cycle_printf(struct cycle *cy, const char *fmt, ...)
     return s;
 }
 
+void ts_sched_cycle_msg_add(struct cycle_msg *m, const char *s)
+{
+    size_t room = sizeof(m->b) - 1 - m->n, k = strlen(s);
+    if (k > room)
+        k = room;
+    memcpy(m->b + m->n, s, k);
+    m->n += k;
+}
+
+void ts_sched_cycle_msg_int(struct cycle_msg *m, long v)
+{
+    char d[24];
+    size_t k = sizeof(d);
+    unsigned long u = v < 0 ? 0UL - (unsigned long)v : (unsigned long)v;
+    d[--k] = '\0';
+    do {
+        d[--k] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if (v < 0)
+        d[--k] = '-';
+    ts_sched_cycle_msg_add(m, d + k);
+}
+
+const char *ts_sched_cycle_msg_end(struct cycle *cy, const struct cycle_msg *m)
+{
+    const char *s = ts_arena_strndup(cy->a, m->b, m->n);
+    if (s == NULL) {
+        cy->nomem = true;
+        return "";
+    }
+    return s;
+}
+
 const char *ts_sched_cycle_held(struct cycle *cy, int p)
 {
     struct proj *P = &cy->projs[p];
@@ -369,9 +403,12 @@ static void attempt(struct cycle *cy, int j)
                                                    cy->nfreed - since, &node, slots, &ns)
                        : ts_sched_place_best(cy->c, cy->st, &J->p, &node, slots, &ns);
         if (ok) {
-            ts_sched_cycle_bind(cy, j, node, slots, ns, "fits",
-                                ts_sched_cycle_printf(cy, "placed on %s by %s",
-                                                      cy->snap->nodes[node].name, cy->st->name));
+            struct cycle_msg m = {.n = 0};
+            ts_sched_cycle_msg_add(&m, "placed on ");
+            ts_sched_cycle_msg_add(&m, cy->snap->nodes[node].name);
+            ts_sched_cycle_msg_add(&m, " by ");
+            ts_sched_cycle_msg_add(&m, cy->st->name);
+            ts_sched_cycle_bind(cy, j, node, slots, ns, "fits", ts_sched_cycle_msg_end(cy, &m));
             return;
         }
         ts_sched_memo_put(cy->fail_memo, key, cy->nfreed);

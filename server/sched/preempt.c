@@ -48,11 +48,18 @@ bool ts_sched_preempt_try(struct cycle *cy, int j, double min_free, bool dep_lim
     }
     for (int i = 0; i < nv; i++) {
         const struct job *x = &cy->jobs[victims[i]];
+        /* "preempt: job "a" has priority 90, this job 50; WHY" */
+        struct cycle_msg m = {.n = 0};
+        ts_sched_cycle_msg_add(&m, min_free > 0 ? "limit: job \"" : "preempt: job \"");
+        ts_sched_cycle_msg_add(&m, J->name);
+        ts_sched_cycle_msg_add(&m, "\" has priority ");
+        ts_sched_cycle_msg_int(&m, J->priority);
+        ts_sched_cycle_msg_add(&m, ", this job ");
+        ts_sched_cycle_msg_int(&m, x->priority);
+        ts_sched_cycle_msg_add(&m, "; ");
+        ts_sched_cycle_msg_add(&m, why);
         ts_sched_cycle_stop(cy, victims[i], j, suspend[i], "preempt",
-                            ts_sched_cycle_printf(cy,
-                                                  "%s: job \"%s\" has priority %d, this job %d; %s",
-                                                  min_free > 0 ? "limit" : "preempt", J->name,
-                                                  J->priority, x->priority, why));
+                            ts_sched_cycle_msg_end(cy, &m));
     }
     int saved = J->p.only_node, n;
     struct ts_sched_slot slots[TS_SCHED_MAX_DEVICES];
@@ -62,10 +69,15 @@ bool ts_sched_preempt_try(struct cycle *cy, int j, double min_free, bool dep_lim
     J->p.only_node = saved;
     if (!ok)
         return false; /* cannot happen: ts_sched_victims_find checked the same room */
-    ts_sched_cycle_bind(
-        cy, j, n, slots, ns, "preempt",
-        ts_sched_cycle_printf(cy, "placed on %s by preempting %d lower-priority job%s%s: %s",
-                              cy->snap->nodes[n].name, nv, nv == 1 ? "" : "s",
-                              min_free > 0 ? " within the limit" : "", why));
+    /* "placed on NODE by preempting 2 lower-priority jobs[ within the limit]: WHY" */
+    struct cycle_msg m = {.n = 0};
+    ts_sched_cycle_msg_add(&m, "placed on ");
+    ts_sched_cycle_msg_add(&m, cy->snap->nodes[n].name);
+    ts_sched_cycle_msg_add(&m, " by preempting ");
+    ts_sched_cycle_msg_int(&m, nv);
+    ts_sched_cycle_msg_add(&m, nv == 1 ? " lower-priority job" : " lower-priority jobs");
+    ts_sched_cycle_msg_add(&m, min_free > 0 ? " within the limit: " : ": ");
+    ts_sched_cycle_msg_add(&m, why);
+    ts_sched_cycle_bind(cy, j, n, slots, ns, "preempt", ts_sched_cycle_msg_end(cy, &m));
     return true;
 }

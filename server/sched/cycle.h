@@ -91,8 +91,9 @@ struct proj {
     bool in_rule;       /* victims.c scratch: its jobs are candidates */
     struct vbucket *vb; /* victims.c: its stoppable running jobs by priority, lowest first */
     size_t nvb, capvb;
-    size_t vlive;   /* live entries in all */
-    double removed; /* victims.c scratch */
+    size_t vlive;     /* live entries in all */
+    double vmin_gpus; /* no job its list held this cycle had fewer GPUs */
+    double removed;   /* victims.c scratch */
 };
 
 struct dep {

@@ -345,6 +345,28 @@ static bool node_victims(struct cycle *cy, int j, const struct victim_rule *r, i
 
 /* Marks the projects whose jobs the rule lets j stop (in_rule) and starts
  * a cursor on each one's list; returns how many lists. */
+/* Whether project q's floors leave room for its smallest stoppable job in
+ * a reclaim: node_victims's checks of a victim, for one of vmin_gpus GPUs
+ * taken first; a larger victim, or one after others, leaves less. Where
+ * none can be taken the project's list is not walked at all (a failed
+ * reclaim had looked at every node of the other projects' jobs). */
+static bool can_give(const struct cycle *cy, const struct victim_rule *r, int jd, int q)
+{
+    const struct proj *pv = &cy->projs[q];
+    int e = cy->snap->projects[q].department;
+    const struct dep *ev = e >= 0 ? &cy->deps[e] : NULL;
+    double g = pv->vmin_gpus, left = pv->alloc - g;
+    bool inside = jd >= 0 && e == jd;
+    bool proj_floor = inside ? r->keep_quota_in : r->tier1 || (e < 0 && r->keep_quota_out);
+    bool dep_floor = !inside && ev != NULL && r->keep_quota_out;
+    const double clear = 1e-9; /* only a clear shortfall leaves a list out */
+    if (r->fair_rule && left - pv->fair < r->reclaimer_excess - EPS - clear)
+        return false;
+    if (proj_floor && left < pv->deserved - EPS - clear)
+        return false;
+    return !(dep_floor && ev->alloc - g < ev->deserved - EPS - clear);
+}
+
 static int rule_lists(struct cycle *cy, int j, const struct victim_rule *r, int *list,
                       struct vcur *cur)
 {
@@ -362,6 +384,8 @@ static int rule_lists(struct cycle *cy, int j, const struct victim_rule *r, int 
                          (r->other_deps || (jd >= 0 && e == jd));
         else /* above its fair share */
             P->in_rule = (int)q != J->project && P->alloc > P->fair + EPS;
+        if (r->reclaim && P->in_rule && !can_give(cy, r, jd, (int)q))
+            P->in_rule = false;
         if (P->in_rule && P->vlive > 0) {
             cur[nl] = (struct vcur){0, P->vb[0].n};
             list[nl++] = (int)q;
@@ -374,6 +398,16 @@ static int rule_lists(struct cycle *cy, int j, const struct victim_rule *r, int 
 static const struct vent *next_candidate(struct cycle *cy, const struct victim_rule *r,
                                          const int *list, struct vcur *cur, int nl)
 {
+    if (nl == 1) { /* a preemption: its project's list alone */
+        const struct proj *P = &cy->projs[list[0]];
+        const struct vent *e = vcur_live(P, &cur[0]);
+        if (e == NULL || (!r->reclaim && e->priority >= r->below_priority)) {
+            cur[0].b = P->nvb;
+            return NULL;
+        }
+        cur[0].left--;
+        return e;
+    }
     const struct vent *be = NULL;
     int bl = -1;
     for (int l = 0; l < nl; l++) {
@@ -487,16 +521,18 @@ static bool single_fits(struct cycle *cy, const struct search *s, int node, cons
 {
     const struct job *J = &cy->jobs[s->j];
     const struct node_state *n = &cy->c->nodes[node];
-    if (n->cpu_free + x->req->cpu + 1e-9 < J->p.cpu || x->gpus < s->r->min_free - EPS)
-        return false;
     if (J->p.kind == TS_SCHED_GPU_COUNT) {
         /* whole GPUs: the empty ones and those x holds alone */
         int whole = n->nwhole;
+        if (whole + (int)x->nslots < J->p.ndev)
+            return false;
         for (size_t k = 0; k < x->nslots; k++)
             whole += cy->c->gpus[x->slots[k].gpu].used == x->slots[k].memory_bytes;
         if (whole < J->p.ndev)
             return false;
     }
+    if (n->cpu_free + x->req->cpu + 1e-9 < J->p.cpu || x->gpus < s->r->min_free - EPS)
+        return false;
     if (!ts_sched_cluster_node_static_ok(cy->c, &J->p, node) || n->ngpus < J->p.ndev ||
         n->ngpus > MAXG)
         return false;

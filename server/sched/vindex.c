@@ -4,6 +4,7 @@
  * kept as jobs are bound and stopped, for the search in victims.c; and
  * the per-node counts the search skips nodes by.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,6 +148,8 @@ void ts_sched_victims_index_add(struct cycle *cy, int v)
         b->n++;
     }
     P->vlive++;
+    if (x->gpus < P->vmin_gpus)
+        P->vmin_gpus = x->gpus;
 }
 
 void ts_sched_victims_index_del(struct cycle *cy, int v)
@@ -186,6 +189,8 @@ bool ts_sched_victims_index_build(struct cycle *cy)
         cy->node_fail == NULL || cy->proj_node_slots == NULL)
         return false;
     /* appended, then each bucket sorted once */
+    for (size_t p = 0; p < cy->snap->nprojects; p++)
+        cy->projs[p].vmin_gpus = INFINITY;
     for (size_t i = 0; i < cy->njobs; i++) {
         const struct job *x = &cy->jobs[i];
         if (!x->running || !ts_sched_victims_stoppable(cy, x))
@@ -196,6 +201,8 @@ bool ts_sched_victims_index_build(struct cycle *cy)
             return false;
         b->e[b->n++] = (struct vent){x->priority, (int)i, x->started_at, x->id, x->node};
         P->vlive++;
+        if (x->gpus < P->vmin_gpus)
+            P->vmin_gpus = x->gpus;
         cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] +=
             (int)x->nslots;
         cy->node_nstop[x->node]++;

@@ -62,7 +62,9 @@ struct vent {
     int priority;
     int job; /* -1: removed */
     int64_t started_at, id;
-    int node; /* the job's, so that the search need not read the job */
+    int node;   /* the job's, so that the search need not read the job */
+    int nslots; /* the job's GPUs: a whole-GPU preemption passes over
+                   one that cannot alone empty enough of them */
 };
 
 /* The entries of one priority, the best candidate last (victims.c). */

@@ -542,6 +542,40 @@ static bool single_fits(struct cycle *cy, const struct search *s, int node, cons
     return t.freed >= s->r->min_free - EPS && scratch_fits(cy, &J->p, &t);
 }
 
+/* One candidate of walk_singles; false once no later one can do better. */
+static bool single_step(struct cycle *cy, struct search *s, const struct vent *be, int met)
+{
+    if (s->best_node >= 0) {
+        struct vset lower = {1, be->priority, be->priority, be->started_at};
+        if (vset_better(&s->best, &lower))
+            return false;
+    }
+    int node = be->node;
+    if (cy->node_stamp[node] == cy->stamp)
+        return true;
+    uint64_t key = 0;
+    if (cy->node_stamp[node] == met || cy->node_nstop[node] >= MAXV) {
+        /* a later candidate of the node (or more than node_victims looks
+         * at): the node whole */
+        cy->node_stamp[node] = cy->stamp;
+        if (!node_skipped(cy, s, node, &key))
+            node_search(cy, s, node, key);
+        return true;
+    }
+    /* a first candidate that alone makes room is the node's set (and no
+     * remembered failure can be there); one that cannot empty enough whole
+     * GPUs is passed over without reading its job */
+    cy->node_stamp[node] = met;
+    const struct preq *p = &cy->jobs[s->j].p;
+    if (p->kind == TS_SCHED_GPU_COUNT && cy->c->nodes[node].nwhole + be->nslots < p->ndev)
+        return true;
+    if (single_fits(cy, s, node, &cy->jobs[be->job])) {
+        cy->node_stamp[node] = cy->stamp;
+        consider(cy, s, node, &be->job, 1);
+    }
+    return true;
+}
+
 /* Preemption (no floors, unlike reclaim): on a node whose first candidate
  * alone makes room, the greedy stops there and its set is that one job;
  * on another, a single victim is possible only at a later candidate, met
@@ -554,35 +588,13 @@ static bool single_fits(struct cycle *cy, const struct search *s, int node, cons
 static bool walk_singles(struct cycle *cy, struct search *s)
 {
     int met = cy->stamp - 1; /* node_stamp: met once (cy->stamp: done) */
-    for (;;) {
-        const struct vent *be = next_candidate(cy, s->r, s->list, s->cur, s->nl);
-        if (be == NULL)
-            break;
-        if (s->best_node >= 0) {
-            struct vset lower = {1, be->priority, be->priority, be->started_at};
-            if (vset_better(&s->best, &lower))
-                break;
-        }
-        int node = be->node;
-        if (cy->node_stamp[node] == cy->stamp)
-            continue;
-        uint64_t key = 0;
-        if (cy->node_stamp[node] == met || cy->node_nstop[node] >= MAXV) {
-            /* a later candidate of the node (or more than node_victims
-             * looks at): the node whole */
-            cy->node_stamp[node] = cy->stamp;
-            if (!node_skipped(cy, s, node, &key))
-                node_search(cy, s, node, key);
-            continue;
-        }
-        /* a first candidate that alone makes room is the node's set (and
-         * no remembered failure can be there) */
-        cy->node_stamp[node] = met;
-        if (single_fits(cy, s, node, &cy->jobs[be->job])) {
-            cy->node_stamp[node] = cy->stamp;
-            consider(cy, s, node, &be->job, 1);
-        }
-    }
+    /* a preemption's candidates: its project's list (the one list), in
+     * order, below its priority */
+    const struct proj *P = s->nl == 1 ? &cy->projs[s->list[0]] : NULL;
+    for (size_t b = 0; P != NULL && b < P->nvb && P->vb[b].priority < s->r->below_priority; b++)
+        for (size_t k = P->vb[b].n; k-- > 0;)
+            if (P->vb[b].e[k].job >= 0 && !single_step(cy, s, &P->vb[b].e[k], met))
+                return s->best_node >= 0 && s->best.n == 1;
     return s->best_node >= 0 && s->best.n == 1;
 }
 

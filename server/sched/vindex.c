@@ -133,7 +133,7 @@ void ts_sched_victims_index_add(struct cycle *cy, int v)
     cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] += (int)x->nslots;
     cy->node_nstop[x->node]++;
     size_t k = bucket_pos(b, x->started_at, x->id);
-    struct vent e = {x->priority, v, x->started_at, x->id, x->node};
+    struct vent e = {x->priority, v, x->started_at, x->id, x->node, (int)x->nslots};
     /* its own removed entry, or a removed one just before its place: taken
      * back without moving the bucket (the order holds either way) */
     if (k < b->n && b->e[k].job < 0 && b->e[k].started_at == x->started_at && b->e[k].id == x->id) {
@@ -199,7 +199,8 @@ bool ts_sched_victims_index_build(struct cycle *cy)
         struct vbucket *b = bucket_of(cy, P, x->priority, true);
         if (b == NULL || !bucket_grow(cy, b))
             return false;
-        b->e[b->n++] = (struct vent){x->priority, (int)i, x->started_at, x->id, x->node};
+        b->e[b->n++] =
+            (struct vent){x->priority, (int)i, x->started_at, x->id, x->node, (int)x->nslots};
         P->vlive++;
         if (x->gpus < P->vmin_gpus)
             P->vmin_gpus = x->gpus;

@@ -82,12 +82,42 @@ static void what_a_round_leaves_unused_is_freed(void **state)
     ts_arena_free(a); /* LeakSanitizer checks nothing kept is lost */
 }
 
+/* ts_arena_alloc_uninit hands out aligned room of its own, small and large,
+ * not zeroed; what it held is zeroed when ts_arena_alloc hands it out after
+ * a reset. */
+static void an_unzeroed_allocation_has_room_of_its_own(void **state)
+{
+    (void)state;
+    struct ts_arena *a = ts_arena_new();
+    enum { N = 6 };
+    static const size_t sizes[N] = {1, 24, 4000, 5000, 100000, 17};
+    unsigned char *p[N];
+    for (size_t i = 0; i < N; i++) {
+        p[i] = ts_arena_alloc_uninit(a, sizes[i]);
+        assert_non_null(p[i]);
+        assert_int_equal((uintptr_t)p[i] % 16, 0);
+        memset(p[i], (int)(0x10 + i), sizes[i]);
+    }
+    for (size_t i = 0; i < N; i++)
+        for (size_t k = 0; k < sizes[i]; k++)
+            assert_int_equal(p[i][k], 0x10 + i);
+    ts_arena_reset(a);
+    for (size_t i = 0; i < N; i++) {
+        unsigned char *z = ts_arena_alloc(a, sizes[i]);
+        assert_non_null(z);
+        for (size_t k = 0; k < sizes[i]; k++)
+            assert_int_equal(z[k], 0);
+    }
+    ts_arena_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(allocations_are_zeroed_and_aligned),
         cmocka_unit_test(a_reset_arena_reuses_its_memory_zeroed),
         cmocka_unit_test(what_a_round_leaves_unused_is_freed),
+        cmocka_unit_test(an_unzeroed_allocation_has_room_of_its_own),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -538,7 +538,7 @@ static void loop(struct ts_agent *a, int sigfd)
             pthread_cond_broadcast(&a->cond);
         }
         pthread_mutex_unlock(&a->mu);
-        if (again || changed)
+        if (again || changed || a->repack_pending)
             ts_reconcile(a);
         after_jobs(a);
         if (ts_now_ms() >= next_sample) {

@@ -95,8 +95,9 @@ struct ts_agent {
     atomic_bool stop;
     atomic_bool failed; /* stopped for an error: the server refused the agent */
     atomic_bool registered;
-    bool file_mode; /* --desired-file: no server */
-    bool spread;    /* the node-level scheduler spreads fractional jobs */
+    bool file_mode;      /* --desired-file: no server */
+    bool spread;         /* the node-level scheduler spreads fractional jobs */
+    bool repack_pending; /* main thread: a start waits for moves (repack.h) */
     pthread_t poll_thread, ship_thread;
     bool threads;
 };

@@ -332,6 +332,23 @@ out:
         close(p[1]);
 }
 
+/* The GPUs the job may open: its own, then the logical GPUs of a job the
+ * node spread, where re-packing may move it (repack.h). The count. */
+static unsigned reachable_gpus(const struct ts_ajob *j, unsigned *out)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < j->ngpus; i++)
+        out[n++] = j->gpus[i];
+    for (unsigned i = 0; i < j->ngpus && n < TS_GPUS_MAX; i++) {
+        bool listed = false;
+        for (unsigned k = 0; k < n; k++)
+            listed = listed || out[k] == j->logical[i];
+        if (!listed)
+            out[n++] = j->logical[i];
+    }
+    return n;
+}
+
 static void read_spec(struct ts_ajob *j, const struct ts_desired_job *spec)
 {
     j->grace_seconds = spec->grace_seconds;
@@ -387,8 +404,9 @@ static void sandbox_spec(const struct ts_ajob_ctx *ctx, const struct ts_ajob *j,
          * LD_PRELOAD only, as unsandboxed */
         o->has_driver = ts_files_exists(ctx->shim_lib) && ts_files_exists(d->overlay_lib);
     }
-    for (unsigned i = 0; i < j->ngpus && o->ngpus < 64; i++)
-        o->gpus[o->ngpus++] = j->gpus[i];
+    unsigned reach[TS_GPUS_MAX], nreach = reachable_gpus(j, reach);
+    for (unsigned i = 0; i < nreach && o->ngpus < 64; i++)
+        o->gpus[o->ngpus++] = reach[i];
     for (int i = 0; i < sb->nmounts && i < TS_SANDBOX_MOUNTS_MAX; i++)
         o->mounts[o->nmounts++] = sb->mounts[i];
     snprintf(o->network, sizeof(o->network), "%s", sb->net_none ? "none" : "host");
@@ -413,10 +431,11 @@ static struct ts_cgroup_spec *cgroup_spec(const struct ts_ajob_ctx *ctx, const s
             mem += lim > req ? lim : req > 0 ? req : whole;
         }
     }
+    unsigned reach[TS_GPUS_MAX], nreach = reachable_gpus(j, reach);
     struct ts_cgroup_spec *spec = malloc(sizeof(*spec));
     if (spec != NULL)
         ts_cgroup_spec(&ctx->sandbox->cg, j->id, j->attempt, desired->cpu, mem,
-                       ctx->sandbox->pids_max, j->gpus, j->ngpus, spec);
+                       ctx->sandbox->pids_max, reach, nreach, spec);
     return spec;
 }
 

@@ -33,6 +33,16 @@
 #define TS_AJOB_DIR_MAX (PATH_MAX - 64) /* room for the file names inside */
 #define TS_AJOB_START_TIMEOUT_MS 30000  /* supervisor to job.json */
 
+/* Re-pack on demand (repack.h): a spread job asked to move back to its
+ * logical GPU for a job that needs the room. */
+enum ts_ajob_move {
+    TS_AJOB_MOVE_NONE,
+    TS_AJOB_MOVE_ASKED,   /* by the main thread; the broker starts it */
+    TS_AJOB_MOVE_MOVING,  /* TS_CMD_MOVE sent, not all acknowledged */
+    TS_AJOB_MOVE_DONE,    /* on its logical GPU now */
+    TS_AJOB_MOVE_REFUSED, /* stays where it runs: move_msg says why */
+};
+
 enum ts_ajob_phase {
     TS_AJOB_STARTING, /* the supervisor runs; the job's pid is not known yet */
     TS_AJOB_RUNNING,
@@ -92,6 +102,14 @@ struct ts_ajob {
     int evict_grace;
     bool evicted;
     char evict_msg[384];
+
+    /* re-pack on demand (repack.c), under the agent's lock: the main thread
+     * asks, the broker moves it back and says how it went */
+    enum ts_ajob_move move;
+    int64_t move_for; /* the job that needs the room */
+    int move_for_attempt;
+    int64_t move_asked_ms;
+    char move_msg[256]; /* refused: why */
 
     /* upstream, under the agent's lock */
     bool final_reported; /* a report with the final state was accepted */

@@ -172,6 +172,17 @@ char **ts_ajob_env_build(const struct ts_ajob_ctx *ctx, const struct ts_desired_
     for (size_t i = 0; i < desired->ngpus && i < TS_GPUS_MAX; i++)
         off += (size_t)snprintf(devices + off, sizeof(devices) - off, "%s%d", i ? "," : "",
                                 desired->gpus[i].index);
+    /* a job the node-level scheduler spread: its logical GPUs after its
+     * own, the GPUs re-packing may move it back to; the shim hides them
+     * (shim/README.md, "Moving a job to another GPU") */
+    for (size_t i = 0; i < desired->ngpus && i < TS_GPUS_MAX; i++) {
+        int lg = desired->gpus[i].logical_index;
+        bool listed = lg < 0;
+        for (size_t k = 0; k < desired->ngpus && !listed; k++)
+            listed = desired->gpus[k].index == lg;
+        if (!listed && off < sizeof(devices))
+            off += (size_t)snprintf(devices + off, sizeof(devices) - off, ",%d", lg);
+    }
     env_set(&l, "CUDA_VISIBLE_DEVICES", devices);
 
     if (ctx->gpus != NULL && ctx->gpus->lib_dir[0] != '\0') {

@@ -76,6 +76,9 @@ bool ts_broker_busy_job(const struct ts_broker *b, int64_t id, int attempt)
     for (int k = 0; k < TS_BROKER_ACTIONS; k++)
         if (b->act[k].used && b->act[k].id == id && b->act[k].attempt == attempt)
             return true;
+    for (int k = 0; k < TS_REPACK_MOVES; k++)
+        if (b->mv[k].used && b->mv[k].id == id && b->mv[k].attempt == attempt)
+            return true;
     return false;
 }
 
@@ -84,6 +87,10 @@ bool ts_broker_busy_pid(const struct ts_broker *b, pid_t pid)
     for (int k = 0; k < TS_BROKER_ACTIONS; k++)
         if (b->act[k].used && b->act[k].pid == pid)
             return true;
+    for (int k = 0; k < TS_REPACK_MOVES; k++)
+        for (size_t i = 0; b->mv[k].used && i < b->mv[k].n; i++)
+            if (b->mv[k].pid[i] == pid)
+                return true;
     return false;
 }
 
@@ -549,6 +556,7 @@ static void *broker_main(void *arg)
             swapped_in(b, g);
         }
         ts_jobswap_pass(b);
+        ts_repack_pass(b);
         if (b->s->count == 0) {
             struct timespec ts = {0, PASS_MS * 1000000L};
             nanosleep(&ts, NULL);

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "agent/daemon/agent.h"
+#include "agent/daemon/repack.h"
 
 #define TS_BROKER_ACK_MS 30000 /* longest a swap command waits for the shim, plus 10 s a GiB */
 #define TS_BROKER_FREE_MS                                                                          \
@@ -97,6 +98,7 @@ struct ts_broker {
     uint64_t gaveup_key[TS_GPUS_MAX][TS_LEDGER_JOBS];
     uint32_t gaveup_seq[TS_GPUS_MAX][TS_LEDGER_JOBS];
     struct ts_action act[TS_BROKER_ACTIONS];
+    struct ts_repack_move mv[TS_REPACK_MOVES]; /* re-pack moves in flight (repack.c) */
     int64_t next_trim_ms, next_reap_ms;
     pthread_t thread;
 };
@@ -119,7 +121,8 @@ bool ts_broker_alive(pid_t pid);
 /* The job's GPU positions in CUDA order (device 0 first); 0 when the job
  * is not in the list. */
 unsigned ts_broker_job_gpus(struct ts_broker *b, int64_t id, int attempt, unsigned *pos);
-/* Whether an action in flight is about job (id, attempt) / process pid. */
+/* Whether an action or a move in flight is about job (id, attempt) /
+ * process pid. */
 bool ts_broker_busy_job(const struct ts_broker *b, int64_t id, int attempt);
 bool ts_broker_busy_pid(const struct ts_broker *b, pid_t pid);
 /* "held above their requests by job 3 (1.00 GiB), job 9 (2.00 GiB)": the

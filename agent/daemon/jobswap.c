@@ -64,7 +64,8 @@ static size_t look(struct ts_broker *b, struct look *out)
     int64_t now = ts_now_ms();
     pthread_mutex_lock(&b->a->mu);
     for (struct ts_ajob *j = b->a->jobs; j != NULL && n < JOBS_MAX; j = j->next) {
-        if (j->phase != TS_AJOB_RUNNING || j->stopping || j->suspend_failed || j->evict_req)
+        if (j->phase != TS_AJOB_RUNNING || j->stopping || j->suspend_failed || j->evict_req ||
+            j->move == TS_AJOB_MOVE_MOVING)
             continue;
         enum todo t = NONE;
         if (j->suspending)

@@ -40,6 +40,7 @@ struct ts_nodesched_block {
     int attempt;
     unsigned physical, logical; /* where it runs; where the server put it */
     uint64_t request_bytes;     /* its request there */
+    char why[256];              /* not moved back: why (repack.h) */
 };
 
 /*

@@ -22,6 +22,7 @@
 #include "agent/daemon/agent.h"
 #include "agent/daemon/events.h"
 #include "agent/daemon/nodesched.h"
+#include "agent/daemon/repack.h"
 #include "api/log.h"
 #include "api/units.h"
 #include "api/wire.h"
@@ -55,9 +56,9 @@ static void add_job(struct ts_agent *a, struct ts_ajob *j)
 }
 
 /* A job starting where the server put it, on a GPU whose room jobs the
- * node spread there use (found before it starts, into b): re-packing would
- * move them back to their logical GPUs first (issue 17); it is not done
- * yet, so the GPU is overcommitted until they end. Said as an event on
+ * node spread there still use (found before it starts, into b): re-packing
+ * (repack.h) could not move them back to their logical GPUs (b[].why), so
+ * the GPU is overcommitted until one of them ends. Said as an event on
  * each job, once the new one has its folder, so that their owners see why
  * (tessera describe job). */
 static void note_in_the_way(struct ts_agent *a, const struct ts_nodesched_block *b, size_t n,
@@ -65,17 +66,18 @@ static void note_in_the_way(struct ts_agent *a, const struct ts_nodesched_block 
 {
     for (size_t i = 0; i < n && a->events != NULL; i++) {
         char req[32];
+        const char *why = b[i].why[0] != '\0' ? b[i].why : "it was not moved";
         ts_bytesize_format((int64_t)b[i].request_bytes, req, sizeof(req));
         ts_events_add(a->events, b[i].id, b[i].attempt, "not_moved",
                       "job %lld needs the room of gpu %u, where this job runs (allocated on gpu "
-                      "%u, request %s): moving it back is not supported yet, gpu %u is "
+                      "%u, request %s): it could not be moved back (%s), gpu %u is "
                       "overcommitted until one of them ends",
-                      (long long)id, b[i].physical, b[i].logical, req, b[i].physical);
+                      (long long)id, b[i].physical, b[i].logical, req, why, b[i].physical);
         ts_events_add(a->events, id, attempt, "not_moved",
                       "job %lld runs on gpu %u, which this job needs (it is allocated on gpu "
-                      "%u): moving it back is not supported yet, gpu %u is overcommitted until "
+                      "%u): it could not be moved back (%s), gpu %u is overcommitted until "
                       "one of them ends",
-                      (long long)b[i].id, b[i].physical, b[i].logical, b[i].physical);
+                      (long long)b[i].id, b[i].physical, b[i].logical, why, b[i].physical);
     }
 }
 
@@ -107,6 +109,12 @@ static void start(struct ts_agent *a, const struct ts_desired_job *d)
     size_t nway = moved == NULL && a->spread
                       ? ts_nodesched_in_the_way(&a->ledgers, a->jobs, d, in_way, 8)
                       : 0;
+    if (nway > 0 && ts_repack_ask(a, in_way, nway, id, attempt)) {
+        /* re-pack on demand: it starts once they are moved back */
+        a->repack_pending = true;
+        ts_arena_free(ar);
+        return;
+    }
     j = ts_ajob_start(&a->ctx, moved != NULL ? moved : d, &err);
     ts_arena_free(ar);
     if (j == NULL) {
@@ -144,7 +152,8 @@ static void set_suspend(struct ts_agent *a, struct ts_ajob *j, bool want)
 void ts_reconcile(struct ts_agent *a)
 {
     if (a->desired == NULL)
-        return; /* never heard from the server: leave every job as it is */
+        return;                /* never heard from the server: leave every job as it is */
+    a->repack_pending = false; /* a start still waiting for moves sets it again */
     const struct ts_desired *desired = &a->desired->d;
     for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
         if (ts_ajob_final(j))

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "agent/ledger/ledger.h"
 #include "api/files.h"
@@ -19,7 +20,8 @@
 
 #define MiB (1ull << 20)
 
-static const char *bin_dir, *player, *probe;
+static const char *bin_dir, *player, *probe, *cuda_job;
+static bool real_shim; /* jobs run under the real libtessera-cuda.so */
 
 /* The agent on sim:2x4GiB (3.25 GiB usable per GPU) with extra options. */
 static void agent_start(const char *const *extra)
@@ -45,7 +47,7 @@ static void agent_start(const char *const *extra)
                             "off",
                             "--shim-lib",
                             "/nonexistent/libtessera-cuda.so"};
-    size_t n = 17;
+    size_t n = real_shim ? 15 : 17; /* the real shim: the default beside the binary */
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 30; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -140,7 +142,8 @@ static void spread_starts_the_second_notebook_on_the_gpu_where_it_can_burst(void
     json_decref(spec);
     snprintf(path, sizeof(path), "%s/jobs/2-0/launch.json", ts_ah_data);
     char *launch = ts_files_read(path, 1 << 20, NULL);
-    CHECK(launch != NULL && strstr(launch, "\"CUDA_VISIBLE_DEVICES=1\"") != NULL);
+    /* its logical GPU after its own: where re-packing may move it */
+    CHECK(launch != NULL && strstr(launch, "\"CUDA_VISIBLE_DEVICES=1,0\"") != NULL);
     free(launch);
     stop_notebooks();
 }
@@ -176,10 +179,15 @@ static void a_whole_gpu_bind_where_a_notebook_was_spread_says_it_is_not_moved(vo
     char *e2 = events_of(2), *e3 = events_of(3), *e1 = events_of(1);
     fprintf(stderr, "job 2 events: %sjob 3 events: %s", e2, e3);
     CHECK(strstr(e2, "\"not_moved\"") != NULL);
+    /* shim_player acknowledges TS_CMD_MOVE without moving, as a shim
+     * before ledger ABI 1.3 would: re-packing finds no slot of it on GPU 0 */
     CHECK(strstr(e2, "job 3 needs the room of gpu 1, where this job runs (allocated on gpu 0, "
-                     "request 1GiB)") != NULL);
+                     "request 1GiB): it could not be moved back (pid ") != NULL);
+    CHECK(strstr(e2, "acknowledged the move without moving") != NULL);
     CHECK(strstr(e3, "job 2 runs on gpu 1, which this job needs (it is allocated on gpu 0)") !=
           NULL);
+    CHECK(strstr(e2, "\"moved\"") == NULL);
+    CHECK(gpu_of(2) == 1);                  /* still there */
     CHECK(strstr(e1, "not_moved") == NULL); /* on its logical GPU: not in the way */
     free(e1);
     free(e2);
@@ -316,6 +324,167 @@ static void a_bad_mode_is_refused_at_start(void)
     free(log);
 }
 
+/* ---- re-pack on demand, under the real shim -------------------------------- */
+
+/* Whether the ledger of physical GPU g holds a slot of job id. */
+static bool has_slot(long id, int g)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/ledger/gpu%d.ledger", ts_ah_data, g);
+    struct ts_ledger *l = ts_ledger_open(path);
+    bool has = l != NULL && ts_ledger_find_job(l, ts_ledger_key(id, 0)) >= 0;
+    ts_ledger_close(l);
+    return has;
+}
+
+/* A desired cuda_job (buf, 4 KiB) on GPU index with request and limit in
+ * MiB, running steps (space-separated). */
+static char *cjob(char *buf, int id, int index, unsigned req, unsigned lim, const char *steps)
+{
+    char argv[2048] = "", copy[1024];
+    snprintf(copy, sizeof(copy), "%s", steps);
+    for (char *save = NULL, *w = strtok_r(copy, " ", &save); w != NULL;
+         w = strtok_r(NULL, " ", &save)) {
+        size_t n = strlen(argv);
+        snprintf(argv + n, sizeof(argv) - n, ", \"%s\"", w);
+    }
+    snprintf(buf, 4096,
+             "{\"id\": %d, \"attempt\": 0, \"name\": \"j%d\", \"project\": \"p\", "
+             "\"action\": \"run\", \"grace_seconds\": 2, \"gpus\": [{\"index\": %d, "
+             "\"memory_bytes\": %llu, \"memory_limit_bytes\": %llu}], \"checkpoint_dir\": \"%s\", "
+             "\"command\": [\"%s\"%s]}",
+             id, id, index, (unsigned long long)req * MiB, (unsigned long long)lim * MiB,
+             ts_ah_shared, cuda_job, argv);
+    return buf;
+}
+
+static bool wait_file(const char *path, double timeout_s)
+{
+    double until = ts_ah_now_s() + timeout_s;
+    while (access(path, F_OK) != 0 && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.05);
+    return access(path, F_OK) == 0;
+}
+
+static char *job_output(long id)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/jobs/%ld-0/output.log", ts_ah_data, id);
+    char *t = ts_files_read(path, 1 << 20, NULL);
+    return t != NULL ? t : strdup("");
+}
+
+/* Whether cuda_job's output read every allocation back intact at the
+ * address it was allocated at. */
+static bool intact_at_same_addresses(const char *out)
+{
+    if (strstr(out, "data intact") == NULL || strstr(out, " lost") != NULL)
+        return false;
+    int allocs = 0;
+    for (const char *p = strstr(out, "alloc ok "); p != NULL; p = strstr(p + 1, "alloc ok ")) {
+        int dev;
+        unsigned long mib;
+        unsigned long long addr;
+        if (sscanf(p, "alloc ok dev=%d mib=%lu addr=0x%llx", &dev, &mib, &addr) != 3)
+            return false;
+        char want[128];
+        snprintf(want, sizeof(want), "check dev=%d addr=0x%llx intact\n", dev, addr);
+        if (strstr(out, want) == NULL)
+            return false;
+        allocs++;
+    }
+    return allocs > 0;
+}
+
+/* The physical GPU a running job's report names for its GPU 0, or -1. */
+static int reported_physical(long id)
+{
+    json_t *r = ts_ah_report();
+    json_t *g = json_array_get(json_object_get(ts_ah_report_job(r, id, 0), "gpus"), 0);
+    int p = g != NULL ? (int)json_integer_value(json_object_get(g, "physical_index")) : -1;
+    json_decref(r);
+    return p;
+}
+
+static void a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_intact(void)
+{
+    char lib[PATH_MAX + 64];
+    snprintf(lib, sizeof(lib), "%s/../lib/libtessera-cuda.so", bin_dir);
+    if (access(lib, R_OK) != 0 || cuda_job == NULL) {
+        fprintf(stderr, "no %s or TS_CUDA_JOB: skipped\n", lib);
+        return;
+    }
+    real_shim = true;
+    const char *opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
+    agent_start(opts);
+    /* two notebooks of logical GPU 0 (request 1 GiB, limit 3 GiB) write
+     * their pattern in GPU memory, wait, and read it back */
+    char a[4096], b[4096], c[4096], s1[1024], s2[1024], f1[300], f2[300], stop[300];
+    snprintf(f1, sizeof(f1), "%s/nb1", ts_ah_shared);
+    snprintf(f2, sizeof(f2), "%s/nb2", ts_ah_shared);
+    snprintf(stop, sizeof(stop), "%s/stop", ts_ah_shared);
+    snprintf(s1, sizeof(s1), "alloc 0 16 mark %s await %s check", f1, stop);
+    snprintf(s2, sizeof(s2), "alloc 0 24 alloc 0 8 mark %s await %s check", f2, stop);
+    cjob(a, 1, 0, 1024, 3072, s1);
+    cjob(b, 2, 0, 1024, 3072, s2);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
+    REQUIRE(wait_file(f1, 30));
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
+    REQUIRE(wait_file(f2, 30));
+    REQUIRE(has_slot(2, 1) && !has_slot(2, 0)); /* spread onto GPU 1 */
+    CHECK(reported_physical(2) == 1);
+
+    /* the server binds a whole GPU (3.25 GiB usable) on logical GPU 1 */
+    cjob(c, 3, 1, 3328, 3328, "alloc 0 8 idle 3 check");
+    double t0 = ts_ah_now_s();
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, %s]}", a, b, c);
+    json_t *j3 = ts_ah_wait_job(3, 0, "running", 30);
+    double took = ts_ah_now_s() - t0;
+    CHECK(j3 != NULL);
+    json_decref(j3);
+    fprintf(stderr, "whole-GPU job 3: desired state written -> running in %.2f s\n", took);
+    /* notebook 2 runs on GPU 0 now: its slot moved, its spec and its
+     * report say so, and it has the event */
+    char *e2 = events_of(2), *e3 = events_of(3);
+    fprintf(stderr, "job 2 events: %sjob 3 events: %s", e2, e3);
+    CHECK(strstr(e2, "\"type\":\"moved\"") != NULL);
+    CHECK(strstr(e2, "moved gpu 1 \u2192 gpu 0 for job 3 (32.0 MiB of GPU memory") != NULL);
+    CHECK(strstr(e2, "not_moved") == NULL && strstr(e3, "not_moved") == NULL);
+    free(e2);
+    free(e3);
+    CHECK(has_slot(2, 0) && !has_slot(2, 1));
+    CHECK(has_slot(3, 1) && has_slot(1, 0));
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/jobs/2-0/spec.json", ts_ah_data);
+    json_t *spec = ts_files_read_json(path);
+    json_t *g = json_array_get(json_object_get(spec, "gpus"), 0);
+    CHECK(json_integer_value(json_object_get(g, "index")) == 0);
+    CHECK(json_object_get(g, "logical_index") == NULL);
+    json_decref(spec);
+    double until = ts_ah_now_s() + 10;
+    while (reported_physical(2) != 0 && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.2);
+    CHECK(reported_physical(2) == 0);
+    /* the whole-GPU job ran on GPU 1 */
+    json_t *e = ts_ah_wait_job(3, 0, "exited", 30);
+    CHECK(e != NULL && json_integer_value(json_object_get(e, "exit_code")) == 0);
+    json_decref(e);
+    /* both notebooks read their memory back intact at the same addresses */
+    ts_files_write_atomic(stop, "", 0, 0644);
+    json_t *e1 = ts_ah_wait_job(1, 0, "exited", 60), *x2 = ts_ah_wait_job(2, 0, "exited", 60);
+    CHECK(e1 != NULL && json_integer_value(json_object_get(e1, "exit_code")) == 0);
+    CHECK(x2 != NULL && json_integer_value(json_object_get(x2, "exit_code")) == 0);
+    json_decref(e1);
+    json_decref(x2);
+    for (long id = 1; id <= 3; id++) {
+        char *o = job_output(id);
+        CHECK(intact_at_same_addresses(o));
+        if (ts_ah_failures)
+            fprintf(stderr, "job %ld output:\n%s\n", id, o);
+        free(o);
+    }
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 #define CASE(name)                                                                                 \
@@ -334,6 +503,7 @@ static const struct {
     CASE(auto_does_not_spread_on_a_node_without_swap),
     CASE(a_bad_mode_is_refused_at_start),
     CASE(a_whole_gpu_bind_where_a_notebook_was_spread_says_it_is_not_moved),
+    CASE(a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_intact),
 };
 
 int main(int argc, char **argv)
@@ -341,6 +511,7 @@ int main(int argc, char **argv)
     bin_dir = getenv("TS_BIN_DIR");
     player = getenv("TS_SHIM_PLAYER");
     probe = getenv("TS_AGENT_PROBE");
+    cuda_job = getenv("TS_CUDA_JOB");
     if (argc != 2 || bin_dir == NULL || player == NULL || probe == NULL) {
         fprintf(stderr, "usage: TS_BIN_DIR=.. TS_SHIM_PLAYER=.. TS_AGENT_PROBE=.. nodesched_test "
                         "CASE\n");

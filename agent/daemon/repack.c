@@ -1,0 +1,413 @@
+/*
+ * repack.c - re-pack on demand (repack.h): the main thread asks a spread
+ * job to move back to its logical GPU for a job that needs the room; the
+ * broker moves each of its processes there with TS_CMD_MOVE and, once all
+ * acknowledged from their new slots, drops the job from the old GPU's
+ * ledger and records where it runs now.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/abi/cuda.h"
+#include "agent/daemon/broker.h"
+#include "agent/daemon/repack.h"
+#include "api/arena.h"
+#include "api/clock.h"
+#include "api/files.h"
+#include "api/log.h"
+
+/* ---- the main thread: asking -------------------------------------------- */
+
+bool ts_repack_ask(struct ts_agent *a, struct ts_nodesched_block *b, size_t n, int64_t id,
+                   int attempt)
+{
+    bool wait = false;
+    int64_t now = ts_now_ms();
+    pthread_mutex_lock(&a->mu);
+    for (size_t i = 0; i < n; i++) {
+        struct ts_ajob *j = ts_agent_find(a, b[i].id, b[i].attempt);
+        b[i].why[0] = '\0';
+        if (j == NULL)
+            continue;
+        bool busy = j->move == TS_AJOB_MOVE_ASKED || j->move == TS_AJOB_MOVE_MOVING;
+        bool mine = j->move_for == id && j->move_for_attempt == attempt;
+        if (!busy && !mine) {
+            j->move = TS_AJOB_MOVE_ASKED;
+            j->move_for = id;
+            j->move_for_attempt = attempt;
+            j->move_asked_ms = now;
+            j->move_msg[0] = '\0';
+            busy = true;
+            ts_log_info("re-pack: moving job=%lld attempt=%d from gpu %u back to gpu %u for "
+                        "job=%lld",
+                        (long long)j->id, j->attempt, b[i].physical, b[i].logical, (long long)id);
+        }
+        if (busy && now - j->move_asked_ms < TS_REPACK_WAIT_MS)
+            wait = true;
+        else if (busy)
+            snprintf(b[i].why, sizeof(b[i].why), "its move did not end within %d s",
+                     TS_REPACK_WAIT_MS / 1000);
+        else
+            snprintf(b[i].why, sizeof(b[i].why), "%s",
+                     j->move_msg[0] != '\0' ? j->move_msg : "it was not moved");
+    }
+    pthread_mutex_unlock(&a->mu);
+    return wait;
+}
+
+/* ---- the broker: ledgers and the job's folder ----------------------------- */
+
+/* Point the job folder's dev0.ledger at GPU index gpu's ledger. 0 or -1. */
+static int link_dev0(const struct ts_ledgers *s, const char *jobdir, unsigned gpu)
+{
+    char from[PATH_MAX + 32], tmp[PATH_MAX + 32], to[PATH_MAX + 32];
+    snprintf(from, sizeof(from), "%s/gpu%u.ledger", s->dir, gpu);
+    snprintf(tmp, sizeof(tmp), "%s/shim/dev0.ledger.new", jobdir);
+    snprintf(to, sizeof(to), "%s/shim/dev0.ledger", jobdir);
+    unlink(tmp);
+    if (link(from, tmp) != 0 || rename(tmp, to) != 0) {
+        ts_log_error("could not point %s at %s: %s", to, from, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* A slot for the job of slot jf of `from` in `to`, with its figures
+ * (request, limit, priority, flags). -1 when `to` is full or unusable. */
+static int slot_copy(struct ts_ledger *from, int jf, struct ts_ledger *to)
+{
+    if (ts_ledger_lock(to) != 0)
+        return -1;
+    const struct ts_ledger_job *o = &from->jobs[jf];
+    uint64_t key = atomic_load(&o->key);
+    int j = ts_ledger_find_job(to, key);
+    for (int k = 0; j < 0 && k < TS_LEDGER_JOBS; k++)
+        if (atomic_load(&to->jobs[k].key) == 0)
+            j = k;
+    if (j >= 0 && atomic_load(&to->jobs[j].key) == 0) {
+        struct ts_ledger_job *s = &to->jobs[j];
+        s->job_id = o->job_id;
+        s->attempt = o->attempt;
+        s->priority = o->priority;
+        s->request_bytes = o->request_bytes;
+        s->limit_bytes = o->limit_bytes;
+        s->flags = o->flags;
+        atomic_store(&s->used_bytes, 0);
+        atomic_store(&s->swapped_bytes, 0);
+        atomic_store_explicit(&s->key, key, memory_order_release);
+    }
+    ts_ledger_unlock(to);
+    return j;
+}
+
+/* Drop job key from ledger l with the slots of its processes, which run
+ * elsewhere now (a move: they no longer write here). */
+static void slot_drop(struct ts_ledger *l, uint64_t key)
+{
+    if (ts_ledger_lock(l) != 0)
+        return;
+    int j = ts_ledger_find_job(l, key);
+    for (int i = 0; j >= 0 && i < TS_LEDGER_PROCS; i++) {
+        struct ts_ledger_proc *p = &l->procs[i];
+        if (atomic_load(&p->pid) == 0 || p->job != j)
+            continue;
+        atomic_store(&p->used_bytes, 0);
+        atomic_store(&p->swapped_bytes, 0);
+        atomic_store(&p->need_bytes, 0);
+        p->swap_len = 0;
+        atomic_store(&p->pid, 0); /* last: the slot is free */
+    }
+    if (j >= 0) {
+        atomic_store(&l->jobs[j].key, 0);
+        atomic_store(&l->jobs[j].used_bytes, 0);
+        atomic_store(&l->jobs[j].swapped_bytes, 0);
+        atomic_store(&l->burst_bytes, ts_ledger_burst_locked(l));
+    }
+    ts_ledger_unlock(l);
+}
+
+/* spec.json of the job in dir: GPU 0 is gpu now, where the server put it. */
+static void spec_moved(const char *dir, unsigned gpu)
+{
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/spec.json", dir);
+    json_t *v = ts_files_read_json(path), *out = NULL;
+    struct ts_arena *ar = v != NULL ? ts_arena_new() : NULL;
+    struct ts_desired_job d;
+    struct ts_error err = {0};
+    if (ar != NULL && ts_wire_desired_job_decode(v, "", ar, &d, &err) == TS_OK && d.ngpus == 1) {
+        d.gpus[0].index = (int)gpu;
+        d.gpus[0].logical_index = -1;
+        out = ts_wire_desired_job_encode(&d);
+    }
+    if (out == NULL || ts_files_write_json(path, out, 0600) != 0)
+        ts_log_error("could not record the move in %s: %s", path,
+                     err.message[0] ? err.message : "out of memory or a write error");
+    json_decref(out);
+    json_decref(v);
+    ts_arena_free(ar);
+}
+
+/* ---- the broker: the move ------------------------------------------------- */
+
+/* The move ended: the job's record says how, and the main loop looks. */
+static void finish(struct ts_broker *b, struct ts_repack_move *m, bool moved, const char *why)
+{
+    pthread_mutex_lock(&b->a->mu);
+    struct ts_ajob *j = ts_agent_find(b->a, m->id, m->attempt);
+    if (j != NULL) {
+        j->move = moved ? TS_AJOB_MOVE_DONE : TS_AJOB_MOVE_REFUSED;
+        snprintf(j->move_msg, sizeof(j->move_msg), "%s", moved ? "" : why);
+        if (moved) {
+            j->gpus[0] = b->s->index[m->to];
+            j->logical[0] = b->s->index[m->to];
+            b->a->report_now = true;
+            pthread_cond_broadcast(&b->a->cond);
+        }
+    }
+    pthread_mutex_unlock(&b->a->mu);
+    if (!moved)
+        ts_log_info("re-pack: job=%lld not moved: %s", (long long)m->id, why);
+    m->used = false;
+    ts_agent_wake(b->a);
+}
+
+/* Grant each process a range of the reserve for what it holds on the GPU
+ * (one already out keeps its own); false (ranges given back) when the
+ * reserve has no room. */
+static bool grant_ranges(struct ts_broker *b, struct ts_repack_move *m, bool *granted, char *why,
+                         size_t len)
+{
+    struct ts_ledger *from = b->s->l[m->from];
+    for (size_t i = 0; i < m->n; i++) {
+        struct ts_ledger_proc *p = &from->procs[m->slot[i]];
+        uint64_t used = atomic_load(&p->used_bytes), off = 0;
+        granted[i] = false;
+        if (atomic_load(&p->swap_state) == TS_SWAP_OUT && p->swap_len > 0)
+            continue; /* idle-detached: its memory is in its own range */
+        if (used > 0 && !ts_ledgers_swap_alloc(b->s, used, &off)) {
+            char x[32];
+            snprintf(why, len, "the host swap reserve has no room for the %s of pid %d",
+                     ts_broker_bytes(used, x, sizeof(x)), (int)m->pid[i]);
+            for (size_t k = 0; k < i; k++)
+                if (granted[k])
+                    from->procs[m->slot[k]].swap_len = 0;
+            return false;
+        }
+        p->swap_offset = off; /* before the next range is handed out */
+        p->swap_len = used;
+        granted[i] = used > 0;
+        m->bytes += used;
+    }
+    return true;
+}
+
+/* Start moving the job of m: false with why when it cannot start. */
+static bool start_move(struct ts_broker *b, struct ts_repack_move *m, char *why, size_t len)
+{
+    struct ts_ledger *from = b->s->l[m->from], *to = b->s->l[m->to];
+    uint64_t key = ts_ledger_key(m->id, m->attempt);
+    int jf = ts_ledger_find_job(from, key);
+    if (jf < 0 || ts_ledger_lock(from) != 0) {
+        snprintf(why, len, "it has no slot in the ledger of gpu %u", b->s->index[m->from]);
+        return false;
+    }
+    ts_ledger_reap_locked(from);
+    m->n = 0;
+    bool many = false;
+    for (int i = 0; i < TS_LEDGER_PROCS; i++) {
+        pid_t pid = atomic_load(&from->procs[i].pid);
+        if (pid == 0 || from->procs[i].job != jf)
+            continue;
+        many = many || m->n == TS_REPACK_PROCS;
+        if (m->n < TS_REPACK_PROCS) {
+            m->pid[m->n] = pid;
+            m->slot[m->n++] = i;
+        }
+    }
+    ts_ledger_unlock(from);
+    if (m->n == 0 || many) {
+        snprintf(why, len,
+                 m->n == 0 ? "no process of it runs under the shim yet"
+                           : "it has more than %d processes under the shim",
+                 TS_REPACK_PROCS);
+        return false;
+    }
+    if (slot_copy(from, jf, to) < 0) {
+        snprintf(why, len, "the ledger of gpu %u has no free job slot", b->s->index[m->to]);
+        return false;
+    }
+    bool granted[TS_REPACK_PROCS];
+    if (link_dev0(b->s, m->dir, b->s->index[m->to]) != 0 ||
+        !grant_ranges(b, m, granted, why, len)) {
+        if (why[0] == '\0')
+            snprintf(why, len, "its folder's ledger link could not be changed");
+        link_dev0(b->s, m->dir, b->s->index[m->from]);
+        ts_ledgers_job_remove(b->s, m->id, m->attempt, &b->s->index[m->to], 1);
+        return false;
+    }
+    m->started_ms = ts_now_ms();
+    m->deadline_ms = m->started_ms + TS_BROKER_ACK_MS + (int64_t)(m->bytes >> 30) * 10000;
+    for (size_t i = 0; i < m->n; i++) {
+        struct ts_ledger_proc *p = &from->procs[m->slot[i]];
+        atomic_store(&p->cmd, TS_CMD_MOVE);
+        m->seq[i] = atomic_fetch_add(&p->cmd_seq, 1) + 1;
+        ts_futex_wake(&p->cmd_seq);
+    }
+    return true;
+}
+
+/* What one process's answer says: 1 moved, 0 gone, -1 not moved (why). */
+static int outcome(struct ts_broker *b, struct ts_repack_move *m, size_t i, char *why, size_t len)
+{
+    struct ts_ledger_proc *p = &b->s->l[m->from]->procs[m->slot[i]];
+    pid_t pid = m->pid[i];
+    bool gone = atomic_load(&p->pid) != pid || !ts_broker_alive(pid);
+    bool acked = !gone && atomic_load(&p->ack_seq) == m->seq[i];
+    int32_t err = acked ? atomic_load(&p->swap_error) : 0;
+    if (gone)
+        return 0;
+    if (!acked) {
+        snprintf(why, len, "pid %d did not answer the move within %.0f s", (int)pid,
+                 (double)(m->deadline_ms - m->started_ms) / 1000.0);
+        return -1;
+    }
+    if (err == CUDA_ERROR_NOT_SUPPORTED)
+        snprintf(why, len,
+                 "the shim cannot move pid %d (memory outside its swap engine such as managed "
+                 "memory, or objects it did not keep)",
+                 (int)pid);
+    else if (err != CUDA_SUCCESS)
+        snprintf(why, len, "pid %d could not move (CUDA error %d)", (int)pid, (int)err);
+    else if (ts_ledger_find_proc(b->s->l[m->to], pid) < 0)
+        snprintf(why, len,
+                 "pid %d acknowledged the move without moving: a shim before ledger ABI 1.3",
+                 (int)pid);
+    else
+        return 1;
+    return -1;
+}
+
+/* Every process answered (or ended, or the deadline passed): how it went. */
+static void poll_move(struct ts_broker *b, struct ts_repack_move *m)
+{
+    struct ts_ledger *from = b->s->l[m->from];
+    int64_t now = ts_now_ms();
+    for (size_t i = 0; i < m->n && now < m->deadline_ms; i++) {
+        struct ts_ledger_proc *p = &from->procs[m->slot[i]];
+        if (atomic_load(&p->pid) == m->pid[i] && ts_broker_alive(m->pid[i]) &&
+            atomic_load(&p->ack_seq) != m->seq[i])
+            return; /* still moving */
+    }
+    char why[256] = "", one[256];
+    size_t moved = 0, failed = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        int o = outcome(b, m, i, one, sizeof(one));
+        if (o > 0) {
+            moved++;
+            bytes += atomic_load(&from->procs[m->slot[i]].moved_bytes);
+        } else if (o < 0) {
+            failed++;
+            if (why[0] == '\0')
+                snprintf(why, sizeof(why), "%s", one);
+            if (atomic_load(&from->procs[m->slot[i]].ack_seq) == m->seq[i])
+                from->procs[m->slot[i]].swap_len = 0; /* answered: its range is free */
+        }
+    }
+    unsigned pi = b->s->index[m->from], li = b->s->index[m->to];
+    if (failed == 0 && moved > 0) {
+        slot_drop(from, ts_ledger_key(m->id, m->attempt));
+        spec_moved(m->dir, li);
+        ts_broker_room(b, m->from);
+        char x[32];
+        ts_events_add(b->ev, m->id, m->attempt, "moved",
+                      "moved gpu %u \u2192 gpu %u for job %lld (%s of GPU memory, %.2f s)", pi, li,
+                      (long long)m->for_id, ts_broker_bytes(bytes, x, sizeof(x)),
+                      (double)(ts_now_ms() - m->started_ms) / 1000.0);
+        finish(b, m, true, "");
+        return;
+    }
+    if (moved == 0) {
+        /* nothing moved: it stays where it runs, with its slot there only */
+        link_dev0(b->s, m->dir, pi);
+        ts_ledgers_job_remove(b->s, m->id, m->attempt, &b->s->index[m->to], 1);
+        finish(b, m, false, failed > 0 ? why : "its processes ended");
+        return;
+    }
+    /* some processes moved, some did not: the job runs on both GPUs and
+     * keeps its slot in both ledgers (both count its request) */
+    char msg[320];
+    snprintf(msg, sizeof(msg), "%zu of its %zu processes moved to gpu %u, the others stay: %s",
+             moved, moved + failed, li, why);
+    finish(b, m, false, msg);
+}
+
+/* The jobs the main thread asked to move: refused at once, taken into a
+ * free move record (MOVING), or left asked for a later pass (starting, a
+ * swap of it in flight, every record in use). Returns how many it took. */
+static size_t take_asks(struct ts_broker *b, struct ts_repack_move **out)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&b->a->mu);
+    for (struct ts_ajob *j = b->a->jobs; j != NULL; j = j->next) {
+        if (j->move != TS_AJOB_MOVE_ASKED)
+            continue;
+        const char *no = NULL;
+        if (ts_ajob_final(j) || j->stopping)
+            no = "it is ending";
+        else if (j->ngpus != 1)
+            no = "a job on several GPUs is not moved";
+        else if (!j->shim)
+            no = "it runs without the shim";
+        else if (b->s->swap_bytes == 0)
+            no = "this node has no host swap reserve (--swap-reserve)";
+        else if (j->want_suspend || j->suspending || j->suspended)
+            no = "it is suspended";
+        if (no != NULL) {
+            j->move = TS_AJOB_MOVE_REFUSED;
+            snprintf(j->move_msg, sizeof(j->move_msg), "%s", no);
+            continue;
+        }
+        int from = ts_ledgers_pos(b->s, j->gpus[0]), to = ts_ledgers_pos(b->s, j->logical[0]);
+        struct ts_repack_move *m = NULL;
+        for (int k = 0; k < TS_REPACK_MOVES && m == NULL; k++)
+            if (!b->mv[k].used)
+                m = &b->mv[k];
+        if (j->phase != TS_AJOB_RUNNING || from < 0 || to < 0 || from == to || m == NULL ||
+            ts_broker_busy_job(b, j->id, j->attempt))
+            continue;
+        *m = (struct ts_repack_move){.used = true,
+                                     .id = j->id,
+                                     .attempt = j->attempt,
+                                     .for_id = j->move_for,
+                                     .from = (unsigned)from,
+                                     .to = (unsigned)to};
+        snprintf(m->dir, sizeof(m->dir), "%s", j->dir);
+        j->move = TS_AJOB_MOVE_MOVING;
+        out[n++] = m;
+    }
+    pthread_mutex_unlock(&b->a->mu);
+    return n;
+}
+
+void ts_repack_pass(struct ts_broker *b)
+{
+    for (int k = 0; k < TS_REPACK_MOVES; k++)
+        if (b->mv[k].used && b->mv[k].n > 0)
+            poll_move(b, &b->mv[k]);
+    struct ts_repack_move *started[TS_REPACK_MOVES];
+    size_t n = take_asks(b, started);
+    for (size_t i = 0; i < n; i++) {
+        char why[256] = "";
+        if (!start_move(b, started[i], why, sizeof(why)))
+            finish(b, started[i], false, why);
+        else
+            ts_log_info("re-pack: TS_CMD_MOVE sent job=%lld gpu=%u to_gpu=%u processes=%zu",
+                        (long long)started[i]->id, b->s->index[started[i]->from],
+                        b->s->index[started[i]->to], started[i]->n);
+    }
+}

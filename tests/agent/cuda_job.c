@@ -18,6 +18,8 @@
  *                  prints "check dev=D addr=0x... intact|lost" per
  *                  allocation, then "data intact N bytes" or "data lost"
  *   free           free every allocation; prints "freed N bytes"
+ *   drop           free the last allocation (a burst given back, the rest
+ *                  kept for check); prints "dropped N bytes"
  *   idle SECONDS   no GPU call
  *   mark FILE      create FILE
  *   await FILE     wait (at most 120 s) until FILE exists, with no GPU call
@@ -229,6 +231,20 @@ static int do_free(void)
     return 0;
 }
 
+static int do_drop(void)
+{
+    if (nbufs == 0)
+        return 4;
+    struct buf *b = &bufs[nbufs - 1];
+    if (use(b->dev) != CUDA_SUCCESS || cu.free(b->addr) != CUDA_SUCCESS) {
+        say("drop failed dev=%d addr=0x%llx", b->dev, (unsigned long long)b->addr);
+        return 4;
+    }
+    nbufs--;
+    say("dropped %zu bytes", b->len);
+    return 0;
+}
+
 /* The first process's status, or the second's when the first's is 0. */
 static int join(pid_t child, int rc)
 {
@@ -266,6 +282,8 @@ int main(int argc, char **argv)
             i += 2;
         } else if (strcmp(s, "check") == 0) {
             rc = do_check();
+        } else if (strcmp(s, "drop") == 0) {
+            rc = do_drop();
         } else if (strcmp(s, "free") == 0) {
             rc = do_free();
         } else if (strcmp(s, "idle") == 0 && i + 1 < argc) {

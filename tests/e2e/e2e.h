@@ -226,8 +226,8 @@ void ts_e2e_flag_set(const struct ts_e2e *c, const char *name);
 bool ts_e2e_flag_wait(const struct ts_e2e *c, const char *name, double secs);
 
 /* "exec CUDA_JOB STEPS" into buf, each @NAME in steps replaced by the path
- * of flag NAME (cuda_job's steps: alloc DEV MiB, check, free, idle S, mark
- * FILE, await FILE). */
+ * of flag NAME (cuda_job's steps: alloc DEV MiB, check, free, drop, idle
+ * S, mark FILE, await FILE). */
 const char *ts_e2e_cuda_script(const struct ts_e2e *c, char *buf, size_t len, const char *steps);
 /* Bytes of simulated GPU `index` of agent a that processes hold now (dead
  * ones reaped first), or -1. */

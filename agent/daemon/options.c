@@ -88,10 +88,10 @@ const struct ts_option ts_agent_options[] = {
      "run each job in its sandbox (its user, namespaces, cgroup, the interposer as the driver); "
      "off: as the agent's user in its namespaces, for development",
      0, 0, "on|off", 0},
-    {"node-scheduler", TS_OPT_ENUM, OPT(node_scheduler), "off", "auto|off|spread",
+    {"node-scheduler", TS_OPT_ENUM, OPT(node_scheduler), "auto", "auto|off|spread",
      "spread: start each fractional job on the GPU where it has most room to burst (the "
-     "server's assignment stays logical); auto: spread where the node swaps (--swap-reserve); "
-     "off until re-packing lands (issue 17)",
+     "server's assignment stays logical) and move it back when a bind needs the room; auto: "
+     "spread where the node swaps (--swap-reserve), else off; off: where the server put it",
      0, 0, "auto|off|spread", 0},
     {"job-user", TS_OPT_STRING, OPT(job_user), "nobody", "USER",
      "the Unix user sandboxed jobs run as", 0, 0, NULL, 0},

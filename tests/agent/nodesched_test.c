@@ -292,13 +292,14 @@ static void off_keeps_both_notebooks_on_the_server_s_gpu(void)
     stop_notebooks();
 }
 
-static void the_default_does_not_spread_until_re_packing_lands(void)
+static void the_default_spreads_on_a_node_that_swaps(void)
 {
+    /* auto, now that a bind that needs the room moves them back */
     const char *opts[] = {"--swap-reserve", "64MiB", NULL};
     agent_start(opts);
     int g1, g2;
     two_notebooks(&g1, &g2);
-    CHECK(g1 == 0 && g2 == 0);
+    CHECK(g1 == 0 && g2 == 1);
     stop_notebooks();
 }
 
@@ -499,7 +500,7 @@ static const struct {
     CASE(a_spread_job_s_use_is_measured_on_its_physical_gpu),
     CASE(a_restarted_agent_keeps_a_spread_job_on_its_physical_gpu),
     CASE(off_keeps_both_notebooks_on_the_server_s_gpu),
-    CASE(the_default_does_not_spread_until_re_packing_lands),
+    CASE(the_default_spreads_on_a_node_that_swaps),
     CASE(auto_does_not_spread_on_a_node_without_swap),
     CASE(a_bad_mode_is_refused_at_start),
     CASE(a_whole_gpu_bind_where_a_notebook_was_spread_says_it_is_not_moved),

@@ -277,8 +277,8 @@ static int outcome(struct ts_broker *b, struct ts_repack_move *m, size_t i, char
     }
     if (err == CUDA_ERROR_NOT_SUPPORTED)
         snprintf(why, len,
-                 "the shim cannot move pid %d (memory outside its swap engine such as managed "
-                 "memory, or objects it did not keep)",
+                 "the shim cannot move pid %d: memory outside its swap engine such as managed "
+                 "memory, or objects it did not keep",
                  (int)pid);
     else if (err != CUDA_SUCCESS)
         snprintf(why, len, "pid %d could not move (CUDA error %d)", (int)pid, (int)err);

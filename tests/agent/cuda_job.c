@@ -17,6 +17,8 @@
  *   check          read back every byte of every allocation at its address;
  *                  prints "check dev=D addr=0x... intact|lost" per
  *                  allocation, then "data intact N bytes" or "data lost"
+ *   managed DEV MiB  as alloc, with cuMemAllocManaged (memory the shim's
+ *                  swap engine does not hold: a job it cannot move)
  *   free           free every allocation; prints "freed N bytes"
  *   drop           free the last allocation (a burst given back, the rest
  *                  kept for check); prints "dropped N bytes"
@@ -29,6 +31,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +52,7 @@ typedef CUresult (*f_devget)(CUdevice *, int);
 typedef CUresult (*f_retain)(CUcontext *, CUdevice);
 typedef CUresult (*f_setcur)(CUcontext);
 typedef CUresult (*f_alloc)(CUdeviceptr *, size_t);
+typedef CUresult (*f_managed)(CUdeviceptr *, size_t, unsigned);
 typedef CUresult (*f_free)(CUdeviceptr);
 typedef CUresult (*f_htod)(CUdeviceptr, const void *, size_t);
 typedef CUresult (*f_dtoh)(void *, CUdeviceptr, size_t);
@@ -59,6 +63,7 @@ static struct {
     f_retain retain;
     f_setcur setcur;
     f_alloc alloc;
+    f_managed managed;
     f_free free;
     f_htod htod;
     f_dtoh dtoh;
@@ -126,6 +131,7 @@ static int load(void)
     cu.retain = (f_retain)dlsym(h, "cuDevicePrimaryCtxRetain");
     cu.setcur = (f_setcur)dlsym(h, "cuCtxSetCurrent");
     cu.alloc = (f_alloc)dlsym(h, "cuMemAlloc_v2");
+    cu.managed = (f_managed)dlsym(h, "cuMemAllocManaged"); /* only for "managed" */
     cu.free = (f_free)dlsym(h, "cuMemFree_v2");
     cu.htod = (f_htod)dlsym(h, "cuMemcpyHtoD_v2");
     cu.dtoh = (f_dtoh)dlsym(h, "cuMemcpyDtoH_v2");
@@ -158,13 +164,16 @@ static CUresult use(int dev)
     return cu.setcur(ctxs[dev]);
 }
 
-static int do_alloc(int dev, unsigned long mib)
+static int do_alloc(int dev, unsigned long mib, bool managed)
 {
     size_t len = (size_t)mib * MiB;
     CUdeviceptr p = 0;
     CUresult rc = nbufs < MAX_BUFS ? use(dev) : CUDA_ERROR_INVALID_VALUE;
     double t0 = now_s();
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && managed)
+        rc = cu.managed != NULL ? cu.managed(&p, len, CU_MEM_ATTACH_GLOBAL)
+                                : CUDA_ERROR_NOT_SUPPORTED;
+    else if (rc == CUDA_SUCCESS)
         rc = cu.alloc(&p, len);
     double ms = (now_s() - t0) * 1000;
     if (rc != CUDA_SUCCESS) {
@@ -278,7 +287,10 @@ int main(int argc, char **argv)
     for (int i = first; i < argc && rc == 0; i++) {
         const char *s = argv[i];
         if (strcmp(s, "alloc") == 0 && i + 2 < argc) {
-            rc = do_alloc(atoi(argv[i + 1]), strtoul(argv[i + 2], NULL, 10));
+            rc = do_alloc(atoi(argv[i + 1]), strtoul(argv[i + 2], NULL, 10), false);
+            i += 2;
+        } else if (strcmp(s, "managed") == 0 && i + 2 < argc) {
+            rc = do_alloc(atoi(argv[i + 1]), strtoul(argv[i + 2], NULL, 10), true);
             i += 2;
         } else if (strcmp(s, "check") == 0) {
             rc = do_check();

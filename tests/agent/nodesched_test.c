@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -407,15 +408,24 @@ static int reported_physical(long id)
     return p;
 }
 
-static void a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_intact(void)
+/* The real shim beside the agent (the agent's default --shim-lib); false
+ * (the case is skipped) when it was not built. */
+static bool use_real_shim(void)
 {
     char lib[PATH_MAX + 64];
     snprintf(lib, sizeof(lib), "%s/../lib/libtessera-cuda.so", bin_dir);
     if (access(lib, R_OK) != 0 || cuda_job == NULL) {
         fprintf(stderr, "no %s or TS_CUDA_JOB: skipped\n", lib);
-        return;
+        return false;
     }
     real_shim = true;
+    return true;
+}
+
+static void a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_intact(void)
+{
+    if (!use_real_shim())
+        return;
     const char *opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
     agent_start(opts);
     /* two notebooks of logical GPU 0 (request 1 GiB, limit 3 GiB) write
@@ -486,6 +496,80 @@ static void a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_inta
     }
 }
 
+/* Whether the job's folder's dev0.ledger is physical GPU g's ledger. */
+static bool dev0_is(long id, int g)
+{
+    char a[PATH_MAX + 64], b[PATH_MAX + 64];
+    struct stat x, y;
+    snprintf(a, sizeof(a), "%s/jobs/%ld-0/shim/dev0.ledger", ts_ah_data, id);
+    snprintf(b, sizeof(b), "%s/ledger/gpu%d.ledger", ts_ah_data, g);
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_ino == y.st_ino && x.st_dev == y.st_dev;
+}
+
+static void a_notebook_the_shim_cannot_move_stays_and_both_jobs_say_why(void)
+{
+    if (!use_real_shim())
+        return;
+    const char *opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
+    agent_start(opts);
+    /* notebook 2 holds managed memory, which the shim's swap engine does
+     * not hold: it refuses to move it (CUDA_ERROR_NOT_SUPPORTED) */
+    char a[4096], b[4096], c[4096], s1[1024], s2[1024], f1[300], f2[300], stop[300];
+    snprintf(f1, sizeof(f1), "%s/nb1", ts_ah_shared);
+    snprintf(f2, sizeof(f2), "%s/nb2", ts_ah_shared);
+    snprintf(stop, sizeof(stop), "%s/stop", ts_ah_shared);
+    snprintf(s1, sizeof(s1), "alloc 0 16 mark %s await %s check", f1, stop);
+    snprintf(s2, sizeof(s2), "alloc 0 8 managed 0 4 mark %s await %s check", f2, stop);
+    cjob(a, 1, 0, 1024, 3072, s1);
+    cjob(b, 2, 0, 1024, 3072, s2);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
+    REQUIRE(wait_file(f1, 30));
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
+    REQUIRE(wait_file(f2, 30));
+    REQUIRE(has_slot(2, 1) && !has_slot(2, 0));
+
+    cjob(c, 3, 1, 3328, 3328, "alloc 0 8 idle 3 check");
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, %s]}", a, b, c);
+    json_t *j3 = ts_ah_wait_job(3, 0, "running", 30);
+    CHECK(j3 != NULL);
+    json_decref(j3);
+    char *e2 = events_of(2), *e3 = events_of(3);
+    fprintf(stderr, "job 2 events: %sjob 3 events: %s", e2, e3);
+    CHECK(strstr(e2, "\"type\":\"moved\"") == NULL);
+    CHECK(strstr(e2,
+                 "job 3 needs the room of gpu 1, where this job runs (allocated on gpu 0, "
+                 "request 1GiB): it could not be moved back (the shim cannot move pid ") != NULL);
+    CHECK(strstr(e3, "job 2 runs on gpu 1, which this job needs (it is allocated on gpu 0): it "
+                     "could not be moved back (the shim cannot move pid ") != NULL);
+    free(e2);
+    free(e3);
+    /* everything the move had prepared is undone: it runs on GPU 1 */
+    CHECK(has_slot(2, 1) && !has_slot(2, 0));
+    CHECK(dev0_is(2, 1));
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/jobs/2-0/spec.json", ts_ah_data);
+    json_t *spec = ts_files_read_json(path);
+    json_t *g = json_array_get(json_object_get(spec, "gpus"), 0);
+    CHECK(json_integer_value(json_object_get(g, "index")) == 1);
+    CHECK(json_integer_value(json_object_get(g, "logical_index")) == 0);
+    json_decref(spec);
+    CHECK(reported_physical(2) == 1);
+    json_t *e = ts_ah_wait_job(3, 0, "exited", 30);
+    CHECK(e != NULL && json_integer_value(json_object_get(e, "exit_code")) == 0);
+    json_decref(e);
+    ts_files_write_atomic(stop, "", 0, 0644);
+    for (long id = 1; id <= 2; id++) {
+        json_t *x = ts_ah_wait_job(id, 0, "exited", 60);
+        CHECK(x != NULL && json_integer_value(json_object_get(x, "exit_code")) == 0);
+        json_decref(x);
+        char *o = job_output(id);
+        CHECK(intact_at_same_addresses(o));
+        if (ts_ah_failures)
+            fprintf(stderr, "job %ld output:\n%s\n", id, o);
+        free(o);
+    }
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 #define CASE(name)                                                                                 \
@@ -505,6 +589,7 @@ static const struct {
     CASE(a_bad_mode_is_refused_at_start),
     CASE(a_whole_gpu_bind_where_a_notebook_was_spread_says_it_is_not_moved),
     CASE(a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_intact),
+    CASE(a_notebook_the_shim_cannot_move_stays_and_both_jobs_say_why),
 };
 
 int main(int argc, char **argv)

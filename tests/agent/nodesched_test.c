@@ -225,6 +225,47 @@ static bool four_reports(double *g0, double *g1, double *job, long long *jmem)
     return n == 4;
 }
 
+/* Multi-GPU jobs are not moved: the node never spreads one (it starts on
+ * the server's GPUs, nothing to move back), so re-packing never asks; the
+ * broker would refuse it ("a job on several GPUs is not moved"). Here: a
+ * two-GPU fractional job beside a notebook on GPU 0, where spreading would
+ * have a GPU with more room for it. */
+static void a_two_gpu_job_is_never_spread_so_never_moved(void)
+{
+    const char *opts[] = {"--swap-reserve", "64MiB", "--node-scheduler", "spread", NULL};
+    agent_start(opts);
+    char a[1024];
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", notebook(a, sizeof(a), 1));
+    json_t *j1 = ts_ah_wait_job(1, 0, "running", 20);
+    ts_ah_set_desired(
+        "{\"generation\": 2, \"jobs\": [%s, {\"id\": 2, \"attempt\": 0, \"action\": \"run\", "
+        "\"gpus\": [{\"index\": 1, \"memory_bytes\": %llu, \"memory_limit_bytes\": %llu}, "
+        "{\"index\": 0, \"memory_bytes\": %llu, \"memory_limit_bytes\": %llu}], "
+        "\"command\": [\"%s\", \"await\", \"%s/stop\"]}]}",
+        a, 1024 * MiB, 3072 * MiB, 1024 * MiB, 3072 * MiB, player, ts_ah_shared);
+    json_t *j2 = ts_ah_wait_job(2, 0, "running", 20);
+    CHECK(j1 != NULL && j2 != NULL);
+    json_decref(j1);
+    json_decref(j2);
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/jobs/2-0/spec.json", ts_ah_data);
+    json_t *spec = ts_files_read_json(path);
+    json_t *gs = json_object_get(spec, "gpus");
+    CHECK(json_array_size(gs) == 2);
+    for (size_t k = 0; k < json_array_size(gs); k++) {
+        json_t *g = json_array_get(gs, k);
+        CHECK(json_integer_value(json_object_get(g, "index")) == (k == 0 ? 1 : 0));
+        CHECK(json_object_get(g, "logical_index") == NULL);
+    }
+    json_decref(spec);
+    snprintf(path, sizeof(path), "%s/jobs/2-0/launch.json", ts_ah_data);
+    char *launch = ts_files_read(path, 1 << 20, NULL);
+    CHECK(launch != NULL && strstr(launch, "\"CUDA_VISIBLE_DEVICES=1,0\"") != NULL);
+    free(launch);
+    CHECK(gpu_of(1) == 0);
+    stop_notebooks();
+}
+
 static void a_spread_job_s_use_is_measured_on_its_physical_gpu(void)
 {
     const char *opts[] = {"--swap-reserve", "64MiB", "--node-scheduler", "spread", NULL};
@@ -480,6 +521,21 @@ static void a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_inta
     json_t *e = ts_ah_wait_job(3, 0, "exited", 30);
     CHECK(e != NULL && json_integer_value(json_object_get(e, "exit_code")) == 0);
     json_decref(e);
+    /* an agent restarted after SIGKILL adopts the moved notebook where it
+     * runs now (same pid, reported on GPU 0, its slot there only) */
+    json_t *r = ts_ah_report();
+    long pid2 = (long)json_integer_value(json_object_get(ts_ah_report_job(r, 2, 0), "pid"));
+    json_decref(r);
+    CHECK(pid2 > 0 && ts_ah_agent_stop(SIGKILL) != -1);
+    agent_start(opts);
+    json_t *j2 = ts_ah_wait_job(2, 0, "running", 20);
+    CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "pid")) == pid2);
+    json_decref(j2);
+    until = ts_ah_now_s() + 10;
+    while (reported_physical(2) != 0 && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.2);
+    CHECK(reported_physical(2) == 0);
+    CHECK(has_slot(2, 0) && !has_slot(2, 1));
     /* both notebooks read their memory back intact at the same addresses */
     ts_files_write_atomic(stop, "", 0, 0644);
     json_t *e1 = ts_ah_wait_job(1, 0, "exited", 60), *x2 = ts_ah_wait_job(2, 0, "exited", 60);
@@ -582,6 +638,7 @@ static const struct {
 } cases[] = {
     CASE(spread_starts_the_second_notebook_on_the_gpu_where_it_can_burst),
     CASE(a_spread_job_s_use_is_measured_on_its_physical_gpu),
+    CASE(a_two_gpu_job_is_never_spread_so_never_moved),
     CASE(a_restarted_agent_keeps_a_spread_job_on_its_physical_gpu),
     CASE(off_keeps_both_notebooks_on_the_server_s_gpu),
     CASE(the_default_spreads_on_a_node_that_swaps),

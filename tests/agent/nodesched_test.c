@@ -552,6 +552,52 @@ static void a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_inta
     }
 }
 
+/* A fraction, not a whole GPU: 2.5 GiB bound to GPU 1, which the cluster
+ * sees with 3.25 GiB free, but where notebook 2 (1 GiB request) was spread:
+ * it fits nowhere on the node (2.25 GiB of room on each GPU), so it starts
+ * on its logical GPU once notebook 2 is back on GPU 0. */
+static void a_fraction_that_fits_only_where_the_cluster_has_room_moves_the_notebook_back(void)
+{
+    if (!use_real_shim())
+        return;
+    const char *opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
+    agent_start(opts);
+    char a[4096], b[4096], c[4096], s1[1024], s2[1024], f1[300], f2[300], stop[300];
+    snprintf(f1, sizeof(f1), "%s/nb1", ts_ah_shared);
+    snprintf(f2, sizeof(f2), "%s/nb2", ts_ah_shared);
+    snprintf(stop, sizeof(stop), "%s/stop", ts_ah_shared);
+    snprintf(s1, sizeof(s1), "alloc 0 8 mark %s await %s check", f1, stop);
+    snprintf(s2, sizeof(s2), "alloc 0 8 mark %s await %s check", f2, stop);
+    cjob(a, 1, 0, 1024, 3072, s1);
+    cjob(b, 2, 0, 1024, 3072, s2);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
+    REQUIRE(wait_file(f1, 30));
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
+    REQUIRE(wait_file(f2, 30));
+    REQUIRE(has_slot(2, 1));
+    cjob(c, 3, 1, 2560, 3328, "alloc 0 8 idle 3 check");
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, %s]}", a, b, c);
+    json_t *j3 = ts_ah_wait_job(3, 0, "running", 30);
+    CHECK(j3 != NULL);
+    json_decref(j3);
+    char *e2 = events_of(2), *e3 = events_of(3);
+    CHECK(strstr(e2, "moved gpu 1 \u2192 gpu 0 for job 3") != NULL);
+    CHECK(strstr(e3, "not_moved") == NULL);
+    free(e2);
+    free(e3);
+    CHECK(has_slot(2, 0) && !has_slot(2, 1));
+    CHECK(has_slot(3, 1) && !has_slot(3, 0)); /* where the server put it */
+    ts_files_write_atomic(stop, "", 0, 0644);
+    for (long id = 1; id <= 3; id++) {
+        json_t *x = ts_ah_wait_job(id, 0, "exited", 60);
+        CHECK(x != NULL && json_integer_value(json_object_get(x, "exit_code")) == 0);
+        json_decref(x);
+        char *o = job_output(id);
+        CHECK(intact_at_same_addresses(o));
+        free(o);
+    }
+}
+
 /* Whether the job's folder's dev0.ledger is physical GPU g's ledger. */
 static bool dev0_is(long id, int g)
 {
@@ -647,6 +693,7 @@ static const struct {
     CASE(a_whole_gpu_bind_where_a_notebook_was_spread_says_it_is_not_moved),
     CASE(a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_intact),
     CASE(a_notebook_the_shim_cannot_move_stays_and_both_jobs_say_why),
+    CASE(a_fraction_that_fits_only_where_the_cluster_has_room_moves_the_notebook_back),
 };
 
 int main(int argc, char **argv)

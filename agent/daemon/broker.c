@@ -76,10 +76,7 @@ bool ts_broker_busy_job(const struct ts_broker *b, int64_t id, int attempt)
     for (int k = 0; k < TS_BROKER_ACTIONS; k++)
         if (b->act[k].used && b->act[k].id == id && b->act[k].attempt == attempt)
             return true;
-    for (int k = 0; k < TS_REPACK_MOVES; k++)
-        if (b->mv[k].used && b->mv[k].id == id && b->mv[k].attempt == attempt)
-            return true;
-    return false;
+    return ts_repack_moving(b, id, attempt);
 }
 
 bool ts_broker_busy_pid(const struct ts_broker *b, pid_t pid)

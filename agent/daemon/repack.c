@@ -292,15 +292,39 @@ static int outcome(struct ts_broker *b, struct ts_repack_move *m, size_t i, char
 }
 
 /* Every process answered (or ended, or the deadline passed): how it went. */
+/* Past its deadline, a process still moving: the job that needs the room
+ * is told (its start waits no more) but the move is followed to its end,
+ * since the shim may still finish it: only its answer says on which GPU
+ * the process is. */
+static void late(struct ts_broker *b, struct ts_repack_move *m)
+{
+    m->late = true;
+    pthread_mutex_lock(&b->a->mu);
+    struct ts_ajob *j = ts_agent_find(b->a, m->id, m->attempt);
+    if (j != NULL) {
+        j->move = TS_AJOB_MOVE_REFUSED;
+        snprintf(j->move_msg, sizeof(j->move_msg),
+                 "it did not answer the move within %.0f s; it may still end",
+                 (double)(m->deadline_ms - m->started_ms) / 1000.0);
+    }
+    pthread_mutex_unlock(&b->a->mu);
+    ts_log_warn("re-pack: job=%lld has not answered the move in time; still followed",
+                (long long)m->id);
+    ts_agent_wake(b->a);
+}
+
 static void poll_move(struct ts_broker *b, struct ts_repack_move *m)
 {
     struct ts_ledger *from = b->s->l[m->from];
     int64_t now = ts_now_ms();
-    for (size_t i = 0; i < m->n && now < m->deadline_ms; i++) {
+    for (size_t i = 0; i < m->n; i++) {
         struct ts_ledger_proc *p = &from->procs[m->slot[i]];
         if (atomic_load(&p->pid) == m->pid[i] && ts_broker_alive(m->pid[i]) &&
-            atomic_load(&p->ack_seq) != m->seq[i])
+            atomic_load(&p->ack_seq) != m->seq[i]) {
+            if (!m->late && now >= m->deadline_ms)
+                late(b, m);
             return; /* still moving */
+        }
     }
     char why[256] = "", one[256];
     size_t moved = 0, failed = 0;
@@ -392,6 +416,14 @@ static size_t take_asks(struct ts_broker *b, struct ts_repack_move **out)
     }
     pthread_mutex_unlock(&b->a->mu);
     return n;
+}
+
+bool ts_repack_moving(const struct ts_broker *b, int64_t id, int attempt)
+{
+    for (int k = 0; k < TS_REPACK_MOVES; k++)
+        if (b->mv[k].used && b->mv[k].id == id && b->mv[k].attempt == attempt)
+            return true;
+    return false;
 }
 
 void ts_repack_pass(struct ts_broker *b)

@@ -15,9 +15,11 @@
  * its home slot. When every process acknowledged with its new slot there,
  * the job's slots on the old GPU are dropped, its record and spec.json say
  * it runs on its logical GPU, and it gets the event `moved`. A refusal (the
- * shim cannot move it: managed memory, ...), a process that acknowledged
- * without moving (a shim before ABI 1.3) or no answer in time leaves it
- * where it ran, as before re-packing (`not_moved` on both jobs).
+ * shim cannot move it: managed memory, ...) or a process that acknowledged
+ * without moving (a shim before ABI 1.3) leaves it where it ran, as before
+ * re-packing (`not_moved` on both jobs). No answer within 30 s plus 10 s a
+ * GiB: the new job starts (`not_moved`), and the move is followed until
+ * every process answered or ended, then finished either way.
  */
 #ifndef TS_AGENT_DAEMON_REPACK_H
 #define TS_AGENT_DAEMON_REPACK_H
@@ -52,6 +54,7 @@ struct ts_repack_move {
     uint32_t seq[TS_REPACK_PROCS]; /* the cmd_seq written there */
     uint64_t bytes;
     int64_t started_ms, deadline_ms;
+    bool late; /* past its deadline: the waiting start was told, the move is followed on */
     char dir[TS_AJOB_DIR_MAX];
 };
 
@@ -67,7 +70,9 @@ bool ts_repack_ask(struct ts_agent *a, struct ts_nodesched_block *b, size_t n, i
                    int attempt);
 
 /* Broker thread, every pass: start the moves asked for, finish those whose
- * processes all acknowledged (or failed, or are overdue). */
+ * processes all answered (or ended); one overdue is followed on. */
 void ts_repack_pass(struct ts_broker *b);
+/* Broker thread: whether a move of job (id, attempt) is in flight. */
+bool ts_repack_moving(const struct ts_broker *b, int64_t id, int attempt);
 
 #endif /* TS_AGENT_DAEMON_REPACK_H */

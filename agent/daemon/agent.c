@@ -477,9 +477,17 @@ static void after_jobs(struct ts_agent *a)
         pthread_mutex_unlock(&a->mu);
         if (failed)
             ts_reconcile_stop(a, j, j->grace_seconds, "could not be suspended");
-        if (j->shim && !j->slots_freed && ts_ajob_final(j))
-            j->slots_freed =
-                ts_ledgers_job_remove(&a->ledgers, j->id, j->attempt, j->gpus, j->ngpus);
+        if (j->shim && !j->slots_freed && ts_ajob_final(j)) {
+            /* its GPUs and its logical ones: a job some of whose processes
+             * a re-pack moved holds a slot in both (repack.h) */
+            unsigned g[2 * TS_GPUS_MAX], n = 0;
+            for (unsigned k = 0; k < j->ngpus; k++) {
+                g[n++] = j->gpus[k];
+                if (j->logical[k] != j->gpus[k])
+                    g[n++] = j->logical[k];
+            }
+            j->slots_freed = ts_ledgers_job_remove(&a->ledgers, j->id, j->attempt, g, n);
+        }
     }
 }
 

@@ -270,9 +270,8 @@ static int outcome(struct ts_broker *b, struct ts_repack_move *m, size_t i, char
     int32_t err = acked ? atomic_load(&p->swap_error) : 0;
     if (gone)
         return 0;
-    if (!acked) {
-        snprintf(why, len, "pid %d did not answer the move within %.0f s", (int)pid,
-                 (double)(m->deadline_ms - m->started_ms) / 1000.0);
+    if (!acked) { /* not reached: poll_move waits for every answer */
+        snprintf(why, len, "pid %d did not answer the move", (int)pid);
         return -1;
     }
     if (err == CUDA_ERROR_NOT_SUPPORTED)
@@ -291,7 +290,6 @@ static int outcome(struct ts_broker *b, struct ts_repack_move *m, size_t i, char
     return -1;
 }
 
-/* Every process answered (or ended, or the deadline passed): how it went. */
 /* Past its deadline, a process still moving: the job that needs the room
  * is told (its start waits no more) but the move is followed to its end,
  * since the shim may still finish it: only its answer says on which GPU
@@ -313,6 +311,7 @@ static void late(struct ts_broker *b, struct ts_repack_move *m)
     ts_agent_wake(b->a);
 }
 
+/* Once every process answered or ended: how it went. */
 static void poll_move(struct ts_broker *b, struct ts_repack_move *m)
 {
     struct ts_ledger *from = b->s->l[m->from];

@@ -60,8 +60,14 @@ static enum ts_err reserve_open(struct ts_ledgers *s, const char *data_dir, uint
                                 bool pin, struct ts_error *err)
 {
     reserve_path(data_dir, s->swap_path, sizeof(s->swap_path));
-    /* kept across restarts: swapped-out jobs have their memory in it */
-    int fd = open(s->swap_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    /* kept across restarts: swapped-out jobs have their memory in it. Once
+     * given to the sandbox's job user (agent.c) it is not the agent's: an
+     * O_CREAT open of it in the sticky /dev/shm fails with EACCES where
+     * fs.protected_regular is set, even as root, so an existing one is
+     * opened without O_CREAT */
+    int fd = open(s->swap_path, O_RDWR | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        fd = open(s->swap_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
         return ts_error_set(err, TS_ERR_INTERNAL, "could not open the swap reserve %s: %s",
                             s->swap_path, strerror(errno));

@@ -29,26 +29,19 @@ static void agent_start(const char *const *extra)
 {
     char exe[PATH_MAX];
     snprintf(exe, sizeof(exe), "%s/tessera-agent", bin_dir);
-    const char *argv[32] = {exe,
-                            "--node",
-                            "n1",
-                            "--data-dir",
-                            ts_ah_data,
-                            "--gpus",
-                            "sim:2x4GiB",
-                            "--desired-file",
-                            ts_ah_desired,
-                            "--report-interval",
-                            "1s",
-                            "--log-level",
-                            "debug",
-                            "--gpu-reserve",
-                            "768MiB",
-                            "--sandbox",
-                            "off",
-                            "--shim-lib",
-                            "/nonexistent/libtessera-cuda.so"};
-    size_t n = real_shim ? 15 : 17; /* the real shim: the default beside the binary */
+    const char *argv[32] = {exe,           "--node",
+                            "n1",          "--data-dir",
+                            ts_ah_data,    "--gpus",
+                            "sim:2x4GiB",  "--desired-file",
+                            ts_ah_desired, "--report-interval",
+                            "1s",          "--log-level",
+                            "debug",       "--gpu-reserve",
+                            "768MiB",      "--sandbox",
+                            "off"};
+    /* every case has the shim beside the binary (shim_player never calls
+     * into it); the real shim's cases run sandboxed, the default, as users
+     * run them (unsandboxed where the test is not root) */
+    size_t n = real_shim ? 15 : 17;
     for (size_t i = 0; extra != NULL && extra[i] != NULL && n < 30; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
@@ -82,6 +75,9 @@ static int gpu_of(long id)
     }
     return -1;
 }
+
+static bool has_slot(long id, int g);
+static bool dev0_is(long id, int g);
 
 /* Start two notebooks both bound to logical GPU 0; the physical GPUs they
  * run on. */
@@ -193,6 +189,68 @@ static void a_whole_gpu_bind_where_a_notebook_was_spread_says_it_is_not_moved(vo
     free(e1);
     free(e2);
     free(e3);
+    stop_notebooks();
+}
+
+/* A move the shim answers only after its deadline (shim_player slowmove:
+ * 40 s, then an answer without moving): the bind waits 30 s, then starts
+ * with not_moved on both jobs; the move is not undone while it may still
+ * end (the folder's dev0.ledger stays GPU 0's past the broker's deadline),
+ * and once the answer comes it is undone (dev0.ledger GPU 1's, no slot on
+ * GPU 0). */
+static void a_move_answered_after_its_deadline_lets_the_bind_start_and_is_followed_to_its_end(void)
+{
+    const char *opts[] = {"--swap-reserve", "64MiB", "--node-scheduler", "spread", NULL};
+    agent_start(opts);
+    char a[1024], b[1024];
+    notebook(a, sizeof(a), 1);
+    snprintf(b, sizeof(b),
+             "{\"id\": 2, \"attempt\": 0, \"action\": \"run\", \"grace_seconds\": 2, "
+             "\"gpus\": [{\"index\": 0, \"memory_bytes\": %llu, \"memory_limit_bytes\": %llu}], "
+             "\"command\": [\"%s\", \"slowmove\", \"40\", \"await\", \"%s/stop\", \"await\", "
+             "\"%s/stop\"]}",
+             1024 * MiB, 3072 * MiB, player, ts_ah_shared, ts_ah_shared);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
+    json_t *j1 = ts_ah_wait_job(1, 0, "running", 20);
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
+    json_t *j2 = ts_ah_wait_job(2, 0, "running", 20);
+    CHECK(j1 != NULL && j2 != NULL);
+    json_decref(j1);
+    json_decref(j2);
+    REQUIRE(gpu_of(2) == 1);
+    double t0 = ts_ah_now_s();
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, {\"id\": 3, \"attempt\": 0, "
+                      "\"action\": \"run\", \"gpus\": [{\"index\": 1, \"memory_bytes\": %llu}], "
+                      "\"command\": [\"%s\", \"await\", \"%s/stop\"]}]}",
+                      a, b, 3328 * MiB, player, ts_ah_shared);
+    json_t *j3 = ts_ah_wait_job(3, 0, "running", 60);
+    double took = ts_ah_now_s() - t0;
+    CHECK(j3 != NULL);
+    json_decref(j3);
+    fprintf(stderr, "job 3 ran %.1f s after its bind\n", took);
+    CHECK(took > 25 && took < 40);
+    char *e3 = events_of(3);
+    CHECK(strstr(e3, "job 2 runs on gpu 1, which this job needs (it is allocated on gpu 0): it "
+                     "could not be moved back (") != NULL);
+    CHECK(strstr(e3, "within 30 s") != NULL);
+    free(e3);
+    /* past the broker's deadline (30 s after the command), before the
+     * answer (40 s): the move is still followed, nothing undone */
+    while (ts_ah_now_s() - t0 < 35)
+        ts_ah_sleep_s(0.2);
+    CHECK(dev0_is(2, 0) && has_slot(2, 0));
+    /* the answer: it did not move; everything is undone */
+    double until = ts_ah_now_s() + 30;
+    while ((!dev0_is(2, 1) || has_slot(2, 0)) && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.2);
+    CHECK(dev0_is(2, 1) && has_slot(2, 1) && !has_slot(2, 0));
+    char *log = ts_files_read(ts_ah_agent_log, 1 << 22, NULL);
+    CHECK(log != NULL && strstr(log, "has not answered the move in time") != NULL);
+    CHECK(log != NULL && strstr(log, "acknowledged the move without moving") != NULL);
+    free(log);
+    char *e2 = events_of(2);
+    CHECK(strstr(e2, "\"type\":\"moved\"") == NULL);
+    free(e2);
     stop_notebooks();
 }
 
@@ -691,6 +749,7 @@ static const struct {
     CASE(auto_does_not_spread_on_a_node_without_swap),
     CASE(a_bad_mode_is_refused_at_start),
     CASE(a_whole_gpu_bind_where_a_notebook_was_spread_says_it_is_not_moved),
+    CASE(a_move_answered_after_its_deadline_lets_the_bind_start_and_is_followed_to_its_end),
     CASE(a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_intact),
     CASE(a_notebook_the_shim_cannot_move_stays_and_both_jobs_say_why),
     CASE(a_fraction_that_fits_only_where_the_cluster_has_room_moves_the_notebook_back),

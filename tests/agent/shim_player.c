@@ -16,6 +16,8 @@
  *   busy SECONDS   a GPU call every 100 ms
  *   mark FILE      create FILE
  *   await FILE     wait (at most 30 s) until FILE exists
+ *   slowmove SECONDS  from now on, answer TS_CMD_MOVE that much later (it
+ *                  never moves: it acknowledges as a shim before ABI 1.3)
  * Exit 0, or 3 when data was lost, 2 on a usage or ledger error.
  */
 #include <fcntl.h>
@@ -39,6 +41,7 @@ static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
 static unsigned char *data;
 static size_t data_len;
 static uint64_t charged;
+static _Atomic int move_delay_ms; /* slowmove */
 static int lost;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -183,6 +186,10 @@ static void *watcher(void *arg)
             continue;
         }
         done = seq;
+        if (atomic_load(&me->cmd) == TS_CMD_MOVE && atomic_load(&move_delay_ms) > 0) {
+            say("move: answering in %d ms", atomic_load(&move_delay_ms));
+            nap_ms(atomic_load(&move_delay_ms));
+        }
         pthread_mutex_lock(&gate);
         uint32_t cmd = atomic_load(&me->cmd);
         /* a suspend is a swap-out whose memory stays out until TS_CMD_SWAP_IN:
@@ -304,6 +311,9 @@ int main(int argc, char **argv)
             int fd = open(v, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
             if (fd >= 0)
                 close(fd);
+            i++;
+        } else if (strcmp(a, "slowmove") == 0) {
+            atomic_store(&move_delay_ms, (int)(atof(v) * 1000));
             i++;
         } else if (strcmp(a, "await") == 0) {
             for (int t = 0; t < 3000 && access(v, F_OK) != 0; t++)

@@ -2,7 +2,7 @@
  * routes.c - the route table. Operational endpoints answer both at the root
  * (where load balancers and Prometheus look) and under /api/v1. The
  * dashboard (web/) is served at / and /ui/. A route marked true decodes a
- * query string (ts_h_query with its table); the others refuse one (400).
+ * query string by its table (handlers/common.c); the others refuse one (400).
  */
 #include "server/routes.h"
 

@@ -1,12 +1,20 @@
 /*
  * cycle.h - the state of one scheduling cycle, shared by decide.c (the
- * driver), order.c, victims.c, reclaim.c, preempt.c and reason.c.
+ * driver), order.c, victims.c, vindex.c, reclaim.c, preempt.c and reason.c,
+ * and the changes of it they share (cycle.c). The calls go one way:
+ * decide.c -> reclaim.c, preempt.c, reason.c -> cycle.c -> victims.c and
+ * vindex.c, order.c, memo.c; nothing calls back up. Each file's functions
+ * are declared in its own header.
  */
 #ifndef TS_SERVER_SCHED_CYCLE_H
 #define TS_SERVER_SCHED_CYCLE_H
 
 #include "api/units.h"
 #include "server/sched/sched_int.h"
+
+struct order;
+struct memo;
+struct diag_cache;
 
 /* Why a job is still pending, as found by its last attempt. */
 enum stage {
@@ -144,16 +152,15 @@ struct cycle {
     bool nomem;
 };
 
-/* decide.c */
+/* cycle.c */
 void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots,
                          size_t nslots, const char *code, const char *msg);
 void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend, const char *code,
                          const char *msg);
-/* Whether v, placed by this cycle, was suspended before (by the snapshot or
- * by this cycle): taking the placement back may keep the suspension (its
- * host memory stays held) or drop it (freed). */
-bool ts_sched_cycle_holds_suspension(const struct job *v);
-bool ts_sched_cycle_protected(const struct cycle *cy, const struct job *v);
+/* j, running, joins its node's list (and the victim index) */
+void ts_sched_cycle_list_add(struct cycle *cy, int j);
+/* J's GPUs added to (sign 1) or taken from (-1) its project's and department's */
+void ts_sched_cycle_account(struct cycle *cy, const struct job *J, int sign);
 const char *ts_sched_cycle_printf(struct cycle *cy, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* A sentence put together from pieces, for those every bind and stop makes
@@ -171,65 +178,12 @@ const char *ts_sched_cycle_msg_end(struct cycle *cy, const struct cycle_msg *m);
  * cycle's arena). */
 const char *ts_sched_cycle_held(struct cycle *cy, int p);
 
-/* order.c: the pass's queue */
-struct order;
-struct order *ts_sched_order_new(struct cycle *cy);
-int ts_sched_order_next(struct order *o); /* job index, or -1 at the end */
-void ts_sched_order_update(struct order *o, int project);
-void ts_sched_order_free(struct order *o);
-
-/* victims.c: fewest, lowest-priority, most recently started victims on one
- * node that make room for job j. Candidates: for reclaim, jobs of the other
- * projects above their quota (tier 1) or fair share (tier 2); else jobs of
- * j's project below below_priority. min_free is what the victims must free
- * (limits). */
-struct victim_rule {
-    bool reclaim;
-    int below_priority; /* preempt: victims' priority is lower */
-    double min_free;    /* GPUs the victims must free (preempt under a limit) */
-    /* reclaim: */
-    bool tier1;              /* within quota: take only from projects above theirs */
-    bool other_deps;         /* victims outside j's department may be taken */
-    bool keep_quota_in;      /* victims' projects of j's department stay at or
-                                above their quotas */
-    bool keep_quota_out;     /* other victims' departments (department-less
-                                projects) stay at or above their quotas */
-    bool fair_rule;          /* tier 2, the anti-loop invariant: victims stay at
-                                least reclaimer_excess above their fair shares */
-    double reclaimer_excess; /* j's project's excess over fair share after */
-};
-bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *node,
-                           int *victims, bool *suspend, int *nvictims);
-/* vindex.c: the index behind it: each project's running jobs that may be
- * stopped, in candidate order. Built once the projects are; kept by
- * list_add/list_del. */
-bool ts_sched_victims_stoppable(const struct cycle *cy, const struct job *x);
-bool ts_sched_victims_index_build(struct cycle *cy);
-/* node's jobs or room changed: failures remembered there are stale */
-void ts_sched_victims_node_changed(struct cycle *cy, int node);
-void ts_sched_victims_index_add(struct cycle *cy, int v);
-void ts_sched_victims_index_del(struct cycle *cy, int v);
-void ts_sched_victims_index_free(struct cycle *cy);
-
-/* reclaim.c, preempt.c: try; on success the decisions are made */
-bool ts_sched_reclaim_try(struct cycle *cy, int j);
-bool ts_sched_preempt_try(struct cycle *cy, int j, double min_free, bool dep_limit);
-
-/* reason.c: the pending reason of job j in the final state */
-struct diag_cache *ts_sched_diag_cache_new(size_t n);
-void ts_sched_diag_cache_free(struct diag_cache *d);
-void ts_sched_reason_of(struct cycle *cy, int j, const char **code, const char **msg);
-
-/* memo.c: a set of request signatures */
-struct memo;
-struct memo *ts_sched_memo_new(void);
-void ts_sched_memo_free(struct memo *m);
-void ts_sched_memo_clear(struct memo *m);
-bool ts_sched_memo_has(const struct memo *m, uint64_t key);
-bool ts_sched_memo_get(const struct memo *m, uint64_t key, uint64_t *val);
-void ts_sched_memo_add(struct memo *m, uint64_t key);
-void ts_sched_memo_put(struct memo *m, uint64_t key, uint64_t val);
-/* h and x mixed into a key (never 0) */
-uint64_t ts_sched_memo_fold(uint64_t h, uint64_t x);
+/* Whether v, placed by this cycle, was suspended before (by the snapshot or
+ * by this cycle): taking the placement back may keep the suspension (its
+ * host memory stays held) or drop it (freed). */
+static inline bool ts_sched_cycle_holds_suspension(const struct job *v)
+{
+    return v->bound && v->saved_held;
+}
 
 #endif /* TS_SERVER_SCHED_CYCLE_H */

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/sched/cycle.h"
+#include "server/sched/memo.h"
+#include "server/sched/sched_int.h"
 
 struct memo {
     uint64_t *slot;

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "server/sched/cycle.h"
+#include "server/sched/order.h"
 
 struct order {
     struct cycle *cy;

@@ -5,7 +5,9 @@
  * messages tell what the project (and, under a department's limit, the
  * department) held before this cycle's decisions.
  */
-#include "server/sched/cycle.h"
+#include "server/sched/memo.h"
+#include "server/sched/preempt.h"
+#include "server/sched/victims.h"
 
 bool ts_sched_preempt_try(struct cycle *cy, int j, double min_free, bool dep_limit)
 {

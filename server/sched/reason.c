@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/sched/cycle.h"
+#include "server/sched/memo.h"
+#include "server/sched/reason.h"
 
 struct diag {
     int not_ready, selector, model, small, matching;

@@ -35,7 +35,9 @@
  * (the snapshot's allocation), their quotas and fair shares; the decisions
  * themselves are made on the state so far.
  */
-#include "server/sched/cycle.h"
+#include "server/sched/memo.h"
+#include "server/sched/reclaim.h"
+#include "server/sched/victims.h"
 
 static bool take(struct cycle *cy, int j, const struct victim_rule *r)
 {

@@ -24,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/sched/cycle.h"
+#include "server/sched/memo.h"
+#include "server/sched/victims.h"
 
 #define MAXG (TS_SCHED_MAX_DEVICES * 4)
 #define MAXV 256 /* candidates looked at per node */

@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/sched/cycle.h"
+#include "server/sched/memo.h"
+#include "server/sched/victims.h"
 
-bool ts_sched_cycle_protected(const struct cycle *cy, const struct job *v)
+static bool ts_sched_cycle_protected(const struct cycle *cy, const struct job *v)
 {
     int64_t min = cy->projs[v->project].min_runtime;
     return min > 0 && cy->snap->now - v->started_at < min;

@@ -41,21 +41,6 @@
 #define SAMPLE_MS 1000
 #define GC_MS 60000
 
-void ts_agent_wake(struct ts_agent *a)
-{
-    uint64_t one = 1;
-    if (write(a->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-        ts_log_warn("could not wake the main loop: %s", strerror(errno));
-}
-
-struct ts_ajob *ts_agent_find(struct ts_agent *a, int64_t id, int attempt)
-{
-    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next)
-        if (j->id == id && j->attempt == attempt)
-            return j;
-    return NULL;
-}
-
 /* ---- setup ----------------------------------------------------------------- */
 
 static int check_config(const struct ts_agent_config *c)
@@ -214,8 +199,8 @@ static void adopt(struct ts_agent *a)
         ts_events_load(a->events, j->id, j->attempt);
         ts_log_info("adopted job job=%lld attempt=%d state=%s pid=%d", (long long)j->id, j->attempt,
                     ts_ajob_state_name(j) ? ts_ajob_state_name(j) : "starting", (int)j->pid);
-        j->next = a->jobs;
-        a->jobs = j;
+        j->next = a->jobtab.jobs;
+        a->jobtab.jobs = j;
     }
     closedir(d);
 }
@@ -333,7 +318,7 @@ struct job_sample {
 static void sample(struct ts_agent *a)
 {
     size_t njobs = 0;
-    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next)
+    for (struct ts_ajob *j = a->jobtab.jobs; j != NULL; j = j->next)
         njobs++;
     struct job_sample *js = calloc(njobs + 1, sizeof(*js));
     if (js == NULL)
@@ -356,7 +341,7 @@ static void sample(struct ts_agent *a)
             if (ts_proc_stat(procs[p].pid, &st) != 0)
                 continue;
             size_t k = 0;
-            for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next, k++) {
+            for (struct ts_ajob *j = a->jobtab.jobs; j != NULL; j = j->next, k++) {
                 if (j->phase != TS_AJOB_RUNNING || j->pid != st.session)
                     continue;
                 js[k].mem += procs[p].used_bytes;
@@ -377,7 +362,7 @@ static void sample(struct ts_agent *a)
         a->gpu_sampled[i] = true;
     }
     size_t k = 0;
-    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next, k++) {
+    for (struct ts_ajob *j = a->jobtab.jobs; j != NULL; j = j->next, k++) {
         if (j->phase != TS_AJOB_RUNNING || !procs_ok)
             continue;
         j->mem_used = js[k].mem;
@@ -414,7 +399,7 @@ static void forget_done(struct ts_agent *a)
         return;
     const struct ts_desired *desired = &a->desired->d;
     pthread_mutex_lock(&a->mu);
-    for (struct ts_ajob **pp = &a->jobs; *pp != NULL;) {
+    for (struct ts_ajob **pp = &a->jobtab.jobs; *pp != NULL;) {
         struct ts_ajob *j = *pp;
         bool named = false;
         for (size_t i = 0; i < desired->njobs; i++)
@@ -463,7 +448,7 @@ static void remove_old(struct ts_agent *a)
  * gone. */
 static void after_jobs(struct ts_agent *a)
 {
-    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
+    for (struct ts_ajob *j = a->jobtab.jobs; j != NULL; j = j->next) {
         pthread_mutex_lock(&a->mu);
         bool failed = j->suspend_failed && !j->stopping && !ts_ajob_final(j);
         if (j->evict_req && !j->stopping) {
@@ -496,7 +481,7 @@ static void loop(struct ts_agent *a, int sigfd)
     int64_t next_sample = 0, next_gc = 0;
     while (!atomic_load(&a->stop)) {
         struct pollfd p[2] = {{.fd = sigfd, .events = POLLIN},
-                              {.fd = a->wake_fd, .events = POLLIN}};
+                              {.fd = a->jobtab.wake_fd, .events = POLLIN}};
         if (poll(p, 2, TICK_MS) < 0 && errno != EINTR) {
             ts_log_error("poll: %s", strerror(errno));
             break;
@@ -511,7 +496,7 @@ static void loop(struct ts_agent *a, int sigfd)
             }
         }
         uint64_t v;
-        while (read(a->wake_fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+        while (read(a->jobtab.wake_fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
             ;
         if (atomic_load(&a->stop))
             break;
@@ -530,7 +515,7 @@ static void loop(struct ts_agent *a, int sigfd)
         bool changed = false;
         int64_t now = ts_ajob_now_ms();
         pthread_mutex_lock(&a->mu);
-        for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
+        for (struct ts_ajob *j = a->jobtab.jobs; j != NULL; j = j->next) {
             if (ts_ajob_poll(j, now)) {
                 changed = true;
                 if (j->phase == TS_AJOB_EXITED && j->signal > 0)
@@ -656,9 +641,9 @@ static void close_node(struct ts_agent *a, int sigfd)
     atomic_store(&a->stop, true);
     ts_broker_join(a);
     ts_upstream_join(a);
-    while (a->jobs != NULL) {
-        struct ts_ajob *j = a->jobs;
-        a->jobs = j->next;
+    while (a->jobtab.jobs != NULL) {
+        struct ts_ajob *j = a->jobtab.jobs;
+        a->jobtab.jobs = j->next;
         ts_ajob_free(j);
     }
     ts_agent_desired_free(a->desired);
@@ -670,8 +655,8 @@ static void close_node(struct ts_agent *a, int sigfd)
     ts_gpus_close(a->gpus);
     if (sigfd >= 0)
         close(sigfd);
-    if (a->wake_fd >= 0)
-        close(a->wake_fd);
+    if (a->jobtab.wake_fd >= 0)
+        close(a->jobtab.wake_fd);
     if (a->lock_fd >= 0)
         close(a->lock_fd);
     pthread_cond_destroy(&a->cond);
@@ -693,7 +678,7 @@ int ts_agent_run(struct ts_agent *a)
     sigaddset(&set, SIGCHLD);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     a->lock_fd = -1;
-    a->wake_fd = -1;
+    a->jobtab.wake_fd = -1;
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cond, NULL);
     if (open_node(a) != 0)
@@ -702,8 +687,8 @@ int ts_agent_run(struct ts_agent *a)
 
     signal(SIGPIPE, SIG_IGN);
     sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-    a->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (sigfd < 0 || a->wake_fd < 0) {
+    a->jobtab.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (sigfd < 0 || a->jobtab.wake_fd < 0) {
         ts_log_error("could not set up signals: %s", strerror(errno));
         goto out;
     }
@@ -714,7 +699,7 @@ int ts_agent_run(struct ts_agent *a)
         goto out;
     }
     ts_log_info("agent running node=%s data_dir=%s gpus=%s jobs_adopted=%d", a->cfg.node,
-                a->cfg.data_dir, a->gpus->ops->name, a->jobs != NULL);
+                a->cfg.data_dir, a->gpus->ops->name, a->jobtab.jobs != NULL);
     loop(a, sigfd);
     status = atomic_load(&a->failed) ? 1 : 0;
 out:

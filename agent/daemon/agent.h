@@ -21,6 +21,7 @@
 #include "agent/daemon/ajob.h"
 #include "agent/daemon/events.h"
 #include "agent/daemon/gpus.h"
+#include "agent/daemon/jobtab.h"
 #include "agent/daemon/ledgers.h"
 #include "agent/daemon/sandbox.h"
 #include "api/config.h"
@@ -77,11 +78,12 @@ struct ts_agent {
     struct ts_events *events;
     struct ts_broker *broker;
     int lock_fd;
-    int wake_fd; /* eventfd: wakes the main loop */
 
     pthread_mutex_t mu;
     pthread_cond_t cond;                  /* wakes the ship thread */
-    struct ts_ajob *jobs;                 /* main thread changes the list, under mu */
+    struct ts_jobtab jobtab;              /* the job list and the main loop's wake-up
+                                             (jobtab.h): main thread changes the list,
+                                             under mu */
     struct ts_agent_desired *desired;     /* main thread: the desired state last applied
                                              (or NULL) */
     struct ts_agent_desired *desired_new; /* mu: handed over by the poll thread */
@@ -118,11 +120,6 @@ int ts_agent_run(struct ts_agent *a);
  * checks the token with the server, writes it and the config file; starts
  * nothing. Returns the exit status. */
 int ts_agent_join(int argc, char **argv);
-/* Wake the main loop (any thread). */
-void ts_agent_wake(struct ts_agent *a);
-/* The job (id, attempt) in the list, or NULL. Caller holds mu or is the
- * main thread. */
-struct ts_ajob *ts_agent_find(struct ts_agent *a, int64_t id, int attempt);
 
 /* Apply a->desired to the job list: start what should run and does not,
  * stop what should not run. Main thread; idempotent. */

@@ -61,7 +61,7 @@ unsigned ts_broker_job_gpus(struct ts_broker *b, int64_t id, int attempt, unsign
 {
     unsigned n = 0;
     pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, id, attempt);
+    struct ts_ajob *j = ts_jobtab_find(b->jobtab, id, attempt);
     for (unsigned k = 0; j != NULL && k < j->ngpus; k++) {
         int p = ts_ledgers_pos(b->s, j->gpus[k]);
         if (p >= 0)
@@ -212,7 +212,7 @@ struct ts_action *ts_broker_end_job(struct ts_broker *b, int64_t id, int attempt
     int grace = b->collision_grace_s;
     bool found = false;
     pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, id, attempt);
+    struct ts_ajob *j = ts_jobtab_find(b->jobtab, id, attempt);
     if (j != NULL && !ts_ajob_final(j) && !j->stopping) {
         if (j->grace_seconds < grace)
             grace = j->grace_seconds;
@@ -226,7 +226,7 @@ struct ts_action *ts_broker_end_job(struct ts_broker *b, int64_t id, int attempt
         x->used = false;
         return NULL;
     }
-    ts_agent_wake(b->a);
+    ts_jobtab_wake(b->jobtab);
     struct ts_ledger *l = b->s->l[w->g];
     int jslot = l->procs[slot].job;
     x->kind = TS_ACT_END;
@@ -573,6 +573,7 @@ int ts_broker_start(struct ts_agent *a)
     if (b == NULL)
         return -1;
     b->a = a;
+    b->jobtab = &a->jobtab;
     b->s = &a->ledgers;
     b->ev = a->events;
     b->swap_idle_ns = (uint64_t)a->cfg.swap_idle * 1000000000ull;

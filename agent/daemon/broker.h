@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "agent/daemon/agent.h"
+#include "agent/daemon/jobtab.h"
 #include "agent/daemon/repack.h"
 
 #define TS_BROKER_ACK_MS 30000 /* longest a swap command waits for the shim, plus 10 s a GiB */
@@ -87,6 +88,7 @@ struct ts_action {
 
 struct ts_broker {
     struct ts_agent *a;
+    struct ts_jobtab *jobtab; /* the agent's job list (jobtab.h), handed at start */
     struct ts_ledgers *s;
     struct ts_events *ev;
     const struct ts_resolver *resolver;

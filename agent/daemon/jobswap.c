@@ -63,7 +63,7 @@ static size_t look(struct ts_broker *b, struct look *out)
     bool reserve = b->s->swap_bytes > 0;
     int64_t now = ts_now_ms();
     pthread_mutex_lock(&b->a->mu);
-    for (struct ts_ajob *j = b->a->jobs; j != NULL && n < JOBS_MAX; j = j->next) {
+    for (struct ts_ajob *j = b->jobtab->jobs; j != NULL && n < JOBS_MAX; j = j->next) {
         if (j->phase != TS_AJOB_RUNNING || j->stopping || j->suspend_failed || j->evict_req ||
             j->move == TS_AJOB_MOVE_MOVING || ts_repack_moving(b, j->id, j->attempt))
             continue; /* a move holds the process at its gate: no other command meanwhile */
@@ -92,7 +92,7 @@ static size_t look(struct ts_broker *b, struct look *out)
 static void fail_suspend(struct ts_broker *b, const struct look *k, const char *why)
 {
     pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, k->id, k->attempt);
+    struct ts_ajob *j = ts_jobtab_find(b->jobtab, k->id, k->attempt);
     if (j != NULL) {
         j->suspend_failed = true;
         j->suspending = false;
@@ -100,7 +100,7 @@ static void fail_suspend(struct ts_broker *b, const struct look *k, const char *
     pthread_mutex_unlock(&b->a->mu);
     ts_events_add(b->ev, k->id, k->attempt, "swap_failed",
                   "could not suspend the job: %s; it is stopped instead", why);
-    ts_agent_wake(b->a);
+    ts_jobtab_wake(b->jobtab);
 }
 
 static void start_suspend(struct ts_broker *b, const struct look *k)
@@ -128,7 +128,7 @@ static void start_suspend(struct ts_broker *b, const struct look *k)
         return;
     }
     pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, k->id, k->attempt);
+    struct ts_ajob *j = ts_jobtab_find(b->jobtab, k->id, k->attempt);
     if (j != NULL) {
         j->suspending = true;
         j->resuming = false;
@@ -144,7 +144,7 @@ static void finish_suspend(struct ts_broker *b, const struct look *k)
     char x[32];
     bool stopped = false, rerun = false;
     pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, k->id, k->attempt);
+    struct ts_ajob *j = ts_jobtab_find(b->jobtab, k->id, k->attempt);
     if (j != NULL && j->suspending) {
         j->suspending = false;
         if (j->want_suspend && !j->stopping && !ts_ajob_final(j)) {
@@ -192,7 +192,7 @@ static void start_resume(struct ts_broker *b, const struct look *k)
 {
     bool go = false;
     pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, k->id, k->attempt);
+    struct ts_ajob *j = ts_jobtab_find(b->jobtab, k->id, k->attempt);
     if (j != NULL && j->suspended && !j->want_suspend) {
         kill(-j->pid, SIGCONT);
         j->resuming = go = true;
@@ -257,7 +257,7 @@ static void check_resume(struct ts_broker *b, const struct look *k)
     int64_t now = ts_now_ms();
     bool retry = false;
     pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *r = ts_agent_find(b->a, k->id, k->attempt);
+    struct ts_ajob *r = ts_jobtab_find(b->jobtab, k->id, k->attempt);
     if (r != NULL && now >= r->retry_ms) {
         r->retry_ms = now + SWAPIN_RETRY_MS;
         retry = true;
@@ -268,7 +268,7 @@ static void check_resume(struct ts_broker *b, const struct look *k)
     uint64_t swapped = 0;
     bool done = false;
     pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, k->id, k->attempt);
+    struct ts_ajob *j = ts_jobtab_find(b->jobtab, k->id, k->attempt);
     if (j != NULL && j->resuming) {
         if (back) {
             swapped = j->swapped_bytes;
@@ -343,7 +343,7 @@ void ts_jobswap_done(struct ts_broker *b, struct ts_action *x, bool ok, const ch
         return;
     }
     pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, x->id, x->attempt);
+    struct ts_ajob *j = ts_jobtab_find(b->jobtab, x->id, x->attempt);
     if (j != NULL)
         j->retry_ms = ts_now_ms() + DETACH_RETRY_MS;
     pthread_mutex_unlock(&b->a->mu);

@@ -39,7 +39,7 @@ static size_t collect_logs(struct ts_agent *a, struct pending_log *out, size_t m
 {
     size_t n = 0, budget = LOG_RAW_MAX;
     pthread_mutex_lock(&a->mu);
-    for (struct ts_ajob *j = a->jobs; j != NULL && n < max && budget > 0; j = j->next) {
+    for (struct ts_ajob *j = a->jobtab.jobs; j != NULL && n < max && budget > 0; j = j->next) {
         if (j->log_done || j->phase == TS_AJOB_STARTING)
             continue;
         char path[PATH_MAX];
@@ -115,7 +115,7 @@ static void take_ack(struct ts_agent *a, const struct pending_log *pend, size_t 
 {
     pthread_mutex_lock(&a->mu);
     for (size_t i = 0; i < n; i++) {
-        struct ts_ajob *j = ts_agent_find(a, pend[i].id, pend[i].attempt);
+        struct ts_ajob *j = ts_jobtab_find(&a->jobtab, pend[i].id, pend[i].attempt);
         if (j == NULL)
             continue;
         const struct ts_log_mark *m =

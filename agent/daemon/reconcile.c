@@ -39,7 +39,7 @@ static const struct ts_desired_job *find_desired(const struct ts_desired *d, int
 
 static bool earlier_attempt_runs(struct ts_agent *a, int64_t id, int attempt)
 {
-    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next)
+    for (struct ts_ajob *j = a->jobtab.jobs; j != NULL; j = j->next)
         if (j->id == id && j->attempt != attempt && !ts_ajob_final(j))
             return true;
     return false;
@@ -48,8 +48,8 @@ static bool earlier_attempt_runs(struct ts_agent *a, int64_t id, int attempt)
 static void add_job(struct ts_agent *a, struct ts_ajob *j)
 {
     pthread_mutex_lock(&a->mu);
-    j->next = a->jobs;
-    a->jobs = j;
+    j->next = a->jobtab.jobs;
+    a->jobtab.jobs = j;
     a->report_now = true;
     pthread_cond_broadcast(&a->cond);
     pthread_mutex_unlock(&a->mu);
@@ -107,7 +107,7 @@ static void start(struct ts_agent *a, const struct ts_desired_job *d)
                     attempt, moved->gpus[0].logical_index, moved->gpus[0].index);
     struct ts_nodesched_block in_way[8];
     size_t nway = moved == NULL && a->spread
-                      ? ts_nodesched_in_the_way(&a->ledgers, a->jobs, d, in_way, 8)
+                      ? ts_nodesched_in_the_way(&a->ledgers, a->jobtab.jobs, d, in_way, 8)
                       : 0;
     if (nway > 0 && ts_repack_ask(a, in_way, nway, id, attempt)) {
         /* re-pack on demand: it starts once they are moved back */
@@ -155,7 +155,7 @@ void ts_reconcile(struct ts_agent *a)
         return;                /* never heard from the server: leave every job as it is */
     a->repack_pending = false; /* a start still waiting for moves sets it again */
     const struct ts_desired *desired = &a->desired->d;
-    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
+    for (struct ts_ajob *j = a->jobtab.jobs; j != NULL; j = j->next) {
         if (ts_ajob_final(j))
             continue;
         const struct ts_desired_job *d = find_desired(desired, j->id, j->attempt);
@@ -174,7 +174,7 @@ void ts_reconcile(struct ts_agent *a)
         const struct ts_desired_job *d = &desired->jobs[i];
         if (d->action != TS_DESIRED_RUN)
             continue;
-        if (ts_agent_find(a, d->id, d->attempt) != NULL ||
+        if (ts_jobtab_find(&a->jobtab, d->id, d->attempt) != NULL ||
             earlier_attempt_runs(a, d->id, d->attempt))
             continue;
         start(a, d);

@@ -27,7 +27,7 @@ bool ts_repack_ask(struct ts_agent *a, struct ts_nodesched_block *b, size_t n, i
     int64_t now = ts_now_ms();
     pthread_mutex_lock(&a->mu);
     for (size_t i = 0; i < n; i++) {
-        struct ts_ajob *j = ts_agent_find(a, b[i].id, b[i].attempt);
+        struct ts_ajob *j = ts_jobtab_find(&a->jobtab, b[i].id, b[i].attempt);
         b[i].why[0] = '\0';
         if (j == NULL)
             continue;
@@ -157,7 +157,7 @@ static void spec_moved(const char *dir, unsigned gpu)
 static void finish(struct ts_broker *b, struct ts_repack_move *m, bool moved, const char *why)
 {
     pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, m->id, m->attempt);
+    struct ts_ajob *j = ts_jobtab_find(b->jobtab, m->id, m->attempt);
     if (j != NULL) {
         j->move = moved ? TS_AJOB_MOVE_DONE : TS_AJOB_MOVE_REFUSED;
         snprintf(j->move_msg, sizeof(j->move_msg), "%s", moved ? "" : why);
@@ -172,7 +172,7 @@ static void finish(struct ts_broker *b, struct ts_repack_move *m, bool moved, co
     if (!moved)
         ts_log_info("re-pack: job=%lld not moved: %s", (long long)m->id, why);
     m->used = false;
-    ts_agent_wake(b->a);
+    ts_jobtab_wake(b->jobtab);
 }
 
 /* Grant each process a range of the reserve for what it holds on the GPU
@@ -298,7 +298,7 @@ static void late(struct ts_broker *b, struct ts_repack_move *m)
 {
     m->late = true;
     pthread_mutex_lock(&b->a->mu);
-    struct ts_ajob *j = ts_agent_find(b->a, m->id, m->attempt);
+    struct ts_ajob *j = ts_jobtab_find(b->jobtab, m->id, m->attempt);
     if (j != NULL) {
         j->move = TS_AJOB_MOVE_REFUSED;
         snprintf(j->move_msg, sizeof(j->move_msg),
@@ -308,7 +308,7 @@ static void late(struct ts_broker *b, struct ts_repack_move *m)
     pthread_mutex_unlock(&b->a->mu);
     ts_log_warn("re-pack: job=%lld has not answered the move in time; still followed",
                 (long long)m->id);
-    ts_agent_wake(b->a);
+    ts_jobtab_wake(b->jobtab);
 }
 
 /* Once every process answered or ended: how it went. */
@@ -376,7 +376,7 @@ static size_t take_asks(struct ts_broker *b, struct ts_repack_move **out)
 {
     size_t n = 0;
     pthread_mutex_lock(&b->a->mu);
-    for (struct ts_ajob *j = b->a->jobs; j != NULL; j = j->next) {
+    for (struct ts_ajob *j = b->jobtab->jobs; j != NULL; j = j->next) {
         if (j->move != TS_AJOB_MOVE_ASKED)
             continue;
         const char *no = NULL;

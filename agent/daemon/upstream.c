@@ -214,13 +214,13 @@ enum ts_err ts_upstream_report(struct ts_agent *a, struct ts_arena *ar, struct t
 {
     *out = (struct ts_node_report){0};
     size_t njobs = 0;
-    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next)
+    for (struct ts_ajob *j = a->jobtab.jobs; j != NULL; j = j->next)
         njobs++;
     out->jobs = ts_arena_alloc(ar, sizeof(*out->jobs) * (njobs + 1));
     out->gpus = ts_arena_alloc(ar, sizeof(*out->gpus) * (a->gpus->count + 1));
     if (out->jobs == NULL || out->gpus == NULL)
         return TS_ERR_NOMEM;
-    for (struct ts_ajob *j = a->jobs; j != NULL; j = j->next) {
+    for (struct ts_ajob *j = a->jobtab.jobs; j != NULL; j = j->next) {
         if (ts_ajob_state_name(j) == NULL)
             continue; /* starting */
         report_job(a, j, ar, &out->jobs[out->njobs++]);
@@ -253,7 +253,7 @@ static void reported(struct ts_agent *a, const struct ts_node_report *rep,
         const struct ts_report_job *o = &rep->jobs[i];
         if (o->state == TS_REPORT_RUNNING)
             continue;
-        struct ts_ajob *j = ts_agent_find(a, o->id, o->attempt);
+        struct ts_ajob *j = ts_jobtab_find(&a->jobtab, o->id, o->attempt);
         if (j == NULL)
             continue;
         j->final_reported = true;
@@ -374,7 +374,7 @@ static bool do_register(struct ts_agent *a, struct ts_conn *c)
         notify_status("STATUS=registration refused: %s", ts_problem_text(resp));
         atomic_store(&a->failed, true);
         atomic_store(&a->stop, true);
-        ts_agent_wake(a);
+        ts_jobtab_wake(&a->jobtab);
     } else if (status != 200) {
         ts_log_warn("registration refused: status=%ld %s", status, ts_problem_text(resp));
         notify_status("STATUS=registration refused: status=%ld %s", status, ts_problem_text(resp));
@@ -418,7 +418,7 @@ static void hand_over(struct ts_agent *a, struct ts_agent_desired *desired)
     ts_agent_desired_free(a->desired_new);
     a->desired_new = desired;
     pthread_mutex_unlock(&a->mu);
-    ts_agent_wake(a);
+    ts_jobtab_wake(&a->jobtab);
 }
 
 static void poll_file(struct ts_agent *a)

@@ -30,6 +30,8 @@
 #include "agent/daemon/driver.h"
 #include "agent/daemon/nodesched.h"
 #include "agent/daemon/proc.h"
+#include "agent/daemon/reconcile.h"
+#include "agent/daemon/upstream.h"
 #include "api/clock.h"
 #include "api/files.h"
 #include "api/log.h"

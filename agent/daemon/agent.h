@@ -1,6 +1,7 @@
 /*
- * agent.h - tessera-agent: its options, its process-wide state, and the
- * pieces of its loop (agent.c, reconcile.c, upstream.c).
+ * agent.h - tessera-agent: its options, its process-wide state, and its
+ * loop (agent.c); the pieces of the loop declare theirs beside them
+ * (reconcile.h, upstream.h, jobtab.h).
  *
  * Threads: the main thread owns the job list (starts, stops, adopts, polls
  * and samples jobs, reconciles); the poll thread fetches desired states
@@ -109,7 +110,8 @@ struct ts_agent_desired {
     struct ts_arena *arena;
     struct ts_desired d;
 };
-/* Decode the desired state in (borrowed): new, or NULL with err set. */
+/* Decode the desired state in (borrowed): new, or NULL with err set
+ * (upstream.c, as _free). */
 struct ts_agent_desired *ts_agent_desired_decode(const json_t *in, struct ts_error *err);
 void ts_agent_desired_free(struct ts_agent_desired *d); /* NULL is a no-op */
 
@@ -120,24 +122,5 @@ int ts_agent_run(struct ts_agent *a);
  * checks the token with the server, writes it and the config file; starts
  * nothing. Returns the exit status. */
 int ts_agent_join(int argc, char **argv);
-
-/* Apply a->desired to the job list: start what should run and does not,
- * stop what should not run. Main thread; idempotent. */
-void ts_reconcile(struct ts_agent *a);
-
-/* Stop a job (reconcile.c): a suspended one is continued first. Main
- * thread. */
-void ts_reconcile_stop(struct ts_agent *a, struct ts_ajob *j, int grace_seconds,
-                       const char *reason);
-
-/* Start the poll and ship threads. Returns 0 or -1. */
-int ts_upstream_start(struct ts_agent *a);
-/* Stop and join them (a->stop is set). */
-void ts_upstream_join(struct ts_agent *a);
-/* The NodeRegistration body (new). */
-json_t *ts_upstream_registration(struct ts_agent *a);
-/* A NodeReport, taking the samples since the last one: its arrays and
- * strings in arena ar. Caller holds mu. */
-enum ts_err ts_upstream_report(struct ts_agent *a, struct ts_arena *ar, struct ts_node_report *out);
 
 #endif /* TS_AGENT_DAEMON_AGENT_H */

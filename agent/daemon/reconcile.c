@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/daemon/agent.h"
+#include "agent/daemon/reconcile.h"
 #include "agent/daemon/events.h"
 #include "agent/daemon/nodesched.h"
 #include "agent/daemon/repack.h"

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/daemon/agent.h"
+#include "agent/daemon/upstream.h"
 #include "agent/daemon/conn.h"
 #include "api/clock.h"
 #include "api/files.h"

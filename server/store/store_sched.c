@@ -3,9 +3,11 @@
  * reporting, jobs past their maximum runtime) and the transaction that
  * writes its decisions; the snapshot it reads is store_sched_snap.c.
  *
- * Decisions are written in one transaction, each
- * UPDATE guarded by the state the snapshot saw: if any job moved meanwhile
- * (a cancel, a report), nothing is written and the caller runs another cycle.
+ * Decisions are written in one transaction, each guarded by the state the
+ * snapshot saw: a stop whose job moved meanwhile (a cancel, a report) means
+ * nothing is written and the caller runs another cycle; the binds are one
+ * statement, and one whose job moved is left out while the others are
+ * written (write_binds).
  */
 #include <math.h>
 #include <stdio.h>
@@ -118,65 +120,152 @@ static enum ts_err guarded(struct ts_dbconn *c, const char *sql, int n, const ch
     return TS_OK;
 }
 
-static enum ts_err write_bind(struct ts_dbconn *c, const struct ts_sched_snapshot *s,
-                              const struct ts_sched_rows *rows, const struct ts_sched_decision *d,
-                              const char *checkpoint_root, struct ts_arena *a, struct ts_error *err)
+/* "scheduled on node n1 GPUs 0,1: MESSAGE" (new, in a). */
+static const char *bind_message(const struct ts_sched_snapshot *s,
+                                const struct ts_sched_decision *d, struct ts_arena *a)
 {
-    const struct ts_sched_node *node = &s->nodes[d->node];
-    char *gpu_ids = ts_arena_alloc(a, 3 + d->nslots * 21);
-    char *bytes = ts_arena_alloc(a, 3 + d->nslots * 21);
-    char *where = ts_arena_alloc(a, 32 + d->nslots * 8);
-    if (gpu_ids == NULL || bytes == NULL || where == NULL)
-        return ts_error_nomem(err);
-    size_t gl = 0, bl = 0, wl = 0;
-    gpu_ids[gl++] = '{';
-    bytes[bl++] = '{';
-    wl += (size_t)sprintf(where, "node %s", node->name);
-    for (size_t i = 0; i < d->nslots; i++) {
-        gl += (size_t)sprintf(gpu_ids + gl, "%s%lld", i ? "," : "",
-                              (long long)rows->gpu_ids[d->slots[i].gpu]);
-        bl += (size_t)sprintf(bytes + bl, "%s%lld", i ? "," : "",
-                              (long long)d->slots[i].memory_bytes);
+    char *where = ts_arena_alloc(a, 32 + strlen(s->nodes[d->node].name) + d->nslots * 12);
+    if (where == NULL)
+        return NULL;
+    size_t wl = (size_t)sprintf(where, "node %s", s->nodes[d->node].name);
+    for (size_t i = 0; i < d->nslots; i++)
         wl += (size_t)sprintf(where + wl, "%s%d", i ? "," : (d->nslots > 1 ? " GPUs " : " GPU "),
                               s->gpus[d->slots[i].gpu].index);
+    return ts_arena_printf(a, "scheduled on %s: %s", where, d->message);
+}
+
+/*
+ * Every bind of the cycle in one statement (issue 15: one statement each
+ * took seconds for a cycle binding thousands). Each job is checked as one
+ * statement each checked it: still pending, or suspended on that node and
+ * not held. A job that moved since the snapshot (cancelled, held) is not
+ * bound and the others are: a bind only takes room, so leaving one out
+ * cannot overfill a GPU or a project, and the binds written never wait for
+ * this cycle's stops (safe_decisions in schedloop.c holds those back).
+ * A suspended job resumes in the same attempt: its processes continue on
+ * the GPUs they held. Events are written in the decisions' order.
+ */
+#define BINDS_SQL                                                                                  \
+    "WITH b AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::float8[], $5::text[])"        \
+    "   WITH ORDINALITY AS b(id, node, gpus, msg, ord)),"                                          \
+    " upd AS (UPDATE job j SET"                                                                    \
+    "   state = CASE WHEN j.state = 'suspended' THEN 'resuming' ELSE 'scheduled' END,"             \
+    "   node_id = b.node, allocated_gpus = b.gpus, reason_code = NULL,"                            \
+    "   attempt = j.attempt + CASE WHEN j.state = 'suspended' THEN 0 ELSE 1 END,"                  \
+    "   reason_message = NULL, queue_position = 0, stop_reason = NULL,"                            \
+    "   attempt_started_at = CASE WHEN j.state = 'suspended'"                                      \
+    "     THEN j.attempt_started_at END, updated_at = now(),"                                      \
+    "   checkpoint_dir = coalesce(j.checkpoint_dir, $4 || '/' || p.name || '/' || j.id)"           \
+    "   FROM b, project p WHERE j.id = b.id AND p.id = j.project_id"                               \
+    "   AND (j.state = 'pending' OR (j.state = 'suspended' AND j.node_id = b.node"                 \
+    "   AND NOT j.suspend_held)) RETURNING j.id, j.state, b.msg, b.ord),"                          \
+    " slots AS (INSERT INTO job_gpu (job_id, gpu_id, memory_bytes)"                                \
+    "   SELECT upd.id, s.gpu, s.bytes FROM upd"                                                    \
+    "   JOIN unnest($6::bigint[], $7::bigint[], $8::bigint[]) AS s(job, gpu, bytes)"               \
+    "   ON s.job = upd.id),"                                                                       \
+    " ev AS (INSERT INTO job_event (job_id, type, message)"                                        \
+    "   SELECT id, CASE WHEN state = 'resuming' THEN 'resuming' ELSE 'scheduled' END,"             \
+    "   CASE WHEN state = 'resuming' THEN 'resuming on ' || substr(msg, 14)"                       \
+    "   ELSE msg END FROM upd ORDER BY ord)"                                                       \
+    " SELECT count(*) FROM upd"
+
+/* A float8[] literal, exact (17 significant digits). */
+static char *float_array(struct ts_arena *a, const double *v, size_t n)
+{
+    size_t cap = 3 + n * 26, len = 0;
+    char *s = ts_arena_alloc(a, cap);
+    if (s == NULL)
+        return NULL;
+    s[len++] = '{';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(s + len, cap - len, "%s%.17g", i ? "," : "", v[i]);
+    s[len++] = '}';
+    s[len] = '\0';
+    return s;
+}
+
+/* A PostgreSQL array literal of strings: {"a","b \"c\""}. */
+static char *text_array(struct ts_arena *a, const char *const *v, size_t n)
+{
+    size_t cap = 3;
+    for (size_t i = 0; i < n; i++)
+        cap += 3 + 2 * strlen(v[i]);
+    char *s = ts_arena_alloc(a, cap);
+    if (s == NULL)
+        return NULL;
+    size_t len = 0;
+    s[len++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            s[len++] = ',';
+        s[len++] = '"';
+        for (const char *q = v[i]; *q; q++) {
+            if (*q == '"' || *q == '\\')
+                s[len++] = '\\';
+            s[len++] = *q;
+        }
+        s[len++] = '"';
     }
-    gpu_ids[gl++] = '}';
-    bytes[bl++] = '}';
-    const char *msg = ts_arena_printf(a, "scheduled on %s: %s", where, d->message);
-    const char *p[] = {P("%lld", (long long)d->job_id),
-                       P("%lld", (long long)node->id),
-                       P("%.17g", d->gpus),
-                       checkpoint_root,
-                       gpu_ids,
-                       bytes,
-                       msg};
-    if (msg == NULL)
+    s[len++] = '}';
+    s[len] = '\0';
+    return s;
+}
+
+/* The binds among ap's decisions in one statement; *refused: how many
+ * were not written because their job moved. */
+static enum ts_err write_binds(struct ts_dbconn *c, const struct ts_sched_snapshot *s,
+                               const struct ts_sched_rows *rows, const struct ts_sched_apply *ap,
+                               struct ts_arena *a, size_t *refused, struct ts_error *err)
+{
+    size_t nb = 0, ns = 0;
+    for (size_t i = 0; i < ap->ndecisions; i++)
+        if (ap->decisions[i]->action == TS_SCHED_BIND) {
+            nb++;
+            ns += ap->decisions[i]->nslots;
+        }
+    *refused = 0;
+    if (nb == 0)
+        return TS_OK;
+    int64_t *ids = ts_arena_alloc(a, sizeof(int64_t) * nb);
+    int64_t *nodes = ts_arena_alloc(a, sizeof(int64_t) * nb);
+    double *gpus = ts_arena_alloc(a, sizeof(double) * nb);
+    const char **msgs = ts_arena_alloc(a, sizeof(char *) * nb);
+    int64_t *sj = ts_arena_alloc(a, sizeof(int64_t) * (ns + 1));
+    int64_t *sg = ts_arena_alloc(a, sizeof(int64_t) * (ns + 1));
+    int64_t *sb = ts_arena_alloc(a, sizeof(int64_t) * (ns + 1));
+    if (!ids || !nodes || !gpus || !msgs || !sj || !sg || !sb)
         return ts_error_nomem(err);
-    return guarded(
-        c,
-        /* a suspended job resumes in the same attempt: its processes
-           continue on the GPUs they held */
-        "WITH upd AS (UPDATE job j SET"
-        "   state = CASE WHEN j.state = 'suspended' THEN 'resuming' ELSE 'scheduled' END,"
-        "   node_id = $2, allocated_gpus = $3, reason_code = NULL,"
-        "   attempt = j.attempt + CASE WHEN j.state = 'suspended' THEN 0 ELSE 1 END,"
-        "   reason_message = NULL, queue_position = 0, stop_reason = NULL,"
-        "   attempt_started_at = CASE WHEN j.state = 'suspended'"
-        "     THEN j.attempt_started_at END, updated_at = now(),"
-        "   checkpoint_dir = coalesce(j.checkpoint_dir,"
-        "     $4 || '/' || p.name || '/' || j.id)"
-        "   FROM project p WHERE p.id = j.project_id AND j.id = $1"
-        "   AND (j.state = 'pending' OR (j.state = 'suspended' AND j.node_id = $2"
-        "   AND NOT j.suspend_held)) RETURNING j.id, j.state),"
-        " slots AS (INSERT INTO job_gpu (job_id, gpu_id, memory_bytes)"
-        "   SELECT upd.id, s.gpu, s.bytes FROM upd,"
-        "   unnest($5::bigint[], $6::bigint[]) AS s(gpu, bytes)),"
-        " ev AS (INSERT INTO job_event (job_id, type, message)"
-        "   SELECT id, CASE WHEN state = 'resuming' THEN 'resuming' ELSE 'scheduled' END,"
-        "   CASE WHEN state = 'resuming' THEN 'resuming on ' || substr($7, 14)"
-        "   ELSE $7 END FROM upd)"
-        " SELECT 1 FROM upd",
-        7, p, d->job_id, err);
+    size_t k = 0, m = 0;
+    for (size_t i = 0; i < ap->ndecisions; i++) {
+        const struct ts_sched_decision *d = ap->decisions[i];
+        if (d->action != TS_SCHED_BIND)
+            continue;
+        ids[k] = d->job_id;
+        nodes[k] = s->nodes[d->node].id;
+        gpus[k] = d->gpus;
+        if ((msgs[k++] = bind_message(s, d, a)) == NULL)
+            return ts_error_nomem(err);
+        for (size_t j = 0; j < d->nslots; j++, m++) {
+            sj[m] = d->job_id;
+            sg[m] = rows->gpu_ids[d->slots[j].gpu];
+            sb[m] = d->slots[j].memory_bytes;
+        }
+    }
+    const char *p[] = {ts_row_id_array(a, ids, nb), ts_row_id_array(a, nodes, nb),
+                       float_array(a, gpus, nb),    ap->checkpoint_root,
+                       text_array(a, msgs, nb),     ts_row_id_array(a, sj, ns),
+                       ts_row_id_array(a, sg, ns),  ts_row_id_array(a, sb, ns)};
+    for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+        if (p[i] == NULL && i != 3)
+            return ts_error_nomem(err);
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(c, BINDS_SQL, 8, p, &res, err);
+    if (e != TS_OK)
+        return e;
+    int64_t done = ts_row_i64(res, 0, 0);
+    PQclear(res);
+    *refused = nb - (size_t)done;
+    return TS_OK;
 }
 
 /* EVICT: a running job stops (evicting). SUSPEND: a running job that
@@ -239,33 +328,6 @@ static enum ts_err write_stop(struct ts_dbconn *c, const struct ts_sched_decisio
                    "   SELECT id, 'evicting', $2 FROM upd)"
                    " SELECT 1 FROM upd",
                    2, p, d->job_id, err);
-}
-
-/* A PostgreSQL array literal of strings: {"a","b \"c\""}. */
-static char *text_array(struct ts_arena *a, const char *const *v, size_t n)
-{
-    size_t cap = 3;
-    for (size_t i = 0; i < n; i++)
-        cap += 3 + 2 * strlen(v[i]);
-    char *s = ts_arena_alloc(a, cap);
-    if (s == NULL)
-        return NULL;
-    size_t len = 0;
-    s[len++] = '{';
-    for (size_t i = 0; i < n; i++) {
-        if (i)
-            s[len++] = ',';
-        s[len++] = '"';
-        for (const char *q = v[i]; *q; q++) {
-            if (*q == '"' || *q == '\\')
-                s[len++] = '\\';
-            s[len++] = *q;
-        }
-        s[len++] = '"';
-    }
-    s[len++] = '}';
-    s[len] = '\0';
-    return s;
 }
 
 /* The reason is the one the snapshot read for that job: nothing to write. */
@@ -356,14 +418,17 @@ static enum ts_err write_shares(struct ts_dbconn *c, const struct ts_sched_rows 
 
 enum ts_err ts_store_sched_apply(struct ts_dbconn *c, const struct ts_sched_snapshot *s,
                                  const struct ts_sched_rows *rows, const struct ts_sched_apply *ap,
-                                 struct ts_arena *a, struct ts_error *err)
+                                 struct ts_arena *a, size_t *refused, struct ts_error *err)
 {
+    size_t nrefused = 0;
     enum ts_err e = ts_db_begin(c, err);
-    for (size_t i = 0; e == TS_OK && i < ap->ndecisions; i++) {
-        const struct ts_sched_decision *d = ap->decisions[i];
-        e = d->action == TS_SCHED_BIND ? write_bind(c, s, rows, d, ap->checkpoint_root, a, err)
-                                       : write_stop(c, d, a, err);
-    }
+    /* the stops first, as before the binds they make room for (a bind
+       waiting for a stop is written by a later cycle) */
+    for (size_t i = 0; e == TS_OK && i < ap->ndecisions; i++)
+        if (ap->decisions[i]->action != TS_SCHED_BIND)
+            e = write_stop(c, ap->decisions[i], a, err);
+    if (e == TS_OK)
+        e = write_binds(c, s, rows, ap, a, &nrefused, err);
     if (e == TS_OK)
         e = write_reasons(c, s, rows, ap, a, err);
     if (e == TS_OK && ap->result != NULL)
@@ -371,7 +436,10 @@ enum ts_err ts_store_sched_apply(struct ts_dbconn *c, const struct ts_sched_snap
     if (e == TS_OK) /* last: it holds project rows until the commit */
         e = ts_store_pending_fold(c, err);
     if (e == TS_OK)
-        return ts_db_commit(c, err);
-    ts_db_rollback(c);
+        e = ts_db_commit(c, err);
+    else
+        ts_db_rollback(c);
+    if (refused != NULL)
+        *refused = e == TS_OK ? nrefused : 0;
     return e;
 }

@@ -255,34 +255,51 @@ static enum ts_err write_points(struct ts_dbconn *c, int64_t resolution, int64_t
                  4 + TS_SERIES_NMETRICS, params, err);
 }
 
+/* The roll-up's columns: a coarse point averages the finer points in its
+ * bucket, `samples` counts them. */
+#define ROLL_UP_INSERT                                                                             \
+    "INSERT INTO metric_point (resolution_s, scope, key, at, capacity, allocated,"                 \
+    " utilized, memory_used_bytes, running_jobs, pending_jobs, pending_gpus,"                      \
+    " idle_gpus, samples)"                                                                         \
+    " SELECT $1::integer, scope, key, to_timestamp($3::bigint), avg(capacity),"                    \
+    "  avg(allocated), avg(utilized), avg(memory_used_bytes), avg(running_jobs),"                  \
+    "  avg(pending_jobs), avg(pending_gpus), avg(idle_gpus), count(*)"                             \
+    " FROM metric_point WHERE resolution_s = $2::integer"                                          \
+    "  AND at >= to_timestamp($3::bigint)"                                                         \
+    "  AND at < to_timestamp($3::bigint + $1::integer)"
+
 /* Recompute the bucket of resolution `coarse` that starts at `bucket` from
- * the points of resolution `fine` in it. */
+ * the points of resolution `fine` in it. once: only when the cluster has no
+ * point there yet (the cluster has one every tick: a bucket rolled up
+ * already). *rows: the points written. */
 static enum ts_err roll_up(struct ts_dbconn *c, int64_t coarse, int64_t fine, int64_t bucket,
-                           struct ts_error *err)
+                           bool once, long *rows, struct ts_error *err)
 {
     char cbuf[24], fbuf[24], bbuf[24];
     snprintf(cbuf, sizeof(cbuf), "%lld", (long long)coarse);
     snprintf(fbuf, sizeof(fbuf), "%lld", (long long)fine);
     snprintf(bbuf, sizeof(bbuf), "%lld", (long long)bucket);
     const char *params[] = {cbuf, fbuf, bbuf};
-    return exec1(c,
-                 "INSERT INTO metric_point (resolution_s, scope, key, at, capacity, allocated,"
-                 " utilized, memory_used_bytes, running_jobs, pending_jobs, pending_gpus,"
-                 " idle_gpus, samples)"
-                 " SELECT $1::integer, scope, key, to_timestamp($3::bigint), avg(capacity),"
-                 "  avg(allocated), avg(utilized), avg(memory_used_bytes), avg(running_jobs),"
-                 "  avg(pending_jobs), avg(pending_gpus), avg(idle_gpus), count(*)"
-                 " FROM metric_point WHERE resolution_s = $2::integer"
-                 "  AND at >= to_timestamp($3::bigint)"
-                 "  AND at < to_timestamp($3::bigint + $1::integer)"
-                 " GROUP BY scope, key"
-                 " ON CONFLICT (resolution_s, scope, key, at) DO UPDATE SET"
-                 "  capacity = EXCLUDED.capacity, allocated = EXCLUDED.allocated,"
-                 "  utilized = EXCLUDED.utilized, memory_used_bytes = EXCLUDED.memory_used_bytes,"
-                 "  running_jobs = EXCLUDED.running_jobs, pending_jobs = EXCLUDED.pending_jobs,"
-                 "  pending_gpus = EXCLUDED.pending_gpus, idle_gpus = EXCLUDED.idle_gpus,"
-                 "  samples = EXCLUDED.samples",
-                 3, params, err);
+    PGresult *res = NULL;
+    enum ts_err e = ts_db_exec(
+        c,
+        once ? ROLL_UP_INSERT
+            "  AND NOT EXISTS (SELECT 1 FROM metric_point WHERE resolution_s = $1::integer"
+            "   AND scope = 'cluster' AND key = '' AND at = to_timestamp($3::bigint))"
+            " GROUP BY scope, key ON CONFLICT DO NOTHING"
+             : ROLL_UP_INSERT
+            " GROUP BY scope, key"
+            " ON CONFLICT (resolution_s, scope, key, at) DO UPDATE SET"
+            "  capacity = EXCLUDED.capacity, allocated = EXCLUDED.allocated,"
+            "  utilized = EXCLUDED.utilized, memory_used_bytes = EXCLUDED.memory_used_bytes,"
+            "  running_jobs = EXCLUDED.running_jobs, pending_jobs = EXCLUDED.pending_jobs,"
+            "  pending_gpus = EXCLUDED.pending_gpus, idle_gpus = EXCLUDED.idle_gpus,"
+            "  samples = EXCLUDED.samples",
+        3, params, &res, err);
+    if (e == TS_OK)
+        *rows = atol(PQcmdTuples(res));
+    PQclear(res);
+    return e;
 }
 
 static enum ts_err expire(struct ts_dbconn *c, int64_t resolution, int64_t retention,
@@ -296,6 +313,36 @@ static enum ts_err expire(struct ts_dbconn *c, int64_t resolution, int64_t reten
                  "DELETE FROM metric_point WHERE resolution_s = $1::integer"
                  " AND at < now() - make_interval(secs => $2::bigint)",
                  2, params, err);
+}
+
+/*
+ * The coarser levels (issue 15: recomputing the current minute from its
+ * points at every tick was the sampler's largest cost). The minute (when
+ * the interval is shorter) is written once, complete: by the tick that
+ * writes its last point, or when that tick was missed, by the next one
+ * (the newest complete minute is rolled up if the cluster has no point
+ * there yet, one index probe otherwise). The hour is recomputed whenever a
+ * minute is added to it, so its current bucket grows.
+ */
+static enum ts_err roll_ups(struct ts_dbconn *c, const struct ts_series_levels *lv, int64_t at,
+                            struct ts_error *err)
+{
+    int64_t base = lv->resolution[0];
+    int64_t done = at; /* the newest complete bucket of the level below */
+    long rows = 1;     /* what the level below gained this tick */
+    enum ts_err e = TS_OK;
+    for (int k = 1; k < lv->n && e == TS_OK && rows > 0; k++) {
+        int64_t fine = lv->resolution[k - 1], coarse = lv->resolution[k];
+        if (k == 1 && base < 60) {
+            /* the minute this tick completes, else the one before */
+            done = (at + base) % coarse == 0 ? at / coarse * coarse : at / coarse * coarse - coarse;
+            e = roll_up(c, coarse, fine, done, true, &rows, err);
+        } else {
+            e = roll_up(c, coarse, fine, done / coarse * coarse, false, &rows, err);
+            rows = 0; /* levels above the hour: none */
+        }
+    }
+    return e;
 }
 
 enum ts_err ts_store_series_tick(struct ts_dbconn *c, const struct ts_series_levels *lv,
@@ -322,14 +369,8 @@ enum ts_err ts_store_series_tick(struct ts_dbconn *c, const struct ts_series_lev
     }
     if (e == TS_OK && *leader)
         e = write_points(c, base, *at, *figs, *n, a, err);
-    /* a bucket of level k is recomputed when this tick completes a bucket
-     * of level k-1 (level 1 at every tick: its current bucket grows) */
-    for (int k = 1; k < lv->n && e == TS_OK && *leader; k++) {
-        int64_t fine = lv->resolution[k - 1], coarse = lv->resolution[k];
-        if (k > 1 && (*at + base) % fine != 0)
-            continue;
-        e = roll_up(c, coarse, fine, *at / coarse * coarse, err);
-    }
+    if (e == TS_OK && *leader)
+        e = roll_ups(c, lv, *at, err);
     for (int k = 0; k < lv->n && e == TS_OK && *leader; k++)
         e = expire(c, lv->resolution[k], lv->retention[k], err);
     if (e == TS_OK)

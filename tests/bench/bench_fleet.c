@@ -756,12 +756,15 @@ static void print_statements(int nodes, double window)
         return;
     char sql[1024];
     snprintf(sql, sizeof(sql),
-             "SELECT string_agg(format('%%9s %%9s %%8s %%7s  %%s', round(calls / %.3f),"
-             " round(total_exec_time / %.3f), round(mean_exec_time::numeric, 3),"
+             "SELECT string_agg(format('%%9s %%9s %%8s %%7s  %%s', round(calls / %.3f, 2),"
+             " round((total_exec_time / %.3f)::numeric, 1), round(mean_exec_time::numeric, 3),"
              " round(rows::numeric / greatest(calls, 1), 1),"
-             " left(regexp_replace(query, '\\s+', ' ', 'g'), 110)), E'\\n'"
+             /* the head and the tail: statements that start alike end apart */
+             " CASE WHEN length(q) <= 150 THEN q"
+             "  ELSE left(q, 95) || ' ... ' || right(q, 50) END), E'\\n'"
              " ORDER BY total_exec_time DESC)"
-             " FROM (SELECT * FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 25) s",
+             " FROM (SELECT *, regexp_replace(query, '\\s+', ' ', 'g') AS q FROM pg_stat_statements"
+             "  ORDER BY total_exec_time DESC LIMIT 25) s",
              window, window);
     if (ts_it_sql(&srv, sql, out, 1 << 16) == 0)
         printf("pg_stat_statements at %d nodes, the %.0f s window, by time:\n"

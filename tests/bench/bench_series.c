@@ -12,8 +12,9 @@
  *   - TICKS ticks as a follower (another session holds the series' advisory
  *     lock): reading the figures only, what every replica pays;
  *   - TICKS ticks as the leader, each in a new bucket of INTERVAL seconds
- *     (the default 10 s, so the minute roll-up reads as many points as the
- *     server's): figures, writing the points, rolling up and expiring.
+ *     (the default 10 s, as the server's): figures, writing the points,
+ *     expiring, and in the tick that completes a minute (one of six at
+ *     10 s: in the maximum, not the median) rolling it and the hour up.
  * Printed per N: the figures a tick reads (and of those, jobs), the median
  * and range of each kind of tick in ms, and the write part (leader median
  * less follower median). The cost per running job is the slope between the

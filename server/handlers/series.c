@@ -239,6 +239,16 @@ static enum ts_err query_from_to(const struct metrics_query *m, int64_t now, int
     return TS_OK;
 }
 
+/* Level k's buckets not rolled up yet are read from the level below: the
+ * minute is written once complete (store_series.c), the hour whenever a
+ * minute is added. That level's resolution, or 0. */
+static int64_t finer_of(const struct ts_series_levels *lv, int k)
+{
+    if (k <= 0 || k >= lv->n)
+        return 0;
+    return lv->resolution[k] == 60 ? lv->resolution[k - 1] : 0;
+}
+
 /* The finest of the levels whose points are still kept for from (a bucket
  * of slack); the coarsest when none is. */
 static int finest_level(const struct ts_series_levels *lv, int64_t from, int64_t now)
@@ -298,6 +308,7 @@ static enum ts_err query_range(const struct metrics_query *m, const struct ts_se
         return TS_ERR_BAD_PARAMETER;
     }
     q->resolution = lv.resolution[k];
+    q->finer = finer_of(&lv, k);
     q->step = step;
     q->start = floor_div(from, step) * step;
     q->end = to;
@@ -414,7 +425,8 @@ enum ts_err ts_h_metrics_idle(void *ctx, struct ts_request *r, struct ts_error *
         return e;
     struct ts_series_idle *v;
     size_t n;
-    if ((e = ts_store_series_idle(conn, res, start, to, names, nn, r->arena, &v, &n, err)) != TS_OK)
+    if ((e = ts_store_series_idle(conn, res, finer_of(&lv, k), start, to, names, nn, r->arena, &v,
+                                  &n, err)) != TS_OK)
         return e;
     json_t *projects = json_array();
     for (size_t i = 0; i < n; i++) {

@@ -417,6 +417,8 @@ struct ts_series_query {
     const char *const *keys; /* NULL: any key; else only these */
     size_t nkeys;
     int64_t resolution; /* the points read */
+    int64_t finer;      /* >0: the resolution whose points stand for the
+                           buckets of `resolution` not rolled up yet */
     int64_t start, end; /* unix seconds: [start, end) */
     int64_t step;       /* bucket width; start is a multiple of it */
     size_t max_rows;    /* more rows than this -> TS_ERR_BAD_PARAMETER */
@@ -442,9 +444,10 @@ struct ts_series_idle {
     double unused_gpu_hours; /* allocated less utilized, integrated */
 };
 /* Every project (or only keys, when not NULL), most idle first: the project
- * points of `resolution` in [start, end), each standing for its bucket. */
-enum ts_err ts_store_series_idle(struct ts_dbconn *c, int64_t resolution, int64_t start,
-                                 int64_t end, const char *const *keys, size_t nkeys,
+ * points of `resolution` in [start, end), each standing for its bucket;
+ * finer as in struct ts_series_query. */
+enum ts_err ts_store_series_idle(struct ts_dbconn *c, int64_t resolution, int64_t finer,
+                                 int64_t start, int64_t end, const char *const *keys, size_t nkeys,
                                  struct ts_arena *a, struct ts_series_idle **out, size_t *n,
                                  struct ts_error *err);
 

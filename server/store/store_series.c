@@ -380,6 +380,23 @@ enum ts_err ts_store_series_tick(struct ts_dbconn *c, const struct ts_series_lev
     return e;
 }
 
+/* The metric named by $1 of a metric_point row. */
+#define METRIC_OF_1                                                                                \
+    "CASE $1::text WHEN 'capacity' THEN capacity WHEN 'allocated' THEN allocated"                  \
+    " WHEN 'utilized' THEN utilized WHEN 'memory_used_bytes' THEN memory_used_bytes"               \
+    " WHEN 'running_jobs' THEN running_jobs WHEN 'pending_jobs' THEN pending_jobs"                 \
+    " WHEN 'pending_gpus' THEN pending_gpus ELSE idle_gpus END"
+
+/* Where the buckets of resolution R (a parameter) not rolled up yet start:
+ * after the newest the cluster has (a minute is written once complete,
+ * roll_ups). Readers take those buckets from the finer points, so that
+ * the running minute reads as when it was recomputed at every tick. */
+#define NOT_ROLLED_UP(R)                                                                           \
+    "(SELECT coalesce(max(at) + make_interval(secs => " R "::integer), '-infinity')"               \
+    " FROM metric_point WHERE resolution_s = " R "::integer AND scope = 'cluster' AND key = '')"
+#define NOT_ROLLED_UP_1 NOT_ROLLED_UP("$1")
+#define NOT_ROLLED_UP_2 NOT_ROLLED_UP("$2")
+
 enum ts_err ts_store_series_query(struct ts_dbconn *c, const struct ts_series_query *q,
                                   struct ts_arena *a, struct ts_series_row **out, size_t *n,
                                   struct ts_error *err)
@@ -413,6 +430,8 @@ enum ts_err ts_store_series_query(struct ts_dbconn *c, const struct ts_series_qu
     snprintf(startbuf, sizeof(startbuf), "%lld", (long long)q->start);
     snprintf(endbuf, sizeof(endbuf), "%lld", (long long)q->end);
     snprintf(limbuf, sizeof(limbuf), "%zu", q->max_rows + 1);
+    char finerbuf[24];
+    snprintf(finerbuf, sizeof(finerbuf), "%lld", (long long)q->finer);
     const char *params[] = {ts_series_metric_name(q->metric),
                             resbuf,
                             q->scope,
@@ -421,20 +440,26 @@ enum ts_err ts_store_series_query(struct ts_dbconn *c, const struct ts_series_qu
                             stepbuf,
                             startbuf,
                             endbuf,
-                            limbuf};
+                            limbuf,
+                            finerbuf};
     PGresult *res = NULL;
     enum ts_err e = ts_db_exec(
         c,
-        "SELECT key, (floor(extract(epoch FROM at) / $6::bigint) * $6::bigint)::bigint AS b,"
-        " avg(CASE $1::text WHEN 'capacity' THEN capacity WHEN 'allocated' THEN allocated"
-        "  WHEN 'utilized' THEN utilized WHEN 'memory_used_bytes' THEN memory_used_bytes"
-        "  WHEN 'running_jobs' THEN running_jobs WHEN 'pending_jobs' THEN pending_jobs"
-        "  WHEN 'pending_gpus' THEN pending_gpus ELSE idle_gpus END)"
+        "WITH pts AS (SELECT key, at, " METRIC_OF_1 " AS v"
         " FROM metric_point WHERE resolution_s = $2::integer AND scope = $3"
         " AND ($4::text IS NULL OR key = $4) AND ($5::text[] IS NULL OR key = ANY($5::text[]))"
         " AND at >= to_timestamp($7::bigint) AND at < to_timestamp($8::bigint)"
-        " GROUP BY 1, 2 ORDER BY 1, 2 LIMIT $9::bigint",
-        9, params, &res, err);
+        " UNION ALL"
+        " SELECT key, to_timestamp(floor(extract(epoch FROM at) / $2::integer) * $2::integer),"
+        "  avg(" METRIC_OF_1 ")"
+        " FROM metric_point WHERE $10::integer > 0 AND resolution_s = $10::integer AND scope = $3"
+        " AND ($4::text IS NULL OR key = $4) AND ($5::text[] IS NULL OR key = ANY($5::text[]))"
+        " AND at >= greatest(to_timestamp($7::bigint), " NOT_ROLLED_UP_2 ")"
+        " AND at < to_timestamp(($8::bigint + $2::integer - 1) / $2::integer * $2::integer)"
+        " GROUP BY 1, 2)"
+        " SELECT key, (floor(extract(epoch FROM at) / $6::bigint) * $6::bigint)::bigint AS b,"
+        " avg(v) FROM pts GROUP BY 1, 2 ORDER BY 1, 2 LIMIT $9::bigint",
+        10, params, &res, err);
     if (e != TS_OK)
         return e;
     size_t rows = (size_t)PQntuples(res);
@@ -469,8 +494,8 @@ enum ts_err ts_store_series_query(struct ts_dbconn *c, const struct ts_series_qu
     return TS_OK;
 }
 
-enum ts_err ts_store_series_idle(struct ts_dbconn *c, int64_t resolution, int64_t start,
-                                 int64_t end, const char *const *keys, size_t nkeys,
+enum ts_err ts_store_series_idle(struct ts_dbconn *c, int64_t resolution, int64_t finer,
+                                 int64_t start, int64_t end, const char *const *keys, size_t nkeys,
                                  struct ts_arena *a, struct ts_series_idle **out, size_t *n,
                                  struct ts_error *err)
 {
@@ -489,7 +514,9 @@ enum ts_err ts_store_series_idle(struct ts_dbconn *c, int64_t resolution, int64_
     snprintf(resbuf, sizeof(resbuf), "%lld", (long long)resolution);
     snprintf(startbuf, sizeof(startbuf), "%lld", (long long)start);
     snprintf(endbuf, sizeof(endbuf), "%lld", (long long)end);
-    const char *params[] = {resbuf, startbuf, endbuf, karr};
+    char finerbuf[24];
+    snprintf(finerbuf, sizeof(finerbuf), "%lld", (long long)finer);
+    const char *params[] = {resbuf, startbuf, endbuf, karr, finerbuf};
     PGresult *res = NULL;
     /* every project, those without points at 0; a point stands for its
      * bucket's whole width */
@@ -500,12 +527,19 @@ enum ts_err ts_store_series_idle(struct ts_dbconn *c, int64_t resolution, int64_
         " coalesce(sum(coalesce(m.utilized, 0) * m.resolution_s), 0) / 3600.0,"
         " coalesce(sum(greatest(m.allocated - coalesce(m.utilized, 0), 0) * m.resolution_s), 0)"
         "  / 3600.0"
-        " FROM project p LEFT JOIN metric_point m ON m.scope = 'project' AND m.key = p.name"
-        "  AND m.resolution_s = $1::integer AND m.at >= to_timestamp($2::bigint)"
-        "  AND m.at < to_timestamp($3::bigint)"
+        " FROM project p LEFT JOIN ("
+        "  SELECT key, resolution_s, idle_gpus, allocated, utilized FROM metric_point"
+        "  WHERE scope = 'project' AND resolution_s = $1::integer"
+        "  AND at >= to_timestamp($2::bigint) AND at < to_timestamp($3::bigint)"
+        "  UNION ALL"
+        "  SELECT key, $1::integer, avg(idle_gpus), avg(allocated), avg(utilized) FROM metric_point"
+        "  WHERE $5::integer > 0 AND scope = 'project' AND resolution_s = $5::integer"
+        "  AND at >= greatest(to_timestamp($2::bigint), " NOT_ROLLED_UP_1 ")"
+        "  AND at < to_timestamp(($3::bigint + $1::integer - 1) / $1::integer * $1::integer)"
+        "  GROUP BY key, floor(extract(epoch FROM at) / $1::integer)) m ON m.key = p.name"
         " WHERE $4::text[] IS NULL OR p.name = ANY($4::text[])"
         " GROUP BY p.name ORDER BY 2 DESC, 1",
-        4, params, &res, err);
+        5, params, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);

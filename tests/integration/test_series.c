@@ -393,9 +393,10 @@ static void minutes_and_hours_are_averages_of_finer_points(void **state)
 
 /* A minute's point is written once, when the minute is complete (issue 15:
  * recomputing the current minute at every tick was the sampler's largest
- * cost): none while the minute runs; and a complete minute that has none
- * (its last tick missed, here deleted) gets it at the next tick, averaging
- * all its points. */
+ * cost): none while the minute runs, which a query at 60 s answers from its
+ * finer points as before; and a complete minute that has none (its last
+ * tick missed, here deleted) gets it at the next tick, averaging all its
+ * points. */
 static void a_minute_is_written_once_complete(void **state)
 {
     (void)state;
@@ -410,6 +411,18 @@ static void a_minute_is_written_once_complete(void **state)
                              " AND at = to_timestamp(%lld)",
                              m),
                         "0");
+    /* yet a query at 60 s has the running minute: its points' average (a
+     * project's capacity is its quota, the same at every point) */
+    double quota = atof(sql1("SELECT quota_gpus FROM project WHERE name = 'p1'"));
+    assert_true(quota > 0);
+    struct ts_response r;
+    assert_int_equal(query(TS_IT_ADMIN_TOKEN, "metric=capacity&by=project&key=p1", &r), 200);
+    assert_int_equal(ts_it_int(r.json, "resolution_seconds"), 60);
+    json_t *pts = json_object_get(series_of(r.json, "p1"), "points");
+    json_t *last = json_array_get(pts, json_array_size(pts) - 1);
+    assert_int_equal(json_integer_value(json_array_get(last, 0)), m);
+    assert_true(json_number_value(json_array_get(last, 1)) == quota);
+    ts_response_free(&r);
     sql1("DELETE FROM metric_point WHERE resolution_s = 60 AND at = to_timestamp(%lld)", m - 60);
     char cond[1024];
     snprintf(cond, sizeof(cond),

@@ -53,6 +53,7 @@ cleanup() {
 trap cleanup EXIT
 . "$HERE/checks.sh"
 . "$HERE/throwaway_root.sh"
+. "$HERE/guide_blocks.sh"
 
 # ---- 1. the packages ----------------------------------------------------------
 start=$(date +%s)
@@ -77,36 +78,8 @@ check "and the same three as an older version" test "$(ls "$files"/debs-old/*~pr
 
 # ---- 2. the guide's blocks ----------------------------------------------------
 # blocks/NAME.sh or NAME.ini for each `<!-- test: NAME -->` line followed by
-# a fenced block; "bad LINE" for a marker without one, "dup NAME" for a
-# name used twice; "untested LINE" for an unmarked sh block that does not
-# say "(not run by a test".
-awk -v dir="$files/blocks" '
-  /^<!-- test: [a-z0-9-]+ -->$/ { name = $3; marker = NR; next }
-  /^```/ && !inblock {
-    inblock = 1
-    lang = substr($0, 4)
-    if (name != "" && marker == NR - 1) {
-      file = dir "/" name "." lang
-      if (name in seen) print "dup " name
-      seen[name] = 1
-      printf "" >file
-    } else {
-      file = ""
-      if (lang == "sh") { start = NR; text = "" }
-    }
-    name = ""
-    next
-  }
-  /^```/ && inblock {
-    inblock = 0
-    if (file != "") close(file)
-    else if (lang == "sh" && text !~ /\(not run by a test/) print "untested " start
-    next
-  }
-  inblock && file != "" { print >>file; next }
-  inblock { text = text $0 "\n"; next }
-  name != "" && marker == NR - 1 { print "bad " marker; name = "" }
-' "$GUIDE" >"$TMP/blocks.said"
+# a fenced block (guide_blocks.sh)
+guide_blocks "$GUIDE" "$files/blocks" >"$TMP/blocks.said"
 check "every test marker in the guide stands above a fenced block, each name once" \
   bash -c "! grep -E '^(bad|dup) ' '$TMP/blocks.said'"
 check "every other sh block of the guide says why no test runs it" \
@@ -120,8 +93,13 @@ walked="server-install.sh server-conf.ini server-admin.sh node-token.sh node-ins
 for b in $walked; do
   check "the guide marks block ${b%.*} (${b##*.})" test -s "$files/blocks/$b"
 done
+# the guide's systemctl blocks: systemd_test.sh runs them under systemd
+walked_by_systemd="server-start.sh agent-start.sh"
 for f in "$files"/blocks/*; do
-  case " $(echo $walked) " in *" ${f##*/} "*) ;; *) check "the walk runs the guide's block ${f##*/}" false ;; esac
+  case " $(echo $walked $walked_by_systemd) " in
+  *" ${f##*/} "*) ;;
+  *) check "the walk runs the guide's block ${f##*/}" false ;;
+  esac
 done
 
 # ---- 3. the walk --------------------------------------------------------------
@@ -130,7 +108,7 @@ if [ -d /run/systemd/system ]; then
 else
   say "systemd is not PID 1 here ($(cat /proc/1/comm)): the walk starts the units with unit_run.sh"
 fi
-cp "$HERE/guide_walk.sh" "$HERE/guide_walk_later.sh" "$HERE/unit_run.sh" "$HERE/checks.sh" "$BUILD/tests/notify_listen" "$files/"
+cp "$HERE/guide_walk.sh" "$HERE/guide_walk_later.sh" "$HERE/guide_lib.sh" "$HERE/unit_run.sh" "$HERE/checks.sh" "$BUILD/tests/notify_listen" "$files/"
 say "the guide, in a throwaway root with loopback only"
 # its checks printed as they come
 throwaway_root "$TMP/root" "$files" guide_walk.sh isolated 2>&1 | tee "$TMP/walk.out" |

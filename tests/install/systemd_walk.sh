@@ -216,6 +216,17 @@ teardown() {
   check "both inactive, stopped cleanly (Result=success), not restarted by Restart=" \
     is "$(props tessera-agent ActiveState,Result)$(props tessera-server ActiveState,Result)" \
     "ActiveState=inactive Result=success ActiveState=inactive Result=success "
+  # each stop of the server stopped its PostgreSQL itself (pg_ctl stop:
+  # "fast shutdown"); a SIGTERM from systemd to the whole control group
+  # (KillMode=control-group) would reach postgres first ("smart shutdown")
+  # and at times make pg_ctl fail ("could not stop PostgreSQL")
+  left=$(cat /var/lib/tessera/pg/log/*.log 2>/dev/null)
+  check "PostgreSQL was stopped by the server each time (fast shutdown), never by systemd's SIGTERM (KillMode=mixed)" \
+    is "$(grep -c 'received fast shutdown request' <<<"$left"):$(grep -c 'received smart shutdown request' <<<"$left")" 2:0
+  # the guide's way to the lines to act on (Logs): none in this walk
+  left=$(journalctl -u tessera-server -u tessera-agent -p warning -q --no-pager 2>&1)
+  check "journalctl -p warning: no warning or error of either service in the walk" test -z "$left"
+  [ -z "$left" ] || printf '%s\n' "$left" | tail -n 8 | sed 's/^/  | /'
   left=$(others)
   check "nothing is left running: no server, PostgreSQL, agent, supervisor or job" test -z "$left"
   [ -z "$left" ] || printf '%s\n' "$left" | sed 's/^/  left: /'

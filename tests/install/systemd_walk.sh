@@ -228,6 +228,12 @@ teardown() {
   left=$(journalctl -u tessera-server -u tessera-agent -p warning -q --no-pager 2>&1)
   check "journalctl -p warning: no warning or error of either service in the walk" test -z "$left"
   [ -z "$left" ] || printf '%s\n' "$left" | tail -n 8 | sed 's/^/  | /'
+  local base
+  base=$(journalctl -u tessera-agent -q --no-pager 2>/dev/null |
+    sed -n 's/.*jobs are sandboxed .* base=\(tessera-[0-9a-f]*\).*/\1/p' | tail -n 1)
+  check "the agent said where its jobs' control groups are (journal)" test -n "$base"
+  [ -z "$base" ] || check "and they are gone ($base)" \
+    test -z "$(find /sys/fs/cgroup -maxdepth 2 -name "$base" 2>/dev/null)"
   left=$(others)
   check "nothing is left running: no server, PostgreSQL, agent, supervisor or job" test -z "$left"
   [ -z "$left" ] || printf '%s\n' "$left" | sed 's/^/  left: /'

@@ -16,7 +16,7 @@
 #      CLI's first commands, a node token (0600), apt install of the agent,
 #      --join, the guide's agent.conf with simulated GPUs, the agent from
 #      its unit, a job on half a GPU that runs and succeeds, its logs;
-#      HTTPS, Prometheus, pg_dump and a restore into an external
+#      HTTPS, client certificates (mTLS), Prometheus, pg_dump and a restore into an external
 #      PostgreSQL, a second replica on it, an upgrade over older packages
 #      (guide_walk_later.sh),
 #      `tessera version`; then both services stopped as systemctl stop
@@ -87,9 +87,9 @@ check "every other sh block of the guide says why no test runs it" \
 grep -E '^(bad|dup|untested) ' "$TMP/blocks.said" | sed "s|^|  docs/operations.md: |" || true
 walked="server-install.sh server-conf.ini server-admin.sh node-token.sh node-install.sh node-join.sh
   agent-conf.ini agent-conf-sim.ini node-check.sh tls-certs.sh tls-server-conf.ini tls-agent-conf.ini
-  tls-cli.sh prometheus-token.sh prometheus-scrape.yaml prometheus-check.sh backup.sh restore-db.sh
-  restore-pgpass.sh restore.sh restore-conf.ini restore-check.sh replica-leader.sh upgrade.sh
-  versions.sh"
+  tls-cli.sh tls-client-cert.sh tls-agent-cert.ini tls-client-ca.ini prometheus-token.sh
+  prometheus-scrape.yaml prometheus-check.sh backup.sh restore-db.sh restore-pgpass.sh restore.sh
+  restore-conf.ini restore-check.sh replica-leader.sh upgrade.sh versions.sh"
 for b in $walked; do
   check "the guide marks block ${b%.*} (${b##*.})" test -s "$files/blocks/$b"
 done

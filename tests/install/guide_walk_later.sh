@@ -5,7 +5,11 @@
 #   walk_tls        HTTPS: the guide's CA and server certificate (openssl),
 #                   server.conf's TLS lines, the server restarted on 8443,
 #                   agent.conf's https server and ca, the agent restarted,
-#                   the CLI with --ca and `config set ca`, a job over https
+#                   the CLI with --ca and `config set ca`, a job over https;
+#                   then (walk_mtls) the node's client certificate, the
+#                   agent restarted with it, the server with tls-client-ca:
+#                   the node's token refused without the certificate (403),
+#                   accepted with it, a job through the agent
 #   walk_prometheus the viewer token, the scrape job merged into Debian's
 #                   /etc/prometheus/prometheus.yml, promtool, then Debian's
 #                   Prometheus (as its unit runs it: user prometheus) until
@@ -75,6 +79,36 @@ walk_tls() {
   step "a job on half a GPU runs through the agent over https and succeeds" \
     tessera_admin submit smoke-tls -p vision --gpu-portion-request 0.5 --wait -- \
     tessera-gpuload --memory 1GiB --steps 2
+  walk_mtls
+}
+
+# agent_whoami [CURL OPTIONS]: the HTTP status of whoami with the node's
+# token (from standard input, not the command line) over https
+agent_whoami() {
+  echo "Authorization: Bearer $(cat /etc/tessera/agent.token)" |
+    curl -sS -o /dev/null -w '%{http_code}' --cacert /etc/tessera/tls/ca.pem -H @- "$@" \
+      https://tessera.example.org:8443/api/v1/whoami
+}
+
+# client certificates: the node's, then the server asking agents for one
+walk_mtls() {
+  local tls=/etc/tessera/tls
+  step "the guide's node certificate signed by its CA (openssl)" guide_sh tls-client-cert
+  step "gpu-01.key is 0600 root:root" mode_owner $tls/gpu-01.key "600 root:root"
+  step "gpu-01.pem is for TLS clients, issued by the guide's CA" \
+    bash -c "openssl verify -CAfile $tls/ca.pem -purpose sslclient $tls/gpu-01.pem >/dev/null"
+  step "the guide's cert and key written into agent.conf" guide_conf tls-agent-cert /etc/tessera/agent.conf
+  step "tessera-agent restarts with its certificate and registers" unit_restart tessera-agent
+  step "the guide's tls-client-ca written into server.conf" guide_conf tls-client-ca /etc/tessera/server.conf
+  step "tessera-server restarts asking agents for certificates" unit_restart tessera-server
+  step "  it says so (client_certificates=agents)" grep -q "client_certificates=agents" "$T/logs/tessera-server.log"
+  step "the node's token without its certificate is refused: 403" test "$(agent_whoami)" = 403
+  step "with the node's certificate and key it is accepted: 200" \
+    test "$(agent_whoami --cert $tls/gpu-01.pem --key $tls/gpu-01.key)" = 200
+  step "the CLI (an admin token) still needs no certificate" guide_sh tls-cli
+  step "the agent reconnected with its certificate: a job runs and succeeds" \
+    tessera_admin submit smoke-mtls -p vision --gpu-portion-request 0.5 --wait -- \
+    tessera-gpuload --memory 1GiB --steps 2
 }
 
 prom_query() { # QUERY: Prometheus's answer (JSON)
@@ -141,8 +175,8 @@ walk_restore() {
   step "the guide's checks after the restore (the admin token is the dump's)" guide_sh restore-check
   step "the project is there" has "$(out restore-check)" vision
   step "and the job, succeeded" has "$(out restore-check)" succeeded
-  step "the external database holds it" \
-    test "$(runuser -u postgres -- psql -d tessera -tAc "SELECT count(*) FROM job WHERE name LIKE 'smoke%'")" = 2
+  step "the external database holds them (smoke, smoke-tls, smoke-mtls)" \
+    test "$(runuser -u postgres -- psql -d tessera -tAc "SELECT count(*) FROM job WHERE name LIKE 'smoke%'")" = 3
 }
 
 R2=https://tessera.example.org:8444

@@ -107,9 +107,8 @@ say "systemd as PID 1 of a throwaway root with loopback only"
   # only this subshell and what it starts go into systemd's folders
   for root in "${cg_roots[@]}"; do echo $BASHPID >"$root/$CG/cgroup.procs"; done
   # poweroff ends the walk: its status is SIGINT's (reboot(2) in a PID
-  # namespace); the timeout kills unshare, which takes the namespace along
-  timeout -k 10 420 bash -c '. "$1"; throwaway_root "$2" "$3" systemd_walk.sh isolated' \
-    _ "$HERE/throwaway_root.sh" "$TMP/root" "$files" 2>&1 || true
+  # namespace); after 420 s unshare is killed, and the namespace with it
+  throwaway_root "$TMP/root" "$files" systemd_walk.sh isolated 420 2>&1 || true
 ) | tee "$TMP/walk.out" | grep -E '^(ok|FAIL|  |time)' || true
 out=$(cat "$TMP/walk.out")
 case $out in

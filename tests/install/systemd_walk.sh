@@ -109,6 +109,8 @@ boot() {
   *)
     echo "systemd_walk: systemd did not boot (state: ${s:-no answer on /run/systemd/private})"
     tail -n 20 "$T/logs/console.log"
+    # not through systemd: reboot(2) here ends the namespace's init
+    systemctl --force --force poweroff
     exit 1
     ;;
   esac

@@ -1,7 +1,7 @@
 # tests/install/throwaway_root.sh - sourced by the tests that install the
 # Debian packages for real (dpkg_root.sh, guide_test.sh), as root.
 #
-#   throwaway_root DIR FILES INNER [isolated]
+#   throwaway_root DIR FILES INNER [isolated [SECONDS]]
 #
 # runs `bash /opt/tessera-test/INNER` chrooted in a throwaway copy of this
 # machine's root: an overlay over / whose upper layer is a tmpfs mounted at
@@ -12,15 +12,19 @@
 # "isolated" adds a network namespace with only loopback up (nothing
 # started inside reaches another address, and its ports are its own) and
 # a PID namespace with its own /proc (whatever is still running when INNER
-# ends is killed with it). Prints what INNER prints, or the line
+# ends is killed with it, and all of it once SECONDS have passed, if
+# given: SIGKILL to unshare, --kill-child to the namespace). Prints what INNER prints, or the line
 # "throwaway_root: no overlay here" where the overlay cannot be made (then
 # the status is 0); else the status is INNER's.
 throwaway_root() {
-  local dir=$1 files=$2 inner=$3 ns=(-m)
-  [ "${4:-}" = isolated ] && ns=(-m -n -p -f)
+  local dir=$1 files=$2 inner=$3 ns=(-m) limit=()
+  # isolated: if unshare is killed, so is the namespace's init (unshare
+  # itself ignores SIGTERM while it waits), and SECONDS kills it then
+  [ "${4:-}" = isolated ] && ns=(-m -n -p -f --kill-child)
+  [ -z "${5:-}" ] || limit=(timeout -s KILL "$5")
   mkdir -p "$dir"
   # shellcheck disable=SC2016 # expanded by the inner shell
-  unshare "${ns[@]}" bash -c '
+  "${limit[@]}" unshare "${ns[@]}" bash -c '
     set -e
     r=$1 files=$2 inner=$3 isolated=$4
     mount --make-rprivate /

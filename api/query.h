@@ -58,8 +58,6 @@ struct ts_query_pair {
 };
 
 #define TS_QUERY_MAX_PARAMS 32
-/* The number of entries of a route's table (an array, not a pointer). */
-#define TS_QUERY_NPARAMS(table) (sizeof(table) / sizeof((table)[0]))
 
 /* Decode pairs[0..npairs) by params[0..nparams) (at most
  * TS_QUERY_MAX_PARAMS) into out; now is the clock for times given as a

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/array.h"
+
 /* A key file that group or others may read or write; TS_OK when private. */
 static enum ts_err key_private(const char *opt, const char *path, const struct stat *st,
                                struct ts_error *err)
@@ -101,7 +103,7 @@ enum ts_err ts_tlsfiles_check_client(const char *ca, const char *cert, const cha
         const char *opt, *path;
         bool key;
     } files[] = {{"--ca", ca, false}, {"--cert", cert, false}, {"--key", key, true}};
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(files); i++) {
         if (files[i].path == NULL)
             continue;
         char *text = ts_tlsfiles_read(files[i].opt, files[i].path, files[i].key, NULL, err);

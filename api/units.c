@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/array.h"
+
 #ifndef __SIZEOF_INT128__
 #error "api/units.c needs a compiler with unsigned __int128 (gcc or clang, 64-bit)"
 #endif
@@ -84,7 +86,7 @@ int ts_bytesize_parse(const char *s, int64_t *out)
         }
     }
     uint64_t mult = 0;
-    for (size_t i = 0; i < sizeof(size_units) / sizeof(size_units[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(size_units); i++) {
         if (strcmp(p, size_units[i].name) == 0) {
             mult = size_units[i].mult;
             break;
@@ -112,7 +114,7 @@ char *ts_bytesize_format(int64_t bytes, char *buf, size_t len)
         int shift;
     } units[] = {{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}};
     if (bytes > 0) {
-        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        for (size_t i = 0; i < TS_ARRAY_LEN(units); i++) {
             int64_t u = (int64_t)1 << units[i].shift;
             if (bytes % u == 0) {
                 snprintf(buf, len, "%lld%s", (long long)(bytes / u), units[i].name);
@@ -161,7 +163,7 @@ static const struct {
     int64_t seconds;
 } duration_units[] = {{'d', 86400}, {'h', 3600}, {'m', 60}, {'s', 1}};
 
-#define NDURATION_UNITS (sizeof(duration_units) / sizeof(duration_units[0]))
+#define NDURATION_UNITS (TS_ARRAY_LEN(duration_units))
 
 /* Digits at *p as a number no larger than TS_DURATION_MAX_SECONDS; advances
  * *p. -1 when there are none or the number is larger. */

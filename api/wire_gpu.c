@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "api/array.h"
 #include "api/units.h"
 #include "api/wire_dec.h"
 #include "api/wire_enc.h"
@@ -126,7 +127,7 @@ enum ts_err ts_wire_gpu_decode(const json_t *gpu, struct ts_gpu_request *g, stru
     e = ts_wire_dec_integer(gpu, "gpu", "count", 1, TS_GPU_DEVICES_MAX, NULL, &n, err);
     g->count = (int)n;
     static const char *const others[] = {"portion_limit", "memory_limit", "devices"};
-    for (size_t i = 0; e == TS_OK && i < sizeof(others) / sizeof(others[0]); i++)
+    for (size_t i = 0; e == TS_OK && i < TS_ARRAY_LEN(others); i++)
         e = refuse_beside(gpu, others[i], "count", err);
     return e;
 }

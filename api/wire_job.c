@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/units.h"
 #include "api/wire_dec.h"
 #include "api/wire_enc.h"
@@ -22,7 +23,7 @@ static const struct {
     [TS_JOB_INTERACTIVE] = {"interactive", 100, false},
     [TS_JOB_INFERENCE] = {"inference", 150, false},
 };
-#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+#define NKINDS (TS_ARRAY_LEN(kinds))
 
 static const char *const state_names[] = {
     [TS_JOB_PENDING] = "pending",       [TS_JOB_SCHEDULED] = "scheduled",
@@ -32,7 +33,7 @@ static const char *const state_names[] = {
     [TS_JOB_SUCCEEDED] = "succeeded",   [TS_JOB_FAILED] = "failed",
     [TS_JOB_CANCELLED] = "cancelled",
 };
-#define NSTATES (sizeof(state_names) / sizeof(state_names[0]))
+#define NSTATES (TS_ARRAY_LEN(state_names))
 
 const char *ts_job_kind_name(enum ts_job_kind k)
 {

@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "api/array.h"
 #include "api/wire_dec.h"
 #include "api/wire_enc.h"
 
@@ -46,7 +47,7 @@ enum ts_err ts_wire_problem_decode(const json_t *in, struct ts_problem *out, str
         return ts_error_field(err, TS_ERR_WRONG_TYPE, "", "a problem must be a JSON object");
     int64_t status = 0;
     enum ts_err e = ts_wire_dec_integer(in, "", "status", 100, 599, NULL, &status, err);
-    for (size_t i = 0; e == TS_OK && i < sizeof(keys) / sizeof(keys[0]); i++)
+    for (size_t i = 0; e == TS_OK && i < TS_ARRAY_LEN(keys); i++)
         e = ts_wire_dec_string(in, "", keys[i], false, dest[i], err);
     out->status = (int)status;
     return e;

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "api/array.h"
 #include "api/units.h"
 #include "api/wire_dec.h"
 #include "api/wire_enc.h"
@@ -16,7 +17,7 @@ static const char *const role_names[] = {
     [TS_ROLE_AGENT] = "agent",
     [TS_ROLE_ADMIN] = "admin",
 };
-#define NROLES (sizeof(role_names) / sizeof(role_names[0]))
+#define NROLES (TS_ARRAY_LEN(role_names))
 
 static const char *const token_fields[] = {"name", "role", "projects", "nodes", NULL};
 static const char *const readonly_fields[] = {"id", "token", "created_at", "last_used_at", NULL};

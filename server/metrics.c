@@ -14,13 +14,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/array.h"
 #include "server/routes.h"
 #include "server/store/store.h"
 
 #define NSTATUS 600
 static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                 0.05,   0.1,   0.25,   0.5,   1,    2.5};
-#define NBOUNDS (sizeof(bounds) / sizeof(bounds[0]))
+#define NBOUNDS (TS_ARRAY_LEN(bounds))
 /* held requests: a long-poll waits up to 60 s, a follower for hours */
 static const double held_bounds[] = {0.1, 1, 5, 10, 20, 30, 45, 60, 300, 3600, 14400, 86400};
 _Static_assert(sizeof(held_bounds) == sizeof(bounds), "one bucket array for both");
@@ -189,7 +190,7 @@ static void gpu_labels(struct ts_buf *b, const struct ts_series_figure *f)
 
 static void render_figures(struct ts_buf *b, const struct ts_series_figure *f, size_t n, int64_t at)
 {
-    for (size_t k = 0; k < sizeof(families) / sizeof(families[0]); k++) {
+    for (size_t k = 0; k < TS_ARRAY_LEN(families); k++) {
         const struct family *fam = &families[k];
         ts_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", fam->name, fam->help, fam->name);
         for (size_t i = 0; i < n; i++) {

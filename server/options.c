@@ -4,6 +4,7 @@
  */
 #include <stddef.h>
 
+#include "api/array.h"
 #include "api/units.h"
 #include "server/server.h"
 
@@ -77,4 +78,4 @@ const struct ts_option ts_server_options[] = {
      "how long 1-hour metric points are kept", 86400, TS_DURATION_MAX_SECONDS, NULL, 0},
 };
 
-const size_t ts_server_options_count = sizeof(ts_server_options) / sizeof(ts_server_options[0]);
+const size_t ts_server_options_count = TS_ARRAY_LEN(ts_server_options);

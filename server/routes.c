@@ -6,6 +6,7 @@
  */
 #include "server/routes.h"
 
+#include "api/array.h"
 #include "server/handlers/handlers.h"
 #include "server/handlers/web.h"
 
@@ -67,4 +68,4 @@ const struct ts_route ts_routes[] = {
     {"GET", V1 "/audit", ts_h_audit_list, TS_ACCESS_ADMIN, true},
 };
 
-const size_t ts_routes_count = sizeof(ts_routes) / sizeof(ts_routes[0]);
+const size_t ts_routes_count = TS_ARRAY_LEN(ts_routes);

@@ -32,6 +32,7 @@
 #include "agent/daemon/proc.h"
 #include "agent/daemon/reconcile.h"
 #include "agent/daemon/upstream.h"
+#include "api/array.h"
 #include "api/clock.h"
 #include "api/files.h"
 #include "api/log.h"
@@ -104,7 +105,7 @@ static void beside_exe(const char *name, const char *fallback, char *out, size_t
     exe[n] = '\0';
     const char *dir = dirname(exe);
     static const char *const layouts[] = {"%s/../lib/tessera/%s", "%s/../lib/%s"};
-    for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(layouts); i++) {
         snprintf(guess, sizeof(guess), layouts[i], dir, name);
         char real[PATH_MAX];
         if (realpath(guess, real) != NULL && strlen(real) < len) {
@@ -217,7 +218,7 @@ static void adopt(struct ts_agent *a)
 static void warn_unreachable_parents(const char *data_dir)
 {
     static const char *const fresh[] = {"/tmp/", "/var/tmp/", "/dev/shm/", "/run/"};
-    for (size_t i = 0; i < sizeof(fresh) / sizeof(fresh[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(fresh); i++)
         if (strncmp(data_dir, fresh[i], strlen(fresh[i])) == 0)
             return;
     char p[PATH_MAX];
@@ -258,7 +259,7 @@ static int setup_sandbox(struct ts_agent *a)
         return 0;
     }
     char **paths[] = {&a->cfg.data_dir, &a->cfg.token_file};
-    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(paths); i++) {
         char *abs = *paths[i] != NULL ? realpath(*paths[i], NULL) : NULL;
         if (abs != NULL) {
             free(*paths[i]);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "agent/daemon/ajob.h"
+#include "api/array.h"
 #include "api/files.h"
 #include "api/log.h"
 
@@ -25,7 +26,7 @@
  * The first of a type is sent at once, then at most one per QUIET_MS,
  * saying how many were left out. */
 static const char *const routine[] = {"memory_wait", "swapped_out", "swapped_in"};
-#define ROUTINE_N (sizeof(routine) / sizeof(routine[0]))
+#define ROUTINE_N (TS_ARRAY_LEN(routine))
 
 struct seqent {
     int64_t id;

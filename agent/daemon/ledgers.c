@@ -14,6 +14,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "api/array.h"
 #include "api/files.h"
 #include "api/log.h"
 
@@ -353,7 +354,7 @@ bool ts_ledgers_swap_alloc(const struct ts_ledgers *s, uint64_t len, uint64_t *o
     if (s->swap_bytes == 0 || len == 0 || len > s->swap_bytes)
         return false;
     static struct range r[TS_GPUS_MAX * TS_LEDGER_PROCS]; /* broker thread only */
-    size_t n = held_ranges(s, r, sizeof(r) / sizeof(r[0]));
+    size_t n = held_ranges(s, r, TS_ARRAY_LEN(r));
     uint64_t at = 0;
     for (size_t i = 0; i < n; i++) {
         if (r[i].off >= at && r[i].off - at >= len)
@@ -393,7 +394,7 @@ void ts_ledgers_swap_trim(const struct ts_ledgers *s)
     if (s->swap_map == NULL || s->swap_pinned)
         return;
     static struct range r[TS_GPUS_MAX * TS_LEDGER_PROCS]; /* broker thread only */
-    size_t n = held_ranges(s, r, sizeof(r) / sizeof(r[0]));
+    size_t n = held_ranges(s, r, TS_ARRAY_LEN(r));
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uint64_t at = 0;
     for (size_t i = 0; i <= n; i++) {

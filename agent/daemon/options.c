@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "agent/daemon/agent.h"
+#include "api/array.h"
 
 #define OPT(field) offsetof(struct ts_agent_config, field)
 
@@ -108,4 +109,4 @@ const struct ts_option ts_agent_options[] = {
      0, 0, "host|none", 0},
 };
 
-const size_t ts_agent_options_count = sizeof(ts_agent_options) / sizeof(ts_agent_options[0]);
+const size_t ts_agent_options_count = TS_ARRAY_LEN(ts_agent_options);

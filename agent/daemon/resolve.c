@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "agent/daemon/broker.h"
+#include "api/array.h"
 #include "api/log.h"
 
 #define VICTIMS_MAX 16 /* acted on for one waiter in one pass */
@@ -138,7 +139,7 @@ static uint64_t end_holders(struct ts_broker *b, const struct ts_waiter *w, uint
                             const char *fallback)
 {
     struct victim v[VICTIMS_MAX * 4];
-    size_t n = holders(b, w, false, v, sizeof(v) / sizeof(v[0]));
+    size_t n = holders(b, w, false, v, TS_ARRAY_LEN(v));
     sort(v, n, before_priority);
     uint64_t got = 0;
     for (size_t k = 0; k < n && got < missing; k++) {
@@ -192,7 +193,7 @@ static uint64_t resolve_swap(struct ts_broker *b, const struct ts_waiter *w, uin
     if (b->s->swap_bytes == 0)
         return end_holders(b, w, missing, "this node has no host swap reserve");
     struct victim v[VICTIMS_MAX * 4];
-    size_t n = holders(b, w, true, v, sizeof(v) / sizeof(v[0]));
+    size_t n = holders(b, w, true, v, TS_ARRAY_LEN(v));
     sort(v, n, before_swap);
     uint64_t got = 0;
     char full[256] = "";

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "agent/gpuload/gpuload.h"
+#include "api/array.h"
 
 static uint64_t splitmix64(uint64_t x)
 {
@@ -31,8 +32,8 @@ void ts_gpuload_data_fill(void *out, size_t n, uint64_t key, uint64_t offset)
     uint64_t words[512]; /* made a block at a time, copied out in one go */
     while (n > 0) {
         size_t nw = (skip + n + 7) / 8;
-        if (nw > sizeof words / sizeof words[0])
-            nw = sizeof words / sizeof words[0];
+        if (nw > TS_ARRAY_LEN(words))
+            nw = TS_ARRAY_LEN(words);
         for (size_t i = 0; i < nw; i++)
             words[i] = splitmix64(key + word + i);
         size_t take = nw * 8 - skip < n ? nw * 8 - skip : n;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "agent/gpuload/gpuload.h"
+#include "api/array.h"
 #include "api/units.h"
 
 #define OPT(field) offsetof(struct ts_gpuload_config, field)
@@ -68,7 +69,7 @@ const struct ts_option ts_gpuload_options[] = {
      0, 0, NULL, 0},
 };
 
-const size_t ts_gpuload_options_count = sizeof(ts_gpuload_options) / sizeof(ts_gpuload_options[0]);
+const size_t ts_gpuload_options_count = TS_ARRAY_LEN(ts_gpuload_options);
 
 const char ts_gpuload_options_epilog[] =
     "\n"

@@ -15,6 +15,7 @@
 #include "agent/shim/objects.h"
 #include "agent/shim/shim.h"
 #include "agent/shim/swap.h"
+#include "api/array.h"
 
 struct obj {
     int kind;     /* enum ts_obj_kind; 0: free */
@@ -432,7 +433,7 @@ CUresult ts_obj_move(const int *real, int ndevs)
     /* contexts, then modules, then what lives in a context */
     static const int order[] = {TS_OBJ_CTX, TS_OBJ_MODULE, TS_OBJ_FUNC, TS_OBJ_STREAM,
                                 TS_OBJ_EVENT};
-    for (size_t pass = 0; pass < sizeof order / sizeof order[0] && rc == CUDA_SUCCESS; pass++)
+    for (size_t pass = 0; pass < TS_ARRAY_LEN(order) && rc == CUDA_SUCCESS; pass++)
         for (uint32_t k = 0; k < nobjs && rc == CUDA_SUCCESS; k++) {
             struct obj *o = &objs[k];
             if (o->kind != order[pass])

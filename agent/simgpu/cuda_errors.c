@@ -17,6 +17,7 @@
 #include "agent/simgpu/state.h"
 
 #include "agent/simgpu/cuda_int.h"
+#include "api/array.h"
 
 static const struct {
     CUresult code;
@@ -74,7 +75,7 @@ static CUresult error_lookup(CUresult e, const char **out, bool name)
 {
     if (!out)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(errors); i++)
         if (errors[i].code == e) {
             *out = name ? errors[i].name : errors[i].text;
             return CUDA_SUCCESS;

@@ -26,12 +26,13 @@ static const struct {
 } procs[] = {
 #define SIMGPU_FN(name) {#name, (void *)name},
 #include "agent/simgpu/cuda_fns.def"
+#include "api/array.h"
 #undef SIMGPU_FN
 };
 
 static void *proc_find(const char *name)
 {
-    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(procs); i++)
         if (strcmp(procs[i].name, name) == 0)
             return procs[i].fn;
     return NULL;
@@ -47,7 +48,7 @@ static const char *const v2_from_12[] = {
 
 static bool v2_at(const char *symbol, int cudaVersion)
 {
-    for (size_t i = 0; cudaVersion < 12000 && i < sizeof v2_from_12 / sizeof v2_from_12[0]; i++)
+    for (size_t i = 0; cudaVersion < 12000 && i < TS_ARRAY_LEN(v2_from_12); i++)
         if (strcmp(symbol, v2_from_12[i]) == 0)
             return false;
     return true;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/cli/cli.h"
 #include "api/cli/out.h"
 #include "api/cli/req.h"
@@ -155,7 +156,7 @@ static int set_quota(struct ts_cli *cli, const struct ts_args *a, const struct k
         "gpus", "over_quota_weight", "limit", "priority", "max_pending", "job_user", "allow_root"};
     const json_t *read = json_object_get(r.json, "quota");
     json_t *q = json_object();
-    for (size_t i = 0; i < sizeof(members) / sizeof(members[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(members); i++)
         if (json_object_get(read, members[i]))
             json_object_set(q, members[i], json_object_get(read, members[i]));
     const char *read_etag = ts_response_header(&r, "ETag", etag, sizeof(etag));
@@ -255,9 +256,9 @@ static int list(struct ts_cli *cli, const struct ts_args *a, const struct kind *
     snprintf(path, sizeof(path), "/api/v1/%s", k->collection);
     /* departments have no DEPARTMENT column: skip it */
     bool dept = k == &project_kind;
-    struct ts_col cols[sizeof(list_cols) / sizeof(list_cols[0])];
+    struct ts_col cols[TS_ARRAY_LEN(list_cols)];
     size_t ncols = 0;
-    for (size_t c = 0; c < sizeof(list_cols) / sizeof(list_cols[0]); c++)
+    for (size_t c = 0; c < TS_ARRAY_LEN(list_cols); c++)
         if (dept || c != 1)
             cols[ncols++] = list_cols[c];
     const struct ts_show_table tab = {cols, ncols, list_row};
@@ -427,8 +428,7 @@ static int cmd_token_list(struct ts_cli *cli, const struct ts_args *a)
     int fmt = ts_cli_format(cli, a);
     if (fmt < 0)
         return TS_EXIT_USAGE;
-    static const struct ts_show_table tab = {token_cols, sizeof(token_cols) / sizeof(token_cols[0]),
-                                             token_row};
+    static const struct ts_show_table tab = {token_cols, TS_ARRAY_LEN(token_cols), token_row};
     return ts_show_list(cli, fmt, "/api/v1/tokens", "tokens", &tab, NULL);
 }
 
@@ -536,8 +536,7 @@ static void audit_row(struct ts_table *t, const json_t *o, void *ud)
 static int show_audit(struct ts_cli *cli, const struct ts_response *r, void *ud)
 {
     (void)ud;
-    static const struct ts_show_table tab = {audit_cols, sizeof(audit_cols) / sizeof(audit_cols[0]),
-                                             audit_row};
+    static const struct ts_show_table tab = {audit_cols, TS_ARRAY_LEN(audit_cols), audit_row};
     ts_show_rows(cli, json_object_get(r->json, "events"), &tab, NULL);
     const char *next = json_string_value(json_object_get(r->json, "next_cursor"));
     if (next != NULL && cli->headers)
@@ -661,4 +660,4 @@ const struct ts_cmd ts_cmds_admin[] = {
      "show the admin writes made, newest first: who, when, what (admin)", NULL, audit_opts, 0, 0,
      false, false, cmd_audit},
 };
-const size_t ts_cmds_admin_count = sizeof(ts_cmds_admin) / sizeof(ts_cmds_admin[0]);
+const size_t ts_cmds_admin_count = TS_ARRAY_LEN(ts_cmds_admin);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/cli/cli.h"
 #include "api/cli/out.h"
 #include "api/cli/req.h"
@@ -149,7 +150,7 @@ static int show_node(struct ts_cli *cli, const struct ts_response *r, void *ud)
     ts_out_kv("Created", "%s", ts_out_time(json_object_get(n, "created_at"), b, sizeof(b)));
     if (ngpus > 0) {
         printf("GPUs:\n");
-        struct ts_table *t = ts_table_new(gpu_cols, sizeof(gpu_cols) / sizeof(gpu_cols[0]));
+        struct ts_table *t = ts_table_new(gpu_cols, TS_ARRAY_LEN(gpu_cols));
         gpu_rows(t, n);
         ts_cli_table_print(cli, t);
         ts_table_free(t);
@@ -197,10 +198,8 @@ static int top_nodes(struct ts_cli *cli, const struct ts_args *a, bool gpus)
     int fmt = ts_cli_format(cli, a);
     if (fmt < 0)
         return TS_EXIT_USAGE;
-    static const struct ts_show_table node_tab = {
-        node_cols, sizeof(node_cols) / sizeof(node_cols[0]), node_row};
-    static const struct ts_show_table gpu_tab = {gpu_cols, sizeof(gpu_cols) / sizeof(gpu_cols[0]),
-                                                 node_gpu_rows};
+    static const struct ts_show_table node_tab = {node_cols, TS_ARRAY_LEN(node_cols), node_row};
+    static const struct ts_show_table gpu_tab = {gpu_cols, TS_ARRAY_LEN(gpu_cols), node_gpu_rows};
     return ts_show_list(cli, fmt, "/api/v1/nodes", "nodes", gpus ? &gpu_tab : &node_tab, NULL);
 }
 
@@ -269,8 +268,7 @@ static void project_row(struct ts_table *t, const json_t *p, void *ud)
 static int show_projects(struct ts_cli *cli, const struct ts_response *r, void *ud)
 {
     (void)ud;
-    static const struct ts_show_table tab = {
-        project_cols, sizeof(project_cols) / sizeof(project_cols[0]), project_row};
+    static const struct ts_show_table tab = {project_cols, TS_ARRAY_LEN(project_cols), project_row};
     json_t *util = project_utilization(cli);
     ts_show_rows(cli, json_object_get(r->json, "projects"), &tab, util);
     json_decref(util);
@@ -326,4 +324,4 @@ const struct ts_cmd ts_cmds_cluster[] = {
     {"node undrain", "NAME", "let the scheduler use a drained node again (admin)", NULL, NULL, 1, 1,
      false, false, cmd_node_undrain},
 };
-const size_t ts_cmds_cluster_count = sizeof(ts_cmds_cluster) / sizeof(ts_cmds_cluster[0]);
+const size_t ts_cmds_cluster_count = TS_ARRAY_LEN(ts_cmds_cluster);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/cli/cli.h"
 #include "api/cli/cmd_jobs.h"
 #include "api/cli/out.h"
@@ -393,7 +394,7 @@ static int show_why(struct ts_cli *cli, const struct ts_response *r, void *ud)
     }
     if (strcmp(state, "pending") == 0 || (strcmp(state, "resuming") == 0 && reason)) {
         const char *what = NULL;
-        for (size_t i = 0; code && i < sizeof(advice) / sizeof(advice[0]); i++)
+        for (size_t i = 0; code && i < TS_ARRAY_LEN(advice); i++)
             if (strcmp(advice[i].code, code) == 0)
                 what = advice[i].advice;
         if (reason == NULL)
@@ -520,4 +521,4 @@ const struct ts_cmd ts_cmds_jobs[] = {
      "pending jobs in queue order with their reasons", NULL, ts_cmd_jobs_queue_opts, 0, 0, false,
      false, ts_cmd_jobs_queue},
 };
-const size_t ts_cmds_jobs_count = sizeof(ts_cmds_jobs) / sizeof(ts_cmds_jobs[0]);
+const size_t ts_cmds_jobs_count = TS_ARRAY_LEN(ts_cmds_jobs);

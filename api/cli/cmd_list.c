@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/cli/cli.h"
 #include "api/cli/cmd_jobs.h"
 #include "api/cli/out.h"
@@ -145,7 +146,7 @@ int ts_cmd_jobs_list(struct ts_cli *cli, const struct ts_args *a)
                                 {"state", state},
                                 {"kind", ts_args_get(a, "kind")},
                                 {"node", ts_args_get(a, "node")}};
-    for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(filters); i++)
         if (filters[i][1])
             n += (size_t)snprintf(query + n, sizeof(query) - n, "%s%s=%s", n ? "&" : "",
                                   filters[i][0], ts_req_escape(filters[i][1], esc, sizeof(esc)));
@@ -165,10 +166,8 @@ int ts_cmd_jobs_list(struct ts_cli *cli, const struct ts_args *a)
             json_decref(o);
         }
     } else if (rc == TS_EXIT_OK) {
-        static const struct ts_show_table tab = {
-            list_cols, sizeof(list_cols) / sizeof(list_cols[0]), list_row};
-        static const struct ts_show_table wide_tab = {
-            wide_cols, sizeof(wide_cols) / sizeof(wide_cols[0]), list_row};
+        static const struct ts_show_table tab = {list_cols, TS_ARRAY_LEN(list_cols), list_row};
+        static const struct ts_show_table wide_tab = {wide_cols, TS_ARRAY_LEN(wide_cols), list_row};
         bool wide = fmt == TS_OUT_WIDE;
         ts_show_rows(cli, jobs, wide ? &wide_tab : &tab, wide ? (void *)wide_cols : NULL);
     }
@@ -290,8 +289,7 @@ int ts_cmd_jobs_queue(struct ts_cli *cli, const struct ts_args *a)
         ts_out_json(o);
         json_decref(o);
     } else {
-        static const struct ts_show_table tab = {
-            queue_cols, sizeof(queue_cols) / sizeof(queue_cols[0]), queue_row};
+        static const struct ts_show_table tab = {queue_cols, TS_ARRAY_LEN(queue_cols), queue_row};
         ts_show_rows(cli, sorted, &tab, NULL);
         json_decref(sorted);
     }

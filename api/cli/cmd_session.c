@@ -7,6 +7,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "api/array.h"
 #include "api/cli/cli.h"
 #include "api/cli/out.h"
 #include "api/cli/req.h"
@@ -305,4 +306,4 @@ const struct ts_cmd ts_cmds_session[] = {
      "client's alone, without asking the server.",
      output_opts, 0, 0, false, false, cmd_version},
 };
-const size_t ts_cmds_session_count = sizeof(ts_cmds_session) / sizeof(ts_cmds_session[0]);
+const size_t ts_cmds_session_count = TS_ARRAY_LEN(ts_cmds_session);

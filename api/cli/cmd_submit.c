@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/array.h"
 #include "api/cli/cli.h"
 #include "api/cli/out.h"
 #include "api/cli/req.h"
@@ -409,4 +410,4 @@ const struct ts_cmd ts_cmds_submit[] = {
      "Example: tessera submit train-1 -p vision --gpu-portion-request 0.5 -- python train.py",
      submit_opts, 1, 1, true, false, cmd_submit},
 };
-const size_t ts_cmds_submit_count = sizeof(ts_cmds_submit) / sizeof(ts_cmds_submit[0]);
+const size_t ts_cmds_submit_count = TS_ARRAY_LEN(ts_cmds_submit);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/cli/cli.h"
 #include "api/cli/out.h"
 #include "api/cli/table.h"
@@ -38,7 +39,7 @@ static const struct group groups[] = {
     {ts_cmds_jobs, &ts_cmds_jobs_count},       {ts_cmds_cluster, &ts_cmds_cluster_count},
     {ts_cmds_admin, &ts_cmds_admin_count},
 };
-#define NGROUPS (sizeof(groups) / sizeof(groups[0]))
+#define NGROUPS (TS_ARRAY_LEN(groups))
 
 /* The command named exactly name ("project create"), or NULL. */
 static const struct ts_cmd *find(const char *name)
@@ -210,7 +211,7 @@ static int leading_globals(int argc, char **argv)
         const char *s = argv[i];
         static const char *const globals[] = {"--server", "--token", "--ca", "--cert", "--key"};
         bool valued = false, joined = false;
-        for (size_t g = 0; g < sizeof(globals) / sizeof(globals[0]); g++) {
+        for (size_t g = 0; g < TS_ARRAY_LEN(globals); g++) {
             size_t n = strlen(globals[g]);
             valued = valued || strcmp(s, globals[g]) == 0;
             joined = joined || (strncmp(s, globals[g], n) == 0 && s[n] == '=');

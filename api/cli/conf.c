@@ -12,11 +12,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/array.h"
+
 static const char *const keys[] = {"server", "token", "project", "ca", "cert", "key"};
 
 bool ts_conf_key_valid(const char *key)
 {
-    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(keys); i++)
         if (strcmp(key, keys[i]) == 0)
             return true;
     return false;

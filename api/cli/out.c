@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/array.h"
 #include "api/units.h"
 #include "api/wire.h"
 
@@ -67,7 +68,7 @@ char *ts_out_bytes(const json_t *v, char *buf, size_t len)
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     size_t u = 0;
     double x = (double)b;
-    while (x >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
+    while (x >= 1024 && u + 1 < TS_ARRAY_LEN(units)) {
         x /= 1024;
         u++;
     }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/log.h"
 #include "api/units.h"
 #include "server/handlers/handlers.h"
@@ -147,7 +148,7 @@ static enum ts_err parse_wait(struct ts_request *r, int64_t *generation, int64_t
                               struct ts_error *err)
 {
     struct desired_query q = {.generation = -1, .wait_s = WAIT_DEFAULT_S};
-    enum ts_err e = ts_h_query(r, desired_params, TS_QUERY_NPARAMS(desired_params), &q, NULL, err);
+    enum ts_err e = ts_h_query(r, desired_params, TS_ARRAY_LEN(desired_params), &q, NULL, err);
     *generation = q.generation;
     *wait_s = q.wait_s;
     return e;

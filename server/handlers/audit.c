@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "api/array.h"
 #include "server/handlers/handlers.h"
 #include "server/store/store.h"
 
@@ -59,7 +60,7 @@ enum ts_err ts_h_audit_list(void *ctx, struct ts_request *r, struct ts_error *er
 {
     struct audit_query q = {.limit = DEFAULT_LIMIT, .since = -1};
     uint64_t given;
-    enum ts_err e = ts_h_query(r, audit_params, TS_QUERY_NPARAMS(audit_params), &q, &given, err);
+    enum ts_err e = ts_h_query(r, audit_params, TS_ARRAY_LEN(audit_params), &q, &given, err);
     if (e != TS_OK)
         return e;
     struct ts_audit_filter f = {.limit = (int)q.limit,

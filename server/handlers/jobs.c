@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/log.h"
 #include "server/auth.h"
 #include "server/handlers/handlers.h"
@@ -145,8 +146,7 @@ enum ts_err ts_h_job_list(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct job_list_query q = {.limit = DEFAULT_LIMIT};
-    enum ts_err e =
-        ts_h_query(r, job_list_params, TS_QUERY_NPARAMS(job_list_params), &q, NULL, err);
+    enum ts_err e = ts_h_query(r, job_list_params, TS_ARRAY_LEN(job_list_params), &q, NULL, err);
     if (e != TS_OK)
         return e;
     struct ts_job_filter f = {.limit = (int)q.limit, .after_id = q.after, .project = q.project};

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/log.h"
 #include "server/auth.h"
 #include "server/handlers/handlers.h"
@@ -213,7 +214,7 @@ enum ts_err ts_h_job_logs(void *ctx, struct ts_request *r, struct ts_error *err)
     int64_t id, pid;
     enum ts_err e = ts_h_param_id(r, 0, "job", &id, err);
     if (e == TS_OK)
-        e = ts_h_query(r, logs_params, TS_QUERY_NPARAMS(logs_params), &q, NULL, err);
+        e = ts_h_query(r, logs_params, TS_ARRAY_LEN(logs_params), &q, NULL, err);
     if (e != TS_OK)
         return e;
     long long tail = q.tail;

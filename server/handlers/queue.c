@@ -4,6 +4,7 @@
  */
 #include <stddef.h>
 
+#include "api/array.h"
 #include "server/auth.h"
 #include "server/handlers/handlers.h"
 #include "server/store/store.h"
@@ -22,7 +23,7 @@ enum ts_err ts_h_queue(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
     struct queue_query q = {0};
-    enum ts_err qe = ts_h_query(r, queue_params, TS_QUERY_NPARAMS(queue_params), &q, NULL, err);
+    enum ts_err qe = ts_h_query(r, queue_params, TS_ARRAY_LEN(queue_params), &q, NULL, err);
     if (qe != TS_OK)
         return qe;
     const char *project = q.project;

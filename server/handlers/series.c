@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/array.h"
 #include "api/units.h"
 #include "server/auth.h"
 #include "server/handlers/handlers.h"
@@ -154,8 +155,7 @@ typedef enum ts_err (*access_fn)(struct ts_ctx *c, struct ts_dbconn *conn, struc
                                  struct ts_series_query *q, struct ts_error *err);
 static const access_fn scope_access[] = {NULL, access_department, access_project, NULL,
                                          NULL, access_job};
-_Static_assert(sizeof(scope_access) / sizeof(scope_access[0]) + 1 ==
-                   sizeof(scope_names) / sizeof(scope_names[0]),
+_Static_assert(TS_ARRAY_LEN(scope_access) + 1 == TS_ARRAY_LEN(scope_names),
                "one access rule per scope");
 
 /* GET /metrics/query and /metrics/idle: what the query string may hold (the
@@ -375,7 +375,7 @@ enum ts_err ts_h_metrics_query(void *ctx, struct ts_request *r, struct ts_error 
     struct metrics_query m;
     int64_t npoints = 0;
     enum ts_err e =
-        metrics_decode(r, metrics_query_params, TS_QUERY_NPARAMS(metrics_query_params), &m, err);
+        metrics_decode(r, metrics_query_params, TS_ARRAY_LEN(metrics_query_params), &m, err);
     if (e == TS_OK)
         e = query_what(&m, &q, err);
     if (e == TS_OK)
@@ -406,7 +406,7 @@ enum ts_err ts_h_metrics_idle(void *ctx, struct ts_request *r, struct ts_error *
     int64_t now = (int64_t)time(NULL), from, to;
     struct metrics_query m;
     enum ts_err e =
-        metrics_decode(r, metrics_idle_params, TS_QUERY_NPARAMS(metrics_idle_params), &m, err);
+        metrics_decode(r, metrics_idle_params, TS_ARRAY_LEN(metrics_idle_params), &m, err);
     if (e == TS_OK)
         e = query_from_to(&m, now, 24 * 3600, &from, &to, err);
     if (e != TS_OK)

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/array.h"
+
 extern const struct ts_embedded_file ts_web_files[];
 extern const size_t ts_web_count;
 extern const struct ts_embedded_file ts_web_vendor_files[];
@@ -64,7 +66,7 @@ static const struct {
 const char *ts_web_content_type(const char *name)
 {
     size_t len = strlen(name);
-    for (size_t i = 0; i < sizeof(content_types) / sizeof(content_types[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(content_types); i++) {
         size_t el = strlen(content_types[i].ext);
         if (len >= el && strcasecmp(name + len - el, content_types[i].ext) == 0)
             return content_types[i].type;

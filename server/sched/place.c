@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "server/sched/sched_int.h"
 
 void ts_sched_node_view_of(const struct ts_sched_cluster *c, int node, int64_t *used_buf,
@@ -64,7 +65,7 @@ bool ts_sched_place_on_view(const struct ts_sched_cluster *c, const struct ts_sc
                             const struct preq *p, const struct node_view *v, int *out)
 {
     int cand[TS_SCHED_MAX_DEVICES * 4];
-    if (v->ngpus > (int)(sizeof(cand) / sizeof(cand[0])))
+    if (v->ngpus > (int)(TS_ARRAY_LEN(cand)))
         return false;
     int n = ts_sched_place_candidates(c, p, v, cand);
     if (n < 0 || n < p->ndev)
@@ -112,7 +113,7 @@ static bool node_pick(struct ts_sched_cluster *c, const struct ts_sched_strategy
                       const struct preq *p, int i, double *score, int *pick)
 {
     int64_t used[TS_SCHED_MAX_DEVICES * 4];
-    if (c->nodes[i].ngpus > (int)(sizeof(used) / sizeof(used[0])))
+    if (c->nodes[i].ngpus > (int)(TS_ARRAY_LEN(used)))
         return false;
     if (!summary_may_fit(c, p, i) || !ts_sched_cluster_node_static_ok(c, p, i))
         return false;

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/array.h"
 #include "api/log.h"
 #include "server/store/row.h"
 
@@ -82,7 +83,7 @@ static void short_reason(const char *pgmsg, char *out, size_t len)
     if (failed != NULL)
         r = failed + strlen(" failed: ");
     static const char *const prefixes[] = {"FATAL:  ", "ERROR:  ", "FATAL: ", "ERROR: "};
-    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(prefixes); i++) {
         if (strncmp(r, prefixes[i], strlen(prefixes[i])) == 0) {
             r += strlen(prefixes[i]);
             break;
@@ -315,7 +316,8 @@ enum ts_err ts_db_lock_try(struct ts_dbconn *c, const char *key, bool *got, stru
 {
     PGresult *res = NULL;
     const char *p[] = {key};
-    enum ts_err e = ts_db_exec(c, "SELECT pg_try_advisory_lock($1::bigint)", 1, p, &res, err);
+    enum ts_err e =
+        ts_db_exec(c, "SELECT pg_try_advisory_lock($1::bigint)", TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     *got = ts_row_bool(res, 0, 0);
@@ -394,7 +396,7 @@ static uint64_t fnv1a(const char *s)
 static bool preparable(const char *sql)
 {
     static const char *const kw[] = {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH"};
-    for (size_t i = 0; i < sizeof(kw) / sizeof(kw[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(kw); i++)
         if (strncmp(sql, kw[i], strlen(kw[i])) == 0)
             return true;
     return false;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/array.h"
 #include "api/embedded.h"
 #include "api/log.h"
 
@@ -205,8 +206,8 @@ static enum ts_err apply_one(struct ts_dbconn *c, const struct ts_embedded_file 
     char vbuf[16];
     snprintf(vbuf, sizeof(vbuf), "%d", version);
     const char *params[] = {vbuf, f->name};
-    e = ts_db_exec(c, "INSERT INTO schema_migration (version, name) VALUES ($1, $2)", 2, params,
-                   &res, err);
+    e = ts_db_exec(c, "INSERT INTO schema_migration (version, name) VALUES ($1, $2)",
+                   TS_ARRAY_LEN(params), params, &res, err);
     PQclear(res);
     if (e != TS_OK)
         goto out;
@@ -246,7 +247,7 @@ enum ts_err ts_migrate_run(struct ts_dbconn *c, int *applied, struct ts_error *e
     }
 
     /* waits while another server migrates; released at out: */
-    e = ts_db_exec(c, "SELECT pg_advisory_lock($1::bigint)", 1, key, &res, err);
+    e = ts_db_exec(c, "SELECT pg_advisory_lock($1::bigint)", TS_ARRAY_LEN(key), key, &res, err);
     PQclear(res);
     if (e != TS_OK)
         goto out;

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/array.h"
 #include "api/files.h"
 
 enum ts_err ts_pgembed_join(char *out, size_t len, const char *a, const char *b,
@@ -178,7 +179,7 @@ void ts_pgembed_log_tail(const char *path, char *out, size_t len)
     int nl = 0;
     char *save = NULL;
     for (char *l = strtok_r(buf, "\r\n", &save); l != NULL; l = strtok_r(NULL, "\r\n", &save)) {
-        if (nl == (int)(sizeof(lines) / sizeof(lines[0]))) {
+        if (nl == (int)(TS_ARRAY_LEN(lines))) {
             memmove(lines, lines + 1, (size_t)(nl - 1) * sizeof(lines[0]));
             nl--;
         }

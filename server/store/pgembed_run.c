@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api/array.h"
 #include "api/log.h"
 
 extern char **environ;
@@ -76,7 +77,7 @@ enum ts_err ts_pgembed_choose_runas(struct ts_pgembed *pg, struct ts_error *err)
         return TS_OK;
     }
     static const char *const candidates[] = {"postgres", "nobody"};
-    for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(candidates); i++) {
         if (getpwnam_r(candidates[i], &pwd, buf, sizeof(buf), &pw) == 0 && pw != NULL)
             return runas_from_pw(ru, pw, err);
     }
@@ -244,7 +245,7 @@ static void child_exec(const struct runas *ru, const char *cwd, const char *outf
     dfl.sa_handler = SIG_DFL;
     static const int sigs[] = {SIGPIPE, SIGCHLD, SIGINT,  SIGTERM,
                                SIGHUP,  SIGQUIT, SIGUSR1, SIGUSR2};
-    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(sigs); i++)
         sigaction(sigs[i], &dfl, NULL);
 
     int out = -1;

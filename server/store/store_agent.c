@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -37,7 +38,7 @@ static enum ts_err upsert_gpus(struct ts_dbconn *c, const char *node_id,
             " memory_bytes = EXCLUDED.memory_bytes"
             " WHERE (gpu.uuid, gpu.model, gpu.memory_bytes)"
             "   IS DISTINCT FROM (EXCLUDED.uuid, EXCLUDED.model, EXCLUDED.memory_bytes)",
-            5, p, &res, err);
+            TS_ARRAY_LEN(p), p, &res, err);
         PQclear(res);
         if (e == TS_ERR_ALREADY_EXISTS)
             return ts_error_set(err, TS_ERR_CONFLICT,
@@ -50,8 +51,9 @@ static enum ts_err upsert_gpus(struct ts_dbconn *c, const char *node_id,
     idx[len] = '\0';
     const char *p[] = {node_id, idx};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec_in_tx(
-        c, "DELETE FROM gpu WHERE node_id = $1 AND idx <> ALL($2::int[])", 2, p, &res, err);
+    enum ts_err e =
+        ts_db_exec_in_tx(c, "DELETE FROM gpu WHERE node_id = $1 AND idx <> ALL($2::int[])",
+                         TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     return e;
 }
@@ -85,7 +87,7 @@ enum ts_err ts_store_node_register(struct ts_dbconn *c, const char *name,
         " state = CASE WHEN node.state = 'drained' THEN 'drained' ELSE 'ready' END,"
         " registered_at = now(), last_seen_at = now()"
         " RETURNING id",
-        8, p, &res, err);
+        TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     char *id = ts_arena_strdup(a, PQgetvalue(res, 0, 0));
@@ -116,7 +118,7 @@ enum ts_err ts_store_node_drain(struct ts_dbconn *c, const char *name, bool drai
                                " ELSE 'ready' END"
                                " WHERE name = $1 AND (state = 'drained') <> $2::boolean"
                                " RETURNING id",
-                               2, p, &res, err);
+                               TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     if (e != TS_OK)
         return e;
@@ -130,8 +132,8 @@ enum ts_err ts_store_node_generation(struct ts_dbconn *c, const char *name, int6
 {
     const char *p[] = {name};
     PGresult *res = NULL;
-    enum ts_err e =
-        ts_db_exec(c, "SELECT id, generation FROM node WHERE name = $1", 1, p, &res, err);
+    enum ts_err e = ts_db_exec(c, "SELECT id, generation FROM node WHERE name = $1",
+                               TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -173,7 +175,7 @@ enum ts_err ts_store_node_desired(struct ts_dbconn *c, const char *name, struct 
 {
     const char *p[] = {name};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c, desired_sql, 1, p, &res, err);
+    enum ts_err e = ts_db_exec(c, desired_sql, TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);

@@ -5,6 +5,7 @@
  */
 #include <stdio.h>
 
+#include "api/array.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -21,7 +22,7 @@ enum ts_err ts_store_audit_insert(struct ts_dbconn *c, const struct ts_audit_eve
                                "INSERT INTO audit_event (token_id, token_name, token_role, method,"
                                " path, target, changes, status, request_id)"
                                " VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9)",
-                               9, p, &res, err);
+                               TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     return e;
 }
@@ -47,7 +48,7 @@ enum ts_err ts_store_audit_list(struct ts_dbconn *c, const struct ts_audit_filte
                              " AND ($2::bigint IS NULL OR id < $2::bigint)"
                              " AND ($3::text IS NULL OR token_name = $3 OR token_id::text = $3)"
                              " ORDER BY id DESC LIMIT $4::int",
-                   4, p, &res, err);
+                   TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);

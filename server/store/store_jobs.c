@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/log.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
@@ -179,7 +180,7 @@ static enum ts_err lookup_key(struct ts_dbconn *c, const struct ts_job_submit *s
                    "   AND created_at < now() - make_interval(secs => $3::bigint) RETURNING 1)"
                    " SELECT request_sha256, job_id, (SELECT count(*) FROM old) FROM idempotency_key"
                    " WHERE token_id = $1 AND key = $2",
-                   3, params, &res, err);
+                   TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     *found = PQntuples(res) == 1 && ts_row_i64(res, 0, 2) == 0;
@@ -203,7 +204,7 @@ static enum ts_err no_row(struct ts_dbconn *c, const struct ts_job_submit *s, st
     enum ts_err e = ts_db_exec(c,
                                "SELECT p.id, " PENDING_SQL("p") ", p.max_pending FROM project p"
                                                                 " WHERE p.name = $1",
-                               1, params, &res, err);
+                               TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -394,8 +395,8 @@ enum ts_err ts_store_job_get(struct ts_dbconn *c, int64_t id, struct ts_arena *a
     snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
     const char *params[] = {idbuf};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c, "SELECT " JOB_COLS " FROM job j" JOB_FROM " WHERE j.id = $1", 1,
-                               params, &res, err);
+    enum ts_err e = ts_db_exec(c, "SELECT " JOB_COLS " FROM job j" JOB_FROM " WHERE j.id = $1",
+                               TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -462,7 +463,7 @@ enum ts_err ts_store_job_list(struct ts_dbconn *c, const struct ts_job_filter *f
                                " AND ($4::text IS NULL OR j.kind = $4)"
                                " AND ($5::text IS NULL OR n.name = $5)"
                                " AND j.id > $6 ORDER BY j.id LIMIT $7",
-                               7, params, &res, err);
+                               TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);
@@ -486,7 +487,7 @@ enum ts_err ts_store_queue(struct ts_dbconn *c, const char *project, const int64
                                " AND ($2::text IS NULL OR p.name = $2)"
                                " ORDER BY j.queue_position = 0, j.queue_position, j.created_at,"
                                " j.id LIMIT 10000",
-                               2, params, &res, err);
+                               TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     return read_jobs(res, PQntuples(res), a, out, n, err);
@@ -519,7 +520,7 @@ enum ts_err ts_store_job_cancel(struct ts_dbconn *c, int64_t id, const char *by,
             "   SELECT id, state, CASE WHEN state = 'cancelled' THEN 'cancelled by ' || $2"
             "     ELSE 'cancel requested by ' || $2 || '; stopping' END FROM upd)"
             " SELECT (SELECT state FROM cur)",
-            2, params, &res, err);
+            TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     bool missing = ts_row_null(res, 0, 0);
@@ -548,7 +549,7 @@ enum ts_err ts_store_job_events(struct ts_dbconn *c, int64_t id, struct ts_arena
                                    "at") ", type, message,"
                                          " coalesce(attempt, 0), coalesce(seq, 0) FROM job_event"
                                          " WHERE job_id = $1 ORDER BY id",
-                               1, params, &res, err);
+                               TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);
@@ -582,7 +583,7 @@ enum ts_err ts_store_idempotency_expire(struct ts_dbconn *c, int64_t ttl, int64_
     enum ts_err e = ts_db_exec(
         c,
         "DELETE FROM idempotency_key WHERE created_at < now() - make_interval(secs => $1::bigint)",
-        1, params, &res, err);
+        TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     if (deleted)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -156,7 +157,8 @@ static enum ts_err load(struct ts_dbconn *c, const char *node, const struct ts_l
 {
     const char *p1[] = {node};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c, "SELECT id FROM node WHERE name = $1", 1, p1, &res, err);
+    enum ts_err e =
+        ts_db_exec(c, "SELECT id FROM node WHERE name = $1", TS_ARRAY_LEN(p1), p1, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -195,7 +197,7 @@ static enum ts_err load(struct ts_dbconn *c, const char *node, const struct ts_l
     e = ts_db_exec(c,
                    "SELECT id, attempt, log_bytes FROM job WHERE id = ANY($1::bigint[])"
                    " AND node_id = $2 ORDER BY id FOR UPDATE",
-                   2, p2, &res, err);
+                   TS_ARRAY_LEN(p2), p2, &res, err);
     if (e != TS_OK)
         return e;
     for (int r = 0; r < PQntuples(res); r++) {
@@ -352,7 +354,7 @@ enum ts_err ts_store_log_read(struct ts_dbconn *c, int64_t job_id, int attempt, 
                    " WHERE job_id = $1 AND length(data) > 0"
                    " AND (attempt > $2 OR (attempt = $2 AND offset_bytes + length(data) > $3))"
                    " ORDER BY attempt, offset_bytes LIMIT $4",
-                   4, params, &res, err);
+                   TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);
@@ -390,7 +392,8 @@ enum ts_err ts_store_log_job_state(struct ts_dbconn *c, int64_t job_id, enum ts_
     snprintf(idbuf, sizeof(idbuf), "%lld", (long long)job_id);
     const char *params[] = {idbuf};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c, "SELECT state FROM job WHERE id = $1", 1, params, &res, err);
+    enum ts_err e = ts_db_exec(c, "SELECT state FROM job WHERE id = $1", TS_ARRAY_LEN(params),
+                               params, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1 || ts_job_state_parse(PQgetvalue(res, 0, 0), state) != 0) {

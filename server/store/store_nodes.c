@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -126,8 +127,8 @@ enum ts_err ts_store_node_get(struct ts_dbconn *c, const char *name, struct ts_a
 {
     PGresult *res = NULL;
     const char *params[] = {name};
-    enum ts_err e =
-        ts_db_exec(c, NODE_SQL " WHERE n.name = $1 ORDER BY g.idx", 1, params, &res, err);
+    enum ts_err e = ts_db_exec(c, NODE_SQL " WHERE n.name = $1 ORDER BY g.idx",
+                               TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     struct ts_node *v;
@@ -157,7 +158,7 @@ enum ts_err ts_store_node_jobs_visible(struct ts_dbconn *c, const int64_t *ids, 
     enum ts_err e = ts_db_exec(c,
                                "SELECT id FROM job WHERE id = ANY($1::bigint[])"
                                " AND project_id = ANY($2::bigint[]) ORDER BY id",
-                               2, params, &res, err);
+                               TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);

@@ -18,6 +18,7 @@
  */
 #include <stdio.h>
 
+#include "api/array.h"
 #include "server/store/store.h"
 
 enum ts_err ts_store_pending_fold(struct ts_dbconn *c, struct ts_error *err)
@@ -56,7 +57,7 @@ enum ts_err ts_store_pending_fold_project(struct ts_dbconn *c, int64_t project_i
                                " UPDATE project p SET pending_jobs = p.pending_jobs + s.n"
                                " FROM (SELECT sum(delta) AS n FROM d) s"
                                " WHERE p.id = $1 AND s.n <> 0",
-                               1, params, &res, err);
+                               TS_ARRAY_LEN(params), params, &res, err);
     PQclear(res);
     return e;
 }

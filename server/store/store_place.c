@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -63,7 +64,7 @@ enum ts_err ts_store_report_places(struct ts_dbconn *c, const char *node_id,
         "   AND jg.job_id = j.id AND g.id = jg.gpu_id AND g.node_id = $1 AND g.idx = u.idx"
         "   AND jg.physical_idx IS DISTINCT FROM u.phys"
         "   AND EXISTS (SELECT 1 FROM gpu pg WHERE pg.node_id = $1 AND pg.idx = u.phys)",
-        5, p, &res, err);
+        TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK) {
         ts_db_rollback(c);
         return e;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -128,7 +129,7 @@ enum ts_err ts_store_department_create(struct ts_dbconn *c, const struct ts_depa
         c,
         "INSERT INTO department (name, quota_gpus, over_quota_weight, limit_gpus, priority)"
         " VALUES ($1, $2, $3, $4, $5) RETURNING id, revision, " TS_SQL_US("created_at"),
-        5, params, &res, err);
+        TS_ARRAY_LEN(params), params, &res, err);
     if (e == TS_ERR_ALREADY_EXISTS)
         return ts_error_field(err, e, "name", "department \"%s\" already exists", s->name);
     if (e != TS_OK)
@@ -147,8 +148,8 @@ enum ts_err ts_store_department_get(struct ts_dbconn *c, const char *name, struc
 {
     PGresult *res = NULL;
     const char *params[] = {name};
-    enum ts_err e =
-        ts_db_exec(c, DEPARTMENT_SQL " WHERE d.name = $1 GROUP BY d.id", 1, params, &res, err);
+    enum ts_err e = ts_db_exec(c, DEPARTMENT_SQL " WHERE d.name = $1 GROUP BY d.id",
+                               TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -193,7 +194,7 @@ enum ts_err ts_store_department_delete(struct ts_dbconn *c, const char *name, st
         "           FROM department WHERE name = $1),"
         " del AS (DELETE FROM department WHERE id = (SELECT id FROM d WHERE n = 0) RETURNING id)"
         " SELECT (SELECT n FROM d), (SELECT count(*) FROM del)",
-        1, params, &res, err);
+        TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     bool missing = ts_row_null(res, 0, 0);
@@ -296,7 +297,7 @@ enum ts_err ts_store_project_create(struct ts_dbconn *c, const struct ts_project
         " priority, max_pending, job_user, allow_root)"
         " SELECT $1, d.id, $3, $4, $5, $6, $7, $8, $9 FROM department d"
         " WHERE d.name = $2 RETURNING id, revision, " TS_SQL_US("created_at"),
-        9, params, &res, err);
+        TS_ARRAY_LEN(params), params, &res, err);
     if (e == TS_ERR_ALREADY_EXISTS)
         return ts_error_field(err, e, "name", "project \"%s\" already exists", s->name);
     if (e != TS_OK)
@@ -320,7 +321,8 @@ enum ts_err ts_store_project_get(struct ts_dbconn *c, const char *name, struct t
 {
     PGresult *res = NULL;
     const char *params[] = {name};
-    enum ts_err e = ts_db_exec(c, PROJECT_SQL " WHERE p.name = $1", 1, params, &res, err);
+    enum ts_err e =
+        ts_db_exec(c, PROJECT_SQL " WHERE p.name = $1", TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -345,8 +347,8 @@ enum ts_err ts_store_project_list(struct ts_dbconn *c, const int64_t *ids, size_
     }
     const char *params[] = {list};
     enum ts_err e = ts_db_exec(
-        c, PROJECT_SQL " WHERE $1::bigint[] IS NULL OR p.id = ANY($1::bigint[]) ORDER BY p.name", 1,
-        params, &res, err);
+        c, PROJECT_SQL " WHERE $1::bigint[] IS NULL OR p.id = ANY($1::bigint[]) ORDER BY p.name",
+        TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);
@@ -374,7 +376,7 @@ enum ts_err ts_store_project_delete(struct ts_dbconn *c, const char *name, struc
         "           FROM project WHERE name = $1),"
         " del AS (DELETE FROM project WHERE id = (SELECT id FROM p WHERE n = 0) RETURNING id)"
         " SELECT (SELECT n FROM p), (SELECT count(*) FROM del)",
-        1, params, &res, err);
+        TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     bool missing = ts_row_null(res, 0, 0);
@@ -406,7 +408,8 @@ enum ts_err ts_store_project_id(struct ts_dbconn *c, const char *name, int64_t *
 {
     PGresult *res = NULL;
     const char *params[] = {name};
-    enum ts_err e = ts_db_exec(c, "SELECT id FROM project WHERE name = $1", 1, params, &res, err);
+    enum ts_err e = ts_db_exec(c, "SELECT id FROM project WHERE name = $1", TS_ARRAY_LEN(params),
+                               params, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -426,8 +429,9 @@ enum ts_err ts_store_project_names(struct ts_dbconn *c, const int64_t *ids, size
     if (p[0] == NULL)
         return ts_error_set(err, TS_ERR_NOMEM, "out of memory");
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(
-        c, "SELECT name FROM project WHERE id = ANY($1::bigint[]) ORDER BY name", 1, p, &res, err);
+    enum ts_err e =
+        ts_db_exec(c, "SELECT name FROM project WHERE id = ANY($1::bigint[]) ORDER BY name",
+                   TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/units.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
@@ -51,8 +52,9 @@ static enum ts_err add_event(struct ts_dbconn *c, const char *id, const char *ty
 {
     const char *p[] = {id, type, message};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec_in_tx(
-        c, "INSERT INTO job_event (job_id, type, message) VALUES ($1, $2, $3)", 3, p, &res, err);
+    enum ts_err e =
+        ts_db_exec_in_tx(c, "INSERT INTO job_event (job_id, type, message) VALUES ($1, $2, $3)",
+                         TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     return e;
 }
@@ -121,7 +123,7 @@ static enum ts_err job_ended(struct ts_dbconn *c, const char *id, const char *st
         " gpu_utilization = 0, gpu_memory_used_bytes = 0, suspended_bytes = 0,"
         " suspend_held = false, suspended_gpu_ids = NULL, suspended_gpu_bytes = NULL"
         " WHERE id = $1",
-        3, p, &res, err);
+        TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     if (e == TS_OK)
         e = add_event(c, id, type, msg, err);
@@ -147,7 +149,7 @@ static enum ts_err job_waits_for_memory(struct ts_dbconn *c, const char *id,
                          "   ELSE 'waiting_for_memory' END,"
                          " reason_message = coalesce($3::text, reason_message), queue_position = 0"
                          " WHERE id = $1",
-                         3, p, &res, err);
+                         TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     return e;
 }
@@ -167,8 +169,8 @@ static enum ts_err job_suspended(struct ts_dbconn *c, const char *id, const char
         if (bytes == NULL)
             return TS_OK;
         const char *p[] = {id, bytes};
-        enum ts_err e = ts_db_exec_in_tx(c, "UPDATE job SET suspended_bytes = $2 WHERE id = $1", 2,
-                                         p, &res, err);
+        enum ts_err e = ts_db_exec_in_tx(c, "UPDATE job SET suspended_bytes = $2 WHERE id = $1",
+                                         TS_ARRAY_LEN(p), p, &res, err);
         PQclear(res);
         return e;
     }
@@ -203,7 +205,7 @@ static enum ts_err job_suspended(struct ts_dbconn *c, const char *id, const char
         " gpu_utilization = 0, reason_code = 'suspended', reason_message = $3,"
         " queue_position = 0"
         " WHERE id = $1",
-        3, p, &res, err);
+        TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     return e == TS_OK ? add_event(c, id, "suspended", msg, err) : e;
 }
@@ -220,7 +222,7 @@ static enum ts_err job_resumed(struct ts_dbconn *c, const char *id, const char *
                          " suspended_gpu_ids = NULL, suspended_gpu_bytes = NULL,"
                          " stop_reason = NULL, reason_code = NULL, reason_message = NULL,"
                          " updated_at = now() WHERE id = $1",
-                         1, p, &res, err);
+                         TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     if (e != TS_OK)
         return e;
@@ -240,7 +242,7 @@ static enum ts_err job_started(struct ts_dbconn *c, const char *id, const char *
         "UPDATE job SET state = 'running', started_at = coalesce(started_at, now()),"
         " attempt_started_at = now(), last_active_at = coalesce(last_active_at, now()),"
         " updated_at = now() WHERE id = $1",
-        1, p, &res, err);
+        TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     if (e != TS_OK)
         return e;
@@ -262,7 +264,7 @@ static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const cha
                          " AND attempt = $2 AND node_id = $3 AND state IN"
                          " ('scheduled', 'running', 'evicting', 'cancelling', 'suspending',"
                          " 'suspended', 'resuming') FOR UPDATE",
-                         3, p, &res, err);
+                         TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     *ignored = PQntuples(res) != 1;
@@ -307,7 +309,7 @@ static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const cha
         "   ELSE last_active_at END,"
         " swapped_bytes = coalesce($6::bigint, swapped_bytes)"
         " WHERE id = $1",
-        6, u, &res, err);
+        TS_ARRAY_LEN(u), u, &res, err);
     PQclear(res);
     return e;
 }
@@ -356,7 +358,7 @@ static enum ts_err never_started(struct ts_dbconn *c, const char *node_id,
         "   ELSE 'stopped before it started on its node'"
         "   || CASE WHEN upd.state = 'pending' THEN '; back in the queue' ELSE '' END END"
         " FROM upd JOIN gone ON gone.id = upd.id",
-        2, p, &res, err);
+        TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     return e;
 }
@@ -429,7 +431,7 @@ static enum ts_err apply_gpus(struct ts_dbconn *c, const char *node_id,
                          " FROM unnest($2::int[], $3::float8[], $4::bigint[])"
                          "   AS u(idx, util, mem)"
                          " WHERE gpu.node_id = $1 AND gpu.idx = u.idx",
-                         4, p, &res, err);
+                         TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     return e;
 }
@@ -494,7 +496,7 @@ static enum ts_err apply_running(struct ts_dbconn *c, const char *node_id,
         " swapped_bytes = coalesce(r.swapped, job.swapped_bytes)"
         " FROM r JOIN l ON l.id = r.id WHERE job.id = r.id AND job.attempt = r.attempt"
         " RETURNING job.id",
-        8, p, &res, err);
+        TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     for (int row = 0; row < PQntuples(res); row++) {
@@ -533,7 +535,7 @@ static enum ts_err apply_events(struct ts_dbconn *c, const char *node_id,
             "   SELECT id, $4, $5, $2, $3 FROM j"
             "   ON CONFLICT (job_id, attempt, seq) WHERE seq IS NOT NULL DO NOTHING)"
             " SELECT count(*) FROM j",
-            6, p, &res, err);
+            TS_ARRAY_LEN(p), p, &res, err);
         if (e != TS_OK)
             return e;
         bool known = ts_row_i64(res, 0, 0) > 0;
@@ -563,7 +565,8 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
     /* Locks are taken job rows first, then the node row (the job trigger
      * updates the node), as cancels and the scheduler do: the node is only
      * read here, and its heartbeat written last, or the two would deadlock. */
-    e = ts_db_exec_in_tx(c, "SELECT id, state FROM node WHERE name = $1", 1, p, &res, err);
+    e = ts_db_exec_in_tx(c, "SELECT id, state FROM node WHERE name = $1", TS_ARRAY_LEN(p), p, &res,
+                         err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -605,17 +608,17 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
          * so that heartbeats do not wake the scheduler */
         const char *q[] = {node_id};
         e = ts_db_exec_in_tx(
-            c, "UPDATE node SET last_seen_at = now() WHERE id = $1 RETURNING generation", 1, q,
-            &res, err);
+            c, "UPDATE node SET last_seen_at = now() WHERE id = $1 RETURNING generation",
+            TS_ARRAY_LEN(q), q, &res, err);
         if (e == TS_OK && was_lost) {
             PQclear(res);
             e = ts_db_exec_in_tx(
-                c, "UPDATE node SET state = 'ready' WHERE id = $1 AND state = 'not_ready'", 1, q,
-                &res, err);
+                c, "UPDATE node SET state = 'ready' WHERE id = $1 AND state = 'not_ready'",
+                TS_ARRAY_LEN(q), q, &res, err);
             PQclear(res);
             if (e == TS_OK) /* what its triggers made of it */
-                e = ts_db_exec_in_tx(c, "SELECT generation FROM node WHERE id = $1", 1, q, &res,
-                                     err);
+                e = ts_db_exec_in_tx(c, "SELECT generation FROM node WHERE id = $1",
+                                     TS_ARRAY_LEN(q), q, &res, err);
         }
     }
     if (e != TS_OK)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -76,7 +77,7 @@ enum ts_err ts_store_sched_sweep(struct ts_dbconn *c, int64_t not_ready_s, int64
     snprintf(lost, sizeof(lost), "%lld", (long long)lost_s);
     const char *p[] = {nr, lost};
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c, SWEEP_SQL, 2, p, &res, err);
+    enum ts_err e = ts_db_exec(c, SWEEP_SQL, TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     out->nodes_not_ready = (int)ts_row_i64(res, 0, 0);
@@ -96,7 +97,7 @@ enum ts_err ts_store_sched_forgive(struct ts_dbconn *c, double secs, int *n, str
                                "UPDATE node SET last_seen_at = least(now(),"
                                " last_seen_at + make_interval(secs => $1::double precision))"
                                " WHERE last_seen_at IS NOT NULL",
-                               1, p, &res, err);
+                               TS_ARRAY_LEN(p), p, &res, err);
     if (e == TS_OK)
         *n = atoi(PQcmdTuples(res));
     PQclear(res);
@@ -255,11 +256,11 @@ static enum ts_err write_binds(struct ts_dbconn *c, const struct ts_sched_snapsh
                        float_array(a, gpus, nb),    ap->checkpoint_root,
                        text_array(a, msgs, nb),     ts_row_id_array(a, sj, ns),
                        ts_row_id_array(a, sg, ns),  ts_row_id_array(a, sb, ns)};
-    for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(p); i++)
         if (p[i] == NULL && i != 3)
             return ts_error_nomem(err);
     PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c, BINDS_SQL, 8, p, &res, err);
+    enum ts_err e = ts_db_exec(c, BINDS_SQL, TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     int64_t done = ts_row_i64(res, 0, 0);
@@ -377,7 +378,7 @@ static enum ts_err write_reasons(struct ts_dbconn *c, const struct ts_sched_snap
         "   OR (job.state = 'suspended' AND NOT job.suspend_held))"
         " AND (job.reason_code, job.reason_message, job.queue_position)"
         "   IS DISTINCT FROM (u.code, u.msg, u.pos)",
-        4, p, &res, err);
+        TS_ARRAY_LEN(p), p, &res, err);
     PQclear(res);
     return e;
 }
@@ -408,7 +409,7 @@ static enum ts_err write_shares(struct ts_dbconn *c, const struct ts_sched_rows 
         enum ts_err e = ts_db_exec(c,
                                    "UPDATE project SET deserved_gpus = $2, fair_share_gpus = $3"
                                    " WHERE id = $1",
-                                   3, p, &res, err);
+                                   TS_ARRAY_LEN(p), p, &res, err);
         PQclear(res);
         if (e != TS_OK)
             return e;

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "api/clock.h"
 #include "server/store/row.h"
 #include "server/store/sched_cache.h"
@@ -172,7 +173,7 @@ static enum ts_err read_rows(struct ts_dbconn *c, struct rowset *rs, const char 
     const char *p[] = {param};
     PGresult *res = NULL;
     enum ts_err e = full ? ts_db_exec(c, full_sql, 0, NULL, &res, err)
-                         : ts_db_exec(c, since_sql, 1, p, &res, err);
+                         : ts_db_exec(c, since_sql, TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     *nread = (size_t)PQntuples(res);
@@ -209,7 +210,7 @@ static enum ts_err jobs_changed(struct ts_dbconn *c, struct rowset *rs, const ch
     const char *p[] = {prev};
     PGresult *res = NULL;
     *changed = NULL;
-    enum ts_err e = ts_db_exec(c, jobs_ids_sql, 1, p, &res, err);
+    enum ts_err e = ts_db_exec(c, jobs_ids_sql, TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     size_t m = (size_t)PQntuples(res), n = 0, k = 0, nch = 0;

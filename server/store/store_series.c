@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -152,7 +153,7 @@ static enum ts_err read_figures(struct ts_dbconn *c, struct ts_arena *a,
     for (int r = 0; r < rows; r++) {
         const char *scope = PQgetvalue(res, r, 0);
         v[r].scope = scopes[0];
-        for (size_t k = 0; k < sizeof(scopes) / sizeof(scopes[0]); k++)
+        for (size_t k = 0; k < TS_ARRAY_LEN(scopes); k++)
             if (strcmp(scope, scopes[k]) == 0)
                 v[r].scope = scopes[k];
         v[r].key = ts_row_text(res, r, 1, a);
@@ -295,7 +296,7 @@ static enum ts_err roll_up(struct ts_dbconn *c, int64_t coarse, int64_t fine, in
             "  running_jobs = EXCLUDED.running_jobs, pending_jobs = EXCLUDED.pending_jobs,"
             "  pending_gpus = EXCLUDED.pending_gpus, idle_gpus = EXCLUDED.idle_gpus,"
             "  samples = EXCLUDED.samples",
-        3, params, &res, err);
+        TS_ARRAY_LEN(params), params, &res, err);
     if (e == TS_OK)
         *rows = atol(PQcmdTuples(res));
     PQclear(res);
@@ -360,7 +361,7 @@ enum ts_err ts_store_series_tick(struct ts_dbconn *c, const struct ts_series_lev
     e = ts_db_exec(c,
                    "SELECT pg_try_advisory_xact_lock(" SERIES_LOCK_KEY "),"
                    " floor(extract(epoch FROM now()) / $1::bigint)::bigint * $1::bigint",
-                   1, params, &res, err);
+                   TS_ARRAY_LEN(params), params, &res, err);
     if (e == TS_OK) {
         *leader = ts_row_bool(res, 0, 0);
         *at = ts_row_i64(res, 0, 1);
@@ -459,7 +460,7 @@ enum ts_err ts_store_series_query(struct ts_dbconn *c, const struct ts_series_qu
         " GROUP BY 1, 2)"
         " SELECT key, (floor(extract(epoch FROM at) / $6::bigint) * $6::bigint)::bigint AS b,"
         " avg(v) FROM pts GROUP BY 1, 2 ORDER BY 1, 2 LIMIT $9::bigint",
-        10, params, &res, err);
+        TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     size_t rows = (size_t)PQntuples(res);
@@ -539,7 +540,7 @@ enum ts_err ts_store_series_idle(struct ts_dbconn *c, int64_t resolution, int64_
         "  GROUP BY key, floor(extract(epoch FROM at) / $1::integer)) m ON m.key = p.name"
         " WHERE $4::text[] IS NULL OR p.name = ANY($4::text[])"
         " GROUP BY p.name ORDER BY 2 DESC, 1",
-        5, params, &res, err);
+        TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);

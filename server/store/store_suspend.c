@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -41,14 +42,15 @@ static enum ts_err suspend_once(struct ts_dbconn *c, const char *idbuf, int64_t 
     enum ts_err e = ts_db_begin(c, err);
     if (e != TS_OK)
         return e;
-    e = ts_db_exec(c, "SELECT node_id FROM job WHERE id = $1 FOR UPDATE", 1, p, &res, err);
+    e = ts_db_exec(c, "SELECT node_id FROM job WHERE id = $1 FOR UPDATE", TS_ARRAY_LEN(p), p, &res,
+                   err);
     if (e == TS_OK && PQntuples(res) == 1 && !ts_row_null(res, 0, 0)) {
         const char *q[] = {ts_row_text(res, 0, 0, a)};
         PQclear(res);
         res = NULL;
-        e = q[0] == NULL
-                ? ts_error_set(err, TS_ERR_NOMEM, "out of memory")
-                : ts_db_exec(c, "SELECT 1 FROM node WHERE id = $1 FOR UPDATE", 1, q, &res, err);
+        e = q[0] == NULL ? ts_error_set(err, TS_ERR_NOMEM, "out of memory")
+                         : ts_db_exec(c, "SELECT 1 FROM node WHERE id = $1 FOR UPDATE",
+                                      TS_ARRAY_LEN(q), q, &res, err);
     }
     PQclear(res);
     res = NULL;
@@ -59,7 +61,7 @@ static enum ts_err suspend_once(struct ts_dbconn *c, const char *idbuf, int64_t 
                        ", " TS_SQL_NODE_SWAP_USED_BY_OTHERS
                        " FROM job j LEFT JOIN node n ON n.id = j.node_id"
                        " WHERE j.id = $1",
-                       1, p, &res, err);
+                       TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK) {
         *retry = e == TS_ERR_CONFLICT;
         ts_db_rollback(c);
@@ -118,7 +120,7 @@ static enum ts_err suspend_once(struct ts_dbconn *c, const char *idbuf, int64_t 
                    "   WHERE id = $1 AND state = 'running' RETURNING id)"
                    " INSERT INTO job_event (job_id, type, message) SELECT id, 'suspending', $3"
                    " FROM upd",
-                   3, q, &res, err);
+                   TS_ARRAY_LEN(q), q, &res, err);
     PQclear(res);
     if (e == TS_OK)
         e = ts_db_commit(c, err);
@@ -163,7 +165,7 @@ enum ts_err ts_store_job_resume(struct ts_dbconn *c, int64_t id, const char *by,
         " ev AS (INSERT INTO job_event (job_id, type, message) SELECT id, 'resume_requested', $2"
         "   FROM upd)"
         " SELECT cur.state, cur.suspend_held, (SELECT count(*) FROM upd) FROM cur",
-        2, p, &res, err);
+        TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {

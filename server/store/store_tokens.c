@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 
@@ -68,7 +69,7 @@ enum ts_err ts_store_token_create(struct ts_dbconn *c, const struct ts_token_spe
                           " SELECT t.id, t.created_us, (SELECT min(n) FROM missing) FROM t"
                           " RIGHT JOIN (SELECT 1) one ON true";
     const char *params[] = {spec->name, ts_role_name(spec->role), sha256_hex, names, nodes};
-    e = ts_db_exec(c, sql, 5, params, &res, err);
+    e = ts_db_exec(c, sql, TS_ARRAY_LEN(params), params, &res, err);
     if (e == TS_ERR_ALREADY_EXISTS) {
         return ts_error_field(err, e, "name", "token \"%s\" already exists", spec->name);
     }
@@ -137,7 +138,8 @@ enum ts_err ts_store_token_delete(struct ts_dbconn *c, int64_t id, struct ts_err
     char idbuf[24];
     snprintf(idbuf, sizeof(idbuf), "%lld", (long long)id);
     const char *params[] = {idbuf};
-    enum ts_err e = ts_db_exec(c, "DELETE FROM api_token WHERE id = $1", 1, params, &res, err);
+    enum ts_err e = ts_db_exec(c, "DELETE FROM api_token WHERE id = $1", TS_ARRAY_LEN(params),
+                               params, &res, err);
     if (e != TS_OK)
         return e;
     bool gone = strcmp(PQcmdTuples(res), "0") == 0;
@@ -161,7 +163,7 @@ enum ts_err ts_store_token_authenticate(struct ts_dbconn *c, const char *sha256_
         "   WHERE token_id = t.id)"
         " FROM api_token t WHERE t.token_sha256 = $1";
     const char *params[] = {sha256_hex};
-    enum ts_err e = ts_db_exec(c, sql, 1, params, &res, err);
+    enum ts_err e = ts_db_exec(c, sql, TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -201,8 +203,8 @@ enum ts_err ts_store_token_authenticate(struct ts_dbconn *c, const char *sha256_
         char idbuf[24];
         snprintf(idbuf, sizeof(idbuf), "%lld", (long long)out->id);
         const char *p2[] = {idbuf};
-        if (ts_db_exec(c, "UPDATE api_token SET last_used_at = now() WHERE id = $1", 1, p2, &res,
-                       NULL) == TS_OK)
+        if (ts_db_exec(c, "UPDATE api_token SET last_used_at = now() WHERE id = $1",
+                       TS_ARRAY_LEN(p2), p2, &res, NULL) == TS_OK)
             PQclear(res);
     }
     return TS_OK;
@@ -223,7 +225,7 @@ enum ts_err ts_store_token_bootstrap(struct ts_dbconn *c, const char *sha256_hex
                   " SELECT 'admin', 'admin', $1, true"
                   " WHERE NOT EXISTS (SELECT 1 FROM api_token WHERE bootstrap)"
                   " ON CONFLICT DO NOTHING RETURNING true";
-    enum ts_err e = ts_db_exec(c, sql, 1, params, &res, err);
+    enum ts_err e = ts_db_exec(c, sql, TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     *created = PQntuples(res) == 1 && ts_row_bool(res, 0, 0);
@@ -243,8 +245,8 @@ enum ts_err ts_store_token_hidden_projects(struct ts_dbconn *c, const int64_t *i
     const char *params[] = {list};
     PGresult *res = NULL;
     enum ts_err e = ts_db_exec(
-        c, "SELECT name FROM project WHERE id <> ALL($1::bigint[]) ORDER BY length(name) DESC", 1,
-        params, &res, err);
+        c, "SELECT name FROM project WHERE id <> ALL($1::bigint[]) ORDER BY length(name) DESC",
+        TS_ARRAY_LEN(params), params, &res, err);
     if (e != TS_OK)
         return e;
     int rows = PQntuples(res);

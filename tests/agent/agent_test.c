@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "agent/daemon/ajob.h"
+#include "api/array.h"
 #include "api/files.h"
 #include "agent/daemon/proc.h"
 #include "agent/simgpu/state.h"
@@ -805,7 +806,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: agent_test CASE\n");
         return 2;
     }
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         if (strcmp(argv[1], cases[i].name) != 0)
             continue;
         if (cases[i].agent)

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "agent/daemon/devbpf.h"
+#include "api/array.h"
 
 #define C BPF_DEVCG_DEV_CHAR
 #define B BPF_DEVCG_DEV_BLOCK
@@ -142,7 +143,7 @@ static void the_program_allows_exactly_what_a_rule_allows(void **state)
     (void)state;
     struct bpf_insn prog[256];
     size_t n = build(job_rules, prog, 256);
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(table); i++) {
         int got = run(prog, n, table[i].type, table[i].major, table[i].minor, table[i].access);
         if (got != table[i].allow)
             fail_msg("%s (%c %u:%u access %u): %s, want %s", table[i].what,
@@ -153,11 +154,11 @@ static void the_program_allows_exactly_what_a_rule_allows(void **state)
     /* "a" allows everything, no rule denies everything */
     static const char *const all[] = {"a", NULL}, *const none[] = {NULL};
     size_t na = build(all, prog, 256);
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(table); i++)
         assert_int_equal(
             run(prog, na, table[i].type, table[i].major, table[i].minor, table[i].access), 1);
     size_t nn = build(none, prog, 256);
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(table); i++)
         assert_int_equal(
             run(prog, nn, table[i].type, table[i].major, table[i].minor, table[i].access), 0);
     /* a program that would not fit is refused, not cut short */

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/array.h"
 #include "api/files.h"
 #include "agent/daemon/proc.h"
 #include "agent/ledger/ledger.h"
@@ -1034,7 +1035,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: fraction_test CASE\n");
         return 2;
     }
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         if (strcmp(argv[1], cases[i].name) != 0)
             continue;
         setup();

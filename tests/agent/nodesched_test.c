@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent/ledger/ledger.h"
+#include "api/array.h"
 #include "api/files.h"
 #include "tests/agent/agentharness.h"
 
@@ -766,7 +767,7 @@ int main(int argc, char **argv)
                         "CASE\n");
         return 2;
     }
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         if (strcmp(argv[1], cases[i].name) != 0)
             continue;
         ts_ah_setup("nodesched-test");

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent/simgpu/state.h"
+#include "api/array.h"
 #include "tests/integration/pgtest.h"
 
 const char *ts_e2e_bin_dir(void)
@@ -540,7 +541,7 @@ int ts_e2e_agent_start(struct ts_e2e *c, struct ts_e2e_agent *a)
     snprintf(args, sizeof(args), "%s", a->args);
     char *save = NULL;
     for (char *w = strtok_r(args, " ", &save); w != NULL; w = strtok_r(NULL, " ", &save)) {
-        if (argc + 1 >= (int)(sizeof(argv) / sizeof(argv[0]))) {
+        if (argc + 1 >= (int)(TS_ARRAY_LEN(argv))) {
             fprintf(stderr, "e2e: agent %s: too many options: %s\n", a->node, a->args);
             return -1;
         }

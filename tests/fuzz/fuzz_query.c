@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "api/array.h"
 #include "api/query.h"
 
 struct fq {
@@ -65,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct ts_error err;
     ts_error_clear(&err);
     enum ts_err e =
-        ts_query_decode(params, TS_QUERY_NPARAMS(params), pairs, n, 1714564800, &out, &given, &err);
+        ts_query_decode(params, TS_ARRAY_LEN(params), pairs, n, 1714564800, &out, &given, &err);
     if (e != TS_OK) {
         fuzz_check_error(e, &err);
         FUZZ_CHECK(e == TS_ERR_BAD_PARAMETER);

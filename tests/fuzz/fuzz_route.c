@@ -6,6 +6,7 @@
  */
 #include "tests/fuzz/fuzz.h"
 
+#include "api/array.h"
 #include "server/http/route.h"
 
 /* The templates of server/routes.c, without handlers (the table itself links
@@ -22,7 +23,7 @@ static const struct ts_route table[] = {
     {"GET", "/api/v1/jobs/{id}/events", NULL, TS_ACCESS_READ, false},
     {"GET", "/api/v1/nodes/{name}", NULL, TS_ACCESS_NODE, false},
 };
-#define N (sizeof(table) / sizeof(table[0]))
+#define N (TS_ARRAY_LEN(table))
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -5,6 +5,7 @@
  */
 #include "tests/fuzz/fuzz.h"
 
+#include "api/array.h"
 #include "api/units.h"
 
 static void check_spec(const struct ts_job_spec *s)
@@ -55,7 +56,7 @@ static void check_round_trip(const struct ts_job_spec *s, struct ts_arena *a)
                                            "attempt",     "grace_seconds",   "checkpoint_dir",
                                            "stop_reason", "allocation",      "usage",
                                            "fair_share",  "suspended_bytes", "suspend_held"};
-    for (size_t i = 0; i < sizeof(out_only) / sizeof(out_only[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(out_only); i++)
         json_object_del(v, out_only[i]);
     json_object_del(v, "swapped_bytes");
     json_object_del(v, "idle_swap_after_seconds");

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/array.h"
 #include "tests/gpuload/harness.h"
 
 #define MAX_VALUES 256
@@ -121,7 +122,7 @@ static void burst_options_are_checked_and_invalid_ones_exit_64(void)
         {{"x", "--burst-memory", "-1"}, 0, NULL},
         {{"x", "--burst-memory", "lots"}, 0, NULL},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         int argc = 0;
         while (cases[i].argv[argc])
             argc++;
@@ -170,7 +171,7 @@ static void burst_options_are_checked_and_invalid_ones_exit_64(void)
         {{NULL}, "TESSERA_BURST_MEMORY=12parsecs", "invalid value for TESSERA_BURST_MEMORY"},
         {{NULL}, "TESSERA_GPULOAD_CORRUPT_BURST=0", "TESSERA_GPULOAD_CORRUPT_BURST"},
     };
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(runs); i++) {
         const char *env[] = {runs[i].env, NULL};
         struct gl_child c = gl_spawn("usage", runs[i].args, env);
         int st = gl_finish(&c, 30);
@@ -619,5 +620,5 @@ static const struct gl_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return gl_main(cases, sizeof cases / sizeof cases[0], argc, argv);
+    return gl_main(cases, TS_ARRAY_LEN(cases), argc, argv);
 }

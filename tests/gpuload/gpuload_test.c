@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/array.h"
 #include "tests/gpuload/harness.h"
 
 /* ---- unit cases ---- */
@@ -26,14 +27,14 @@ static void times_rates_and_plans_parse_as_documented(void)
     CHECK(ts_gpuload_options_parse_time("2", &ns) == 0 && ns == 2000 * MS);
     CHECK(ts_gpuload_options_parse_time("0ms", &ns) == 0 && ns == 0);
     const char *bad_times[] = {"", "ms", "-5ms", "1.5s", "5 ms", "5msx", "x", "5us"};
-    for (size_t i = 0; i < sizeof bad_times / sizeof bad_times[0]; i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad_times); i++)
         CHECK(ts_gpuload_options_parse_time(bad_times[i], &ns) < 0);
     double rate = 0;
     CHECK(ts_gpuload_options_parse_rate("10/s", &rate) == 0 && rate == 10);
     CHECK(ts_gpuload_options_parse_rate("0.5/s", &rate) == 0 && rate == 0.5);
     CHECK(ts_gpuload_options_parse_rate("250", &rate) == 0 && rate == 250);
     const char *bad_rates[] = {"", "0/s", "0", "-1/s", "x", "10/m", "10/s ", "nan", "inf"};
-    for (size_t i = 0; i < sizeof bad_rates / sizeof bad_rates[0]; i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad_rates); i++)
         CHECK(ts_gpuload_options_parse_rate(bad_rates[i], &rate) < 0);
 
     /* Defaults, and the default burst of each pattern. */
@@ -51,7 +52,7 @@ static void times_rates_and_plans_parse_as_documented(void)
         {{"x", "--checkpoint-every", "0"}, 0, "checkpoint-every"},
         {{"x", "--memory", "10", "--buffers", "16"}, 1, ""},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         int argc = 0;
         while (cases[i].argv[argc])
             argc++;
@@ -124,7 +125,7 @@ static void checkpoint_round_trips_and_a_damaged_one_is_refused(void)
     CHECK(ts_gpuload_checkpoint_write(dir, 1235, 2, &err) == TS_OK); /* replaces */
     CHECK(ts_gpuload_checkpoint_read(dir, &step, &found, &err) == TS_OK && step == 1235);
     const char *damaged[] = {"", "step=\n", "step=12x\n", "step=-1\n", "# no step\nfoo=1\n"};
-    for (size_t i = 0; i < sizeof damaged / sizeof damaged[0]; i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(damaged); i++) {
         FILE *f = fopen(path, "w");
         fputs(damaged[i], f);
         fclose(f);
@@ -148,7 +149,7 @@ static void the_embedded_ptx_assembles_for_real_gpus_when_ptxas_is_installed(voi
 {
     const char *cands[] = {"/usr/local/cuda/bin/ptxas", "/usr/bin/ptxas"};
     const char *ptxas = NULL;
-    for (size_t i = 0; i < sizeof cands / sizeof cands[0] && !ptxas; i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(cands) && !ptxas; i++)
         if (access(cands[i], X_OK) == 0)
             ptxas = cands[i];
     if (!ptxas) {
@@ -383,7 +384,7 @@ static void failures_give_the_documented_exit_codes(void)
         {"pattern", NULL, {"--pattern", "batch"}, TS_GPULOAD_EXIT_USAGE, "--pattern"},
         {"extra", NULL, {"extra"}, TS_GPULOAD_EXIT_USAGE, "extra"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         char fail[128];
         snprintf(fail, sizeof fail, "TESSERA_SIMGPU_FAIL=%s", cases[i].fail ? cases[i].fail : "");
         const char *env[] = {fail, NULL};
@@ -455,5 +456,5 @@ static const struct gl_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return gl_main(cases, sizeof cases / sizeof cases[0], argc, argv);
+    return gl_main(cases, TS_ARRAY_LEN(cases), argc, argv);
 }

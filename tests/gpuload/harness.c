@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/array.h"
 #include "tests/gpuload/harness.h"
 
 int gl_failures;
@@ -82,7 +83,7 @@ struct gl_child gl_spawn(const char *tag, const char *const *args, const char *c
                               "TESSERA_SIMGPU_FAIL",           "TESSERA_GPULOAD_CORRUPT_STEP",
                               "TESSERA_GPULOAD_CORRUPT_BURST", "TESSERA_CONFIG",
                               "CUDA_VISIBLE_DEVICES"};
-        for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+        for (size_t i = 0; i < TS_ARRAY_LEN(drop); i++)
             unsetenv(drop[i]);
         setenv("TESSERA_SIMGPU_DIR", gl_simdir, 1);
         for (size_t i = 0; env && env[i]; i++) {

@@ -23,6 +23,7 @@
 
 #include "api/clock.h"
 
+#include "api/array.h"
 #include "tests/integration/agentplay.h"
 #include "tests/integration/harness.h"
 
@@ -597,7 +598,7 @@ static void submit_refuses_bad_command_lines_with_exit_1(void **state)
     run_free(&r);
     /* a size without a unit is refused, naming the units, by every size flag */
     const char *sizes[] = {"--gpu-memory-request", "--gpu-memory-limit", "--memory"};
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(sizes); i++) {
         assert_int_equal(cli(&r, "submit", "bare", "-p", "p1", "--gpu-memory-request", "20GiB",
                              sizes[i], "20", "--", "true", NULL),
                          1);
@@ -608,7 +609,7 @@ static void submit_refuses_bad_command_lines_with_exit_1(void **state)
         run_free(&r);
     }
     const char *idle[] = {"soon", "-5m", "8d"};
-    for (size_t i = 0; i < sizeof(idle) / sizeof(idle[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(idle); i++) {
         assert_int_equal(
             cli(&r, "submit", "idle", "-p", "p1", "--idle-swap-after", idle[i], "--", "true", NULL),
             1);
@@ -616,7 +617,7 @@ static void submit_refuses_bad_command_lines_with_exit_1(void **state)
         run_free(&r);
     }
     const char *grace[] = {"later", "-1s", "25h"};
-    for (size_t i = 0; i < sizeof(grace) / sizeof(grace[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(grace); i++) {
         assert_int_equal(
             cli(&r, "submit", "grace", "-p", "p1", "--grace-period", grace[i], "--", "true", NULL),
             1);
@@ -884,12 +885,12 @@ static void piped_tables_are_never_cut_and_no_headers_drops_the_header(void **st
         {"queue", NULL},    {"events", "-p", "p2"}, {"top", "node"},        {"top", "gpu"},
         {"top", "project"}, {"project", "list"},    {"department", "list"}, {"token", "list"},
     };
-    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(tables); i++) {
         const char *args[5] = {tables[i][0], tables[i][1], tables[i][2], NULL, NULL};
         args[tables[i][1] == NULL ? 1 : tables[i][2] == NULL ? 2 : 3] = "--no-headers";
         assert_int_equal(cli_in(&r, NULL, args), 0);
         const char *headers[] = {"NAME", "NODE", "PROJECT", "TIME", "POS"};
-        for (size_t k = 0; k < sizeof(headers) / sizeof(headers[0]); k++)
+        for (size_t k = 0; k < TS_ARRAY_LEN(headers); k++)
             assert_null(strstr(r.out, headers[k]));
         run_free(&r);
     }
@@ -1016,7 +1017,7 @@ static void an_unknown_project_exits_3_saying_it_does_not_exist(void **state)
     assert_non_null(strstr(r.err, "project \"nosuch\" does not exist"));
     run_free(&r);
     const char *cmds[] = {"list", "queue"};
-    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cmds); i++) {
         assert_int_equal(cli(&r, cmds[i], "-p", "nosuch", NULL), 3);
         assert_string_equal(r.out, "");
         assert_non_null(strstr(r.err, "project \"nosuch\" does not exist"));
@@ -1034,7 +1035,7 @@ static void a_server_url_may_end_in_a_slash_or_api_v1(void **state)
 {
     env_default();
     const char *tails[] = {"/", "/api/v1", "/api/v1/"};
-    for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(tails); i++) {
         char url[300];
         snprintf(url, sizeof(url), "%s%s", srv.url, tails[i]);
         struct run r;
@@ -1065,7 +1066,7 @@ static void a_typo_gets_the_closest_command_or_option(void **state)
         {"lsit", "unknown command \"lsit\"; did you mean \"tessera list\"?"},
         {"qeueu", "did you mean \"tessera queue\"?"},
     };
-    for (size_t i = 0; i < sizeof(typos) / sizeof(typos[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(typos); i++) {
         assert_int_equal(cli(&r, typos[i][0], NULL), 1);
         assert_non_null(strstr(r.err, typos[i][1]));
         run_free(&r);
@@ -1298,7 +1299,7 @@ static void usage_errors_exit_1_and_help_exits_0(void **state)
         "token list",
         "token revoke",
     };
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(commands); i++) {
         char words[64], usage[80];
         snprintf(words, sizeof(words), "%s", commands[i]);
         char *second = strchr(words, ' ');

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "tests/integration/agentplay.h"
 
 #define GIB 1073741824LL
@@ -339,7 +340,7 @@ resolver_events_are_kept_whatever_became_of_the_job_from_the_node_that_ran_it(vo
         const char *node;
         int attempt;
     } wrong[] = {{other, 1}, {first, 2}, {first, 7}};
-    for (size_t k = 0; k < sizeof(wrong) / sizeof(wrong[0]); k++) {
+    for (size_t k = 0; k < TS_ARRAY_LEN(wrong); k++) {
         snprintf(events, sizeof(events),
                  "\"events\": [{\"id\": %lld, \"attempt\": %d, \"seq\": 9, \"type\":"
                  " \"swapped_in\", \"message\": \"not from here\"}]",
@@ -528,7 +529,7 @@ static void the_scheduler_suspends_what_fits_and_evicts_a_burst_that_does_not(vo
      * once the owner wants the GPU */
     static const char *const others[] = {"ev1", "ea", "eb", "sw1", "id1"};
     char path[96];
-    for (size_t k = 0; k < sizeof(others) / sizeof(others[0]); k++) {
+    for (size_t k = 0; k < TS_ARRAY_LEN(others); k++) {
         snprintf(path, sizeof(path), "/api/v1/nodes/%s/drain", others[k]);
         ts_ap_call_ok(srv.admin, "POST", path, NULL, 200);
     }
@@ -558,7 +559,7 @@ static void the_scheduler_suspends_what_fits_and_evicts_a_burst_that_does_not(vo
     finish(b2, "rc1", 1);
     finish(own, "rc1", 1);
     assert_int_equal(node_swap_used("rc1"), 0);
-    for (size_t k = 0; k < sizeof(others) / sizeof(others[0]); k++) {
+    for (size_t k = 0; k < TS_ARRAY_LEN(others); k++) {
         snprintf(path, sizeof(path), "/api/v1/nodes/%s/undrain", others[k]);
         ts_ap_call_ok(srv.admin, "POST", path, NULL, 200);
     }
@@ -591,7 +592,7 @@ static void idle_swap_after_follows_the_kind_and_the_server_and_reaches_the_agen
         {"idle-nb-off", "\"kind\": \"interactive\", \"idle_swap_after\": \"0s\"", 0, "0s", 0},
         {"idle-train-on", "\"idle_swap_after\": \"2m\"", 120, "2m", 0},
     };
-    size_t n = sizeof(jobs) / sizeof(jobs[0]);
+    size_t n = TS_ARRAY_LEN(jobs);
     for (size_t k = 0; k < n; k++) {
         snprintf(extra, sizeof(extra), "%s, %s", gpu, jobs[k].more);
         jobs[k].id = ts_ap_submit("owner", jobs[k].name, extra);
@@ -624,7 +625,7 @@ static void idle_swap_after_follows_the_kind_and_the_server_and_reaches_the_agen
     };
     char before[128], after[128], body[256];
     jobs_digest(before, sizeof(before));
-    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+    for (size_t k = 0; k < TS_ARRAY_LEN(bad); k++) {
         snprintf(body, sizeof(body),
                  "{\"name\": \"idle-bad\", \"project\": \"owner\", \"kind\": \"interactive\","
                  " \"command\": [\"x\"], \"idle_swap_after\": %s}",

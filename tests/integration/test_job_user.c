@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "tests/integration/agentplay.h"
 #include "tests/integration/harness.h"
 
@@ -108,7 +109,7 @@ static void root_needs_allow_root_and_bad_names_are_refused(void **state)
         "{\"job_user\": 0}",
         "{\"allow_root\": \"yes\"}",
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         json_t *was = project_quota("borrower");
         struct ts_response r;
         long st = put_quota(srv.admin, "borrower", bad[i], &r);

@@ -20,6 +20,7 @@
 
 #include "api/clock.h"
 
+#include "api/array.h"
 #include "tests/integration/harness.h"
 
 #define CAP 4096 /* --log-max-bytes */
@@ -205,7 +206,7 @@ static void bad_chunks_are_refused_and_write_nothing(void **state)
         {"{\"chunk\":[]}", 400, "unknown_field", "chunk"},
         {"[]", 400, "wrong_type", NULL},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         char body[512];
         snprintf(body, sizeof(body), cases[i].body, job_a);
         struct ts_client *c = ts_it_client(&srv, agent);

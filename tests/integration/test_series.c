@@ -20,6 +20,7 @@
 
 #include "api/clock.h"
 
+#include "api/array.h"
 #include "tests/integration/harness.h"
 
 #define GIB 1073741824LL
@@ -224,7 +225,7 @@ static void metrics_shows_the_same_figures(void **state)
         "\ntessera_cluster_gpu_memory_free_bytes 197568495616\n",
         "\n# TYPE tessera_gpu_allocated_ratio gauge\n",
     };
-    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(lines); i++)
         if (strstr(r.body.data, lines[i]) == NULL)
             fail_msg("/metrics lacks %s", lines[i] + 1);
     ts_response_free(&r);

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "tests/integration/harness.h"
 
 #define GIB 1073741824LL
@@ -329,7 +330,7 @@ static int setup(void **state)
         {"/api/v1/projects", "{\"name\":\"p2\",\"department\":\"d1\"}"},
         {"/api/v1/projects", "{\"name\":\"p3\",\"department\":\"d2\"}"},
     };
-    for (size_t i = 0; i < sizeof(posts) / sizeof(posts[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(posts); i++)
         if (ts_it_req(a, "POST", posts[i][0], posts[i][1], NULL, NULL) != 201) {
             fprintf(stderr, "POST %s %s failed\n", posts[i][0], posts[i][1]);
             return -1;

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/pgtest.h"
 
@@ -91,12 +92,12 @@ static void help_lists_every_option_with_its_environment_variable(void **state)
         "--log-level",      "--max-body",        "--max-connections",  "--connection-timeout",
         "--db-pool",        "--idempotency-ttl", "--auth-cache-ttl",   "--config",
         "TESSERA_DATA_DIR", "TESSERA_LISTEN",    "TESSERA_ADMIN_TOKEN"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(names); i++)
         if (strstr(out, names[i]) == NULL)
             fail_msg("--help does not mention %s:\n%s", names[i], out);
     const char *more[] = {"--idle-swap-after DURATION",
                           "(default 5m; env TESSERA_IDLE_SWAP_AFTER)"};
-    for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(more); i++)
         if (strstr(out, more[i]) == NULL)
             fail_msg("--help does not mention %s:\n%s", more[i], out);
 }

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/array.h"
 #include "server/store/db.h"
 #include "server/store/pgembed.h"
 #include "tests/integration/pgtest.h"
@@ -236,7 +237,9 @@ static void sqlstates_map_to_tessera_error_codes(void **state)
 
     const char *ok[] = {"1", "1"};
     PGresult *res = NULL;
-    assert_int_equal(ts_db_exec(c, "INSERT INTO child VALUES ($1, $2)", 2, ok, &res, &err), TS_OK);
+    assert_int_equal(
+        ts_db_exec(c, "INSERT INTO child VALUES ($1, $2)", TS_ARRAY_LEN(ok), ok, &res, &err),
+        TS_OK);
     PQclear(res);
     expect(c, "DELETE FROM parent WHERE id = $1", 1, one_id, TS_ERR_IN_USE, &err);
     assert_non_null(strstr(err.detail, "constraint=child_parent_fkey"));
@@ -256,7 +259,9 @@ static void sqlstates_map_to_tessera_error_codes(void **state)
     /* NULL parameters are SQL NULL */
     const char *null_param[] = {NULL};
     res = NULL;
-    assert_int_equal(ts_db_exec(c, "SELECT $1::text IS NULL", 1, null_param, &res, &err), TS_OK);
+    assert_int_equal(
+        ts_db_exec(c, "SELECT $1::text IS NULL", TS_ARRAY_LEN(null_param), null_param, &res, &err),
+        TS_OK);
     assert_string_equal(PQgetvalue(res, 0, 0), "t");
     PQclear(res);
     ts_db_release(db, c);

@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "tests/integration/agentplay.h"
 
 #define GIB 1073741824LL
@@ -551,7 +552,7 @@ static void resolver_events_are_stored_once_and_bad_ones_refused(void **state)
     const char *bad[] = {"\"seq\": 0, \"type\": \"memory_wait\"",
                          "\"seq\": 3, \"type\": \"abcdefghijklmnopqrstuvwxyz_abcdefg\"",
                          "\"seq\": 3, \"type\": \"Swap-Out\""};
-    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+    for (size_t k = 0; k < TS_ARRAY_LEN(bad); k++) {
         snprintf(events, sizeof(events),
                  "\"events\": [{\"id\": %lld, \"attempt\": 1, \"seq\": 4, \"type\": \"t\","
                  " \"message\": \"fine\"}, {\"id\": %lld, \"attempt\": 1, %s, \"message\": \"m\"}]",

@@ -30,10 +30,11 @@ static const struct hook {
 #define TS_HOOK(name, kind, gate, fail, params, args) {#name, gate, #fail},
 #define TS_NVML_HOOK(name, fail) {#name, false, #fail},
 #include "agent/shim/hooks.def"
+#include "api/array.h"
 #undef TS_HOOK
 #undef TS_NVML_HOOK
 };
-#define NHOOKS (sizeof(hooks) / sizeof(hooks[0]))
+#define NHOOKS (TS_ARRAY_LEN(hooks))
 
 static bool is_hook(const char *name)
 {
@@ -52,7 +53,7 @@ int every_entry_path_routes_through_the_hooks(void)
     struct world w;
     world_make(&w, 16 * GiB, 0, 5000, false);
     int j = world_job(w.l[0], 7, 4 * GiB, 4 * GiB);
-    for (size_t v = 0; v < sizeof(vias) / sizeof(vias[0]); v++) {
+    for (size_t v = 0; v < TS_ARRAY_LEN(vias); v++) {
         char via[64], l[512];
         snprintf(via, sizeof(via), "--via=%s", vias[v]);
         struct probe p;

@@ -31,6 +31,7 @@
 #include "agent/abi/cuda.h"
 #include "agent/abi/nvml.h"
 #include "agent/ledger/ledger.h"
+#include "api/array.h"
 #include "tests/shim/shim_probe.h"
 
 static void *libcuda, *libnvml;
@@ -138,7 +139,7 @@ static int nheld;
 
 static void push(enum kind k, uint64_t v)
 {
-    if (nheld < (int)(sizeof(stack) / sizeof(stack[0])))
+    if (nheld < (int)(TS_ARRAY_LEN(stack)))
         stack[nheld++] = (struct held){k, v};
 }
 

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "api/array.h"
 #include "tests/shim/harness.h"
 
 #define LINE_MS 20000 /* a step's answer: generous for a loaded machine */
@@ -321,7 +322,7 @@ static const struct {
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         if (argc < 2 || strcmp(argv[1], cases[i].name) == 0) {
             int r = cases[i].fn();
             fprintf(stderr, "%s %s\n", r == 0 ? "ok" : "FAILED", cases[i].name);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent/shim/swap.h"
+#include "api/array.h"
 #include "tests/shim/swap_env.h"
 
 #define MiB ((size_t)1 << 20)
@@ -465,7 +466,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: swap_test CASE\n");
         return 2;
     }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++)
         if (strcmp(argv[1], cases[i].name) == 0) {
             int rc = cases[i].fn();
             ts_swap_env_teardown(&env);

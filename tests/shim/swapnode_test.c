@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/array.h"
 #include "tests/shim/harness.h"
 
 #define LINE_MS 20000
@@ -205,7 +206,7 @@ static const char *const newly_gated[] = {
     "cuStreamBatchMemOp",
     "cuStreamBatchMemOp_ptsz",
 };
-#define NGATED (sizeof(newly_gated) / sizeof(newly_gated[0]))
+#define NGATED (TS_ARRAY_LEN(newly_gated))
 
 /* The job's memory on both GPUs is swapped out before each call. */
 static int both_out(struct world *w, struct probe *p, const int j[2])

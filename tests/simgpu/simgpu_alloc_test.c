@@ -21,6 +21,7 @@
 #include "agent/abi/cuda.h"
 #include "agent/abi/nvml.h"
 #include "agent/simgpu/state.h"
+#include "api/array.h"
 #include "tests/simgpu/harness.h"
 
 #define GiB (1ull << 30)
@@ -439,7 +440,7 @@ static void unified_copies_and_address_ranges_reach_every_allocation_kind(void)
     /* Host -> each kind -> the next -> host, all through cuMemcpy(Async). */
     CUdeviceptr chain[] = {dev, pitched, managed, async, vmm, (CUdeviceptr)(uintptr_t)pinned};
     CUdeviceptr prev = (CUdeviceptr)(uintptr_t)host;
-    for (size_t i = 0; i < sizeof chain / sizeof chain[0]; i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(chain); i++) {
         if (i % 2)
             OK(CU(cuMemcpyAsync)(chain[i], prev, n, s));
         else
@@ -461,7 +462,7 @@ static void unified_copies_and_address_ranges_reach_every_allocation_kind(void)
     } want[] = {{dev, n},     {pitched, pitch * 2048},
                 {managed, n}, {async, n},
                 {vmm, vsize}, {(CUdeviceptr)(uintptr_t)pinned, n}};
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(want); i++) {
         CUdeviceptr base = 0;
         size_t size = 0;
         OK(CU(cuMemGetAddressRange_v2)(&base, &size, want[i].p + want[i].size - 1));
@@ -575,7 +576,7 @@ static const struct {
 static void get_proc_address_hands_out_the_new_entry_points(void)
 {
     setup(1, 1 * GiB);
-    for (size_t i = 0; i < sizeof proc_names / sizeof proc_names[0]; i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(proc_names); i++) {
         void *plain = sg_sym(cu_lib, proc_names[i].plain), *fn = NULL;
         void *pt = proc_names[i].per_thread ? sg_sym(cu_lib, proc_names[i].per_thread) : plain;
         CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -888,5 +889,5 @@ static const struct sg_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return sg_main("simgpu_alloc_test", cases, sizeof cases / sizeof cases[0], argc, argv);
+    return sg_main("simgpu_alloc_test", cases, TS_ARRAY_LEN(cases), argc, argv);
 }

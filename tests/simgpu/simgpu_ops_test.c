@@ -22,6 +22,7 @@
 
 #include "agent/abi/cuda.h"
 #include "agent/simgpu/state.h"
+#include "api/array.h"
 #include "tests/simgpu/harness.h"
 
 #define GiB (1ull << 30)
@@ -588,7 +589,7 @@ static void *proc(const char *base, int version, cuuint64_t flags)
 static void get_proc_address_hands_out_each_version_and_flavour(void)
 {
     setup(1, NULL);
-    for (size_t i = 0; i < sizeof proc_names / sizeof proc_names[0]; i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(proc_names); i++) {
         const char *b = proc_names[i].base;
         void *plain = sg_sym(cu_lib, proc_names[i].plain);
         void *pt = sg_sym(cu_lib, proc_names[i].per_thread);
@@ -732,5 +733,5 @@ static const struct sg_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return sg_main("simgpu_ops_test", cases, sizeof cases / sizeof cases[0], argc, argv);
+    return sg_main("simgpu_ops_test", cases, TS_ARRAY_LEN(cases), argc, argv);
 }

@@ -25,6 +25,7 @@
 #include "agent/abi/cuda.h"
 #include "agent/abi/nvml.h"
 #include "agent/simgpu/state.h"
+#include "api/array.h"
 #include "tests/simgpu/harness.h"
 
 #define GiB (1ull << 30)
@@ -893,7 +894,7 @@ static const struct {
 static void per_thread_default_stream_flavours_are_exported_and_handed_out(void)
 {
     setup(1, 1 * GiB, 0);
-    for (size_t i = 0; i < sizeof pt_fns / sizeof pt_fns[0]; i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(pt_fns); i++) {
         void *pt = dlsym(cu_lib, pt_fns[i].pt), *plain = dlsym(cu_lib, pt_fns[i].plain);
         void *fn = NULL;
         CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
@@ -1124,5 +1125,5 @@ int main(int argc, char **argv)
     if (argc == 5 && strcmp(argv[1], "child-alloc") == 0)
         return child_alloc(strtoull(argv[2], NULL, 10), atoi(argv[3]),
                            (unsigned)strtoul(argv[4], NULL, 10));
-    return sg_main("simgpu_test", cases, sizeof cases / sizeof cases[0], argc, argv);
+    return sg_main("simgpu_test", cases, TS_ARRAY_LEN(cases), argc, argv);
 }

@@ -26,6 +26,7 @@
 #include "agent/daemon/events.h"
 #include "agent/daemon/proc.h"
 #include "agent/daemon/records.h"
+#include "api/array.h"
 #include "api/files.h"
 
 struct fixture {
@@ -187,7 +188,7 @@ static void a_damaged_record_is_refused_naming_the_file_and_member(void **state)
         {"stop.json", "{\"killed\": true}", TS_ERR_MISSING_FIELD,
          "stop.json: deadline_ms is required"},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         struct ts_error err = {0};
         put(f, cases[i].file, cases[i].text);
         enum ts_err e = read_any(cases[i].file, file(f, cases[i].file), &err);
@@ -292,7 +293,7 @@ static void a_cgroup_reads_back_as_launch_json_always_held_it(void **state)
         {"{\"version\": 1, \"path\": \"b/1-0\", \"devices\": [\"c 1:3 rwm\", 5]}",
          "launch.json.cgroup: devices[1] must be a text of at most 31 bytes"},
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         v = json_loads(bad[i].text, 0, NULL);
         assert_non_null(v);
         enum ts_err e = decode_part(f, "cgroup", v, lout, &err);
@@ -411,7 +412,7 @@ static void a_sandbox_reads_back_as_launch_json_always_held_it(void **state)
         {"{\"uid\": 1, \"gid\": 1, \"job_dir\": 7}",
          "launch.json.sandbox: job_dir must be a string"},
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         v = json_loads(bad[i].text, 0, NULL);
         assert_non_null(v);
         enum ts_err e = decode_part(f, "sandbox", v, lout, &err);

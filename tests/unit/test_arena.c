@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "api/arena.h"
+#include "api/array.h"
 
 static void allocations_are_zeroed_and_aligned(void **state)
 {
@@ -37,7 +38,7 @@ static void a_reset_arena_reuses_its_memory_zeroed(void **state)
 {
     (void)state;
     static const size_t sizes[] = {100, 3000, 5000, 70000, 200, 1 << 20, 40};
-    enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+    enum { N = TS_ARRAY_LEN(sizes) };
     struct ts_arena *a = ts_arena_new();
     unsigned char *first[N];
     for (size_t i = 0; i < N; i++) {

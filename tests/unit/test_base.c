@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "api/clock.h"
 #include "api/files.h"
 #include "api/units.h"
@@ -98,7 +99,7 @@ static void folders_and_files_get_their_modes_whatever_the_umask(void **state)
     char dir[] = "/tmp/ts_base_XXXXXX";
     assert_non_null(mkdtemp(dir));
     static const mode_t umasks[] = {0077, 0022, 0};
-    for (size_t i = 0; i < sizeof umasks / sizeof umasks[0]; i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(umasks); i++) {
         char parent[64], path[96], file[128];
         snprintf(parent, sizeof parent, "%s/u%zu", dir, i);
         snprintf(path, sizeof path, "%s/shared", parent);

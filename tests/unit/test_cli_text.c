@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "api/cli/args.h"
 #include "api/cli/out.h"
 #include "api/cli/table.h"
@@ -25,7 +26,7 @@ static void gpus_print_with_at_most_two_decimals(void **state)
     } cases[] = {{1.95513, "1.96"}, {0.205128, "0.21"},   {2, "2"},    {2.5, "2.5"},
                  {0.25, "0.25"},    {0.001, "0.001"},     {0, "0"},    {1000, "1000"},
                  {0.1, "0.1"},      {-0.0001, "-0.0001"}, {0.999, "1"}};
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         char buf[32];
         json_t *v = json_real(cases[i].v);
         assert_string_equal(ts_out_num(v, buf, sizeof(buf)), cases[i].want);
@@ -46,7 +47,7 @@ static void bytes_print_in_the_largest_binary_unit(void **state)
                  {0, "0B"},
                  {1023, "1023B"},
                  {80LL << 30, "80GiB"}};
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         char buf[32];
         json_t *v = json_integer(cases[i].v);
         assert_string_equal(ts_out_bytes(v, buf, sizeof(buf)), cases[i].want);
@@ -64,7 +65,7 @@ static const struct ts_opt opts[] = {
 static void a_size_without_a_unit_is_refused_naming_the_units(void **state)
 {
     const char *bare[] = {"20", "0", "1.5"};
-    for (size_t i = 0; i < sizeof(bare) / sizeof(bare[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bare); i++) {
         char *argv[] = {"--gpu-memory-request", (char *)bare[i]};
         struct ts_args a;
         struct ts_error err;

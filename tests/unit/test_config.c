@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "api/config.h"
 
 struct cfg {
@@ -46,7 +47,7 @@ static const struct ts_option table[] = {
      "wait|priority|swap", 0},
     {"offset", TS_OPT_INT, OPT(offset), NULL, "N", "any integer", 0, 0, NULL, 0},
 };
-#define N (sizeof(table) / sizeof(table[0]))
+#define N (TS_ARRAY_LEN(table))
 
 static const char *const env_names[] = {
     "TESSERA_LISTEN",  "TESSERA_DATA_DIR", "TESSERA_PASSWORD", "TESSERA_WORKERS",
@@ -62,7 +63,7 @@ struct fixture {
 
 static int setup(void **state)
 {
-    for (size_t i = 0; i < sizeof(env_names) / sizeof(env_names[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(env_names); i++)
         unsetenv(env_names[i]);
     struct fixture *f = calloc(1, sizeof(*f));
     *state = f;
@@ -76,7 +77,7 @@ static int teardown(void **state)
     if (f->path[0] != '\0')
         unlink(f->path);
     free(f);
-    for (size_t i = 0; i < sizeof(env_names) / sizeof(env_names[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(env_names); i++)
         unsetenv(env_names[i]);
     return 0;
 }
@@ -261,7 +262,7 @@ static void a_line_without_an_equals_sign_is_a_syntax_error(void **state)
     struct fixture *f = *state;
     const char *bad[] = {"workers 2\n", "= 2\n", "data-dir = \"open\n", "data-dir = \"a\" b\n",
                          "data-dir = \"a\\n\"\n"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         write_file(f, bad[i]);
         char want[256];
         snprintf(want, sizeof(want), "config file %s line 1: expected name = value", f->path);
@@ -351,7 +352,7 @@ static void host_and_port_are_checked(void **state)
 {
     struct fixture *f = *state;
     const char *good[] = {"127.0.0.1:8080", ":80", "[::1]:0", "example.com:65535", "[fe80::1]:9"};
-    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(good); i++) {
         char arg[64];
         snprintf(arg, sizeof(arg), "--listen=%s", good[i]);
         if (LOAD(f, arg) != TS_CONFIG_OK)
@@ -359,7 +360,7 @@ static void host_and_port_are_checked(void **state)
     }
     const char *bad[] = {"x",     "8080",   "host:",  "host:http", "host:65536",
                          "[::1]", "::1:80", "a b:80", "[]:80",     "host:-1"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         char arg[64], want[128];
         snprintf(arg, sizeof(arg), "--listen=%s", bad[i]);
         snprintf(want, sizeof(want), "invalid value for --listen: \"%s\": expected HOST:PORT",

@@ -24,10 +24,11 @@ static const struct {
     const char *title;
 } defs[] = {
 #define TS_ERRCODE(name, status, code, title) {TS_ERR_##name, #name, status, code, title},
+#include "api/array.h"
 #include "api/errcodes.def"
 #undef TS_ERRCODE
 };
-#define NDEFS (sizeof(defs) / sizeof(defs[0]))
+#define NDEFS (TS_ARRAY_LEN(defs))
 
 static void every_code_string_and_enum_name_is_unique(void **state)
 {

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "api/query.h"
 
 #define NOW 1714564800 /* 2024-05-01T12:00:00Z */
@@ -64,7 +65,7 @@ static enum ts_err decode(struct route *out, uint64_t *given, struct ts_error *e
     va_end(ap);
     *out = defaults;
     ts_error_clear(err);
-    return ts_query_decode(params, TS_QUERY_NPARAMS(params), pairs, n, NOW, out, given, err);
+    return ts_query_decode(params, TS_ARRAY_LEN(params), pairs, n, NOW, out, given, err);
 }
 
 /* A refusal: bad_parameter naming field, the message holding want, and the
@@ -161,7 +162,7 @@ static void integers_out_of_range_or_of_the_wrong_form_are_refused(void **state)
     struct route r;
     struct ts_error err;
     const char *bad[] = {"0", "1001", "ten", "", "5x", " 5", "+5", "1e3", "99999999999999999999"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         enum ts_err e = decode(&r, NULL, &err, "limit", bad[i], NULL);
         assert_refused(e, &r, &err, "limit", "limit must be an integer between 1 and 1000");
     }
@@ -181,7 +182,7 @@ static void enums_bools_durations_and_cursors_refuse_what_they_do_not_name(void 
     e = decode(&r, NULL, &err, "wait", "soon", NULL);
     assert_refused(e, &r, &err, "wait", "\"soon\"");
     const char *cursors[] = {"a5", "j", "j-1", "5", "jj5", "j5x"};
-    for (size_t i = 0; i < sizeof(cursors) / sizeof(cursors[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cursors); i++) {
         e = decode(&r, NULL, &err, "cursor", cursors[i], NULL);
         assert_refused(e, &r, &err, "cursor", "invalid cursor");
     }

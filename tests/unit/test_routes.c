@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "server/http/route.h"
 #include "server/routes.h"
 
@@ -23,7 +24,7 @@ static const struct ts_route table[] = {
     {"GET", "/api/v1/jobs/{id}/events", NULL, TS_ACCESS_READ, false},
     {"PUT", "/api/v1/projects/{name}/quota", NULL, TS_ACCESS_ADMIN, false},
 };
-#define N (sizeof(table) / sizeof(table[0]))
+#define N (TS_ARRAY_LEN(table))
 
 static void a_literal_path_matches_its_method(void **state)
 {

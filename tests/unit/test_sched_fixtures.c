@@ -17,6 +17,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "api/array.h"
 #include "server/sched/sched.h"
 #include "server/sched/sched_json.h"
 
@@ -375,7 +376,7 @@ static void a_bad_snapshot_is_refused_with_its_path(void **state)
          "\"gpus\": 2}], \"pending\": [{\"name\": \"j\", \"project\": \"p\", \"gpu\": 1}]}",
          "pending[0].gpu: must be an object"},
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         json_error_t je;
         json_t *j = json_loads(bad[i].json, 0, &je);
         assert_non_null(j);

@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "api/units.h"
 
 static int64_t size_of(const char *s)
@@ -132,7 +133,7 @@ static void malformed_sizes_are_refused(void **state)
     const char *bad[] = {"",      "20XB", "-1GiB", "1e3GiB", "GiB",   " 1GiB", "1GiB ",
                          "1 GiB", "1gib", "1b",    "1kB",    "1.GiB", ".5GiB", "1..5GiB",
                          "+1GiB", "1Gi",  "1GiBB", "0x10",   "1,5GiB"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++)
         assert_size_refused(bad[i]);
     int64_t v;
     assert_int_equal(ts_bytesize_parse(NULL, &v), -1);
@@ -184,7 +185,7 @@ static void formatted_sizes_read_back_as_the_same_number(void **state)
                                TS_BYTESIZE_MAX,
                                TS_BYTESIZE_MAX - 1};
     char buf[32];
-    for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(samples); i++)
         assert_int_equal(size_of(ts_bytesize_format(samples[i], buf, sizeof(buf))), samples[i]);
 }
 
@@ -218,7 +219,7 @@ static void malformed_durations_are_refused(void **state)
 {
     const char *bad[] = {"",      "h",    "-1s", "1x",  "1.5h", "1h 30m", " 1h", "1h ",
                          "30m1h", "1h1h", "1H",  "1hm", "s1",   "1ms",    "+1s"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++)
         assert_duration_refused(bad[i]);
     int64_t v;
     assert_int_equal(ts_duration_parse(NULL, &v), -1);
@@ -252,7 +253,7 @@ static void formatted_durations_read_back_as_the_same_number(void **state)
     const int64_t samples[] = {
         0, 1, 59, 60, 61, 3599, 3600, 86399, 86400, 93784, TS_DURATION_MAX_SECONDS};
     char buf[32];
-    for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(samples); i++)
         assert_int_equal(duration_of(ts_duration_format(samples[i], buf, sizeof(buf))), samples[i]);
 }
 

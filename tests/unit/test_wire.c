@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "api/wire.h"
 
 /* The body as a parsed object; fails the test when it does not parse. */
@@ -139,7 +140,7 @@ static void trailing_garbage_and_empty_bodies_are_malformed(void **state)
                          "{\"a\": 1e999}",
                          "{\"a\": 99999999999999999999}",
                          "{\"a\": \"\\u0000\"}"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         json_t *v = NULL;
         struct ts_error err;
         enum ts_err e = ts_wire_parse(bad[i], strlen(bad[i]), &v, &err);
@@ -162,7 +163,7 @@ static void a_nul_byte_inside_the_body_is_malformed(void **state)
 static void bodies_that_are_not_objects_are_the_wrong_type(void **state)
 {
     const char *bad[] = {"[]", "[{\"name\": \"a\"}]", "\"text\"", "42", "null", "true"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         json_t *v = NULL;
         struct ts_error err;
         enum ts_err e = ts_wire_parse(bad[i], strlen(bad[i]), &v, &err);
@@ -440,7 +441,7 @@ static void a_project_quota_has_a_job_user_root_only_when_allowed(void **state)
         {"{\"job_user\": \"abcdefghijklmnopqrstuvwxyz012345\"}",
          "abcdefghijklmnopqrstuvwxyz012345"},
     };
-    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(good); i++) {
         json_t *v = body(good[i][0]);
         if (ts_wire_project_quota_decode(v, "quota", &q, &err) != TS_OK)
             fail_msg("%s: %s", good[i][0], err.message);
@@ -462,7 +463,7 @@ static void a_project_quota_has_a_job_user_root_only_when_allowed(void **state)
          "quota.job_user must be a Unix user name ([a-z_][a-z0-9_-]{0,31}): \"\""},
         {"{\"job_user\": \"abcdefghijklmnopqrstuvwxyz0123456\"}", NULL},
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         json_t *v = body(bad[i][0]);
         enum ts_err e = ts_wire_project_quota_decode(v, "quota", &q, &err);
         if (e != TS_ERR_INVALID_VALUE)
@@ -887,7 +888,7 @@ static void registrations_decode_and_refuse_what_cannot_be(void **state)
         {"{\"collision\": true, \"gpus\": []}", "collision", TS_ERR_WRONG_TYPE},
         {"{\"swap_used_bytes\": 0, \"gpus\": []}", "swap_used_bytes", TS_ERR_UNKNOWN_FIELD},
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         enum ts_err e = reg_from(bad[i].text, a, r, &err);
         if (e != bad[i].code || strcmp(err.field, bad[i].field) != 0)
             fail_msg("%s: got %d at \"%s\" (%s), want %d at \"%s\"", bad[i].text, e, err.field,
@@ -926,7 +927,7 @@ static void reports_decode_jobs_and_samples(void **state)
         "{\"nodes\": []}",
         "{\"jobs\": {}}",
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         v = body(bad[i]);
         if (ts_wire_node_report_decode(v, a, &rep, &err) == TS_OK)
             fail_msg("accepted: %s", bad[i]);
@@ -963,7 +964,7 @@ static void reports_name_a_jobs_physical_gpus_beside_its_logical_ones(void **sta
         {"{\"index\": 0}", "jobs[0].gpus", "jobs[0].gpus must be an array"},
         {"[1]", NULL, NULL},
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         char text[512];
         snprintf(text, sizeof(text),
                  "{\"jobs\": [{\"id\": 6, \"attempt\": 1, \"state\": \"running\", \"gpus\": %s}]}",
@@ -1041,7 +1042,7 @@ static void reports_decode_evicted_exits_and_swap_held_while_running(void **stat
         {"{\"jobs\": [{\"id\": 5, \"attempt\": 1, \"state\": \"exited\", \"evict\": true}]}",
          "jobs[0].evict", TS_ERR_UNKNOWN_FIELD},
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         v = body(bad[i].text);
         enum ts_err e = ts_wire_node_report_decode(v, a, &rep, &err);
         json_decref(v);
@@ -1139,7 +1140,7 @@ static void reports_decode_suspended_jobs_and_resolver_events(void **state)
          "-1}]}",
          "jobs[0].swapped_bytes", TS_ERR_INVALID_VALUE},
     };
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(bad); i++) {
         v = body(bad[i].text);
         enum ts_err e = ts_wire_node_report_decode(v, a, &rep, &err);
         json_decref(v);

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "api/wire.h"
 
 static json_t *parse(const char *text)
@@ -330,7 +331,7 @@ static void every_bad_desired_state_is_refused_naming_its_path(void **state)
         {"{\"jobs\": [{" JOB ", \"allow_root\": 1}]}", TS_ERR_WRONG_TYPE, "jobs[0].allow_root"},
         {"{\"jobs\": [{" JOB ", \"stop_reason\": 1}]}", TS_ERR_WRONG_TYPE, "jobs[0].stop_reason"},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         struct ts_arena *a = ts_arena_new();
         struct ts_desired d;
         struct ts_error err = {0};

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "api/wire.h"
 
 struct fixture {
@@ -822,7 +823,7 @@ static void the_encoded_spec_members_decode_to_the_same_spec(void **state)
                               "attempt",     "grace_seconds",   "checkpoint_dir",
                               "stop_reason", "allocation",      "usage",
                               "fair_share",  "suspended_bytes", "suspend_held"};
-    for (size_t i = 0; i < sizeof(out_only) / sizeof(out_only[0]); i++)
+    for (size_t i = 0; i < TS_ARRAY_LEN(out_only); i++)
         json_object_del(v, out_only[i]);
     json_object_del(v, "swapped_bytes");
     json_object_del(v, "idle_swap_after_seconds");

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "api/array.h"
 #include "api/wire.h"
 
 static json_t *parse(const char *text)
@@ -39,7 +40,7 @@ static void chunks_decode_to_the_bytes_the_agent_encoded(void **state)
         {.job_id = 9, .attempt = 2, .offset = ((int64_t)1 << 40), .data = bytes + 1, .len = 6},
         {.job_id = 9, .attempt = 3, .offset = 5, .data = bytes, .len = 0},
     };
-    size_t n = sizeof(in) / sizeof(in[0]);
+    size_t n = TS_ARRAY_LEN(in);
     json_t *v = ts_wire_log_chunks_encode(in, n);
     assert_non_null(v);
     /* the wire as the server always read it */
@@ -110,7 +111,7 @@ static void every_bad_chunk_is_refused_naming_its_path(void **state)
         {"{\"chunks\": [{" CHUNK ", \"data\": \"\"}, {" CHUNK ", \"data\": null}]}",
          TS_ERR_MISSING_FIELD, "chunks[1].data"},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         struct ts_arena *a = ts_arena_new();
         struct ts_log_chunk *out = NULL;
         size_t n = 0;
@@ -201,7 +202,7 @@ static void a_bad_answer_is_refused_naming_its_path(void **state)
         {"{\"ignored\": {}}", TS_ERR_WRONG_TYPE, "ignored"},
         {"{\"ignored\": [1, \"2\"]}", TS_ERR_INVALID_VALUE, "ignored[1]"},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         struct ts_arena *a = ts_arena_new();
         struct ts_log_ack ack;
         struct ts_error err = {0};
@@ -283,7 +284,7 @@ static void a_bad_whoami_is_refused_naming_its_path(void **state)
         {"{\"role\": \"agent\", \"nodes\": [\"n1\", \"n1\"]}", TS_ERR_INVALID_VALUE, "nodes[1]"},
         {"{\"role\": \"member\", \"projects\": [\"Vision\"]}", TS_ERR_INVALID_VALUE, "projects[0]"},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < TS_ARRAY_LEN(cases); i++) {
         struct ts_arena *a = ts_arena_new();
         struct ts_whoami w;
         struct ts_error err = {0};

@@ -65,3 +65,29 @@ char *ts_row_id_array(struct ts_arena *a, const int64_t *ids, size_t n)
     s[len] = '}';
     return s;
 }
+
+char *ts_row_text_array(struct ts_arena *a, const char *const *v, size_t n)
+{
+    size_t cap = 3;
+    for (size_t i = 0; i < n; i++)
+        cap += 3 + 2 * strlen(v[i]);
+    char *s = ts_arena_alloc(a, cap);
+    if (s == NULL)
+        return NULL;
+    size_t len = 0;
+    s[len++] = '{';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            s[len++] = ',';
+        s[len++] = '"';
+        for (const char *q = v[i]; *q; q++) {
+            if (*q == '"' || *q == '\\')
+                s[len++] = '\\';
+            s[len++] = *q;
+        }
+        s[len++] = '"';
+    }
+    s[len++] = '}';
+    s[len] = '\0';
+    return s;
+}

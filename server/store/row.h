@@ -43,5 +43,8 @@ void ts_row_copy(const PGresult *res, int row, int col, char *buf, size_t len);
 /* ids as a bigint[] parameter literal, "{1,2,3}", in the arena; NULL when
  * out of memory. */
 char *ts_row_id_array(struct ts_arena *a, const int64_t *ids, size_t n);
+/* strings as a text[] parameter literal, {"a","b \"c\""}, in the arena;
+ * NULL when out of memory. */
+char *ts_row_text_array(struct ts_arena *a, const char *const *v, size_t n);
 
 #endif /* TS_SERVER_STORE_ROW_H */

@@ -185,33 +185,6 @@ static char *float_array(struct ts_arena *a, const double *v, size_t n)
     return s;
 }
 
-/* A PostgreSQL array literal of strings: {"a","b \"c\""}. */
-static char *text_array(struct ts_arena *a, const char *const *v, size_t n)
-{
-    size_t cap = 3;
-    for (size_t i = 0; i < n; i++)
-        cap += 3 + 2 * strlen(v[i]);
-    char *s = ts_arena_alloc(a, cap);
-    if (s == NULL)
-        return NULL;
-    size_t len = 0;
-    s[len++] = '{';
-    for (size_t i = 0; i < n; i++) {
-        if (i)
-            s[len++] = ',';
-        s[len++] = '"';
-        for (const char *q = v[i]; *q; q++) {
-            if (*q == '"' || *q == '\\')
-                s[len++] = '\\';
-            s[len++] = *q;
-        }
-        s[len++] = '"';
-    }
-    s[len++] = '}';
-    s[len] = '\0';
-    return s;
-}
-
 /* The binds among ap's decisions in one statement; *refused: how many
  * were not written because their job moved. */
 static enum ts_err write_binds(struct ts_dbconn *c, const struct ts_sched_snapshot *s,
@@ -252,10 +225,10 @@ static enum ts_err write_binds(struct ts_dbconn *c, const struct ts_sched_snapsh
             sb[m] = d->slots[j].memory_bytes;
         }
     }
-    const char *p[] = {ts_row_id_array(a, ids, nb), ts_row_id_array(a, nodes, nb),
-                       float_array(a, gpus, nb),    ap->checkpoint_root,
-                       text_array(a, msgs, nb),     ts_row_id_array(a, sj, ns),
-                       ts_row_id_array(a, sg, ns),  ts_row_id_array(a, sb, ns)};
+    const char *p[] = {ts_row_id_array(a, ids, nb),    ts_row_id_array(a, nodes, nb),
+                       float_array(a, gpus, nb),       ap->checkpoint_root,
+                       ts_row_text_array(a, msgs, nb), ts_row_id_array(a, sj, ns),
+                       ts_row_id_array(a, sg, ns),     ts_row_id_array(a, sb, ns)};
     for (size_t i = 0; i < TS_ARRAY_LEN(p); i++)
         if (p[i] == NULL && i != 3)
             return ts_error_nomem(err);
@@ -366,7 +339,7 @@ static enum ts_err write_reasons(struct ts_dbconn *c, const struct ts_sched_snap
     if (n == 0)
         return TS_OK;
     const char *p[] = {ts_row_id_array(a, ids, n), ts_row_id_array(a, pos, n),
-                       text_array(a, codes, n), text_array(a, msgs, n)};
+                       ts_row_text_array(a, codes, n), ts_row_text_array(a, msgs, n)};
     if (p[0] == NULL || p[1] == NULL || p[2] == NULL || p[3] == NULL)
         return ts_error_nomem(err);
     PGresult *res = NULL;

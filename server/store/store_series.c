@@ -177,30 +177,16 @@ static enum ts_err read_figures(struct ts_dbconn *c, struct ts_arena *a,
     return TS_OK;
 }
 
-/* A text[] literal: {"a","b\"c"}. NULL when out of memory. */
+/* The figures' scopes (scope) or keys as a text[] literal (row.h). NULL
+ * when out of memory. */
 static char *text_array(struct ts_arena *a, const struct ts_series_figure *f, size_t n, bool scope)
 {
-    size_t cap = 3;
-    for (size_t i = 0; i < n; i++)
-        cap += 2 * strlen(scope ? f[i].scope : f[i].key) + 3;
-    char *s = ts_arena_alloc(a, cap);
-    if (s == NULL)
+    const char **v = ts_arena_alloc(a, (n ? n : 1) * sizeof(*v));
+    if (v == NULL)
         return NULL;
-    size_t len = 0;
-    s[len++] = '{';
-    for (size_t i = 0; i < n; i++) {
-        if (i)
-            s[len++] = ',';
-        s[len++] = '"';
-        for (const char *p = scope ? f[i].scope : f[i].key; *p; p++) {
-            if (*p == '"' || *p == '\\')
-                s[len++] = '\\';
-            s[len++] = *p;
-        }
-        s[len++] = '"';
-    }
-    s[len] = '}';
-    return s;
+    for (size_t i = 0; i < n; i++)
+        v[i] = scope ? f[i].scope : f[i].key;
+    return ts_row_text_array(a, v, n);
 }
 
 /* A float8[] literal of metric m, exact (17 significant digits). */

@@ -46,22 +46,6 @@ static const char *const report_gpu_fields[] = {"index", "utilization", "memory_
 
 #define BYTES_MAX (1LL << 50) /* 1 PiB: beyond any device or host */
 
-static enum ts_err array_member(const json_t *in, const char *key, bool required, size_t max,
-                                json_t **out, struct ts_error *err)
-{
-    *out = ts_wire_dec_member(in, key);
-    if (*out == NULL)
-        return required ? ts_error_field(err, TS_ERR_MISSING_FIELD, key, "%s is required", key)
-                        : TS_OK;
-    if (!json_is_array(*out))
-        return ts_error_field(err, TS_ERR_WRONG_TYPE, key, "%s must be an array", key);
-    if (json_array_size(*out) > max)
-        return ts_error_field(err, TS_ERR_INVALID_VALUE, key,
-                              "%s must have at most %zu entries: %zu", key, max,
-                              json_array_size(*out));
-    return TS_OK;
-}
-
 static enum ts_err gpu_decode(const json_t *v, const char *path, struct ts_arena *a,
                               struct ts_gpu *g, struct ts_error *err)
 {
@@ -119,7 +103,7 @@ enum ts_err ts_wire_node_reg_decode(const json_t *in, struct ts_arena *a, struct
 {
     memset(out, 0, sizeof(*out));
     out->labels = "{}";
-    json_t *gpus = NULL;
+    const json_t *gpus = NULL;
     const char *version = NULL, *protocol = NULL;
     enum ts_err e = ts_wire_dec_object(in, "", "node", reg_fields, reg_readonly, err);
     if (e == TS_OK)
@@ -139,7 +123,7 @@ enum ts_err ts_wire_node_reg_decode(const json_t *in, struct ts_arena *a, struct
     if (e == TS_OK)
         e = ts_wire_dec_string(in, "", "protocol_version", false, &protocol, err);
     if (e == TS_OK)
-        e = array_member(in, "gpus", true, TS_NODE_GPUS_MAX, &gpus, err);
+        e = ts_wire_dec_array(in, "", "gpus", true, TS_NODE_GPUS_MAX, &gpus, err);
     if (e == TS_OK)
         e = decode_collision(in, &out->collision, err);
     if (e != TS_OK)
@@ -376,14 +360,14 @@ enum ts_err ts_wire_node_report_decode(const json_t *in, struct ts_arena *a,
                                        struct ts_node_report *out, struct ts_error *err)
 {
     memset(out, 0, sizeof(*out));
-    json_t *jobs = NULL, *gpus = NULL, *events = NULL;
+    const json_t *jobs = NULL, *gpus = NULL, *events = NULL;
     enum ts_err e = ts_wire_dec_object(in, "", "report", report_fields, NULL, err);
     if (e == TS_OK)
-        e = array_member(in, "jobs", false, TS_REPORT_JOBS_MAX, &jobs, err);
+        e = ts_wire_dec_array(in, "", "jobs", false, TS_REPORT_JOBS_MAX, &jobs, err);
     if (e == TS_OK)
-        e = array_member(in, "gpus", false, TS_NODE_GPUS_MAX, &gpus, err);
+        e = ts_wire_dec_array(in, "", "gpus", false, TS_NODE_GPUS_MAX, &gpus, err);
     if (e == TS_OK)
-        e = array_member(in, "events", false, TS_REPORT_EVENTS_MAX, &events, err);
+        e = ts_wire_dec_array(in, "", "events", false, TS_REPORT_EVENTS_MAX, &events, err);
     if (e != TS_OK)
         return e;
     out->nevents = json_array_size(events);

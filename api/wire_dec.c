@@ -85,6 +85,22 @@ json_t *ts_wire_dec_member(const json_t *obj, const char *key)
     return json_is_null(v) ? NULL : v;
 }
 
+enum ts_err ts_wire_dec_array(const json_t *obj, const char *path, const char *key, bool required,
+                              size_t max, const json_t **out, struct ts_error *err)
+{
+    char f[TS_WIRE_PATH_MAX];
+    ts_wire_dec_path(f, sizeof(f), path, key);
+    *out = ts_wire_dec_member(obj, key);
+    if (*out == NULL)
+        return required ? ts_error_field(err, TS_ERR_MISSING_FIELD, f, "%s is required", f) : TS_OK;
+    if (!json_is_array(*out))
+        return ts_error_field(err, TS_ERR_WRONG_TYPE, f, "%s must be an array", f);
+    if (json_array_size(*out) > max)
+        return ts_error_field(err, TS_ERR_INVALID_VALUE, f, "%s must have at most %zu entries: %zu",
+                              f, max, json_array_size(*out));
+    return TS_OK;
+}
+
 /* The number v as given: integers exactly, reals as people read them. */
 static char *given_number(const json_t *v, char *buf, size_t len)
 {

@@ -50,6 +50,10 @@ enum ts_err ts_wire_dec_object(const json_t *v, const char *path, const char *wh
 /* The member, or NULL when absent or JSON null. Borrowed from obj. */
 json_t *ts_wire_dec_member(const json_t *obj, const char *key);
 
+/* An array member of at most max entries; *out borrowed from obj, NULL
+ * when absent (TS_ERR_MISSING_FIELD when required). */
+enum ts_err ts_wire_dec_array(const json_t *obj, const char *path, const char *key, bool required,
+                              size_t max, const json_t **out, struct ts_error *err);
 /* A string member; *out is borrowed from obj. */
 enum ts_err ts_wire_dec_string(const json_t *obj, const char *path, const char *key, bool required,
                                const char **out, struct ts_error *err);

@@ -61,23 +61,6 @@ static enum ts_err text(const json_t *v, const char *path, const char *key, stru
     return TS_OK;
 }
 
-/* An optional array member of at most max entries; *out NULL when absent. */
-static enum ts_err array(const json_t *v, const char *path, const char *key, size_t max,
-                         const json_t **out, struct ts_error *err)
-{
-    char f[TS_WIRE_PATH_MAX];
-    ts_wire_dec_path(f, sizeof(f), path, key);
-    *out = ts_wire_dec_member(v, key);
-    if (*out == NULL)
-        return TS_OK;
-    if (!json_is_array(*out))
-        return ts_error_field(err, TS_ERR_WRONG_TYPE, f, "%s must be an array", f);
-    if (json_array_size(*out) > max)
-        return ts_error_field(err, TS_ERR_INVALID_VALUE, f, "%s must have at most %zu entries: %zu",
-                              f, max, json_array_size(*out));
-    return TS_OK;
-}
-
 static enum ts_err decode_action(const json_t *v, const char *path, enum ts_desired_action *out,
                                  struct ts_error *err)
 {
@@ -103,7 +86,7 @@ static enum ts_err decode_command(const json_t *v, const char *path, struct ts_a
 {
     const json_t *arr;
     char f[TS_WIRE_PATH_MAX];
-    enum ts_err e = array(v, path, "command", COMMAND_MAX, &arr, err);
+    enum ts_err e = ts_wire_dec_array(v, path, "command", false, COMMAND_MAX, &arr, err);
     size_t n = json_array_size(arr);
     if (e != TS_OK || n == 0)
         return e;
@@ -193,7 +176,7 @@ static enum ts_err decode_gpus(const json_t *v, const char *path, struct ts_aren
 {
     const json_t *arr;
     char f[TS_WIRE_PATH_MAX];
-    enum ts_err e = array(v, path, "gpus", TS_NODE_GPUS_MAX, &arr, err);
+    enum ts_err e = ts_wire_dec_array(v, path, "gpus", false, TS_NODE_GPUS_MAX, &arr, err);
     size_t n = json_array_size(arr);
     if (e != TS_OK || n == 0)
         return e;
@@ -304,7 +287,7 @@ enum ts_err ts_wire_desired_decode(const json_t *in, struct ts_arena *a, struct 
     if (e == TS_OK)
         e = ts_wire_dec_integer(in, "", "generation", 0, INT64_MAX, NULL, &out->generation, err);
     if (e == TS_OK)
-        e = array(in, "", "jobs", TS_REPORT_JOBS_MAX, &jobs, err);
+        e = ts_wire_dec_array(in, "", "jobs", false, TS_REPORT_JOBS_MAX, &jobs, err);
     if (e != TS_OK)
         return e;
     size_t n = json_array_size(jobs);
@@ -453,7 +436,7 @@ enum ts_err ts_wire_report_result_decode(const json_t *in, struct ts_arena *a,
     enum ts_err e =
         ts_wire_dec_integer(in, "", "generation", 0, INT64_MAX, NULL, &out->generation, err);
     if (e == TS_OK)
-        e = array(in, "", "ignored", TS_REPORT_JOBS_MAX, &ignored, err);
+        e = ts_wire_dec_array(in, "", "ignored", false, TS_REPORT_JOBS_MAX, &ignored, err);
     if (e != TS_OK)
         return e;
     size_t n = json_array_size(ignored);

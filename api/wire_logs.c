@@ -208,22 +208,6 @@ json_t *ts_wire_log_ack_encode(const struct ts_log_ack *r)
     return ts_wire_enc_finish(o, ok);
 }
 
-/* An optional array member of at most max entries; *out NULL when absent. */
-static enum ts_err array(const json_t *v, const char *key, size_t max, const json_t **out,
-                         struct ts_error *err)
-{
-    *out = ts_wire_dec_member(v, key);
-    if (*out == NULL)
-        return TS_OK;
-    if (!json_is_array(*out))
-        return ts_error_field(err, TS_ERR_WRONG_TYPE, key, "%s must be an array", key);
-    if (json_array_size(*out) > max)
-        return ts_error_field(err, TS_ERR_INVALID_VALUE, key,
-                              "%s must have at most %zu entries: %zu", key, max,
-                              json_array_size(*out));
-    return TS_OK;
-}
-
 static enum ts_err mark_decode(const json_t *v, const char *path, struct ts_log_mark *m,
                                struct ts_error *err)
 {
@@ -254,9 +238,9 @@ enum ts_err ts_wire_log_ack_decode(const json_t *in, struct ts_arena *a, struct 
     if (!json_is_object(in))
         return ts_error_field(err, TS_ERR_WRONG_TYPE, "",
                               "the answer to job output must be an object");
-    enum ts_err e = array(in, "chunks", TS_LOG_CHUNKS_MAX, &marks, err);
+    enum ts_err e = ts_wire_dec_array(in, "", "chunks", false, TS_LOG_CHUNKS_MAX, &marks, err);
     if (e == TS_OK)
-        e = array(in, "ignored", TS_LOG_CHUNKS_MAX, &ignored, err);
+        e = ts_wire_dec_array(in, "", "ignored", false, TS_LOG_CHUNKS_MAX, &ignored, err);
     if (e != TS_OK)
         return e;
     size_t nm = json_array_size(marks), ni = json_array_size(ignored);

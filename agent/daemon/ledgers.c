@@ -209,9 +209,7 @@ bool ts_ledgers_job_has(const struct ts_ledgers *s, int64_t id, int attempt, uns
     return l != NULL && ts_ledger_find_job(l, ts_ledger_key(id, attempt)) >= 0;
 }
 
-/* Under l's lock: the job's slot, made when it has none. -1 when full. */
-static int slot_take_locked(struct ts_ledger *l, uint64_t key, const struct ts_desired_job *desired,
-                            const struct ts_desired_gpu *gpu)
+int ts_ledgers_slot_take_locked(struct ts_ledger *l, uint64_t key, const struct ts_ledger_job *fig)
 {
     int j = ts_ledger_find_job(l, key);
     if (j >= 0)
@@ -222,18 +220,32 @@ static int slot_take_locked(struct ts_ledger *l, uint64_t key, const struct ts_d
     if (j == TS_LEDGER_JOBS)
         return -1;
     struct ts_ledger_job *s = &l->jobs[j];
-    int64_t req = gpu->memory_bytes > 0 ? gpu->memory_bytes : 0;
-    int64_t lim = gpu->memory_limit_bytes > 0 ? gpu->memory_limit_bytes : 0;
-    s->job_id = desired->id;
-    s->attempt = (int32_t)desired->attempt;
-    s->priority = (int32_t)desired->priority;
-    s->request_bytes = req > 0 ? (uint64_t)req : 0;
-    s->limit_bytes = lim > req ? (uint64_t)lim : s->request_bytes;
-    s->flags = desired->swap ? TS_LJ_SWAP_OK : 0;
+    s->job_id = fig->job_id;
+    s->attempt = fig->attempt;
+    s->priority = fig->priority;
+    s->request_bytes = fig->request_bytes;
+    s->limit_bytes = fig->limit_bytes;
+    s->flags = fig->flags;
     atomic_store(&s->used_bytes, 0);
     atomic_store(&s->swapped_bytes, 0);
     atomic_store_explicit(&s->key, key, memory_order_release); /* last: the slot is whole */
     return j;
+}
+
+/* Under l's lock: the job's slot on GPU gpu, made when it has none. -1
+ * when full. */
+static int slot_take_locked(struct ts_ledger *l, uint64_t key, const struct ts_desired_job *desired,
+                            const struct ts_desired_gpu *gpu)
+{
+    int64_t req = gpu->memory_bytes > 0 ? gpu->memory_bytes : 0;
+    int64_t lim = gpu->memory_limit_bytes > 0 ? gpu->memory_limit_bytes : 0;
+    struct ts_ledger_job fig = {.job_id = desired->id,
+                                .attempt = (int32_t)desired->attempt,
+                                .priority = (int32_t)desired->priority,
+                                .request_bytes = (uint64_t)req,
+                                .limit_bytes = lim > req ? (uint64_t)lim : (uint64_t)req,
+                                .flags = desired->swap ? TS_LJ_SWAP_OK : 0};
+    return ts_ledgers_slot_take_locked(l, key, &fig);
 }
 
 static void slot_free(struct ts_ledger *l, uint64_t key)

@@ -83,6 +83,10 @@ enum ts_err ts_ledgers_job_add(struct ts_ledgers *s, const struct ts_desired_job
 uint64_t ts_ledgers_job_swapped(const struct ts_ledgers *s, int64_t id, int attempt);
 /* Whether job (id, attempt) has a slot in the ledger of GPU gpu. */
 bool ts_ledgers_job_has(const struct ts_ledgers *s, int64_t id, int attempt, unsigned gpu);
+/* Under l's lock: the slot of job key, made when it has none with fig's
+ * job_id, attempt, priority, request_bytes, limit_bytes and flags (its
+ * usage at 0). -1 when the ledger is full. */
+int ts_ledgers_slot_take_locked(struct ts_ledger *l, uint64_t key, const struct ts_ledger_job *fig);
 /*
  * Free the job's slots on its GPUs once none of its processes is left in
  * them (dead ones are reaped first). Returns true when no slot is left,

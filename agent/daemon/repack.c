@@ -82,23 +82,7 @@ static int slot_copy(struct ts_ledger *from, int jf, struct ts_ledger *to)
     if (ts_ledger_lock(to) != 0)
         return -1;
     const struct ts_ledger_job *o = &from->jobs[jf];
-    uint64_t key = atomic_load(&o->key);
-    int j = ts_ledger_find_job(to, key);
-    for (int k = 0; j < 0 && k < TS_LEDGER_JOBS; k++)
-        if (atomic_load(&to->jobs[k].key) == 0)
-            j = k;
-    if (j >= 0 && atomic_load(&to->jobs[j].key) == 0) {
-        struct ts_ledger_job *s = &to->jobs[j];
-        s->job_id = o->job_id;
-        s->attempt = o->attempt;
-        s->priority = o->priority;
-        s->request_bytes = o->request_bytes;
-        s->limit_bytes = o->limit_bytes;
-        s->flags = o->flags;
-        atomic_store(&s->used_bytes, 0);
-        atomic_store(&s->swapped_bytes, 0);
-        atomic_store_explicit(&s->key, key, memory_order_release);
-    }
+    int j = ts_ledgers_slot_take_locked(to, atomic_load(&o->key), o);
     ts_ledger_unlock(to);
     return j;
 }

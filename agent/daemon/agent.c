@@ -271,6 +271,8 @@ static int setup_sandbox(struct ts_agent *a)
     ts_cgroup_detect(&a->sandbox.cg, a->cfg.data_dir);
     if (a->sandbox.cg.version == 0)
         ts_log_warn("jobs run without cgroup limits: %s", a->sandbox.cg.why);
+    else if (a->sandbox.cg.note[0] != '\0')
+        ts_log_warn("jobs' cgroups are not below the agent's service: %s", a->sandbox.cg.note);
     ts_log_info("jobs are sandboxed user=%s uid=%d gid=%d cgroup=v%d base=%s", a->sandbox.user,
                 (int)a->sandbox.uid, (int)a->sandbox.gid, a->sandbox.cg.version,
                 a->sandbox.cg.base);

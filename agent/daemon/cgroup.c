@@ -47,15 +47,94 @@ static bool exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+/* Whether the comma-separated list names controller ("" names the v2
+ * line's empty list). */
+static bool names(const char *list, const char *controller)
+{
+    size_t n = strlen(controller);
+    if (n == 0)
+        return list[0] == '\0';
+    for (const char *p = list; p != NULL; p = strchr(p, ','), p = p != NULL ? p + 1 : NULL)
+        if (strncmp(p, controller, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+            return true;
+    return false;
+}
+
+/* The agent's own group in the hierarchy of controller ("" for cgroup v2),
+ * from /proc/self/cgroup, into out without its leading '/' ("" for the
+ * root). 0, or -1 when no line names it or it does not fit. */
+static int own_group(const char *controller, char *out, size_t len)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (f == NULL)
+        return -1;
+    char line[1024];
+    int rc = -1;
+    while (rc != 0 && fgets(line, sizeof(line), f) != NULL) {
+        char *list = strchr(line, ':');
+        char *path = list != NULL ? strchr(list + 1, ':') : NULL;
+        if (path == NULL)
+            continue;
+        *path++ = '\0';
+        path[strcspn(path, "\n")] = '\0';
+        while (*path == '/')
+            path++;
+        if (names(list + 1, controller) && (size_t)snprintf(out, len, "%s", path) < len)
+            rc = 0;
+    }
+    fclose(f);
+    return rc;
+}
+
+/* v1: the unit's group (name=systemd) when pids, memory, cpu and devices
+ * have the agent there too, which systemd does for them all with
+ * Delegate=yes; into parent, else parent "" and note says why. */
+static void parent_v1(const char *unit, char *parent, char *note, size_t nlen)
+{
+    char own[TS_CGROUP_PATH_MAX], dir[TS_CGROUP_PATH_MAX + 32];
+    for (int i = 0; v1_controllers[i] != NULL; i++) {
+        const char *c = v1_controllers[i];
+        snprintf(dir, sizeof(dir), TS_CGROUP_ROOT "/%s/%s", c, unit);
+        if (own_group(c, own, sizeof(own)) != 0 || strcmp(own, unit) != 0 || !exists(dir)) {
+            snprintf(
+                note, nlen,
+                "the service's group /%s is not the agent's in the %s hierarchy (Delegate=yes?)",
+                unit, c);
+            return;
+        }
+    }
+    snprintf(parent, TS_CGROUP_PATH_MAX, "%s", unit);
+}
+
+/* Where the agent's base group goes: below its systemd service's group
+ * on v1 when that is delegated (cgroup.h), else "" (each hierarchy's root). */
+static void pick_parent(struct ts_cgroup_node *cg, bool v2, char *parent)
+{
+    char unit[TS_CGROUP_PATH_MAX];
+    parent[0] = '\0';
+    /* v2: below the root still. Controllers enabled below the service's
+     * group keep processes out of it, so systemd before 254 (no
+     * DelegateSubgroup=) could not start the agent again there while its
+     * jobs outlive it (agent/README.md "Cgroups") */
+    if (getenv("INVOCATION_ID") == NULL || v2) /* not a systemd service, or v2 */
+        return;
+    if (own_group("name=systemd", unit, sizeof(unit)) == 0 && unit[0] != '\0')
+        parent_v1(unit, parent, cg->note, sizeof(cg->note));
+}
+
 void ts_cgroup_detect(struct ts_cgroup_node *cg, const char *data_dir)
 {
     memset(cg, 0, sizeof(*cg));
     uint64_t h = 1469598103934665603ull; /* FNV-1a, as the swap reserve's name */
     for (const char *p = data_dir; *p; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ull;
-    snprintf(cg->base, sizeof(cg->base), "tessera-%016llx", (unsigned long long)h);
-    char path[512];
-    if (exists(TS_CGROUP_ROOT "/cgroup.controllers")) {
+    bool v2 = exists(TS_CGROUP_ROOT "/cgroup.controllers");
+    char parent[TS_CGROUP_PATH_MAX], path[TS_CGROUP_PATH_MAX + 64];
+    pick_parent(cg, v2, parent);
+    snprintf(cg->base, sizeof(cg->base), "%s%stessera-%016llx", parent, parent[0] ? "/" : "",
+             (unsigned long long)h);
+    if (v2) {
+        /* below the root only (pick_parent) */
         snprintf(path, sizeof(path), TS_CGROUP_ROOT "/%s", cg->base);
         if (make_dir(path) != 0 ||
             write_file(TS_CGROUP_ROOT "/cgroup.subtree_control", "+cpu +memory +pids") != 0) {

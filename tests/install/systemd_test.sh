@@ -11,8 +11,11 @@
 #      masks the machine's own units, boots systemd with a target that
 #      wants nothing, installs the packages with the guide's commands and
 #      drives systemd with systemctl: the guide's `systemctl enable --now`
-#      of both services, the hardening systemd applied, a job, a restart,
-#      a SIGKILL the unit's Restart= answers, both stopped; then poweroff;
+#      of both services (packages repacked as V~pre1), the hardening
+#      systemd applied, a job, a restart, a SIGKILL the unit's Restart=
+#      answers; then (systemd_walk_later.sh) a job's cgroups below the
+#      agent's unit, the guide's HTTPS, the upgrade to V with a job
+#      running; both stopped; then poweroff;
 #   3. nothing of it reached this machine: no package, no process, no
 #      /run/systemd/system, no control group left.
 # systemd's control groups go in a folder of their own in the name=systemd
@@ -48,30 +51,71 @@ if [ -d /run/systemd/system ]; then
   exit 77
 fi
 
-# systemd's control groups: a folder of their own in each hierarchy that
-# tracks processes (name=systemd of cgroup v1, and cgroup2)
+# systemd's control groups: a folder of their own, CG, at one path P/CG in
+# each hierarchy systemd is to use: name=systemd and cgroup2 (which track
+# processes) and the v1 controllers the agent puts its jobs' groups in
+# (pids, memory, cpu, devices; and cpuacct, where it is mounted apart from
+# cpu: systemd realizes cpu with it). systemd takes its name=systemd path for its
+# root in every hierarchy and uses a v1 controller only where that path
+# exists (as on a host, where it is / in all), and with Delegate=yes makes
+# the agent's unit group in each. P is the deepest of this shell's own
+# groups (a v1 memory group the machine put it in, here), so that nothing
+# leaves a limit it is under; the folders of P made where they were not
+# are removed afterwards, with CG.
 CG=tessera-systemd-test.$$
-cg_roots=()
+cg_mounts=() cg_paths=()
 while IFS=: read -r _ ctrl path; do
   m=
-  case $ctrl in
-  name=systemd) m=$(findmnt -rn -t cgroup -O name=systemd -o TARGET | head -n 1) ;;
-  "") m=$(findmnt -rn -t cgroup2 -o TARGET | head -n 1) ;;
+  case ,$ctrl, in
+  ,name=systemd,) m=$(findmnt -rn -t cgroup -O name=systemd -o TARGET | head -n 1) ;;
+  ,,) m=$(findmnt -rn -t cgroup2 -o TARGET | head -n 1) ;;
+  *,pids,* | *,memory,* | *,cpu,* | *,cpuacct,* | *,devices,*)
+    m=$(findmnt -rn -t cgroup -O "$(tr , '\n' <<<"$ctrl" | grep -Ex 'pids|memory|cpu|cpuacct|devices' | head -n 1)" \
+      -o TARGET | head -n 1)
+    ;;
   esac
-  [ -n "$m" ] && [ -w "$m" ] && cg_roots+=("$m${path%/}")
+  [ -n "$m" ] && [ -w "$m" ] || continue
+  cg_mounts+=("$m")
+  cg_paths+=("${path%/}")
 done </proc/self/cgroup
-if [ ${#cg_roots[@]} -eq 0 ]; then
+if [ ${#cg_mounts[@]} -eq 0 ]; then
   echo "SKIP: no writable name=systemd or cgroup2 hierarchy for systemd's control groups"
   exit 77
 fi
+P=
+for p in "${cg_paths[@]}"; do [ ${#p} -le ${#P} ] || P=$p; done
+for p in "${cg_paths[@]}"; do
+  case $P/ in "$p"/*) ;; *)
+    echo "FAIL: this shell's control groups are not on one path (${cg_paths[*]}): no one root for systemd"
+    exit 1
+    ;;
+  esac
+done
+cg_made=() # the folders made for P/CG, in the order made
+cg_make() {
+  local m d rest
+  for m in "${cg_mounts[@]}"; do
+    d=$m
+    rest=${P#/}/$CG
+    for part in ${rest//\// }; do
+      d=$d/$part
+      [ -d "$d" ] && continue
+      mkdir "$d" && cg_made+=("$d")
+    done
+  done
+}
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tessera-systemd.XXXXXX")
-# CG's folders wherever systemd made them (it makes its tree in every v1
-# hierarchy under the name=systemd path), deepest first
+# CG's folders, with what systemd made below them, deepest first; then the
+# folders made for P, the last made first
 cg_remove() {
-  find /sys/fs/cgroup -maxdepth 3 -type d -name "$CG" 2>/dev/null |
-    while IFS= read -r d; do find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null; done
-  true
+  local i d
+  # listed first (-prune: not entered), then removed: a find that walks
+  # folders being removed fails, and set -e would end the test here
+  for d in $(find /sys/fs/cgroup -maxdepth 8 -type d -name "$CG" -prune 2>/dev/null || true); do
+    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+  for ((i = ${#cg_made[@]} - 1; i >= 0; i--)); do rmdir "${cg_made[i]}" 2>/dev/null || true; done
 }
 cleanup() {
   local rc=$?
@@ -95,17 +139,28 @@ cp "$TMP"/pkg/tessera-*.deb "$files/debs/"
 check "cpack made the three packages" test "$(ls "$files/debs" | wc -l)" = 3
 guide_blocks "$SRC/docs/operations.md" "$files/blocks" >/dev/null
 for b in server-install.sh server-conf.ini server-start.sh server-admin.sh node-token.sh \
-  node-install.sh node-join.sh agent-conf.ini agent-conf-sim.ini agent-start.sh node-check.sh; do
+  node-install.sh node-join.sh agent-conf.ini agent-conf-sim.ini agent-start.sh node-check.sh \
+  tls-certs.sh tls-server-conf.ini tls-agent-conf.ini tls-cli.sh upgrade.sh; do
   check "the guide marks block ${b%.*} (${b##*.})" test -s "$files/blocks/$b"
 done
-cp "$HERE/systemd_walk.sh" "$HERE/guide_lib.sh" "$HERE/checks.sh" "$files/"
+# the walk starts from the same files repacked as version V~pre1, which
+# dpkg orders before V, and upgrades to V (no older release is built here)
+mkdir -p "$files/debs-old"
+for deb in "$files"/debs/*.deb; do
+  rm -rf "$TMP/repack"
+  dpkg-deb -R "$deb" "$TMP/repack"
+  sed -i 's/^Version: .*/&~pre1/' "$TMP/repack/DEBIAN/control"
+  dpkg-deb -b "$TMP/repack" "$files/debs-old/" >/dev/null
+done
+check "and the same three as an older version" test "$(ls "$files"/debs-old/*~pre1_*.deb | wc -l)" = 3
+cp "$HERE/systemd_walk.sh" "$HERE/systemd_walk_later.sh" "$HERE/guide_lib.sh" "$HERE/checks.sh" "$files/"
 
 # ---- 2. the walk, under systemd ------------------------------------------------
-for root in "${cg_roots[@]}"; do mkdir "$root/$CG"; done
+cg_make
 say "systemd as PID 1 of a throwaway root with loopback only"
 (
   # only this subshell and what it starts go into systemd's folders
-  for root in "${cg_roots[@]}"; do echo $BASHPID >"$root/$CG/cgroup.procs"; done
+  for m in "${cg_mounts[@]}"; do echo $BASHPID >"$m$P/$CG/cgroup.procs"; done
   # poweroff ends the walk: its status is SIGINT's (reboot(2) in a PID
   # namespace); after 420 s unshare is killed, and the namespace with it
   throwaway_root "$TMP/root" "$files" systemd_walk.sh isolated 420 2>&1 || true
@@ -137,8 +192,10 @@ for d in /proc/[0-9]*; do
 done
 check "no process of the walk is left on this machine" test -z "$left"
 cg_remove
-check "systemd's control groups ($CG) are removed" \
-  test -z "$(find /sys/fs/cgroup -maxdepth 3 -type d -name "$CG" 2>/dev/null)"
+left=
+for d in "${cg_made[@]}"; do [ ! -d "$d" ] || left="$left $d"; done
+check "systemd's control groups ($CG) are removed, and the folders made for them" \
+  test -z "$(find /sys/fs/cgroup -maxdepth 8 -type d -name "$CG" -prune 2>/dev/null || true)$left"
 say "the walk took $(($(date +%s) - start)) s"
 
 [ $fails -eq 0 ] || { echo "FAIL: $fails checks failed"; exit 1; }

@@ -1,7 +1,8 @@
 # tests/install/systemd_walk.sh - run by systemd_test.sh as root, PID 1
 # of the throwaway root (throwaway_root.sh, isolated: loopback only, a PID
-# namespace of its own). /opt/tessera-test holds the packages (debs/), the
-# guide's marked blocks (blocks/), checks.sh and guide_lib.sh.
+# namespace of its own). /opt/tessera-test holds the packages (debs/, and
+# debs-old/: the same repacked as V~pre1), the guide's marked blocks
+# (blocks/), checks.sh, guide_lib.sh and systemd_walk_later.sh.
 #
 # As PID 1 it makes the root safe for a second systemd (/sys and
 # /proc/sys read-only, the console a file, every unit of the machine that
@@ -9,8 +10,9 @@
 # starts itself again as the driver (`systemd_walk.sh drive`) and becomes
 # /lib/systemd/systemd --system. The driver waits for the boot, walks
 # sections 2 and 3 of docs/operations.md with the guide's own blocks, its
-# systemctl lines included, checks what systemd did with the units, stops
-# both services and powers off. One line per check, "time WHAT: S s" for
+# systemctl lines included (on the V~pre1 packages), checks what systemd
+# did with the units, then systemd_walk_later.sh's jobs' cgroups, HTTPS
+# and the upgrade to V; stops both services and powers off. One line per check, "time WHAT: S s" for
 # the boot and each start, and "systemd_walk: N failed" last; "systemd_walk:
 # systemd did not boot" where it did not.
 set -u
@@ -52,6 +54,7 @@ become_systemd() {
 ADMIN_HOME=/root
 : >"$T/admin.env"
 . "$T/guide_lib.sh"
+. "$T/systemd_walk_later.sh"
 
 now() { date +%s.%N; }
 # time WHAT START: how long since START, unless a step failed before
@@ -122,7 +125,7 @@ boot() {
 
 server() {
   local t pid uid
-  cp "$T"/debs/*.deb "$ADMIN_HOME/"
+  cp "$T"/debs-old/*.deb "$ADMIN_HOME/" # walk_upgrade installs debs/ over them
   step "the guide's apt install of tessera-server and tessera-cli" guide_sh server-install
   step "apt saw systemd running: postinst reloaded it, started nothing" \
     test "$(prop tessera-server ActiveState)" = inactive
@@ -180,9 +183,13 @@ agent() {
     is "$(status_field "$pid" Uid):$(status_field "$pid" Umask):$(status_field "$pid" NoNewPrivs)" "0 0 0 0:0077:1"
   step "its / is read-only, /var/lib/tessera-agent writable" \
     is "$(mount_opt "$pid" /):$(mount_opt "$pid" /var/lib/tessera-agent)" ro:rw
-  step "systemctl show: KillMode=process, Delegate=yes, LimitMEMLOCK=infinity" \
-    is "$(props tessera-agent KillMode,Delegate,LimitMEMLOCK)" \
-    "Delegate=yes KillMode=process LimitMEMLOCK=infinity "
+  step "systemctl show: KillMode=process, Delegate=yes, LimitMEMLOCK=infinity, TasksMax=infinity" \
+    is "$(props tessera-agent KillMode,Delegate,LimitMEMLOCK,TasksMax)" \
+    "Delegate=yes KillMode=process LimitMEMLOCK=infinity TasksMax=infinity "
+  # the jobs' groups are below the unit's: its device rules bound theirs
+  # (a GPU node's /dev/nvidia*), and NVML's in the agent itself
+  step "the unit's devices group allows every device (a *:* rwm)" \
+    is "$(cat "/sys/fs/cgroup/devices$(cg_of "$pid" devices)/devices.list" 2>&1)" "a *:* rwm"
   step "the guide's node check: a job on half a GPU, its logs" guide_sh node-check
   step "the job succeeded" has "$(tessera_admin describe job smoke -p vision)" succeeded
   step "gpuload saw half of an 80 GiB GPU" has "$(out node-check)" 'gpu_memory=40GiB'
@@ -225,17 +232,19 @@ teardown() {
   # and at times make pg_ctl fail ("could not stop PostgreSQL")
   left=$(cat /var/lib/tessera/pg/log/*.log 2>/dev/null)
   check "PostgreSQL was stopped by the server each time (fast shutdown), never by systemd's SIGTERM (KillMode=mixed)" \
-    is "$(grep -c 'received fast shutdown request' <<<"$left"):$(grep -c 'received smart shutdown request' <<<"$left")" 2:0
+    is "$(grep -c 'received fast shutdown request' <<<"$left"):$(grep -c 'received smart shutdown request' <<<"$left")" \
+    "$server_stops:0"
   # the guide's way to the lines to act on (Logs): none in this walk
   left=$(journalctl -u tessera-server -u tessera-agent -p warning -q --no-pager 2>&1)
   check "journalctl -p warning: no warning or error of either service in the walk" test -z "$left"
   [ -z "$left" ] || printf '%s\n' "$left" | tail -n 8 | sed 's/^/  | /'
   local base
   base=$(journalctl -u tessera-agent -q --no-pager 2>/dev/null |
-    sed -n 's/.*jobs are sandboxed .* base=\(tessera-[0-9a-f]*\).*/\1/p' | tail -n 1)
-  check "the agent said where its jobs' control groups are (journal)" test -n "$base"
+    sed -n 's/.*jobs are sandboxed .* base=\([^ ]*\).*/\1/p' | tail -n 1)
+  check "the agent said where its jobs' control groups are (journal): below its unit's" \
+    has "$base" "/system.slice/tessera-agent.service/tessera-"
   [ -z "$base" ] || check "and they are gone ($base)" \
-    test -z "$(find /sys/fs/cgroup -maxdepth 2 -name "$base" 2>/dev/null)"
+    test ! -e "/sys/fs/cgroup/pids/$base" -a ! -e "/sys/fs/cgroup/memory/$base"
   left=$(others)
   check "nothing is left running: no server, PostgreSQL, agent, supervisor or job" test -z "$left"
   [ -z "$left" ] || printf '%s\n' "$left" | sed 's/^/  left: /'
@@ -249,10 +258,14 @@ teardown() {
   fi
 }
 
+server_stops=2 # restarts' systemctl restart and teardown's stop; the later walks count theirs
 boot
 server
 agent
 restarts
+walk_job_groups
+walk_tls
+walk_upgrade
 teardown
 echo "systemd_walk: $fails failed"
 systemctl --no-block poweroff

@@ -25,7 +25,7 @@
 # Output goes to /opt/tessera-test/logs/NAME.log (the journal's place).
 
 UNIT_DIR=/usr/lib/systemd/system
-UNIT_NOT_APPLIED="Description Documentation Wants After WantedBy Restart RestartSec KillMode
+UNIT_NOT_APPLIED="Description Documentation Wants After WantedBy Restart RestartSec KillMode TasksMax
   Delegate PrivateDevices ProtectKernelTunables ProtectKernelModules ProtectKernelLogs
   ProtectControlGroups ProtectClock ProtectHostname RestrictNamespaces RestrictRealtime
   RestrictSUIDSGID LockPersonality RestrictAddressFamilies SystemCallArchitectures

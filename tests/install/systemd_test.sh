@@ -140,7 +140,8 @@ check "cpack made the three packages" test "$(ls "$files/debs" | wc -l)" = 3
 guide_blocks "$SRC/docs/operations.md" "$files/blocks" >/dev/null
 for b in server-install.sh server-conf.ini server-start.sh server-admin.sh node-token.sh \
   node-install.sh node-join.sh agent-conf.ini agent-conf-sim.ini agent-start.sh node-check.sh \
-  tls-certs.sh tls-server-conf.ini tls-agent-conf.ini tls-cli.sh upgrade.sh; do
+  tls-certs.sh tls-server-conf.ini tls-agent-conf.ini tls-cli.sh upgrade.sh backup.sh \
+  restore-db.sh restore-pgpass.sh restore.sh restore-conf.ini restore-check.sh; do
   check "the guide marks block ${b%.*} (${b##*.})" test -s "$files/blocks/$b"
 done
 # the walk starts from the same files repacked as version V~pre1, which

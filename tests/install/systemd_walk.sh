@@ -11,8 +11,9 @@
 # /lib/systemd/systemd --system. The driver waits for the boot, walks
 # sections 2 and 3 of docs/operations.md with the guide's own blocks, its
 # systemctl lines included (on the V~pre1 packages), checks what systemd
-# did with the units, then systemd_walk_later.sh's jobs' cgroups, HTTPS
-# and the upgrade to V; stops both services and powers off. One line per check, "time WHAT: S s" for
+# did with the units, then systemd_walk_later.sh's jobs' cgroups, HTTPS,
+# the upgrade to V and the restore into an external PostgreSQL; stops
+# both services and powers off. One line per check, "time WHAT: S s" for
 # the boot and each start, and "systemd_walk: N failed" last; "systemd_walk:
 # systemd did not boot" where it did not.
 set -u
@@ -245,6 +246,7 @@ teardown() {
     has "$base" "/system.slice/tessera-agent.service/tessera-"
   [ -z "$base" ] || check "and they are gone ($base)" \
     test ! -e "/sys/fs/cgroup/pids/$base" -a ! -e "/sys/fs/cgroup/memory/$base"
+  [ -z "$pg_unit" ] || check "systemctl stop $pg_unit" systemctl stop "$pg_unit"
   left=$(others)
   check "nothing is left running: no server, PostgreSQL, agent, supervisor or job" test -z "$left"
   [ -z "$left" ] || printf '%s\n' "$left" | sed 's/^/  left: /'
@@ -266,6 +268,7 @@ restarts
 walk_job_groups
 walk_tls
 walk_upgrade
+walk_restore
 teardown
 echo "systemd_walk: $fails failed"
 systemctl --no-block poweroff

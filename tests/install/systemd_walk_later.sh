@@ -15,9 +15,12 @@
 #                    the running services with a job running, then
 #                    systemctl restart of both: no failed start, the job
 #                    adopted and still below the unit, conffiles kept
-# Not walked here (guide_walk_later.sh walks them under unit_run.sh; none
-# depends on the units): Prometheus, the restore into an external
-# PostgreSQL and the second replica.
+#   walk_restore     the guide's pg_dump, Debian's PostgreSQL 15 cluster
+#                    started by this systemd as the database host, the
+#                    role, .pgpass, pg_restore, server.conf's database line:
+#                    the server's unit starts on the external database
+# Not walked here (guide_walk_later.sh walks them under unit_run.sh; they
+# depend on no unit): Prometheus and the second replica.
 
 job_state() { # NAME: the job's state in the vision project
   tessera_admin describe job "$1" -p vision -o json | jq -r .state 2>/dev/null
@@ -128,4 +131,33 @@ walk_upgrade() {
   pid=$(job_pid "--steps 30")
   step "its groups are still below the unit's" below_unit "${pid:-0}"
   step "the job kept running through the upgrade and succeeds" wait_state across succeeded 90
+}
+
+# the restore into an external PostgreSQL, Debian's cluster 15/main run by
+# this systemd (postgresql@15-main.service), the server's unit on it over
+# TCP with the tessera user's .pgpass
+pg_unit=
+walk_restore() {
+  echo "127.0.0.1 db.example.org" >>/etc/hosts
+  step "the guide's pg_dump of the embedded database (as tessera)" guide_sh backup
+  step "systemctl start postgresql@15-main: the database host's PostgreSQL, under this systemd" \
+    systemctl start postgresql@15-main
+  pg_unit=postgresql@15-main
+  step "the guide's role and empty database on it" guide_sh restore-db
+  # this stop ends the embedded PostgreSQL; teardown's stop will not (its
+  # count in server_stops moves here)
+  step "systemctl stop tessera-server" systemctl stop tessera-server
+  step "the guide's .pgpass" guide_sh restore-pgpass
+  step "  0600 tessera" mode_owner /var/lib/tessera/.pgpass "600 tessera:tessera"
+  step "the guide's pg_restore of the dump into the fresh database" guide_sh restore
+  step "the guide's database line written into server.conf" guide_conf restore-conf /etc/tessera/server.conf
+  step "systemctl start tessera-server: under its unit it reaches the external database over TCP" \
+    systemctl start tessera-server
+  step "  says so (STATUS=)" \
+    has "$(prop tessera-server StatusText)" "listening on 0.0.0.0:8443 port 8443 (https), external database"
+  step "  and runs no embedded PostgreSQL" \
+    test -z "$(grep -ls /var/lib/tessera/pg /proc/[0-9]*/cmdline 2>/dev/null)"
+  step "the guide's checks after the restore (the admin token is the dump's)" guide_sh restore-check
+  step "  the project and the job are there" \
+    bash -c "grep -q vision '$T/out/restore-check.out' && grep -q succeeded '$T/out/restore-check.out'"
 }

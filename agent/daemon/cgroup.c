@@ -54,10 +54,12 @@ static bool names(const char *list, const char *controller)
     size_t n = strlen(controller);
     if (n == 0)
         return list[0] == '\0';
-    for (const char *p = list; p != NULL; p = strchr(p, ','), p = p != NULL ? p + 1 : NULL)
+    for (const char *p = list;; p++) {
         if (strncmp(p, controller, n) == 0 && (p[n] == ',' || p[n] == '\0'))
             return true;
-    return false;
+        if ((p = strchr(p, ',')) == NULL)
+            return false;
+    }
 }
 
 /* The agent's own group in the hierarchy of controller ("" for cgroup v2),
@@ -92,6 +94,10 @@ static int own_group(const char *controller, char *out, size_t len)
 static void parent_v1(const char *unit, char *parent, char *note, size_t nlen)
 {
     char own[TS_CGROUP_PATH_MAX], dir[TS_CGROUP_PATH_MAX + 32];
+    if (strlen(unit) + sizeof("/tessera-0123456789abcdef") > TS_CGROUP_PATH_MAX) {
+        snprintf(note, nlen, "the service's group /%s is too long a path", unit);
+        return;
+    }
     for (int i = 0; v1_controllers[i] != NULL; i++) {
         const char *c = v1_controllers[i];
         snprintf(dir, sizeof(dir), TS_CGROUP_ROOT "/%s/%s", c, unit);

@@ -24,6 +24,7 @@
 
 #include "api/array.h"
 #include "api/log.h"
+#include "server/store/db_pg.h"
 #include "server/store/row.h"
 
 /* Statements prepared on a connection, found by their text. */

@@ -4,11 +4,12 @@
  * All SQL lives under server/store/; other code holds a struct ts_dbconn only
  * to pass it to store functions. Every statement uses $n parameters.
  * A connection found broken when acquired is reset before it is handed out.
+ * No libpq type appears here: the server includes this header without
+ * libpq's include folder; the store's statements are in db_pg.h.
  */
 #ifndef TS_SERVER_STORE_DB_H
 #define TS_SERVER_STORE_DB_H
 
-#include <libpq-fe.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -38,7 +39,6 @@ struct ts_db_pool_stats {
 };
 void ts_db_pool_stats(struct ts_db *db, struct ts_db_pool_stats *out);
 
-PGconn *ts_dbconn_pg(struct ts_dbconn *c); /* borrowed */
 /* The server process of c's session: it changes when the session does. */
 int ts_dbconn_backend_pid(struct ts_dbconn *c);
 /* pg_try_advisory_lock(key) for c's session: *got whether it holds it. */
@@ -47,24 +47,6 @@ enum ts_err ts_db_lock_try(struct ts_dbconn *c, const char *key, bool *got, stru
 enum ts_err ts_db_begin(struct ts_dbconn *c, struct ts_error *err);
 enum ts_err ts_db_commit(struct ts_dbconn *c, struct ts_error *err);
 void ts_db_rollback(struct ts_dbconn *c); /* no-op outside a transaction */
-
-/*
- * Run one statement with text parameters (NULL = SQL NULL). On success *res
- * is a new PGresult (PQclear it) of status COMMAND_OK or TUPLES_OK. On failure
- * res is NULL and err is filled through ts_db_map_error.
- */
-enum ts_err ts_db_exec(struct ts_dbconn *c, const char *sql, int nparams, const char *const *params,
-                       PGresult **res, struct ts_error *err);
-/* ts_db_exec inside a transaction: on failure the transaction is rolled
- * back before the error is returned. */
-enum ts_err ts_db_exec_in_tx(struct ts_dbconn *c, const char *sql, int n, const char *const *params,
-                             PGresult **res, struct ts_error *err);
-
-/* The one place SQLSTATEs become error codes: 23505 (unique) -> ALREADY_EXISTS,
- * 23503 (foreign key) -> IN_USE or UNKNOWN_REFERENCE, 23514 (check) ->
- * INVALID_VALUE, 40001/40P01 -> CONFLICT, connection classes (08xxx) ->
- * DATABASE, anything else -> INTERNAL. The message is kept in err->detail. */
-enum ts_err ts_db_map_error(const PGresult *res, PGconn *pg, struct ts_error *err);
 
 /* SELECT 1 on a pooled connection; TS_OK when the database answers. */
 enum ts_err ts_db_ping(struct ts_db *db, struct ts_error *err);

@@ -8,6 +8,7 @@
 
 #include "api/array.h"
 #include "api/log.h"
+#include "server/store/db_pg.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 

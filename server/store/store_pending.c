@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "api/array.h"
+#include "server/store/db_pg.h"
 #include "server/store/store.h"
 
 enum ts_err ts_store_pending_fold(struct ts_dbconn *c, struct ts_error *err)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "api/array.h"
+#include "server/store/db_pg.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 

@@ -31,6 +31,7 @@
 
 #include "api/array.h"
 #include "api/units.h"
+#include "server/store/db_pg.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 

@@ -32,6 +32,7 @@
 
 #include "api/array.h"
 #include "api/clock.h"
+#include "server/store/db_pg.h"
 #include "server/store/row.h"
 #include "server/store/sched_cache.h"
 #include "server/store/store.h"

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/store/db_pg.h"
 #include "server/store/row.h"
 #include "server/store/sched_cache.h"
 #include "server/store/store.h"

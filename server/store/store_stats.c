@@ -3,6 +3,7 @@
  */
 #include <stdlib.h>
 
+#include "server/store/db_pg.h"
 #include "server/store/row.h"
 #include "server/store/store.h"
 

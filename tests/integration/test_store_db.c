@@ -22,6 +22,7 @@
 
 #include "api/array.h"
 #include "server/store/db.h"
+#include "server/store/db_pg.h"
 #include "server/store/pgembed.h"
 #include "tests/integration/pgtest.h"
 

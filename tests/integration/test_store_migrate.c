@@ -25,6 +25,7 @@
 #include "api/embedded.h"
 #include "server/store/db.h"
 #include "server/store/migrate.h"
+#include "server/store/db_pg.h"
 #include "server/store/pgembed.h"
 #include "tests/integration/pgtest.h"
 

@@ -31,7 +31,8 @@
 
 #include <curl/curl.h>
 
-#include "agent/daemon/agent.h"
+#include "agent/daemon/join.h"
+
 #include "agent/daemon/certpin.h"
 #include "agent/daemon/conn.h"
 #include "api/arena.h"

@@ -12,8 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/daemon/agent.h"
 #include "agent/daemon/logship.h"
+
+#include <limits.h>
+
+#include "agent/daemon/ajob.h"
 #include "api/arena.h"
 #include "api/log.h"
 #include "api/wire.h"
@@ -23,6 +26,12 @@
 #define LOG_RAW_MAX ((LOG_BODY_MAX - 4096) / 4 * 3)
 #define LOG_REQUESTS_PER_ROUND 64
 #define LOG_PENDING_MAX 64 /* attempts in one request */
+
+/* The job list the agent shares, and the lock of its shared fields. */
+struct shared {
+    pthread_mutex_t *mu;
+    struct ts_jobtab *jobtab;
+};
 
 struct pending_log {
     int64_t id;
@@ -35,11 +44,11 @@ struct pending_log {
 /* One request's worth of output of the jobs that have unsent output. Jobs
  * whose whole output is acknowledged and that are over are marked done.
  * Returns the number of entries filled. */
-static size_t collect_logs(struct ts_agent *a, struct pending_log *out, size_t max)
+static size_t collect_logs(const struct shared *s, struct pending_log *out, size_t max)
 {
     size_t n = 0, budget = LOG_RAW_MAX;
-    pthread_mutex_lock(&a->mu);
-    for (struct ts_ajob *j = a->jobtab.jobs; j != NULL && n < max && budget > 0; j = j->next) {
+    pthread_mutex_lock(s->mu);
+    for (struct ts_ajob *j = s->jobtab->jobs; j != NULL && n < max && budget > 0; j = j->next) {
         if (j->log_done || j->phase == TS_AJOB_STARTING)
             continue;
         char path[PATH_MAX];
@@ -61,7 +70,7 @@ static size_t collect_logs(struct ts_agent *a, struct pending_log *out, size_t m
         snprintf(out[n].path, sizeof(out[n].path), "%s", path);
         n++;
     }
-    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_unlock(s->mu);
     return n;
 }
 
@@ -110,12 +119,12 @@ static const struct ts_log_mark *mark_of(const struct ts_log_ack *ack, int64_t i
 
 /* Pending attempts the server left out of its answer are not sent again;
  * the others resume where it says. */
-static void take_ack(struct ts_agent *a, const struct pending_log *pend, size_t n,
+static void take_ack(const struct shared *s, const struct pending_log *pend, size_t n,
                      const struct ts_log_ack *ack)
 {
-    pthread_mutex_lock(&a->mu);
+    pthread_mutex_lock(s->mu);
     for (size_t i = 0; i < n; i++) {
-        struct ts_ajob *j = ts_jobtab_find(&a->jobtab, pend[i].id, pend[i].attempt);
+        struct ts_ajob *j = ts_jobtab_find(s->jobtab, pend[i].id, pend[i].attempt);
         if (j == NULL)
             continue;
         const struct ts_log_mark *m =
@@ -127,12 +136,12 @@ static void take_ack(struct ts_agent *a, const struct pending_log *pend, size_t 
         j->log_acked = m->next_offset;
         ts_ajob_save_log_offset(j);
     }
-    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_unlock(s->mu);
 }
 
 /* One request with the chunks of pend[0..n): true when the round may go on,
  * false to try again later (the server unreachable, or answering so). */
-static bool send_round(struct ts_agent *a, struct ts_conn *c, const char *path,
+static bool send_round(const struct shared *s, struct ts_conn *c, const char *path,
                        const struct pending_log *pend, size_t n)
 {
     json_t *body = chunks_body(pend, n), *resp = NULL;
@@ -154,7 +163,7 @@ static bool send_round(struct ts_agent *a, struct ts_conn *c, const char *path,
         if (status >= 500 || status == 401 || status == 403 || status == 404 || status == 429)
             go_on = false;
         else /* the server will not take these chunks: do not send them forever */
-            take_ack(a, pend, n, NULL);
+            take_ack(s, pend, n, NULL);
         json_decref(resp);
         return go_on;
     }
@@ -162,7 +171,7 @@ static bool send_round(struct ts_agent *a, struct ts_conn *c, const char *path,
     struct ts_log_ack ack;
     e = arena != NULL ? ts_wire_log_ack_decode(resp, arena, &ack, &err) : ts_error_nomem(&err);
     if (e == TS_OK) {
-        take_ack(a, pend, n, &ack);
+        take_ack(s, pend, n, &ack);
     } else {
         /* sent again next round: the server stores a resent byte once */
         ts_log_warn("could not read the answer to job output: %s%s%s", err.message,
@@ -174,16 +183,18 @@ static bool send_round(struct ts_agent *a, struct ts_conn *c, const char *path,
     return go_on;
 }
 
-bool ts_logship_send(struct ts_agent *a, struct ts_conn *c, const char *base)
+bool ts_logship_send(pthread_mutex_t *mu, struct ts_jobtab *jobtab, const atomic_bool *stop,
+                     struct ts_conn *c, const char *base)
 {
+    const struct shared s = {mu, jobtab};
     struct pending_log pend[LOG_PENDING_MAX];
     char path[512];
     snprintf(path, sizeof(path), "%s/logs", base);
-    for (int round = 0; round < LOG_REQUESTS_PER_ROUND && !atomic_load(&a->stop); round++) {
-        size_t n = collect_logs(a, pend, LOG_PENDING_MAX);
+    for (int round = 0; round < LOG_REQUESTS_PER_ROUND && !atomic_load(stop); round++) {
+        size_t n = collect_logs(&s, pend, LOG_PENDING_MAX);
         if (n == 0)
             return true;
-        if (!send_round(a, c, path, pend, n))
+        if (!send_round(&s, c, path, pend, n))
             return false;
     }
     return true;

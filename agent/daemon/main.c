@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agent/daemon/agent.h"
+#include "agent/daemon/join.h"
 #include "api/log.h"
 #include "api/sdnotify.h"
 

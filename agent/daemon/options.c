@@ -4,7 +4,7 @@
  */
 #include <stddef.h>
 
-#include "agent/daemon/agent.h"
+#include "agent/daemon/options.h"
 #include "api/array.h"
 
 #define OPT(field) offsetof(struct ts_agent_config, field)

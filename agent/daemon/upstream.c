@@ -531,7 +531,8 @@ static void *ship_main(void *arg)
         if (a->file_mode || atomic_load(&a->registered)) {
             /* output first: once the server has a job's final state it may
              * take the job off this node and refuse the rest of its output */
-            if (!a->file_mode && backoff == 0 && !ts_logship_send(a, c, base))
+            if (!a->file_mode && backoff == 0 &&
+                !ts_logship_send(&a->mu, &a->jobtab, &a->stop, c, base))
                 backoff = backoff_next(backoff);
             if ((now && backoff == 0) || ts_now_ms() >= next_report) {
                 if (send_report(a, c, base)) {

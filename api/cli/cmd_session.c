@@ -7,11 +7,13 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "api/arena.h"
 #include "api/array.h"
 #include "api/cli/cli.h"
 #include "api/cli/out.h"
 #include "api/cli/req.h"
 #include "api/version.h"
+#include "api/wire.h"
 
 /* A token as it may be shown: its first 8 characters. */
 static char *mask(const char *token, char *buf, size_t len)
@@ -223,25 +225,35 @@ static int cmd_whoami(struct ts_cli *cli, const struct ts_args *a)
         json_decref(me);
         return TS_EXIT_OK;
     }
-    char tok[64], buf[256];
+    /* the answer through the codec the server encodes it with (an older
+     * server's probed role and projects decode the same) */
+    struct ts_arena *ar = ts_arena_new();
+    struct ts_whoami w;
+    struct ts_error err;
+    ts_error_clear(&err);
+    enum ts_err e = ar != NULL ? ts_wire_whoami_decode(me, ar, &w, &err) : ts_error_nomem(&err);
+    json_decref(me);
+    if (e != TS_OK) {
+        fprintf(stderr, "error: could not read the server's answer to whoami: %s\n", err.message);
+        ts_arena_free(ar);
+        return TS_EXIT_SERVER;
+    }
+    char tok[64];
     printf("server:   %s (from %s)\n", cli->conf.server, cli->conf.server_from);
     printf("token:    %s (from %s)\n", mask(cli->conf.token, tok, sizeof(tok)),
            cli->conf.token_from);
-    if (json_object_get(me, "name"))
-        printf("name:     %s\n", ts_out_member(me, "name", buf, sizeof(buf)));
-    printf("role:     %s\n", ts_out_member(me, "role", buf, sizeof(buf)));
-    const json_t *projects = json_object_get(me, "projects");
-    if (json_array_size(projects) > 0) {
+    if (w.name != NULL)
+        printf("name:     %s\n", w.name);
+    printf("role:     %s\n", w.role);
+    if (w.nprojects > 0) {
         printf("projects:");
-        size_t i;
-        json_t *p;
-        json_array_foreach(projects, i, p)
-            printf("%s %s", i ? "," : "", json_string_value(p) ? json_string_value(p) : "?");
+        for (size_t i = 0; i < w.nprojects; i++)
+            printf("%s %s", i ? "," : "", w.projects[i]);
         printf("\n");
     }
     if (cli->conf.project)
         printf("project:  %s (default, from %s)\n", cli->conf.project, cli->conf.project_from);
-    json_decref(me);
+    ts_arena_free(ar);
     return TS_EXIT_OK;
 }
 

@@ -61,6 +61,9 @@ static const char project200[] =
     "\"over_quota_weight\":3.0,\"limit\":8.0,\"priority\":5}}";
 static const char whoami200[] =
     "{\"name\":\"alice\",\"role\":\"member\",\"projects\":[\"vision\",\"nlp\"]}";
+/* a project that is no name: the whoami codec refuses the answer */
+static const char whoami200_bad[] =
+    "{\"name\":\"alice\",\"role\":\"member\",\"projects\":[\"vision\",7]}";
 static const char problem412[] =
     "{\"type\":\"urn:tessera:error:precondition_failed\",\"title\":\"Precondition failed\","
     "\"status\":412,\"code\":\"precondition_failed\",\"detail\":\"project \\\"vision\\\" has "
@@ -154,6 +157,8 @@ static void *serve(void *arg)
             reply(c, 200, "OK", "application/json", job201);
         else if (strcmp(act, "whoami") == 0)
             reply(c, 200, "OK", "application/json", whoami200);
+        else if (strcmp(act, "whoami_bad") == 0)
+            reply(c, 200, "OK", "application/json", whoami200_bad);
         else if (strcmp(act, "412") == 0)
             reply(c, 412, "Precondition Failed", "application/problem+json", problem412);
         else if (strcmp(act, "200") == 0)
@@ -400,6 +405,23 @@ static void whoami_shows_what_the_server_says_of_the_token(void **state)
     run_free(&r);
 }
 
+/* The answer is read by api/'s whoami codec (ts_wire_whoami_decode), as the
+ * agent's --join reads it: one that breaks it is named, nothing printed as
+ * if it were the token's. */
+static void a_whoami_answer_the_codec_refuses_is_an_error_naming_the_member(void **state)
+{
+    static const char *const script[] = {"whoami_bad"};
+    fake_start(script, 1);
+    struct run r;
+    int rc = cli(&r, "whoami", NULL);
+    fake_stop();
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(r.err, "could not read the server's answer to whoami"));
+    assert_non_null(strstr(r.err, "projects[1]"));
+    assert_null(strstr(r.out, "role:"));
+    run_free(&r);
+}
+
 static void an_answer_that_is_not_a_problem_shows_its_status_and_first_line(void **state)
 {
     static const char *const script[] = {"502"};
@@ -448,6 +470,7 @@ int main(void)
         cmocka_unit_test(set_quota_sends_the_etag_it_read_and_says_when_someone_else_changed_it),
         cmocka_unit_test(suspend_and_resume_post_to_the_job),
         cmocka_unit_test(whoami_shows_what_the_server_says_of_the_token),
+        cmocka_unit_test(a_whoami_answer_the_codec_refuses_is_an_error_naming_the_member),
         cmocka_unit_test(an_answer_that_is_not_a_problem_shows_its_status_and_first_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

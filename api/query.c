@@ -273,10 +273,17 @@ enum ts_err ts_query_decode(const struct ts_query_param *params, size_t nparams,
             return e;
         seen |= UINT64_C(1) << i;
     }
-    for (size_t i = 0; i < nparams; i++)
-        if (params[i].required && !(seen & (UINT64_C(1) << i)))
-            return ts_error_field(err, TS_ERR_BAD_PARAMETER, params[i].name, "%s is required",
-                                  params[i].name);
+    for (size_t i = 0; i < nparams; i++) {
+        if (!params[i].required || (seen & (UINT64_C(1) << i)))
+            continue;
+        enum ts_err e = ts_error_field(err, TS_ERR_BAD_PARAMETER, params[i].name, "%s is required",
+                                       params[i].name);
+        if (params[i].type == TS_QUERY_ENUM) { /* the words it takes */
+            char list[256];
+            ts_error_hint(err, "one of %s", names_list(params[i].names, list, sizeof(list)));
+        }
+        return e;
+    }
     for (size_t i = 0; i < nparams; i++)
         if (seen & (UINT64_C(1) << i))
             store(&params[i], &vals[i], out);

@@ -11,9 +11,11 @@
  *   - a name the table does not hold ("unknown query parameter "x"", the
  *     hint listing the ones the route takes);
  *   - a name given twice, or without '=' (no value);
- *   - a required parameter that is absent;
+ *   - a required parameter that is absent (an enum's hint: the words it
+ *     takes);
  *   - a value of the wrong form or out of range ("limit must be an integer
- *     between 1 and 1000: "0"").
+ *     between 1 and 1000: "0"", "kind must be train, interactive or
+ *     inference: "batch"": an enum names the words it takes).
  * On an error nothing has been written to out. A parameter that is absent
  * leaves its field as the caller set it (its default).
  *

@@ -209,6 +209,9 @@ bool ts_token_node_matches(const char *pattern, size_t len, const char *node);
 /* ---- jobs ---------------------------------------------------------------- */
 
 enum ts_job_kind { TS_JOB_TRAIN, TS_JOB_INTERACTIVE, TS_JOB_INFERENCE };
+/* "train", "interactive", "inference" by kind, then NULL (a query
+ * parameter's enum, api/query.h) */
+extern const char *const ts_job_kind_names[];
 const char *ts_job_kind_name(enum ts_job_kind k);
 int ts_job_kind_parse(const char *s, enum ts_job_kind *out);
 /* Defaults a kind gives: train 50 preemptible, interactive 100 and

@@ -14,16 +14,24 @@
 
 /* ---- kinds and states: the one table of each ------------------------------ */
 
+/* a kind's name (NULL-terminated, for the query decoder's enums) and,
+ * beside it, its defaults */
+const char *const ts_job_kind_names[] = {
+    [TS_JOB_TRAIN] = "train",
+    [TS_JOB_INTERACTIVE] = "interactive",
+    [TS_JOB_INFERENCE] = "inference",
+    [TS_JOB_INFERENCE + 1] = NULL,
+};
 static const struct {
-    const char *name;
     int priority;
     bool preemptible;
 } kinds[] = {
-    [TS_JOB_TRAIN] = {"train", 50, true},
-    [TS_JOB_INTERACTIVE] = {"interactive", 100, false},
-    [TS_JOB_INFERENCE] = {"inference", 150, false},
+    [TS_JOB_TRAIN] = {50, true},
+    [TS_JOB_INTERACTIVE] = {100, false},
+    [TS_JOB_INFERENCE] = {150, false},
 };
 #define NKINDS (TS_ARRAY_LEN(kinds))
+_Static_assert(TS_ARRAY_LEN(ts_job_kind_names) == NKINDS + 1, "a name for every kind");
 
 static const char *const state_names[] = {
     [TS_JOB_PENDING] = "pending",       [TS_JOB_SCHEDULED] = "scheduled",
@@ -37,13 +45,13 @@ static const char *const state_names[] = {
 
 const char *ts_job_kind_name(enum ts_job_kind k)
 {
-    return (unsigned)k < NKINDS ? kinds[k].name : "unknown";
+    return (unsigned)k < NKINDS ? ts_job_kind_names[k] : "unknown";
 }
 
 int ts_job_kind_parse(const char *s, enum ts_job_kind *out)
 {
     for (size_t i = 0; s != NULL && i < NKINDS; i++) {
-        if (strcmp(s, kinds[i].name) == 0) {
+        if (strcmp(s, ts_job_kind_names[i]) == 0) {
             *out = (enum ts_job_kind)i;
             return 0;
         }

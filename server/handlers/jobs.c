@@ -117,7 +117,8 @@ static enum ts_err parse_states(const char *s, struct ts_job_filter *f, struct t
  * sends project, state, kind, node, limit and cursor; the dashboard
  * project, state, limit and cursor). */
 struct job_list_query {
-    const char *project, *state, *kind, *node;
+    const char *project, *state, *node;
+    int kind; /* in ts_job_kind_names; -1: any */
     long long limit;
     int64_t after; /* the cursor is opaque to clients: "j" and the last id seen */
 };
@@ -127,7 +128,10 @@ static const struct ts_query_param job_list_params[] = {
      .type = TS_QUERY_STRING,
      .offset = offsetof(struct job_list_query, project)},
     {.name = "state", .type = TS_QUERY_STRING, .offset = offsetof(struct job_list_query, state)},
-    {.name = "kind", .type = TS_QUERY_STRING, .offset = offsetof(struct job_list_query, kind)},
+    {.name = "kind",
+     .type = TS_QUERY_ENUM,
+     .offset = offsetof(struct job_list_query, kind),
+     .names = ts_job_kind_names},
     {.name = "node", .type = TS_QUERY_STRING, .offset = offsetof(struct job_list_query, node)},
     {.name = "limit",
      .type = TS_QUERY_INT,
@@ -145,17 +149,15 @@ static const struct ts_query_param job_list_params[] = {
 enum ts_err ts_h_job_list(void *ctx, struct ts_request *r, struct ts_error *err)
 {
     struct ts_ctx *c = ctx;
-    struct job_list_query q = {.limit = DEFAULT_LIMIT};
+    struct job_list_query q = {.kind = -1, .limit = DEFAULT_LIMIT};
     enum ts_err e = ts_h_query(r, job_list_params, TS_ARRAY_LEN(job_list_params), &q, NULL, err);
     if (e != TS_OK)
         return e;
     struct ts_job_filter f = {.limit = (int)q.limit, .after_id = q.after, .project = q.project};
     if (q.state && (e = parse_states(q.state, &f, err)) != TS_OK)
         return e;
-    if (q.kind) {
-        if (ts_job_kind_parse(q.kind, &f.kind) != 0)
-            return ts_error_field(err, TS_ERR_BAD_PARAMETER, "kind", "unknown job kind: \"%s\"",
-                                  q.kind);
+    if (q.kind >= 0) {
+        f.kind = (enum ts_job_kind)q.kind;
         f.has_kind = true;
     }
     f.node = q.node;

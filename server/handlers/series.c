@@ -163,8 +163,8 @@ _Static_assert(TS_ARRAY_LEN(scope_access) + 1 == TS_ARRAY_LEN(scope_names),
  * metric, by, key, from and to, its idle hours from). from and to stay
  * INT64_MIN when absent, step 0. */
 struct metrics_query {
-    const char *metric;
-    int by; /* index in scope_names */
+    int metric; /* enum ts_series_metric: index in ts_series_metric_names */
+    int by;     /* index in scope_names */
     const char *key;
     int64_t from, to, step;
 };
@@ -180,9 +180,10 @@ struct metrics_query {
 
 static const struct ts_query_param metrics_query_params[] = {
     {.name = "metric",
-     .type = TS_QUERY_STRING,
+     .type = TS_QUERY_ENUM,
      .offset = offsetof(struct metrics_query, metric),
-     .required = true},
+     .required = true,
+     .names = ts_series_metric_names},
     {.name = "by",
      .type = TS_QUERY_ENUM,
      .offset = offsetof(struct metrics_query, by),
@@ -198,31 +199,12 @@ static const struct ts_query_param metrics_query_params[] = {
 
 static const struct ts_query_param metrics_idle_params[] = {FROM_TO_PARAMS};
 
-/* "a, b or c" of the metric names, for a hint. */
-static const char *names_list(char *buf, size_t cap)
-{
-    size_t len = 0, n = TS_SERIES_NMETRICS;
-    buf[0] = '\0';
-    for (size_t i = 0; i < n && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%s",
-                                i == 0       ? ""
-                                : i + 1 == n ? " or "
-                                             : ", ",
-                                ts_series_metric_name((enum ts_series_metric)i));
-    return buf;
-}
-
-/* The query string of route params into m; a metric's hint. */
+/* The query string of route params into m. */
 static enum ts_err metrics_decode(struct ts_request *r, const struct ts_query_param *params,
                                   size_t n, struct metrics_query *m, struct ts_error *err)
 {
     *m = (struct metrics_query){.from = INT64_MIN, .to = INT64_MIN};
-    enum ts_err e = ts_h_query(r, params, n, m, NULL, err);
-    if (e != TS_OK && strcmp(err->field, "metric") == 0 && err->hint[0] == '\0') {
-        char list[256];
-        ts_error_hint(err, "one of %s", names_list(list, sizeof(list)));
-    }
-    return e;
+    return ts_h_query(r, params, n, m, NULL, err);
 }
 
 /* from and to of the query string (times or, for from, a duration
@@ -263,12 +245,7 @@ static int finest_level(const struct ts_series_levels *lv, int64_t from, int64_t
 static enum ts_err query_what(const struct metrics_query *m, struct ts_series_query *q,
                               struct ts_error *err)
 {
-    if (ts_series_metric_parse(m->metric, &q->metric) != 0) {
-        char list[256];
-        bad(err, "metric", "unknown metric", m->metric);
-        ts_error_hint(err, "one of %s", names_list(list, sizeof(list)));
-        return TS_ERR_BAD_PARAMETER;
-    }
+    q->metric = (enum ts_series_metric)m->metric;
     q->scope = scope_names[m->by];
     q->key = m->key;
     bool cluster = strcmp(q->scope, "cluster") == 0;

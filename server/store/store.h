@@ -372,9 +372,10 @@ enum ts_series_metric {
     TS_SERIES_IDLE_GPUS,    /* GPUs allocated to jobs under 1 % utilization of them */
     TS_SERIES_NMETRICS
 };
-/* "capacity", "allocated", ... (the metric_point columns); static. */
-const char *ts_series_metric_name(enum ts_series_metric m);
-int ts_series_metric_parse(const char *s, enum ts_series_metric *out); /* 0, or -1 */
+/* "capacity", "allocated", ... (the metric_point columns) by metric, then
+ * NULL (the query parameter's enum, api/query.h) */
+extern const char *const ts_series_metric_names[TS_SERIES_NMETRICS + 1];
+const char *ts_series_metric_name(enum ts_series_metric m); /* static */
 
 /* The resolutions kept, finest first, and how long each is kept (seconds).
  * resolution[0] divides 60; each coarser one is a multiple of the one before. */

@@ -21,24 +21,14 @@
  * "tessera" 0x01). */
 #define SERIES_LOCK_KEY "8387236820507844979" /* 0x7465737365726173 */
 
-static const char *const metric_names[TS_SERIES_NMETRICS] = {
-    "capacity",     "allocated",    "utilized",     "memory_used_bytes",
-    "running_jobs", "pending_jobs", "pending_gpus", "idle_gpus",
+const char *const ts_series_metric_names[TS_SERIES_NMETRICS + 1] = {
+    "capacity",     "allocated", "utilized", "memory_used_bytes", "running_jobs", "pending_jobs",
+    "pending_gpus", "idle_gpus", NULL,
 };
 
 const char *ts_series_metric_name(enum ts_series_metric m)
 {
-    return (unsigned)m < TS_SERIES_NMETRICS ? metric_names[m] : "capacity";
-}
-
-int ts_series_metric_parse(const char *s, enum ts_series_metric *out)
-{
-    for (int i = 0; i < TS_SERIES_NMETRICS; i++)
-        if (strcmp(s, metric_names[i]) == 0) {
-            *out = (enum ts_series_metric)i;
-            return 0;
-        }
-    return -1;
+    return (unsigned)m < TS_SERIES_NMETRICS ? ts_series_metric_names[m] : "capacity";
 }
 
 /*

@@ -207,6 +207,28 @@ static void a_required_parameter_that_is_absent_is_refused(void **state)
     assert_string_equal(r.project, "allocated");
 }
 
+/* A required word of a fixed set (metric=): absent, the hint names the words. */
+static void an_absent_required_enum_is_refused_with_the_words_it_takes(void **state)
+{
+    (void)state;
+    static const struct ts_query_param need[] = {
+        {.name = "by",
+         .type = TS_QUERY_ENUM,
+         .offset = offsetof(struct route, by),
+         .required = true,
+         .names = scopes},
+    };
+    struct route r = defaults;
+    struct ts_error err;
+    ts_error_clear(&err);
+    enum ts_err e = ts_query_decode(need, 1, NULL, 0, NOW, &r, NULL, &err);
+    assert_refused(e, &r, &err, "by", "by is required");
+    assert_string_equal(err.hint, "one of cluster, project or job");
+    struct ts_query_pair p = {"by", "job"};
+    assert_int_equal(ts_query_decode(need, 1, &p, 1, NOW, &r, NULL, &err), TS_OK);
+    assert_int_equal(r.by, 2);
+}
+
 static void an_error_after_good_values_writes_none_of_them(void **state)
 {
     (void)state;
@@ -228,6 +250,7 @@ int main(void)
         cmocka_unit_test(integers_out_of_range_or_of_the_wrong_form_are_refused),
         cmocka_unit_test(enums_bools_durations_and_cursors_refuse_what_they_do_not_name),
         cmocka_unit_test(a_required_parameter_that_is_absent_is_refused),
+        cmocka_unit_test(an_absent_required_enum_is_refused_with_the_words_it_takes),
         cmocka_unit_test(an_error_after_good_values_writes_none_of_them),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,7 +37,9 @@ void ts_sched_cluster_node_refresh(struct ts_sched_cluster *c, int node)
     }
     n->frag_valid = false;
     n->pfrag_valid = false;
-    ts_sched_pindex_changed(c, node);
+    n->version++;
+    if (c->watch != NULL)
+        c->watch->changed(c, node);
 }
 
 double ts_sched_cluster_slots_gpus(const struct ts_sched_cluster *c,
@@ -457,7 +459,8 @@ void ts_sched_cluster_set_shapes_from(struct ts_sched_cluster *c, const struct p
     shapes_finish(c, s, &ns, a);
     c->shapes = s;
     c->nshapes = ns;
-    ts_sched_pindex_clear(c); /* every fgd score changes with the shapes */
+    if (c->watch != NULL)
+        c->watch->clear(c); /* every fgd score changes with the shapes */
     for (size_t k = 0; k < c->snap->nnodes; k++)
         c->nodes[k].frag_valid = c->nodes[k].pfrag_valid = false;
 }
@@ -568,34 +571,9 @@ void ts_sched_cluster_free(struct ts_sched_cluster *c)
 {
     if (c == NULL)
         return;
-    ts_sched_pindex_free(c);
+    if (c->watch != NULL)
+        c->watch->free(c);
     ts_arena_free(c->owner);
-}
-
-bool ts_sched_cluster_place(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                            const struct ts_sched_request *req, int *node,
-                            struct ts_sched_slot *slots, size_t *nslots)
-{
-    struct preq p;
-    bool ok_models[256];
-    memset(ok_models, 0, sizeof(ok_models));
-    /* a request's model list is resolved against the interned models */
-    if (req->ngpu_models > 0 && c->nmodels > (int)sizeof(ok_models))
-        return false;
-    struct ts_sched_request plain = *req;
-    plain.ngpu_models = 0;
-    if (!ts_sched_preq_prepare(c, &plain, NULL, &p))
-        return false;
-    p.r = req;
-    if (req->ngpu_models > 0 && p.ndev > 0) {
-        for (size_t i = 0; i < req->ngpu_models; i++) {
-            int m = req->gpu_models[i] ? ts_sched_cluster_model_id(c, req->gpu_models[i]) : -1;
-            if (m >= 0)
-                ok_models[m] = true;
-        }
-        p.model_ok = ok_models;
-    }
-    return ts_sched_place_best(c, st, &p, node, slots, nslots);
 }
 
 void ts_sched_cluster_commit(struct ts_sched_cluster *c, const struct ts_sched_request *req,

@@ -5,7 +5,8 @@
  *
  * A node's score for a request depends only on the node's state (and on the
  * cluster's fgd shapes, fixed while the index lives). Every change of a
- * node's state bumps its version and is logged (ts_sched_cluster_node_refresh); a
+ * node's state bumps its version and is logged (ts_sched_cluster_node_refresh
+ * tells the index through the watch it set, c->watch); a
  * class, when asked, scores again only the nodes logged since it was last
  * asked and pushes their new entries. Entries of an older version are stale
  * and dropped when they reach the top, so the top valid entry is the best
@@ -133,9 +134,10 @@ void ts_sched_pindex_free(struct ts_sched_cluster *c)
     free(x->stamp);
     free(x);
     c->pidx = NULL;
+    c->watch = NULL;
 }
 
-void ts_sched_pindex_clear(struct ts_sched_cluster *c)
+static void clear(struct ts_sched_cluster *c)
 {
     struct pindex *x = c->pidx;
     if (x == NULL)
@@ -149,10 +151,10 @@ void ts_sched_pindex_clear(struct ts_sched_cluster *c)
     x->entries = 0;
 }
 
-void ts_sched_pindex_changed(struct ts_sched_cluster *c, int node)
+/* The node's version was bumped (cluster.c): log it for the classes. */
+static void changed(struct ts_sched_cluster *c, int node)
 {
     struct pindex *x = c->pidx;
-    c->nodes[node].version++;
     if (x == NULL || x->broken || x->ncls == 0)
         return;
     if (x->nlog == x->caplog) {
@@ -168,6 +170,8 @@ void ts_sched_pindex_changed(struct ts_sched_cluster *c, int node)
     x->log[x->nlog++] = node;
 }
 
+static const struct ts_sched_cluster_watch watch = {changed, clear, ts_sched_pindex_free};
+
 static struct pindex *pindex_get(struct ts_sched_cluster *c)
 {
     if (c->pidx == NULL) {
@@ -180,24 +184,25 @@ static struct pindex *pindex_get(struct ts_sched_cluster *c)
             return NULL;
         }
         c->pidx = x;
+        c->watch = &watch;
     }
     return c->pidx->broken ? NULL : c->pidx;
 }
 
-/* Score node i for p into *e; false when it cannot take p. */
+/* Score node i for p by score into *e; false when it cannot take p. */
 static bool score_node(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                       const struct preq *p, int i, struct pentry *e)
+                       const struct preq *p, int i, ts_sched_node_score_fn score, struct pentry *e)
 {
     double s;
     int pick[TS_SCHED_MAX_DEVICES];
-    if (!ts_sched_place_node_score(c, st, p, i, &s, pick))
+    if (!score(c, st, p, i, &s, pick))
         return false;
     *e = (struct pentry){ts_sched_score_key(s), c->snap->nodes[i].id, i, c->nodes[i].version};
     return true;
 }
 
 int ts_sched_pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                         const struct preq *p, uint64_t sig)
+                         const struct preq *p, uint64_t sig, ts_sched_node_score_fn score)
 {
     if (p->r->nnode_selector > 0 || p->only_node >= 0)
         return -2; /* rare, or one node: a scan does */
@@ -233,7 +238,7 @@ int ts_sched_pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strat
         k->key.model_ok = NULL;
         for (size_t i = 0; i < nn; i++) {
             struct pentry e;
-            if (score_node(c, st, p, (int)i, &e) && !push(x, k, &e)) {
+            if (score_node(c, st, p, (int)i, score, &e) && !push(x, k, &e)) {
                 x->broken = true;
                 return -2;
             }
@@ -249,7 +254,7 @@ int ts_sched_pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strat
                 continue;
             x->stamp[q] = x->now;
             struct pentry e;
-            if (score_node(c, st, p, q, &e) && !push(x, k, &e)) {
+            if (score_node(c, st, p, q, score, &e) && !push(x, k, &e)) {
                 x->broken = true;
                 return -2;
             }

@@ -132,12 +132,6 @@ bool ts_sched_place_node_score(struct ts_sched_cluster *c, const struct ts_sched
     return node_pick(c, st, p, i, score, pick);
 }
 
-double ts_sched_score_key(double score)
-{
-    /* past 1e6 a double is coarser than 1e-12 already */
-    return fabs(score) < 1e6 ? nearbyint(score * 1e12) : score * 1e12;
-}
-
 bool ts_sched_place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                                const struct preq *p, const int *list, size_t nlist, int *node,
                                struct ts_sched_slot *slots, size_t *nslots)
@@ -147,7 +141,9 @@ bool ts_sched_place_best_among(struct ts_sched_cluster *c, const struct ts_sched
     double best_score = 0;
     int best_pick[TS_SCHED_MAX_DEVICES];
     int pick[TS_SCHED_MAX_DEVICES];
-    int found = list == NULL ? ts_sched_pindex_best(c, st, p, ts_sched_preq_signature(p, 0)) : -2;
+    int found = list == NULL ? ts_sched_pindex_best(c, st, p, ts_sched_preq_signature(p, 0),
+                                                    ts_sched_place_node_score)
+                             : -2;
     if (found == -1)
         return false;
     if (found >= 0) {
@@ -193,6 +189,34 @@ bool ts_sched_place_best_among(struct ts_sched_cluster *c, const struct ts_sched
     }
     *nslots = (size_t)p->ndev;
     return true;
+}
+
+/* A request placed on the cluster outside a cycle (tessera-sim, tests): its
+ * models resolved against the interned ones. */
+bool ts_sched_cluster_place(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
+                            const struct ts_sched_request *req, int *node,
+                            struct ts_sched_slot *slots, size_t *nslots)
+{
+    struct preq p;
+    bool ok_models[256];
+    memset(ok_models, 0, sizeof(ok_models));
+    /* a request's model list is resolved against the interned models */
+    if (req->ngpu_models > 0 && c->nmodels > (int)sizeof(ok_models))
+        return false;
+    struct ts_sched_request plain = *req;
+    plain.ngpu_models = 0;
+    if (!ts_sched_preq_prepare(c, &plain, NULL, &p))
+        return false;
+    p.r = req;
+    if (req->ngpu_models > 0 && p.ndev > 0) {
+        for (size_t i = 0; i < req->ngpu_models; i++) {
+            int m = req->gpu_models[i] ? ts_sched_cluster_model_id(c, req->gpu_models[i]) : -1;
+            if (m >= 0)
+                ok_models[m] = true;
+        }
+        p.model_ok = ok_models;
+    }
+    return ts_sched_place_best(c, st, &p, node, slots, nslots);
 }
 
 const struct ts_sched_strategy *ts_sched_strategy_find(const char *name)

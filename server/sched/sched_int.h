@@ -10,6 +10,7 @@
 #ifndef TS_SERVER_SCHED_SCHED_INT_H
 #define TS_SERVER_SCHED_SCHED_INT_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -86,6 +87,15 @@ struct ts_sched_cluster {
     double allocated;       /* GPUs allocated on ready nodes */
     struct ts_arena *owner; /* ts_sched_cluster_new's arena; NULL inside a cycle */
     struct pindex *pidx;    /* pindex.c: placement index, or NULL */
+    const struct ts_sched_cluster_watch *watch; /* the index's, with pidx; or NULL */
+};
+
+/* What the cluster tells the placement index (pindex.c) of its changes: set
+ * by the index when it is made, so that cluster.c calls nothing above it. */
+struct ts_sched_cluster_watch {
+    void (*changed)(struct ts_sched_cluster *c, int node); /* node's state changed */
+    void (*clear)(struct ts_sched_cluster *c);             /* every score changed */
+    void (*free)(struct ts_sched_cluster *c);
 };
 
 /* A request made ready for placement. */
@@ -161,13 +171,18 @@ void ts_sched_cluster_set_shapes_from(struct ts_sched_cluster *c, const struct p
 uint64_t ts_sched_preq_signature(const struct preq *p, uint64_t salt);
 uint64_t ts_sched_preq_hash(const struct preq *p);
 
-/* pindex.c: the best node for p by st (scores kept per request class);
- * -1 when none, -2 when the index cannot say (place by a scan). */
+/* Node i's score for p by st and the local GPUs it would take; false when
+ * it cannot take p (place.c's ts_sched_place_node_score, handed to the
+ * index, which so calls nothing above it). */
+typedef bool (*ts_sched_node_score_fn)(struct ts_sched_cluster *c,
+                                       const struct ts_sched_strategy *st, const struct preq *p,
+                                       int i, double *score, int *pick);
+/* pindex.c: the best node for p by st, as score scores nodes (kept per
+ * request class); -1 when none, -2 when the index cannot say (place by a
+ * scan). Made at the first call, it watches the cluster (c->watch). */
 int ts_sched_pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
-                         const struct preq *p, uint64_t sig);
-void ts_sched_pindex_changed(struct ts_sched_cluster *c, int node); /* node's state changed */
-void ts_sched_pindex_clear(struct ts_sched_cluster *c);             /* every score changed */
-void ts_sched_pindex_free(struct ts_sched_cluster *c);
+                         const struct preq *p, uint64_t sig, ts_sched_node_score_fn score);
+void ts_sched_pindex_free(struct ts_sched_cluster *c); /* NULL index: a no-op */
 
 /* ---- strategies (place.c, binpack.c, spread.c, fgd.c) ------------------ */
 
@@ -210,9 +225,14 @@ bool ts_sched_place_on_view(const struct ts_sched_cluster *c, const struct ts_sc
  * cannot take p. */
 bool ts_sched_place_node_score(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                                const struct preq *p, int i, double *score, int *pick);
-/* A node score as the placement compares it: rounded to 1e-12, so that
- * scores equal but for rounding are equal, and the lowest node id wins. */
-double ts_sched_score_key(double score);
+/* A node score as the placement (place.c, pindex.c) compares it: rounded
+ * to 1e-12, so that scores equal but for rounding are equal, and the
+ * lowest node id wins. */
+static inline double ts_sched_score_key(double score)
+{
+    /* past 1e6 a double is coarser than 1e-12 already */
+    return fabs(score) < 1e6 ? nearbyint(score * 1e12) : score * 1e12;
+}
 /* Best node for p among nodes[0..n) (NULL: all); false when none. */
 bool ts_sched_place_best_among(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                                const struct preq *p, const int *nodes, size_t n, int *node,

@@ -11,8 +11,7 @@
 set -eu
 dir=$1
 # groups of files that are one unit: "member=unit"
-UNITS="cluster.c.o=place pindex.c.o=place place.c.o=place
-broker.c.o=broker jobswap.c.o=broker repack.c.o=broker resolve.c.o=broker"
+UNITS="broker.c.o=broker jobswap.c.o=broker repack.c.o=broker resolve.c.o=broker"
 bad=0
 for name in sched agent; do
     lib="$dir/libts_$name.a"

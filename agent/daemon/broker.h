@@ -110,7 +110,10 @@ int ts_broker_start(struct ts_agent *a);
 /* Stop (a->stop is set) and join it. NULL-safe. */
 void ts_broker_join(struct ts_agent *a);
 
-/* ---- shared by the broker's files (broker.c) ---------------------------- */
+/* ---- shared by the broker's files (broker_act.c) ------------------------ */
+
+/* Whether a re-pack move of job (id, attempt) is in flight (b->mv). */
+bool ts_broker_moving(const struct ts_broker *b, int64_t id, int attempt);
 
 /* The job slot of a process slot: (id, attempt), or false when free. */
 bool ts_broker_job_of(const struct ts_ledger *l, int slot, int64_t *id, int *attempt);
@@ -159,9 +162,9 @@ void ts_jobswap_pass(struct ts_broker *b);
 void ts_jobswap_done(struct ts_broker *b, struct ts_action *x, bool ok, const char *why);
 
 /* What a waiter of need_kind `kind` waits for, in words ("a burst above
- * its request"...). */
+ * its request"...; broker_act.c). */
 const char *ts_broker_need_words(uint32_t kind);
-/* "1.50 GiB" into buf. */
+/* "1.50 GiB" into buf (broker_act.c). */
 const char *ts_broker_bytes(uint64_t bytes, char *buf, size_t len);
 
 #endif /* TS_AGENT_DAEMON_BROKER_H */

@@ -65,7 +65,7 @@ static size_t look(struct ts_broker *b, struct look *out)
     pthread_mutex_lock(&b->a->mu);
     for (struct ts_ajob *j = b->jobtab->jobs; j != NULL && n < JOBS_MAX; j = j->next) {
         if (j->phase != TS_AJOB_RUNNING || j->stopping || j->suspend_failed || j->evict_req ||
-            j->move == TS_AJOB_MOVE_MOVING || ts_repack_moving(b, j->id, j->attempt))
+            j->move == TS_AJOB_MOVE_MOVING || ts_broker_moving(b, j->id, j->attempt))
             continue; /* a move holds the process at its gate: no other command meanwhile */
         enum todo t = NONE;
         if (j->suspending)

@@ -401,14 +401,6 @@ static size_t take_asks(struct ts_broker *b, struct ts_repack_move **out)
     return n;
 }
 
-bool ts_repack_moving(const struct ts_broker *b, int64_t id, int attempt)
-{
-    for (int k = 0; k < TS_REPACK_MOVES; k++)
-        if (b->mv[k].used && b->mv[k].id == id && b->mv[k].attempt == attempt)
-            return true;
-    return false;
-}
-
 void ts_repack_pass(struct ts_broker *b)
 {
     for (int k = 0; k < TS_REPACK_MOVES; k++)

@@ -72,7 +72,5 @@ bool ts_repack_ask(struct ts_agent *a, struct ts_nodesched_block *b, size_t n, i
 /* Broker thread, every pass: start the moves asked for, finish those whose
  * processes all answered (or ended); one overdue is followed on. */
 void ts_repack_pass(struct ts_broker *b);
-/* Broker thread: whether a move of job (id, attempt) is in flight. */
-bool ts_repack_moving(const struct ts_broker *b, int64_t id, int attempt);
 
 #endif /* TS_AGENT_DAEMON_REPACK_H */

@@ -3,9 +3,9 @@
 # scheduler core (libts_sched.a) and of the agent daemon (libts_agent.a)
 # (issue 16): nm over each library gives, per object file, the functions
 # it defines and those it calls; a file that calls another's function is
-# an edge, and tsort finds any loop. A few files are one unit split for
-# length and call each other by design; each such group counts as one
-# node (UNITS below). Fails naming the files of each loop.
+# an edge, and tsort finds any loop. Files that were one unit split for
+# length and called each other by design would count as one node (UNITS
+# below); there are none. Fails naming the files of each loop.
 #
 # usage: tests/unit/calls_one_way.sh LIBDIR
 set -eu

@@ -15,7 +15,11 @@
 #   store    api/ server/sched/ server/store/     ts_store
 #   http     api/ server/http/                    ts_http
 #   server   api/ server/                         ts_server, tessera-server
-#   agent    api/ agent/                          everything under agent/
+#   agent    api/ agent/                          ts_agent, tessera-agent (agent/daemon/)
+#   shim     api/ agent/abi/ agent/ledger/ agent/shim/     the interposer, its swap engine
+#   simgpu   api/ agent/abi/ agent/ledger/ agent/simgpu/   the simulated driver, its tool
+#   gpuload  api/ agent/abi/ agent/gpuload/      ts_gpuload, tessera-gpuload
+#   ledger   agent/ledger/                        ts_ledger
 #
 # Tests are not layered: they see the whole tree (tests/CMakeLists.txt).
 set(TS_LAYERS_DIR ${CMAKE_BINARY_DIR}/layers)
@@ -60,5 +64,9 @@ ts_layer_define(store api server/sched server/store)
 ts_layer_define(http api server/http)
 ts_layer_define(server api server)
 ts_layer_define(agent api agent)
+ts_layer_define(shim api agent/abi agent/ledger agent/shim)
+ts_layer_define(simgpu api agent/abi agent/ledger agent/simgpu)
+ts_layer_define(gpuload api agent/abi agent/gpuload)
+ts_layer_define(ledger agent/ledger)
 ts_layer_refuse(microhttpd.h "<microhttpd.h> is server/http/'s alone (cmake/layers.cmake)"
-                api sched store server agent)
+                api sched store server agent shim simgpu gpuload ledger)

@@ -70,7 +70,7 @@ probe() {
     esac
 }
 
-# the agent (daemon, shim): api/ and agent/, never server/ or libpq
+# the agent's daemon: api/ and agent/, never server/ or libpq
 probe agent/daemon/agent.c '"agent/daemon/agent.h"' allowed
 probe agent/daemon/agent.c '"api/wire.h"' allowed
 probe agent/daemon/agent.c '"server/store/store.h"' refused
@@ -79,6 +79,12 @@ probe agent/daemon/agent.c '<libpq-fe.h>' refused
 probe agent/daemon/agent.c '<microhttpd.h>' refused
 probe agent/shim/init.c '"agent/ledger/ledger.h"' allowed
 probe agent/shim/init.c '"server/http/http.h"' refused
+# the interposer, the simulated GPU, gpuload: never the daemon
+probe agent/shim/init.c '"agent/daemon/broker.h"' refused
+probe agent/simgpu/cuda.c '"agent/simgpu/state.h"' allowed
+probe agent/simgpu/cuda.c '"agent/shim/swap.h"' refused
+probe agent/gpuload/run.c '"agent/daemon/agent.h"' refused
+probe agent/ledger/ledger.c '"api/err.h"' refused
 # the CLI and the base: api/ only
 probe api/cli/main.c '"api/cli/cli.h"' allowed
 probe api/cli/main.c '"server/server.h"' refused

@@ -5,7 +5,7 @@
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 11
+-- schema version: 12
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -412,9 +412,12 @@ CREATE TRIGGER job_pending_update AFTER UPDATE ON job
 -- the caller may use it and its count plus max_connections (p_alone: plus
 -- 1) is within max_pending, and its delta rows not yet folded. The row is
 -- locked FOR KEY SHARE (p_alone: FOR UPDATE) before the count's statement
--- takes its snapshot.
+-- takes its snapshot. Delta rows are read by a plain index scan, which
+-- marks the entries of folded rows dead (0012): a bitmap scan read every
+-- row folded since the last VACUUM again at every submission.
 CREATE FUNCTION tessera_submit_room(p_name text, p_ids bigint[], p_alone boolean)
-    RETURNS TABLE (project_id bigint, deltas bigint) LANGUAGE plpgsql VOLATILE AS $$
+    RETURNS TABLE (project_id bigint, deltas bigint) LANGUAGE plpgsql VOLATILE
+    SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 DECLARE
     pid bigint;
 BEGIN

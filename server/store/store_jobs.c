@@ -2,6 +2,9 @@
  * store_jobs.c - job submission (with idempotency keys), reads, listing with
  * cursors, cancellation, and the job's events.
  */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,23 +244,48 @@ static enum ts_err no_row(struct ts_dbconn *c, const struct ts_job_submit *s, st
     return TS_ERR_TOO_MANY_PENDING;
 }
 
+/* This process's submissions' wake-ups (wake_scheduler): how many have
+ * committed, and, under wake_mu, how many had committed before the last
+ * NOTIFY this process sent was read. */
+static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint_fast64_t wake_committed;
+static uint64_t wake_covered;
+
 /* Wake the scheduler loop (of any replica) for a job just committed. Its
  * own transaction, committed without waiting for the WAL flush
  * (set_config(..., true) lasts through the commit): a NOTIFY holds
  * PostgreSQL's notify lock until its transaction's commit is done, so one
  * in the submission's transaction made every submission's commit, flush
- * included, wait for the one before (migrations/0011). A lost wake-up is
- * no lost job: the job is committed, and the next wake-up reads it. */
+ * included, wait for the one before (migrations/0011).
+ *
+ * Concurrent submissions share one: the NOTIFY is sent under wake_mu, and
+ * a submission that finds one was sent after its commit (wake_covered, the
+ * submissions counted before it was sent, reaches its own number) sends
+ * none. That NOTIFY committed after this job did, so the cycle it wakes
+ * reads the job. Those that wait meanwhile wait for one round trip, as if
+ * they sent their own. 8 clients' 400 submissions sent 230
+ * (tests/integration/test_submit_concurrent.c; 400 before), and each
+ * NOTIFY also wakes the LISTEN session of every replica and its notify
+ * thread. A lost wake-up (the NOTIFY failed)
+ * is no lost job: the job is committed, and the next wake-up reads it. */
 static void wake_scheduler(struct ts_dbconn *c)
 {
-    PGresult *res = NULL;
-    struct ts_error err;
-    if (ts_db_exec(c,
-                   "SELECT set_config('synchronous_commit', 'off', true),"
-                   " pg_notify('tessera_sched', '')",
-                   0, NULL, &res, &err) != TS_OK)
-        ts_log_warn("could not wake the scheduler error=\"%s\"", err.message);
-    PQclear(res);
+    uint64_t mine = atomic_fetch_add(&wake_committed, 1) + 1;
+    pthread_mutex_lock(&wake_mu);
+    if (wake_covered < mine) {
+        uint64_t upto = atomic_load(&wake_committed);
+        PGresult *res = NULL;
+        struct ts_error err;
+        if (ts_db_exec(c,
+                       "SELECT set_config('synchronous_commit', 'off', true),"
+                       " pg_notify('tessera_sched', '')",
+                       0, NULL, &res, &err) == TS_OK)
+            wake_covered = upto;
+        else
+            ts_log_warn("could not wake the scheduler error=\"%s\"", err.message);
+        PQclear(res);
+    }
+    pthread_mutex_unlock(&wake_mu);
 }
 
 /* One try: far from the limit, else near it. *inserted: a job was made

@@ -17,7 +17,9 @@
  *   the real count;
  * - the delta rows a fold deleted are not read again by every later
  *   submission until a VACUUM (migrations/0012): the room function's count
- *   touches few buffers after 20,000 rows were folded.
+ *   touches few buffers after 20,000 rows were folded;
+ * - concurrent submissions share their wake-ups of the loop: fewer
+ *   tessera_sched notifications than submissions.
  */
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -334,6 +336,61 @@ static void a_submission_does_not_read_again_the_delta_rows_folded_before_it(voi
     assert_int_equal(kept, 20001);
 }
 
+/* ---- concurrent submissions share their wake-ups ------------------------------- */
+
+#define WAKERS 8
+#define WAKES 50
+
+static void *wake_run(void *arg)
+{
+    struct folder *f = arg;
+    struct ts_client *c = ts_it_client(&srv, TS_IT_ADMIN_TOKEN);
+    for (int i = 0; i < WAKES; i++) {
+        char body[256];
+        snprintf(body, sizeof(body),
+                 "{\"name\": \"w%d-%d\", \"project\": \"woken\", \"command\": [\"true\"]}", f->id,
+                 i);
+        f->taken += ts_it_req(c, "POST", "/api/v1/jobs", body, NULL, NULL) == 201;
+    }
+    ts_client_free(c);
+    return NULL;
+}
+
+/* The loop is off, so every tessera_sched notification is a submission's
+ * wake-up: one each before, fewer now that one sent after several commits
+ * wakes the loop for all of them (test_sched_load's burst checks, with the
+ * loop on, that every job of a concurrent burst is still decided). */
+static void concurrent_submissions_share_their_wake_ups(void **state)
+{
+    (void)state;
+    make_project("woken", 100000);
+    PGconn *pg = PQconnectdb(srv.conninfo);
+    assert_int_equal(PQstatus(pg), CONNECTION_OK);
+    exec_ok(pg, "LISTEN tessera_sched");
+    pthread_t t[WAKERS];
+    struct folder f[WAKERS];
+    for (int i = 0; i < WAKERS; i++) {
+        f[i] = (struct folder){.id = i};
+        pthread_create(&t[i], NULL, wake_run, &f[i]);
+    }
+    for (int i = 0; i < WAKERS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(f[i].taken, WAKES);
+    }
+    /* every wake-up committed before its submission was answered */
+    int n = 0;
+    for (int quiet = 0; quiet < 5; quiet++) {
+        usleep(100 * 1000);
+        assert_int_equal(PQconsumeInput(pg), 1);
+        for (PGnotify *note; (note = PQnotifies(pg)) != NULL; PQfreemem(note), quiet = 0)
+            n += strcmp(note->relname, "tessera_sched") == 0;
+    }
+    PQfinish(pg);
+    fprintf(stderr, "%d submissions from %d clients: %d wake-ups\n", WAKERS * WAKES, WAKERS, n);
+    assert_true(n >= 1);
+    assert_true(n < WAKERS * WAKES);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +398,7 @@ int main(void)
         cmocka_unit_test(racing_clients_take_exactly_max_pending_and_lose_none),
         cmocka_unit_test(submissions_fold_their_projects_deltas_without_a_cycle),
         cmocka_unit_test(a_submission_does_not_read_again_the_delta_rows_folded_before_it),
+        cmocka_unit_test(concurrent_submissions_share_their_wake_ups),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -263,11 +263,11 @@ static uint64_t wake_covered;
  * submissions counted before it was sent, reaches its own number) sends
  * none. That NOTIFY committed after this job did, so the cycle it wakes
  * reads the job. Those that wait meanwhile wait for one round trip, as if
- * they sent their own. 8 clients' 400 submissions sent 230
+ * they sent their own. 8 clients' 400 submissions sent 227-243
  * (tests/integration/test_submit_concurrent.c; 400 before), and each
  * NOTIFY also wakes the LISTEN session of every replica and its notify
- * thread. A lost wake-up (the NOTIFY failed)
- * is no lost job: the job is committed, and the next wake-up reads it. */
+ * thread. A lost wake-up (the NOTIFY failed) is no lost job: the job is
+ * committed, and the next wake-up reads it. */
 static void wake_scheduler(struct ts_dbconn *c)
 {
     uint64_t mine = atomic_fetch_add(&wake_committed, 1) + 1;

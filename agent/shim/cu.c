@@ -26,6 +26,7 @@
     X(cuMemcpyHtoD_v2)                                                                             \
     X(cuMemcpyDtoHAsync_v2)                                                                        \
     X(cuMemcpyHtoDAsync_v2)                                                                        \
+    X(cuMemcpyDtoDAsync_v2)                                                                        \
     X(cuStreamCreate)                                                                              \
     X(cuStreamSynchronize)                                                                         \
     X(cuMemHostRegister_v2)                                                                        \

@@ -38,6 +38,8 @@ struct ts_cu {
                                      CUstream hStream);
     CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
                                      CUstream hStream);
+    CUresult (*cuMemcpyDtoDAsync_v2)(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                     CUstream hStream);
     CUresult (*cuStreamCreate)(CUstream *phStream, unsigned int Flags);
     CUresult (*cuStreamSynchronize)(CUstream hStream);
     CUresult (*cuMemHostRegister_v2)(void *p, size_t bytesize, unsigned int Flags);

@@ -103,6 +103,25 @@ void ts_gate_fork_child(void);
 
 /* swap.c: the swap-in body, for the claimer of OUT -> COMING_IN. */
 CUresult ts_swap_in_claimed(void);
+/* swap.c, for the claimer of the gate (swapdirect.c too): the swap-out
+ * body (CLOSING claimed); the reserve mapped (0) or not (-1); ctx made
+ * current unless it is *current; ctx's private stream (ctx current) and
+ * every private stream synchronized; device d's figures published
+ * (delta_out: bytes gone out, negative when back); every device's charge
+ * taken, waiting for room as a swap-in does. */
+CUresult ts_swap_out_claimed(uint64_t offset, uint64_t len, uint64_t *moved);
+int ts_swap_map_reserve(void);
+CUresult ts_swap_use_ctx(CUcontext ctx, CUcontext *current);
+CUstream ts_swap_stream_of(CUcontext ctx);
+CUresult ts_swap_sync_streams(void);
+void ts_swap_publish(int d, int64_t delta_out, uint32_t state);
+CUresult ts_swap_charge_all(const uint64_t *want);
+/* swapdirect.c: ts_swap_move's memory from GPU to GPU (the gate CLOSING,
+ * nothing out). *handled false: it cannot go that way (memory out, a call
+ * missing), nothing was done and the gate is still CLOSING; true: the move
+ * ended (the gate is set) with this result. */
+CUresult ts_swap_move_direct(uint64_t offset, uint64_t len, CUresult (*between)(void *), void *arg,
+                             uint64_t *moved, bool *handled);
 void ts_swap_fork_child(void);
 
 /* watch.c */

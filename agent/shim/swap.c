@@ -90,7 +90,7 @@ void ts_swap_fork_child(void)
         ts_eng.procs[d] = NULL;
 }
 
-static int map_reserve(void)
+int ts_swap_map_reserve(void)
 {
     if (ts_eng.map)
         return 0;
@@ -137,7 +137,7 @@ static void populate(uint64_t offset, uint64_t len)
 }
 
 /* The private stream of ctx (ctx current), or NULL: the null stream. */
-static CUstream stream_of(CUcontext ctx)
+CUstream ts_swap_stream_of(CUcontext ctx)
 {
     for (int i = 0; i < ts_eng.nstreams; i++)
         if (ts_eng.streams[i].ctx == ctx)
@@ -158,7 +158,7 @@ static CUstream stream_of(CUcontext ctx)
 static CUresult queue_copy(const struct ts_vmm_entry *e, bool out)
 {
     const struct ts_cu *cu = ts_eng.cu;
-    CUstream s = stream_of(e->ctx);
+    CUstream s = ts_swap_stream_of(e->ctx);
     unsigned char *host = ts_eng.map + e->roff;
     for (size_t done = 0; done < e->size; done += TS_SWAP_CHUNK) {
         size_t n = e->size - done < TS_SWAP_CHUNK ? e->size - done : TS_SWAP_CHUNK;
@@ -171,7 +171,7 @@ static CUresult queue_copy(const struct ts_vmm_entry *e, bool out)
 }
 
 /* Synchronize the private streams of every context (each made current). */
-static CUresult sync_streams(void)
+CUresult ts_swap_sync_streams(void)
 {
     CUresult first = CUDA_SUCCESS;
     for (int i = 0; i < ts_eng.nstreams; i++) {
@@ -184,7 +184,7 @@ static CUresult sync_streams(void)
     return first;
 }
 
-static CUresult use_ctx(CUcontext ctx, CUcontext *current)
+CUresult ts_swap_use_ctx(CUcontext ctx, CUcontext *current)
 {
     if (*current == ctx)
         return CUDA_SUCCESS;
@@ -195,7 +195,7 @@ static CUresult use_ctx(CUcontext ctx, CUcontext *current)
 }
 
 /* Publish the figures of device d in this process's slot and its job's. */
-static void publish(int d, int64_t delta_out, uint32_t state)
+void ts_swap_publish(int d, int64_t delta_out, uint32_t state)
 {
     struct ts_ledger_proc *p = ts_eng.procs[d];
     if (!p)
@@ -211,7 +211,7 @@ static void publish(int d, int64_t delta_out, uint32_t state)
     atomic_store(&p->swap_state, state);
 }
 
-static CUresult swap_out_claimed(uint64_t offset, uint64_t len, uint64_t *moved)
+CUresult ts_swap_out_claimed(uint64_t offset, uint64_t len, uint64_t *moved)
 {
     const struct ts_cu *cu = ts_eng.cu;
     if (ts_gate_quiesce(ts_gate_wait_ms()) != 0) {
@@ -229,7 +229,7 @@ static CUresult swap_out_claimed(uint64_t offset, uint64_t len, uint64_t *moved)
         *moved = 0;
         goto out_unlocked;
     }
-    if (map_reserve() != 0 || offset > ts_eng.map_len || len > ts_eng.map_len - offset) {
+    if (ts_swap_map_reserve() != 0 || offset > ts_eng.map_len || len > ts_eng.map_len - offset) {
         rc = CUDA_ERROR_INVALID_VALUE; /* no reserve file, or the range is not inside it */
         goto out_unlocked;
     }
@@ -247,7 +247,7 @@ static CUresult swap_out_claimed(uint64_t offset, uint64_t len, uint64_t *moved)
             seen = ts_eng.v[j].ctx == ts_eng.v[i].ctx;
         if (seen)
             continue;
-        rc = use_ctx(ts_eng.v[i].ctx, &current);
+        rc = ts_swap_use_ctx(ts_eng.v[i].ctx, &current);
         if (rc == CUDA_SUCCESS)
             rc = cu->cuCtxSynchronize();
     }
@@ -262,11 +262,11 @@ static CUresult swap_out_claimed(uint64_t offset, uint64_t len, uint64_t *moved)
             continue;
         e->roff = at;
         at += e->size;
-        rc = use_ctx(e->ctx, &current);
+        rc = ts_swap_use_ctx(e->ctx, &current);
         if (rc == CUDA_SUCCESS)
             rc = queue_copy(e, true);
     }
-    CUresult sync = sync_streams();
+    CUresult sync = ts_swap_sync_streams();
     current = NULL;
     if (rc == CUDA_SUCCESS)
         rc = sync;
@@ -293,7 +293,7 @@ static CUresult swap_out_claimed(uint64_t offset, uint64_t len, uint64_t *moved)
         atomic_fetch_add(&ts_eng.out[d], gone[d]);
         if (ts_eng.uncharge)
             ts_eng.uncharge(d, gone[d]);
-        publish(d, (int64_t)gone[d], TS_SWAP_OUT);
+        ts_swap_publish(d, (int64_t)gone[d], TS_SWAP_OUT);
         *moved += gone[d];
     }
     if (rc == CUDA_SUCCESS && *moved == 0)
@@ -329,7 +329,7 @@ CUresult ts_swap_out(uint64_t offset, uint64_t len, uint64_t *moved)
             return CUDA_ERROR_NOT_READY; /* another swap is under way */
         ts_gate_wait_change(w, 50u);
     }
-    CUresult rc = swap_out_claimed(offset, len, moved);
+    CUresult rc = ts_swap_out_claimed(offset, len, moved);
     ts_gate_set(*moved ? TS_GATE_OUT : TS_GATE_OPEN);
     return *moved ? CUDA_SUCCESS : rc;
 }
@@ -339,7 +339,7 @@ CUresult ts_swap_out(uint64_t offset, uint64_t len, uint64_t *moved)
  * that times out lets go of the others before all are tried again, so two
  * processes coming back on the same GPUs in the other order cannot hold
  * one each for ever. */
-static CUresult charge_all(const uint64_t *want)
+CUresult ts_swap_charge_all(const uint64_t *want)
 {
     int ndev = 0;
     for (int d = 0; d < ts_eng.ndev; d++)
@@ -372,7 +372,7 @@ CUresult ts_swap_in_claimed(void)
     for (size_t i = 0; i < ts_eng.n; i++)
         if (!ts_eng.v[i].resident)
             want[ts_eng.v[i].dev] += ts_eng.v[i].size;
-    rc = charge_all(want);
+    rc = ts_swap_charge_all(want);
     if (rc != CUDA_SUCCESS) {
         pthread_rwlock_unlock(&ts_eng.lock);
         ts_gate_set(TS_GATE_OUT);
@@ -396,7 +396,7 @@ CUresult ts_swap_in_claimed(void)
         CUmemAccessDesc access = {.location = prop.location,
                                   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
         CUmemGenericAllocationHandle h = 0;
-        rc = use_ctx(e->ctx, &current);
+        rc = ts_swap_use_ctx(e->ctx, &current);
         if (rc == CUDA_SUCCESS)
             rc = cu->cuMemCreate(&h, e->size, &prop, 0);
         if (rc != CUDA_SUCCESS)
@@ -411,7 +411,7 @@ CUresult ts_swap_in_claimed(void)
         if (rc == CUDA_SUCCESS)
             rc = queue_copy(e, false);
     }
-    CUresult sync = sync_streams();
+    CUresult sync = ts_swap_sync_streams();
     if (rc == CUDA_SUCCESS)
         rc = sync;
     for (size_t i = 0; i < ts_eng.n; i++) {
@@ -437,7 +437,7 @@ CUresult ts_swap_in_claimed(void)
         }
         atomic_fetch_add(&ts_eng.resident[d], want[d]);
         atomic_fetch_sub(&ts_eng.out[d], want[d]);
-        publish(d, -(int64_t)want[d], TS_SWAP_RESIDENT);
+        ts_swap_publish(d, -(int64_t)want[d], TS_SWAP_RESIDENT);
     }
     pthread_rwlock_unlock(&ts_eng.lock);
     if (rc == CUDA_SUCCESS && ts_eng.home)
@@ -499,8 +499,16 @@ CUresult ts_swap_move(uint64_t offset, uint64_t len, CUresult (*between)(void *)
     }
     CUresult rc = CUDA_SUCCESS;
     uint64_t t0 = ts_swap_now_ms();
-    if (!was_out) {
-        rc = swap_out_claimed(offset, len, moved);
+    if (!was_out) { /* GPU to GPU when it can (swapdirect.c) */
+        bool handled = false;
+        rc = ts_swap_move_direct(offset, len, between, arg, moved, &handled);
+        if (handled) {
+            if (ts_eng.log)
+                ts_eng.log("move: device to device %llu ms, CUresult %d",
+                           (unsigned long long)(ts_swap_now_ms() - t0), (int)rc);
+            return rc;
+        }
+        rc = ts_swap_out_claimed(offset, len, moved);
         if (rc != CUDA_SUCCESS && *moved == 0) {
             ts_gate_set(TS_GATE_OPEN); /* everything stayed resident */
             return rc;

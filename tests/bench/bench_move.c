@@ -5,7 +5,10 @@
  * node writes B MiB of device memory, then launches a small kernel and
  * synchronizes in a loop; the bench sends TS_CMD_MOVE to GPU 0 and prints
  * the time to its acknowledgement and the longest gap the job saw between
- * two launches, then checks every byte on GPU 0.
+ * two launches, then checks every byte on GPU 0. Then, for comparison in
+ * the same period: a plain memcpy of B MiB from memory written before into
+ * fresh memory of the kind simgpu's device memory is (a memfd): what
+ * copying the bytes costs on this machine.
  *
  *   bench_move MIB...        e.g. bench_move 1024 4096
  *
@@ -15,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/shim/harness.h"
@@ -24,6 +29,42 @@
     {                                                                                              \
         __VA_ARGS__, NULL                                                                          \
     }
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Seconds of a memcpy of mib MiB from written memory into fresh memfd
+ * pages (-1 when there is no memory for it). */
+static double plain_copy(unsigned mib)
+{
+    size_t n = (size_t)mib * MiB;
+    int a = memfd_create("bench_move_src", MFD_CLOEXEC),
+        b = memfd_create("bench_move_dst", MFD_CLOEXEC);
+    double took = -1;
+    if (a >= 0 && b >= 0 && ftruncate(a, (off_t)n) == 0 && ftruncate(b, (off_t)n) == 0) {
+        unsigned char *src = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, a, 0);
+        unsigned char *dst = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, b, 0);
+        if (src != MAP_FAILED && dst != MAP_FAILED) {
+            memset(src, 0x5a, n);
+            double t0 = now_s();
+            memcpy(dst, src, n);
+            took = now_s() - t0;
+        }
+        if (src != MAP_FAILED)
+            munmap(src, n);
+        if (dst != MAP_FAILED)
+            munmap(dst, n);
+    }
+    if (a >= 0)
+        close(a);
+    if (b >= 0)
+        close(b);
+    return took;
+}
 
 static int one(unsigned mib)
 {
@@ -72,6 +113,9 @@ static int one(unsigned mib)
     fflush(stdout);
     probe_end(&p, 60000);
     world_free(&w);
+    printf("  the same bytes by a plain memcpy into fresh memory: %.0f ms\n",
+           plain_copy(mib) * 1000);
+    fflush(stdout);
     return 0;
 }
 

@@ -103,7 +103,8 @@ uint64_t now_ms(void);
     X(a_swapped_out_process_is_swapped_in_by_each_newly_gated_call)                                \
     X(a_swapped_out_process_waits_for_its_memory_as_long_as_it_takes)                              \
     X(a_job_moves_from_gpu_1_to_gpu_0_and_keeps_running)                                           \
-    X(a_job_the_shim_cannot_move_is_refused_and_stays)
+    X(a_job_the_shim_cannot_move_is_refused_and_stays)                                             \
+    X(a_move_without_a_peer_path_goes_through_the_host_and_ends_whole)
 #define TS_SHIM_DECLARE(f) int f(void);
 TS_SHIM_MORE_CASES(TS_SHIM_DECLARE)
 

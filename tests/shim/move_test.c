@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/abi/cuda.h"
@@ -42,6 +43,15 @@ static uint64_t gpu_used(const struct world *w, unsigned gpu)
     uint64_t u = atomic_load(&d.st->used_bytes);
     ts_simgpu_close(&d);
     return u;
+}
+
+/* Bytes of the host swap reserve file in memory: what a move wrote there. */
+static uint64_t reserve_written(const struct world *w)
+{
+    char path[400];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/reserve", w->root);
+    return stat(path, &st) == 0 ? (uint64_t)st.st_blocks * 512u : UINT64_MAX;
 }
 
 /* A job on GPU 1 alone: its folder's dev0.ledger is GPU 1's ledger (GPU
@@ -118,6 +128,8 @@ int a_job_moves_from_gpu_1_to_gpu_0_and_keeps_running(void)
     CHECK_EQ(move_to_gpu0(&w, gpu0_ledger, p.pid, &moved, &took), 0);
     CHECK_EQ(moved, 8 * MiB);
     fprintf(stderr, "move of 8 MiB acknowledged in %llu ms\n", (unsigned long long)took);
+    /* GPU to GPU: not a byte went through the host reserve */
+    CHECK_EQ(reserve_written(&w), 0);
     uint64_t k1_at_ack = kernels(&w, 1);
     CHECK(probe_line(&p, "spin rc=0", l, sizeof l, LINE_MS));
     fprintf(stderr, "%s", l);
@@ -180,6 +192,50 @@ int a_job_the_shim_cannot_move_is_refused_and_stays(void)
     CHECK(strstr(l, "dev=0") != NULL);
     CHECK_EQ(kernels(&w, 1), k1 + 1); /* still on GPU 1 */
     CHECK_EQ(kernels(&w, 0), 0);
+    probe_go(&p);
+    CHECK_EQ(probe_end(&p, LINE_MS), 0);
+    world_free(&w);
+    return 0;
+}
+
+/* GPUs without a peer path (here: the move's first device-to-device copy
+ * fails, TESSERA_SIMGPU_FAIL): the move goes through the host reserve as a
+ * swap-out and a swap-in, and still ends whole on GPU 0: the same pointer
+ * and contents, charged on GPU 0 only, its kernels there. */
+int a_move_without_a_peer_path_goes_through_the_host_and_ends_whole(void)
+{
+    struct world w;
+    world_make(&w, 16 * GiB, 0, 5000, true);
+    world_swap(&w, 64 * MiB);
+    char gpu0_ledger[300];
+    int j1 = job_on_gpu1(&w, gpu0_ledger, sizeof gpu0_ledger);
+    CHECK(j1 >= 0);
+    struct probe p;
+    char l[512], before[512];
+    setenv("TESSERA_SIMGPU_FAIL", "cuMemcpyDtoDAsync_v2:1", 1);
+    probe_start_bin(&p, getenv("TS_MOVE_PROBE"), &w, 7, false, "CUDA_VISIBLE_DEVICES=1,0",
+                    A("init", "setup:8", "work", "wait", "work", "wait"));
+    unsetenv("TESSERA_SIMGPU_FAIL");
+    CHECK(probe_line(&p, "setup rc=0", l, sizeof l, LINE_MS));
+    CHECK(probe_line(&p, "work rc=0 bad=0", before, sizeof before, LINE_MS));
+    CHECK(probe_line(&p, "waiting", l, sizeof l, LINE_MS));
+    CHECK_EQ(reserve_written(&w), 0);
+    uint64_t moved = 0, took = 0, k1 = kernels(&w, 1);
+    CHECK_EQ(move_to_gpu0(&w, gpu0_ledger, p.pid, &moved, &took), 0);
+    CHECK_EQ(moved, 8 * MiB);
+    CHECK(reserve_written(&w) >= 8 * MiB); /* through the host */
+    int j0 = 0;
+    while (j0 < TS_LEDGER_JOBS && w.l[0]->jobs[j0].job_id != 7)
+        j0++;
+    CHECK(j0 < TS_LEDGER_JOBS);
+    CHECK_EQ(job_used(w.l[0], j0), 8 * MiB);
+    CHECK_EQ(job_used(w.l[1], j1), 0);
+    probe_go(&p);
+    CHECK(probe_line(&p, "work rc=0 bad=0", l, sizeof l, LINE_MS));
+    CHECK(strcmp(strstr(l, "ptr="), strstr(before, "ptr=")) == 0);
+    CHECK(kernels(&w, 0) >= 1);
+    CHECK_EQ(kernels(&w, 1), k1);
+    CHECK(gpu_used(&w, 1) < 8 * MiB);
     probe_go(&p);
     CHECK_EQ(probe_end(&p, LINE_MS), 0);
     world_free(&w);

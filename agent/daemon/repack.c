@@ -295,11 +295,89 @@ static void late(struct ts_broker *b, struct ts_repack_move *m)
     ts_jobtab_wake(b->jobtab);
 }
 
+/* Some processes moved, some did not: the moved ones go back to `from`
+ * with TS_CMD_MOVE in their home slots of now (in `to`), the job's folder
+ * pointing at `from` again, so that the job ends whole on one GPU. Each
+ * takes its range of the reserve along; its old slot in `from` is freed
+ * (it claims one when it comes back). False when none could be sent. */
+static bool start_undo(struct ts_broker *b, struct ts_repack_move *m, const bool *moved)
+{
+    struct ts_ledger *from = b->s->l[m->from], *to = b->s->l[m->to];
+    if (link_dev0(b->s, m->dir, b->s->index[m->from]) != 0)
+        return false;
+    size_t sent = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        int k = moved[i] ? ts_ledger_find_proc(to, m->pid[i]) : -1;
+        m->back[i] = k;
+        if (k < 0)
+            continue;
+        struct ts_ledger_proc *old = &from->procs[m->slot[i]], *p = &to->procs[k];
+        p->swap_offset = old->swap_offset;
+        p->swap_len = old->swap_len;
+        if (ts_ledger_lock(from) == 0) {
+            old->swap_len = 0;
+            atomic_store(&old->used_bytes, 0);
+            atomic_store(&old->pid, 0);
+            ts_ledger_unlock(from);
+        }
+        atomic_store(&p->cmd, TS_CMD_MOVE);
+        m->back_seq[i] = atomic_fetch_add(&p->cmd_seq, 1) + 1;
+        ts_futex_wake(&p->cmd_seq);
+        sent++;
+    }
+    m->undoing = sent > 0;
+    if (m->undoing)
+        ts_log_info("re-pack: job=%lld partly moved (%s): %zu processes sent back to gpu %u",
+                    (long long)m->id, m->why, sent, b->s->index[m->from]);
+    return m->undoing;
+}
+
+/* Once every process sent back answered or ended: the job is whole on
+ * `from` (its slot in `to` dropped), or, when one could not come back,
+ * runs on both GPUs as before. */
+static void poll_undo(struct ts_broker *b, struct ts_repack_move *m)
+{
+    struct ts_ledger *from = b->s->l[m->from], *to = b->s->l[m->to];
+    size_t stuck = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->back[i] < 0)
+            continue;
+        struct ts_ledger_proc *p = &to->procs[m->back[i]];
+        bool gone = atomic_load(&p->pid) != m->pid[i] || !ts_broker_alive(m->pid[i]);
+        if (!gone && atomic_load(&p->ack_seq) != m->back_seq[i])
+            return; /* still coming back */
+        if (!gone && (atomic_load(&p->swap_error) != CUDA_SUCCESS ||
+                      ts_ledger_find_proc(from, m->pid[i]) < 0))
+            stuck++;
+    }
+    unsigned pi = b->s->index[m->from], li = b->s->index[m->to];
+    char msg[320];
+    m->undoing = false;
+    if (stuck == 0) {
+        slot_drop(to, ts_ledger_key(m->id, m->attempt)); /* its processes left it */
+        ts_broker_room(b, m->to);
+        snprintf(msg, sizeof(msg),
+                 "%zu of its %zu processes could not move (%s); those that had moved went back "
+                 "to gpu %u, where it runs whole",
+                 m->failed, m->n, m->why, pi);
+    } else {
+        snprintf(msg, sizeof(msg),
+                 "%zu of its %zu processes could not move (%s) and %zu of those moved to gpu %u "
+                 "could not go back: it runs on both",
+                 m->failed, m->n, m->why, stuck, li);
+    }
+    finish(b, m, false, msg);
+}
+
 /* Once every process answered or ended: how it went. */
 static void poll_move(struct ts_broker *b, struct ts_repack_move *m)
 {
     struct ts_ledger *from = b->s->l[m->from];
     int64_t now = ts_now_ms();
+    if (m->undoing) {
+        poll_undo(b, m);
+        return;
+    }
     for (size_t i = 0; i < m->n; i++) {
         struct ts_ledger_proc *p = &from->procs[m->slot[i]];
         if (atomic_load(&p->pid) == m->pid[i] && ts_broker_alive(m->pid[i]) &&
@@ -312,8 +390,10 @@ static void poll_move(struct ts_broker *b, struct ts_repack_move *m)
     char why[256] = "", one[256];
     size_t moved = 0, failed = 0;
     uint64_t bytes = 0;
+    bool went[TS_REPACK_PROCS];
     for (size_t i = 0; i < m->n; i++) {
         int o = outcome(b, m, i, one, sizeof(one));
+        went[i] = o > 0;
         if (o > 0) {
             moved++;
             bytes += atomic_load(&from->procs[m->slot[i]].moved_bytes);
@@ -345,8 +425,13 @@ static void poll_move(struct ts_broker *b, struct ts_repack_move *m)
         finish(b, m, false, failed > 0 ? why : "its processes ended");
         return;
     }
-    /* some processes moved, some did not: the job runs on both GPUs and
-     * keeps its slot in both ledgers (both count its request) */
+    /* some processes moved, some did not: all or nothing, those moved go
+     * back; if none can be sent the job runs on both GPUs and keeps its
+     * slot in both ledgers (both count its request) */
+    m->failed = failed;
+    snprintf(m->why, sizeof(m->why), "%s", why);
+    if (start_undo(b, m, went))
+        return;
     char msg[320];
     snprintf(msg, sizeof(msg), "%zu of its %zu processes moved to gpu %u, the others stay: %s",
              moved, moved + failed, li, why);

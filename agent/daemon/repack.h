@@ -55,6 +55,13 @@ struct ts_repack_move {
     uint64_t bytes;
     int64_t started_ms, deadline_ms;
     bool late; /* past its deadline: the waiting start was told, the move is followed on */
+    /* Some processes moved, some did not: those moved are going back to
+     * `from` (all or nothing), each from its slot in `to` (-1: not sent). */
+    bool undoing;
+    int back[TS_REPACK_PROCS];
+    uint32_t back_seq[TS_REPACK_PROCS];
+    size_t failed;
+    char why[256]; /* why the others did not move */
     char dir[TS_AJOB_DIR_MAX];
 };
 

@@ -121,7 +121,7 @@ static CUresult open_targets(struct target *t)
 
 static CUcontext xl_ctx(CUcontext c)
 {
-    return ts_obj_xl(c);
+    return ts_obj_moved_ctx(c);
 }
 
 /* swapped_bytes of device k's memory in the reserve follow it to the new

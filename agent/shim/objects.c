@@ -22,6 +22,7 @@ struct obj {
     void *job;    /* the handle the job holds */
     void *cur;    /* the driver's handle now */
     void *next;   /* ts_obj_move: made, not yet published */
+    void *prev;   /* the driver's handle before the last move */
     void *ctx;    /* job handle of its context (streams, events, modules) */
     int vdev;     /* contexts: the job's device */
     bool primary; /* contexts: the device's primary context */
@@ -273,6 +274,21 @@ void *ts_obj_xl(void *job)
     return cur;
 }
 
+CUcontext ts_obj_moved_ctx(CUcontext before)
+{
+    if (!before)
+        return before;
+    CUcontext now = before;
+    pthread_rwlock_rdlock(&lock);
+    for (uint32_t k = 0; k < nobjs; k++)
+        if (objs[k].kind == TS_OBJ_CTX && objs[k].prev == before) {
+            now = objs[k].cur;
+            break;
+        }
+    pthread_rwlock_unlock(&lock);
+    return now;
+}
+
 CUcontext ts_obj_job_ctx(CUcontext driver)
 {
     if (atomic_load_explicit(&ts_obj_epoch, memory_order_relaxed) == 0 || !driver)
@@ -451,6 +467,7 @@ CUresult ts_obj_move(const int *real, int ndevs)
         /* published: the old objects stay where they are, unused */
         for (uint32_t k = 0; k < nobjs; k++)
             if (objs[k].kind) {
+                objs[k].prev = objs[k].cur;
                 objs[k].cur = objs[k].next;
                 objs[k].next = NULL;
             }

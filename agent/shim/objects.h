@@ -70,6 +70,11 @@ bool ts_obj_del(void *job, void **driver);
 /* The driver's handle for a job's handle (itself when unknown or never
  * moved). */
 void *ts_obj_xl(void *job);
+/* After a move: the driver's context of now for the one whose driver
+ * handle was `before` until that move (itself when unknown). A job's
+ * second move needs it: the swap engine holds driver handles, which are
+ * not the job's once it moved. */
+CUcontext ts_obj_moved_ctx(CUcontext before);
 /* The job's handle of a driver context (itself when unknown). */
 CUcontext ts_obj_job_ctx(CUcontext driver);
 /* A copy of a launch configuration with its stream translated (valid

@@ -19,6 +19,8 @@
  *                  allocation, then "data intact N bytes" or "data lost"
  *   managed DEV MiB  as alloc, with cuMemAllocManaged (memory the shim's
  *                  swap engine does not hold: a job it cannot move)
+ *   managed1 DEV MiB  as managed, in the second process of fork only (the
+ *                  first skips it): a job one of whose processes cannot move
  *   free           free every allocation; prints "freed N bytes"
  *   drop           free the last allocation (a burst given back, the rest
  *                  kept for check); prints "dropped N bytes"
@@ -291,6 +293,10 @@ int main(int argc, char **argv)
             i += 2;
         } else if (strcmp(s, "managed") == 0 && i + 2 < argc) {
             rc = do_alloc(atoi(argv[i + 1]), strtoul(argv[i + 2], NULL, 10), true);
+            i += 2;
+        } else if (strcmp(s, "managed1") == 0 && i + 2 < argc) {
+            if (worker)
+                rc = do_alloc(atoi(argv[i + 1]), strtoul(argv[i + 2], NULL, 10), true);
             i += 2;
         } else if (strcmp(s, "check") == 0) {
             rc = do_check();

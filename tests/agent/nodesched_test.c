@@ -731,6 +731,64 @@ static void a_notebook_the_shim_cannot_move_stays_and_both_jobs_say_why(void)
     }
 }
 
+/* Two processes of notebook 2: the first holds memory the shim moves, the
+ * second managed memory it cannot move. The move is all or nothing: the
+ * first, moved to GPU 0, goes back to GPU 1, and the job runs there whole
+ * (no slot left on GPU 0), both processes' memory intact. */
+static void a_job_partly_moved_goes_back_whole_to_its_gpu(void)
+{
+    if (!use_real_shim())
+        return;
+    const char *opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
+    agent_start(opts);
+    char a[4096], b[4096], c[4096], s1[1024], s2[1024], f1[300], f2[300], f2w[310], stop[300];
+    snprintf(f1, sizeof(f1), "%s/nb1", ts_ah_shared);
+    snprintf(f2, sizeof(f2), "%s/nb2", ts_ah_shared);
+    snprintf(f2w, sizeof(f2w), "%s.w1", f2);
+    snprintf(stop, sizeof(stop), "%s/stop", ts_ah_shared);
+    snprintf(s1, sizeof(s1), "alloc 0 16 mark %s await %s check", f1, stop);
+    snprintf(s2, sizeof(s2), "fork alloc 0 8 managed1 0 4 mark %s await %s check", f2, stop);
+    cjob(a, 1, 0, 1024, 3072, s1);
+    cjob(b, 2, 0, 1024, 3072, s2);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
+    REQUIRE(wait_file(f1, 30));
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
+    REQUIRE(wait_file(f2, 30) && wait_file(f2w, 30));
+    REQUIRE(has_slot(2, 1) && !has_slot(2, 0));
+
+    cjob(c, 3, 1, 3328, 3328, "alloc 0 8 idle 3 check");
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, %s]}", a, b, c);
+    json_t *j3 = ts_ah_wait_job(3, 0, "running", 40);
+    CHECK(j3 != NULL);
+    json_decref(j3);
+    char *e2 = events_of(2);
+    fprintf(stderr, "job 2 events: %s", e2);
+    CHECK(strstr(e2, "\"type\":\"moved\"") == NULL);
+    CHECK(strstr(e2, "1 of its 2 processes could not move (the shim cannot move pid ") != NULL);
+    CHECK(strstr(e2, "those that had moved went back to gpu 1, where it runs whole") != NULL);
+    free(e2);
+    /* whole on GPU 1: no slot on GPU 0, its folder, spec and report say 1 */
+    CHECK(has_slot(2, 1) && !has_slot(2, 0));
+    CHECK(dev0_is(2, 1));
+    CHECK(reported_physical(2) == 1);
+    json_t *e = ts_ah_wait_job(3, 0, "exited", 30);
+    CHECK(e != NULL && json_integer_value(json_object_get(e, "exit_code")) == 0);
+    json_decref(e);
+    ts_files_write_atomic(stop, "", 0, 0644);
+    for (long id = 1; id <= 2; id++) {
+        json_t *x = ts_ah_wait_job(id, 0, "exited", 60);
+        CHECK(x != NULL && json_integer_value(json_object_get(x, "exit_code")) == 0);
+        json_decref(x);
+        char *o = job_output(id);
+        CHECK(intact_at_same_addresses(o));
+        if (id == 2)
+            CHECK(strstr(o, "w1 data intact") != NULL);
+        if (ts_ah_failures)
+            fprintf(stderr, "job %ld output:\n%s\n", id, o);
+        free(o);
+    }
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 #define CASE(name)                                                                                 \
@@ -753,6 +811,7 @@ static const struct {
     CASE(a_move_answered_after_its_deadline_lets_the_bind_start_and_is_followed_to_its_end),
     CASE(a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_intact),
     CASE(a_notebook_the_shim_cannot_move_stays_and_both_jobs_say_why),
+    CASE(a_job_partly_moved_goes_back_whole_to_its_gpu),
     CASE(a_fraction_that_fits_only_where_the_cluster_has_room_moves_the_notebook_back),
 };
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent/abi/cuda.h"
@@ -411,10 +412,16 @@ static void poll_move(struct ts_broker *b, struct ts_repack_move *m)
         spec_moved(m->dir, li);
         ts_broker_room(b, m->from);
         char x[32];
-        ts_events_add(b->ev, m->id, m->attempt, "moved",
-                      "moved gpu %u \u2192 gpu %u for job %lld (%s of GPU memory, %.2f s)", pi, li,
-                      (long long)m->for_id, ts_broker_bytes(bytes, x, sizeof(x)),
-                      (double)(ts_now_ms() - m->started_ms) / 1000.0);
+        if (m->for_id != 0)
+            ts_events_add(b->ev, m->id, m->attempt, "moved",
+                          "moved gpu %u \u2192 gpu %u for job %lld (%s of GPU memory, %.2f s)", pi,
+                          li, (long long)m->for_id, ts_broker_bytes(bytes, x, sizeof(x)),
+                          (double)(ts_now_ms() - m->started_ms) / 1000.0);
+        else /* taken up after a restart: whom it was for is not known */
+            ts_events_add(b->ev, m->id, m->attempt, "moved",
+                          "moved gpu %u \u2192 gpu %u (%s of GPU memory; a move the agent "
+                          "took up after a restart)",
+                          pi, li, ts_broker_bytes(bytes, x, sizeof(x)));
         finish(b, m, true, "");
         return;
     }
@@ -486,8 +493,101 @@ static size_t take_asks(struct ts_broker *b, struct ts_repack_move **out)
     return n;
 }
 
+/* ---- the broker: a move a stopped agent left under way ------------------- */
+
+/* Whether the job folder's dev0.ledger is GPU index gpu's ledger. */
+static bool linked_to(const struct ts_ledgers *s, const char *jobdir, unsigned gpu)
+{
+    char a[PATH_MAX + 32], l[PATH_MAX + 32];
+    struct stat sa, sl;
+    snprintf(a, sizeof(a), "%s/shim/dev0.ledger", jobdir);
+    snprintf(l, sizeof(l), "%s/gpu%u.ledger", s->dir, gpu);
+    return stat(a, &sa) == 0 && stat(l, &sl) == 0 && sa.st_dev == sl.st_dev &&
+           sa.st_ino == sl.st_ino;
+}
+
+/* The processes of m's job in the ledger of `from`, and the command each
+ * was sent there: a TS_CMD_MOVE's sequence is awaited; one that was never
+ * sent the move counts as answered (it did not move). */
+static void resume_procs(struct ts_broker *b, struct ts_repack_move *m)
+{
+    struct ts_ledger *from = b->s->l[m->from];
+    int jf = ts_ledger_find_job(from, ts_ledger_key(m->id, m->attempt));
+    if (jf < 0 || ts_ledger_lock(from) != 0)
+        return;
+    for (int i = 0; i < TS_LEDGER_PROCS && m->n < TS_REPACK_PROCS; i++) {
+        struct ts_ledger_proc *p = &from->procs[i];
+        pid_t pid = atomic_load(&p->pid);
+        if (pid == 0 || p->job != jf || !ts_broker_alive(pid))
+            continue;
+        m->pid[m->n] = pid;
+        m->slot[m->n] = i;
+        m->seq[m->n++] = atomic_load(&p->cmd) == TS_CMD_MOVE ? atomic_load(&p->cmd_seq)
+                                                             : atomic_load(&p->ack_seq);
+        m->bytes += p->swap_len;
+    }
+    ts_ledger_unlock(from);
+}
+
+/* After a restart: a job whose record says it runs on one GPU while its
+ * folder points at its logical GPU was being moved when the agent before
+ * this one stopped. Its move is taken up: its processes' answers (the shim
+ * carried the move out meanwhile, or still does) are awaited as if this
+ * agent had sent it, and it ends as any move: moved, or undone. */
+static void resume_moves(struct ts_broker *b)
+{
+    int64_t now = ts_now_ms();
+    struct ts_repack_move *found[TS_REPACK_MOVES];
+    size_t n = 0;
+    pthread_mutex_lock(&b->a->mu);
+    for (struct ts_ajob *j = b->jobtab->jobs; j != NULL && n < TS_REPACK_MOVES; j = j->next) {
+        int from = ts_ledgers_pos(b->s, j->gpus[0]), to = ts_ledgers_pos(b->s, j->logical[0]);
+        if (j->ngpus != 1 || !j->shim || ts_ajob_final(j) || from < 0 || to < 0 || from == to ||
+            (j->move != TS_AJOB_MOVE_NONE && j->move != TS_AJOB_MOVE_ASKED) ||
+            !linked_to(b->s, j->dir, j->logical[0]))
+            continue;
+        /* asked again already (the bind is in the desired state): taken up
+         * rather than sent a second time */
+        bool asked = j->move == TS_AJOB_MOVE_ASKED;
+        struct ts_repack_move *m = &b->mv[n];
+        *m = (struct ts_repack_move){.used = true,
+                                     .id = j->id,
+                                     .attempt = j->attempt,
+                                     .for_id = asked ? j->move_for : 0,
+                                     .from = from,
+                                     .to = to};
+        snprintf(m->dir, sizeof(m->dir), "%s", j->dir);
+        j->move = TS_AJOB_MOVE_MOVING;
+        if (!asked) {
+            j->move_for = 0;
+            j->move_asked_ms = now;
+        }
+        found[n++] = m;
+    }
+    pthread_mutex_unlock(&b->a->mu);
+    for (size_t i = 0; i < n; i++) {
+        struct ts_repack_move *m = found[i];
+        resume_procs(b, m);
+        m->started_ms = now;
+        m->deadline_ms = now + TS_BROKER_ACK_MS + (int64_t)(m->bytes >> 30) * 10000;
+        ts_log_info("re-pack: taking up the move of job=%lld from gpu %u to gpu %u left by the "
+                    "agent before (%zu processes)",
+                    (long long)m->id, b->s->index[m->from], b->s->index[m->to], m->n);
+        if (m->n == 0) { /* no process left to ask: it stays where it was */
+            link_dev0(b->s, m->dir, b->s->index[m->from]);
+            ts_ledgers_job_remove(b->s, m->id, m->attempt, &b->s->index[m->to], 1);
+            finish(b, m, false, "its processes ended");
+        }
+    }
+}
+
 void ts_repack_pass(struct ts_broker *b)
 {
+    static bool resumed; /* the broker thread's first pass: after adoption */
+    if (!resumed) {
+        resumed = true;
+        resume_moves(b);
+    }
     for (int k = 0; k < TS_REPACK_MOVES; k++)
         if (b->mv[k].used && b->mv[k].n > 0)
             poll_move(b, &b->mv[k]);

@@ -789,6 +789,123 @@ static void a_job_partly_moved_goes_back_whole_to_its_gpu(void)
     }
 }
 
+/* cjob's job with an environment (env: JSON members, "\"K\": \"V\", ..."). */
+static char *cjob_env(char *buf, int id, int index, unsigned req, unsigned lim, const char *steps,
+                      const char *env)
+{
+    char tmp[4096];
+    cjob(tmp, id, index, req, lim, steps);
+    const char *at = strstr(tmp, "\"action\": \"run\", ");
+    if (at == NULL)
+        return strcpy(buf, tmp);
+    int head = (int)(at - tmp) + (int)strlen("\"action\": \"run\", ");
+    snprintf(buf, 4096, "%.*s\"env\": {%s}, %s", head, tmp, env, tmp + head);
+    return buf;
+}
+
+/* Whether a process of job id in the ledger of GPU g was sent TS_CMD_MOVE
+ * and has not answered it yet. */
+static bool move_pending(long id, int g)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/ledger/gpu%d.ledger", ts_ah_data, g);
+    struct ts_ledger *l = ts_ledger_open(path);
+    int j = l != NULL ? ts_ledger_find_job(l, ts_ledger_key(id, 0)) : -1;
+    bool pending = false;
+    for (int i = 0; j >= 0 && i < TS_LEDGER_PROCS; i++) {
+        struct ts_ledger_proc *p = &l->procs[i];
+        pending = pending || (atomic_load(&p->pid) != 0 && p->job == j &&
+                              atomic_load(&p->cmd) == TS_CMD_MOVE &&
+                              atomic_load(&p->ack_seq) != atomic_load(&p->cmd_seq));
+    }
+    ts_ledger_close(l);
+    return pending;
+}
+
+/* Whether the agent's log holds s. */
+static bool log_has(const char *s)
+{
+    char *log = ts_files_read(ts_ah_agent_log, 4 << 20, NULL);
+    bool has = log != NULL && strstr(log, s) != NULL;
+    free(log);
+    return has;
+}
+
+/* The agent is SIGKILLed while it moves notebook 2 back to GPU 0 (a slow
+ * move: its first device-to-device copy refused, so it goes through the
+ * host at 8 MB/s, about 4 s each way). The restarted agent adopts the job,
+ * takes the move up (the shim finished it meanwhile, or still does), and
+ * the job ends whole on GPU 0: its slot there only, its folder, spec and
+ * report saying GPU 0, the event moved; the whole-GPU job bound to GPU 1
+ * starts; both notebooks read their memory back intact. */
+static void a_restart_during_a_move_takes_it_up_and_the_job_ends_whole(void)
+{
+    if (!use_real_shim())
+        return;
+    const char *opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
+    agent_start(opts);
+    char a[4096], b[4096], c[4096], s1[1024], s2[1024], f1[300], f2[300], stop[300];
+    snprintf(f1, sizeof(f1), "%s/nb1", ts_ah_shared);
+    snprintf(f2, sizeof(f2), "%s/nb2", ts_ah_shared);
+    snprintf(stop, sizeof(stop), "%s/stop", ts_ah_shared);
+    snprintf(s1, sizeof(s1), "alloc 0 16 mark %s await %s check", f1, stop);
+    snprintf(s2, sizeof(s2), "alloc 0 32 mark %s await %s check", f2, stop);
+    cjob(a, 1, 0, 1024, 3072, s1);
+    cjob_env(b, 2, 0, 1024, 3072, s2,
+             "\"TESSERA_SIMGPU_FAIL\": \"cuMemcpyDtoDAsync_v2:1\", "
+             "\"TESSERA_SIMGPU_BANDWIDTH\": \"8000000\"");
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
+    REQUIRE(wait_file(f1, 30));
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
+    REQUIRE(wait_file(f2, 60));
+    REQUIRE(has_slot(2, 1) && !has_slot(2, 0));
+
+    cjob(c, 3, 1, 3328, 3328, "alloc 0 8 idle 3 check");
+    ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, %s]}", a, b, c);
+    double until = ts_ah_now_s() + 20;
+    while (!log_has("re-pack: TS_CMD_MOVE sent job=2") && ts_ah_now_s() < until)
+        ts_ah_sleep_s(0.02);
+    REQUIRE(log_has("re-pack: TS_CMD_MOVE sent job=2"));
+    CHECK(ts_ah_agent_stop(SIGKILL) != -1);
+    /* under way: not answered yet, a slot in both ledgers, the folder on GPU 0 */
+    CHECK(move_pending(2, 1));
+    CHECK(dev0_is(2, 0) && has_slot(2, 1));
+    agent_start(opts);
+    json_t *j3 = ts_ah_wait_job(3, 0, "running", 40);
+    CHECK(j3 != NULL);
+    json_decref(j3);
+    CHECK(log_has("re-pack: taking up the move of job=2 from gpu 1 to gpu 0"));
+    char *e2 = events_of(2);
+    fprintf(stderr, "job 2 events: %s", e2);
+    CHECK(strstr(e2, "\"type\":\"moved\"") != NULL);
+    CHECK(strstr(e2, "moved gpu 1 \u2192 gpu 0") != NULL);
+    free(e2);
+    CHECK(has_slot(2, 0) && !has_slot(2, 1));
+    CHECK(dev0_is(2, 0));
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/jobs/2-0/spec.json", ts_ah_data);
+    json_t *spec = ts_files_read_json(path);
+    json_t *g = json_array_get(json_object_get(spec, "gpus"), 0);
+    CHECK(json_integer_value(json_object_get(g, "index")) == 0);
+    CHECK(json_object_get(g, "logical_index") == NULL);
+    json_decref(spec);
+    CHECK(reported_physical(2) == 0);
+    json_t *e = ts_ah_wait_job(3, 0, "exited", 30);
+    CHECK(e != NULL && json_integer_value(json_object_get(e, "exit_code")) == 0);
+    json_decref(e);
+    ts_files_write_atomic(stop, "", 0, 0644);
+    for (long id = 1; id <= 2; id++) {
+        json_t *x = ts_ah_wait_job(id, 0, "exited", 60);
+        CHECK(x != NULL && json_integer_value(json_object_get(x, "exit_code")) == 0);
+        json_decref(x);
+        char *o = job_output(id);
+        CHECK(intact_at_same_addresses(o));
+        if (ts_ah_failures)
+            fprintf(stderr, "job %ld output:\n%s\n", id, o);
+        free(o);
+    }
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 #define CASE(name)                                                                                 \
@@ -812,6 +929,7 @@ static const struct {
     CASE(a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_intact),
     CASE(a_notebook_the_shim_cannot_move_stays_and_both_jobs_say_why),
     CASE(a_job_partly_moved_goes_back_whole_to_its_gpu),
+    CASE(a_restart_during_a_move_takes_it_up_and_the_job_ends_whole),
     CASE(a_fraction_that_fits_only_where_the_cluster_has_room_moves_the_notebook_back),
 };
 

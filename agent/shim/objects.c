@@ -320,6 +320,8 @@ void ts_obj_sync_slow(void)
     if (!ts_shim.cu.cuCtxGetCurrent || ts_shim.cu.cuCtxGetCurrent(&c) != CUDA_SUCCESS || !c)
         return;
     CUcontext now = ts_obj_xl(c);
+    if (now == c) /* after a second move: the driver's handle of the first */
+        now = ts_obj_moved_ctx(c);
     if (now != c)
         ts_shim.cu.cuCtxSetCurrent(now);
 }

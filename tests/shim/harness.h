@@ -104,7 +104,8 @@ uint64_t now_ms(void);
     X(a_swapped_out_process_waits_for_its_memory_as_long_as_it_takes)                              \
     X(a_job_moves_from_gpu_1_to_gpu_0_and_keeps_running)                                           \
     X(a_job_the_shim_cannot_move_is_refused_and_stays)                                             \
-    X(a_move_without_a_peer_path_goes_through_the_host_and_ends_whole)
+    X(a_move_without_a_peer_path_goes_through_the_host_and_ends_whole)                             \
+    X(a_job_moves_there_and_back_and_keeps_its_memory)
 #define TS_SHIM_DECLARE(f) int f(void);
 TS_SHIM_MORE_CASES(TS_SHIM_DECLARE)
 

@@ -241,3 +241,61 @@ int a_move_without_a_peer_path_goes_through_the_host_and_ends_whole(void)
     world_free(&w);
     return 0;
 }
+
+/* The job's second move (the agent's all-or-nothing re-pack moves a
+ * process back): GPU 1 -> GPU 0 -> GPU 1, launching kernels on the way;
+ * the same pointer and contents, charged on GPU 1 again, its kernels
+ * there. The swap engine holds the driver's contexts, which a second move
+ * must follow from the first (objects.c, ts_obj_moved_ctx). */
+int a_job_moves_there_and_back_and_keeps_its_memory(void)
+{
+    struct world w;
+    world_make(&w, 16 * GiB, 0, 5000, true);
+    world_swap(&w, 64 * MiB);
+    char gpu0_ledger[300], gpu1_ledger[300], dev0[400], tmp[400];
+    int j1 = job_on_gpu1(&w, gpu0_ledger, sizeof gpu0_ledger);
+    CHECK(j1 >= 0);
+    snprintf(gpu1_ledger, sizeof gpu1_ledger, "%s/gpu1.ledger", w.root);
+    snprintf(dev0, sizeof dev0, "%s/dev0.ledger", w.shim);
+    snprintf(tmp, sizeof tmp, "%s/dev0.ledger.new", w.shim);
+    CHECK(link(dev0, gpu1_ledger) == 0); /* GPU 1's ledger keeps a name */
+    struct probe p;
+    char l[512], before[512];
+    probe_start_bin(&p, getenv("TS_MOVE_PROBE"), &w, 7, false, "CUDA_VISIBLE_DEVICES=1,0",
+                    A("init", "setup:8", "work", "wait", "work", "wait", "work", "wait"));
+    CHECK(probe_line(&p, "work rc=0 bad=0", before, sizeof before, LINE_MS));
+    CHECK(probe_line(&p, "waiting", l, sizeof l, LINE_MS));
+    uint64_t moved = 0, took = 0;
+    CHECK_EQ(move_to_gpu0(&w, gpu0_ledger, p.pid, &moved, &took), 0);
+    probe_go(&p);
+    CHECK(probe_line(&p, "work rc=0 bad=0", l, sizeof l, LINE_MS));
+    CHECK(probe_line(&p, "waiting", l, sizeof l, LINE_MS));
+    /* back to GPU 1: its folder points there again, the command goes to
+     * its home slot of now, in GPU 0's ledger */
+    CHECK(link(gpu1_ledger, tmp) == 0 && rename(tmp, dev0) == 0);
+    struct ts_ledger_proc *home = slot_of(w.l[0], p.pid);
+    CHECK(home != NULL);
+    home->swap_offset = 0;
+    home->swap_len = 64 * MiB;
+    atomic_store(&home->cmd, TS_CMD_MOVE);
+    uint64_t t0 = now_ms();
+    uint32_t seq = atomic_fetch_add(&home->cmd_seq, 1) + 1;
+    ts_futex_wake(&home->cmd_seq);
+    while (atomic_load(&home->ack_seq) != seq && now_ms() - t0 < LINE_MS)
+        ts_futex_wait(&home->ack_seq, atomic_load(&home->ack_seq), 100);
+    CHECK_EQ(atomic_load(&home->ack_seq), seq);
+    CHECK_EQ(atomic_load(&home->swap_error), 0);
+    CHECK_EQ(atomic_load(&home->moved_bytes), 8 * MiB);
+    uint64_t k0 = kernels(&w, 0), k1 = kernels(&w, 1);
+    probe_go(&p);
+    CHECK(probe_line(&p, "work rc=0 bad=0", l, sizeof l, LINE_MS));
+    CHECK(strcmp(strstr(l, "ptr="), strstr(before, "ptr=")) == 0);
+    CHECK_EQ(kernels(&w, 0), k0); /* the kernel after the second move ran on GPU 1 */
+    CHECK(kernels(&w, 1) > k1);
+    CHECK_EQ(job_used(w.l[1], j1), 8 * MiB);
+    CHECK(slot_of(w.l[1], p.pid) != NULL);
+    probe_go(&p);
+    CHECK_EQ(probe_end(&p, LINE_MS), 0);
+    world_free(&w);
+    return 0;
+}

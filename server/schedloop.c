@@ -207,20 +207,21 @@ static enum ts_err cycle(struct ts_schedloop *l, struct ts_dbconn *c, int64_t *d
         .result = res,
         .checkpoint_root = l->checkpoint_root,
     };
-    size_t refused = 0;
+    struct ts_sched_refused refused = {0};
     e = ts_store_sched_apply(c, &snap, &rows, &ap, a, &refused, err);
     if (e == TS_OK && nds > 0) {
         size_t binds = 0;
         for (size_t i = 0; i < nds; i++)
             binds += ds[i]->action == TS_SCHED_BIND;
-        size_t stops = nds - binds;
-        binds -= refused; /* their jobs moved since the snapshot: not bound */
+        /* their jobs moved since the snapshot: not written */
+        size_t stops = nds - binds - refused.stops;
+        binds -= refused.binds;
         atomic_fetch_add(&l->binds, (int_fast64_t)binds);
         atomic_fetch_add(&l->stops, (int_fast64_t)stops);
         ts_log_info("scheduler cycle binds=%zu stops=%zu held=%zu refused=%zu pending=%zu "
                     "decide_ms=%lld total_ms=%lld",
-                    binds, stops, nheld, refused, snap.npending, (long long)(t1 - t0),
-                    (long long)(ts_now_ms() - t0));
+                    binds, stops, nheld, refused.binds + refused.stops, snap.npending,
+                    (long long)(t1 - t0), (long long)(ts_now_ms() - t0));
     }
     ts_sched_result_free(res);
     ts_arena_free(a);

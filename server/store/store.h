@@ -299,13 +299,19 @@ enum ts_err ts_store_pending_fold(struct ts_dbconn *c, struct ts_error *err);
 /* The same for one project's rows (a submission that counted many). */
 enum ts_err ts_store_pending_fold_project(struct ts_dbconn *c, int64_t project_id,
                                           struct ts_error *err);
-/* Write decisions, reasons and shares in one transaction; the binds in one
- * statement. A job stopped that moved since the snapshot -> TS_ERR_CONFLICT
- * and nothing written. A job bound that moved (cancelled, held) is left
- * out and the rest written: *refused (may be NULL) counts those. */
+/* Decisions not written because their job moved since the snapshot. */
+struct ts_sched_refused {
+    size_t binds; /* cancelled, held */
+    size_t stops; /* ended, cancelled, no longer fitting the node's swap */
+};
+/* Write decisions, reasons and shares in one transaction; the stops in one
+ * statement, the binds in another. A job stopped or bound that moved since
+ * the snapshot is left out and the rest written: *refused (may be NULL)
+ * counts those. */
 enum ts_err ts_store_sched_apply(struct ts_dbconn *c, const struct ts_sched_snapshot *snap,
                                  const struct ts_sched_rows *rows, const struct ts_sched_apply *ap,
-                                 struct ts_arena *a, size_t *refused, struct ts_error *err);
+                                 struct ts_arena *a, struct ts_sched_refused *refused,
+                                 struct ts_error *err);
 
 /* ---- figures for /metrics (store_stats.c) ---------------------------------------- */
 

@@ -4,10 +4,9 @@
  * writes its decisions; the snapshot it reads is store_sched_snap.c.
  *
  * Decisions are written in one transaction, each guarded by the state the
- * snapshot saw: a stop whose job moved meanwhile (a cancel, a report) means
- * nothing is written and the caller runs another cycle; the binds are one
- * statement, and one whose job moved is left out while the others are
- * written (write_binds).
+ * snapshot saw: the stops are one statement and the binds another, and a
+ * decision whose job moved meanwhile (a cancel, a report) is left out while
+ * the others are written (write_stops, write_binds).
  */
 #include <math.h>
 #include <stdio.h>
@@ -106,21 +105,6 @@ enum ts_err ts_store_sched_forgive(struct ts_dbconn *c, double secs, int *n, str
 }
 
 /* ---- writing the decisions ---------------------------------------------------- */
-
-static enum ts_err guarded(struct ts_dbconn *c, const char *sql, int n, const char *const *p,
-                           int64_t job, struct ts_error *err)
-{
-    PGresult *res = NULL;
-    enum ts_err e = ts_db_exec(c, sql, n, p, &res, err);
-    if (e != TS_OK)
-        return e;
-    bool moved = PQntuples(res) != 1; /* the statement returns the row it moved */
-    PQclear(res);
-    if (moved)
-        return ts_error_set(err, TS_ERR_CONFLICT, "job %lld changed during the cycle",
-                            (long long)job);
-    return TS_OK;
-}
 
 /* "scheduled on node n1 GPUs 0,1: MESSAGE" (new, in a). */
 static const char *bind_message(const struct ts_sched_snapshot *s,
@@ -243,66 +227,113 @@ static enum ts_err write_binds(struct ts_dbconn *c, const struct ts_sched_snapsh
     return TS_OK;
 }
 
-/* EVICT: a running job stops (evicting). SUSPEND: a running job that
- * accepts swap is suspended in place (suspending, holding what it holds on
- * its GPUs of the node's swap until its agent says what it moved; the
- * snapshot gave the core the same figures, so the check here refuses only
- * when a report moved them since); one its
- * agent has not started yet is simply evicted. EVICT of a pending job
- * (job_was_running false): its suspension ends, its processes are killed
- * (evicting, with no GPUs) and it is queued again. */
-static enum ts_err write_stop(struct ts_dbconn *c, const struct ts_sched_decision *d,
-                              struct ts_arena *a, struct ts_error *err)
+/*
+ * Every stop of the cycle in one statement (issue 15, as the binds), in
+ * three kinds, each checked as its own statement checked it:
+ * - evict: a running (or scheduled) job stops (evicting);
+ * - suspend: a running job that accepts swap is suspended in place
+ *   (suspending, holding what it holds on its GPUs of the node's swap until
+ *   its agent says what it moved); one that does not, or that its agent
+ *   has not started yet, is simply evicted. The swap it needs must still
+ *   be free: the snapshot gave the core the same figures, so the check
+ *   refuses only when a report moved them since. The suspensions before it
+ *   in the cycle on the same node count as taken (grow: what they add to
+ *   the swap the node's jobs hold), as when each statement saw the ones
+ *   before; a stop earlier in the cycle that frees swap does not count
+ *   until the next cycle (a suspension refused for that is decided again);
+ * - end: a suspended job that is pending again (not held) ends its
+ *   suspension: its processes are killed (evicting, with no GPUs) and it is
+ *   queued again.
+ * A stop whose job moved since the snapshot (ended, cancelled, held) is left
+ * out and the others are written: a stop only frees room, and no bind of
+ * this cycle counts on it (safe_decisions in schedloop.c holds those
+ * back). Events are written in the decisions' order.
+ */
+#define STOPS_SQL                                                                                  \
+    "WITH b AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[])"                        \
+    "   WITH ORDINALITY AS b(id, kind, msg, ord)),"                                                \
+    " sw AS (SELECT b.id, b.ord, j.node_id, CASE WHEN j.state = 'running' AND j.swap"              \
+    "   THEN " TS_SQL_JOB_HELD_BYTES " - j.swapped_bytes ELSE 0 END AS grow"                       \
+    "   FROM b JOIN job j ON j.id = b.id WHERE b.kind = 'suspend'),"                               \
+    " swb AS (SELECT id, coalesce(sum(grow) OVER (PARTITION BY node_id ORDER BY ord"               \
+    "   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)::bigint AS before FROM sw),"         \
+    " upd AS (UPDATE job j SET"                                                                    \
+    "   state = CASE WHEN b.kind = 'suspend' AND j.state = 'running' AND j.swap"                   \
+    "     THEN 'suspending' ELSE 'evicting' END,"                                                  \
+    "   stop_reason = CASE WHEN b.kind = 'suspend' AND j.state = 'running' AND j.swap"             \
+    "     THEN 'suspended' ELSE 'evicted' END,"                                                    \
+    "   suspended_bytes = CASE WHEN b.kind <> 'suspend' THEN j.suspended_bytes"                    \
+    "     WHEN j.state = 'running' AND j.swap THEN " TS_SQL_JOB_HELD_BYTES " ELSE 0 END,"          \
+    "   suspend_held = CASE WHEN b.kind = 'suspend' THEN false ELSE j.suspend_held END,"           \
+    "   updated_at = now()"                                                                        \
+    "   FROM b LEFT JOIN swb ON swb.id = b.id WHERE j.id = b.id AND CASE b.kind"                   \
+    "   WHEN 'end' THEN j.state = 'suspended' AND NOT j.suspend_held"                              \
+    "   WHEN 'evict' THEN j.state IN ('scheduled', 'running')"                                     \
+    "   ELSE j.state IN ('scheduled', 'running')"                                                  \
+    "   AND NOT (j.state = 'running' AND j.swap AND " TS_SQL_JOB_HELD_BYTES                        \
+    "     > (SELECT n.swap_bytes FROM node n WHERE n.id = j.node_id)"                              \
+    "     - " TS_SQL_NODE_SWAP_USED_BY_OTHERS " - swb.before) END"                                 \
+    "   RETURNING j.id, j.state, b.kind, b.msg, b.ord),"                                           \
+    " ev AS (INSERT INTO job_event (job_id, type, message)"                                        \
+    "   SELECT id, state, CASE WHEN kind = 'end' THEN 'its suspension ends: ' || msg"              \
+    "   ELSE msg END FROM upd ORDER BY ord)"                                                       \
+    " SELECT count(*) FROM upd"
+
+/* The stops among ap's decisions in one statement; *refused: how many were
+ * not written because their job moved. */
+static enum ts_err write_stops(struct ts_dbconn *c, const struct ts_sched_apply *ap,
+                               struct ts_arena *a, size_t *refused, struct ts_error *err)
 {
-    const char *p[] = {P("%lld", (long long)d->job_id), d->message};
-    if (!d->job_was_running)
-        return guarded(c,
-                       "WITH upd AS (UPDATE job SET state = 'evicting', stop_reason = 'evicted',"
-                       "   updated_at = now() WHERE id = $1 AND state = 'suspended'"
-                       "   AND NOT suspend_held RETURNING id),"
-                       " ev AS (INSERT INTO job_event (job_id, type, message)"
-                       "   SELECT id, 'evicting', 'its suspension ends: ' || $2 FROM upd)"
-                       " SELECT 1 FROM upd",
-                       2, p, d->job_id, err);
-    if (d->action == TS_SCHED_SUSPEND) {
-        /* The node row is locked before the swap is counted, as a suspend
-         * on request does, so that the two cannot both take the last of
-         * it; if it went since the snapshot, nothing is written. */
-        PGresult *res = NULL;
-        enum ts_err e = ts_db_exec(c,
-                                   "SELECT 1 FROM node WHERE id = (SELECT node_id FROM job"
-                                   " WHERE id = $1) FOR UPDATE",
-                                   1, p, &res, err);
+    size_t n = 0, nsusp = 0;
+    int64_t *ids = ts_arena_alloc(a, sizeof(int64_t) * (ap->ndecisions + 1));
+    int64_t *susp = ts_arena_alloc(a, sizeof(int64_t) * (ap->ndecisions + 1));
+    const char **kinds = ts_arena_alloc(a, sizeof(char *) * (ap->ndecisions + 1));
+    const char **msgs = ts_arena_alloc(a, sizeof(char *) * (ap->ndecisions + 1));
+    if (ids == NULL || susp == NULL || kinds == NULL || msgs == NULL)
+        return ts_error_nomem(err);
+    for (size_t i = 0; i < ap->ndecisions; i++) {
+        const struct ts_sched_decision *d = ap->decisions[i];
+        if (d->action == TS_SCHED_BIND)
+            continue;
+        ids[n] = d->job_id;
+        msgs[n] = d->message;
+        kinds[n++] = !d->job_was_running             ? "end"
+                     : d->action == TS_SCHED_SUSPEND ? "suspend"
+                                                     : "evict";
+        if (d->job_was_running && d->action == TS_SCHED_SUSPEND)
+            susp[nsusp++] = d->job_id;
+    }
+    *refused = 0;
+    if (n == 0)
+        return TS_OK;
+    PGresult *res = NULL;
+    enum ts_err e = TS_OK;
+    if (nsusp > 0) {
+        /* The nodes' rows are locked before their swap is counted, as a
+         * suspend on request does, so that the two cannot both take the
+         * last of it. */
+        const char *lp[] = {ts_row_id_array(a, susp, nsusp)};
+        if (lp[0] == NULL)
+            return ts_error_nomem(err);
+        e = ts_db_exec(c,
+                       "SELECT 1 FROM node WHERE id IN (SELECT node_id FROM job"
+                       " WHERE id = ANY($1::bigint[])) ORDER BY id FOR UPDATE",
+                       TS_ARRAY_LEN(lp), lp, &res, err);
         PQclear(res);
         if (e != TS_OK)
             return e;
-        return guarded(c,
-                       "WITH upd AS (UPDATE job j SET"
-                       "   state = CASE WHEN j.state = 'running' AND j.swap THEN 'suspending'"
-                       "     ELSE 'evicting' END,"
-                       "   stop_reason = CASE WHEN j.state = 'running' AND j.swap THEN 'suspended'"
-                       "     ELSE 'evicted' END,"
-                       "   suspended_bytes = CASE WHEN j.state = 'running' AND j.swap"
-                       "     THEN " TS_SQL_JOB_HELD_BYTES " ELSE 0 END,"
-                       "   suspend_held = false, updated_at = now()"
-                       "   WHERE j.id = $1 AND j.state IN ('scheduled', 'running')"
-                       "   AND NOT (j.state = 'running' AND j.swap AND " TS_SQL_JOB_HELD_BYTES
-                       "     > (SELECT n.swap_bytes FROM node n WHERE n.id = j.node_id)"
-                       "     - " TS_SQL_NODE_SWAP_USED_BY_OTHERS ")"
-                       "   RETURNING j.id, j.state),"
-                       " ev AS (INSERT INTO job_event (job_id, type, message)"
-                       "   SELECT id, state, $2 FROM upd)"
-                       " SELECT 1 FROM upd",
-                       2, p, d->job_id, err);
     }
-    return guarded(c,
-                   "WITH upd AS (UPDATE job SET state = 'evicting', stop_reason = 'evicted',"
-                   "   updated_at = now() WHERE id = $1 AND state IN ('scheduled', 'running')"
-                   "   RETURNING id),"
-                   " ev AS (INSERT INTO job_event (job_id, type, message)"
-                   "   SELECT id, 'evicting', $2 FROM upd)"
-                   " SELECT 1 FROM upd",
-                   2, p, d->job_id, err);
+    const char *p[] = {ts_row_id_array(a, ids, n), ts_row_text_array(a, kinds, n),
+                       ts_row_text_array(a, msgs, n)};
+    if (p[0] == NULL || p[1] == NULL || p[2] == NULL)
+        return ts_error_nomem(err);
+    e = ts_db_exec(c, STOPS_SQL, TS_ARRAY_LEN(p), p, &res, err);
+    if (e != TS_OK)
+        return e;
+    int64_t done = ts_row_i64(res, 0, 0);
+    PQclear(res);
+    *refused = n - (size_t)done;
+    return TS_OK;
 }
 
 /* The reason is the one the snapshot read for that job: nothing to write. */
@@ -393,17 +424,17 @@ static enum ts_err write_shares(struct ts_dbconn *c, const struct ts_sched_rows 
 
 enum ts_err ts_store_sched_apply(struct ts_dbconn *c, const struct ts_sched_snapshot *s,
                                  const struct ts_sched_rows *rows, const struct ts_sched_apply *ap,
-                                 struct ts_arena *a, size_t *refused, struct ts_error *err)
+                                 struct ts_arena *a, struct ts_sched_refused *refused,
+                                 struct ts_error *err)
 {
-    size_t nrefused = 0;
+    struct ts_sched_refused nrefused = {0};
     enum ts_err e = ts_db_begin(c, err);
     /* the stops first, as before the binds they make room for (a bind
        waiting for a stop is written by a later cycle) */
-    for (size_t i = 0; e == TS_OK && i < ap->ndecisions; i++)
-        if (ap->decisions[i]->action != TS_SCHED_BIND)
-            e = write_stop(c, ap->decisions[i], a, err);
     if (e == TS_OK)
-        e = write_binds(c, s, rows, ap, a, &nrefused, err);
+        e = write_stops(c, ap, a, &nrefused.stops, err);
+    if (e == TS_OK)
+        e = write_binds(c, s, rows, ap, a, &nrefused.binds, err);
     if (e == TS_OK)
         e = write_reasons(c, s, rows, ap, a, err);
     if (e == TS_OK && ap->result != NULL)
@@ -415,6 +446,6 @@ enum ts_err ts_store_sched_apply(struct ts_dbconn *c, const struct ts_sched_snap
     else
         ts_db_rollback(c);
     if (refused != NULL)
-        *refused = e == TS_OK ? nrefused : 0;
+        *refused = e == TS_OK ? nrefused : (struct ts_sched_refused){0};
     return e;
 }

@@ -222,13 +222,13 @@ static enum ts_err query_from_to(const struct metrics_query *m, int64_t now, int
 }
 
 /* Level k's buckets not rolled up yet are read from the level below: the
- * minute is written once complete (store_series.c), the hour whenever a
- * minute is added. That level's resolution, or 0. */
+ * minute and the hour are written once complete (store_series.c). That
+ * level's resolution, or 0. */
 static int64_t finer_of(const struct ts_series_levels *lv, int k)
 {
     if (k <= 0 || k >= lv->n)
         return 0;
-    return lv->resolution[k] == 60 ? lv->resolution[k - 1] : 0;
+    return lv->resolution[k - 1];
 }
 
 /* The finest of the levels whose points are still kept for from (a bucket

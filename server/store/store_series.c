@@ -5,7 +5,7 @@
  *
  * Any number of replicas tick; the one that gets the transaction-level
  * advisory lock writes. Writing is idempotent (a point already in its bucket
- * is kept, roll-ups are recomputed from the finer points), so two replicas
+ * is kept, a roll-up is written once or recomputed from the finer points), so two replicas
  * ticking one after the other in the same bucket write it once.
  */
 #include <stdio.h>
@@ -294,13 +294,18 @@ static enum ts_err expire(struct ts_dbconn *c, int64_t resolution, int64_t reten
 }
 
 /*
- * The coarser levels (issue 15: recomputing the current minute from its
- * points at every tick was the sampler's largest cost). The minute (when
- * the interval is shorter) is written once, complete: by the tick that
- * writes its last point, or when that tick was missed, by the next one
+ * The coarser levels, each bucket written once, complete (issue 15:
+ * recomputing the current minute from its points at every tick was the
+ * sampler's largest cost; then the current hour from its minutes at every
+ * minute). The minute (when the interval is shorter) is written by the tick
+ * that writes its last point, or when that tick was missed, by the next one
  * (the newest complete minute is rolled up if the cluster has no point
- * there yet, one index probe otherwise). The hour is recomputed whenever a
- * minute is added to it, so its current bucket grows.
+ * there yet, one index probe otherwise). The hour, when a minute is
+ * written: the hour that minute completes is computed from its minutes
+ * (recomputed, so that an hour a server before this one wrote while it ran
+ * is made whole); else the hour before, if the cluster has no point there
+ * yet (its last minute missed), once. Readers take the buckets not rolled
+ * up yet from the level below (ts_store_series_query).
  */
 static enum ts_err roll_ups(struct ts_dbconn *c, const struct ts_series_levels *lv, int64_t at,
                             struct ts_error *err)
@@ -311,14 +316,16 @@ static enum ts_err roll_ups(struct ts_dbconn *c, const struct ts_series_levels *
     enum ts_err e = TS_OK;
     for (int k = 1; k < lv->n && e == TS_OK && rows > 0; k++) {
         int64_t fine = lv->resolution[k - 1], coarse = lv->resolution[k];
+        bool ends = (done + fine) % coarse == 0; /* done is the bucket's last */
+        int64_t bucket = ends ? done / coarse * coarse : done / coarse * coarse - coarse;
         if (k == 1 && base < 60) {
             /* the minute this tick completes, else the one before */
-            done = (at + base) % coarse == 0 ? at / coarse * coarse : at / coarse * coarse - coarse;
-            e = roll_up(c, coarse, fine, done, true, &rows, err);
+            e = roll_up(c, coarse, fine, bucket, true, &rows, err);
         } else {
-            e = roll_up(c, coarse, fine, done / coarse * coarse, false, &rows, err);
+            e = roll_up(c, coarse, fine, bucket, !ends, &rows, err);
             rows = 0; /* levels above the hour: none */
         }
+        done = bucket;
     }
     return e;
 }
@@ -366,9 +373,10 @@ enum ts_err ts_store_series_tick(struct ts_dbconn *c, const struct ts_series_lev
     " WHEN 'pending_gpus' THEN pending_gpus ELSE idle_gpus END"
 
 /* Where the buckets of resolution R (a parameter) not rolled up yet start:
- * after the newest the cluster has (a minute is written once complete,
- * roll_ups). Readers take those buckets from the finer points, so that
- * the running minute reads as when it was recomputed at every tick. */
+ * after the newest the cluster has (a minute or an hour is written once
+ * complete, roll_ups). Readers take those buckets from the finer points,
+ * so that the running minute and hour read as when they were recomputed
+ * at every tick and every minute. */
 #define NOT_ROLLED_UP(R)                                                                           \
     "(SELECT coalesce(max(at) + make_interval(secs => " R "::integer), '-infinity')"               \
     " FROM metric_point WHERE resolution_s = " R "::integer AND scope = 'cluster' AND key = '')"

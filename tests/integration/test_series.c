@@ -337,6 +337,19 @@ static void old_points_are_deleted_past_retention(void **state)
                         "1,60,3600");
 }
 
+/* The database's time, at least 2 minutes into the hour and 2 before its
+ * end (waiting when it is not): the hour's first minutes are written and the
+ * hour does not end during the test. */
+static long long hour_inside(void)
+{
+    long long now = db_now();
+    if (now % 3600 < 120 || now % 3600 > 3480) {
+        ts_sleep_ms((int)((3720 - now % 3600) % 3600) * 1000);
+        now = db_now();
+    }
+    return now;
+}
+
 static void minutes_and_hours_are_averages_of_finer_points(void **state)
 {
     long long now = db_now();
@@ -368,20 +381,16 @@ static void minutes_and_hours_are_averages_of_finer_points(void **state)
              m, m, m + 60);
     assert_string_equal(sql1("%s", cond), "t");
 
-    /* hours: two minutes of this hour before this one, rolled up when a
-     * minute ends */
-    now = db_now();
-    long long h = now / 3600 * 3600;
-    if (now / 60 * 60 < h + 120) {
-        ts_sleep_ms((int)(h + 121 - now) * 1000);
-        now = db_now();
-        h = now / 3600 * 3600;
-    }
-    m = now / 60 * 60;
+    /* hours: two minutes of the hour before this one, which has no point
+     * (as if the tick of its last minute was missed: deleted), rolled up
+     * when the next minute is written */
+    now = hour_inside();
+    long long h = now / 3600 * 3600 - 3600;
+    sql1("DELETE FROM metric_point WHERE resolution_s = 3600 AND at = to_timestamp(%lld)", h);
     sql1("INSERT INTO metric_point (resolution_s, scope, key, at, allocated, samples) VALUES"
          " (60, 'node', 'hour', to_timestamp(%lld), 2, 60),"
          " (60, 'node', 'hour', to_timestamp(%lld), 4, 60)",
-         m - 120, m - 60);
+         h + 60, h + 120);
     snprintf(cond, sizeof(cond),
              "SELECT count(*) > 0 FROM metric_point WHERE resolution_s = 3600 AND key = 'hour'"
              " AND at = to_timestamp(%lld)",
@@ -433,6 +442,39 @@ static void a_minute_is_written_once_complete(void **state)
              "  AND at >= to_timestamp(%lld) AND at < to_timestamp(%lld))",
              m - 60, m - 60, m);
     assert_true(wait_sql(5000, cond));
+}
+
+/* An hour's point is written once, when the hour is complete (issue 15:
+ * recomputing the current hour from its minutes at every minute): none
+ * while the hour runs, though minutes of it are written, and a query at
+ * 3600 s answers it from its minutes as before. (The hour before, complete,
+ * is written at the next minute: minutes_and_hours_are_averages_of_finer_points.) */
+static void an_hour_is_written_once_complete(void **state)
+{
+    (void)state;
+    long long now = hour_inside();
+    long long h = now / 3600 * 3600;
+    char cond[512];
+    snprintf(cond, sizeof(cond),
+             "SELECT count(*) > 0 FROM metric_point WHERE resolution_s = 60 AND scope = 'cluster'"
+             " AND at >= to_timestamp(%lld)",
+             h);
+    assert_true(wait_sql(70000, cond)); /* a minute of this hour is written */
+    assert_string_equal(sql1("SELECT count(*) FROM metric_point WHERE resolution_s = 3600"
+                             " AND at = to_timestamp(%lld)",
+                             h),
+                        "0");
+    double quota = atof(sql1("SELECT quota_gpus FROM project WHERE name = 'p1'"));
+    assert_true(quota > 0);
+    struct ts_response r;
+    assert_int_equal(query(TS_IT_ADMIN_TOKEN, "metric=capacity&by=project&key=p1&from=3d", &r),
+                     200);
+    assert_int_equal(ts_it_int(r.json, "resolution_seconds"), 3600);
+    json_t *pts = json_object_get(series_of(r.json, "p1"), "points");
+    json_t *last = json_array_get(pts, json_array_size(pts) - 1);
+    assert_int_equal(json_integer_value(json_array_get(last, 0)), h);
+    assert_true(json_number_value(json_array_get(last, 1)) == quota);
+    ts_response_free(&r);
 }
 
 static void an_interval_that_does_not_divide_a_minute_is_refused(void **state)
@@ -543,6 +585,7 @@ int main(void)
         cmocka_unit_test(old_points_are_deleted_past_retention),
         cmocka_unit_test(minutes_and_hours_are_averages_of_finer_points),
         cmocka_unit_test(a_minute_is_written_once_complete),
+        cmocka_unit_test(an_hour_is_written_once_complete),
         cmocka_unit_test(an_interval_that_does_not_divide_a_minute_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -23,6 +23,8 @@
  * the node's agent. A report costs a fixed number of statements: the samples
  * of its jobs that run (the common case) and of its GPUs go in one statement
  * each, as arrays; only a job whose state moves takes its own statements.
+ * A report that moves nothing commits without waiting for its WAL flush
+ * (server/README.md, the agent protocol): the next report says it again.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -320,7 +322,7 @@ static enum ts_err apply_job(struct ts_dbconn *c, const char *node_id, const cha
  * named for a while after the stop never started there. Likewise a job asked
  * to suspend that its agent no longer names: it is gone, and requeued. */
 static enum ts_err never_started(struct ts_dbconn *c, const char *node_id,
-                                 const struct ts_node_report *rep, struct ts_arena *a,
+                                 const struct ts_node_report *rep, struct ts_arena *a, bool *moved,
                                  struct ts_error *err)
 {
     int64_t *ids = ts_arena_alloc(a, sizeof(*ids) * (rep->njobs + 1));
@@ -360,6 +362,8 @@ static enum ts_err never_started(struct ts_dbconn *c, const char *node_id,
         "   || CASE WHEN upd.state = 'pending' THEN '; back in the queue' ELSE '' END END"
         " FROM upd JOIN gone ON gone.id = upd.id",
         TS_ARRAY_LEN(p), p, &res, err);
+    if (e == TS_OK && atol(PQcmdTuples(res)) > 0)
+        *moved = true;
     PQclear(res);
     return e;
 }
@@ -588,9 +592,13 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
         return ts_error_nomem(err);
     }
     e = apply_running(c, node_id, rep, a, done, err);
+    /* moved: the report changed a job's or the node's state, or stored an
+     * event (below, durable) */
+    bool moved = was_lost || rep->nevents > 0;
     for (size_t i = 0; e == TS_OK && i < rep->njobs; i++) {
         if (done[i])
             continue;
+        moved = true;
         bool ignored = false;
         e = apply_job(c, node_id, name, &rep->jobs[i], a, &ignored, err);
         if (ignored)
@@ -601,25 +609,31 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
     if (e == TS_OK)
         e = apply_events(c, node_id, rep, a, out, err);
     if (e == TS_OK)
-        e = never_started(c, node_id, rep, a, err);
+        e = never_started(c, node_id, rep, a, &moved, err);
     if (e == TS_OK)
         e = apply_gpus(c, node_id, rep, a, err);
     if (e == TS_OK) {
         /* the heartbeat; the state column is written only when it changes,
-         * so that heartbeats do not wake the scheduler */
-        const char *q[] = {node_id};
-        e = ts_db_exec_in_tx(
-            c, "UPDATE node SET last_seen_at = now() WHERE id = $1 RETURNING generation",
-            TS_ARRAY_LEN(q), q, &res, err);
+         * so that heartbeats do not wake the scheduler. A report that moved
+         * nothing (samples, the heartbeat, where jobs run on the node: what
+         * its next report, 5 s later, says again) commits without waiting
+         * for its WAL flush (server/README.md, the agent protocol) */
+        const char *q[] = {node_id, moved ? "f" : "t"};
+        e = ts_db_exec_in_tx(c,
+                             "UPDATE node SET last_seen_at = now() WHERE id = $1"
+                             " RETURNING generation, CASE WHEN $2::boolean"
+                             "   THEN set_config('synchronous_commit', 'off', true) END",
+                             TS_ARRAY_LEN(q), q, &res, err);
         if (e == TS_OK && was_lost) {
+            const char *q1[] = {node_id};
             PQclear(res);
             e = ts_db_exec_in_tx(
                 c, "UPDATE node SET state = 'ready' WHERE id = $1 AND state = 'not_ready'",
-                TS_ARRAY_LEN(q), q, &res, err);
+                TS_ARRAY_LEN(q1), q1, &res, err);
             PQclear(res);
             if (e == TS_OK) /* what its triggers made of it */
                 e = ts_db_exec_in_tx(c, "SELECT generation FROM node WHERE id = $1",
-                                     TS_ARRAY_LEN(q), q, &res, err);
+                                     TS_ARRAY_LEN(q1), q1, &res, err);
         }
     }
     if (e != TS_OK)

@@ -2,6 +2,7 @@
  * cluster.c - free resources of nodes and GPUs, and the placement API that
  * tessera-sim's placement replay uses without projects or a cycle.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +17,25 @@ int ts_sched_cluster_model_id(const struct ts_sched_cluster *c, const char *mode
     return -1;
 }
 
+static size_t whole_slot(int nwhole)
+{
+    return nwhole < TS_SCHED_WHOLE_MAX ? (size_t)nwhole : TS_SCHED_WHOLE_MAX;
+}
+
+int ts_sched_cluster_max_whole(const struct ts_sched_cluster *c)
+{
+    if (c->whole_nodes[TS_SCHED_WHOLE_MAX] > 0)
+        return INT_MAX;
+    int w = TS_SCHED_WHOLE_MAX - 1;
+    while (w > 0 && c->whole_nodes[w] == 0)
+        w--;
+    return w;
+}
+
 void ts_sched_cluster_node_refresh(struct ts_sched_cluster *c, int node)
 {
     struct node_state *n = &c->nodes[node];
+    c->whole_nodes[whole_slot(n->nwhole)]--;
     n->nwhole = 0;
     n->max_free = 0;
     n->max_free_frac = 0;
@@ -35,6 +52,7 @@ void ts_sched_cluster_node_refresh(struct ts_sched_cluster *c, int node)
             n->max_free_frac = frac;
         n->free_gpus += frac;
     }
+    c->whole_nodes[whole_slot(n->nwhole)]++;
     n->frag_valid = false;
     n->pfrag_valid = false;
     n->version++;
@@ -480,6 +498,7 @@ struct ts_sched_cluster *ts_sched_cluster_build(const struct ts_sched_snapshot *
     c->kinds = ts_arena_alloc(a, (ng ? ng : 1) * sizeof(*c->kinds));
     if (!c->gpus || !c->node_gpus || !c->nodes || !c->models || !c->kinds)
         return NULL;
+    c->whole_nodes[0] = nn; /* nwhole 0 until each node's refresh below */
     for (size_t i = 0; i < nn; i++) {
         const struct ts_sched_node *sn = &snap->nodes[i];
         c->nodes[i].ready = sn->ready;

@@ -82,6 +82,12 @@ struct vbucket {
     size_t n, cap, dead; /* dead: removed entries among the n */
 };
 
+/* A project's entries by priority, lowest first (victims.c). */
+struct vlist {
+    struct vbucket *vb;
+    size_t nvb, capvb;
+};
+
 struct proj {
     double alloc;    /* GPUs allocated now */
     double alloc_np; /* of which non-preemptible */
@@ -96,11 +102,13 @@ struct proj {
     int heap_pos;
     int *queue; /* this pass's pending jobs, in order */
     size_t nqueue, qhead;
-    int touched;        /* victims.c scratch */
-    int skipped_prio;   /* victims.c scratch */
-    bool in_rule;       /* victims.c scratch: its jobs are candidates */
-    struct vbucket *vb; /* victims.c: its stoppable running jobs by priority, lowest first */
-    size_t nvb, capvb;
+    int touched;      /* victims.c scratch */
+    int skipped_prio; /* victims.c scratch */
+    bool in_rule;     /* victims.c scratch: its jobs are candidates */
+    struct vlist all; /* victims.c: its stoppable running jobs */
+    struct vlist big; /* ... those of two GPUs or more (a whole-GPU preemption
+                         where no node has enough empty GPUs for one GPU's
+                         victim: vindex.c) */
     size_t vlive;     /* live entries in all */
     double vmin_gpus; /* no job its list held this cycle had fewer GPUs */
     double removed;   /* victims.c scratch */

@@ -56,6 +56,8 @@ struct fshape {
     const bool *model_ok; /* per interned model; NULL: any */
 };
 
+#define TS_SCHED_WHOLE_MAX 16
+
 struct ts_sched_cluster {
     const struct ts_sched_snapshot *snap;
     struct gpu_state *gpus;   /* snapshot order */
@@ -86,6 +88,9 @@ struct ts_sched_cluster {
     double capacity;        /* GPUs on ready nodes */
     double allocated;       /* GPUs allocated on ready nodes */
     struct ts_arena *owner; /* ts_sched_cluster_new's arena; NULL inside a cycle */
+    /* nodes by their empty GPUs (nwhole), the last counting all with
+     * TS_SCHED_WHOLE_MAX or more: ts_sched_cluster_max_whole's bound */
+    size_t whole_nodes[TS_SCHED_WHOLE_MAX + 1];
     struct pindex *pidx;    /* pindex.c: placement index, or NULL */
     const struct ts_sched_cluster_watch *watch; /* the index's, with pidx; or NULL */
 };
@@ -153,6 +158,9 @@ int ts_sched_cluster_model_id(const struct ts_sched_cluster *c, const char *mode
 bool ts_sched_cluster_node_static_ok(const struct ts_sched_cluster *c, const struct preq *p,
                                      int node);
 void ts_sched_cluster_node_refresh(struct ts_sched_cluster *c, int node);
+/* No node has more empty GPUs than this (INT_MAX when some node has
+ * TS_SCHED_WHOLE_MAX or more). */
+int ts_sched_cluster_max_whole(const struct ts_sched_cluster *c);
 void ts_sched_cluster_take(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,
                            size_t nslots, double cpu, int64_t host_mem);
 void ts_sched_cluster_give(struct ts_sched_cluster *c, int node, const struct ts_sched_slot *slots,

@@ -190,14 +190,14 @@ struct vcur {
 /* The next live candidate at or after c (moved there), or NULL. */
 static const struct vent *vcur_live(const struct proj *P, struct vcur *c)
 {
-    while (c->b < P->nvb) {
-        const struct vbucket *b = &P->vb[c->b];
+    while (c->b < P->all.nvb) {
+        const struct vbucket *b = &P->all.vb[c->b];
         while (c->left > 0 && b->e[c->left - 1].job < 0)
             c->left--;
         if (c->left > 0)
             return &b->e[c->left - 1];
-        if (++c->b < P->nvb)
-            c->left = P->vb[c->b].n;
+        if (++c->b < P->all.nvb)
+            c->left = P->all.vb[c->b].n;
     }
     return NULL;
 }
@@ -388,7 +388,7 @@ static int rule_lists(struct cycle *cy, int j, const struct victim_rule *r, int 
         if (r->reclaim && P->in_rule && !can_give(cy, r, jd, (int)q))
             P->in_rule = false;
         if (P->in_rule && P->vlive > 0) {
-            cur[nl] = (struct vcur){0, P->vb[0].n};
+            cur[nl] = (struct vcur){0, P->all.vb[0].n};
             list[nl++] = (int)q;
         }
     }
@@ -403,7 +403,7 @@ static const struct vent *next_candidate(struct cycle *cy, const struct victim_r
         const struct proj *P = &cy->projs[list[0]];
         const struct vent *e = vcur_live(P, &cur[0]);
         if (e == NULL || (!r->reclaim && e->priority >= r->below_priority)) {
-            cur[0].b = P->nvb;
+            cur[0].b = P->all.nvb;
             return NULL;
         }
         cur[0].left--;
@@ -417,7 +417,7 @@ static const struct vent *next_candidate(struct cycle *cy, const struct victim_r
         if (e == NULL)
             continue;
         if (!r->reclaim && e->priority >= r->below_priority) {
-            cur[l].b = P->nvb; /* the rest are of higher priority still */
+            cur[l].b = P->all.nvb; /* the rest are of higher priority still */
             continue;
         }
         if (be == NULL || vent_cand_before(e, be)) {
@@ -577,6 +577,80 @@ static bool single_step(struct cycle *cy, struct search *s, const struct vent *b
     return true;
 }
 
+/* Whether x (of the rule's one project, below its priority) is node's
+ * first candidate for the search: no job node_candidates would take comes
+ * before it. */
+static bool first_on_node(const struct cycle *cy, const struct search *s, int node,
+                          const struct job *x)
+{
+    int proj = cy->jobs[s->j].project;
+    for (int v = cy->node_head[node]; v >= 0; v = cy->jobs[v].next) {
+        const struct job *y = &cy->jobs[v];
+        if (y == x || v == s->j || y->project != proj || y->priority >= s->r->below_priority)
+            continue;
+        if (ts_sched_victims_stoppable(cy, y) && cand_before(y, x))
+            return false;
+    }
+    return true;
+}
+
+/* One candidate of walk_big; false once no later one can do better. */
+static bool big_step(struct cycle *cy, struct search *s, const struct vent *be)
+{
+    if (s->best_node >= 0) {
+        struct vset lower = {1, be->priority, be->priority, be->started_at};
+        if (vset_better(&s->best, &lower))
+            return false;
+    }
+    int node = be->node;
+    if (cy->node_stamp[node] == cy->stamp)
+        return true;
+    const struct job *x = &cy->jobs[be->job];
+    if (cy->node_nstop[node] >= MAXV || !first_on_node(cy, s, node, x)) {
+        /* the node's set, whole (as single_step at a node met before) */
+        cy->node_stamp[node] = cy->stamp;
+        uint64_t key = 0;
+        if (!node_skipped(cy, s, node, &key))
+            node_search(cy, s, node, key);
+        return true;
+    }
+    /* its first candidate: its set is x alone if x alone makes room (else
+     * a later entry of the node, not first, looks at it whole) */
+    const struct preq *p = &cy->jobs[s->j].p;
+    if (cy->c->nodes[node].nwhole + be->nslots < p->ndev)
+        return true;
+    if (single_fits(cy, s, node, x)) {
+        cy->node_stamp[node] = cy->stamp;
+        consider(cy, s, node, &be->job, 1);
+    }
+    return true;
+}
+
+/* walk_singles over the project's list of jobs of two GPUs or more, where
+ * the job needs at least two GPUs more than any node has empty (the
+ * entries of one GPU were most of a 4-GPU job's walk at 12,500 nodes).
+ * A node's set is a single x only if x alone makes room (the greedy stops
+ * at the first candidate c_k whose prefix makes room and keeps c_k; the
+ * set is {c_k} exactly when c_k alone makes room, more victims never
+ * making less room), and x alone makes room only if its GPUs and the
+ * node's empty ones are enough: so x holds two GPUs or more, and every
+ * node whose set is single has its entry in this list, met in candidate
+ * order. At that entry the node's set is found as walk_singles finds it:
+ * by x alone where x is the node's first candidate (the greedy's first
+ * step), else by node_victims. The entries passed over are no single
+ * anywhere, so the walk stops where walk_singles would or at a later entry
+ * no better, and the first single (the lowest node id among equals) is
+ * the same. */
+static bool walk_big(struct cycle *cy, struct search *s)
+{
+    const struct proj *P = &cy->projs[s->list[0]];
+    for (size_t b = 0; b < P->big.nvb && P->big.vb[b].priority < s->r->below_priority; b++)
+        for (size_t k = P->big.vb[b].n; k-- > 0;)
+            if (P->big.vb[b].e[k].job >= 0 && !big_step(cy, s, &P->big.vb[b].e[k]))
+                return s->best_node >= 0 && s->best.n == 1;
+    return s->best_node >= 0 && s->best.n == 1;
+}
+
 /* Preemption (no floors, unlike reclaim): on a node whose first candidate
  * alone makes room, the greedy stops there and its set is that one job;
  * on another, a single victim is possible only at a later candidate, met
@@ -592,9 +666,14 @@ static bool walk_singles(struct cycle *cy, struct search *s)
     /* a preemption's candidates: its project's list (the one list), in
      * order, below its priority */
     const struct proj *P = s->nl == 1 ? &cy->projs[s->list[0]] : NULL;
-    for (size_t b = 0; P != NULL && b < P->nvb && P->vb[b].priority < s->r->below_priority; b++)
-        for (size_t k = P->vb[b].n; k-- > 0;)
-            if (P->vb[b].e[k].job >= 0 && !single_step(cy, s, &P->vb[b].e[k], met))
+    const struct preq *p = &cy->jobs[s->j].p;
+    if (P != NULL && p->kind == TS_SCHED_GPU_COUNT &&
+        p->ndev - 2 >= ts_sched_cluster_max_whole(cy->c))
+        return walk_big(cy, s);
+    for (size_t b = 0; P != NULL && b < P->all.nvb && P->all.vb[b].priority < s->r->below_priority;
+         b++)
+        for (size_t k = P->all.vb[b].n; k-- > 0;)
+            if (P->all.vb[b].e[k].job >= 0 && !single_step(cy, s, &P->all.vb[b].e[k], met))
                 return s->best_node >= 0 && s->best.n == 1;
     return s->best_node >= 0 && s->best.n == 1;
 }

@@ -46,35 +46,35 @@ static int cmp_vent(const void *x, const void *y)
     return vent_key_before(b, a->started_at, a->id) ? 1 : 0;
 }
 
-/* The bucket of priority prio (created when create), or NULL. */
-static struct vbucket *bucket_of(struct cycle *cy, struct proj *P, int prio, bool create)
+/* The bucket of priority prio in L (created when create), or NULL. */
+static struct vbucket *bucket_of(struct cycle *cy, struct vlist *L, int prio, bool create)
 {
-    size_t lo = 0, hi = P->nvb;
+    size_t lo = 0, hi = L->nvb;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (P->vb[mid].priority < prio)
+        if (L->vb[mid].priority < prio)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo < P->nvb && P->vb[lo].priority == prio)
-        return &P->vb[lo];
+    if (lo < L->nvb && L->vb[lo].priority == prio)
+        return &L->vb[lo];
     if (!create)
         return NULL;
-    if (P->nvb == P->capvb) {
-        size_t ncap = P->capvb ? P->capvb * 2 : 4;
-        struct vbucket *nv = realloc(P->vb, ncap * sizeof(*nv));
+    if (L->nvb == L->capvb) {
+        size_t ncap = L->capvb ? L->capvb * 2 : 4;
+        struct vbucket *nv = realloc(L->vb, ncap * sizeof(*nv));
         if (nv == NULL) {
             cy->nomem = true;
             return NULL;
         }
-        P->vb = nv;
-        P->capvb = ncap;
+        L->vb = nv;
+        L->capvb = ncap;
     }
-    memmove(&P->vb[lo + 1], &P->vb[lo], (P->nvb - lo) * sizeof(*P->vb));
-    P->vb[lo] = (struct vbucket){.priority = prio};
-    P->nvb++;
-    return &P->vb[lo];
+    memmove(&L->vb[lo + 1], &L->vb[lo], (L->nvb - lo) * sizeof(*L->vb));
+    L->vb[lo] = (struct vbucket){.priority = prio};
+    L->nvb++;
+    return &L->vb[lo];
 }
 
 /* The first entry of b not before (started_at, id). */
@@ -122,32 +122,67 @@ void ts_sched_victims_node_changed(struct cycle *cy, int node)
         cy->node_ver[node]++;
 }
 
+/* The whole-GPU preemption's second list (victims.c, walk_singles): a job
+ * of one GPU cannot alone empty two. */
+static bool in_big(const struct job *x)
+{
+    return x->nslots >= 2;
+}
+
+/* e into its place in L; false when out of memory. */
+static bool list_put(struct cycle *cy, struct vlist *L, const struct vent *e)
+{
+    struct vbucket *b = bucket_of(cy, L, e->priority, true);
+    if (b == NULL || !bucket_grow(cy, b))
+        return false;
+    size_t k = bucket_pos(b, e->started_at, e->id);
+    /* its own removed entry, or a removed one just before its place: taken
+     * back without moving the bucket (the order holds either way) */
+    if (k < b->n && b->e[k].job < 0 && b->e[k].started_at == e->started_at && b->e[k].id == e->id) {
+        b->e[k] = *e;
+        b->dead--;
+    } else if (k > 0 && b->e[k - 1].job < 0) {
+        b->e[k - 1] = *e;
+        b->dead--;
+    } else {
+        memmove(&b->e[k + 1], &b->e[k], (b->n - k) * sizeof(*b->e));
+        b->e[k] = *e;
+        b->n++;
+    }
+    return true;
+}
+
+/* x's entry (job v) out of L; false when it has none. */
+static bool list_drop(struct cycle *cy, struct vlist *L, const struct job *x, int v)
+{
+    struct vbucket *b = bucket_of(cy, L, x->priority, false);
+    if (b == NULL)
+        return false;
+    size_t k = bucket_pos(b, x->started_at, x->id);
+    if (k >= b->n || b->e[k].job != v)
+        return false;
+    b->e[k].job = -1;
+    b->dead++;
+    while (b->n > 0 && b->e[b->n - 1].job < 0) { /* the best candidates go first */
+        b->n--;
+        b->dead--;
+    }
+    if (b->dead > 64 && b->dead * 2 > b->n)
+        bucket_compact(b);
+    return true;
+}
+
 void ts_sched_victims_index_add(struct cycle *cy, int v)
 {
     const struct job *x = &cy->jobs[v];
     if (!cy->vindex || !ts_sched_victims_stoppable(cy, x))
         return;
     struct proj *P = &cy->projs[x->project];
-    struct vbucket *b = bucket_of(cy, P, x->priority, true);
-    if (b == NULL || !bucket_grow(cy, b))
+    struct vent e = {x->priority, v, x->started_at, x->id, x->node, (int)x->nslots};
+    if (!list_put(cy, &P->all, &e) || (in_big(x) && !list_put(cy, &P->big, &e)))
         return;
     cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] += (int)x->nslots;
     cy->node_nstop[x->node]++;
-    size_t k = bucket_pos(b, x->started_at, x->id);
-    struct vent e = {x->priority, v, x->started_at, x->id, x->node, (int)x->nslots};
-    /* its own removed entry, or a removed one just before its place: taken
-     * back without moving the bucket (the order holds either way) */
-    if (k < b->n && b->e[k].job < 0 && b->e[k].started_at == x->started_at && b->e[k].id == x->id) {
-        b->e[k] = e;
-        b->dead--;
-    } else if (k > 0 && b->e[k - 1].job < 0) {
-        b->e[k - 1] = e;
-        b->dead--;
-    } else {
-        memmove(&b->e[k + 1], &b->e[k], (b->n - k) * sizeof(*b->e));
-        b->e[k] = e;
-        b->n++;
-    }
     P->vlive++;
     if (x->gpus < P->vmin_gpus)
         P->vmin_gpus = x->gpus;
@@ -159,23 +194,36 @@ void ts_sched_victims_index_del(struct cycle *cy, int v)
     if (!cy->vindex || !ts_sched_victims_stoppable(cy, x))
         return;
     struct proj *P = &cy->projs[x->project];
-    struct vbucket *b = bucket_of(cy, P, x->priority, false);
-    if (b == NULL)
+    if (!list_drop(cy, &P->all, x, v))
         return;
-    size_t k = bucket_pos(b, x->started_at, x->id);
-    if (k >= b->n || b->e[k].job != v)
-        return;
-    b->e[k].job = -1;
-    b->dead++;
+    if (in_big(x))
+        list_drop(cy, &P->big, x, v);
     P->vlive--;
     cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] -= (int)x->nslots;
     cy->node_nstop[x->node]--;
-    while (b->n > 0 && b->e[b->n - 1].job < 0) { /* the best candidates go first */
-        b->n--;
-        b->dead--;
-    }
-    if (b->dead > 64 && b->dead * 2 > b->n)
-        bucket_compact(b);
+}
+
+/* e appended to L (sorted once built); false when out of memory. */
+static bool list_append(struct cycle *cy, struct vlist *L, const struct vent *e)
+{
+    struct vbucket *b = bucket_of(cy, L, e->priority, true);
+    if (b == NULL || !bucket_grow(cy, b))
+        return false;
+    b->e[b->n++] = *e;
+    return true;
+}
+
+static void list_sort(struct vlist *L)
+{
+    for (size_t k = 0; k < L->nvb; k++)
+        qsort(L->vb[k].e, L->vb[k].n, sizeof(struct vent), cmp_vent);
+}
+
+static void list_free(struct vlist *L)
+{
+    for (size_t k = 0; k < L->nvb; k++)
+        free(L->vb[k].e);
+    free(L->vb);
 }
 
 bool ts_sched_victims_index_build(struct cycle *cy)
@@ -197,11 +245,9 @@ bool ts_sched_victims_index_build(struct cycle *cy)
         if (!x->running || !ts_sched_victims_stoppable(cy, x))
             continue;
         struct proj *P = &cy->projs[x->project];
-        struct vbucket *b = bucket_of(cy, P, x->priority, true);
-        if (b == NULL || !bucket_grow(cy, b))
+        struct vent e = {x->priority, (int)i, x->started_at, x->id, x->node, (int)x->nslots};
+        if (!list_append(cy, &P->all, &e) || (in_big(x) && !list_append(cy, &P->big, &e)))
             return false;
-        b->e[b->n++] =
-            (struct vent){x->priority, (int)i, x->started_at, x->id, x->node, (int)x->nslots};
         P->vlive++;
         if (x->gpus < P->vmin_gpus)
             P->vmin_gpus = x->gpus;
@@ -210,9 +256,8 @@ bool ts_sched_victims_index_build(struct cycle *cy)
         cy->node_nstop[x->node]++;
     }
     for (size_t p = 0; p < cy->snap->nprojects; p++) {
-        struct proj *P = &cy->projs[p];
-        for (size_t k = 0; k < P->nvb; k++)
-            qsort(P->vb[k].e, P->vb[k].n, sizeof(struct vent), cmp_vent);
+        list_sort(&cy->projs[p].all);
+        list_sort(&cy->projs[p].big);
     }
     cy->vindex = true;
     return !cy->nomem;
@@ -225,8 +270,7 @@ void ts_sched_victims_index_free(struct cycle *cy)
     if (cy->projs == NULL)
         return;
     for (size_t p = 0; p < cy->snap->nprojects; p++) {
-        for (size_t k = 0; k < cy->projs[p].nvb; k++)
-            free(cy->projs[p].vb[k].e);
-        free(cy->projs[p].vb);
+        list_free(&cy->projs[p].all);
+        list_free(&cy->projs[p].big);
     }
 }

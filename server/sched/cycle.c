@@ -138,6 +138,7 @@ void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sche
                          size_t nslots, const char *code, const char *msg)
 {
     struct job *J = &cy->jobs[j];
+    cy->changes++;
     struct ts_sched_slot *copy = ts_arena_alloc(cy->a, (nslots ? nslots : 1) * sizeof(*copy));
     if (copy == NULL) {
         cy->nomem = true;
@@ -281,6 +282,7 @@ void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, 
                          const char *msg)
 {
     struct job *V = &cy->jobs[v];
+    cy->changes++;
     if (V->bound) {
         unbind(cy, v, for_job, suspend_it, code, msg);
         return;

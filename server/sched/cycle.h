@@ -58,6 +58,7 @@ struct job {
     int prev, next;    /* the node's list of running jobs */
     enum stage stage;
     bool reclaim_tried; /* a reclaim was tried and found no victims */
+    uint64_t failed_at; /* decide.c: cycle.changes when its attempt last failed */
     bool reclaim_tier1; /* ... and it was the reclaim within quota */
     int64_t position;
 };
@@ -140,9 +141,12 @@ struct cycle {
     int *node_head;                   /* first running job on each node, -1 */
     struct decision_buf dec;
     size_t pass_decisions;
-    int64_t free_epoch;     /* bumps when resources are freed */
-    struct memo *fail_memo; /* placement failures: signature -> freed[] length then */
-    int *freed;             /* nodes where resources were freed, in order */
+    uint64_t changes;         /* binds and stops so far (cycle.c) */
+    struct memo *failed_like; /* decide.c: this pass's failed attempts, by what
+                                 an attempt reads of a job -> its index + 1 */
+    int64_t free_epoch;       /* bumps when resources are freed */
+    struct memo *fail_memo;   /* placement failures: signature -> freed[] length then */
+    int *freed;               /* nodes where resources were freed, in order */
     size_t nfreed, capfreed;
     struct memo *reclaim_memo; /* reclaim failures, valid within a pass */
     struct order *order;       /* this pass's queue */

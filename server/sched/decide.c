@@ -105,6 +105,81 @@ static void attempt(struct cycle *cy, int j)
     J->stage = STAGE_NO_ROOM;
 }
 
+/* ---- a failure met again -------------------------------------------------- */
+
+/* Whether two requests are the same, field for field. */
+static bool same_request(const struct ts_sched_request *a, const struct ts_sched_request *b)
+{
+    if (a->kind != b->kind || a->count != b->count || a->portion != b->portion ||
+        a->portion_limit != b->portion_limit || a->memory_bytes != b->memory_bytes ||
+        a->memory_limit_bytes != b->memory_limit_bytes || a->devices != b->devices ||
+        a->cpu != b->cpu || a->host_memory_bytes != b->host_memory_bytes ||
+        a->refuses_swap != b->refuses_swap || a->ngpu_models != b->ngpu_models ||
+        a->nnode_selector != b->nnode_selector)
+        return false;
+    for (size_t i = 0; i < a->ngpu_models; i++)
+        if (strcmp(a->gpu_models[i], b->gpu_models[i]) != 0)
+            return false;
+    for (size_t i = 0; i < a->nnode_selector; i++)
+        if (strcmp(a->node_selector[i].key, b->node_selector[i].key) != 0 ||
+            strcmp(a->node_selector[i].value, b->node_selector[i].value) != 0)
+            return false;
+    return true;
+}
+
+/* A job whose attempt reads nothing of it but its project, priority,
+ * preemptibility and request: valid, and not pinned to a node (a suspended
+ * job resumes only where it was). */
+static bool unpinned(const struct job *J)
+{
+    return J->valid && J->p.only_node < 0 && J->p.only_slots == NULL && !J->p.host_mem_held;
+}
+
+static uint64_t failed_key(const struct job *J)
+{
+    uint64_t k = ts_sched_memo_fold(J->p.hash, (uint64_t)J->project);
+    k = ts_sched_memo_fold(k, (uint64_t)(int64_t)J->priority);
+    return ts_sched_memo_fold(k, J->preemptible);
+}
+
+/* Job j's attempt, or the outcome of an attempt that failed just before it
+ * for the same project, priority, preemptibility and request, with no bind
+ * or stop since in this pass. Such an attempt decides the same, by
+ * construction: it reads of its job only those (not its id, name or times:
+ * they go into messages, written only when something is decided), and the
+ * state it reads is the same (fair shares change only at a pass's start,
+ * the rest only by binds and stops). What it would add to the memos is
+ * there already: the placement's failure with the same count of freed nodes
+ * (the same signature), and each reclaim and preemption it would try, keyed
+ * by that signature, project, priority and what a limit leaves short, all
+ * of them found failed by the first. So the same pending reason follows. */
+static void attempt_or_repeat(struct cycle *cy, int j)
+{
+    struct job *J = &cy->jobs[j];
+    if (!unpinned(J) || cy->failed_like == NULL) {
+        attempt(cy, j);
+        return;
+    }
+    uint64_t key = failed_key(J), v = 0;
+    if (ts_sched_memo_get(cy->failed_like, key, &v)) {
+        const struct job *A = &cy->jobs[v - 1];
+        if (A->failed_at == cy->changes && !A->running && unpinned(A) && A->project == J->project &&
+            A->priority == J->priority && A->preemptible == J->preemptible &&
+            same_request(A->req, J->req)) {
+            J->stage = A->stage;
+            J->reclaim_tried = A->reclaim_tried;
+            J->reclaim_tier1 = A->reclaim_tier1;
+            return;
+        }
+    }
+    uint64_t before = cy->changes;
+    attempt(cy, j);
+    if (cy->changes == before && !J->running) {
+        J->failed_at = before;
+        ts_sched_memo_put(cy->failed_like, key, (uint64_t)j + 1);
+    }
+}
+
 /* ---- the cycle ------------------------------------------------------------ */
 
 static enum ts_err build_jobs(struct cycle *cy)
@@ -358,8 +433,10 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
     cy->c = ts_sched_cluster_build(snap, a);
     cy->fail_memo = ts_sched_memo_new();
     cy->reclaim_memo = ts_sched_memo_new();
+    cy->failed_like = ts_sched_memo_new();
     rc = TS_ERR_NOMEM;
-    if (cy->c == NULL || cy->fail_memo == NULL || cy->reclaim_memo == NULL)
+    if (cy->c == NULL || cy->fail_memo == NULL || cy->reclaim_memo == NULL ||
+        cy->failed_like == NULL)
         goto out;
     if ((rc = build_jobs(cy)) != TS_OK || (rc = build_projects(cy)) != TS_OK)
         goto out;
@@ -375,6 +452,7 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
         pass++;
         cy->pass_decisions = 0;
         ts_sched_memo_clear(cy->reclaim_memo);
+        ts_sched_memo_clear(cy->failed_like); /* fair shares are taken again */
         shares_update(cy);
         if (pass == 1)
             shares_keep_first(cy);
@@ -387,7 +465,7 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
         for (size_t i = 0; i < cy->njobs; i++)
             cy->jobs[i].position = 0;
         for (int j; (j = ts_sched_order_next(cy->order)) >= 0;) {
-            attempt(cy, j);
+            attempt_or_repeat(cy, j);
             if (!cy->jobs[j].running)
                 cy->jobs[j].position = ++pos;
         }
@@ -408,6 +486,7 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
 out:
     ts_sched_memo_free(cy->fail_memo);
     ts_sched_memo_free(cy->reclaim_memo);
+    ts_sched_memo_free(cy->failed_like);
     free(cy->dec.v);
     free(cy->freed);
     ts_sched_diag_cache_free(cy->diag);

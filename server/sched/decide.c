@@ -135,11 +135,13 @@ static bool unpinned(const struct job *J)
     return J->valid && J->p.only_node < 0 && J->p.only_slots == NULL && !J->p.host_mem_held;
 }
 
+/* Where to look for a failed attempt like j's (the job found there is
+ * compared field for field: a key shared by two kinds only costs an
+ * attempt). */
 static uint64_t failed_key(const struct job *J)
 {
-    uint64_t k = ts_sched_memo_fold(J->p.hash, (uint64_t)J->project);
-    k = ts_sched_memo_fold(k, (uint64_t)(int64_t)J->priority);
-    return ts_sched_memo_fold(k, J->preemptible);
+    return J->p.hash ^ (uint64_t)(uint32_t)J->project * 0x9e3779b97f4a7c15ULL ^
+           (uint64_t)(uint32_t)J->priority * 0xc2b2ae3d27d4eb4fULL ^ (uint64_t)J->preemptible;
 }
 
 /* Job j's attempt, or the outcome of an attempt that failed just before it
@@ -362,6 +364,23 @@ static int cmp_reason(const void *x, const void *y)
     return a->job_id < b->job_id ? -1 : a->job_id > b->job_id;
 }
 
+/* Whether the pending jobs' positions are 1 to np, each once. */
+static bool positions_are_places(struct cycle *cy, size_t np)
+{
+    unsigned char *seen = ts_arena_alloc(cy->a, np ? np : 1);
+    if (seen == NULL)
+        return false;
+    for (size_t i = 0; i < cy->njobs; i++) {
+        const struct job *J = &cy->jobs[i];
+        if (J->running)
+            continue;
+        if (J->position < 1 || (uint64_t)J->position > np || seen[J->position - 1])
+            return false;
+        seen[J->position - 1] = 1;
+    }
+    return true;
+}
+
 static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_result *r)
 {
     const struct ts_sched_snapshot *snap = cy->snap;
@@ -381,16 +400,23 @@ static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_re
     cy->diag = ts_sched_diag_cache_new(np);
     if (r->pending == NULL || cy->diag == NULL)
         return TS_ERR_NOMEM;
+    /* in queue order: each pending job has its own position, 1 to np (the
+     * last pass's, or one after it), so each goes to its place; were one
+     * not, they would be sorted (sorting 100,000 was 6 % of a cycle) */
+    bool placed = positions_are_places(cy, np);
     for (size_t i = 0; i < cy->njobs; i++) {
         struct job *J = &cy->jobs[i];
         if (J->running)
             continue;
-        struct ts_sched_pending_reason *pr = &r->pending[r->npending++];
+        struct ts_sched_pending_reason *pr =
+            &r->pending[placed ? (size_t)J->position - 1 : r->npending];
+        r->npending++;
         *pr = (struct ts_sched_pending_reason){
             .job_id = J->id, .job = J->orig_running ? -1 : J->orig, .queue_position = J->position};
         ts_sched_reason_of(cy, (int)i, &pr->code, &pr->message);
     }
-    qsort(r->pending, r->npending, sizeof(*r->pending), cmp_reason);
+    if (!placed)
+        qsort(r->pending, r->npending, sizeof(*r->pending), cmp_reason);
     r->nshares = snap->nprojects;
     r->shares = ts_arena_alloc(cy->a, (r->nshares ? r->nshares : 1) * sizeof(*r->shares));
     if (r->shares == NULL)
@@ -439,6 +465,9 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
         cy->failed_like == NULL)
         goto out;
     if ((rc = build_jobs(cy)) != TS_OK || (rc = build_projects(cy)) != TS_OK)
+        goto out;
+    rc = TS_ERR_NOMEM;
+    if (!ts_sched_order_sort(cy)) /* before the victim index, which is built in its order */
         goto out;
     if (!ts_sched_victims_index_build(cy)) {
         rc = TS_ERR_NOMEM;

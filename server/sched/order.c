@@ -132,6 +132,21 @@ static void sort_jobs(struct cycle *cy, int *idx, size_t n)
     free(tmp);
 }
 
+bool ts_sched_order_sort(struct cycle *cy)
+{
+    if (cy->job_order != NULL)
+        return true;
+    cy->job_order = ts_arena_alloc(cy->a, (cy->njobs ? cy->njobs : 1) * sizeof(int));
+    if (cy->job_order == NULL) {
+        cy->nomem = true;
+        return false;
+    }
+    for (size_t i = 0; i < cy->njobs; i++)
+        cy->job_order[i] = (int)i;
+    sort_jobs(cy, cy->job_order, cy->njobs);
+    return !cy->nomem;
+}
+
 struct order *ts_sched_order_new(struct cycle *cy)
 {
     struct order *o = calloc(1, sizeof(*o));
@@ -153,18 +168,11 @@ struct order *ts_sched_order_new(struct cycle *cy)
     }
     /* the order of jobs does not change in a cycle: sorted once, then each
      * pass takes the pending ones */
-    if (cy->job_order == NULL) {
-        cy->job_order = ts_arena_alloc(cy->a, (cy->njobs ? cy->njobs : 1) * sizeof(int));
-        if (cy->job_order == NULL) {
-            free(o->heap);
-            free(o);
-            free(idx);
-            cy->nomem = true;
-            return NULL;
-        }
-        for (size_t i = 0; i < cy->njobs; i++)
-            cy->job_order[i] = (int)i;
-        sort_jobs(cy, cy->job_order, cy->njobs);
+    if (!ts_sched_order_sort(cy)) {
+        free(o->heap);
+        free(o);
+        free(idx);
+        return NULL;
     }
     size_t n = 0;
     for (size_t i = 0; i < cy->njobs; i++)

@@ -213,10 +213,20 @@ static bool list_append(struct cycle *cy, struct vlist *L, const struct vent *e)
     return true;
 }
 
+/* Each bucket in order: appended in queue order (cy->job_order: within a
+ * project and priority by submission time, a running job's its start,
+ * then id) they are already, and a bucket found out of order is sorted
+ * (sorting 76,000 entries was 5 % of a cycle at 12,500 nodes). */
 static void list_sort(struct vlist *L)
 {
-    for (size_t k = 0; k < L->nvb; k++)
-        qsort(L->vb[k].e, L->vb[k].n, sizeof(struct vent), cmp_vent);
+    for (size_t k = 0; k < L->nvb; k++) {
+        const struct vbucket *b = &L->vb[k];
+        size_t i = 1;
+        while (i < b->n && cmp_vent(&b->e[i - 1], &b->e[i]) < 0)
+            i++;
+        if (i < b->n)
+            qsort(L->vb[k].e, L->vb[k].n, sizeof(struct vent), cmp_vent);
+    }
 }
 
 static void list_free(struct vlist *L)
@@ -237,10 +247,11 @@ bool ts_sched_victims_index_build(struct cycle *cy)
     if (cy->node_stamp == NULL || cy->node_ver == NULL || cy->node_nstop == NULL ||
         cy->node_fail == NULL || cy->proj_node_slots == NULL)
         return false;
-    /* appended, then each bucket sorted once */
+    /* appended in queue order, then each bucket sorted where it is not */
     for (size_t p = 0; p < cy->snap->nprojects; p++)
         cy->projs[p].vmin_gpus = INFINITY;
-    for (size_t i = 0; i < cy->njobs; i++) {
+    for (size_t k = 0; k < cy->njobs; k++) {
+        size_t i = cy->job_order != NULL ? (size_t)cy->job_order[k] : k;
         const struct job *x = &cy->jobs[i];
         if (!x->running || !ts_sched_victims_stoppable(cy, x))
             continue;

@@ -59,6 +59,8 @@ struct job {
     enum stage stage;
     bool reclaim_tried; /* a reclaim was tried and found no victims */
     uint64_t failed_at; /* decide.c: cycle.changes when its attempt last failed */
+    int req_class;      /* decide.c: a pending job whose request is the same as
+                           its own field for field, the first such (itself) */
     bool reclaim_tier1; /* ... and it was the reclaim within quota */
     int64_t position;
 };

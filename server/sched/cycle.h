@@ -73,9 +73,12 @@ struct vent {
     int priority;
     int job; /* -1: removed */
     int64_t started_at, id;
-    int node;   /* the job's, so that the search need not read the job */
-    int nslots; /* the job's GPUs: a whole-GPU preemption passes over
-                   one that cannot alone empty enough of them */
+    int node;       /* the job's, so that the search need not read the job */
+    int nslots;     /* the job's GPUs: a whole-GPU preemption passes over
+                       one that cannot alone empty enough of them */
+    int gpu0;       /* its first slot (-1: none): whether a job of one GPU
+                       is alone there, read without the job */
+    int64_t bytes0; /* the bytes it packs there */
 };
 
 /* The entries of one priority, the best candidate last (victims.c). */

@@ -570,6 +570,12 @@ static bool single_step(struct cycle *cy, struct search *s, const struct vent *b
     const struct preq *p = &cy->jobs[s->j].p;
     if (p->kind == TS_SCHED_GPU_COUNT && cy->c->nodes[node].nwhole + be->nslots < p->ndev)
         return true;
+    /* single_fits's first test for a job of one GPU, from the entry: the
+     * GPU is emptied only where the job is alone on it (a half that
+     * another shares is most of a one-GPU preemption's walk) */
+    if (p->kind == TS_SCHED_GPU_COUNT && be->nslots == 1 &&
+        cy->c->nodes[node].nwhole + (cy->c->gpus[be->gpu0].used == be->bytes0) < p->ndev)
+        return true;
     if (single_fits(cy, s, node, &cy->jobs[be->job])) {
         cy->node_stamp[node] = cy->stamp;
         consider(cy, s, node, &be->job, 1);

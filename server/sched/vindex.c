@@ -122,6 +122,19 @@ void ts_sched_victims_node_changed(struct cycle *cy, int node)
         cy->node_ver[node]++;
 }
 
+/* Job v's entry: its order key, node and GPUs. */
+static struct vent vent_of(const struct job *x, int v)
+{
+    return (struct vent){x->priority,
+                         v,
+                         x->started_at,
+                         x->id,
+                         x->node,
+                         (int)x->nslots,
+                         x->nslots > 0 ? x->slots[0].gpu : -1,
+                         x->nslots > 0 ? x->slots[0].memory_bytes : 0};
+}
+
 /* The whole-GPU preemption's second list (victims.c, walk_singles): a job
  * of one GPU cannot alone empty two. */
 static bool in_big(const struct job *x)
@@ -178,7 +191,7 @@ void ts_sched_victims_index_add(struct cycle *cy, int v)
     if (!cy->vindex || !ts_sched_victims_stoppable(cy, x))
         return;
     struct proj *P = &cy->projs[x->project];
-    struct vent e = {x->priority, v, x->started_at, x->id, x->node, (int)x->nslots};
+    struct vent e = vent_of(x, v);
     if (!list_put(cy, &P->all, &e) || (in_big(x) && !list_put(cy, &P->big, &e)))
         return;
     cy->proj_node_slots[(size_t)x->project * cy->snap->nnodes + (size_t)x->node] += (int)x->nslots;
@@ -256,7 +269,7 @@ bool ts_sched_victims_index_build(struct cycle *cy)
         if (!x->running || !ts_sched_victims_stoppable(cy, x))
             continue;
         struct proj *P = &cy->projs[x->project];
-        struct vent e = {x->priority, (int)i, x->started_at, x->id, x->node, (int)x->nslots};
+        struct vent e = vent_of(x, (int)i);
         if (!list_append(cy, &P->all, &e) || (in_big(x) && !list_append(cy, &P->big, &e)))
             return false;
         P->vlive++;

@@ -91,7 +91,7 @@ struct ts_sched_cluster {
     /* nodes by their empty GPUs (nwhole), the last counting all with
      * TS_SCHED_WHOLE_MAX or more: ts_sched_cluster_max_whole's bound */
     size_t whole_nodes[TS_SCHED_WHOLE_MAX + 1];
-    struct pindex *pidx;    /* pindex.c: placement index, or NULL */
+    struct pindex *pidx;                        /* pindex.c: placement index, or NULL */
     const struct ts_sched_cluster_watch *watch; /* the index's, with pidx; or NULL */
 };
 

@@ -489,6 +489,26 @@ static void node_search(struct cycle *cy, struct search *s, int node, uint64_t k
     consider(cy, s, node, chosen, nchosen);
 }
 
+/* Whether no set whose best victim is be's (min_n of them at its priority)
+ * can beat the best set found: the walks end there. */
+static bool beaten(const struct search *s, const struct vent *be, int min_n)
+{
+    if (s->best_node < 0)
+        return false;
+    struct vset lower = {min_n, be->priority, (long)be->priority * min_n, be->started_at};
+    return vset_better(&s->best, &lower);
+}
+
+/* node looked at whole, once in the search: its set unless a remembered
+ * failure says it has none. */
+static void whole_node(struct cycle *cy, struct search *s, int node)
+{
+    cy->node_stamp[node] = cy->stamp;
+    uint64_t key = 0;
+    if (!node_skipped(cy, s, node, &key))
+        node_search(cy, s, node, key);
+}
+
 /* Nodes are looked at in the order of their best candidate, merged from the
  * candidate projects' lists: a node first met at candidate x can do no
  * better than x alone, so the search ends at the first candidate that
@@ -502,18 +522,10 @@ static void walk_sets(struct cycle *cy, struct search *s, int min_n)
         if (be == NULL)
             break;
         /* the entry has what the walk needs: the job itself is not read */
-        if (s->best_node >= 0) {
-            struct vset lower = {min_n, be->priority, (long)be->priority * min_n, be->started_at};
-            if (vset_better(&s->best, &lower))
-                break;
-        }
-        int node = be->node;
-        if (cy->node_stamp[node] == cy->stamp)
-            continue;
-        cy->node_stamp[node] = cy->stamp;
-        uint64_t key = 0;
-        if (!node_skipped(cy, s, node, &key))
-            node_search(cy, s, node, key);
+        if (beaten(s, be, min_n))
+            break;
+        if (cy->node_stamp[be->node] != cy->stamp)
+            whole_node(cy, s, be->node);
     }
 }
 
@@ -546,21 +558,15 @@ static bool single_fits(struct cycle *cy, const struct search *s, int node, cons
 /* One candidate of walk_singles; false once no later one can do better. */
 static bool single_step(struct cycle *cy, struct search *s, const struct vent *be, int met)
 {
-    if (s->best_node >= 0) {
-        struct vset lower = {1, be->priority, be->priority, be->started_at};
-        if (vset_better(&s->best, &lower))
-            return false;
-    }
+    if (beaten(s, be, 1))
+        return false;
     int node = be->node;
     if (cy->node_stamp[node] == cy->stamp)
         return true;
-    uint64_t key = 0;
     if (cy->node_stamp[node] == met || cy->node_nstop[node] >= MAXV) {
         /* a later candidate of the node (or more than node_victims looks
          * at): the node whole */
-        cy->node_stamp[node] = cy->stamp;
-        if (!node_skipped(cy, s, node, &key))
-            node_search(cy, s, node, key);
+        whole_node(cy, s, node);
         return true;
     }
     /* a first candidate that alone makes room is the node's set (and no
@@ -603,21 +609,15 @@ static bool first_on_node(const struct cycle *cy, const struct search *s, int no
 /* One candidate of walk_big; false once no later one can do better. */
 static bool big_step(struct cycle *cy, struct search *s, const struct vent *be)
 {
-    if (s->best_node >= 0) {
-        struct vset lower = {1, be->priority, be->priority, be->started_at};
-        if (vset_better(&s->best, &lower))
-            return false;
-    }
+    if (beaten(s, be, 1))
+        return false;
     int node = be->node;
     if (cy->node_stamp[node] == cy->stamp)
         return true;
     const struct job *x = &cy->jobs[be->job];
     if (cy->node_nstop[node] >= MAXV || !first_on_node(cy, s, node, x)) {
         /* the node's set, whole (as single_step at a node met before) */
-        cy->node_stamp[node] = cy->stamp;
-        uint64_t key = 0;
-        if (!node_skipped(cy, s, node, &key))
-            node_search(cy, s, node, key);
+        whole_node(cy, s, node);
         return true;
     }
     /* its first candidate: its set is x alone if x alone makes room (else

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <libpq-fe.h>
 
 #define HB_NODES_MAX 32
 
@@ -126,6 +127,36 @@ long long ts_ap_sql_int(const char *sql)
     if (ts_it_sql(srv, sql, buf, sizeof(buf)) != 0)
         fail_msg("sql failed: %s", sql);
     return atoll(buf);
+}
+
+long long ts_ap_sql_count(const char *fmt, ...)
+{
+    char q[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(q, sizeof(q), fmt, ap);
+    va_end(ap);
+    return ts_ap_sql_int(q);
+}
+
+void ts_ap_pg_exec(PGconn *c, const char *q)
+{
+    PGresult *r = PQexec(c, q);
+    int st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", q, PQerrorMessage(c));
+    PQclear(r);
+}
+
+PGconn *ts_ap_hold_row(long long id)
+{
+    PGconn *c = PQconnectdb(srv->conninfo);
+    if (PQstatus(c) != CONNECTION_OK)
+        fail_msg("could not connect: %s", PQerrorMessage(c));
+    char q[256];
+    snprintf(q, sizeof(q), "BEGIN; SELECT 1 FROM job WHERE id = %lld FOR UPDATE", id);
+    ts_ap_pg_exec(c, q);
+    return c;
 }
 
 struct ts_client *ts_ap_agent(void)

@@ -30,6 +30,14 @@ int ts_ap_teardown(void **state);
 /* The first value of SQL's first row on the started server's database as an
  * integer; a failed statement fails the test. */
 long long ts_ap_sql_int(const char *sql);
+/* ts_ap_sql_int of the statement fmt makes. */
+long long ts_ap_sql_count(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A session of its own on the started server's database that holds job
+ * id's row (BEGIN; SELECT ... FOR UPDATE): what a race test commits or
+ * closes (PQfinish) once the write it holds back waits for it. */
+struct pg_conn *ts_ap_hold_row(long long id);
+/* Run q on c; any status but a command's or a query's fails the test. */
+void ts_ap_pg_exec(struct pg_conn *c, const char *q);
 /* The agents' client (borrowed until ts_ap_stop). */
 struct ts_client *ts_ap_agent(void);
 /* Send the heartbeats to s from now on (another replica); s is borrowed

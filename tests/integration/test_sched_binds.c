@@ -59,26 +59,15 @@ static void lift_limit(const char *project, int gpus)
     assert_int_equal(ts_it_req(srv.admin, "PUT", path, body, ifm, NULL), 200);
 }
 
-static long long count_of(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static long long count_of(const char *fmt, ...)
-{
-    char q[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(q, sizeof(q), fmt, ap);
-    va_end(ap);
-    return ts_ap_sql_int(q);
-}
-
 /* Wait up to secs until the project has n jobs scheduled. */
 static void wait_scheduled(const char *project, long long n, double secs)
 {
     double end = ts_ap_now_s() + secs;
     long long got = -1;
     while (ts_ap_now_s() < end) {
-        got = count_of("SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
-                       " WHERE p.name = '%s' AND j.state = 'scheduled'",
-                       project);
+        got = ts_ap_sql_count("SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
+                              " WHERE p.name = '%s' AND j.state = 'scheduled'",
+                              project);
         if (got >= n)
             return;
         ts_sleep_ms(100);
@@ -95,23 +84,25 @@ static void assert_bound(const char *project, long long n)
                        " WHERE p.name = '%s' AND j.state = 'scheduled')";
     char in[512];
     snprintf(in, sizeof(in), jobs, project);
-    assert_int_equal(count_of("SELECT count(*) FROM job WHERE id IN %s AND node_id IS NOT NULL"
-                              " AND attempt = 1 AND allocated_gpus = 1 AND reason_code IS NULL"
-                              " AND queue_position = 0 AND checkpoint_dir IS NOT NULL",
-                              in),
-                     n);
-    assert_int_equal(count_of("SELECT count(*) FROM job_gpu WHERE job_id IN %s", in), n);
-    assert_int_equal(count_of("SELECT count(DISTINCT gpu_id) FROM job_gpu WHERE job_id IN %s", in),
-                     n);
     assert_int_equal(
-        count_of("SELECT count(*) FROM job_event WHERE job_id IN %s"
-                 " AND type = 'scheduled' AND message LIKE 'scheduled on node b_ GPU %%'",
-                 in),
+        ts_ap_sql_count("SELECT count(*) FROM job WHERE id IN %s AND node_id IS NOT NULL"
+                        " AND attempt = 1 AND allocated_gpus = 1 AND reason_code IS NULL"
+                        " AND queue_position = 0 AND checkpoint_dir IS NOT NULL",
+                        in),
         n);
-    assert_int_equal(count_of("SELECT count(*) FROM job_attempt a JOIN job j ON j.id = a.job_id"
-                              " WHERE j.id IN %s AND a.attempt = 1 AND a.node_id = j.node_id",
-                              in),
-                     n);
+    assert_int_equal(ts_ap_sql_count("SELECT count(*) FROM job_gpu WHERE job_id IN %s", in), n);
+    assert_int_equal(
+        ts_ap_sql_count("SELECT count(DISTINCT gpu_id) FROM job_gpu WHERE job_id IN %s", in), n);
+    assert_int_equal(
+        ts_ap_sql_count("SELECT count(*) FROM job_event WHERE job_id IN %s"
+                        " AND type = 'scheduled' AND message LIKE 'scheduled on node b_ GPU %%'",
+                        in),
+        n);
+    assert_int_equal(
+        ts_ap_sql_count("SELECT count(*) FROM job_attempt a JOIN job j ON j.id = a.job_id"
+                        " WHERE j.id IN %s AND a.attempt = 1 AND a.node_id = j.node_id",
+                        in),
+        n);
 }
 
 static void a_cycle_binding_many_jobs_writes_every_bind(void **state)
@@ -123,43 +114,20 @@ static void a_cycle_binding_many_jobs_writes_every_bind(void **state)
         ts_ap_submit("many", name, "\"gpu\": {\"count\": 1}");
     }
     ts_ap_settle(1);
-    assert_int_equal(count_of("SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
-                              " WHERE p.name = 'many' AND j.state = 'pending'"),
-                     MANY);
+    assert_int_equal(
+        ts_ap_sql_count("SELECT count(*) FROM job j JOIN project p ON p.id = j.project_id"
+                        " WHERE p.name = 'many' AND j.state = 'pending'"),
+        MANY);
     double binds0 = ts_ap_metric(BINDS);
     lift_limit("many", MANY);
     wait_scheduled("many", MANY, 30);
     assert_bound("many", MANY);
     /* one cycle, one transaction: every event has its start time */
-    assert_int_equal(count_of("SELECT count(DISTINCT e.at) FROM job_event e JOIN job j"
-                              " ON j.id = e.job_id JOIN project p ON p.id = j.project_id"
-                              " WHERE p.name = 'many' AND e.type = 'scheduled'"),
+    assert_int_equal(ts_ap_sql_count("SELECT count(DISTINCT e.at) FROM job_event e JOIN job j"
+                                     " ON j.id = e.job_id JOIN project p ON p.id = j.project_id"
+                                     " WHERE p.name = 'many' AND e.type = 'scheduled'"),
                      1);
     assert_true(ts_ap_metric(BINDS) - binds0 == MANY);
-}
-
-/* The held session: a transaction that takes job id's row. */
-static PGconn *hold_row(long long id)
-{
-    PGconn *c = PQconnectdb(srv.conninfo);
-    if (PQstatus(c) != CONNECTION_OK)
-        fail_msg("could not connect: %s", PQerrorMessage(c));
-    char q[256];
-    snprintf(q, sizeof(q), "BEGIN; SELECT 1 FROM job WHERE id = %lld FOR UPDATE", id);
-    PGresult *r = PQexec(c, q);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        fail_msg("could not lock job %lld: %s", id, PQerrorMessage(c));
-    PQclear(r);
-    return c;
-}
-
-static void exec_ok(PGconn *c, const char *q)
-{
-    PGresult *r = PQexec(c, q);
-    int st = PQresultStatus(r);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", q, PQerrorMessage(c));
-    PQclear(r);
 }
 
 /*
@@ -183,11 +151,11 @@ static void a_bind_refused_by_a_cancel_leaves_the_others_bound(void **state)
     ts_ap_settle(1);
     long long gone = ids[RACED / 2];
     double binds0 = ts_ap_metric(BINDS);
-    PGconn *held = hold_row(gone);
+    PGconn *held = ts_ap_hold_row(gone);
     lift_limit("raced", RACED);
     double end = ts_ap_now_s() + 30;
-    while (count_of("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND query LIKE '%%UPDATE job j SET%%'") < 1) {
+    while (ts_ap_sql_count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                           " AND query LIKE '%%UPDATE job j SET%%'") < 1) {
         if (ts_ap_now_s() > end)
             fail_msg("the cycle's write never waited for job %lld", gone);
         ts_sleep_ms(50);
@@ -199,31 +167,33 @@ static void a_bind_refused_by_a_cancel_leaves_the_others_bound(void **state)
              "INSERT INTO job_event (job_id, type, message) VALUES (%lld, 'cancelled',"
              " 'cancelled by the test')",
              gone, gone);
-    exec_ok(held, q);
+    ts_ap_pg_exec(held, q);
     PGresult *r = PQexec(held, "SELECT floor(extract(epoch FROM clock_timestamp()) * 1e6)::bigint");
     long long cancel_us = atoll(PQgetvalue(r, 0, 0));
     PQclear(r);
-    exec_ok(held, "COMMIT");
+    ts_ap_pg_exec(held, "COMMIT");
     PQfinish(held);
 
     wait_scheduled("raced", RACED - 1, 30);
     assert_bound("raced", RACED - 1);
-    assert_int_equal(count_of("SELECT count(*) FROM job WHERE id = %lld AND state = 'cancelled'"
-                              " AND node_id IS NULL",
-                              gone),
-                     1);
-    assert_int_equal(count_of("SELECT count(*) FROM job_gpu WHERE job_id = %lld", gone), 0);
-    assert_int_equal(count_of("SELECT count(*) FROM job_event WHERE job_id = %lld"
-                              " AND type = 'scheduled'",
-                              gone),
+    assert_int_equal(
+        ts_ap_sql_count("SELECT count(*) FROM job WHERE id = %lld AND state = 'cancelled'"
+                        " AND node_id IS NULL",
+                        gone),
+        1);
+    assert_int_equal(ts_ap_sql_count("SELECT count(*) FROM job_gpu WHERE job_id = %lld", gone), 0);
+    assert_int_equal(ts_ap_sql_count("SELECT count(*) FROM job_event WHERE job_id = %lld"
+                                     " AND type = 'scheduled'",
+                                     gone),
                      0);
     /* written by the cycle that read them before the cancel */
-    assert_int_equal(count_of("SELECT count(*) FROM job_event e JOIN job j ON j.id = e.job_id"
-                              " JOIN project p ON p.id = j.project_id WHERE p.name = 'raced'"
-                              " AND e.type = 'scheduled'"
-                              " AND floor(extract(epoch FROM e.at) * 1e6)::bigint < %lld",
-                              cancel_us),
-                     RACED - 1);
+    assert_int_equal(
+        ts_ap_sql_count("SELECT count(*) FROM job_event e JOIN job j ON j.id = e.job_id"
+                        " JOIN project p ON p.id = j.project_id WHERE p.name = 'raced'"
+                        " AND e.type = 'scheduled'"
+                        " AND floor(extract(epoch FROM e.at) * 1e6)::bigint < %lld",
+                        cancel_us),
+        RACED - 1);
     assert_true(ts_ap_metric(BINDS) - binds0 == RACED - 1);
 }
 

@@ -46,38 +46,6 @@ static int setup(void **state)
     return 0;
 }
 
-static long long count_of(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static long long count_of(const char *fmt, ...)
-{
-    char q[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(q, sizeof(q), fmt, ap);
-    va_end(ap);
-    return ts_ap_sql_int(q);
-}
-
-static void exec_ok(PGconn *c, const char *q)
-{
-    PGresult *r = PQexec(c, q);
-    int st = PQresultStatus(r);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", q, PQerrorMessage(c));
-    PQclear(r);
-}
-
-/* The held session: a transaction that takes job id's row. */
-static PGconn *hold_row(long long id)
-{
-    PGconn *c = PQconnectdb(srv.conninfo);
-    if (PQstatus(c) != CONNECTION_OK)
-        fail_msg("could not connect: %s", PQerrorMessage(c));
-    char q[256];
-    snprintf(q, sizeof(q), "BEGIN; SELECT 1 FROM job WHERE id = %lld FOR UPDATE", id);
-    exec_ok(c, q);
-    return c;
-}
-
 /*
  * The 8 lent jobs run on s1; the claim's job of 8 GPUs evicts all of them
  * in one cycle. The test holds one of their rows, so the cycle's write
@@ -113,11 +81,11 @@ static void a_stop_refused_by_a_job_that_ended_leaves_the_others_stopped(void **
 
     long long gone = ids[LENT / 2];
     double stops0 = ts_ap_metric(STOPS);
-    PGconn *held = hold_row(gone);
+    PGconn *held = ts_ap_hold_row(gone);
     long long claim = ts_ap_submit("claim", "all", "\"gpu\": {\"count\": 8}");
     double end = ts_ap_now_s() + 30;
-    while (count_of("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND query LIKE '%%UPDATE job%%''evicting''%%'") < 1) {
+    while (ts_ap_sql_count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                           " AND query LIKE '%%UPDATE job%%''evicting''%%'") < 1) {
         if (ts_ap_now_s() > end)
             fail_msg("the cycle's stops never waited for job %lld", gone);
         ts_sleep_ms(50);
@@ -129,11 +97,11 @@ static void a_stop_refused_by_a_job_that_ended_leaves_the_others_stopped(void **
              "INSERT INTO job_event (job_id, type, message) VALUES (%lld, 'succeeded',"
              " 'exited 0 on node s1 (the test)')",
              gone, gone);
-    exec_ok(held, q);
+    ts_ap_pg_exec(held, q);
     PGresult *r = PQexec(held, "SELECT floor(extract(epoch FROM clock_timestamp()) * 1e6)::bigint");
     long long ended_us = atoll(PQgetvalue(r, 0, 0));
     PQclear(r);
-    exec_ok(held, "COMMIT");
+    ts_ap_pg_exec(held, "COMMIT");
     PQfinish(held);
     ts_ap_settle(1);
 
@@ -141,34 +109,38 @@ static void a_stop_refused_by_a_job_that_ended_leaves_the_others_stopped(void **
                        " WHERE p.name = 'lent')";
     /* the 7 others stop, as an eviction: state, reason, node and GPUs kept
      * until their agent says they stopped */
-    assert_int_equal(count_of("SELECT count(*) FROM job WHERE id IN %s AND state = 'evicting'"
-                              " AND stop_reason = 'evicted' AND node_id IS NOT NULL"
-                              " AND allocated_gpus = 1",
-                              lent),
+    assert_int_equal(
+        ts_ap_sql_count("SELECT count(*) FROM job WHERE id IN %s AND state = 'evicting'"
+                        " AND stop_reason = 'evicted' AND node_id IS NOT NULL"
+                        " AND allocated_gpus = 1",
+                        lent),
+        LENT - 1);
+    assert_int_equal(ts_ap_sql_count("SELECT count(*) FROM job_gpu WHERE job_id IN %s", lent),
                      LENT - 1);
-    assert_int_equal(count_of("SELECT count(*) FROM job_gpu WHERE job_id IN %s", lent), LENT - 1);
     /* one event each, all by the cycle that read them before the exit */
-    assert_int_equal(count_of("SELECT count(*) FROM job_event WHERE job_id IN %s"
-                              " AND type = 'evicting'",
-                              lent),
+    assert_int_equal(ts_ap_sql_count("SELECT count(*) FROM job_event WHERE job_id IN %s"
+                                     " AND type = 'evicting'",
+                                     lent),
                      LENT - 1);
-    assert_int_equal(count_of("SELECT count(DISTINCT job_id) FROM job_event WHERE job_id IN %s"
-                              " AND type = 'evicting'"
-                              " AND floor(extract(epoch FROM at) * 1e6)::bigint < %lld",
-                              lent, ended_us),
-                     LENT - 1);
-    assert_int_equal(count_of("SELECT count(DISTINCT at) FROM job_event WHERE job_id IN %s"
-                              " AND type = 'evicting'",
-                              lent),
+    assert_int_equal(
+        ts_ap_sql_count("SELECT count(DISTINCT job_id) FROM job_event WHERE job_id IN %s"
+                        " AND type = 'evicting'"
+                        " AND floor(extract(epoch FROM at) * 1e6)::bigint < %lld",
+                        lent, ended_us),
+        LENT - 1);
+    assert_int_equal(ts_ap_sql_count("SELECT count(DISTINCT at) FROM job_event WHERE job_id IN %s"
+                                     " AND type = 'evicting'",
+                                     lent),
                      1);
     /* the one that ended stays ended, with no stop written */
-    assert_int_equal(count_of("SELECT count(*) FROM job WHERE id = %lld AND state = 'succeeded'"
-                              " AND stop_reason IS NULL",
-                              gone),
-                     1);
-    assert_int_equal(count_of("SELECT count(*) FROM job_event WHERE job_id = %lld"
-                              " AND type = 'evicting'",
-                              gone),
+    assert_int_equal(
+        ts_ap_sql_count("SELECT count(*) FROM job WHERE id = %lld AND state = 'succeeded'"
+                        " AND stop_reason IS NULL",
+                        gone),
+        1);
+    assert_int_equal(ts_ap_sql_count("SELECT count(*) FROM job_event WHERE job_id = %lld"
+                                     " AND type = 'evicting'",
+                                     gone),
                      0);
     assert_true(ts_ap_metric(STOPS) - stops0 == LENT - 1);
     /* the claim waits for the room its stops free */

@@ -85,15 +85,6 @@ static void counts(const char *project, long long *kept, long long *real)
                     project);
 }
 
-static void exec_ok(PGconn *pg, const char *sql)
-{
-    PGresult *res = PQexec(pg, sql);
-    ExecStatusType st = PQresultStatus(res);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", sql, PQerrorMessage(pg));
-    PQclear(res);
-}
-
 /* ---- a far submission counts what a near one in flight made ------------------ */
 
 struct one {
@@ -121,15 +112,15 @@ static void a_far_submission_waiting_for_a_near_one_counts_its_jobs(void **state
     /* a near submission in flight: the row alone, and jobs up to the limit */
     PGconn *pg = PQconnectdb(srv.conninfo);
     assert_int_equal(PQstatus(pg), CONNECTION_OK);
-    exec_ok(pg, "BEGIN");
-    exec_ok(pg, "SELECT 1 FROM project WHERE name = 'edge' FOR UPDATE");
+    ts_ap_pg_exec(pg, "BEGIN");
+    ts_ap_pg_exec(pg, "SELECT 1 FROM project WHERE name = 'edge' FOR UPDATE");
     char sql[512];
     snprintf(sql, sizeof(sql),
              "INSERT INTO job (project_id, name, kind, priority, preemptible, command)"
              " SELECT p.id, 'n' || g, 'train', 50, true, '[\"true\"]'"
              " FROM project p, generate_series(1, %lld) g WHERE p.name = 'edge'",
              max);
-    exec_ok(pg, sql);
+    ts_ap_pg_exec(pg, sql);
     /* the far one: 0 pending as it starts, far from max_conns + 5 */
     pthread_t t;
     struct one o = {0};
@@ -143,7 +134,7 @@ static void a_far_submission_waiting_for_a_near_one_counts_its_jobs(void **state
            ts_ap_now_s() < end)
         usleep(20 * 1000);
     assert_true(ts_ap_now_s() < end); /* it waits for the row */
-    exec_ok(pg, "COMMIT");
+    ts_ap_pg_exec(pg, "COMMIT");
     PQfinish(pg);
     pthread_join(t, NULL);
     assert_int_equal(o.status, 429);
@@ -366,7 +357,7 @@ static void concurrent_submissions_share_their_wake_ups(void **state)
     make_project("woken", 100000);
     PGconn *pg = PQconnectdb(srv.conninfo);
     assert_int_equal(PQstatus(pg), CONNECTION_OK);
-    exec_ok(pg, "LISTEN tessera_sched");
+    ts_ap_pg_exec(pg, "LISTEN tessera_sched");
     pthread_t t[WAKERS];
     struct folder f[WAKERS];
     for (int i = 0; i < WAKERS; i++) {

@@ -522,27 +522,74 @@ static bool use_real_shim(void)
     return true;
 }
 
+/* cjob's job with an environment (env: JSON members, "\"K\": \"V\", ..."). */
+static char *cjob_env(char *buf, int id, int index, unsigned req, unsigned lim, const char *steps,
+                      const char *env)
+{
+    char tmp[4096];
+    cjob(tmp, id, index, req, lim, steps);
+    const char *at = strstr(tmp, "\"action\": \"run\", ");
+    if (at == NULL)
+        return strcpy(buf, tmp);
+    int head = (int)(at - tmp) + (int)strlen("\"action\": \"run\", ");
+    snprintf(buf, 4096, "%.*s\"env\": {%s}, %s", head, tmp, env, tmp + head);
+    return buf;
+}
+
+/* Two notebooks of logical GPU 0 (request 1 GiB, limit 3 GiB) under the
+ * real shim, on an agent that spreads (128 MiB of swap reserve): each runs
+ * its steps (nb1, nb2: cuda_job steps before "mark"), marks a flag, awaits
+ * the stop flag and checks its memory. Notebook 2 (its environment env, or
+ * NULL; procs processes, each marking) is spread onto GPU 1. ok is false
+ * when a required step failed (the case returns). */
+/* The options of an agent that spreads, with room to swap. */
+static const char *spread_opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
+
+struct two_notebooks {
+    char a[4096], b[4096], c[4096], f1[300], f2[300], stop[300];
+    bool ok;
+};
+
+static void two_notebooks_spread(struct two_notebooks *t, const char *nb1, const char *nb2,
+                                 const char *env, int procs)
+{
+    t->ok = false;
+    agent_start(spread_opts);
+    char s1[1024], s2[1024];
+    snprintf(t->f1, sizeof(t->f1), "%s/nb1", ts_ah_shared);
+    snprintf(t->f2, sizeof(t->f2), "%s/nb2", ts_ah_shared);
+    snprintf(t->stop, sizeof(t->stop), "%s/stop", ts_ah_shared);
+    snprintf(s1, sizeof(s1), "%s mark %s await %s check", nb1, t->f1, t->stop);
+    snprintf(s2, sizeof(s2), "%s mark %s await %s check", nb2, t->f2, t->stop);
+    cjob(t->a, 1, 0, 1024, 3072, s1);
+    if (env != NULL)
+        cjob_env(t->b, 2, 0, 1024, 3072, s2, env);
+    else
+        cjob(t->b, 2, 0, 1024, 3072, s2);
+    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", t->a);
+    REQUIRE(wait_file(t->f1, 30));
+    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", t->a, t->b);
+    REQUIRE(wait_file(t->f2, 60));
+    for (int w = 1; w < procs; w++) {
+        char fw[320];
+        snprintf(fw, sizeof(fw), "%s.w%d", t->f2, w);
+        REQUIRE(wait_file(fw, 30));
+    }
+    REQUIRE(has_slot(2, 1) && !has_slot(2, 0)); /* spread onto GPU 1 */
+    t->ok = true;
+}
+
 static void a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_intact(void)
 {
     if (!use_real_shim())
         return;
-    const char *opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
-    agent_start(opts);
-    /* two notebooks of logical GPU 0 (request 1 GiB, limit 3 GiB) write
-     * their pattern in GPU memory, wait, and read it back */
-    char a[4096], b[4096], c[4096], s1[1024], s2[1024], f1[300], f2[300], stop[300];
-    snprintf(f1, sizeof(f1), "%s/nb1", ts_ah_shared);
-    snprintf(f2, sizeof(f2), "%s/nb2", ts_ah_shared);
-    snprintf(stop, sizeof(stop), "%s/stop", ts_ah_shared);
-    snprintf(s1, sizeof(s1), "alloc 0 16 mark %s await %s check", f1, stop);
-    snprintf(s2, sizeof(s2), "alloc 0 24 alloc 0 8 mark %s await %s check", f2, stop);
-    cjob(a, 1, 0, 1024, 3072, s1);
-    cjob(b, 2, 0, 1024, 3072, s2);
-    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
-    REQUIRE(wait_file(f1, 30));
-    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
-    REQUIRE(wait_file(f2, 30));
-    REQUIRE(has_slot(2, 1) && !has_slot(2, 0)); /* spread onto GPU 1 */
+    /* two notebooks of logical GPU 0 write their pattern in GPU memory,
+     * wait, and read it back */
+    struct two_notebooks t;
+    two_notebooks_spread(&t, "alloc 0 16", "alloc 0 24 alloc 0 8", NULL, 1);
+    if (!t.ok)
+        return;
+    char *a = t.a, *b = t.b, *c = t.c, *stop = t.stop;
     CHECK(reported_physical(2) == 1);
 
     /* the server binds a whole GPU (3.25 GiB usable) on logical GPU 1 */
@@ -586,7 +633,7 @@ static void a_whole_gpu_bind_moves_the_spread_notebook_back_with_its_memory_inta
     long pid2 = (long)json_integer_value(json_object_get(ts_ah_report_job(r, 2, 0), "pid"));
     json_decref(r);
     CHECK(pid2 > 0 && ts_ah_agent_stop(SIGKILL) != -1);
-    agent_start(opts);
+    agent_start(spread_opts);
     json_t *j2 = ts_ah_wait_job(2, 0, "running", 20);
     CHECK(j2 != NULL && json_integer_value(json_object_get(j2, "pid")) == pid2);
     json_decref(j2);
@@ -619,21 +666,11 @@ static void a_fraction_that_fits_only_where_the_cluster_has_room_moves_the_noteb
 {
     if (!use_real_shim())
         return;
-    const char *opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
-    agent_start(opts);
-    char a[4096], b[4096], c[4096], s1[1024], s2[1024], f1[300], f2[300], stop[300];
-    snprintf(f1, sizeof(f1), "%s/nb1", ts_ah_shared);
-    snprintf(f2, sizeof(f2), "%s/nb2", ts_ah_shared);
-    snprintf(stop, sizeof(stop), "%s/stop", ts_ah_shared);
-    snprintf(s1, sizeof(s1), "alloc 0 8 mark %s await %s check", f1, stop);
-    snprintf(s2, sizeof(s2), "alloc 0 8 mark %s await %s check", f2, stop);
-    cjob(a, 1, 0, 1024, 3072, s1);
-    cjob(b, 2, 0, 1024, 3072, s2);
-    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
-    REQUIRE(wait_file(f1, 30));
-    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
-    REQUIRE(wait_file(f2, 30));
-    REQUIRE(has_slot(2, 1));
+    struct two_notebooks t;
+    two_notebooks_spread(&t, "alloc 0 8", "alloc 0 8", NULL, 1);
+    if (!t.ok)
+        return;
+    char *a = t.a, *b = t.b, *c = t.c, *stop = t.stop;
     cjob(c, 3, 1, 2560, 3328, "alloc 0 8 idle 3 check");
     ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, %s]}", a, b, c);
     json_t *j3 = ts_ah_wait_job(3, 0, "running", 30);
@@ -671,23 +708,13 @@ static void a_notebook_the_shim_cannot_move_stays_and_both_jobs_say_why(void)
 {
     if (!use_real_shim())
         return;
-    const char *opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
-    agent_start(opts);
     /* notebook 2 holds managed memory, which the shim's swap engine does
      * not hold: it refuses to move it (CUDA_ERROR_NOT_SUPPORTED) */
-    char a[4096], b[4096], c[4096], s1[1024], s2[1024], f1[300], f2[300], stop[300];
-    snprintf(f1, sizeof(f1), "%s/nb1", ts_ah_shared);
-    snprintf(f2, sizeof(f2), "%s/nb2", ts_ah_shared);
-    snprintf(stop, sizeof(stop), "%s/stop", ts_ah_shared);
-    snprintf(s1, sizeof(s1), "alloc 0 16 mark %s await %s check", f1, stop);
-    snprintf(s2, sizeof(s2), "alloc 0 8 managed 0 4 mark %s await %s check", f2, stop);
-    cjob(a, 1, 0, 1024, 3072, s1);
-    cjob(b, 2, 0, 1024, 3072, s2);
-    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
-    REQUIRE(wait_file(f1, 30));
-    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
-    REQUIRE(wait_file(f2, 30));
-    REQUIRE(has_slot(2, 1) && !has_slot(2, 0));
+    struct two_notebooks t;
+    two_notebooks_spread(&t, "alloc 0 16", "alloc 0 8 managed 0 4", NULL, 1);
+    if (!t.ok)
+        return;
+    char *a = t.a, *b = t.b, *c = t.c, *stop = t.stop;
 
     cjob(c, 3, 1, 3328, 3328, "alloc 0 8 idle 3 check");
     ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, %s]}", a, b, c);
@@ -739,22 +766,11 @@ static void a_job_partly_moved_goes_back_whole_to_its_gpu(void)
 {
     if (!use_real_shim())
         return;
-    const char *opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
-    agent_start(opts);
-    char a[4096], b[4096], c[4096], s1[1024], s2[1024], f1[300], f2[300], f2w[310], stop[300];
-    snprintf(f1, sizeof(f1), "%s/nb1", ts_ah_shared);
-    snprintf(f2, sizeof(f2), "%s/nb2", ts_ah_shared);
-    snprintf(f2w, sizeof(f2w), "%s.w1", f2);
-    snprintf(stop, sizeof(stop), "%s/stop", ts_ah_shared);
-    snprintf(s1, sizeof(s1), "alloc 0 16 mark %s await %s check", f1, stop);
-    snprintf(s2, sizeof(s2), "fork alloc 0 8 managed1 0 4 mark %s await %s check", f2, stop);
-    cjob(a, 1, 0, 1024, 3072, s1);
-    cjob(b, 2, 0, 1024, 3072, s2);
-    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
-    REQUIRE(wait_file(f1, 30));
-    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
-    REQUIRE(wait_file(f2, 30) && wait_file(f2w, 30));
-    REQUIRE(has_slot(2, 1) && !has_slot(2, 0));
+    struct two_notebooks t;
+    two_notebooks_spread(&t, "alloc 0 16", "fork alloc 0 8 managed1 0 4", NULL, 2);
+    if (!t.ok)
+        return;
+    char *a = t.a, *b = t.b, *c = t.c, *stop = t.stop;
 
     cjob(c, 3, 1, 3328, 3328, "alloc 0 8 idle 3 check");
     ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, %s]}", a, b, c);
@@ -787,20 +803,6 @@ static void a_job_partly_moved_goes_back_whole_to_its_gpu(void)
             fprintf(stderr, "job %ld output:\n%s\n", id, o);
         free(o);
     }
-}
-
-/* cjob's job with an environment (env: JSON members, "\"K\": \"V\", ..."). */
-static char *cjob_env(char *buf, int id, int index, unsigned req, unsigned lim, const char *steps,
-                      const char *env)
-{
-    char tmp[4096];
-    cjob(tmp, id, index, req, lim, steps);
-    const char *at = strstr(tmp, "\"action\": \"run\", ");
-    if (at == NULL)
-        return strcpy(buf, tmp);
-    int head = (int)(at - tmp) + (int)strlen("\"action\": \"run\", ");
-    snprintf(buf, 4096, "%.*s\"env\": {%s}, %s", head, tmp, env, tmp + head);
-    return buf;
 }
 
 /* Whether a process of job id in the ledger of GPU g was sent TS_CMD_MOVE
@@ -842,23 +844,14 @@ static void a_restart_during_a_move_takes_it_up_and_the_job_ends_whole(void)
 {
     if (!use_real_shim())
         return;
-    const char *opts[] = {"--swap-reserve", "128MiB", "--node-scheduler", "spread", NULL};
-    agent_start(opts);
-    char a[4096], b[4096], c[4096], s1[1024], s2[1024], f1[300], f2[300], stop[300];
-    snprintf(f1, sizeof(f1), "%s/nb1", ts_ah_shared);
-    snprintf(f2, sizeof(f2), "%s/nb2", ts_ah_shared);
-    snprintf(stop, sizeof(stop), "%s/stop", ts_ah_shared);
-    snprintf(s1, sizeof(s1), "alloc 0 16 mark %s await %s check", f1, stop);
-    snprintf(s2, sizeof(s2), "alloc 0 32 mark %s await %s check", f2, stop);
-    cjob(a, 1, 0, 1024, 3072, s1);
-    cjob_env(b, 2, 0, 1024, 3072, s2,
-             "\"TESSERA_SIMGPU_FAIL\": \"cuMemcpyDtoDAsync_v2:1\", "
-             "\"TESSERA_SIMGPU_BANDWIDTH\": \"8000000\"");
-    ts_ah_set_desired("{\"generation\": 1, \"jobs\": [%s]}", a);
-    REQUIRE(wait_file(f1, 30));
-    ts_ah_set_desired("{\"generation\": 2, \"jobs\": [%s, %s]}", a, b);
-    REQUIRE(wait_file(f2, 60));
-    REQUIRE(has_slot(2, 1) && !has_slot(2, 0));
+    struct two_notebooks t;
+    two_notebooks_spread(&t, "alloc 0 16", "alloc 0 32",
+                         "\"TESSERA_SIMGPU_FAIL\": \"cuMemcpyDtoDAsync_v2:1\", "
+                         "\"TESSERA_SIMGPU_BANDWIDTH\": \"8000000\"",
+                         1);
+    if (!t.ok)
+        return;
+    char *a = t.a, *b = t.b, *c = t.c, *stop = t.stop;
 
     cjob(c, 3, 1, 3328, 3328, "alloc 0 8 idle 3 check");
     ts_ah_set_desired("{\"generation\": 3, \"jobs\": [%s, %s, %s]}", a, b, c);
@@ -870,7 +863,7 @@ static void a_restart_during_a_move_takes_it_up_and_the_job_ends_whole(void)
     /* under way: not answered yet, a slot in both ledgers, the folder on GPU 0 */
     CHECK(move_pending(2, 1));
     CHECK(dev0_is(2, 0) && has_slot(2, 1));
-    agent_start(opts);
+    agent_start(spread_opts);
     json_t *j3 = ts_ah_wait_job(3, 0, "running", 40);
     CHECK(j3 != NULL);
     json_decref(j3);

@@ -16,3 +16,16 @@ check() { # DESCRIPTION COMMAND...
 }
 has() { case $1 in *"$2"*) return 0 ;; esac; printf '  "%s" does not contain "%s"\n' "$1" "$2"; return 1; }
 hasnt() { case $1 in *"$2"*) printf '  "%s" contains "%s"\n' "$1" "$2"; return 1 ;; esac; return 0; }
+
+# debs_older FROM TO SCRATCH: every package of FROM repacked into TO as
+# version V~pre1, which dpkg orders before V (the walks' upgrade from it)
+debs_older() {
+  local deb
+  mkdir -p "$2"
+  for deb in "$1"/*.deb; do
+    rm -rf "$3"
+    dpkg-deb -R "$deb" "$3"
+    sed -i 's/^Version: .*/&~pre1/' "$3/DEBIAN/control"
+    dpkg-deb -b "$3" "$2/" >/dev/null
+  done
+}

@@ -58,3 +58,17 @@ guide_conf() {
 conf_value() { sed -n "s/^$2 *= *\([^ #]*\).*/\1/p" "$1" | tail -n 1; }
 mode_owner() { [ "$(stat -c '%a %U:%G' "$1")" = "$2" ] || { echo "  $1: $(stat -c '%a %U:%G' "$1")"; return 1; }; }
 out() { cat "$T/out/$1.out"; }
+
+# The walks' jobs (each walk defines tessera_admin, the CLI as the admin).
+job_state() { # NAME: the job's state in the vision project
+  tessera_admin describe job "$1" -p vision -o json | jq -r .state 2>/dev/null
+}
+wait_state() { # NAME STATE SECONDS
+  local i
+  for i in $(seq $(($3 * 5))); do
+    [ "$(job_state "$1")" = "$2" ] && return 0
+    sleep 0.2
+  done
+  echo "  $1 is $(job_state "$1"), not $2"
+  return 1
+}

@@ -67,13 +67,7 @@ check "cpack made the three packages" test "$(ls "$files/debs" | wc -l)" = 3
 # the packages the walk starts from, for the guide's upgrade to replace: the
 # same files repacked as version V~pre1, which dpkg orders before V (no
 # older release is built here; install/upgrade migrates an older schema)
-mkdir -p "$files/debs-old"
-for deb in "$files"/debs/*.deb; do
-  rm -rf "$TMP/repack"
-  dpkg-deb -R "$deb" "$TMP/repack"
-  sed -i 's/^Version: .*/&~pre1/' "$TMP/repack/DEBIAN/control"
-  dpkg-deb -b "$TMP/repack" "$files/debs-old/" >/dev/null
-done
+debs_older "$files/debs" "$files/debs-old" "$TMP/repack"
 check "and the same three as an older version" test "$(ls "$files"/debs-old/*~pre1_*.deb | wc -l)" = 3
 
 # ---- 2. the guide's blocks ----------------------------------------------------

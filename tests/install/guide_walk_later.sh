@@ -252,19 +252,6 @@ walk_replicas() {
   step "the second replica stops on SIGTERM, status 0" r2_stop
 }
 
-job_state() { # NAME: the job's state in the vision project
-  tessera_admin describe job "$1" -p vision -o json | jq -r .state 2>/dev/null
-}
-wait_state() { # NAME STATE SECONDS
-  local i
-  for i in $(seq $(($3 * 5))); do
-    [ "$(job_state "$1")" = "$2" ] && return 0
-    sleep 0.2
-  done
-  echo "  $1 is $(job_state "$1"), not $2"
-  return 1
-}
-
 start_across() {
   tessera_admin submit across -p vision --gpu-portion-request 0.5 -- \
     tessera-gpuload --memory 1GiB --steps 45 >/dev/null && wait_state across running 30

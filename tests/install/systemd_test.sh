@@ -146,13 +146,7 @@ for b in server-install.sh server-conf.ini server-start.sh server-admin.sh node-
 done
 # the walk starts from the same files repacked as version V~pre1, which
 # dpkg orders before V, and upgrades to V (no older release is built here)
-mkdir -p "$files/debs-old"
-for deb in "$files"/debs/*.deb; do
-  rm -rf "$TMP/repack"
-  dpkg-deb -R "$deb" "$TMP/repack"
-  sed -i 's/^Version: .*/&~pre1/' "$TMP/repack/DEBIAN/control"
-  dpkg-deb -b "$TMP/repack" "$files/debs-old/" >/dev/null
-done
+debs_older "$files/debs" "$files/debs-old" "$TMP/repack"
 check "and the same three as an older version" test "$(ls "$files"/debs-old/*~pre1_*.deb | wc -l)" = 3
 cp "$HERE/systemd_walk.sh" "$HERE/systemd_walk_later.sh" "$HERE/guide_lib.sh" "$HERE/checks.sh" "$files/"
 

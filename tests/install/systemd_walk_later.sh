@@ -22,18 +22,6 @@
 # Not walked here (guide_walk_later.sh walks them under unit_run.sh; they
 # depend on no unit): Prometheus and the second replica.
 
-job_state() { # NAME: the job's state in the vision project
-  tessera_admin describe job "$1" -p vision -o json | jq -r .state 2>/dev/null
-}
-wait_state() { # NAME STATE SECONDS
-  local i
-  for i in $(seq $(($3 * 5))); do
-    [ "$(job_state "$1")" = "$2" ] && return 0
-    sleep 0.2
-  done
-  echo "  $1 is $(job_state "$1"), not $2"
-  return 1
-}
 # submit NAME GPULOAD-ARGS...: a job on half a GPU, running within 30 s
 submit() {
   local name=$1

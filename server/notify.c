@@ -3,7 +3,10 @@
  *
  * Counts live in a fixed table per channel indexed by a hash of the key: two
  * keys sharing a slot only cost a waiter a spurious wake-up (it re-reads and
- * waits again), never a missed one.
+ * waits again), never a missed one. Waiters sleep on one of WAKES condition
+ * variables chosen by channel and slot, and a notification wakes only its
+ * own: with 1,000 nodes' long-polls waiting, a notification for one node (or
+ * for the scheduler) no longer wakes the other 999 threads (issue 15).
  */
 #include "server/notify.h"
 
@@ -21,6 +24,7 @@
 
 #define MAX_CHANNELS 8
 #define SLOTS 1024
+#define WAKES SLOTS
 
 struct ts_notify {
     char *conninfo;
@@ -28,17 +32,24 @@ struct ts_notify {
     int nchannels;
     uint64_t counts[MAX_CHANNELS][SLOTS]; /* under mu */
     pthread_mutex_t mu;
-    pthread_cond_t cond;
+    pthread_cond_t wake[WAKES]; /* waiters on (c, s) sleep on wake[wake_of(c, s)] */
+    atomic_uint_fast64_t spurious;
     pthread_t thread;
     atomic_bool stop;
     struct ts_store_listen *pg;
-    bool any; /* a count changed in this drain (under mu) */
 };
 
 static size_t slot_of(int64_t key)
 {
     uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ULL;
     return (size_t)(h >> 54) % SLOTS;
+}
+
+/* Channels share the table shifted apart, so the scheduler's one key
+ * (payload '') sits beside no node's slot of the same number. */
+static size_t wake_of(int c, size_t s)
+{
+    return (s + (size_t)c * 397) % WAKES;
 }
 
 static int channel_index(const struct ts_notify *nt, const char *channel)
@@ -64,7 +75,8 @@ static void bump_all(struct ts_notify *nt)
     for (int c = 0; c < nt->nchannels; c++)
         for (size_t s = 0; s < SLOTS; s++)
             nt->counts[c][s]++;
-    pthread_cond_broadcast(&nt->cond);
+    for (size_t w = 0; w < WAKES; w++)
+        pthread_cond_broadcast(&nt->wake[w]);
     pthread_mutex_unlock(&nt->mu);
 }
 
@@ -74,18 +86,16 @@ static void count(const char *channel, const char *payload, void *ud)
     struct ts_notify *nt = ud;
     int c = channel_index(nt, channel);
     if (c >= 0) {
-        nt->counts[c][slot_of(strtoll(payload, NULL, 10))]++;
-        nt->any = true;
+        size_t s = slot_of(strtoll(payload, NULL, 10));
+        nt->counts[c][s]++;
+        pthread_cond_broadcast(&nt->wake[wake_of(c, s)]);
     }
 }
 
 static void drain(struct ts_notify *nt)
 {
     pthread_mutex_lock(&nt->mu);
-    nt->any = false;
     ts_store_listen_drain(nt->pg, count, nt);
-    if (nt->any)
-        pthread_cond_broadcast(&nt->cond);
     pthread_mutex_unlock(&nt->mu);
 }
 
@@ -133,7 +143,8 @@ enum ts_err ts_notify_start(const char *conninfo, const char *const *channels, i
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&nt->cond, &ca);
+    for (size_t w = 0; w < WAKES; w++)
+        pthread_cond_init(&nt->wake[w], &ca);
     pthread_condattr_destroy(&ca);
     nt->pg = connect_and_listen(nt);
     if (nt->pg == NULL) {
@@ -159,7 +170,8 @@ void ts_notify_stop(struct ts_notify *nt)
         pthread_join(nt->thread, NULL);
     }
     ts_store_listen_close(nt->pg);
-    pthread_cond_destroy(&nt->cond);
+    for (size_t w = 0; w < WAKES; w++)
+        pthread_cond_destroy(&nt->wake[w]);
     pthread_mutex_destroy(&nt->mu);
     free(nt->conninfo);
     free(nt);
@@ -191,9 +203,12 @@ bool ts_notify_wait(struct ts_notify *nt, const char *channel, int64_t key, uint
     size_t s = slot_of(key);
     bool moved = false;
     pthread_mutex_lock(&nt->mu);
-    while (c >= 0 && !(moved = nt->counts[c][s] != seen))
-        if (pthread_cond_timedwait(&nt->cond, &nt->mu, &deadline) == ETIMEDOUT)
+    while (c >= 0 && !(moved = nt->counts[c][s] != seen)) {
+        if (pthread_cond_timedwait(&nt->wake[wake_of(c, s)], &nt->mu, &deadline) == ETIMEDOUT)
             break;
+        if (nt->counts[c][s] == seen)
+            atomic_fetch_add(&nt->spurious, 1);
+    }
     if (c >= 0)
         moved = nt->counts[c][s] != seen;
     pthread_mutex_unlock(&nt->mu);
@@ -202,4 +217,9 @@ bool ts_notify_wait(struct ts_notify *nt, const char *channel, int64_t key, uint
         nanosleep(&ts, NULL);
     }
     return moved;
+}
+
+uint64_t ts_notify_spurious(struct ts_notify *nt)
+{
+    return atomic_load(&nt->spurious);
 }

@@ -36,4 +36,8 @@ uint64_t ts_notify_seq(struct ts_notify *nt, const char *channel, int64_t key);
 bool ts_notify_wait(struct ts_notify *nt, const char *channel, int64_t key, uint64_t seen,
                     int timeout_ms);
 
+/* How many times a waiter woke before its deadline to find its count
+ * unmoved (another key's notification, or a slot two keys share). */
+uint64_t ts_notify_spurious(struct ts_notify *nt);
+
 #endif /* TS_SERVER_NOTIFY_H */

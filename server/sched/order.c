@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "server/sched/order.h"
@@ -96,41 +97,175 @@ static bool okey_before(const struct okey *a, const struct okey *b)
     return a->id < b->id;
 }
 
-static void sort_jobs(struct cycle *cy, int *idx, size_t n)
+/* The merge sort of the keys: stable, and no global context as qsort
+ * would need; k and tmp hold n keys, the result ends in *k. */
+static void merge_sort(struct okey **k, struct okey **tmp, size_t n)
 {
-    /* a merge sort: stable, and no global context as qsort would need */
-    if (n < 2)
-        return;
-    struct okey *k = malloc(n * sizeof(*k)), *tmp = malloc(n * sizeof(*tmp));
-    if (k == NULL || tmp == NULL) {
-        free(k);
-        free(tmp);
-        cy->nomem = true;
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const struct job *J = &cy->jobs[idx[i]];
-        k[i] = (struct okey){J->project, J->priority, J->submitted_at, J->id, idx[i]};
-    }
     for (size_t w = 1; w < n; w *= 2) {
+        struct okey *a = *k, *t = *tmp;
         for (size_t lo = 0; lo < n; lo += 2 * w) {
             size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
             size_t i = lo, j = mid, o = lo;
             while (i < mid && j < hi)
-                tmp[o++] = okey_before(&k[j], &k[i]) ? k[j++] : k[i++];
+                t[o++] = okey_before(&a[j], &a[i]) ? a[j++] : a[i++];
             while (i < mid)
-                tmp[o++] = k[i++];
+                t[o++] = a[i++];
             while (j < hi)
-                tmp[o++] = k[j++];
+                t[o++] = a[j++];
         }
-        struct okey *t = k;
-        k = tmp;
-        tmp = t;
+        *k = t;
+        *tmp = a;
     }
+}
+
+/* Bits that hold every value of 0..span. */
+static int span_bits(uint64_t span)
+{
+    return span == 0 ? 0 : 64 - __builtin_clzll(span);
+}
+
+/* A key packed into one word: each field less its least value, most
+ * significant first (project, highest priority first, submission, id), so
+ * that one key is below another exactly when okey_before says so. */
+struct rkey {
+    uint64_t key;
+    int job;
+};
+
+/* Each field's least and greatest value (priority negated: the highest
+ * first) and its shift in the packed key. */
+struct kspan {
+    int64_t min[4], max[4];
+    int shift[4]; /* of project, priority, submitted_at, id */
+};
+
+static void kspan_init(struct kspan *s, const struct okey *k)
+{
+    *s = (struct kspan){{k->project, -(int64_t)k->priority, k->submitted_at, k->id},
+                        {k->project, -(int64_t)k->priority, k->submitted_at, k->id},
+                        {0, 0, 0, 0}};
+}
+
+static void kspan_add(struct kspan *s, const struct okey *k)
+{
+    s->min[0] = k->project < s->min[0] ? k->project : s->min[0];
+    s->max[0] = k->project > s->max[0] ? k->project : s->max[0];
+    s->min[1] = -(int64_t)k->priority < s->min[1] ? -(int64_t)k->priority : s->min[1];
+    s->max[1] = -(int64_t)k->priority > s->max[1] ? -(int64_t)k->priority : s->max[1];
+    s->min[2] = k->submitted_at < s->min[2] ? k->submitted_at : s->min[2];
+    s->max[2] = k->submitted_at > s->max[2] ? k->submitted_at : s->max[2];
+    s->min[3] = k->id < s->min[3] ? k->id : s->min[3];
+    s->max[3] = k->id > s->max[3] ? k->id : s->max[3];
+}
+
+/* The shifts of a packed key; false when the fields need more than 64 bits
+ * (then the merge sort). */
+static bool kspan_pack(struct kspan *s, int *nbits)
+{
+    int total = 0;
+    for (int f = 3; f >= 0; f--) {
+        s->shift[f] = total;
+        total += span_bits((uint64_t)s->max[f] - (uint64_t)s->min[f]);
+    }
+    *nbits = total;
+    return total <= 64;
+}
+
+/* (A field of no span adds 0, whatever its shift: a shift of 64 is never
+ * taken.) */
+static uint64_t kspan_key(const struct kspan *s, const struct okey *k)
+{
+    uint64_t f0 = (uint64_t)(int64_t)k->project - (uint64_t)s->min[0];
+    uint64_t f1 = (uint64_t)(-(int64_t)k->priority) - (uint64_t)s->min[1];
+    uint64_t f2 = (uint64_t)k->submitted_at - (uint64_t)s->min[2];
+    uint64_t f3 = (uint64_t)k->id - (uint64_t)s->min[3];
+    return (f0 ? f0 << s->shift[0] : 0) | (f1 ? f1 << s->shift[1] : 0) |
+           (f2 ? f2 << s->shift[2] : 0) | f3;
+}
+
+#define RADIX_BITS 12
+
+/* A least-significant-digit radix sort of r[0..n) on nbits of key (stable,
+ * as the merge sort: equal keys keep their order); the result ends in *r.
+ * false when out of memory. */
+static bool radix_sort(struct rkey **r, struct rkey **tmp, size_t n, int nbits)
+{
+    int passes = (nbits + RADIX_BITS - 1) / RADIX_BITS;
+    if (passes == 0)
+        return true;
+    int d = (nbits + passes - 1) / passes;
+    size_t nb = (size_t)1 << d;
+    size_t *count = calloc((size_t)passes * nb, sizeof(*count));
+    if (count == NULL)
+        return false;
+    uint64_t mask = nb - 1;
     for (size_t i = 0; i < n; i++)
-        idx[i] = k[i].job;
-    free(k);
-    free(tmp);
+        for (int p = 0; p < passes; p++)
+            count[(size_t)p * nb + (((*r)[i].key >> (p * d)) & mask)]++;
+    for (int p = 0; p < passes; p++) {
+        size_t *c = count + (size_t)p * nb, sum = 0;
+        bool one = false; /* every key has the same digit: the pass moves nothing */
+        for (size_t b = 0; b < nb; b++) {
+            size_t m = c[b];
+            one = one || m == n;
+            c[b] = sum;
+            sum += m;
+        }
+        if (one)
+            continue;
+        struct rkey *a = *r, *t = *tmp;
+        for (size_t i = 0; i < n; i++)
+            t[c[(a[i].key >> (p * d)) & mask]++] = a[i];
+        *r = t;
+        *tmp = a;
+    }
+    free(count);
+    return true;
+}
+
+/* The jobs idx[0..n) in queue order: by a radix sort of packed keys where
+ * the fields' spans fit in 64 bits (at 160,000 jobs the merge sort was a
+ * tenth of a large cycle's instructions), else by the merge sort; both
+ * stable, so the same order. */
+static void sort_jobs(struct cycle *cy, int *idx, size_t n)
+{
+    if (n < 2)
+        return;
+    /* two buffers of n keys, each read as okey or rkey, never both */
+    void *kb = malloc(n * sizeof(struct okey)), *tb = malloc(n * sizeof(struct okey));
+    if (kb == NULL || tb == NULL) {
+        free(kb);
+        free(tb);
+        cy->nomem = true;
+        return;
+    }
+    struct okey *k = kb;
+    struct kspan span;
+    for (size_t i = 0; i < n; i++) {
+        const struct job *J = &cy->jobs[idx[i]];
+        k[i] = (struct okey){J->project, J->priority, J->submitted_at, J->id, idx[i]};
+        if (i == 0)
+            kspan_init(&span, &k[0]);
+        else
+            kspan_add(&span, &k[i]);
+    }
+    int nbits;
+    if (kspan_pack(&span, &nbits)) {
+        struct rkey *r = tb, *rt = kb;
+        for (size_t i = 0; i < n; i++)
+            r[i] = (struct rkey){kspan_key(&span, &k[i]), k[i].job};
+        if (!radix_sort(&r, &rt, n, nbits))
+            cy->nomem = true;
+        for (size_t i = 0; i < n; i++)
+            idx[i] = r[i].job;
+    } else {
+        struct okey *t = tb;
+        merge_sort(&k, &t, n);
+        for (size_t i = 0; i < n; i++)
+            idx[i] = k[i].job;
+    }
+    free(kb);
+    free(tb);
 }
 
 bool ts_sched_order_sort(struct cycle *cy)

@@ -165,6 +165,7 @@ struct cycle {
                                   and node -> node_ver << 16 | priority */
     int *proj_node_slots;      /* victims.c: GPU slots of each project's stoppable jobs
                                   on each node, [project * nnodes + node] */
+    int *proj_node_jobs;       /* vindex.c: and how many they are, [project * nnodes + node] */
     int stamp;
     bool nomem;
 };

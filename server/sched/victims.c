@@ -591,11 +591,16 @@ static bool single_step(struct cycle *cy, struct search *s, const struct vent *b
 
 /* Whether x (of the rule's one project, below its priority) is node's
  * first candidate for the search: no job node_candidates would take comes
- * before it. */
+ * before it. Where x is its project's only stoppable job on the node (the
+ * index counts them), no other job can be a candidate there (a candidate
+ * is a stoppable job of the project): so the node's jobs, a cache miss
+ * each, are read only where the project has others there. */
 static bool first_on_node(const struct cycle *cy, const struct search *s, int node,
                           const struct job *x)
 {
     int proj = cy->jobs[s->j].project;
+    if (cy->proj_node_jobs[(size_t)proj * cy->snap->nnodes + (size_t)node] == 1)
+        return true;
     for (int v = cy->node_head[node]; v >= 0; v = cy->jobs[v].next) {
         const struct job *y = &cy->jobs[v];
         if (y == x || v == s->j || y->project != proj || y->priority >= s->r->below_priority)

@@ -81,11 +81,15 @@ struct vent {
     int64_t bytes0; /* the bytes it packs there */
 };
 
-/* The entries of one priority, the best candidate last (victims.c). */
+/* The entries of one priority, the best candidate last (victims.c), and
+ * those added since it was last read, in the order they came (vindex.c:
+ * merged in before the bucket is read). */
 struct vbucket {
     int priority;
     struct vent *e;
     size_t n, cap, dead; /* dead: removed entries among the n */
+    struct vent *in;
+    size_t nin, capin;
 };
 
 /* A project's entries by priority, lowest first (victims.c). */
@@ -166,6 +170,7 @@ struct cycle {
     int *proj_node_slots;      /* victims.c: GPU slots of each project's stoppable jobs
                                   on each node, [project * nnodes + node] */
     int *proj_node_jobs;       /* vindex.c: and how many they are, [project * nnodes + node] */
+    void *search_buf;          /* victims.c: a search's scratch, kept for the next */
     int stamp;
     bool nomem;
 };

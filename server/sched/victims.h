@@ -37,6 +37,9 @@ bool ts_sched_victims_index_build(struct cycle *cy);
 /* node's jobs or room changed: failures remembered there are stale */
 void ts_sched_victims_node_changed(struct cycle *cy, int node);
 void ts_sched_victims_index_add(struct cycle *cy, int v);
+/* project's buckets below priority below (INT_MAX: all) made ready to read:
+ * the entries added since merged in; false when out of memory */
+bool ts_sched_victims_index_ready(struct cycle *cy, int project, int below);
 void ts_sched_victims_index_del(struct cycle *cy, int v);
 void ts_sched_victims_index_free(struct cycle *cy);
 

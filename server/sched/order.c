@@ -356,15 +356,17 @@ int ts_sched_order_next(struct order *o)
     int j = pr->queue[pr->qhead++];
     /* the project's next jobs, most often the next asked for: a job's first
      * read was a cache miss, the most of a large cycle's time in one place
-     * (the fields an attempt reads first span 5 lines). The next one alone
-     * came too late for a job whose attempt repeats a failure (short): the
-     * one QAHEAD on is fetched, and at the project's first job all those
-     * before it */
+     * (the fields an attempt reads first, cycle.h's struct job, span 2 or
+     * 3 lines). The next one alone came too late for a job whose attempt
+     * repeats a failure (short): the one QAHEAD on is fetched, and at the
+     * project's first job all those before it */
     size_t ahead = pr->qhead == 1 ? 0 : QAHEAD - 1;
     for (; ahead < QAHEAD && pr->qhead + ahead < pr->nqueue; ahead++) {
         const char *next = (const char *)&o->cy->jobs[pr->queue[pr->qhead + ahead]];
-        for (size_t off = 0; off < offsetof(struct job, failed_at) + 8; off += 64)
+        size_t end = offsetof(struct job, p) + offsetof(struct preq, r);
+        for (size_t off = 0; off < end; off += 64)
             __builtin_prefetch(next + off);
+        __builtin_prefetch(next + end - 1);
     }
     if (pr->qhead == pr->nqueue) {
         /* the project is done for this pass: drop it from the heap */

@@ -103,8 +103,16 @@ struct ts_sched_cluster_watch {
     void (*free)(struct ts_sched_cluster *c);
 };
 
-/* A request made ready for placement. */
+/* A request made ready for placement. What a pass reads of a pending job's
+ * request before it tries it comes first (cycle.h, struct job). */
 struct preq {
+    uint64_t hash;                          /* of what does not change in a cycle; 0: not taken */
+    double gpus_estimate;                   /* GPUs it counts for before placement */
+    const struct ts_sched_slot *only_slots; /* with only_node: the GPUs it must
+                                               take (a suspended job's), or NULL */
+    int only_node;                          /* -1, or the node it must go to */
+    bool host_mem_held;                     /* suspended: its host memory is already counted */
+    bool no_swap_node;                      /* refuses swap and can burst: no swap_resolver node */
     const struct ts_sched_request *r;
     enum ts_sched_gpu_kind kind;
     int ndev; /* GPUs needed on the node (0 for CPU-only) */
@@ -112,16 +120,9 @@ struct preq {
     int64_t mem; /* MEMORY: bytes per GPU */
     double cpu;
     int64_t host_mem;
-    const bool *model_ok;                   /* per interned model; NULL: any */
-    int only_node;                          /* -1, or the node it must go to */
-    const struct ts_sched_slot *only_slots; /* with only_node: the GPUs it must
-                                               take (a suspended job's), or NULL */
+    const bool *model_ok; /* per interned model; NULL: any */
     size_t nonly_slots;
-    bool no_swap_node;    /* refuses swap and can burst: no swap_resolver node */
-    bool host_mem_held;   /* suspended: its host memory is already counted */
-    double gpus_estimate; /* GPUs it counts for before placement */
-    double gpus_at_most;  /* GPUs it may count for once placed: for limits */
-    uint64_t hash;        /* of what does not change in a cycle; 0: not taken */
+    double gpus_at_most; /* GPUs it may count for once placed: for limits */
 };
 
 /* Bytes a request packs on a GPU of this usable size. */

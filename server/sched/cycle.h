@@ -193,7 +193,9 @@ const char *ts_sched_cycle_printf(struct cycle *cy, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* A sentence put together from pieces, for those every bind and stop makes
  * (vsnprintf for 79,000 of them was 9 % of a large cycle); cut at 1023
- * bytes as ts_sched_cycle_printf cuts. _end: borrowed from the arena. */
+ * bytes as ts_sched_cycle_printf cuts. _end: borrowed from the arena.
+ * n = 0 starts one: b is read only up to n, so it is not zeroed (the
+ * 1,024 bytes twice a preemption were 3 % of its time). */
 struct cycle_msg {
     char b[1024];
     size_t n;

@@ -88,7 +88,8 @@ static void attempt(struct cycle *cy, int j)
                                                    cy->nfreed - since, &node, slots, &ns)
                        : ts_sched_place_best(cy->c, cy->st, &J->p, &node, slots, &ns);
         if (ok) {
-            struct cycle_msg m = {.n = 0};
+            struct cycle_msg m; /* b is written before it is read: not zeroed */
+            m.n = 0;
             ts_sched_cycle_msg_add(&m, "placed on ");
             ts_sched_cycle_msg_add(&m, cy->snap->nodes[node].name);
             ts_sched_cycle_msg_add(&m, " by ");

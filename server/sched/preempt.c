@@ -51,7 +51,8 @@ bool ts_sched_preempt_try(struct cycle *cy, int j, double min_free, bool dep_lim
     for (int i = 0; i < nv; i++) {
         const struct job *x = &cy->jobs[victims[i]];
         /* "preempt: job "a" has priority 90, this job 50; WHY" */
-        struct cycle_msg m = {.n = 0};
+        struct cycle_msg m; /* b is written before it is read: not zeroed */
+        m.n = 0;
         ts_sched_cycle_msg_add(&m, min_free > 0 ? "limit: job \"" : "preempt: job \"");
         ts_sched_cycle_msg_add(&m, J->name);
         ts_sched_cycle_msg_add(&m, "\" has priority ");
@@ -72,7 +73,8 @@ bool ts_sched_preempt_try(struct cycle *cy, int j, double min_free, bool dep_lim
     if (!ok)
         return false; /* cannot happen: ts_sched_victims_find checked the same room */
     /* "placed on NODE by preempting 2 lower-priority jobs[ within the limit]: WHY" */
-    struct cycle_msg m = {.n = 0};
+    struct cycle_msg m; /* b is written before it is read: not zeroed */
+    m.n = 0;
     ts_sched_cycle_msg_add(&m, "placed on ");
     ts_sched_cycle_msg_add(&m, cy->snap->nodes[n].name);
     ts_sched_cycle_msg_add(&m, " by preempting ");

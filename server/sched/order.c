@@ -312,28 +312,28 @@ struct order *ts_sched_order_new(struct cycle *cy)
         free(idx);
         return NULL;
     }
-    size_t n = 0;
-    for (size_t i = 0; i < cy->njobs; i++) {
-        /* scattered in queue order: the job a few ahead fetched */
-        if (i + QAHEAD * 4 < cy->njobs)
-            __builtin_prefetch(&cy->jobs[cy->job_order[i + QAHEAD * 4]].running);
-        if (!cy->jobs[cy->job_order[i]].running)
-            idx[n++] = cy->job_order[i];
-    }
     for (size_t p = 0; p < np; p++) {
         cy->projs[p].nqueue = 0;
         cy->projs[p].qhead = 0;
         cy->projs[p].heap_pos = -1;
     }
-    /* one buffer, split per project: idx is sorted by project first */
-    for (size_t i = 0; i < n;) {
-        int p = cy->jobs[idx[i]].project;
-        size_t k = i;
-        while (k < n && cy->jobs[idx[k]].project == p)
-            k++;
-        cy->projs[p].queue = &idx[i];
-        cy->projs[p].nqueue = k - i;
-        i = k;
+    /* the pending jobs in one buffer, split per project: job_order is
+     * sorted by project first, so each project's are together, and its
+     * slice is found as the job is read (reading the jobs again for their
+     * projects was a third of this function's time at 160,000 jobs) */
+    size_t n = 0;
+    for (size_t i = 0; i < cy->njobs; i++) {
+        /* scattered in queue order: the job a few ahead fetched */
+        if (i + QAHEAD * 4 < cy->njobs)
+            __builtin_prefetch(&cy->jobs[cy->job_order[i + QAHEAD * 4]].running);
+        const struct job *J = &cy->jobs[cy->job_order[i]];
+        if (J->running)
+            continue;
+        struct proj *P = &cy->projs[J->project];
+        if (P->nqueue == 0)
+            P->queue = &idx[n];
+        P->nqueue++;
+        idx[n++] = cy->job_order[i];
     }
     o->n = 0;
     for (size_t p = 0; p < np; p++)

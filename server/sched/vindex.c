@@ -27,7 +27,8 @@ bool ts_sched_victims_stoppable(const struct cycle *cy, const struct job *x)
  * last (latest start, then highest id). A job this cycle places starts now,
  * so it joins its bucket at or near the end instead of pushing a
  * 6,000-entry list down by one (a tenth of a cycle at 100,000 GPUs, when
- * one array per project held every priority), and the victims an eviction
+ * one array per project held every priority), by way of the bucket's
+ * inbox (bucket_merge), and the victims an eviction
  * takes are trimmed off the end. A removed entry elsewhere keeps its place
  * (job -1, with the key it was added with, so the bucket stays sorted)
  * until half the bucket is removed and it is compacted. */

@@ -1,11 +1,10 @@
 -- schema.sql: the whole Tessera database schema as the migrations leave it
--- (migrations/0001_init.sql, 0002_lifecycle.sql, 0003_suspend.sql,
--- 0004_collisions.sql, 0005_quiet_wakeups.sql, 0006_token_nodes.sql,
--- 0007_pending_audit.sql, 0008_series_scopes.sql and 0009_job_user.sql, plus the schema_migration table the server creates to record them). Read it to learn the schema; never apply it to a
+-- (migrations/0001_init.sql to 0013_notify_after_commit.sql, plus the
+-- schema_migration table the server creates to record them). Read it to learn the schema; never apply it to a
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 12
+-- schema version: 13
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -348,6 +347,27 @@ CREATE TABLE audit_event (
 );
 CREATE INDEX audit_event_at_idx ON audit_event (at);
 
+-- Every trigger's NOTIFY goes through tessera_notify: a transaction that
+-- sets tessera.notify_later to 'on' sends its wake-ups itself after its
+-- commit (0013, server/store/store_report.c); the triggers record them in
+-- tessera.later_sched ('on') and tessera.later_nodes (",3,7,").
+CREATE FUNCTION tessera_notify(p_channel text, p_payload text) RETURNS void
+    LANGUAGE plpgsql AS $$
+DECLARE
+    nodes text;
+BEGIN
+    IF coalesce(current_setting('tessera.notify_later', true), '') <> 'on' THEN
+        PERFORM pg_notify(p_channel, p_payload);
+    ELSIF p_channel = 'tessera_sched' THEN
+        PERFORM set_config('tessera.later_sched', 'on', true);
+    ELSE
+        nodes := coalesce(nullif(current_setting('tessera.later_nodes', true), ''), ',');
+        IF position(',' || p_payload || ',' IN nodes) = 0 THEN
+            PERFORM set_config('tessera.later_nodes', nodes || p_payload || ',', true);
+        END IF;
+    END IF;
+END $$;
+
 -- Free a job's GPUs when it leaves them; wake the scheduler (channel
 -- tessera_sched) on anything that can change its decisions, and the agents (channel tessera_node, payload the node id) when
 -- their desired state changes. NOTIFY is delivered at commit, once per
@@ -362,14 +382,14 @@ BEGIN
     END IF;
     IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.node_id IS NOT NULL THEN
         UPDATE node SET generation = generation + 1 WHERE id = OLD.node_id;
-        PERFORM pg_notify('tessera_node', OLD.node_id::text);
+        PERFORM tessera_notify('tessera_node', OLD.node_id::text);
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.node_id IS NOT NULL
        AND (TG_OP = 'INSERT' OR NEW.node_id IS DISTINCT FROM OLD.node_id) THEN
         UPDATE node SET generation = generation + 1 WHERE id = NEW.node_id;
-        PERFORM pg_notify('tessera_node', NEW.node_id::text);
+        PERFORM tessera_notify('tessera_node', NEW.node_id::text);
     END IF;
-    PERFORM pg_notify('tessera_sched', '');
+    PERFORM tessera_notify('tessera_sched', '');
     RETURN NULL;
 END $$;
 
@@ -466,7 +486,7 @@ CREATE TRIGGER job_swap_clear BEFORE UPDATE ON job
 
 CREATE FUNCTION tessera_sched_wake() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('tessera_sched', '');
+    PERFORM tessera_notify('tessera_sched', '');
     RETURN NULL;
 END $$;
 

@@ -19,12 +19,13 @@
  * the answer. Events the agent sends (its collision resolver's actions) are
  * stored once per (job, attempt, seq) when that attempt ran on this node
  * (job_attempt, migrations/0004), whatever the job's state now. The job
- * trigger (migrations/0002) frees job_gpu rows and wakes the scheduler and
- * the node's agent. A report costs a fixed number of statements: the samples
- * of its jobs that run (the common case) and of its GPUs go in one statement
- * each, as arrays; only a job whose state moves takes its own statements.
- * A report that moves nothing commits without waiting for its WAL flush
- * (server/README.md, the agent protocol): the next report says it again.
+ * trigger (migrations/0002) frees job_gpu rows; the wake-ups of the
+ * scheduler and the node's agent that its triggers record are sent after the
+ * report's commit (notify_after_commit, migrations/0013). A report costs a fixed number of
+ * statements: the samples of its jobs that run (the common case) and of its GPUs go in one
+ * statement each, as arrays; only a job whose state moves takes its own statements. A report that
+ * moves nothing commits without waiting for its WAL flush (server/README.md, the agent protocol):
+ * the next report says it again.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include <string.h>
 
 #include "api/array.h"
+#include "api/log.h"
 #include "api/units.h"
 #include "server/store/db_pg.h"
 #include "server/store/row.h"
@@ -554,6 +556,73 @@ static enum ts_err apply_events(struct ts_dbconn *c, const char *node_id,
     return TS_OK;
 }
 
+/* What the triggers of a transaction that set tessera.notify_later
+ * recorded (migrations/0013): columns of a statement's row. */
+#define LATER_COLS                                                                                 \
+    " current_setting('tessera.later_sched', true),"                                               \
+    " current_setting('tessera.later_nodes', true)"
+
+/* The heartbeat, the report's last statement; *res (new): the node's
+ * generation and LATER_COLS. The state column is written only when it
+ * changes, so that heartbeats do not wake the scheduler. A report that
+ * moved nothing (samples, the heartbeat, where jobs run on the node: what
+ * its next report, 5 s later, says again) commits without waiting for its
+ * WAL flush (server/README.md, the agent protocol). */
+static enum ts_err heartbeat(struct ts_dbconn *c, const char *node_id, bool moved, bool was_lost,
+                             PGresult **res, struct ts_error *err)
+{
+    const char *q[] = {node_id, moved ? "f" : "t"};
+    enum ts_err e = ts_db_exec_in_tx(c,
+                                     "UPDATE node SET last_seen_at = now() WHERE id = $1"
+                                     " RETURNING generation," LATER_COLS ", CASE WHEN $2::boolean"
+                                     "   THEN set_config('synchronous_commit', 'off', true) END",
+                                     TS_ARRAY_LEN(q), q, res, err);
+    if (e != TS_OK || !was_lost)
+        return e;
+    const char *q1[] = {node_id};
+    PQclear(*res);
+    *res = NULL;
+    e = ts_db_exec_in_tx(c, "UPDATE node SET state = 'ready' WHERE id = $1 AND state = 'not_ready'",
+                         TS_ARRAY_LEN(q1), q1, res, err);
+    PQclear(*res);
+    *res = NULL;
+    if (e != TS_OK)
+        return e;
+    /* what its triggers made of it */
+    return ts_db_exec_in_tx(c, "SELECT generation," LATER_COLS " FROM node WHERE id = $1",
+                            TS_ARRAY_LEN(q1), q1, res, err);
+}
+
+/* The wake-ups the report's triggers recorded instead of sending them
+ * (migrations/0013), after its commit: tessera_sched when sched, and
+ * tessera_node for each id in nodes (",3,7,"; NULL or "" for none). A
+ * NOTIFY holds PostgreSQL's notify lock from its transaction's commit
+ * record until that commit is done: sent from the report's transaction, it
+ * made every report that started or ended a job, and every other notifying
+ * transaction, commit one at a time through each other's WAL flush. Here
+ * it is a transaction of its own that does not wait for its flush, as a
+ * submission's (store_jobs.c). The waiters read after the notification, so
+ * they see what the report committed. A lost wake-up (the NOTIFY failed,
+ * the server died between the two) loses no data: the agent learns its
+ * node's new generation from the report's answer, and the loop reads the
+ * change at its next cycle. */
+static void notify_after_commit(struct ts_dbconn *c, bool sched, const char *nodes)
+{
+    if (!sched && (nodes == NULL || nodes[0] == '\0'))
+        return;
+    const char *p[] = {sched ? "t" : "f", nodes ? nodes : ""};
+    PGresult *res = NULL;
+    struct ts_error err;
+    if (ts_db_exec(c,
+                   "SELECT set_config('synchronous_commit', 'off', true),"
+                   " CASE WHEN $1::boolean THEN pg_notify('tessera_sched', '') END,"
+                   " (SELECT count(*) FROM (SELECT pg_notify('tessera_node', n)"
+                   "   FROM unnest(string_to_array($2, ',')) AS n WHERE n <> '') AS x)",
+                   TS_ARRAY_LEN(p), p, &res, &err) != TS_OK)
+        ts_log_warn("could not send a report's wake-ups error=\"%s\"", err.message);
+    PQclear(res);
+}
+
 enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
                                  const struct ts_node_report *rep, struct ts_arena *a,
                                  struct ts_report_result *out, struct ts_error *err)
@@ -570,8 +639,11 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
     /* Locks are taken job rows first, then the node row (the job trigger
      * updates the node), as cancels and the scheduler do: the node is only
      * read here, and its heartbeat written last, or the two would deadlock. */
-    e = ts_db_exec_in_tx(c, "SELECT id, state FROM node WHERE name = $1", TS_ARRAY_LEN(p), p, &res,
-                         err);
+    /* its triggers' wake-ups are sent after the commit (notify_after_commit) */
+    e = ts_db_exec_in_tx(c,
+                         "SELECT id, state, set_config('tessera.notify_later', 'on', true)"
+                         " FROM node WHERE name = $1",
+                         TS_ARRAY_LEN(p), p, &res, err);
     if (e != TS_OK)
         return e;
     if (PQntuples(res) != 1) {
@@ -612,33 +684,15 @@ enum ts_err ts_store_node_report(struct ts_dbconn *c, const char *name,
         e = never_started(c, node_id, rep, a, &moved, err);
     if (e == TS_OK)
         e = apply_gpus(c, node_id, rep, a, err);
-    if (e == TS_OK) {
-        /* the heartbeat; the state column is written only when it changes,
-         * so that heartbeats do not wake the scheduler. A report that moved
-         * nothing (samples, the heartbeat, where jobs run on the node: what
-         * its next report, 5 s later, says again) commits without waiting
-         * for its WAL flush (server/README.md, the agent protocol) */
-        const char *q[] = {node_id, moved ? "f" : "t"};
-        e = ts_db_exec_in_tx(c,
-                             "UPDATE node SET last_seen_at = now() WHERE id = $1"
-                             " RETURNING generation, CASE WHEN $2::boolean"
-                             "   THEN set_config('synchronous_commit', 'off', true) END",
-                             TS_ARRAY_LEN(q), q, &res, err);
-        if (e == TS_OK && was_lost) {
-            const char *q1[] = {node_id};
-            PQclear(res);
-            e = ts_db_exec_in_tx(
-                c, "UPDATE node SET state = 'ready' WHERE id = $1 AND state = 'not_ready'",
-                TS_ARRAY_LEN(q1), q1, &res, err);
-            PQclear(res);
-            if (e == TS_OK) /* what its triggers made of it */
-                e = ts_db_exec_in_tx(c, "SELECT generation FROM node WHERE id = $1",
-                                     TS_ARRAY_LEN(q1), q1, &res, err);
-        }
-    }
+    if (e == TS_OK)
+        e = heartbeat(c, node_id, moved, was_lost, &res, err);
     if (e != TS_OK)
         return e; /* rolled back */
     out->generation = ts_row_i64(res, 0, 0);
+    bool sched = !PQgetisnull(res, 0, 1) && strcmp(PQgetvalue(res, 0, 1), "on") == 0;
+    const char *nodes = ts_row_text(res, 0, 2, a);
     PQclear(res);
-    return ts_db_commit(c, err);
+    if ((e = ts_db_commit(c, err)) == TS_OK)
+        notify_after_commit(c, sched, nodes);
+    return e;
 }

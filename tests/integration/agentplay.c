@@ -164,6 +164,11 @@ struct ts_client *ts_ap_agent(void)
     return agent;
 }
 
+const char *ts_ap_agent_token(void)
+{
+    return agent_token;
+}
+
 double ts_ap_now_s(void)
 {
     struct timespec ts;

@@ -40,6 +40,9 @@ struct pg_conn *ts_ap_hold_row(long long id);
 void ts_ap_pg_exec(struct pg_conn *c, const char *q);
 /* The agents' client (borrowed until ts_ap_stop). */
 struct ts_client *ts_ap_agent(void);
+/* The agents' token (borrowed until ts_ap_stop): for a client of a thread's
+ * own. */
+const char *ts_ap_agent_token(void);
 /* Send the heartbeats to s from now on (another replica); s is borrowed
  * until the next call. */
 void ts_ap_heartbeat_to(const struct ts_it_server *s);

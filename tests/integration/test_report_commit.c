@@ -10,7 +10,15 @@
  * 10 s of going idle. The WAL writer is set to flush at most every 10 s
  * (wal_writer_delay), so that what the reports wrote without a flush is
  * not flushed report by report on a slow machine.
+ *
+ * A report that moves a job commits without PostgreSQL's notify lock: its
+ * triggers' wake-ups go after its commit (migrations/0013). A commit is held
+ * at its flush by asking for a synchronous standby that never comes
+ * (synchronous_standby_names): the report's backend waits there (SyncRep)
+ * while the test reads pg_locks, then the standby is no longer asked for
+ * and the node's long-poll must wake.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +28,7 @@
 
 #include <cmocka.h>
 
+#include "api/client/client.h"
 #include "api/clock.h"
 #include "tests/integration/agentplay.h"
 #include "tests/integration/harness.h"
@@ -126,11 +135,103 @@ static void reports_of_samples_only_do_not_wait_for_their_flush(void **state)
     assert_int_equal(ts_ap_sql_int(q), JOBS);
 }
 
+/* The node's long-poll from a thread: the desired state at generation gen,
+ * waited for up to 30 s; when it answered and its generation. */
+struct poll_arg {
+    struct ts_client *c;
+    char path[128];
+    const char *body; /* a report's body; NULL: a long-poll */
+    long status;
+    long long generation;
+    double answered_s;
+};
+
+static void *request_thread(void *arg)
+{
+    struct poll_arg *p = arg;
+    struct ts_response r = {0};
+    p->status = ts_it_req(p->c, p->body ? "POST" : "GET", p->path, p->body, NULL, &r);
+    p->generation = r.json ? ts_it_int(r.json, "generation") : -1;
+    p->answered_s = ts_ap_now_s();
+    ts_response_free(&r);
+    return NULL;
+}
+
+/* The report's backend (whose transaction wrote job id's row) waiting at
+ * its commit for the standby: 1 once it is there. */
+static long long report_waits_at_its_flush(long long id)
+{
+    return ts_ap_sql_count("SELECT count(*) FROM pg_stat_activity a, job j WHERE j.id = %lld"
+                           " AND a.wait_event = 'SyncRep' AND a.backend_xid = j.xmax",
+                           id);
+}
+
+/*
+ * A report that starts a job: while its commit waits for its flush, no
+ * session holds the notify lock (locktype object, pg_database, object 0);
+ * on main its own transaction did, so every other notifying commit queued
+ * behind its flush. Once it commits, the node's long-poll, waiting since
+ * before the report, wakes at once (it waits 30 s without a NOTIFY).
+ */
+static void a_report_that_moves_a_job_commits_without_the_notify_lock(void **state)
+{
+    (void)state;
+    ts_ap_register_node("n1", 1, "");
+    long long id = ts_ap_submit("borrower", "n1-job", "\"gpu\": {\"count\": 1}");
+    json_decref(ts_ap_wait_state(id, "scheduled", 30));
+    ts_ap_settle(1);
+    json_t *d = ts_ap_desired("n1", -1, NULL);
+    long long gen = ts_it_int(d, "generation");
+    json_decref(d);
+    struct poll_arg lp = {.c = ts_it_client(&srv, ts_ap_agent_token())};
+    struct poll_arg rp = {.c = ts_it_client(&srv, ts_ap_agent_token())};
+    snprintf(lp.path, sizeof(lp.path), "/api/v1/nodes/n1/desired?generation=%lld&wait=30s", gen);
+    snprintf(rp.path, sizeof(rp.path), "/api/v1/nodes/n1/report");
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"jobs\": [{\"id\": %lld, \"attempt\": 1, \"state\": \"running\"}]}", id);
+    rp.body = body;
+    pthread_t lt, rt;
+    pthread_create(&lt, NULL, request_thread, &lp);
+    ts_sleep_ms(500); /* the long-poll waits */
+    ts_ap_sql_int("ALTER SYSTEM SET synchronous_standby_names = 'tessera_test_nobody'");
+    ts_ap_sql_int("SELECT pg_reload_conf()::int");
+    ts_sleep_ms(500); /* the checkpointer has read it */
+    pthread_create(&rt, NULL, request_thread, &rp);
+    double end = ts_ap_now_s() + 20;
+    long long waits = report_waits_at_its_flush(id);
+    while (waits != 1 && ts_ap_now_s() < end) {
+        ts_sleep_ms(100);
+        waits = report_waits_at_its_flush(id);
+    }
+    long long holders = ts_ap_sql_int("SELECT count(*) FROM pg_locks WHERE locktype = 'object'"
+                                      " AND classid = 'pg_database'::regclass AND objid = 0"
+                                      " AND granted");
+    ts_ap_sql_int("ALTER SYSTEM RESET synchronous_standby_names");
+    ts_ap_sql_int("SELECT pg_reload_conf()::int");
+    double released = ts_ap_now_s();
+    pthread_join(rt, NULL);
+    pthread_join(lt, NULL);
+    ts_client_free(lp.c);
+    ts_client_free(rp.c);
+    print_message("report at its flush: %lld; notify lock holders then: %lld; long-poll woke "
+                  "%.2f s after the release, generation %lld -> %lld\n",
+                  waits, holders, lp.answered_s - released, gen, lp.generation);
+    assert_int_equal(waits, 1);
+    assert_int_equal(holders, 0);
+    assert_int_equal(rp.status, 200);
+    assert_int_equal(lp.status, 200);
+    assert_true(lp.generation > gen);
+    assert_true(lp.answered_s - released < 10);
+    json_decref(ts_ap_wait_state(id, "running", 5));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_report_that_moves_a_job_waits_for_its_flush),
         cmocka_unit_test(reports_of_samples_only_do_not_wait_for_their_flush),
+        cmocka_unit_test(a_report_that_moves_a_job_commits_without_the_notify_lock),
     };
     return cmocka_run_group_tests(tests, setup, ts_ap_teardown);
 }

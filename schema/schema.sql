@@ -1,10 +1,10 @@
 -- schema.sql: the whole Tessera database schema as the migrations leave it
--- (migrations/0001_init.sql to 0013_notify_after_commit.sql, plus the
+-- (migrations/0001_init.sql to 0014_sweep_max_runtime_idx.sql, plus the
 -- schema_migration table the server creates to record them). Read it to learn the schema; never apply it to a
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 13
+-- schema version: 14
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -227,6 +227,9 @@ CREATE TABLE job (
 );
 CREATE INDEX job_state_idx ON job (state);
 CREATE INDEX job_node_idx ON job (node_id) WHERE node_id IS NOT NULL;
+-- the sweep's jobs past their maximum runtime (0014)
+CREATE INDEX job_max_runtime_idx ON job (id)
+    WHERE max_runtime_seconds > 0 AND state IN ('running', 'suspended');
 
 -- What happened to a job, oldest first.
 CREATE TABLE job_event (

@@ -6,7 +6,8 @@
  * tessera_scheduler_sweeps_total), never timed: before, an idle server ran
  * hundreds of cycles a second (its own sweep woke the next one) and every
  * agent report woke one. Also the figures that tell a loaded control plane
- * from an idle one: the reports' lag and the database pool's waits.
+ * from an idle one: the reports' lag and the database pool's waits. And
+ * what a sweep reads at rest: not the running jobs.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -56,6 +57,50 @@ static void an_idle_server_runs_no_scheduler_cycles(void **state)
     quiet(10, &c, &s);
     assert_true(c <= 1);
     assert_true(s >= 5); /* the loop is alive: it sweeps once a second */
+}
+
+#define RUNNING 5000 /* jobs running on the node "sweep" */
+
+/* Rows of the job table read so far, by sequential and index scans (each
+ * backend publishes its counts about once a second while it works). */
+static long long job_rows_read(void)
+{
+    return ts_ap_sql_int("SELECT seq_tup_read + coalesce(idx_tup_fetch, 0)"
+                         " FROM pg_stat_user_tables WHERE relname = 'job'");
+}
+
+/*
+ * An idle server with RUNNING jobs running (jobs of no GPU, written in SQL
+ * on a registered node): its sweeps, once a second, do not read them.
+ * Before migration 0014 the sweep's search for jobs past their maximum
+ * runtime read every running job, or the whole job table, at every sweep
+ * and every cycle, though none of them has a maximum runtime.
+ */
+static void a_sweep_does_not_read_the_running_jobs(void **state)
+{
+    (void)state;
+    ts_ap_register_node("sweep", 1, "");
+    assert_int_equal(ts_ap_sql_count("WITH j AS (INSERT INTO job (project_id, name, kind, priority,"
+                                     "   preemptible, command, state, node_id, started_at,"
+                                     "   attempt_started_at)"
+                                     " SELECT p.id, 'r-' || g, 'train', 50, true, '[\"true\"]',"
+                                     "   'running', n.id, now(), now()"
+                                     " FROM project p, node n, generate_series(1, %d) g"
+                                     " WHERE p.name = 'owner' AND n.name = 'sweep' RETURNING 1)"
+                                     " SELECT count(*) FROM j",
+                                     RUNNING),
+                     RUNNING);
+    ts_ap_sql_int("ANALYZE"); /* as autovacuum would */
+    ts_ap_settle(2);
+    usleep(2000 * 1000); /* what was read before is published */
+    long long r0 = job_rows_read();
+    double s0 = ts_ap_metric("tessera_scheduler_sweeps_total");
+    usleep(8000 * 1000);
+    long long read = job_rows_read() - r0;
+    double sweeps = ts_ap_metric("tessera_scheduler_sweeps_total") - s0;
+    fprintf(stderr, "8 s: %.0f sweeps, %lld job rows read\n", sweeps, read);
+    assert_true(sweeps >= 4);
+    assert_true(read < RUNNING * sweeps / 2);
 }
 
 static void twenty_reporting_agents_wake_no_cycles(void **state)
@@ -271,6 +316,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(a_long_poll_that_waits_is_timed_apart),
         cmocka_unit_test(the_report_age_follows_the_silent_node),
         cmocka_unit_test(the_database_pool_counts_its_waits),
+        cmocka_unit_test(a_sweep_does_not_read_the_running_jobs),
     };
     return cmocka_run_group_tests(tests, setup, ts_ap_teardown);
 }

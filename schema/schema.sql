@@ -1,10 +1,10 @@
 -- schema.sql: the whole Tessera database schema as the migrations leave it
--- (migrations/0001_init.sql to 0014_sweep_max_runtime_idx.sql, plus the
+-- (migrations/0001_init.sql to 0015_submit_room_rows.sql, plus the
 -- schema_migration table the server creates to record them). Read it to learn the schema; never apply it to a
 -- database the server will migrate. tests/integration/test_store_migrate.c
 -- fails when this file and the migrated database differ. See README.md.
 --
--- schema version: 14
+-- schema version: 15
 
 -- Applied migrations, created by the server (server/store/migrate.c).
 CREATE TABLE schema_migration (
@@ -439,7 +439,7 @@ CREATE TRIGGER job_pending_update AFTER UPDATE ON job
 -- marks the entries of folded rows dead (0012): a bitmap scan read every
 -- row folded since the last VACUUM again at every submission.
 CREATE FUNCTION tessera_submit_room(p_name text, p_ids bigint[], p_alone boolean)
-    RETURNS TABLE (project_id bigint, deltas bigint) LANGUAGE plpgsql VOLATILE
+    RETURNS TABLE (project_id bigint, deltas bigint) LANGUAGE plpgsql VOLATILE ROWS 1
     SET enable_bitmapscan = off SET enable_seqscan = off AS $$
 DECLARE
     pid bigint;

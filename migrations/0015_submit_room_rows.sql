@@ -1,0 +1,14 @@
+-- 0015_submit_room_rows.sql: the planner knows that tessera_submit_room()
+-- returns at most one row (issue 15).
+--
+-- Without ROWS the planner takes 1,000 rows from a set-returning function.
+-- A submission's statement (server/store/store_jobs.c) inserts and returns
+-- a job per row of it, and for each returned row a subplan reads the job's
+-- job_gpu rows: at 1,000 nodes (6,000 job_gpu rows) the statement's cost
+-- estimate was about 250,000, past jit_above_cost (100,000), so PostgreSQL
+-- compiled it with JIT (45 functions) at each execution planned that way:
+-- 15 to 30 ms of CPU for a statement that takes 0.4 ms (auto_explain in
+-- the fleet bench; pg_stat_statements showed those submissions as a
+-- variant of 2.7 to 3.8 a second at 13 to 30 ms mean). With ROWS 1 the
+-- estimate is a few hundred.
+ALTER FUNCTION tessera_submit_room(text, bigint[], boolean) ROWS 1;

@@ -20,12 +20,13 @@
  * stored once per (job, attempt, seq) when that attempt ran on this node
  * (job_attempt, migrations/0004), whatever the job's state now. The job
  * trigger (migrations/0002) frees job_gpu rows; the wake-ups of the
- * scheduler and the node's agent that its triggers record are sent after the
- * report's commit (notify_after_commit, migrations/0013). A report costs a fixed number of
- * statements: the samples of its jobs that run (the common case) and of its GPUs go in one
- * statement each, as arrays; only a job whose state moves takes its own statements. A report that
- * moves nothing commits without waiting for its WAL flush (server/README.md, the agent protocol):
- * the next report says it again.
+ * scheduler and the node's agent that its triggers record are sent after
+ * the report's commit (notify_after_commit, migrations/0013). A report
+ * costs a fixed number of statements: the samples of its jobs that run (the
+ * common case) and of its GPUs go in one statement each, as arrays; only a
+ * job whose state moves takes its own statements. A report that moves
+ * nothing commits without waiting for its WAL flush (server/README.md, the
+ * agent protocol): the next report says it again.
  */
 #include <signal.h>
 #include <stdio.h>

@@ -141,6 +141,7 @@ bool ts_sched_preq_prepare(const struct ts_sched_cluster *c, const struct ts_sch
     p->kind = r->kind;
     p->only_node = -1;
     p->no_swap_node = r->refuses_swap && request_bursts(r);
+    p->refuses_swap = r->refuses_swap;
     p->cpu = r->cpu;
     p->host_mem = r->host_memory_bytes;
     if (!(r->cpu >= 0) || r->host_memory_bytes < 0)

@@ -157,8 +157,8 @@ void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sche
     J->bind_dec = (int)cy->dec.n;
     J->gpus = ts_sched_cluster_slots_gpus(cy->c, slots, nslots);
     J->started_at = cy->snap->now;
-    ts_sched_cluster_take(cy->c, node, slots, nslots, J->req->cpu,
-                          J->p.host_mem_held ? 0 : J->req->host_memory_bytes);
+    ts_sched_cluster_take(cy->c, node, slots, nslots, J->p.cpu,
+                          J->p.host_mem_held ? 0 : J->p.host_mem);
     ts_sched_cycle_list_add(cy, j);
     ts_sched_cycle_account(cy, J, 1);
     struct ts_sched_decision d = {
@@ -234,8 +234,8 @@ static void unbind(struct cycle *cy, int v, int for_job, bool suspend, const cha
             d->for_job_id = cy->jobs[for_job].id;
     }
     bool drop = ts_sched_cycle_holds_suspension(V) && !suspend;
-    ts_sched_cluster_give(cy->c, node_was, V->slots, V->nslots, V->req->cpu,
-                          V->saved_held && !drop ? 0 : V->req->host_memory_bytes);
+    ts_sched_cluster_give(cy->c, node_was, V->slots, V->nslots, V->p.cpu,
+                          V->saved_held && !drop ? 0 : V->p.host_mem);
     list_del(cy, v);
     ts_sched_cycle_account(cy, V, -1);
     cy->dec.v[V->bind_dec].code = NULL; /* cancelled: dropped from the result */
@@ -294,8 +294,7 @@ void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, 
     bool suspend = suspend_it && bytes > 0 && n->swap_free >= V->swap_need;
     if (suspend)
         n->swap_free -= V->swap_need;
-    ts_sched_cluster_give(cy->c, node, V->slots, V->nslots, V->req->cpu,
-                          suspend ? 0 : V->req->host_memory_bytes);
+    ts_sched_cluster_give(cy->c, node, V->slots, V->nslots, V->p.cpu, suspend ? 0 : V->p.host_mem);
     list_del(cy, v);
     ts_sched_cycle_account(cy, V, -1);
     V->running = false;

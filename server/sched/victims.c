@@ -59,7 +59,7 @@ static void scratch_init(struct cycle *cy, int node, struct scratch *s)
  * is never suspended. */
 static bool suspendable(const struct job *v)
 {
-    if (v->req->refuses_swap)
+    if (v->p.refuses_swap)
         return false;
     return v->bound ? ts_sched_cycle_holds_suspension(v) : job_bytes(v) > 0;
 }
@@ -73,13 +73,13 @@ static bool scratch_release(struct scratch *s, const struct job *v, bool suspend
         for (int l = 0; l < s->v.ngpus; l++)
             if (s->v.gpu[l] == v->slots[k].gpu)
                 s->used[l] -= v->slots[k].memory_bytes;
-    s->v.cpu_free += v->req->cpu;
+    s->v.cpu_free += v->p.cpu;
     s->freed += v->gpus;
     if (v->bound) {
         /* a placement taken back: its host memory returns unless the job was
          * suspended before and keeps its suspension */
         if (!v->saved_held || !suspend)
-            s->v.mem_free += v->req->host_memory_bytes;
+            s->v.mem_free += v->p.host_mem;
         return true;
     }
     if (suspend) {
@@ -88,7 +88,7 @@ static bool scratch_release(struct scratch *s, const struct job *v, bool suspend
         s->swap -= v->swap_need;
         return true;
     }
-    s->v.mem_free += v->req->host_memory_bytes;
+    s->v.mem_free += v->p.host_mem;
     return true;
 }
 
@@ -546,7 +546,7 @@ static bool single_fits(struct cycle *cy, const struct search *s, int node, cons
         if (whole < J->p.ndev)
             return false;
     }
-    if (n->cpu_free + x->req->cpu + 1e-9 < J->p.cpu || x->gpus < s->r->min_free - EPS)
+    if (n->cpu_free + x->p.cpu + 1e-9 < J->p.cpu || x->gpus < s->r->min_free - EPS)
         return false;
     if (!ts_sched_cluster_node_static_ok(cy->c, &J->p, node) || n->ngpus < J->p.ndev ||
         n->ngpus > MAXG)

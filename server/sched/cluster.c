@@ -53,6 +53,7 @@ void ts_sched_cluster_node_refresh(struct ts_sched_cluster *c, int node)
         n->free_gpus += frac;
     }
     c->whole_nodes[whole_slot(n->nwhole)]++;
+    c->whole[node] = n->nwhole;
     n->frag_valid = false;
     n->pfrag_valid = false;
     n->version++;
@@ -497,7 +498,8 @@ struct ts_sched_cluster *ts_sched_cluster_build(const struct ts_sched_snapshot *
     c->nodes = ts_arena_alloc(a, (nn ? nn : 1) * sizeof(*c->nodes));
     c->models = ts_arena_alloc(a, (ng ? ng : 1) * sizeof(char *));
     c->kinds = ts_arena_alloc(a, (ng ? ng : 1) * sizeof(*c->kinds));
-    if (!c->gpus || !c->node_gpus || !c->nodes || !c->models || !c->kinds)
+    c->whole = ts_arena_alloc(a, (nn ? nn : 1) * sizeof(int));
+    if (!c->gpus || !c->node_gpus || !c->nodes || !c->models || !c->kinds || !c->whole)
         return NULL;
     c->whole_nodes[0] = nn; /* nwhole 0 until each node's refresh below */
     for (size_t i = 0; i < nn; i++) {

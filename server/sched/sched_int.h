@@ -63,6 +63,8 @@ struct ts_sched_cluster {
     struct gpu_state *gpus;   /* snapshot order */
     int *node_gpus;           /* GPU indexes grouped by node, by device index */
     struct node_state *nodes; /* snapshot order */
+    int *whole;               /* nodes[i].nwhole again, packed: the victim walks read it
+                                 for nodes met in no order, 4 bytes a node, not a line */
     const char **models;      /* interned model names */
     int nmodels;
     int64_t max_usable; /* largest usable GPU memory */

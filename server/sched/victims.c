@@ -453,7 +453,7 @@ struct search {
 static bool node_skipped(struct cycle *cy, const struct search *s, int node, uint64_t *key)
 {
     const struct job *J = &cy->jobs[s->j];
-    if (s->slots_on != NULL && cy->c->nodes[node].nwhole + s->slots_on[node] < J->p.ndev)
+    if (s->slots_on != NULL && cy->c->whole[node] + s->slots_on[node] < J->p.ndev)
         return true;
     if (!s->remember)
         return false;
@@ -576,13 +576,13 @@ static bool single_step(struct cycle *cy, struct search *s, const struct vent *b
      * GPUs is passed over without reading its job */
     cy->node_stamp[node] = met;
     const struct preq *p = &cy->jobs[s->j].p;
-    if (p->kind == TS_SCHED_GPU_COUNT && cy->c->nodes[node].nwhole + be->nslots < p->ndev)
+    if (p->kind == TS_SCHED_GPU_COUNT && cy->c->whole[node] + be->nslots < p->ndev)
         return true;
     /* single_fits's first test for a job of one GPU, from the entry: the
      * GPU is emptied only where the job is alone on it (a half that
      * another shares is most of a one-GPU preemption's walk) */
     if (p->kind == TS_SCHED_GPU_COUNT && be->nslots == 1 &&
-        cy->c->nodes[node].nwhole + (cy->c->gpus[be->gpu0].used == be->bytes0) < p->ndev)
+        cy->c->whole[node] + (cy->c->gpus[be->gpu0].used == be->bytes0) < p->ndev)
         return true;
     if (single_fits(cy, s, node, &cy->jobs[be->job])) {
         cy->node_stamp[node] = cy->stamp;
@@ -630,7 +630,7 @@ static bool big_step(struct cycle *cy, struct search *s, const struct vent *be)
     /* its first candidate: its set is x alone if x alone makes room (else
      * a later entry of the node, not first, looks at it whole) */
     const struct preq *p = &cy->jobs[s->j].p;
-    if (cy->c->nodes[node].nwhole + be->nslots < p->ndev)
+    if (cy->c->whole[node] + be->nslots < p->ndev)
         return true;
     if (single_fits(cy, s, node, x)) {
         cy->node_stamp[node] = cy->stamp;

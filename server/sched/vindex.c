@@ -48,6 +48,22 @@ static int cmp_vent(const void *x, const void *y)
 }
 
 /* The bucket of priority prio in L (created when create), or NULL. */
+/* p, of *cap elements of elem bytes, grown to hold need: the capacity
+ * doubles from first. NULL (cy->nomem set, p kept) when out of memory. */
+static void *grown(struct cycle *cy, void *p, size_t *cap, size_t need, size_t elem, size_t first)
+{
+    size_t ncap = *cap ? *cap : first;
+    while (ncap < need)
+        ncap *= 2;
+    void *np = realloc(p, ncap * elem);
+    if (np == NULL) {
+        cy->nomem = true;
+        return NULL;
+    }
+    *cap = ncap;
+    return np;
+}
+
 static struct vbucket *bucket_of(struct cycle *cy, struct vlist *L, int prio, bool create)
 {
     size_t lo = 0, hi = L->nvb;
@@ -63,14 +79,10 @@ static struct vbucket *bucket_of(struct cycle *cy, struct vlist *L, int prio, bo
     if (!create)
         return NULL;
     if (L->nvb == L->capvb) {
-        size_t ncap = L->capvb ? L->capvb * 2 : 4;
-        struct vbucket *nv = realloc(L->vb, ncap * sizeof(*nv));
-        if (nv == NULL) {
-            cy->nomem = true;
+        struct vbucket *nv = grown(cy, L->vb, &L->capvb, L->nvb + 1, sizeof(*nv), 4);
+        if (nv == NULL)
             return NULL;
-        }
         L->vb = nv;
-        L->capvb = ncap;
     }
     memmove(&L->vb[lo + 1], &L->vb[lo], (L->nvb - lo) * sizeof(*L->vb));
     L->vb[lo] = (struct vbucket){.priority = prio};
@@ -90,21 +102,6 @@ static size_t bucket_pos(const struct vbucket *b, int64_t started_at, int64_t id
             hi = mid;
     }
     return lo;
-}
-
-static bool bucket_grow(struct cycle *cy, struct vbucket *b)
-{
-    if (b->n < b->cap)
-        return true;
-    size_t ncap = b->cap ? b->cap * 2 : 16;
-    struct vent *nv = realloc(b->e, ncap * sizeof(*nv));
-    if (nv == NULL) {
-        cy->nomem = true;
-        return false;
-    }
-    b->e = nv;
-    b->cap = ncap;
-    return true;
 }
 
 static void bucket_compact(struct vbucket *b)
@@ -148,16 +145,10 @@ static bool bucket_room(struct cycle *cy, struct vbucket *b, size_t m)
 {
     if (b->n + m <= b->cap)
         return true;
-    size_t ncap = b->cap ? b->cap : 16;
-    while (ncap < b->n + m)
-        ncap *= 2;
-    struct vent *nv = realloc(b->e, ncap * sizeof(*nv));
-    if (nv == NULL) {
-        cy->nomem = true;
+    struct vent *nv = grown(cy, b->e, &b->cap, b->n + m, sizeof(*nv), 16);
+    if (nv == NULL)
         return false;
-    }
     b->e = nv;
-    b->cap = ncap;
     return true;
 }
 
@@ -204,14 +195,10 @@ static bool list_put(struct cycle *cy, struct vlist *L, const struct vent *e)
         return true;
     }
     if (b->nin == b->capin) {
-        size_t ncap = b->capin ? b->capin * 2 : 16;
-        struct vent *nv = realloc(b->in, ncap * sizeof(*nv));
-        if (nv == NULL) {
-            cy->nomem = true;
+        struct vent *nv = grown(cy, b->in, &b->capin, b->nin + 1, sizeof(*nv), 16);
+        if (nv == NULL)
             return false;
-        }
         b->in = nv;
-        b->capin = ncap;
     }
     b->in[b->nin++] = *e;
     return true;
@@ -285,7 +272,7 @@ void ts_sched_victims_index_del(struct cycle *cy, int v)
 static bool list_append(struct cycle *cy, struct vlist *L, const struct vent *e)
 {
     struct vbucket *b = bucket_of(cy, L, e->priority, true);
-    if (b == NULL || !bucket_grow(cy, b))
+    if (b == NULL || !bucket_room(cy, b, 1))
         return false;
     b->e[b->n++] = *e;
     return true;

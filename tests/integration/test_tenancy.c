@@ -88,6 +88,20 @@ static char *get_body(const char *token, const char *path)
     return s;
 }
 
+/* get_body once it holds want, or after 10 s (the caller asserts) */
+static char *get_body_with(const char *token, const char *path, const char *want)
+{
+    char *s = NULL;
+    for (int i = 0; i < 100; i++) {
+        free(s);
+        s = get_body(token, path);
+        if (strstr(s, want) != NULL)
+            break;
+        usleep(100 * 1000);
+    }
+    return s;
+}
+
 static const char *sql1(const char *q)
 {
     static char out[256];
@@ -247,14 +261,8 @@ static void tokens_name_nodes_only_for_agents_and_say_which(void **state)
 static void a_project_limited_member_sees_no_other_project_in_metrics(void **state)
 {
     /* wait for the sampler to have the projects' gauges */
-    char *all = NULL;
-    for (int i = 0; i < 100; i++) {
-        free(all);
-        all = get_body(TS_IT_ADMIN_TOKEN, "/metrics");
-        if (strstr(all, "tessera_project_quota_gpus{project=\"owner\"}") != NULL)
-            break;
-        usleep(100 * 1000);
-    }
+    char *all = get_body_with(TS_IT_ADMIN_TOKEN, "/metrics",
+                              "tessera_project_quota_gpus{project=\"owner\"}");
     assert_non_null(strstr(all, "tessera_project_quota_gpus{project=\"owner\"}"));
     assert_non_null(strstr(all, "tessera_jobs{project=\"owner\""));
     free(all);
@@ -318,14 +326,8 @@ static void a_project_limited_member_sees_only_its_projects_series(void **state)
     /* wait for the series sampler to have stored the projects' points (the
      * gauges the test above waits for are in memory; the points are
      * written at the sampler's next tick, which a loaded machine delays) */
-    char *all = NULL;
-    for (int i = 0; i < 100; i++) {
-        free(all);
-        all = get_body(TS_IT_ADMIN_TOKEN, "/api/v1/metrics/query?metric=capacity&by=project");
-        if (strstr(all, "\"owner\"") != NULL)
-            break;
-        usleep(100 * 1000);
-    }
+    char *all = get_body_with(TS_IT_ADMIN_TOKEN, "/api/v1/metrics/query?metric=capacity&by=project",
+                              "\"owner\"");
     assert_non_null(strstr(all, "\"owner\""));
     free(all);
     char *mine = get_body(tok_member, "/api/v1/metrics/query?metric=capacity&by=project");

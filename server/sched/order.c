@@ -141,23 +141,27 @@ struct kspan {
     int shift[4]; /* of project, priority, submitted_at, id */
 };
 
-static void kspan_init(struct kspan *s, const struct okey *k)
+/* A key's fields as packed: project, priority negated (the highest
+ * first), submission, id. */
+static void okey_fields(const struct okey *k, int64_t f[4])
 {
-    *s = (struct kspan){{k->project, -(int64_t)k->priority, k->submitted_at, k->id},
-                        {k->project, -(int64_t)k->priority, k->submitted_at, k->id},
-                        {0, 0, 0, 0}};
+    f[0] = k->project;
+    f[1] = -(int64_t)k->priority;
+    f[2] = k->submitted_at;
+    f[3] = k->id;
 }
 
-static void kspan_add(struct kspan *s, const struct okey *k)
+/* k's fields into the span (the first key starts it). */
+static void kspan_add(struct kspan *s, const struct okey *k, bool first)
 {
-    s->min[0] = k->project < s->min[0] ? k->project : s->min[0];
-    s->max[0] = k->project > s->max[0] ? k->project : s->max[0];
-    s->min[1] = -(int64_t)k->priority < s->min[1] ? -(int64_t)k->priority : s->min[1];
-    s->max[1] = -(int64_t)k->priority > s->max[1] ? -(int64_t)k->priority : s->max[1];
-    s->min[2] = k->submitted_at < s->min[2] ? k->submitted_at : s->min[2];
-    s->max[2] = k->submitted_at > s->max[2] ? k->submitted_at : s->max[2];
-    s->min[3] = k->id < s->min[3] ? k->id : s->min[3];
-    s->max[3] = k->id > s->max[3] ? k->id : s->max[3];
+    int64_t f[4];
+    okey_fields(k, f);
+    for (int i = 0; i < 4; i++) {
+        if (first || f[i] < s->min[i])
+            s->min[i] = f[i];
+        if (first || f[i] > s->max[i])
+            s->max[i] = f[i];
+    }
 }
 
 /* The shifts of a packed key; false when the fields need more than 64 bits
@@ -177,12 +181,14 @@ static bool kspan_pack(struct kspan *s, int *nbits)
  * taken.) */
 static uint64_t kspan_key(const struct kspan *s, const struct okey *k)
 {
-    uint64_t f0 = (uint64_t)(int64_t)k->project - (uint64_t)s->min[0];
-    uint64_t f1 = (uint64_t)(-(int64_t)k->priority) - (uint64_t)s->min[1];
-    uint64_t f2 = (uint64_t)k->submitted_at - (uint64_t)s->min[2];
-    uint64_t f3 = (uint64_t)k->id - (uint64_t)s->min[3];
-    return (f0 ? f0 << s->shift[0] : 0) | (f1 ? f1 << s->shift[1] : 0) |
-           (f2 ? f2 << s->shift[2] : 0) | f3;
+    int64_t f[4];
+    okey_fields(k, f);
+    uint64_t key = 0;
+    for (int i = 0; i < 4; i++) {
+        uint64_t d = (uint64_t)f[i] - (uint64_t)s->min[i];
+        key |= d ? d << s->shift[i] : 0;
+    }
+    return key;
 }
 
 #define RADIX_BITS 12
@@ -242,14 +248,11 @@ static void sort_jobs(struct cycle *cy, int *idx, size_t n)
         return;
     }
     struct okey *k = kb;
-    struct kspan span;
+    struct kspan span = {0}; /* the first key sets it */
     for (size_t i = 0; i < n; i++) {
         const struct job *J = &cy->jobs[idx[i]];
         k[i] = (struct okey){J->project, J->priority, J->submitted_at, J->id, idx[i]};
-        if (i == 0)
-            kspan_init(&span, &k[0]);
-        else
-            kspan_add(&span, &k[i]);
+        kspan_add(&span, &k[i], i == 0);
     }
     int nbits;
     if (kspan_pack(&span, &nbits)) {

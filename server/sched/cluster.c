@@ -436,46 +436,61 @@ static void shapes_from_snapshot(struct ts_sched_cluster *c, struct ts_arena *a)
     c->own_shapes_fixed = true;
 }
 
-void ts_sched_cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *const *reqs,
-                                      size_t n, struct ts_arena *a)
+#define RAW_SHAPES_MAX 4096 /* distinct shapes counted; the rest are left out */
+
+void ts_sched_cluster_shapes_begin(const struct ts_sched_cluster *c, struct shapes_acc *acc,
+                                   struct ts_arena *a)
 {
-    if (c->own_shapes_fixed || n == 0)
+    *acc = (struct shapes_acc){0};
+    if (c->own_shapes_fixed)
         return;
-    struct fshape *s = ts_arena_alloc(a, n * sizeof(*s));
-    if (s == NULL)
+    /* written before read: s[0..n) only, each whole (shapes_add) */
+    acc->s = ts_arena_alloc_uninit(a, RAW_SHAPES_MAX * sizeof(*acc->s));
+}
+
+void ts_sched_cluster_shapes_add(const struct ts_sched_cluster *c, struct shapes_acc *acc,
+                                 const struct preq *p)
+{
+    if (acc->s == NULL)
         return;
-    int ns = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct preq *p = reqs[i];
-        struct fshape f = {0};
-        if (p->kind == TS_SCHED_GPU_NONE) {
-            /* CPU-only: count 0, portion 0 */
-        } else if (p->kind == TS_SCHED_GPU_COUNT) {
+    acc->nreqs++;
+    struct fshape f = {0};
+    if (p->kind == TS_SCHED_GPU_NONE) {
+        /* CPU-only: count 0, portion 0 */
+    } else if (p->kind == TS_SCHED_GPU_COUNT) {
+        f.count = p->ndev;
+        f.portion = 1.0;
+    } else {
+        double por = p->kind == TS_SCHED_GPU_PORTION
+                         ? p->portion
+                         : (c->max_usable > 0 ? (double)p->mem / (double)c->max_usable : 1);
+        if (p->ndev > 1 || por >= 1.0) {
             f.count = p->ndev;
             f.portion = 1.0;
         } else {
-            double por = p->kind == TS_SCHED_GPU_PORTION
-                             ? p->portion
-                             : (c->max_usable > 0 ? (double)p->mem / (double)c->max_usable : 1);
-            if (p->ndev > 1 || por >= 1.0) {
-                f.count = p->ndev;
-                f.portion = 1.0;
-            } else {
-                f.portion = round(por * 1000.0) / 1000.0;
-            }
+            f.portion = round(por * 1000.0) / 1000.0;
         }
-        f.cpu = p->cpu;
-        f.mem = p->host_mem;
-        if (p->kind != TS_SCHED_GPU_NONE)
-            f.model_ok = p->model_ok;
-        int j = shape_find(c, s, ns, &f);
-        if (j == ns) {
-            if (ns >= 4096)
-                continue;
-            s[ns++] = f;
-        }
-        s[j].weight += 1;
     }
+    f.cpu = p->cpu;
+    f.mem = p->host_mem;
+    if (p->kind != TS_SCHED_GPU_NONE)
+        f.model_ok = p->model_ok;
+    int j = shape_find(c, acc->s, acc->n, &f);
+    if (j == acc->n) {
+        if (acc->n >= RAW_SHAPES_MAX)
+            return;
+        acc->s[acc->n++] = f;
+    }
+    acc->s[j].weight += 1;
+}
+
+void ts_sched_cluster_shapes_set(struct ts_sched_cluster *c, struct shapes_acc *acc,
+                                 struct ts_arena *a)
+{
+    if (acc->s == NULL || acc->nreqs == 0)
+        return;
+    struct fshape *s = acc->s;
+    int ns = acc->n;
     shapes_finish(c, s, &ns, a);
     c->shapes = s;
     c->nshapes = ns;

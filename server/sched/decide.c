@@ -185,7 +185,33 @@ static void attempt_or_repeat(struct cycle *cy, int j)
 
 /* ---- the cycle ------------------------------------------------------------ */
 
-static enum ts_err build_jobs(struct cycle *cy)
+/* What build_jobs gathers of each job while it is in cache: a walk of
+ * their own over 161,844 jobs (the request classes', the workload shapes')
+ * was a cache miss a job. */
+struct gather {
+    struct memo *first;       /* request hash -> the first pending job with it + 1 */
+    struct shapes_acc shapes; /* the workload's shapes (set_workload_shapes) */
+    bool want_shapes;         /* the strategy weighs placements against them */
+};
+
+/* Each pending job's request class (job.req_class), found as the jobs are
+ * built, in the snapshot's order, so that a pass comparing two jobs'
+ * requests reads neither (that read, a cache miss a job, was a sixth of a
+ * large cycle's time). */
+static void request_class(struct cycle *cy, struct memo *first, size_t i)
+{
+    struct job *J = &cy->jobs[i];
+    J->req_class = (int)i;
+    if (J->orig_running || !J->valid)
+        return;
+    uint64_t v = 0;
+    if (!ts_sched_memo_get(first, J->p.hash, &v))
+        ts_sched_memo_put(first, J->p.hash, (uint64_t)i + 1);
+    else if (same_request(cy->jobs[v - 1].req, J->req))
+        J->req_class = cy->jobs[v - 1].req_class;
+}
+
+static enum ts_err build_jobs(struct cycle *cy, struct gather *g)
 {
     const struct ts_sched_snapshot *snap = cy->snap;
     cy->njobs = snap->nrunning + snap->npending;
@@ -262,38 +288,19 @@ static enum ts_err build_jobs(struct cycle *cy)
         }
         if (run)
             ts_sched_cycle_list_add(cy, (int)i);
+        request_class(cy, g->first, i);
+        if (!run && J->valid && g->want_shapes)
+            ts_sched_cluster_shapes_add(cy->c, &g->shapes, &J->p);
     }
     return TS_OK;
-}
-
-/* Each pending job's request class (job.req_class): found here, where the
- * requests are read in the snapshot's order, so that a pass comparing two
- * jobs' requests reads neither (that read, a cache miss a job, was a
- * sixth of a large cycle's time). */
-static bool request_classes(struct cycle *cy)
-{
-    struct memo *first = ts_sched_memo_new(); /* request hash -> a job + 1 */
-    if (first == NULL)
-        return false;
-    for (size_t i = 0; i < cy->njobs; i++) {
-        struct job *J = &cy->jobs[i];
-        J->req_class = (int)i;
-        if (J->orig_running || !J->valid)
-            continue;
-        uint64_t v = 0;
-        if (!ts_sched_memo_get(first, J->p.hash, &v))
-            ts_sched_memo_put(first, J->p.hash, (uint64_t)i + 1);
-        else if (same_request(cy->jobs[v - 1].req, J->req))
-            J->req_class = cy->jobs[v - 1].req_class;
-    }
-    ts_sched_memo_free(first);
-    return true;
 }
 
 /* Allocations, demands and fair shares from the jobs as they stand: at the
  * start of every pass, so that the pass that ends the cycle sees what a new
  * cycle on the state the decisions produce would see (a memory request's
- * GPUs change when it is placed, and with them the demand). */
+ * GPUs change when it is placed, and with them the demand). Each job's
+ * queue position is cleared in the same walk (the pass gives them again;
+ * a walk of its own was a cache miss a job). */
 static void shares_update(struct cycle *cy)
 {
     const struct ts_sched_snapshot *snap = cy->snap;
@@ -308,7 +315,8 @@ static void shares_update(struct cycle *cy)
         cy->deps[d].deserved = 0; /* its demand, for now */
     }
     for (size_t i = 0; i < cy->njobs; i++) {
-        const struct job *J = &cy->jobs[i];
+        struct job *J = &cy->jobs[i];
+        J->position = 0;
         if (J->running)
             ts_sched_cycle_account(cy, J, 1);
         else if (J->valid)
@@ -370,21 +378,11 @@ static enum ts_err build_projects(struct cycle *cy)
     return TS_OK;
 }
 
-/* The pending workload's typical shapes, for the strategies that weigh a
- * placement against it: fgd's fragmentation, binpack's stranded GPUs. */
-static void set_workload_shapes(struct cycle *cy)
+/* The pending workload's typical shapes weigh a placement for fgd
+ * (fragmentation) and binpack (stranded GPUs). */
+static bool wants_shapes(const struct cycle *cy)
 {
-    if (cy->st != &ts_sched_fgd && cy->st != &ts_sched_binpack)
-        return;
-    const struct preq **reqs = malloc((cy->njobs ? cy->njobs : 1) * sizeof(*reqs));
-    if (reqs == NULL)
-        return;
-    size_t n = 0;
-    for (size_t i = 0; i < cy->njobs; i++)
-        if (!cy->jobs[i].running && cy->jobs[i].valid)
-            reqs[n++] = &cy->jobs[i].p;
-    ts_sched_cluster_set_shapes_from(cy->c, reqs, n, cy->a);
-    free(reqs);
+    return cy->st == &ts_sched_fgd || cy->st == &ts_sched_binpack;
 }
 
 static int cmp_reason(const void *x, const void *y)
@@ -395,24 +393,44 @@ static int cmp_reason(const void *x, const void *y)
     return a->job_id < b->job_id ? -1 : a->job_id > b->job_id;
 }
 
-/* Whether the pending jobs' positions are 1 to np, each once. */
-static bool positions_are_places(struct cycle *cy, size_t np)
+/* The pending jobs, in the jobs' order (that of the reasons' making), each
+ * with its final queue position: those stopped after their turn in the last
+ * pass (out of passes) come after the last given, pos. *placed: whether the
+ * positions are 1 to *np, each once (n distinct positions of 1 or more,
+ * none above n), so that each reason goes to its place. One walk over the
+ * jobs (three had been, a cache miss a job each). NULL when out of memory. */
+static int *pending_jobs(struct cycle *cy, int64_t pos, size_t *np, bool *placed)
 {
-    unsigned char *seen = ts_arena_alloc(cy->a, np ? np : 1);
-    if (seen == NULL)
-        return false;
+    size_t nj = cy->njobs ? cy->njobs : 1;
+    int *pend = ts_arena_alloc_uninit(cy->a, nj * sizeof(int));
+    unsigned char *seen = ts_arena_alloc(cy->a, nj);
+    if (pend == NULL || seen == NULL)
+        return NULL;
+    size_t n = 0;
+    int64_t most = 0;
+    bool distinct = true;
     for (size_t i = 0; i < cy->njobs; i++) {
-        const struct job *J = &cy->jobs[i];
+        struct job *J = &cy->jobs[i];
         if (J->running)
             continue;
-        if (J->position < 1 || (uint64_t)J->position > np || seen[J->position - 1])
-            return false;
+        if (J->position == 0)
+            J->position = ++pos;
+        pend[n++] = (int)i;
+        if (J->position < 1 || (uint64_t)J->position > cy->njobs || seen[J->position - 1]) {
+            distinct = false;
+            continue;
+        }
         seen[J->position - 1] = 1;
+        if (J->position > most)
+            most = J->position;
     }
-    return true;
+    *np = n;
+    *placed = distinct && (uint64_t)most <= n;
+    return pend;
 }
 
-static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_result *r)
+static enum ts_err build_result(struct cycle *cy, int passes, int64_t pos,
+                                struct ts_sched_result *r)
 {
     const struct ts_sched_snapshot *snap = cy->snap;
     r->passes = passes;
@@ -424,9 +442,10 @@ static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_re
         if (cy->dec.v[i].code != NULL)
             r->decisions[r->ndecisions++] = cy->dec.v[i];
     size_t np = 0;
-    for (size_t i = 0; i < cy->njobs; i++)
-        if (!cy->jobs[i].running)
-            np++;
+    bool placed = false;
+    int *pend = pending_jobs(cy, pos, &np, &placed);
+    if (pend == NULL)
+        return TS_ERR_NOMEM;
     r->pending = ts_arena_alloc_uninit(cy->a, (np ? np : 1) * sizeof(*r->pending));
     cy->diag = ts_sched_diag_cache_new(np);
     if (r->pending == NULL || cy->diag == NULL)
@@ -434,11 +453,9 @@ static enum ts_err build_result(struct cycle *cy, int passes, struct ts_sched_re
     /* in queue order: each pending job has its own position, 1 to np (the
      * last pass's, or one after it), so each goes to its place; were one
      * not, they would be sorted (sorting 100,000 was 6 % of a cycle) */
-    bool placed = positions_are_places(cy, np);
-    for (size_t i = 0; i < cy->njobs; i++) {
+    for (size_t k = 0; k < np; k++) {
+        size_t i = (size_t)pend[k];
         struct job *J = &cy->jobs[i];
-        if (J->running)
-            continue;
         struct ts_sched_pending_reason *pr =
             &r->pending[placed ? (size_t)J->position - 1 : r->npending];
         r->npending++;
@@ -495,18 +512,22 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
     if (cy->c == NULL || cy->fail_memo == NULL || cy->reclaim_memo == NULL ||
         cy->failed_like == NULL)
         goto out;
-    if ((rc = build_jobs(cy)) != TS_OK || (rc = build_projects(cy)) != TS_OK)
+    struct gather g = {.first = ts_sched_memo_new(), .want_shapes = wants_shapes(cy)};
+    if (g.want_shapes)
+        ts_sched_cluster_shapes_begin(cy->c, &g.shapes, a);
+    rc = g.first == NULL ? TS_ERR_NOMEM : build_jobs(cy, &g);
+    ts_sched_memo_free(g.first);
+    if (rc != TS_OK || (rc = build_projects(cy)) != TS_OK)
         goto out;
     rc = TS_ERR_NOMEM;
-    if (!request_classes(cy))
-        goto out;
     if (!ts_sched_order_sort(cy)) /* before the victim index, which is built in its order */
         goto out;
     if (!ts_sched_victims_index_build(cy)) {
         rc = TS_ERR_NOMEM;
         goto out;
     }
-    set_workload_shapes(cy);
+    if (g.want_shapes)
+        ts_sched_cluster_shapes_set(cy->c, &g.shapes, a);
     int max_passes = snap->config.max_passes > 0 ? snap->config.max_passes : 16;
     int pass = 0;
     int64_t pos = 0; /* queue positions of the last pass */
@@ -523,9 +544,7 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
             rc = TS_ERR_NOMEM;
             goto out;
         }
-        pos = 0;
-        for (size_t i = 0; i < cy->njobs; i++)
-            cy->jobs[i].position = 0;
+        pos = 0; /* and every job's position 0 (shares_update) */
         for (int j; (j = ts_sched_order_next(cy->order)) >= 0;) {
             attempt_or_repeat(cy, j);
             if (!cy->jobs[j].running)
@@ -540,11 +559,7 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
         if (cy->pass_decisions == 0)
             break;
     }
-    /* out of passes: jobs stopped after their turn in the last pass come last */
-    for (size_t i = 0; i < cy->njobs; i++)
-        if (!cy->jobs[i].running && cy->jobs[i].position == 0)
-            cy->jobs[i].position = ++pos;
-    rc = build_result(cy, pass, r);
+    rc = build_result(cy, pass, pos, r);
 out:
     ts_sched_memo_free(cy->fail_memo);
     ts_sched_memo_free(cy->reclaim_memo);

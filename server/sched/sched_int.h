@@ -175,8 +175,21 @@ double ts_sched_cluster_slots_gpus(const struct ts_sched_cluster *c,
  * used; the caller passes an arena). Returns false when the request is malformed. */
 bool ts_sched_preq_prepare(const struct ts_sched_cluster *c, const struct ts_sched_request *r,
                            struct ts_arena *a, struct preq *p);
-void ts_sched_cluster_set_shapes_from(struct ts_sched_cluster *c, const struct preq *const *reqs,
-                                      size_t n, struct ts_arena *a);
+/* The workload's typical shapes from the requests of the pending jobs,
+ * given one at a time (_add, in the jobs' order) while each is in cache (a
+ * walk of their own over 100,000 jobs was a cache miss a job), then set
+ * (_set: none when no request was given or the snapshot has its own). */
+struct shapes_acc {
+    struct fshape *s; /* distinct shapes so far, with their counts as weights */
+    int n;
+    size_t nreqs; /* requests given */
+};
+void ts_sched_cluster_shapes_begin(const struct ts_sched_cluster *c, struct shapes_acc *acc,
+                                   struct ts_arena *a);
+void ts_sched_cluster_shapes_add(const struct ts_sched_cluster *c, struct shapes_acc *acc,
+                                 const struct preq *p);
+void ts_sched_cluster_shapes_set(struct ts_sched_cluster *c, struct shapes_acc *acc,
+                                 struct ts_arena *a);
 
 /* memo.c: a request's signature: its shape, constraints, pin and salt.
  * ts_sched_preq_hash is the part that does not change in a cycle (kept in preq.hash). */

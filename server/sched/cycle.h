@@ -52,7 +52,9 @@ struct job {
     const struct ts_sched_request *req;
     int64_t started_at;
     int node;
-    struct ts_sched_slot *slots; /* current placement */
+    const struct ts_sched_slot *slots; /* current placement: the snapshot's while it
+                                          runs as it did, the cycle's once bound or
+                                          stopped (cycle.c) */
     size_t nslots;
     bool orig_running;
     int orig;            /* index in the snapshot's running[] or pending[] */

@@ -30,15 +30,6 @@ const char *ts_sched_cycle_printf(struct cycle *cy, const char *fmt, ...)
     return s;
 }
 
-void ts_sched_cycle_msg_add(struct cycle_msg *m, const char *s)
-{
-    size_t room = sizeof(m->b) - 1 - m->n, k = strlen(s);
-    if (k > room)
-        k = room;
-    memcpy(m->b + m->n, s, k);
-    m->n += k;
-}
-
 void ts_sched_cycle_msg_int(struct cycle_msg *m, long v)
 {
     char d[24];
@@ -51,7 +42,7 @@ void ts_sched_cycle_msg_int(struct cycle_msg *m, long v)
     } while (u > 0);
     if (v < 0)
         d[--k] = '-';
-    ts_sched_cycle_msg_add(m, d + k);
+    ts_sched_cycle_msg_addn(m, d + k, sizeof(d) - 1 - k);
 }
 
 const char *ts_sched_cycle_msg_end(struct cycle *cy, const struct cycle_msg *m)

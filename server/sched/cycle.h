@@ -9,6 +9,8 @@
 #ifndef TS_SERVER_SCHED_CYCLE_H
 #define TS_SERVER_SCHED_CYCLE_H
 
+#include <string.h>
+
 #include "api/units.h"
 #include "server/sched/sched_int.h"
 
@@ -202,7 +204,21 @@ struct cycle_msg {
     char b[1024];
     size_t n;
 };
-void ts_sched_cycle_msg_add(struct cycle_msg *m, const char *s);
+/* k bytes of s. */
+static inline void ts_sched_cycle_msg_addn(struct cycle_msg *m, const char *s, size_t k)
+{
+    size_t room = sizeof(m->b) - 1 - m->n;
+    if (k > room)
+        k = room;
+    memcpy(m->b + m->n, s, k);
+    m->n += k;
+}
+/* Inline, so that a literal's length is known where it is written (strlen
+ * of the pieces of 79,000 sentences was 2 % of a large cycle). */
+static inline void ts_sched_cycle_msg_add(struct cycle_msg *m, const char *s)
+{
+    ts_sched_cycle_msg_addn(m, s, strlen(s));
+}
 void ts_sched_cycle_msg_int(struct cycle_msg *m, long v);
 const char *ts_sched_cycle_msg_end(struct cycle *cy, const struct cycle_msg *m);
 /* "held 0.5 GPU of its quota 2 (fair share 1.5)": project p before this

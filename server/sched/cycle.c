@@ -278,18 +278,6 @@ void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, 
         unbind(cy, v, for_job, suspend_it, code, msg);
         return;
     }
-    /* not bound by this cycle: it runs as the snapshot says, on the
-     * snapshot's slots (decide.c's build_jobs); the decision's and a
-     * suspension's are the result's own, as a bind's */
-    struct ts_sched_slot *own =
-        ts_arena_alloc_uninit(cy->a, (V->nslots ? V->nslots : 1) * sizeof(*own));
-    if (own == NULL) {
-        cy->nomem = true;
-        return;
-    }
-    if (V->nslots > 0)
-        memcpy(own, V->slots, V->nslots * sizeof(*own));
-    V->slots = own;
     int node = V->node;
     /* pending from now on: its hash, left untaken while it ran (decide.c's
      * build_jobs), is read as a pending job's */

@@ -54,9 +54,7 @@ struct job {
     const struct ts_sched_request *req;
     int64_t started_at;
     int node;
-    const struct ts_sched_slot *slots; /* current placement: the snapshot's while it
-                                          runs as it did, the cycle's once bound or
-                                          stopped (cycle.c) */
+    struct ts_sched_slot *slots; /* current placement */
     size_t nslots;
     bool orig_running;
     int orig;            /* index in the snapshot's running[] or pending[] */

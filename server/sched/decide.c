@@ -243,12 +243,12 @@ static enum ts_err build_jobs(struct cycle *cy, struct gather *g)
             J->submitted_at = r->started_at;
             J->running = true;
             J->node = r->node;
-            /* the snapshot's, read only: a placement gets slots of its own
-             * (ts_sched_cycle_bind), and a stop copies them into the
-             * result (ts_sched_cycle_stop); copying all 61,844 here was 1.5 %
-             * of a large cycle. A CPU-only job holds none: r->slots may be
-             * NULL */
-            J->slots = r->slots;
+            /* a placement later gets slots of its own (ts_sched_cycle_bind) */
+            J->slots = ts_arena_alloc(cy->a, (r->nslots + 1) * sizeof(struct ts_sched_slot));
+            if (J->slots == NULL)
+                return TS_ERR_NOMEM;
+            if (r->nslots > 0) /* a CPU-only job holds no slots: r->slots may be NULL */
+                memcpy(J->slots, r->slots, r->nslots * sizeof(struct ts_sched_slot));
             J->nslots = r->nslots;
             J->gpus = ts_sched_cluster_slots_gpus(cy->c, r->slots, r->nslots);
             J->swap_need = ts_sched_suspend_bytes(r);

@@ -279,10 +279,6 @@ void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, 
         return;
     }
     int node = V->node;
-    /* pending from now on: its hash, left untaken while it ran (decide.c's
-     * build_jobs), is read as a pending job's */
-    if (V->valid && V->p.hash == 0)
-        V->p.hash = ts_sched_preq_hash(&V->p);
     /* a job that holds GPU memory, where its node's swap has room for it */
     int64_t bytes = slots_bytes(V->slots, V->nslots);
     struct node_state *n = &cy->c->nodes[node];

@@ -265,13 +265,7 @@ static enum ts_err build_jobs(struct cycle *cy, struct gather *g)
         }
         J->valid = ts_sched_preq_prepare(cy->c, J->req, cy->a, &J->p);
         if (J->valid) {
-            /* a running job's hash is left 0 (not taken): it is read only by
-             * request_classes and failed_key, of pending jobs, and by
-             * ts_sched_preq_signature, which takes it itself when it is 0;
-             * a running job becomes pending only by ts_sched_cycle_stop,
-             * which takes it then (61,844 hashes were 1 % of a large cycle) */
-            if (!run)
-                J->p.hash = ts_sched_preq_hash(&J->p);
+            J->p.hash = ts_sched_preq_hash(&J->p);
             J->p.gpus_at_most = gpus_at_most(cy, J);
         }
         if (!run) {

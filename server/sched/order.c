@@ -196,14 +196,14 @@ static uint64_t kspan_key(const struct kspan *s, const struct okey *k)
 /* A least-significant-digit radix sort of r[0..n) on nbits of key (stable,
  * as the merge sort: equal keys keep their order); the result ends in *r.
  * false when out of memory. */
-static bool radix_sort(struct rkey **r, struct rkey **tmp, size_t n, int nbits)
+static bool radix_sort(struct ts_arena *a, struct rkey **r, struct rkey **tmp, size_t n, int nbits)
 {
     int passes = (nbits + RADIX_BITS - 1) / RADIX_BITS;
     if (passes == 0)
         return true;
     int d = (nbits + passes - 1) / passes;
     size_t nb = (size_t)1 << d;
-    size_t *count = calloc((size_t)passes * nb, sizeof(*count));
+    size_t *count = ts_arena_alloc(a, (size_t)passes * nb * sizeof(*count));
     if (count == NULL)
         return false;
     uint64_t mask = nb - 1;
@@ -221,13 +221,12 @@ static bool radix_sort(struct rkey **r, struct rkey **tmp, size_t n, int nbits)
         }
         if (one)
             continue;
-        struct rkey *a = *r, *t = *tmp;
+        struct rkey *from = *r, *t = *tmp;
         for (size_t i = 0; i < n; i++)
-            t[c[(a[i].key >> (p * d)) & mask]++] = a[i];
+            t[c[(from[i].key >> (p * d)) & mask]++] = from[i];
         *r = t;
-        *tmp = a;
+        *tmp = from;
     }
-    free(count);
     return true;
 }
 
@@ -239,11 +238,13 @@ static void sort_jobs(struct cycle *cy, int *idx, size_t n)
 {
     if (n < 2)
         return;
-    /* two buffers of n keys, each read as okey or rkey, never both */
-    void *kb = malloc(n * sizeof(struct okey)), *tb = malloc(n * sizeof(struct okey));
+    /* two buffers of n keys, each read as okey or rkey, never both; from
+     * the cycle's arena, whose memory is kept from cycle to cycle (8 MB
+     * malloc'ed and freed each cycle came back as fresh pages, some 200
+     * page faults a cycle at 160,000 jobs) */
+    void *kb = ts_arena_alloc_uninit(cy->a, n * sizeof(struct okey));
+    void *tb = ts_arena_alloc_uninit(cy->a, n * sizeof(struct okey));
     if (kb == NULL || tb == NULL) {
-        free(kb);
-        free(tb);
         cy->nomem = true;
         return;
     }
@@ -259,7 +260,7 @@ static void sort_jobs(struct cycle *cy, int *idx, size_t n)
         struct rkey *r = tb, *rt = kb;
         for (size_t i = 0; i < n; i++)
             r[i] = (struct rkey){kspan_key(&span, &k[i]), k[i].job};
-        if (!radix_sort(&r, &rt, n, nbits))
+        if (!radix_sort(cy->a, &r, &rt, n, nbits))
             cy->nomem = true;
         for (size_t i = 0; i < n; i++)
             idx[i] = r[i].job;
@@ -269,8 +270,6 @@ static void sort_jobs(struct cycle *cy, int *idx, size_t n)
         for (size_t i = 0; i < n; i++)
             idx[i] = k[i].job;
     }
-    free(kb);
-    free(tb);
 }
 
 bool ts_sched_order_sort(struct cycle *cy)

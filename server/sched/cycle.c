@@ -114,6 +114,15 @@ static void list_del(struct cycle *cy, int j)
     J->prev = J->next = -1;
 }
 
+/* j's running state and GPUs into its struct jhot, once they changed */
+static void hot_sync(struct cycle *cy, int j)
+{
+    const struct job *J = &cy->jobs[j];
+    struct jhot *h = &cy->hot[j];
+    h->running = J->running;
+    h->amount = J->running ? J->gpus : J->valid ? J->p.gpus_estimate : 0;
+}
+
 void ts_sched_cycle_account(struct cycle *cy, const struct job *J, int sign)
 {
     struct proj *P = &cy->projs[J->project];
@@ -148,6 +157,7 @@ void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sche
     J->bind_dec = (int)cy->dec.n;
     J->gpus = ts_sched_cluster_slots_gpus(cy->c, slots, nslots);
     J->started_at = cy->snap->now;
+    hot_sync(cy, j);
     ts_sched_cluster_take(cy->c, node, slots, nslots, J->p.cpu,
                           J->p.host_mem_held ? 0 : J->p.host_mem);
     ts_sched_cycle_list_add(cy, j);
@@ -235,6 +245,7 @@ static void unbind(struct cycle *cy, int v, int for_job, bool suspend, const cha
     V->bind_dec = -1;
     V->gpus = 0;
     V->node = -1;
+    hot_sync(cy, v);
     V->p.only_node = V->saved_only_node;
     V->p.only_slots = V->saved_only_slots;
     V->p.nonly_slots = V->saved_nonly_slots;
@@ -316,6 +327,7 @@ void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, 
         .message = msg,
     };
     V->gpus = 0;
+    hot_sync(cy, v);
     V->stop_dec = (int)cy->dec.n;
     push_decision(cy, &d);
     cycle_freed(cy, node);

@@ -217,8 +217,9 @@ static enum ts_err build_jobs(struct cycle *cy, struct gather *g)
     cy->njobs = snap->nrunning + snap->npending;
     /* written whole below: zeroing 160,000 jobs first was 4 % of a large cycle */
     cy->jobs = ts_arena_alloc_uninit(cy->a, (cy->njobs ? cy->njobs : 1) * sizeof(struct job));
+    cy->hot = ts_arena_alloc_uninit(cy->a, (cy->njobs ? cy->njobs : 1) * sizeof(struct jhot));
     cy->node_head = ts_arena_alloc_uninit(cy->a, (snap->nnodes ? snap->nnodes : 1) * sizeof(int));
-    if (cy->jobs == NULL || cy->node_head == NULL)
+    if (cy->jobs == NULL || cy->hot == NULL || cy->node_head == NULL)
         return TS_ERR_NOMEM;
     for (size_t i = 0; i < snap->nnodes; i++)
         cy->node_head[i] = -1;
@@ -280,6 +281,15 @@ static enum ts_err build_jobs(struct cycle *cy, struct gather *g)
                 }
             }
         }
+        cy->hot[i] = (struct jhot){
+            .amount = run        ? J->gpus
+                      : J->valid ? J->p.gpus_estimate
+                                 : 0,
+            .project = J->project,
+            .running = run,
+            .valid = J->valid,
+            .preemptible = J->preemptible,
+        };
         if (run)
             ts_sched_cycle_list_add(cy, (int)i);
         request_class(cy, g->first, i);
@@ -308,13 +318,21 @@ static void shares_update(struct cycle *cy)
         cy->deps[d].alloc = 0;
         cy->deps[d].deserved = 0; /* its demand, for now */
     }
+    /* from cy->hot, in the jobs' order as before: the same sums, as
+     * ts_sched_cycle_account(cy, J, 1) adds them (1 * gpus is gpus) */
     for (size_t i = 0; i < cy->njobs; i++) {
-        struct job *J = &cy->jobs[i];
-        J->position = 0;
-        if (J->running)
-            ts_sched_cycle_account(cy, J, 1);
-        else if (J->valid)
-            cy->demand[J->project] += J->p.gpus_estimate;
+        struct jhot *h = &cy->hot[i];
+        h->position = 0;
+        if (h->running) {
+            cy->projs[h->project].alloc += h->amount;
+            if (!h->preemptible)
+                cy->projs[h->project].alloc_np += h->amount;
+            int d = snap->projects[h->project].department;
+            if (d >= 0)
+                cy->deps[d].alloc += h->amount;
+        } else if (h->valid) {
+            cy->demand[h->project] += h->amount;
+        }
     }
     for (size_t p = 0; p < np; p++) {
         struct proj *P = &cy->projs[p];
@@ -404,19 +422,19 @@ static int *pending_jobs(struct cycle *cy, int64_t pos, size_t *np, bool *placed
     int64_t most = 0;
     bool distinct = true;
     for (size_t i = 0; i < cy->njobs; i++) {
-        struct job *J = &cy->jobs[i];
-        if (J->running)
+        struct jhot *h = &cy->hot[i];
+        if (h->running)
             continue;
-        if (J->position == 0)
-            J->position = ++pos;
+        if (h->position == 0)
+            h->position = ++pos;
         pend[n++] = (int)i;
-        if (J->position < 1 || (uint64_t)J->position > cy->njobs || seen[J->position - 1]) {
+        if (h->position < 1 || (uint64_t)h->position > cy->njobs || seen[h->position - 1]) {
             distinct = false;
             continue;
         }
-        seen[J->position - 1] = 1;
-        if (J->position > most)
-            most = J->position;
+        seen[h->position - 1] = 1;
+        if (h->position > most)
+            most = h->position;
     }
     *np = n;
     *placed = distinct && (uint64_t)most <= n;
@@ -451,10 +469,11 @@ static enum ts_err build_result(struct cycle *cy, int passes, int64_t pos,
         size_t i = (size_t)pend[k];
         struct job *J = &cy->jobs[i];
         struct ts_sched_pending_reason *pr =
-            &r->pending[placed ? (size_t)J->position - 1 : r->npending];
+            &r->pending[placed ? (size_t)cy->hot[i].position - 1 : r->npending];
         r->npending++;
-        *pr = (struct ts_sched_pending_reason){
-            .job_id = J->id, .job = J->orig_running ? -1 : J->orig, .queue_position = J->position};
+        *pr = (struct ts_sched_pending_reason){.job_id = J->id,
+                                               .job = J->orig_running ? -1 : J->orig,
+                                               .queue_position = cy->hot[i].position};
         ts_sched_reason_of(cy, (int)i, &pr->code, &pr->message);
     }
     if (!placed)
@@ -573,7 +592,7 @@ enum ts_err ts_sched_decide(const struct ts_sched_snapshot *snap, struct ts_sche
         for (int j; (j = ts_sched_order_next(cy->order)) >= 0;) {
             attempt_or_repeat(cy, j);
             if (!cy->jobs[j].running)
-                cy->jobs[j].position = ++pos;
+                cy->hot[j].position = ++pos;
         }
         ts_sched_order_free(cy->order);
         cy->order = NULL;

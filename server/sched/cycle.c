@@ -71,7 +71,11 @@ const char *ts_sched_cycle_held(struct cycle *cy, int p)
     return P->held;
 }
 
-static void push_decision(struct cycle *cy, const struct ts_sched_decision *d)
+/* The next decision's place in the cycle's buffer, for the caller to
+ * write whole; NULL when out of memory. Written there, not built on the
+ * stack and copied: the copy's loads waited for the stack's stores behind
+ * those of the bind or stop before it (3.5 % of a large cycle). */
+static struct ts_sched_decision *decision_new(struct cycle *cy)
 {
     struct decision_buf *b = &cy->dec;
     if (b->n == b->cap) {
@@ -79,13 +83,13 @@ static void push_decision(struct cycle *cy, const struct ts_sched_decision *d)
         struct ts_sched_decision *nv = realloc(b->v, ncap * sizeof(*nv));
         if (nv == NULL) {
             cy->nomem = true;
-            return;
+            return NULL;
         }
         b->v = nv;
         b->cap = ncap;
     }
-    b->v[b->n++] = *d;
     cy->pass_decisions++;
+    return &b->v[b->n++];
 }
 
 void ts_sched_cycle_list_add(struct cycle *cy, int j)
@@ -162,19 +166,20 @@ void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sche
                           J->p.host_mem_held ? 0 : J->p.host_mem);
     ts_sched_cycle_list_add(cy, j);
     ts_sched_cycle_account(cy, J, 1);
-    struct ts_sched_decision d = {
-        .action = TS_SCHED_BIND,
-        .job_id = J->id,
-        .job_was_running = J->orig_running,
-        .job = J->orig,
-        .node = node,
-        .slots = copy,
-        .nslots = nslots,
-        .gpus = J->gpus,
-        .code = code,
-        .message = msg,
-    };
-    push_decision(cy, &d);
+    struct ts_sched_decision *d = decision_new(cy);
+    if (d != NULL)
+        *d = (struct ts_sched_decision){
+            .action = TS_SCHED_BIND,
+            .job_id = J->id,
+            .job_was_running = J->orig_running,
+            .job = J->orig,
+            .node = node,
+            .slots = copy,
+            .nslots = nslots,
+            .gpus = J->gpus,
+            .code = code,
+            .message = msg,
+        };
     ts_sched_order_update(cy->order, J->project);
 }
 
@@ -260,19 +265,20 @@ static void unbind(struct cycle *cy, int v, int for_job, bool suspend, const cha
             d->action = TS_SCHED_EVICT;
             cy->c->nodes[d->node].swap_free += V->swap_need;
         } else {
-            struct ts_sched_decision d = {
-                .action = TS_SCHED_EVICT,
-                .job_id = V->id,
-                .job_was_running = false,
-                .job = V->orig,
-                .node = node_was,
-                .for_job_id = cy->jobs[for_job].id,
-                .code = code,
-                .message = msg,
-            };
             V->evicted = true;
             V->stop_dec = (int)cy->dec.n;
-            push_decision(cy, &d);
+            struct ts_sched_decision *d = decision_new(cy);
+            if (d != NULL)
+                *d = (struct ts_sched_decision){
+                    .action = TS_SCHED_EVICT,
+                    .job_id = V->id,
+                    .job_was_running = false,
+                    .job = V->orig,
+                    .node = node_was,
+                    .for_job_id = cy->jobs[for_job].id,
+                    .code = code,
+                    .message = msg,
+                };
         }
     }
     cy->pass_decisions++;
@@ -313,23 +319,24 @@ void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend_it, 
         V->p.nonly_slots = 0;
         V->p.host_mem_held = false;
     }
-    struct ts_sched_decision d = {
-        .action = suspend ? TS_SCHED_SUSPEND : TS_SCHED_EVICT,
-        .job_id = V->id,
-        .job_was_running = V->orig_running,
-        .job = V->orig,
-        .node = node,
-        .slots = V->slots,
-        .nslots = V->nslots,
-        .gpus = V->gpus,
-        .for_job_id = cy->jobs[for_job].id,
-        .code = code,
-        .message = msg,
-    };
+    V->stop_dec = (int)cy->dec.n;
+    struct ts_sched_decision *d = decision_new(cy);
+    if (d != NULL)
+        *d = (struct ts_sched_decision){
+            .action = suspend ? TS_SCHED_SUSPEND : TS_SCHED_EVICT,
+            .job_id = V->id,
+            .job_was_running = V->orig_running,
+            .job = V->orig,
+            .node = node,
+            .slots = V->slots,
+            .nslots = V->nslots,
+            .gpus = V->gpus,
+            .for_job_id = cy->jobs[for_job].id,
+            .code = code,
+            .message = msg,
+        };
     V->gpus = 0;
     hot_sync(cy, v);
-    V->stop_dec = (int)cy->dec.n;
-    push_decision(cy, &d);
     cycle_freed(cy, node);
     ts_sched_order_update(cy->order, V->project);
 }

@@ -753,29 +753,6 @@ static void search_walk(struct cycle *cy, struct search *s)
     walk_sets(cy, s, 2);
 }
 
-/* What the victims' stops and j's bind will write that the search did not
- * read, far apart in memory: each victim's place in its node's list (the
- * last line of its job), its project's counts on the node (vindex.c), and
- * j's place in the node's list and the head's. Fetched while the
- * suspensions are chosen and the messages written (their cache misses
- * were 3 % of a cycle at 12,500 nodes, in ts_sched_victims_index_del and
- * the node lists). Only fetched: nothing is read from them here. */
-static void fetch_for_stops(const struct cycle *cy, int j, int node, const int *victims, int n)
-{
-    size_t nn = cy->snap->nnodes;
-    for (int i = 0; i < n; i++) {
-        const struct job *x = &cy->jobs[victims[i]];
-        size_t pn = (size_t)x->project * nn + (size_t)node;
-        __builtin_prefetch(&x->prev, 1);
-        __builtin_prefetch(&cy->proj_node_slots[pn], 1);
-        __builtin_prefetch(&cy->proj_node_jobs[pn], 1);
-    }
-    __builtin_prefetch(&cy->jobs[j].prev, 1);
-    int h = cy->node_head[node];
-    if (h >= 0)
-        __builtin_prefetch(&cy->jobs[h].prev, 1);
-}
-
 bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r, int *out_node,
                            int *victims, bool *suspend, int *nvictims)
 {
@@ -805,7 +782,6 @@ bool ts_sched_victims_find(struct cycle *cy, int j, const struct victim_rule *r,
     if (s.best_node < 0)
         return false;
     *out_node = s.best_node;
-    fetch_for_stops(cy, j, s.best_node, victims, *nvictims);
     choose_suspends(cy, &cy->jobs[j].p, s.best_node, victims, *nvictims, r->min_free, suspend);
     return true;
 }

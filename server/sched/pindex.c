@@ -204,7 +204,7 @@ static bool score_node(struct ts_sched_cluster *c, const struct ts_sched_strateg
 int ts_sched_pindex_best(struct ts_sched_cluster *c, const struct ts_sched_strategy *st,
                          const struct preq *p, uint64_t sig, ts_sched_node_score_fn score)
 {
-    if (p->r->nnode_selector > 0 || p->only_node >= 0)
+    if (p->only_node >= 0 || p->has_selector)
         return -2; /* rare, or one node: a scan does */
     struct pindex *x = pindex_get(c);
     if (x == NULL)

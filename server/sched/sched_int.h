@@ -116,6 +116,7 @@ struct preq {
     bool host_mem_held;                     /* suspended: its host memory is already counted */
     bool no_swap_node;                      /* refuses swap and can burst: no swap_resolver node */
     bool refuses_swap;                      /* r->refuses_swap, read without r */
+    bool has_selector;                      /* r->nnode_selector > 0, read without r */
     const struct ts_sched_request *r;
     enum ts_sched_gpu_kind kind;
     int ndev; /* GPUs needed on the node (0 for CPU-only) */

@@ -28,7 +28,9 @@
  * errors, the CPU of the server and all its PostgreSQL processes (/proc,
  * utime + stime, children reaped included), and the scheduler's cycles
  * (/metrics). --sweep 100,1000,2000 runs each size on a new server and prints
- * one row each.
+ * one row each. --pgss prints the window's statements by database time
+ * (pg_stat_statements), --waits what the busy backends waited on
+ * (pg_stat_activity, every 20 ms: pgwaits.h).
  *
  * --replicas 2: a second server on the first one's PostgreSQL (--database),
  * started once the first leads the scheduler loop; half the nodes talk to
@@ -42,7 +44,8 @@
  *
  *   bench_fleet [--nodes N] [--gpus 8] [--jobs 10000] [--running 5000]
  *               [--churn 20] [--seconds S] [--warmup S] [--threads T]
- *               [--sweep N1,N2,...] [--replicas 2 [--kill-leader-at S]]
+ *               [--sweep N1,N2,...] [--pgss] [--waits]
+ *               [--replicas 2 [--kill-leader-at S]]
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -60,6 +63,7 @@
 #include <unistd.h>
 
 #include "tests/bench/benchcpu.h"
+#include "tests/bench/pgwaits.h"
 #include "tests/integration/harness.h"
 
 #define NODE_JOBS_MAX 64
@@ -79,7 +83,8 @@ static struct {
     int nodes, gpus, threads;
     double jobs, running, churn; /* at 1,000 nodes */
     double seconds, warmup;
-    bool pgss; /* profile the window's statements with pg_stat_statements */
+    bool pgss;  /* profile the window's statements with pg_stat_statements */
+    bool waits; /* sample the window's wait events (pgwaits.h) */
     int sweep[SWEEP_MAX];
     int nsweep;
     int replicas;
@@ -1009,6 +1014,7 @@ static int run_size(int nodes, struct row *row)
         char out[64];
         ts_it_sql(&srv, "SELECT pg_stat_statements_reset()", out, sizeof(out));
     }
+    struct ts_bench_waits *waits = opt.waits ? ts_bench_waits_start(srv.conninfo) : NULL;
     atomic_store(&measuring, true);
     double t_kill = 0;
     if (opt.replicas > 1 && opt.kill_at >= 0 && opt.kill_at < opt.seconds) {
@@ -1021,6 +1027,7 @@ static int run_size(int nodes, struct row *row)
         sleep_s(opt.seconds);
     }
     atomic_store(&measuring, false);
+    ts_bench_waits_stop_print(waits, nodes);
     double w1 = now_s();
     double cpu1 = server_cpu(&pg1);
     read_metrics(&m1);
@@ -1165,6 +1172,9 @@ static int parse_args(int argc, char **argv)
         else if (strcmp(a, "--pgss") == 0) {
             opt.pgss = true;
             continue;
+        } else if (strcmp(a, "--waits") == 0) {
+            opt.waits = true;
+            continue;
         } else if (strcmp(a, "--sweep") == 0) {
             char *s = strdup(v), *save = NULL;
             for (char *p = strtok_r(s, ",", &save); p && opt.nsweep < SWEEP_MAX;
@@ -1190,11 +1200,12 @@ static int parse_args(int argc, char **argv)
 int main(int argc, char **argv)
 {
     if (parse_args(argc, argv) != 0) {
-        fprintf(stderr, "usage: bench_fleet [--nodes N] [--gpus 8] [--jobs 10000] [--running 5000]"
-                        " [--churn 20] [--seconds S] [--warmup S] [--threads T]"
-                        " [--sweep N1,N2,...] [--pgss] [--replicas 2 [--kill-leader-at S]]\n"
-                        "  --jobs, --running and --churn are at 1,000 nodes; each size scales"
-                        " them\n");
+        fprintf(stderr,
+                "usage: bench_fleet [--nodes N] [--gpus 8] [--jobs 10000] [--running 5000]"
+                " [--churn 20] [--seconds S] [--warmup S] [--threads T]"
+                " [--sweep N1,N2,...] [--pgss] [--waits] [--replicas 2 [--kill-leader-at S]]\n"
+                "  --jobs, --running and --churn are at 1,000 nodes; each size scales"
+                " them\n");
         return 2;
     }
     ts_client_global_init();

@@ -129,13 +129,7 @@ static void hot_sync(struct cycle *cy, int j)
 
 void ts_sched_cycle_account(struct cycle *cy, const struct job *J, int sign)
 {
-    struct proj *P = &cy->projs[J->project];
-    P->alloc += sign * J->gpus;
-    if (!J->preemptible)
-        P->alloc_np += sign * J->gpus;
-    int d = cy->snap->projects[J->project].department;
-    if (d >= 0)
-        cy->deps[d].alloc += sign * J->gpus;
+    ts_sched_cycle_account_gpus(cy, J->project, J->preemptible, sign * J->gpus);
 }
 
 void ts_sched_cycle_bind(struct cycle *cy, int j, int node, const struct ts_sched_slot *slots,

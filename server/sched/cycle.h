@@ -203,6 +203,20 @@ void ts_sched_cycle_stop(struct cycle *cy, int v, int for_job, bool suspend, con
                          const char *msg);
 /* j, running, joins its node's list (and the victim index) */
 void ts_sched_cycle_list_add(struct cycle *cy, int j);
+/* gpus (negative: taken) added to the allocation of project, its
+ * non-preemptible part where the job is not preemptible, and its
+ * department's */
+static inline void ts_sched_cycle_account_gpus(struct cycle *cy, int project, bool preemptible,
+                                               double gpus)
+{
+    struct proj *P = &cy->projs[project];
+    P->alloc += gpus;
+    if (!preemptible)
+        P->alloc_np += gpus;
+    int d = cy->snap->projects[project].department;
+    if (d >= 0)
+        cy->deps[d].alloc += gpus;
+}
 /* J's GPUs added to (sign 1) or taken from (-1) its project's and department's */
 void ts_sched_cycle_account(struct cycle *cy, const struct job *J, int sign);
 const char *ts_sched_cycle_printf(struct cycle *cy, const char *fmt, ...)

@@ -325,12 +325,7 @@ static void shares_update(struct cycle *cy)
         struct jhot *h = &cy->hot[i];
         h->position = 0;
         if (h->running) {
-            cy->projs[h->project].alloc += h->amount;
-            if (!h->preemptible)
-                cy->projs[h->project].alloc_np += h->amount;
-            int d = snap->projects[h->project].department;
-            if (d >= 0)
-                cy->deps[d].alloc += h->amount;
+            ts_sched_cycle_account_gpus(cy, h->project, h->preemptible, h->amount);
         } else if (h->valid) {
             cy->demand[h->project] += h->amount;
         }
@@ -511,8 +506,8 @@ static _Atomic(struct ts_arena *) kept_arena;
 
 /* The decisions' buffer of the last cycle, emptied, kept the same way: it
  * grew by doubling to 10 MB every cycle at 12,500 nodes (copies and fresh
- * pages). What is in it is never read before it is written (push_decision
- * writes each decision whole, and the cycle reads up to dec.n). */
+ * pages). What is in it is never read before it is written (decision_new's
+ * callers write each decision whole, and the cycle reads up to dec.n). */
 static _Atomic(struct decision_buf *) kept_decisions;
 
 static void decisions_take(struct cycle *cy)

@@ -208,7 +208,7 @@ static void request_class(struct cycle *cy, struct memo *first, size_t i)
     uint64_t v = 0;
     if (!ts_sched_memo_get(first, J->p.hash, &v))
         ts_sched_memo_put(first, J->p.hash, (uint64_t)i + 1);
-    else if (same_request(cy->jobs[v - 1].req, J->req))
+    else if (same_request(cy->jobs[v - 1].p.r, J->p.r))
         J->req_class = cy->jobs[v - 1].req_class;
 }
 
@@ -227,6 +227,7 @@ static enum ts_err build_jobs(struct cycle *cy, struct gather *g)
     for (size_t i = 0; i < cy->njobs; i++) {
         struct job *J = &cy->jobs[i];
         bool run = i < snap->nrunning;
+        const struct ts_sched_request *req; /* kept as J->p.r */
         *J = (struct job){.orig_running = run,
                           .orig = run ? (int)i : (int)(i - snap->nrunning),
                           .prev = -1,
@@ -240,7 +241,7 @@ static enum ts_err build_jobs(struct cycle *cy, struct gather *g)
             J->project = r->project;
             J->priority = r->priority;
             J->preemptible = r->preemptible;
-            J->req = &r->request;
+            req = &r->request;
             J->started_at = r->started_at;
             J->submitted_at = r->started_at;
             J->running = true;
@@ -261,11 +262,11 @@ static enum ts_err build_jobs(struct cycle *cy, struct gather *g)
             J->project = p->project;
             J->priority = p->priority;
             J->preemptible = p->preemptible;
-            J->req = &p->request;
+            req = &p->request;
             J->submitted_at = p->submitted_at;
             J->node = -1;
         }
-        J->valid = ts_sched_preq_prepare(cy->c, J->req, cy->a, &J->p);
+        J->valid = ts_sched_preq_prepare(cy->c, req, cy->a, &J->p);
         if (J->valid) {
             J->p.hash = ts_sched_preq_hash(&J->p);
             J->p.gpus_at_most = gpus_at_most(cy, J);

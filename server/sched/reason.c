@@ -203,7 +203,7 @@ static const char *node_name(const struct cycle *cy, int n)
 static void unavailable(struct cycle *cy, const struct job *J, const struct diag *d,
                         const char **msg)
 {
-    const struct ts_sched_request *r = J->req;
+    const struct ts_sched_request *r = J->p.r;
     char parts[640] = "";
     size_t used = 0;
     int total = (int)cy->snap->nnodes;
@@ -427,8 +427,8 @@ static void reason_of(struct cycle *cy, int j, const char **code, const char **m
             ts_sched_cycle_printf(cy,
                                   "the request cannot be placed as written: gpu kind %d, count %d, "
                                   "portion %g, memory %lld bytes, devices %d",
-                                  (int)J->req->kind, J->req->count, J->req->portion,
-                                  (long long)J->req->memory_bytes, J->req->devices);
+                                  (int)J->p.r->kind, J->p.r->count, J->p.r->portion,
+                                  (long long)J->p.r->memory_bytes, J->p.r->devices);
         return;
     case STAGE_OVER_LIMIT:
         *code = "over_limit";
